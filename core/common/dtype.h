@@ -11,7 +11,7 @@ enum class DType : uint8_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
 
 /// Bytes per element.
 constexpr size_t DTypeSize(DType t) { return t == DType::kF32 ? 4 : 2; }
-std::string_view DTypeName(DType t);
+const char* DTypeName(DType t);
 /// Parses "f32"/"float32", "f16"/"float16", "bf16"/"bfloat16". Returns false otherwise.
 bool ParseDType(std::string_view name, DType* out);
 

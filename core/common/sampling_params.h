@@ -1,0 +1,50 @@
+#pragma once
+/// Per-request sampling parameters, shared by the scheduler, the engine and the
+/// gateway (plain data; the wire form is orca.v1.SamplingParams).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace orca {
+
+struct SamplingParams {
+  /// 0 = greedy (argmax). Must be >= 0.
+  float temperature = 0.0f;
+  /// 0 = disabled; otherwise keep the k most likely tokens.
+  int32_t top_k = 0;
+  /// 1 = disabled; otherwise nucleus sampling in (0, 1].
+  float top_p = 1.0f;
+  /// 0 = disabled; keep tokens with p >= min_p * p_max.
+  float min_p = 0.0f;
+  /// Unset: derived from the request id, so every run differs by request but is reproducible.
+  std::optional<uint64_t> seed;
+  /// 1 = disabled. HF-style multiplicative penalty on tokens seen in prompt or output.
+  float repetition_penalty = 1.0f;
+  /// OpenAI-style additive penalties on generated tokens, in [-2, 2].
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  /// Report the chosen token's logprob.
+  bool logprobs = false;
+  /// Number of most likely alternatives to report per position (0..20).
+  int32_t top_logprobs = 0;
+
+  bool IsGreedy() const { return temperature <= 0.0f; }
+  bool HasPenalties() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+  /// Returns an empty string when valid, else which field is out of range and why.
+  std::string Validate() const {
+    if (!(temperature >= 0.0f) || temperature > 100.0f) return "temperature must be in [0, 100]";
+    if (top_k < 0) return "top_k must be >= 0 (0 disables it)";
+    if (!(top_p > 0.0f && top_p <= 1.0f)) return "top_p must be in (0, 1]";
+    if (!(min_p >= 0.0f && min_p <= 1.0f)) return "min_p must be in [0, 1]";
+    if (!(repetition_penalty > 0.0f) || repetition_penalty > 10.0f) return "repetition_penalty must be in (0, 10]";
+    if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) return "presence_penalty must be in [-2, 2]";
+    if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) return "frequency_penalty must be in [-2, 2]";
+    if (top_logprobs < 0 || top_logprobs > 20) return "top_logprobs must be in [0, 20]";
+    return "";
+  }
+};
+
+}  // namespace orca

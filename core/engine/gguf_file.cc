@@ -1,0 +1,310 @@
+#include "core/engine/gguf_file.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/common/status_macros.h"
+
+namespace orca {
+namespace {
+
+constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
+constexpr uint64_t kMaxStringBytes = 1ull << 30;
+constexpr uint64_t kMaxArrayElements = 1ull << 28;
+
+enum GgufType : uint32_t {
+  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
+  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+};
+
+// Bounds-checked little-endian cursor over the mapped file.
+class Cursor {
+ public:
+  Cursor(const uint8_t* data, size_t size, const std::string& path) : data_(data), size_(size), path_(path) {}
+  size_t offset() const { return pos_; }
+  void Seek(size_t pos) { pos_ = pos; }
+
+  template <typename T>
+  absl::Status Read(T* out, const char* what) {
+    if (size_ - pos_ < sizeof(T) || pos_ > size_) return Truncated(what);
+    std::memcpy(out, data_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return absl::OkStatus();
+  }
+  absl::Status ReadString(std::string* out, const char* what) {
+    uint64_t len;
+    ORCA_RETURN_IF_ERROR(Read(&len, what));
+    if (len > kMaxStringBytes || len > size_ - pos_) return Truncated(what);
+    out->assign(reinterpret_cast<const char*>(data_ + pos_), len);
+    pos_ += len;
+    return absl::OkStatus();
+  }
+  absl::Status Truncated(const char* what) const {
+    return absl::DataLossError(
+        absl::StrCat(path_, ": truncated or corrupt GGUF file while reading ", what, " at byte ", pos_));
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+  const std::string& path_;
+};
+
+absl::Status ReadScalar(Cursor& c, uint32_t type, GgufValue* out, const char* what) {
+  switch (type) {
+    case kU8: { uint8_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kI8: { int8_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kU16: { uint16_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kI16: { int16_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kU32: { uint32_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kI32: { int32_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kU64: { uint64_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
+    case kI64: { int64_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
+    case kF32: { float v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = double{v}; return absl::OkStatus(); }
+    case kF64: { double v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
+    case kBool: { uint8_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v != 0; return absl::OkStatus(); }
+    case kString: { std::string s; ORCA_RETURN_IF_ERROR(c.ReadString(&s, what)); out->value = std::move(s); return absl::OkStatus(); }
+    default: return absl::DataLossError(absl::StrCat("unknown GGUF value type ", type, " for ", what));
+  }
+}
+
+absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* what) {
+  if (type != kArray) return ReadScalar(c, type, out, what);
+  uint32_t elem_type;
+  uint64_t count;
+  ORCA_RETURN_IF_ERROR(c.Read(&elem_type, what));
+  ORCA_RETURN_IF_ERROR(c.Read(&count, what));
+  if (count > kMaxArrayElements) return c.Truncated(what);
+  GgufValue::Array array;
+  switch (elem_type) {
+    case kString: {
+      std::vector<std::string> v(count);
+      for (auto& s : v) ORCA_RETURN_IF_ERROR(c.ReadString(&s, what));
+      array = std::move(v);
+      break;
+    }
+    case kF32: case kF64: {
+      std::vector<double> v;
+      v.reserve(count);
+      for (uint64_t i = 0; i < count; ++i) {
+        GgufValue e;
+        ORCA_RETURN_IF_ERROR(ReadScalar(c, elem_type, &e, what));
+        v.push_back(std::get<double>(e.value));
+      }
+      array = std::move(v);
+      break;
+    }
+    case kBool: {
+      std::vector<bool> v;
+      v.reserve(count);
+      for (uint64_t i = 0; i < count; ++i) {
+        uint8_t b;
+        ORCA_RETURN_IF_ERROR(c.Read(&b, what));
+        v.push_back(b != 0);
+      }
+      array = std::move(v);
+      break;
+    }
+    case kU8: case kI8: case kU16: case kI16: case kU32: case kI32: case kU64: case kI64: {
+      std::vector<int64_t> v;
+      v.reserve(count);
+      for (uint64_t i = 0; i < count; ++i) {
+        GgufValue e;
+        ORCA_RETURN_IF_ERROR(ReadScalar(c, elem_type, &e, what));
+        if (auto* u = std::get_if<uint64_t>(&e.value)) v.push_back(static_cast<int64_t>(*u));
+        else v.push_back(std::get<int64_t>(e.value));
+      }
+      array = std::move(v);
+      break;
+    }
+    default:
+      return absl::DataLossError(absl::StrCat("unsupported GGUF array element type ", elem_type, " for ", what));
+  }
+  out->value = std::move(array);
+  return absl::OkStatus();
+}
+
+// Bytes per element for the ggml types Orca computes with; 0 otherwise.
+size_t GgmlTypeSize(uint32_t type, DType* dtype) {
+  switch (type) {
+    case 0: *dtype = DType::kF32; return 4;
+    case 1: *dtype = DType::kF16; return 2;
+    case 30: *dtype = DType::kBF16; return 2;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+std::string GgufFile::GgmlTypeName(uint32_t type) {
+  static const char* kNames[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
+                                 "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
+                                 "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
+                                 "IQ1_M", "BF16"};
+  if (type < sizeof(kNames) / sizeof(kNames[0])) return kNames[type];
+  return absl::StrCat("type#", type);
+}
+
+absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
+  ORCA_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
+  std::unique_ptr<GgufFile> file(new GgufFile(std::move(mapped)));
+  ORCA_RETURN_IF_ERROR(file->Parse());
+  return file;
+}
+
+absl::Status GgufFile::Parse() {
+  const std::string& path = file_->path();
+  Cursor c(file_->data(), file_->size(), path);
+  uint32_t magic;
+  ORCA_RETURN_IF_ERROR(c.Read(&magic, "magic"));
+  if (magic != kGgufMagic) return absl::InvalidArgumentError(absl::StrCat(path, ": not a GGUF file (bad magic)"));
+  ORCA_RETURN_IF_ERROR(c.Read(&version_, "version"));
+  if (version_ < 2 || version_ > 3)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": unsupported GGUF version ", version_, " (2 and 3 are)"));
+  uint64_t tensor_count, kv_count;
+  ORCA_RETURN_IF_ERROR(c.Read(&tensor_count, "tensor count"));
+  ORCA_RETURN_IF_ERROR(c.Read(&kv_count, "metadata count"));
+  if (tensor_count > (1u << 20) || kv_count > (1u << 20)) return c.Truncated("header counts");
+  for (uint64_t i = 0; i < kv_count; ++i) {
+    std::string key;
+    ORCA_RETURN_IF_ERROR(c.ReadString(&key, "metadata key"));
+    uint32_t type;
+    ORCA_RETURN_IF_ERROR(c.Read(&type, "metadata type"));
+    GgufValue value;
+    ORCA_RETURN_IF_ERROR(Annotate(ReadValue(c, type, &value, "metadata value"), absl::StrCat(path, ": key '", key, "'")));
+    metadata_[key] = std::move(value);
+  }
+  struct Pending {
+    std::string name;
+    std::vector<int64_t> shape;
+    uint32_t type;
+    uint64_t offset;
+  };
+  std::vector<Pending> pending;
+  for (uint64_t i = 0; i < tensor_count; ++i) {
+    Pending t;
+    ORCA_RETURN_IF_ERROR(c.ReadString(&t.name, "tensor name"));
+    uint32_t n_dims;
+    ORCA_RETURN_IF_ERROR(c.Read(&n_dims, "tensor rank"));
+    if (n_dims == 0 || n_dims > 4)
+      return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' has invalid rank ", n_dims));
+    std::vector<int64_t> ne(n_dims);
+    for (auto& d : ne) {
+      uint64_t v;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, "tensor dims"));
+      if (v == 0 || v > (1ull << 40)) return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' has invalid dimension ", v));
+      d = static_cast<int64_t>(v);
+    }
+    t.shape.assign(ne.rbegin(), ne.rend());  // ggml ne[0] is innermost
+    ORCA_RETURN_IF_ERROR(c.Read(&t.type, "tensor type"));
+    ORCA_RETURN_IF_ERROR(c.Read(&t.offset, "tensor offset"));
+    pending.push_back(std::move(t));
+  }
+  uint64_t alignment = 32;
+  if (auto it = metadata_.find("general.alignment"); it != metadata_.end()) {
+    if (auto* v = std::get_if<int64_t>(&it->second.value); v && *v > 0 && (*v & (*v - 1)) == 0) alignment = *v;
+  }
+  size_t data_start = (c.offset() + alignment - 1) / alignment * alignment;
+  for (auto& t : pending) {
+    TensorInfo info;
+    info.name = t.name;
+    info.shape = t.shape;
+    info.file = path;
+    size_t elem = GgmlTypeSize(t.type, &info.dtype);
+    ggml_types_[t.name] = t.type;
+    if (elem != 0) {
+      info.nbytes = static_cast<size_t>(info.NumElements()) * elem;
+      if (data_start + t.offset > file_->size() || info.nbytes > file_->size() - data_start - t.offset)
+        return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' (", info.ShapeString(), " ",
+                                                DTypeName(info.dtype), ") extends past the end of the file"));
+      info.data = file_->data() + data_start + t.offset;
+    }
+    order_.push_back(t.name);
+    tensors_[t.name] = std::move(info);
+  }
+  return absl::OkStatus();
+}
+
+const TensorInfo* GgufFile::Find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> GgufFile::Names() const { return order_; }
+
+std::optional<uint32_t> GgufFile::GgmlType(const std::string& name) const {
+  auto it = ggml_types_.find(name);
+  if (it == ggml_types_.end()) return std::nullopt;
+  return it->second;
+}
+
+namespace {
+absl::Status Missing(const std::string& path, const std::string& key) {
+  return absl::NotFoundError(absl::StrCat(path, ": metadata key '", key, "' is missing"));
+}
+absl::Status WrongType(const std::string& path, const std::string& key, const char* want) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": metadata key '", key, "' is not ", want));
+}
+}  // namespace
+
+absl::StatusOr<std::string> GgufFile::GetString(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return Missing(file_->path(), key);
+  if (auto* v = std::get_if<std::string>(&it->second.value)) return *v;
+  return WrongType(file_->path(), key, "a string");
+}
+
+absl::StatusOr<int64_t> GgufFile::GetInt(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return Missing(file_->path(), key);
+  if (auto* v = std::get_if<int64_t>(&it->second.value)) return *v;
+  if (auto* v = std::get_if<uint64_t>(&it->second.value)) return static_cast<int64_t>(*v);
+  return WrongType(file_->path(), key, "an integer");
+}
+
+absl::StatusOr<double> GgufFile::GetFloat(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return Missing(file_->path(), key);
+  if (auto* v = std::get_if<double>(&it->second.value)) return *v;
+  if (auto* v = std::get_if<int64_t>(&it->second.value)) return static_cast<double>(*v);
+  return WrongType(file_->path(), key, "a number");
+}
+
+absl::StatusOr<bool> GgufFile::GetBool(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return Missing(file_->path(), key);
+  if (auto* v = std::get_if<bool>(&it->second.value)) return *v;
+  return WrongType(file_->path(), key, "a bool");
+}
+
+absl::StatusOr<std::vector<std::string>> GgufFile::GetStringArray(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return Missing(file_->path(), key);
+  if (auto* a = std::get_if<GgufValue::Array>(&it->second.value))
+    if (auto* v = std::get_if<std::vector<std::string>>(a)) return *v;
+  return WrongType(file_->path(), key, "an array of strings");
+}
+
+absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return Missing(file_->path(), key);
+  if (auto* a = std::get_if<GgufValue::Array>(&it->second.value))
+    if (auto* v = std::get_if<std::vector<int64_t>>(a)) return *v;
+  return WrongType(file_->path(), key, "an array of integers");
+}
+
+absl::StatusOr<std::vector<double>> GgufFile::GetFloatArray(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return Missing(file_->path(), key);
+  if (auto* a = std::get_if<GgufValue::Array>(&it->second.value))
+    if (auto* v = std::get_if<std::vector<double>>(a)) return *v;
+  return WrongType(file_->path(), key, "an array of numbers");
+}
+
+std::string TensorInfo::ShapeString() const {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+}  // namespace orca

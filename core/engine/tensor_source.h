@@ -1,0 +1,42 @@
+#pragma once
+/// Read-only access to the tensors of a checkpoint, wherever they live
+/// (safetensors files, a GGUF file). Data pointers point into memory-mapped
+/// files and stay valid for the lifetime of the source.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/common/dtype.h"
+
+namespace orca {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  /// Row-major, outermost first (PyTorch order). A [out, in] Linear weight has shape {out, in}.
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  size_t nbytes = 0;
+  /// The file it came from, for error messages.
+  std::string file;
+
+  int64_t NumElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  std::string ShapeString() const;
+};
+
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  /// nullptr when absent.
+  virtual const TensorInfo* Find(const std::string& name) const = 0;
+  virtual std::vector<std::string> Names() const = 0;
+  /// A short description for errors ("model.safetensors", "x.gguf").
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace orca
