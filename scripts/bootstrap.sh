@@ -16,7 +16,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libdnnl-dev libgloo-dev nlohmann-json3-dev libcurl4-openssl-dev
   libyaml-cpp-dev libboost-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
-  prometheus gnuplot-nox yamllint
+  prometheus gnuplot-nox yamllint libicu-dev
 )
 # Node.js comes with this machine kind; install Debian's only when it is absent.
 command -v node >/dev/null || APT_PACKAGES+=(nodejs npm)

@@ -10,6 +10,7 @@
 
 #include "absl/types/span.h"
 #include "core/text/tokenizer.h"
+#include "core/text/unicode.h"
 
 namespace orca::text {
 
@@ -26,13 +27,24 @@ class IncrementalDetokenizer {
   /// incomplete UTF-8 tail is rendered as U+FFFD, as a full decode would).
   std::string Flush();
 
+  /// Guarantee: with no prompt, the concatenation of every Add() and Flush()
+  /// equals tokenizer.Decode(ids, skip_special_tokens). With a prompt it equals
+  /// the text Decode(prompt + ids) has after Decode(prompt), except that the
+  /// optional clean-up stage (Tokenizer::DecodeRules) restarts at the prompt
+  /// boundary. Works for any Tokenizer honouring DecodeRules, in O(1) per token.
+  size_t num_tokens() const { return num_tokens_; }
+
  private:
+  std::string Process(std::string text, bool final);
+  static size_t SafeCleanupSplit(const std::string& s);
+
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
-  std::vector<int32_t> ids_;
-  size_t prefix_offset_ = 0;
-  size_t read_offset_ = 0;
-  std::string emitted_;
+  Tokenizer::DecodeRules rules_;
+  Utf8StreamDecoder utf8_;
+  int strip_remaining_ = 0;   // leading strip_chars still to drop
+  std::string pending_;       // text held back by the clean-up stage
+  size_t num_tokens_ = 0;
 };
 
 }  // namespace orca::text

@@ -35,7 +35,8 @@ class Tokenizer {
   /// Decodes ids to text. InvalidArgument names the first id outside the vocabulary.
   virtual absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids, bool skip_special_tokens = true) const = 0;
   /// The raw bytes token `id` stands for when decoded after other tokens
-  /// (may be an incomplete UTF-8 sequence; empty for special tokens when skipped).
+  /// (may be an incomplete UTF-8 sequence). For special tokens this is their
+  /// text; callers that skip special tokens drop them (see IsSpecial).
   virtual std::string TokenBytes(int32_t id) const = 0;
   /// The vocabulary entry as written in the tokenizer (e.g. "Ġthe", "▁the", "<0x0A>").
   virtual std::string IdToToken(int32_t id) const = 0;
@@ -50,6 +51,25 @@ class Tokenizer {
   /// Token strings for chat templates ("" when the model has none).
   virtual std::string bos_token() const = 0;
   virtual std::string eos_token() const = 0;
+
+  /// How Decode() assembles text, so that streaming decoders can reproduce it
+  /// exactly. Decode(ids, skip) equals, in order:
+  ///   1. the concatenation of TokenBytes(id) over `ids` (minus special ids
+  ///      when `skip`), read as UTF-8 with each ill-formed subpart -> U+FFFD;
+  ///   2. with up to `strip_leading` leading `strip_char`s removed;
+  ///   3. passed through CleanUpTokenizationSpaces when
+  ///      `clean_up_tokenization_spaces`.
+  struct DecodeRules {
+    int strip_leading = 0;
+    std::string strip_char = " ";
+    bool clean_up_tokenization_spaces = false;
+  };
+  virtual DecodeRules decode_rules() const { return {}; }
+
+  /// transformers' `clean_up_tokenization`: " ." -> ".", " ?" -> "?", " !" -> "!",
+  /// " ," -> ",", " ' " -> "'", " n't" -> "n't", " 'm" -> "'m", " 's" -> "'s",
+  /// " 've" -> "'ve", " 're" -> "'re", applied in that order.
+  static std::string CleanUpTokenizationSpaces(std::string_view text);
 };
 
 }  // namespace orca::text

@@ -1,0 +1,148 @@
+// Builds a PipelineTokenizer from the vocabulary embedded in a GGUF file, as
+// llama.cpp does: "llama" = SentencePiece merging by score with <0xNN> byte
+// fallback; "gpt2" = byte-level BPE with tokenizer.ggml.merges.
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "core/common/status_macros.h"
+#include "core/engine/gguf_file.h"
+#include "core/text/components.h"
+#include "core/text/hf_tokenizer_loader.h"
+#include "core/text/pipeline_tokenizer.h"
+#include "core/text/unicode.h"
+
+namespace orca::text {
+namespace {
+
+// llama.cpp token types.
+enum TokenType : int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+
+std::optional<int32_t> OptionalId(const GgufFile& f, const std::string& key, size_t n) {
+  absl::StatusOr<int64_t> v = f.GetInt(key);
+  if (!v.ok() || *v < 0 || static_cast<size_t>(*v) >= n) return std::nullopt;
+  return static_cast<int32_t>(*v);
+}
+
+absl::StatusOr<std::string_view> PrePattern(const GgufFile& f) {
+  absl::StatusOr<std::string> pre = f.GetString("tokenizer.ggml.pre");
+  const std::string name = pre.ok() ? *pre : "default";
+  if (name == "default" || name == "gpt2" || name == "gpt-2") return kGpt2Pattern;
+  if (name == "llama-bpe" || name == "llama3" || name == "llama-v3" || name == "smaug-bpe") return kLlama3Pattern;
+  if (name == "qwen2" || name == "qwen35") return kQwen2Pattern;
+  return absl::UnimplementedError(absl::StrCat("unsupported GGUF tokenizer.ggml.pre '", name,
+                                               "' (supported: default, gpt2, llama-bpe, llama3, qwen2)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& path) {
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
+  ORCA_ASSIGN_OR_RETURN(std::string model, f->GetString("tokenizer.ggml.model"));
+  ORCA_ASSIGN_OR_RETURN(std::vector<std::string> tokens, f->GetStringArray("tokenizer.ggml.tokens"));
+  const size_t n = tokens.size();
+  std::vector<int64_t> types(n, kNormal);
+  if (f->Has("tokenizer.ggml.token_type")) {
+    ORCA_ASSIGN_OR_RETURN(types, f->GetIntArray("tokenizer.ggml.token_type"));
+    if (types.size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer.ggml.token_type has ", types.size(),
+                                                     " entries for ", n, " tokens"));
+    }
+  }
+  const bool is_spm = model == "llama";
+  if (!is_spm && model != "gpt2") {
+    return absl::UnimplementedError(
+        absl::StrCat("unsupported GGUF tokenizer.ggml.model '", model, "' (supported: llama, gpt2)"));
+  }
+  TokenizerSpec spec;
+  spec.id_to_token = tokens;
+  spec.present.assign(n, true);
+  spec.special.assign(n, false);
+  spec.pieces.assign(n, "");
+  for (size_t id = 0; id < n; ++id) {
+    const int64_t type = types[id];
+    const std::string& tok = tokens[id];
+    if (type == kControl || type == kUnknown || type == kUserDefined) {
+      AddedToken a;
+      a.content = tok;
+      a.id = static_cast<int32_t>(id);
+      a.special = type != kUserDefined;
+      spec.special[id] = a.special;
+      if (!tok.empty()) spec.added_tokens.push_back(std::move(a));
+      spec.pieces[id] = tok;
+    } else if (is_spm) {
+      if (type == kByte && tok.size() == 6 && tok.compare(0, 3, "<0x") == 0) {
+        spec.pieces[id] = std::string(1, static_cast<char>(std::stoi(tok.substr(3, 2), nullptr, 16)));
+      } else {
+        spec.pieces[id] = absl::StrReplaceAll(tok, {{"\u2581", " "}});
+      }
+    } else {
+      std::string bytes;
+      for (char32_t c : DecodeUtf8(tok)) {
+        int b = UnicodeToByte(c);
+        if (b < 0) {
+          bytes = tok;
+          break;
+        }
+        bytes.push_back(static_cast<char>(b));
+      }
+      spec.pieces[id] = bytes;
+    }
+  }
+  std::optional<int32_t> unk = OptionalId(*f, "tokenizer.ggml.unknown_token_id", n);
+  if (is_spm) {
+    std::vector<float> scores(n, 0.0f);
+    if (f->Has("tokenizer.ggml.scores")) {
+      ORCA_ASSIGN_OR_RETURN(std::vector<double> s, f->GetFloatArray("tokenizer.ggml.scores"));
+      if (s.size() != n) return absl::InvalidArgumentError("tokenizer.ggml.scores does not match the token count");
+      for (size_t i = 0; i < n; ++i) scores[i] = static_cast<float>(s[i]);
+    }
+    // Control/unused tokens never come out of merging (as in llama.cpp, which
+    // only merges into normal and user-defined pieces).
+    std::vector<std::string> mergeable = tokens;
+    for (size_t i = 0; i < n; ++i) {
+      if (types[i] == kControl || types[i] == kUnknown || types[i] == kUnused) mergeable[i].clear();
+    }
+    ORCA_ASSIGN_OR_RETURN(spec.model, SentencePieceModel::Create(mergeable, std::move(scores), unk));
+    const bool add_space_prefix = f->GetBool("tokenizer.ggml.add_space_prefix").value_or(true);
+    spec.normalizer = MakeSentencePieceNormalizer(add_space_prefix);
+    spec.decode_rules.strip_leading = add_space_prefix ? 1 : 0;
+  } else {
+    ORCA_ASSIGN_OR_RETURN(std::vector<std::string> merge_lines, f->GetStringArray("tokenizer.ggml.merges"));
+    std::vector<std::pair<std::string, std::string>> merges;
+    merges.reserve(merge_lines.size());
+    for (size_t i = 0; i < merge_lines.size(); ++i) {
+      size_t sp = merge_lines[i].find(' ', 1);
+      if (sp == std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("tokenizer.ggml.merges[", i, "] is not 'a b'"));
+      }
+      merges.emplace_back(merge_lines[i].substr(0, sp), merge_lines[i].substr(sp + 1));
+    }
+    Vocab vocab;
+    for (size_t i = 0; i < n; ++i) vocab.try_emplace(tokens[i], static_cast<int32_t>(i));
+    ORCA_ASSIGN_OR_RETURN(spec.model, BpeModel::Create(std::move(vocab), merges, BpeOptions{}));
+    ORCA_ASSIGN_OR_RETURN(std::string_view pattern, PrePattern(*f));
+    ORCA_ASSIGN_OR_RETURN(spec.pre_tokenizer, MakeByteLevelPreTokenizer(pattern));
+  }
+  spec.bos_id = OptionalId(*f, "tokenizer.ggml.bos_token_id", n);
+  std::optional<int32_t> eos = OptionalId(*f, "tokenizer.ggml.eos_token_id", n);
+  if (spec.bos_id) spec.bos_token = tokens[*spec.bos_id];
+  if (eos) {
+    spec.eos_token = tokens[*eos];
+    spec.eos_ids.push_back(*eos);
+  }
+  if (std::optional<int32_t> eot = OptionalId(*f, "tokenizer.ggml.eot_token_id", n);
+      eot && std::find(spec.eos_ids.begin(), spec.eos_ids.end(), *eot) == spec.eos_ids.end()) {
+    spec.eos_ids.push_back(*eot);
+  }
+  const bool add_bos = f->GetBool("tokenizer.ggml.add_bos_token").value_or(is_spm);
+  const bool add_eos = f->GetBool("tokenizer.ggml.add_eos_token").value_or(false);
+  if (add_bos && spec.bos_id) spec.prefix_ids.push_back(*spec.bos_id);
+  if (add_eos && eos) spec.suffix_ids.push_back(*eos);
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<PipelineTokenizer> t, PipelineTokenizer::Create(std::move(spec)));
+  return std::unique_ptr<Tokenizer>(std::move(t));
+}
+
+}  // namespace orca::text
