@@ -1,0 +1,318 @@
+#include "services/operator/orca_deployment_spec.h"
+
+#include <algorithm>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "services/operator/quantity.h"
+
+namespace orca::k8s {
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields out of JSON objects, collecting every error with its path.
+class SpecReader {
+ public:
+  // The object at `parent[key]`; an empty object when absent; an error when not an object.
+  const json& Object(const json& parent, const char* key, const std::string& path) {
+    static const json kEmpty = json::object();
+    if (!parent.is_object() || !parent.contains(key) || parent[key].is_null()) return kEmpty;
+    if (!parent[key].is_object()) {
+      Error(path, "must be an object");
+      return kEmpty;
+    }
+    return parent[key];
+  }
+
+  template <typename IntT>
+  void Int(const json& obj, const char* key, const std::string& path, int64_t min, int64_t max, IntT* out) {
+    if (!obj.contains(key) || obj[key].is_null()) return;
+    const json& v = obj[key];
+    if (!v.is_number_integer()) {
+      Error(path, absl::StrCat("must be an integer, got ", v.dump()));
+      return;
+    }
+    const int64_t value = v.get<int64_t>();
+    if (value < min || value > max) {
+      Error(path, absl::StrCat("must be in [", min, ", ", max, "], got ", value));
+      return;
+    }
+    *out = static_cast<IntT>(value);
+  }
+
+  void Bool(const json& obj, const char* key, const std::string& path, bool* out) {
+    if (!obj.contains(key) || obj[key].is_null()) return;
+    if (!obj[key].is_boolean()) {
+      Error(path, absl::StrCat("must be true or false, got ", obj[key].dump()));
+      return;
+    }
+    *out = obj[key].get<bool>();
+  }
+
+  // A string; when `allowed` is non-empty it must be one of them.
+  void String(const json& obj, const char* key, const std::string& path, std::string* out,
+              const std::vector<std::string>& allowed = {}) {
+    if (!obj.contains(key) || obj[key].is_null()) return;
+    if (!obj[key].is_string()) {
+      Error(path, absl::StrCat("must be a string, got ", obj[key].dump()));
+      return;
+    }
+    std::string value = obj[key].get<std::string>();
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), value) == allowed.end()) {
+      Error(path, absl::StrCat("must be one of ", absl::StrJoin(allowed, ", "), "; got '", value, "'"));
+      return;
+    }
+    *out = std::move(value);
+  }
+
+  void StringMap(const json& obj, const char* key, const std::string& path, std::map<std::string, std::string>* out) {
+    const json& m = Object(obj, key, path);
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      if (!it.value().is_string()) {
+        Error(absl::StrCat(path, ".", it.key()), "must be a string");
+        continue;
+      }
+      (*out)[it.key()] = it.value().get<std::string>();
+    }
+  }
+
+  void Resources(const json& obj, const std::string& path, ResourceRequirements* out) {
+    const json& r = Object(obj, "resources", path);
+    for (const char* kind : {"limits", "requests"}) {
+      const json& m = Object(r, kind, absl::StrCat(path, ".", kind));
+      auto& dst = std::string(kind) == "limits" ? out->limits : out->requests;
+      for (auto it = m.begin(); it != m.end(); ++it) {
+        const std::string field = absl::StrCat(path, ".", kind, "[", it.key(), "]");
+        auto parsed = ParseQuantity(it.value(), field);
+        if (!parsed.ok()) {
+          errors_.push_back(std::string(parsed.status().message()));
+          continue;
+        }
+        dst[it.key()] = QuantityText(it.value());
+      }
+    }
+  }
+
+  void Error(const std::string& path, const std::string& what) { errors_.push_back(absl::StrCat(path, ": ", what)); }
+  void Add(const absl::Status& status) {
+    if (!status.ok()) errors_.push_back(std::string(status.message()));
+  }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+constexpr int64_t kInt32Max = 2147483647;
+
+void ReadModel(SpecReader& r, const json& spec, OrcaDeployment& d) {
+  const json& model = r.Object(spec, "model", "spec.model");
+  if (!model.contains("uri")) {
+    r.Error("spec.model.uri", "is required");
+  } else {
+    r.String(model, "uri", "spec.model.uri", &d.model.uri);
+  }
+  r.String(model, "servedModelName", "spec.model.servedModelName", &d.model.served_model_name);
+  if (d.model.served_model_name.empty()) d.model.served_model_name = d.name;
+  r.String(model, "format", "spec.model.format", &d.model.format, {"hf", "gguf"});
+  r.String(model, "dtype", "spec.model.dtype", &d.model.dtype, {"auto", "f32", "bf16"});
+  if (d.model.uri.empty()) return;
+  auto source = ParseModelUri(d.model.uri);
+  if (!source.ok()) {
+    r.Add(source.status());
+    return;
+  }
+  d.model.source = *source;
+  if (source->kind == ModelSource::Kind::kSynthetic && d.model.format != "hf") {
+    r.Error("spec.model.format", "synthetic:// models are written as Hugging Face directories; use format: hf");
+  }
+  if (d.model.format == "gguf") {
+    const std::string path = source->ContainerModelPath();
+    if (path.size() < 5 || path.substr(path.size() - 5) != ".gguf") {
+      r.Error("spec.model.uri", absl::StrCat("format gguf needs the path of a .gguf file, got '", path, "'"));
+    }
+  }
+}
+
+void ReadImage(SpecReader& r, const json& spec, OrcaDeployment& d) {
+  const json& image = r.Object(spec, "image", "spec.image");
+  r.String(image, "repository", "spec.image.repository", &d.image.repository);
+  r.String(image, "tag", "spec.image.tag", &d.image.tag);
+  r.String(image, "pullPolicy", "spec.image.pullPolicy", &d.image.pull_policy, {"Always", "IfNotPresent", "Never"});
+  if (image.contains("pullSecrets") && !image["pullSecrets"].is_null()) {
+    if (!image["pullSecrets"].is_array()) {
+      r.Error("spec.image.pullSecrets", "must be a list of Secret names");
+    } else {
+      for (const json& s : image["pullSecrets"]) {
+        if (s.is_string() && !s.get<std::string>().empty()) {
+          d.image.pull_secrets.push_back(s.get<std::string>());
+        } else {
+          r.Error("spec.image.pullSecrets", "every entry must be a non-empty Secret name");
+        }
+      }
+    }
+  }
+  if (d.image.repository.empty()) r.Error("spec.image.repository", "must not be empty");
+  if (d.image.tag.empty()) r.Error("spec.image.tag", "must not be empty");
+}
+
+void ReadScheduler(SpecReader& r, const json& spec, OrcaDeployment& d) {
+  const json& s = r.Object(spec, "scheduler", "spec.scheduler");
+  SchedulerSpec& out = d.scheduler;
+  r.String(s, "policy", "spec.scheduler.policy", &out.policy, {"orca", "request-level"});
+  r.Int(s, "maxBatchSize", "spec.scheduler.maxBatchSize", 1, 4096, &out.max_batch_size);
+  r.Int(s, "maxQueued", "spec.scheduler.maxQueued", 1, kInt32Max, &out.max_queued);
+  r.Int(s, "numWorkers", "spec.scheduler.numWorkers", 0, 256, &out.num_workers);
+  r.Resources(s, "spec.scheduler.resources", &out.resources);
+  r.String(s, "image", "spec.scheduler.image", &out.image);
+
+  const bool has_slots = s.contains("kvSlots") && !s["kvSlots"].is_null();
+  const bool has_memory = s.contains("kvMemory") && !s["kvMemory"].is_null();
+  if (has_slots && has_memory) {
+    r.Error("spec.scheduler", "set kvSlots or kvMemory, not both");
+    return;
+  }
+  if (has_slots) {
+    r.Int(s, "kvSlots", "spec.scheduler.kvSlots", 1, INT64_MAX, &out.kv_slots);
+  } else if (has_memory) {
+    const json& mem = r.Object(s, "kvMemory", "spec.scheduler.kvMemory");
+    if (!mem.contains("size")) {
+      r.Error("spec.scheduler.kvMemory.size", "is required");
+      return;
+    }
+    auto bytes = ParseQuantity(mem["size"], "spec.scheduler.kvMemory.size");
+    if (!bytes.ok()) {
+      r.Add(bytes.status());
+      return;
+    }
+    int64_t per_token = 0;
+    r.Int(mem, "bytesPerToken", "spec.scheduler.kvMemory.bytesPerToken", 1, INT64_MAX, &per_token);
+    if (per_token == 0) {
+      if (d.model.source.kind != ModelSource::Kind::kSynthetic) {
+        r.Error("spec.scheduler.kvMemory.bytesPerToken",
+                "is required unless the model is synthetic:// (2 x layers x kvHeads x headDim x dtype bytes)");
+        return;
+      }
+      per_token = d.model.source.synthetic.KvBytesPerToken();
+    }
+    out.kv_memory_bytes = *bytes;
+    out.kv_bytes_per_token = per_token;
+    out.kv_slots = *bytes / per_token;
+    if (out.kv_slots < 1) {
+      r.Error("spec.scheduler.kvMemory.size",
+              absl::StrCat(*bytes, " bytes hold no token at ", per_token, " bytes per token"));
+      return;
+    }
+  }
+  if (out.kv_slots < out.max_batch_size) {
+    r.Error(has_memory ? "spec.scheduler.kvMemory" : "spec.scheduler.kvSlots",
+            absl::StrCat("gives ", out.kv_slots, " KV slots, fewer than maxBatchSize (", out.max_batch_size,
+                         "): every request in a batch needs at least one slot"));
+  }
+}
+
+void ReadWorker(SpecReader& r, const json& spec, OrcaDeployment& d) {
+  const json& w = r.Object(spec, "worker", "spec.worker");
+  r.Resources(w, "spec.worker.resources", &d.worker.resources);
+  r.Int(w, "threads", "spec.worker.threads", 0, 1024, &d.worker.threads);
+  r.StringMap(w, "nodeSelector", "spec.worker.nodeSelector", &d.worker.node_selector);
+  r.String(w, "image", "spec.worker.image", &d.worker.image);
+  if (w.contains("tolerations") && !w["tolerations"].is_null()) {
+    if (!w["tolerations"].is_array()) {
+      r.Error("spec.worker.tolerations", "must be a list");
+    } else {
+      d.worker.tolerations = w["tolerations"];
+    }
+  }
+  // Each pod hosts `tensor` shards, one GPU each: the pod must ask for exactly that many.
+  for (const auto* m : {&d.worker.resources.limits, &d.worker.resources.requests}) {
+    auto it = m->find("nvidia.com/gpu");
+    if (it == m->end()) continue;
+    auto gpus = ParseQuantity(json(it->second), "spec.worker.resources[nvidia.com/gpu]");
+    if (gpus.ok() && *gpus != d.tensor) {
+      r.Error(absl::StrCat("spec.worker.resources.", m == &d.worker.resources.limits ? "limits" : "requests",
+                           "[nvidia.com/gpu]"),
+              absl::StrCat("is ", *gpus, " but parallelism.tensor is ", d.tensor,
+                           ": each worker pod runs one tensor-parallel shard per GPU"));
+    }
+  }
+}
+
+void ReadGateway(SpecReader& r, const json& spec, OrcaDeployment& d) {
+  const json& g = r.Object(spec, "gateway", "spec.gateway");
+  r.Int(g, "replicas", "spec.gateway.replicas", 0, 1024, &d.gateway.replicas);
+  const json& svc = r.Object(g, "service", "spec.gateway.service");
+  r.String(svc, "type", "spec.gateway.service.type", &d.gateway.service_type, {"ClusterIP", "NodePort", "LoadBalancer"});
+  r.Int(svc, "port", "spec.gateway.service.port", 1, 65535, &d.gateway.port);
+  r.StringMap(svc, "annotations", "spec.gateway.service.annotations", &d.gateway.service_annotations);
+  if (g.contains("apiKeys") && !g["apiKeys"].is_null()) {
+    const json& keys = r.Object(g, "apiKeys", "spec.gateway.apiKeys");
+    r.String(keys, "secretName", "spec.gateway.apiKeys.secretName", &d.gateway.api_keys_secret);
+    r.String(keys, "key", "spec.gateway.apiKeys.key", &d.gateway.api_keys_key);
+    if (d.gateway.api_keys_secret.empty()) r.Error("spec.gateway.apiKeys.secretName", "is required");
+    if (d.gateway.api_keys_key.empty()) r.Error("spec.gateway.apiKeys.key", "must not be empty");
+  }
+  r.Resources(g, "spec.gateway.resources", &d.gateway.resources);
+  r.String(g, "image", "spec.gateway.image", &d.gateway.image);
+}
+
+void ReadMonitoring(SpecReader& r, const json& spec, OrcaDeployment& d) {
+  const json& m = r.Object(spec, "monitoring", "spec.monitoring");
+  const json& sm = r.Object(m, "serviceMonitor", "spec.monitoring.serviceMonitor");
+  r.Bool(sm, "enabled", "spec.monitoring.serviceMonitor.enabled", &d.monitoring.service_monitor);
+  r.String(sm, "interval", "spec.monitoring.serviceMonitor.interval", &d.monitoring.interval);
+  r.StringMap(sm, "labels", "spec.monitoring.serviceMonitor.labels", &d.monitoring.labels);
+  static const std::regex kDuration("^[0-9]+(ms|s|m|h)$");
+  if (!std::regex_match(d.monitoring.interval, kDuration)) {
+    r.Error("spec.monitoring.serviceMonitor.interval",
+            absl::StrCat("'", d.monitoring.interval, "' is not a duration such as 30s or 1m"));
+  }
+}
+
+void CheckNames(SpecReader& r, const OrcaDeployment& d) {
+  static const std::regex kDnsLabel("^[a-z]([-a-z0-9]*[a-z0-9])?$");
+  if (!std::regex_match(d.name, kDnsLabel)) {
+    r.Error("metadata.name", absl::StrCat("'", d.name, "' must be a DNS label (lower-case letters, digits, '-')"));
+    return;
+  }
+  const int32_t last = d.replicas > 0 ? d.replicas - 1 : 0;
+  const std::string longest = absl::StrCat(d.name, "-r", last, "-pipeline");
+  if (longest.size() > kMaxStatefulSetNameLength) {
+    r.Error("metadata.name", absl::StrCat("'", d.name, "' is too long: StatefulSet '", longest, "' would have ",
+                                          longest.size(), " characters, the limit is ", kMaxStatefulSetNameLength));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<OrcaDeployment> ParseOrcaDeployment(const json& object) {
+  if (!object.is_object()) return absl::InvalidArgumentError("an OrcaDeployment must be a JSON object");
+  SpecReader r;
+  OrcaDeployment d;
+  const json& meta = r.Object(object, "metadata", "metadata");
+  r.String(meta, "name", "metadata.name", &d.name);
+  r.String(meta, "namespace", "metadata.namespace", &d.namespace_);
+  r.String(meta, "uid", "metadata.uid", &d.uid);
+  r.Int(meta, "generation", "metadata.generation", 0, INT64_MAX, &d.generation);
+  if (d.namespace_.empty()) d.namespace_ = "default";
+  if (!object.contains("spec")) r.Error("spec", "is required");
+  const json& spec = r.Object(object, "spec", "spec");
+
+  r.Int(spec, "replicas", "spec.replicas", 0, 64, &d.replicas);
+  const json& par = r.Object(spec, "parallelism", "spec.parallelism");
+  r.Int(par, "pipeline", "spec.parallelism.pipeline", 1, 64, &d.pipeline);
+  r.Int(par, "tensor", "spec.parallelism.tensor", 1, 16, &d.tensor);
+  ReadModel(r, spec, d);
+  ReadImage(r, spec, d);
+  ReadScheduler(r, spec, d);
+  ReadWorker(r, spec, d);
+  ReadGateway(r, spec, d);
+  ReadMonitoring(r, spec, d);
+  CheckNames(r, d);
+  if (!r.errors().empty()) return absl::InvalidArgumentError(absl::StrJoin(r.errors(), "; "));
+  return d;
+}
+
+}  // namespace orca::k8s

@@ -1,0 +1,117 @@
+#pragma once
+/// The OrcaDeployment custom resource (serving.orca.dev/v1alpha1) as a
+/// validated C++ value with every default applied.
+///
+/// The CRD (deploy/crds/serving.orca.dev_orcadeployments.yaml) is the schema
+/// source; the API server applies its defaults and limits before the operator
+/// sees an object. ParseOrcaDeployment applies the same defaults again (objects
+/// may predate a CRD upgrade) and checks the cross-field rules the schema cannot
+/// express (e.g. kvSlots >= maxBatchSize, GPUs per pod == tensor shards, name
+/// lengths), so a bad spec becomes a status condition, never a crash.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "services/operator/model_source.h"
+
+namespace orca::k8s {
+
+inline constexpr char kGroup[] = "serving.orca.dev";
+inline constexpr char kVersion[] = "v1alpha1";
+inline constexpr char kApiVersion[] = "serving.orca.dev/v1alpha1";
+inline constexpr char kKind[] = "OrcaDeployment";
+inline constexpr char kPlural[] = "orcadeployments";
+
+/// Requests and limits, quantity texts keyed by resource name.
+struct ResourceRequirements {
+  std::map<std::string, std::string> limits;
+  std::map<std::string, std::string> requests;
+  bool empty() const { return limits.empty() && requests.empty(); }
+};
+
+struct ModelSpec {
+  std::string uri;
+  std::string served_model_name;  // defaulted to metadata.name
+  std::string format = "hf";      // hf | gguf
+  std::string dtype = "auto";     // auto | f32 | bf16
+  ModelSource source;
+};
+
+struct ImageSpec {
+  std::string repository = "ghcr.io/orca-serving/orca";
+  std::string tag = "0.1.0";
+  std::string pull_policy = "IfNotPresent";
+  std::vector<std::string> pull_secrets;
+  std::string Reference() const { return repository + ":" + tag; }
+};
+
+struct WorkerSpec {
+  ResourceRequirements resources;
+  int32_t threads = 0;
+  std::map<std::string, std::string> node_selector;
+  nlohmann::json tolerations = nlohmann::json::array();
+  std::string image;  // "" = spec.image
+};
+
+struct SchedulerSpec {
+  std::string policy = "orca";  // orca | request-level
+  int32_t max_batch_size = 16;
+  /// The n_slots in effect: spec.scheduler.kvSlots, or derived from kvMemory, or 8192.
+  int64_t kv_slots = 8192;
+  /// Set when the slots were derived from a memory budget.
+  std::optional<int64_t> kv_memory_bytes;
+  std::optional<int64_t> kv_bytes_per_token;
+  int32_t max_queued = 1024;
+  int32_t num_workers = 0;
+  ResourceRequirements resources;
+  std::string image;
+};
+
+struct GatewaySpec {
+  int32_t replicas = 1;
+  std::string service_type = "ClusterIP";
+  int32_t port = 8000;
+  std::map<std::string, std::string> service_annotations;
+  std::string api_keys_secret;  // "" = no authentication
+  std::string api_keys_key = "api-keys";
+  ResourceRequirements resources;
+  std::string image;
+};
+
+struct MonitoringSpec {
+  bool service_monitor = false;
+  std::string interval = "30s";
+  std::map<std::string, std::string> labels;
+};
+
+/// A parsed, defaulted and validated OrcaDeployment.
+struct OrcaDeployment {
+  std::string name;
+  std::string namespace_;
+  std::string uid;
+  int64_t generation = 0;
+
+  ModelSpec model;
+  ImageSpec image;
+  int32_t replicas = 1;
+  int32_t pipeline = 1;  // inter-layer partitions (worker pods per replica)
+  int32_t tensor = 1;    // intra-layer shards per stage
+  WorkerSpec worker;
+  SchedulerSpec scheduler;
+  GatewaySpec gateway;
+  MonitoringSpec monitoring;
+};
+
+/// Longest StatefulSet name whose pods' controller-revision-hash label stays within 63 characters.
+inline constexpr size_t kMaxStatefulSetNameLength = 52;
+
+/// Parses `object` (a whole OrcaDeployment as JSON). On failure the
+/// InvalidArgument message lists every problem, each naming its field and limit.
+absl::StatusOr<OrcaDeployment> ParseOrcaDeployment(const nlohmann::json& object);
+
+}  // namespace orca::k8s

@@ -1,0 +1,175 @@
+#include "services/operator/reconciler.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/common/logging.h"
+#include "services/operator/deployment_status.h"
+#include "services/operator/orca_deployment_spec.h"
+
+namespace orca::k8s {
+namespace {
+
+using nlohmann::json;
+
+struct ManagedKind {
+  const char* api_version;
+  const char* kind;
+};
+// Every kind the renderer can produce, for pruning.
+constexpr ManagedKind kManagedKinds[] = {
+    {"v1", "ConfigMap"},
+    {"v1", "Service"},
+    {"apps/v1", "StatefulSet"},
+    {"apps/v1", "Deployment"},
+    {"monitoring.coreos.com/v1", "ServiceMonitor"},
+};
+
+std::string Meta(const json& object, const char* key) {
+  if (!object.contains("metadata") || !object["metadata"].is_object()) return "";
+  const json& m = object["metadata"];
+  return m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : "";
+}
+
+int64_t MetaInt(const json& object, const char* key) {
+  if (!object.contains("metadata") || !object["metadata"].is_object()) return 0;
+  const json& m = object["metadata"];
+  return m.contains(key) && m[key].is_number_integer() ? m[key].get<int64_t>() : 0;
+}
+
+bool OwnedBy(const json& object, const std::string& uid) {
+  if (!object.contains("metadata") || !object["metadata"].contains("ownerReferences")) return false;
+  for (const json& ref : object["metadata"]["ownerReferences"]) {
+    if (ref.is_object() && ref.value("uid", "") == uid && ref.value("controller", false)) return true;
+  }
+  return false;
+}
+
+std::string ObjectId(const json& object) { return absl::StrCat(object.value("kind", ""), "/", Meta(object, "name")); }
+
+}  // namespace
+
+Reconciler::Reconciler(KubeClient* client, EventRecorder* events, Options options)
+    : client_(client), events_(events), options_(std::move(options)) {}
+
+void Reconciler::Event(const json& object, const std::string& type, const std::string& reason,
+                       const std::string& message) {
+  if (events_) events_->Record(object, type, reason, message).IgnoreError();
+}
+
+std::vector<json> Reconciler::ApplyAll(const std::vector<json>& desired, std::string* failures) {
+  std::vector<json> applied;
+  std::vector<std::string> errors;
+  for (const json& object : desired) {
+    auto path = ObjectPath(object);
+    if (!path.ok()) {
+      errors.push_back(absl::StrCat(ObjectId(object), ": ", path.status().message()));
+      continue;
+    }
+    auto result = client_->Apply(*path, object, options_.field_manager, /*force=*/true);
+    if (result.ok()) {
+      applied.push_back(*std::move(result));
+      continue;
+    }
+    std::string why(result.status().message());
+    if (object.value("kind", "") == "ServiceMonitor" && HttpCodeOf(result.status()) == 404) {
+      why = "the monitoring.coreos.com/v1 API is not installed (Prometheus Operator); "
+            "install it or set monitoring.serviceMonitor.enabled=false";
+    }
+    errors.push_back(absl::StrCat(ObjectId(object), ": ", why));
+  }
+  *failures = absl::StrJoin(errors, "; ");
+  return applied;
+}
+
+absl::Status Reconciler::Prune(const json& owner, const std::vector<json>& desired) {
+  std::set<std::string> wanted;
+  for (const json& o : desired) wanted.insert(ObjectId(o));
+  const std::string ns = Meta(owner, "namespace");
+  const std::string uid = Meta(owner, "uid");
+  ListOptions list_options;
+  list_options.label_selector = OwnedObjectSelector(Meta(owner, "name"));
+  for (const ManagedKind& mk : kManagedKinds) {
+    auto list = client_->List(ResourcePath(mk.api_version, PluralForKind(mk.kind), ns), list_options);
+    if (HttpCodeOf(list.status()) == 404) continue;  // e.g. no ServiceMonitor API in this cluster
+    if (!list.ok()) return list.status();
+    for (const json& item : list->value("items", json::array())) {
+      json object = item;
+      object["kind"] = mk.kind;  // list items may omit kind
+      if (wanted.count(ObjectId(object)) || !OwnedBy(object, uid)) continue;
+      const std::string path = ResourcePath(mk.api_version, PluralForKind(mk.kind), ns, Meta(object, "name"));
+      absl::Status st = client_->Delete(path);
+      if (!st.ok() && !absl::IsNotFound(st)) return st;
+      Event(owner, "Normal", "Pruned", absl::StrCat("deleted ", ObjectId(object), ", no longer in the spec"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reconciler::WriteStatus(json object, const std::function<json(const json&)>& compute) {
+  for (int attempt = 0; attempt < options_.max_status_attempts; ++attempt) {
+    const json previous = object.value("status", json::object());
+    const json next = compute(previous);
+    if (next == previous) return absl::OkStatus();
+    object["status"] = next;
+    auto path = ObjectPath(object);
+    if (!path.ok()) return path.status();
+    auto written = client_->Replace(*path + "/status", object);
+    if (written.ok()) {
+      for (const ConditionChange& c : ConditionChanges(previous, next)) {
+        const bool bad = (c.type == "Degraded" && c.status == "True") ||
+                         (c.type == "Available" && c.status == "False" && c.reason != "ScaledToZero");
+        Event(object, bad ? "Warning" : "Normal", c.reason, absl::StrCat(c.type, "=", c.status, ": ", c.message));
+      }
+      return absl::OkStatus();
+    }
+    if (HttpCodeOf(written.status()) != 409) return written.status();
+    // Someone changed the object since we read it: re-read and recompute.
+    auto fresh = client_->Get(*path);
+    if (absl::IsNotFound(fresh.status())) return absl::OkStatus();
+    if (!fresh.ok()) return fresh.status();
+    object = *std::move(fresh);
+  }
+  return absl::AbortedError(
+      absl::StrCat("status of ", Meta(object, "name"), ": still conflicting after ", options_.max_status_attempts,
+                   " attempts"));
+}
+
+absl::Status Reconciler::Reconcile(const json& object) {
+  const std::string name = Meta(object, "name");
+  const int64_t generation = MetaInt(object, "generation");
+  auto parsed = ParseOrcaDeployment(object);
+  if (!parsed.ok()) {
+    const std::string message(parsed.status().message());
+    ORCA_LOG(WARNING).With("orcadeployment", name) << "invalid spec: " << message;
+    ReconcileResult result{ReconcileResult::Kind::kInvalidSpec, message};
+    return WriteStatus(object, [&](const json& previous) {
+      return ComputeStatus(nullptr, generation, result, {}, previous, NowRfc3339());
+    });
+  }
+  const OrcaDeployment& d = *parsed;
+  const std::vector<json> desired = RenderDesiredObjects(d, options_.render);
+  std::string failures;
+  const std::vector<json> applied = ApplyAll(desired, &failures);
+  absl::Status prune = Prune(object, desired);
+  if (!prune.ok()) {
+    failures += absl::StrCat(failures.empty() ? "" : "; ", "pruning: ", prune.message());
+  }
+  const ChildObservation observed = ObserveChildren(d, applied);
+  ReconcileResult result;
+  if (!failures.empty()) result = {ReconcileResult::Kind::kApplyFailed, failures};
+  const json previous_status = object.value("status", json::object());
+  if (previous_status.value("observedGeneration", int64_t{0}) != generation && failures.empty()) {
+    Event(object, "Normal", "Reconciled",
+          absl::StrCat("generation ", generation, ": applied ", applied.size(), " objects (", d.replicas,
+                       " engine replicas x ", d.pipeline, " stages x ", d.tensor, " shards)"));
+  }
+  absl::Status status = WriteStatus(object, [&](const json& previous) {
+    return ComputeStatus(&d, generation, result, observed, previous, NowRfc3339());
+  });
+  if (!failures.empty()) return absl::UnavailableError(absl::StrCat(name, ": ", failures));
+  return status;
+}
+
+}  // namespace orca::k8s
