@@ -1,0 +1,420 @@
+#include "services/common/admin_http_server.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "core/common/logging.h"
+#include "core/metrics/text_format.h"
+
+namespace orca::services {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+// After the last response on a connection, unread input is drained for a
+// short while before closing: closing a socket with unread data makes the
+// kernel send a reset, which can destroy the response before the client
+// reads it (e.g. a 431 sent while the client is still writing headers).
+constexpr std::chrono::milliseconds kMaxLingerTime{2000};
+constexpr size_t kMaxLingerBytes = 256 * 1024;
+constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
+
+struct ListenAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+
+absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& address) {
+  const auto error = [&](const std::string& why) {
+    return absl::InvalidArgumentError("listen_address '" + address + "': " + why +
+                                      " (expected host:port, e.g. 127.0.0.1:7001 or [::1]:0)");
+  };
+  ListenAddress parsed;
+  std::string port_text;
+  if (!address.empty() && address.front() == '[') {
+    const size_t close = address.find(']');
+    if (close == std::string::npos) return error("unterminated '['");
+    if (close + 1 >= address.size() || address[close + 1] != ':') return error("missing port");
+    parsed.host = address.substr(1, close - 1);
+    port_text = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    if (colon == std::string::npos) return error("missing port");
+    parsed.host = address.substr(0, colon);
+    if (parsed.host.find(':') != std::string::npos) return error("IPv6 hosts need brackets");
+    port_text = address.substr(colon + 1);
+  }
+  if (parsed.host.empty()) return error("empty host");
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos) {
+    return error("port must be a number from 0 to 65535");
+  }
+  const int port = std::stoi(port_text);
+  if (port > 65535) return error("port must be a number from 0 to 65535");
+  parsed.port = static_cast<uint16_t>(port);
+  return parsed;
+}
+
+std::string FormatHostPort(const std::string& host, int port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// What a request gets back, independent of the wire.
+struct Reply {
+  http::status status = http::status::ok;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  bool allow_get_head = false;  // adds "Allow: GET, HEAD" (405)
+};
+
+Reply TextReply(http::status status, std::string body) {
+  Reply reply;
+  reply.status = status;
+  reply.body = std::move(body);
+  return reply;
+}
+
+}  // namespace
+
+class AdminHttpServer::Impl {
+ public:
+  Impl(Options options, ListenAddress address)
+      : options_(std::move(options)), address_(std::move(address)) {}
+  ~Impl() { Stop(); }
+
+  absl::Status Start();
+  void Stop();
+  int port() const { return port_.load(); }
+
+  // Answers one request; runs on the server thread.
+  Reply Handle(http::verb method, std::string_view target) const;
+  const Options& options() const { return options_; }
+
+ private:
+  class Session;
+
+  void Run();
+  void Accept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+  void ShutdownOnLoop();
+
+  const Options options_;
+  const ListenAddress address_;
+  std::atomic<int> port_{0};
+
+  // The io_context must outlive the I/O objects below (declared after it, so
+  // destroyed before it); sessions are owned by their pending handlers and
+  // die with the io_context at the latest.
+  asio::io_context io_context_{1};
+  tcp::acceptor acceptor_{io_context_};
+  asio::steady_timer accept_retry_timer_{io_context_};
+  // Server thread only.
+  std::vector<std::weak_ptr<Session>> sessions_;
+
+  absl::Mutex lifecycle_mu_;
+  bool started_ ABSL_GUARDED_BY(lifecycle_mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(lifecycle_mu_) = false;
+  std::thread thread_ ABSL_GUARDED_BY(lifecycle_mu_);
+};
+
+// One connection: read a request, write its reply, repeat while keep-alive.
+class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const Impl& server)
+      : stream_(std::move(socket)), server_(server) {}
+
+  void Run() { ReadRequest(); }
+
+  // Closes at once (server shutdown, I/O error, timeout). Idempotent.
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+ private:
+  void ReadRequest() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(server_.options().max_header_bytes));
+    parser_->body_limit(server_.options().max_body_bytes);
+    stream_.expires_after(server_.options().idle_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnRead(ec);
+                     });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::header_limit) {
+      return SendFinal(TextReply(http::status::request_header_fields_too_large,
+                                 "request header fields too large\n"));
+    }
+    if (ec == http::error::body_limit) {
+      return SendFinal(TextReply(http::status::payload_too_large, "request body too large\n"));
+    }
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message) {
+      return Close();  // the client went away between or during requests
+    }
+    if (ec && ec.category() == beast::http::make_error_code(http::error::bad_method).category()) {
+      return SendFinal(TextReply(http::status::bad_request, "malformed request\n"));
+    }
+    if (ec) return Close();  // timeout, reset, shutdown
+    const http::request<http::string_body>& request = parser_->get();
+    const beast::string_view target = request.target();
+    Send(server_.Handle(request.method(), std::string_view(target.data(), target.size())),
+         request.version(), request.keep_alive(), request.method() == http::verb::head);
+  }
+
+  // Replies to a request that cannot be followed by another.
+  void SendFinal(Reply reply) { Send(std::move(reply), 11, /*keep_alive=*/false, false); }
+
+  void Send(Reply reply, unsigned version, bool keep_alive, bool head_only) {
+    response_ = {};
+    response_.version(version);
+    response_.result(reply.status);
+    response_.set(http::field::server, "orca");
+    response_.set(http::field::content_type, reply.content_type);
+    response_.set(http::field::cache_control, "no-store");
+    if (reply.allow_get_head) response_.set(http::field::allow, "GET, HEAD");
+    response_.keep_alive(keep_alive);
+    // HEAD: the length of the body GET would send, and no body.
+    response_.content_length(reply.body.size());
+    if (!head_only) response_.body() = std::move(reply.body);
+    stream_.expires_after(server_.options().idle_timeout);
+    http::async_write(stream_, response_,
+                      [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+                        if (ec) return self->Close();
+                        if (!keep_alive) return self->Linger();
+                        self->ReadRequest();
+                      });
+  }
+
+  // Half-closes, then discards input until the client closes too (bounded in
+  // time and bytes), so the last response is not lost to a reset.
+  void Linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    DrainInput();
+  }
+
+  void DrainInput() {
+    if (lingered_bytes_ > kMaxLingerBytes) return Close();
+    stream_.expires_after(std::min<std::chrono::milliseconds>(kMaxLingerTime,
+                                                              server_.options().idle_timeout));
+    stream_.async_read_some(asio::buffer(drain_buffer_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->Close();
+                              self->lingered_bytes_ += n;
+                              self->DrainInput();
+                            });
+  }
+
+  beast::tcp_stream stream_;
+  const Impl& server_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> response_;
+  std::array<char, 4096> drain_buffer_{};
+  size_t lingered_bytes_ = 0;
+};
+
+absl::Status AdminHttpServer::Impl::Start() {
+  absl::MutexLock lock(&lifecycle_mu_);
+  if (started_ || stopped_) {
+    return absl::FailedPreconditionError("admin HTTP server: Start() may only be called once");
+  }
+  const std::string where = FormatHostPort(address_.host, address_.port);
+  beast::error_code ec;
+  tcp::resolver resolver(io_context_);
+  const tcp::resolver::results_type endpoints =
+      resolver.resolve(address_.host, std::to_string(address_.port),
+                       tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || endpoints.empty()) {
+    return absl::UnavailableError("admin HTTP server cannot resolve '" + address_.host +
+                                  "': " + (ec ? ec.message() : "no addresses"));
+  }
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  const auto fail = [&](const char* step) {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    return absl::UnavailableError("admin HTTP server cannot listen on " + where + " (" + step +
+                                  "): " + ec.message());
+  };
+  acceptor_.open(endpoint.protocol(), ec);
+  if (ec) return fail("open");
+  acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (ec) return fail("setsockopt");
+  acceptor_.bind(endpoint, ec);
+  if (ec) return fail("bind");
+  acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return fail("listen");
+  const tcp::endpoint local = acceptor_.local_endpoint(ec);
+  if (ec) return fail("getsockname");
+  port_.store(local.port());
+
+  Accept();
+  try {
+    thread_ = std::thread([this] { Run(); });
+  } catch (const std::system_error& e) {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    port_.store(0);
+    return absl::ResourceExhaustedError(std::string("admin HTTP server: cannot start thread: ") +
+                                        e.what());
+  }
+  started_ = true;
+  ORCA_LOG(INFO) << "admin HTTP server listening on "
+                 << FormatHostPort(local.address().to_string(), local.port());
+  return absl::OkStatus();
+}
+
+void AdminHttpServer::Impl::Stop() {
+  absl::MutexLock lock(&lifecycle_mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (!started_) return;
+  asio::post(io_context_, [this] { ShutdownOnLoop(); });
+  thread_.join();
+}
+
+void AdminHttpServer::Impl::Run() {
+  // Handlers do not throw by design; a stray exception (e.g. bad_alloc while
+  // serializing) is logged and the loop goes on serving.
+  for (;;) {
+    try {
+      io_context_.run();
+      return;
+    } catch (const std::exception& e) {
+      ORCA_LOG(ERROR) << "admin HTTP server: handler failed: " << e.what();
+    }
+  }
+}
+
+void AdminHttpServer::Impl::Accept() {
+  acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    OnAccept(ec, std::move(socket));
+  });
+}
+
+void AdminHttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (!acceptor_.is_open() || ec == asio::error::operation_aborted) return;
+  if (ec) {
+    // E.g. out of file descriptors: back off instead of spinning.
+    ORCA_LOG(WARNING) << "admin HTTP server: accept failed: " << ec.message();
+    accept_retry_timer_.expires_after(kAcceptRetryDelay);
+    accept_retry_timer_.async_wait([this](beast::error_code timer_ec) {
+      if (!timer_ec && acceptor_.is_open()) Accept();
+    });
+    return;
+  }
+  std::erase_if(sessions_, [](const std::weak_ptr<Session>& s) { return s.expired(); });
+  if (static_cast<int>(sessions_.size()) >= options_.max_connections) {
+    ORCA_LOG(DEBUG) << "admin HTTP server: " << sessions_.size()
+                    << " connections open, closing a new one";
+    beast::error_code ignored;
+    socket.close(ignored);
+  } else {
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    auto session = std::make_shared<Session>(std::move(socket), *this);
+    sessions_.push_back(session);
+    session->Run();
+  }
+  Accept();
+}
+
+void AdminHttpServer::Impl::ShutdownOnLoop() {
+  beast::error_code ignored;
+  acceptor_.close(ignored);
+  accept_retry_timer_.cancel();
+  for (const std::weak_ptr<Session>& weak : sessions_) {
+    if (std::shared_ptr<Session> session = weak.lock()) session->Close();
+  }
+  sessions_.clear();
+  // Handlers aborted by the closes above are dropped unrun; their sessions
+  // are freed when the io_context is destroyed.
+  io_context_.stop();
+}
+
+Reply AdminHttpServer::Impl::Handle(http::verb method, std::string_view target) const {
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (method != http::verb::get && method != http::verb::head) {
+    Reply reply = TextReply(http::status::method_not_allowed, "method not allowed\n");
+    reply.allow_get_head = true;
+    return reply;
+  }
+  if (path == "/health") return TextReply(http::status::ok, "ok");
+  if (path == "/ready") {
+    const absl::Status ready = options_.readiness ? options_.readiness() : absl::OkStatus();
+    if (ready.ok()) return TextReply(http::status::ok, "ok");
+    const nlohmann::json body = {{"status", "unavailable"},
+                                 {"code", absl::StatusCodeToString(ready.code())},
+                                 {"reason", std::string(ready.message())}};
+    Reply reply = TextReply(http::status::service_unavailable,
+                            body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    reply.content_type = "application/json";
+    return reply;
+  }
+  if (path == "/metrics") {
+    if (options_.registry == nullptr) {
+      return TextReply(http::status::not_found, "metrics are not enabled\n");
+    }
+    Reply reply = TextReply(http::status::ok, options_.registry->Serialize());
+    reply.content_type = metrics::kTextFormatContentType;
+    return reply;
+  }
+  return TextReply(http::status::not_found, "not found\n");
+}
+
+absl::StatusOr<std::unique_ptr<AdminHttpServer>> AdminHttpServer::Create(Options options) {
+  absl::StatusOr<ListenAddress> address = ParseListenAddress(options.listen_address);
+  if (!address.ok()) return address.status();
+  if (options.max_header_bytes < 256 ||
+      options.max_header_bytes > std::numeric_limits<std::uint32_t>::max()) {
+    return absl::InvalidArgumentError("max_header_bytes must be in [256, 4294967295], got " +
+                                      std::to_string(options.max_header_bytes));
+  }
+  if (options.max_connections < 1) {
+    return absl::InvalidArgumentError("max_connections must be >= 1, got " +
+                                      std::to_string(options.max_connections));
+  }
+  if (options.idle_timeout.count() <= 0) {
+    return absl::InvalidArgumentError("idle_timeout must be positive, got " +
+                                      std::to_string(options.idle_timeout.count()) + " ms");
+  }
+  return std::unique_ptr<AdminHttpServer>(
+      new AdminHttpServer(std::make_unique<Impl>(std::move(options), std::move(*address))));
+}
+
+AdminHttpServer::AdminHttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+AdminHttpServer::~AdminHttpServer() = default;
+
+absl::Status AdminHttpServer::Start() { return impl_->Start(); }
+void AdminHttpServer::Stop() { impl_->Stop(); }
+int AdminHttpServer::port() const { return impl_->port(); }
+
+}  // namespace orca::services

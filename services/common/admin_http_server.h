@@ -1,0 +1,86 @@
+#pragma once
+/// The small HTTP/1.1 endpoint every gRPC service (scheduler, worker) serves
+/// on its `--http-listen` address for Kubernetes probes and Prometheus:
+///
+///   GET /health   200 "ok" while the process is alive (liveness probe)
+///   GET /ready    200 "ok" when the readiness callback returns OK, else 503
+///                 with {"status":"unavailable","code":"...","reason":"..."}
+///   GET /metrics  the registry's page, text format 0.0.4
+///   anything else 404 (405 for methods other than GET/HEAD)
+///
+///   AdminHttpServer::Options options;
+///   options.listen_address = flags.http_listen;   // "127.0.0.1:7001"
+///   options.registry = &registry;
+///   options.readiness = [&] { return engine.Ready(); };
+///   ORCA_ASSIGN_OR_RETURN(auto server, AdminHttpServer::Create(options));
+///   ORCA_RETURN_IF_ERROR(server->Start());
+///   ...
+///   server->Stop();   // or let the destructor do it
+///
+/// The server runs on one thread of its own (Boost.Asio event loop); requests
+/// never run on the caller's threads. Connections are kept alive, requests
+/// are bounded in header size, and idle or slow connections time out.
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/metrics/registry.h"
+
+namespace orca::services {
+
+class AdminHttpServer {
+ public:
+  struct Options {
+    /// "host:port": an IPv4 or bracketed IPv6 literal or a host name, and a
+    /// port; port 0 picks an ephemeral port (see port()).
+    std::string listen_address = "127.0.0.1:0";
+    /// Page for /metrics; nullptr answers /metrics with 404. Must outlive the
+    /// server. Serialized on the server thread (gauge callbacks run there).
+    const metrics::Registry* registry = nullptr;
+    /// Decides /ready; empty means always ready. Runs on the server thread,
+    /// so it must be quick and must not call Stop().
+    std::function<absl::Status()> readiness;
+    /// Largest request line plus headers; larger requests get 431.
+    size_t max_header_bytes = 8 * 1024;
+    /// Largest request body accepted (and ignored); larger gets 413.
+    size_t max_body_bytes = 4 * 1024;
+    /// Connections open at once; more are closed right after accept.
+    int max_connections = 64;
+    /// How long a connection may take to send a request (or stay idle
+    /// between keep-alive requests), and to accept a response.
+    std::chrono::milliseconds idle_timeout{60'000};
+  };
+
+  /// Validates `options` (address syntax, port range, positive limits).
+  /// InvalidArgument names the field.
+  static absl::StatusOr<std::unique_ptr<AdminHttpServer>> Create(Options options);
+
+  ~AdminHttpServer();
+  AdminHttpServer(const AdminHttpServer&) = delete;
+  AdminHttpServer& operator=(const AdminHttpServer&) = delete;
+
+  /// Resolves and binds the address, then serves on a new thread. Returns
+  /// Unavailable (with the address and the system's reason) when the address
+  /// cannot be bound, FailedPrecondition when called twice.
+  absl::Status Start();
+
+  /// Closes the listener and every connection, then joins the server thread.
+  /// Idempotent; safe without Start(). Must not be called from `readiness`.
+  void Stop();
+
+  /// The bound port once Start() succeeded (the real one for port 0), else 0.
+  int port() const;
+
+ private:
+  class Impl;
+  explicit AdminHttpServer(std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace orca::services
