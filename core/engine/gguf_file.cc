@@ -33,7 +33,7 @@ class Cursor {
     return absl::OkStatus();
   }
   absl::Status ReadString(std::string* out, const char* what) {
-    uint64_t len;
+    uint64_t len = 0;
     ORCA_RETURN_IF_ERROR(Read(&len, what));
     if (len > kMaxStringBytes || len > size_ - pos_) return Truncated(what);
     out->assign(reinterpret_cast<const char*>(data_ + pos_), len);
@@ -54,17 +54,17 @@ class Cursor {
 
 absl::Status ReadScalar(Cursor& c, uint32_t type, GgufValue* out, const char* what) {
   switch (type) {
-    case kU8: { uint8_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kI8: { int8_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kU16: { uint16_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kI16: { int16_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kU32: { uint32_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kI32: { int32_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kU64: { uint64_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
-    case kI64: { int64_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
-    case kF32: { float v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = double{v}; return absl::OkStatus(); }
-    case kF64: { double v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
-    case kBool: { uint8_t v; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v != 0; return absl::OkStatus(); }
+    case kU8: { uint8_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kI8: { int8_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kU16: { uint16_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kI16: { int16_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kU32: { uint32_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kI32: { int32_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
+    case kU64: { uint64_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
+    case kI64: { int64_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
+    case kF32: { float v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = double{v}; return absl::OkStatus(); }
+    case kF64: { double v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
+    case kBool: { uint8_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v != 0; return absl::OkStatus(); }
     case kString: { std::string s; ORCA_RETURN_IF_ERROR(c.ReadString(&s, what)); out->value = std::move(s); return absl::OkStatus(); }
     default: return absl::DataLossError(absl::StrCat("unknown GGUF value type ", type, " for ", what));
   }
@@ -72,8 +72,8 @@ absl::Status ReadScalar(Cursor& c, uint32_t type, GgufValue* out, const char* wh
 
 absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* what) {
   if (type != kArray) return ReadScalar(c, type, out, what);
-  uint32_t elem_type;
-  uint64_t count;
+  uint32_t elem_type = 0;
+  uint64_t count = 0;
   ORCA_RETURN_IF_ERROR(c.Read(&elem_type, what));
   ORCA_RETURN_IF_ERROR(c.Read(&count, what));
   if (count > kMaxArrayElements) return c.Truncated(what);
@@ -100,7 +100,7 @@ absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* wha
       std::vector<bool> v;
       v.reserve(count);
       for (uint64_t i = 0; i < count; ++i) {
-        uint8_t b;
+        uint8_t b = 0;
         ORCA_RETURN_IF_ERROR(c.Read(&b, what));
         v.push_back(b != 0);
       }
@@ -157,20 +157,20 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
 absl::Status GgufFile::Parse() {
   const std::string& path = file_->path();
   Cursor c(file_->data(), file_->size(), path);
-  uint32_t magic;
+  uint32_t magic = 0;
   ORCA_RETURN_IF_ERROR(c.Read(&magic, "magic"));
   if (magic != kGgufMagic) return absl::InvalidArgumentError(absl::StrCat(path, ": not a GGUF file (bad magic)"));
   ORCA_RETURN_IF_ERROR(c.Read(&version_, "version"));
   if (version_ < 2 || version_ > 3)
     return absl::InvalidArgumentError(absl::StrCat(path, ": unsupported GGUF version ", version_, " (2 and 3 are)"));
-  uint64_t tensor_count, kv_count;
+  uint64_t tensor_count = 0, kv_count = 0;
   ORCA_RETURN_IF_ERROR(c.Read(&tensor_count, "tensor count"));
   ORCA_RETURN_IF_ERROR(c.Read(&kv_count, "metadata count"));
   if (tensor_count > (1u << 20) || kv_count > (1u << 20)) return c.Truncated("header counts");
   for (uint64_t i = 0; i < kv_count; ++i) {
     std::string key;
     ORCA_RETURN_IF_ERROR(c.ReadString(&key, "metadata key"));
-    uint32_t type;
+    uint32_t type = 0;
     ORCA_RETURN_IF_ERROR(c.Read(&type, "metadata type"));
     GgufValue value;
     ORCA_RETURN_IF_ERROR(Annotate(ReadValue(c, type, &value, "metadata value"), absl::StrCat(path, ": key '", key, "'")));
@@ -179,20 +179,20 @@ absl::Status GgufFile::Parse() {
   struct Pending {
     std::string name;
     std::vector<int64_t> shape;
-    uint32_t type;
+    uint32_t type = 0;
     uint64_t offset;
   };
   std::vector<Pending> pending;
   for (uint64_t i = 0; i < tensor_count; ++i) {
     Pending t;
     ORCA_RETURN_IF_ERROR(c.ReadString(&t.name, "tensor name"));
-    uint32_t n_dims;
+    uint32_t n_dims = 0;
     ORCA_RETURN_IF_ERROR(c.Read(&n_dims, "tensor rank"));
     if (n_dims == 0 || n_dims > 4)
       return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' has invalid rank ", n_dims));
     std::vector<int64_t> ne(n_dims);
     for (auto& d : ne) {
-      uint64_t v;
+      uint64_t v = 0;
       ORCA_RETURN_IF_ERROR(c.Read(&v, "tensor dims"));
       if (v == 0 || v > (1ull << 40)) return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' has invalid dimension ", v));
       d = static_cast<int64_t>(v);
@@ -220,6 +220,9 @@ absl::Status GgufFile::Parse() {
         return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' (", info.ShapeString(), " ",
                                                 DTypeName(info.dtype), ") extends past the end of the file"));
       info.data = file_->data() + data_start + t.offset;
+    } else {
+      info.unsupported = absl::StrCat(path, ": tensor '", t.name, "' has GGML type ", GgmlTypeName(t.type),
+                                      "; only F32, F16 and BF16 tensors are supported (quantized GGUF is not)");
     }
     order_.push_back(t.name);
     tensors_[t.name] = std::move(info);

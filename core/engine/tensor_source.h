@@ -20,6 +20,9 @@ struct TensorInfo {
   size_t nbytes = 0;
   /// The file it came from, for error messages.
   std::string file;
+  /// Non-empty when the tensor exists but Orca cannot use it (e.g. a quantized
+  /// or integer dtype); `data` is then null and this says why.
+  std::string unsupported;
 
   int64_t NumElements() const {
     int64_t n = 1;

@@ -1,0 +1,60 @@
+#pragma once
+/// A model checkpoint on disk: a Hugging Face directory (config.json +
+/// safetensors) or a GGUF file. Gives the parsed config and maps Orca's
+/// canonical tensor roles to the checkpoint's own tensor names.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/engine/model_config.h"
+#include "core/engine/tensor_source.h"
+
+namespace orca {
+
+class GgufFile;
+
+enum class TensorRole : uint8_t {
+  kTokenEmbedding, kPositionEmbedding, kFinalNorm, kFinalNormBias, kLmHead,
+  kAttnNorm, kAttnNormBias, kQ, kK, kV, kQBias, kKBias, kVBias,
+  kQkv, kQkvBias,  // GPT-2 fused projection
+  kO, kOBias, kFfnNorm, kFfnNormBias, kGate, kUp, kUpBias, kDown, kDownBias,
+};
+
+class Checkpoint {
+ public:
+  enum class Format : uint8_t { kHuggingFace, kGguf };
+
+  /// `path`: a directory with config.json and model.safetensors[.index.json],
+  /// or a .gguf file.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& path);
+  ~Checkpoint();
+
+  const std::string& path() const { return path_; }
+  Format format() const { return format_; }
+  const ModelConfig& config() const { return config_; }
+  const TensorSource& tensors() const { return *tensors_; }
+  /// The GGUF file (metadata, vocabulary) or nullptr for HF checkpoints.
+  const GgufFile* gguf() const;
+
+  /// The checkpoint's name for a role (layer ignored for global tensors).
+  std::string TensorName(TensorRole role, int32_t layer) const;
+  /// Whether a GPT-2 Conv1D-style [in, out] layout is used for this role.
+  bool IsTransposed(TensorRole role) const;
+  /// Looks a role up; NotFound names the tensor and file, and a present but
+  /// unusable tensor (quantized dtype) reports why.
+  absl::StatusOr<const TensorInfo*> Find(TensorRole role, int32_t layer) const;
+  /// Same, but nullptr (not an error) when the checkpoint does not have it.
+  absl::StatusOr<const TensorInfo*> FindOptional(TensorRole role, int32_t layer) const;
+
+ private:
+  Checkpoint() = default;
+
+  std::string path_;
+  Format format_ = Format::kHuggingFace;
+  ModelConfig config_;
+  std::unique_ptr<TensorSource> tensors_;
+  std::string gpt2_prefix_;  // "transformer." or ""
+};
+
+}  // namespace orca

@@ -1,0 +1,278 @@
+#include "core/engine/engine.h"
+
+#include <gloo/rendezvous/store.h>
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
+#include "core/common/status_macros.h"
+#include "core/engine/gloo_communicator.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace orca {
+
+struct Engine::Shard {
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<ModelWeights> weights;
+  std::unique_ptr<KvCache> kv;
+  std::unique_ptr<Communicator> tp;
+  std::unique_ptr<ModelRunner> runner;
+};
+
+// Runs a function on every shard at once: shard 0 on the caller's thread,
+// the others on one long-lived thread each (one thread per TP shard).
+class Engine::ShardPool {
+ public:
+  explicit ShardPool(int num_shards) : results_(num_shards) {
+    for (int i = 1; i < num_shards; ++i) threads_.emplace_back([this, i] { Loop(i); });
+  }
+  ~ShardPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  absl::Status RunAll(const std::function<absl::Status(int)>& fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fn_ = &fn;
+      pending_ = static_cast<int>(threads_.size());
+      ++generation_;
+    }
+    cv_.notify_all();
+    results_[0] = fn(0);
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    fn_ = nullptr;
+    for (const auto& s : results_)
+      if (!s.ok()) return s;
+    return absl::OkStatus();
+  }
+
+ private:
+  void Loop(int index) {
+    uint64_t seen = 0;
+    while (true) {
+      const std::function<absl::Status(int)>* fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        fn = fn_;
+      }
+      absl::Status s = (*fn)(index);
+      std::lock_guard<std::mutex> lock(mu_);
+      results_[index] = std::move(s);
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<absl::Status(int)>* fn_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::vector<absl::Status> results_;
+  std::vector<std::thread> threads_;
+};
+
+Engine::~Engine() {
+  pool_.reset();  // join shard threads before their shards go away
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
+  if (o.num_stages < 1 || o.stage < 0 || o.stage >= o.num_stages)
+    return absl::InvalidArgumentError(absl::StrCat("stage ", o.stage, " of ", o.num_stages, " is invalid"));
+  if (o.tp_size < 1 || o.tp_size > 64) return absl::InvalidArgumentError(absl::StrCat("tensor parallelism must be in [1, 64], got ", o.tp_size));
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = o;
+  ORCA_ASSIGN_OR_RETURN(e->checkpoint_, Checkpoint::Open(o.model_path));
+  const ModelConfig& c = e->checkpoint_->config();
+  if (o.num_stages > c.num_layers)
+    return absl::InvalidArgumentError(absl::StrCat("cannot split ", c.num_layers, " layers over ", o.num_stages, " pipeline stages"));
+  const int total_threads = o.num_threads > 0 ? o.num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads_per_shard = std::max(1, total_threads / o.tp_size);
+  for (int r = 0; r < o.tp_size; ++r) {
+    auto shard = std::make_unique<Shard>();
+    kernels::CpuBackend::Options bo;
+    bo.num_threads = threads_per_shard;
+    bo.small_gemm_max_rows = o.small_gemm_max_rows;
+    shard->backend = kernels::CpuBackend::Create(bo);
+    ModelWeights::Options wo;
+    wo.partition = Partition::ForStage(o.stage, o.num_stages, c.num_layers, r, o.tp_size);
+    wo.dtype = o.dtype;
+    ORCA_ASSIGN_OR_RETURN(shard->weights, ModelWeights::Load(*e->checkpoint_, wo, shard->backend.get()));
+    KvCache::Options ko;
+    ko.num_layers = shard->weights->num_local_layers();
+    ko.num_kv_heads = shard->weights->local_kv_heads();
+    ko.head_dim = c.head_dim;
+    ko.n_slots = o.n_slots;
+    ko.block_size = o.kv_block_size;
+    ko.dtype = o.kv_dtype.value_or(shard->weights->dtype() == DType::kBF16 ? DType::kBF16 : DType::kF32);
+    ORCA_ASSIGN_OR_RETURN(shard->kv, KvCache::Create(ko, shard->backend.get()));
+    e->shards_.push_back(std::move(shard));
+  }
+  e->pool_ = std::make_unique<ShardPool>(o.tp_size);
+  if (o.tp_size > 1) {
+    gloo::rendezvous::Store* store = o.tp_store;
+    if (store == nullptr) {
+      e->local_store_ = GlooCommunicator::MakeLocalStore();
+      store = e->local_store_.get();
+    }
+    // Every shard joins its group at once: the mesh forms only when all have.
+    Engine* raw = e.get();
+    ORCA_RETURN_IF_ERROR(e->pool_->RunAll([&](int r) -> absl::Status {
+      GlooCommunicator::Options go;
+      go.store = store;
+      go.prefix = absl::StrCat(o.tp_group, "/stage", o.stage);
+      go.rank = r;
+      go.size = o.tp_size;
+      go.hostname = o.data_plane_host;
+      go.timeout = std::chrono::milliseconds(o.peer_timeout_ms);
+      ORCA_ASSIGN_OR_RETURN(raw->shards_[r]->tp, GlooCommunicator::Create(go));
+      return absl::OkStatus();
+    }));
+  }
+  for (auto& shard : e->shards_) {
+    ModelRunner::Options ro;
+    ro.weights = shard->weights.get();
+    ro.kv = shard->kv.get();
+    ro.backend = shard->backend.get();
+    ro.tp = shard->tp.get();
+    ORCA_ASSIGN_OR_RETURN(shard->runner, ModelRunner::Create(ro));
+  }
+  ORCA_LOG(INFO) << "engine ready: " << c.Summary() << "; stage " << o.stage << "/" << o.num_stages << " layers ["
+                 << e->partition().layer_begin << ", " << e->partition().layer_end << "), tp " << o.tp_size << ", "
+                 << DTypeName(e->shards_[0]->weights->dtype()) << " weights, " << e->kv_slots_total() << " KV slots ("
+                 << e->kv_bytes() / (1 << 20) << " MiB), " << e->backend_name();
+  return e;
+}
+
+const ModelConfig& Engine::config() const { return checkpoint_->config(); }
+const Partition& Engine::partition() const { return shards_[0]->weights->partition(); }
+int64_t Engine::kv_slots_total() const { return shards_[0]->kv->slots_total(); }
+int64_t Engine::kv_slots_used() const { return shards_[0]->kv->slots_used(); }
+int64_t Engine::num_requests() const { return shards_[0]->kv->num_requests(); }
+std::string Engine::backend_name() const { return shards_[0]->backend->name(); }
+
+size_t Engine::weight_bytes() const {
+  size_t total = 0;
+  for (const auto& s : shards_) {
+    const ModelWeights& w = *s->weights;
+    for (int32_t l = 0; l < w.num_local_layers(); ++l) {
+      const LayerWeights& lw = w.layer(l);
+      for (const auto* v : {&lw.q, &lw.k, &lw.v, &lw.o, &lw.gate, &lw.up, &lw.down})
+        if (!v->empty()) total += v->ReadBytes();
+    }
+    if (!w.lm_head().empty()) total += w.lm_head().ReadBytes();
+  }
+  return total;
+}
+
+size_t Engine::kv_bytes() const {
+  size_t total = 0;
+  for (const auto& s : shards_) total += s->kv->bytes();
+  return total;
+}
+
+size_t Engine::owned_weight_bytes() const {
+  size_t total = 0;
+  for (const auto& s : shards_) total += s->weights->owned_bytes();
+  return total;
+}
+
+void Engine::Release(uint64_t id) {
+  for (auto& s : shards_) (void)s->kv->Release(id);
+  samplers_.erase(id);
+}
+
+absl::Status Engine::Validate(const IterationInput& in, std::vector<uint64_t>* reserved) {
+  const ModelConfig& c = config();
+  KvCache& kv0 = *shards_[0]->kv;
+  absl::flat_hash_set<uint64_t> seen;
+  for (const ScheduledSeq& s : in.seqs) {
+    if (!seen.insert(s.request_id).second)
+      return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, " appears twice in iteration ", in.iteration_id));
+    const int32_t n = static_cast<int32_t>(s.token_ids.size());
+    if (n == 0) return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, " has no tokens in iteration ", in.iteration_id));
+    if (static_cast<int64_t>(s.start_position) + n > c.max_position)
+      return absl::OutOfRangeError(absl::StrCat("request ", s.request_id, ": position ", s.start_position + n,
+                                                " exceeds the model's context of ", c.max_position));
+    if (partition().has_embedding)
+      for (int32_t t : s.token_ids)
+        if (t < 0 || t >= c.vocab_size)
+          return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": token id ", t, " is outside the vocabulary [0, ", c.vocab_size, ")"));
+    if (s.new_request.has_value()) {
+      const std::string err = s.new_request->sampling.Validate();
+      if (!err.empty()) return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": ", err));
+      for (auto& shard : shards_) ORCA_RETURN_IF_ERROR(shard->kv->Reserve(s.request_id, s.new_request->max_tokens));
+      reserved->push_back(s.request_id);
+    }
+    ORCA_RETURN_IF_ERROR(kv0.CheckWrite(s.request_id, s.start_position, n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, IterationOutput* out) {
+  out->Clear();
+  for (uint64_t id : in.released_ids) Release(id);
+  if (in.seqs.empty()) return absl::OkStatus();
+  std::vector<uint64_t> reserved;
+  if (absl::Status s = Validate(in, &reserved); !s.ok()) {
+    for (uint64_t id : reserved) Release(id);
+    return s;
+  }
+  seq_specs_.clear();
+  token_ids_.clear();
+  int64_t samples = 0, tokens = 0;
+  for (const ScheduledSeq& s : in.seqs) {
+    seq_specs_.push_back({s.request_id, static_cast<int32_t>(s.token_ids.size()), s.start_position, s.sample});
+    token_ids_.insert(token_ids_.end(), s.token_ids.begin(), s.token_ids.end());
+    samples += s.sample ? 1 : 0;
+    tokens += static_cast<int64_t>(s.token_ids.size());
+  }
+  const ModelConfig& c = config();
+  if (is_last_stage()) logits_.resize(static_cast<size_t>(samples) * c.vocab_size);
+  else out->hidden.resize(static_cast<size_t>(tokens) * c.hidden_size);
+  ForwardInput fin{seq_specs_, token_ids_, hidden_in};
+  std::vector<ForwardTimings> timings(shards_.size());
+  absl::Status status = pool_->RunAll([&](int r) {
+    return shards_[r]->runner->Forward(fin, out->hidden.data(), r == 0 ? logits_.data() : nullptr, &timings[r]);
+  });
+  if (!status.ok()) {
+    for (uint64_t id : reserved) Release(id);
+    return status;
+  }
+  out->timings = timings[0];
+  for (auto& shard : shards_)
+    for (const SeqSpec& s : seq_specs_) shard->kv->CommitWrite(s.request_id, s.start_pos, s.num_tokens);
+  if (!is_last_stage()) return absl::OkStatus();
+  for (const ScheduledSeq& s : in.seqs)
+    if (s.new_request.has_value())
+      samplers_[s.request_id] = std::make_unique<Sampler>(s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids);
+  if (options_.keep_logits) out->logits = logits_;
+  int64_t row = 0;
+  for (const ScheduledSeq& s : in.seqs) {
+    if (!s.sample) continue;
+    auto it = samplers_.find(s.request_id);
+    if (it == samplers_.end()) {
+      // A request known to the KV cache but never announced here: greedy by default.
+      it = samplers_.emplace(s.request_id, std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{})).first;
+    }
+    out->tokens.push_back({s.request_id, it->second->Sample(logits_.data() + row * c.vocab_size, c.vocab_size)});
+    ++row;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace orca

@@ -1,0 +1,137 @@
+#pragma once
+/// One pipeline stage of the execution engine (the whole model when
+/// num_stages == 1): its tensor-parallel shards (one thread each, all-reducing
+/// over the data plane), their KV caches, and — on the last stage — the
+/// per-request samplers. `Step` runs ONE iteration of a selectively batched
+/// batch in any mix of phases; releases and first-time reservations travel
+/// with it, as in the paper's control messages (§4.1).
+///
+/// Thread-compatible: one caller at a time (the worker's or scheduler's
+/// engine thread).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/common/sampling_params.h"
+#include "core/engine/model_config.h"
+#include "core/engine/model_runner.h"
+#include "core/engine/model_weights.h"
+#include "core/engine/sampler.h"
+
+namespace gloo::rendezvous {
+class Store;
+}
+
+namespace orca {
+
+/// Sent the first time a request is scheduled.
+struct NewRequestInfo {
+  int32_t max_tokens = 0;  ///< KV reservation: prompt + max new tokens
+  SamplingParams sampling;
+  std::vector<int32_t> prompt_token_ids;  ///< for the repetition penalty
+};
+
+/// One request in an iteration (vLLM's scheduled_new_reqs / cached_reqs in one list).
+struct ScheduledSeq {
+  uint64_t request_id = 0;
+  std::vector<int32_t> token_ids;  ///< input tokens this iteration (ids are unused past stage 0)
+  int32_t start_position = 0;
+  bool sample = true;
+  std::optional<NewRequestInfo> new_request;
+};
+
+struct IterationInput {
+  uint64_t iteration_id = 0;
+  std::vector<ScheduledSeq> seqs;
+  std::vector<uint64_t> released_ids;  ///< applied before this iteration's reservations
+};
+
+struct SampledToken {
+  uint64_t request_id = 0;
+  SampleResult sample;
+};
+
+struct IterationOutput {
+  std::vector<SampledToken> tokens;  ///< last stage: one per sampling sequence, in batch order
+  std::vector<float> hidden;         ///< other stages: [ΣL, hidden] for the next stage
+  std::vector<float> logits;         ///< last stage with Options::keep_logits: [sampled, vocab]
+  ForwardTimings timings;
+  void Clear() {
+    tokens.clear();
+    hidden.clear();
+    logits.clear();
+    timings = {};
+  }
+};
+
+class Engine {
+ public:
+  struct Options {
+    std::string model_path;              ///< HF directory or .gguf
+    std::optional<DType> dtype;          ///< weight storage; nullopt = checkpoint's (f16 → bf16)
+    std::optional<DType> kv_dtype;       ///< nullopt = bf16 for bf16 weights, else f32
+    int32_t stage = 0;
+    int32_t num_stages = 1;
+    int32_t tp_size = 1;
+    int64_t n_slots = 8192;              ///< KV slots (tokens) per shard
+    int32_t kv_block_size = 16;
+    int32_t num_threads = 0;             ///< compute threads in total (0 = all cores), split over shards
+    int64_t small_gemm_max_rows = 16;    ///< see CpuBackend::Options
+    bool keep_logits = false;            ///< copy logits into IterationOutput (tests)
+    /// Data plane for tensor parallelism: a rendezvous store shared by the
+    /// shards (nullptr: an in-process store, the shards being our threads).
+    gloo::rendezvous::Store* tp_store = nullptr;
+    std::string tp_group = "tp";
+    std::string data_plane_host = "127.0.0.1";
+    int64_t peer_timeout_ms = 10000;
+  };
+
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const Options& options);
+  ~Engine();
+
+  /// Runs one iteration. `hidden_in` ([ΣL, H], host) is required on stages > 0.
+  /// The whole iteration is validated before anything changes: unknown or
+  /// duplicate request ids, reservations that do not fit, positions past a
+  /// reservation or the context, token ids outside the vocabulary are errors
+  /// and leave the engine as it was (apart from the releases).
+  absl::Status Step(const IterationInput& input, const float* hidden_in, IterationOutput* output);
+
+  /// Frees a request's KV and sampler now (also done by IterationInput::released_ids).
+  /// Unknown ids are ignored: a release is idempotent.
+  void Release(uint64_t request_id);
+
+  const ModelConfig& config() const;
+  const Partition& partition() const;
+  bool is_last_stage() const { return partition().has_head; }
+  int64_t kv_slots_total() const;
+  int64_t kv_slots_used() const;
+  int64_t num_requests() const;
+  /// Weight bytes read per full forward pass (all shards), KV pool bytes, and
+  /// bytes of converted (non-mapped) weights.
+  size_t weight_bytes() const;
+  size_t kv_bytes() const;
+  size_t owned_weight_bytes() const;
+  std::string backend_name() const;
+
+ private:
+  struct Shard;
+  class ShardPool;
+  Engine() = default;
+  absl::Status Validate(const IterationInput& input, std::vector<uint64_t>* reserved);
+
+  Options options_;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  std::unique_ptr<gloo::rendezvous::Store> local_store_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::unique_ptr<ShardPool> pool_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Sampler>> samplers_;
+  std::vector<SeqSpec> seq_specs_;
+  std::vector<int32_t> token_ids_;
+  std::vector<float> logits_;
+};
+
+}  // namespace orca

@@ -1,0 +1,58 @@
+#pragma once
+/// Communicator over Gloo's TCP transport. Members meet through a rendezvous
+/// store (in-process for threads, or the scheduler's key-value store across
+/// processes and hosts), under a key prefix naming the group.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/engine/communicator.h"
+
+namespace gloo {
+class Context;
+namespace rendezvous {
+class Store;
+}
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace orca {
+
+class GlooCommunicator final : public Communicator {
+ public:
+  struct Options {
+    gloo::rendezvous::Store* store = nullptr;  ///< must outlive Create()
+    std::string prefix;                          ///< group name, unique per group and generation
+    int32_t rank = 0;
+    int32_t size = 1;
+    std::string hostname = "127.0.0.1";  ///< address peers use to reach this member
+    std::chrono::milliseconds timeout{10000};
+  };
+  /// Connects the full mesh; blocks until every member has joined or the timeout passes.
+  static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(const Options& options);
+  ~GlooCommunicator() override;
+
+  int32_t rank() const override { return rank_; }
+  int32_t size() const override { return size_; }
+  absl::Status AllReduceSum(float* data, size_t count) override;
+  absl::Status Send(int32_t peer, const void* data, size_t bytes) override;
+  absl::Status Recv(int32_t peer, void* data, size_t bytes) override;
+
+  /// An in-process store for groups whose members are threads of one process.
+  static std::unique_ptr<gloo::rendezvous::Store> MakeLocalStore();
+
+ private:
+  GlooCommunicator() = default;
+
+  int32_t rank_ = 0;
+  int32_t size_ = 1;
+  std::chrono::milliseconds timeout_{10000};
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+};
+
+}  // namespace orca

@@ -1,0 +1,219 @@
+#include "core/engine/model_runner.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+
+namespace orca {
+namespace {
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const Options& o) {
+  if (o.weights == nullptr || o.kv == nullptr || o.backend == nullptr)
+    return absl::InvalidArgumentError("ModelRunner needs weights, a KV cache and a backend");
+  if (o.weights->partition().tp_size > 1 && o.tp == nullptr)
+    return absl::InvalidArgumentError("tensor parallelism needs a communicator");
+  return std::unique_ptr<ModelRunner>(new ModelRunner(o));
+}
+
+ModelRunner::~ModelRunner() {
+  for (Buffer* b : {&x_, &h_, &q_, &k_, &v_, &attn_, &ff1_, &ff2_, &tmp_, &last_, &logits_, &ids_, &positions_, &slots_,
+                    &block_tables_, &sample_rows_})
+    if (b->ptr) o_.backend->Free(b->ptr);
+}
+
+absl::Status ModelRunner::Grow(Buffer& b, size_t bytes) {
+  if (bytes <= b.bytes) return absl::OkStatus();
+  const size_t want = std::max(bytes, b.bytes + b.bytes / 2);
+  if (b.ptr) o_.backend->Free(b.ptr);
+  b.ptr = nullptr;
+  b.bytes = 0;
+  ORCA_ASSIGN_OR_RETURN(b.ptr, o_.backend->Allocate(want));
+  b.bytes = want;
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::EnsureCapacity(int64_t n, int64_t s, int64_t blocks) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  const size_t f = sizeof(float), i = sizeof(int32_t);
+  const size_t H = c.hidden_size, Q = static_cast<size_t>(w.local_q_heads()) * c.head_dim,
+               KV = static_cast<size_t>(w.local_kv_heads()) * c.head_dim, F = w.local_intermediate();
+  ORCA_RETURN_IF_ERROR(Grow(x_, n * H * f));
+  ORCA_RETURN_IF_ERROR(Grow(h_, n * H * f));
+  ORCA_RETURN_IF_ERROR(Grow(q_, n * Q * f));
+  ORCA_RETURN_IF_ERROR(Grow(k_, n * KV * f));
+  ORCA_RETURN_IF_ERROR(Grow(v_, n * KV * f));
+  ORCA_RETURN_IF_ERROR(Grow(attn_, n * Q * f));
+  ORCA_RETURN_IF_ERROR(Grow(ff1_, n * F * f));
+  ORCA_RETURN_IF_ERROR(Grow(ff2_, n * F * f));
+  if (w.partition().tp_size > 1) ORCA_RETURN_IF_ERROR(Grow(tmp_, n * H * f));
+  ORCA_RETURN_IF_ERROR(Grow(ids_, n * i));
+  ORCA_RETURN_IF_ERROR(Grow(positions_, n * i));
+  ORCA_RETURN_IF_ERROR(Grow(slots_, n * i));
+  ORCA_RETURN_IF_ERROR(Grow(block_tables_, std::max<int64_t>(blocks, 1) * i));
+  if (s > 0 && !w.lm_head().empty()) {
+    ORCA_RETURN_IF_ERROR(Grow(sample_rows_, s * i));
+    ORCA_RETURN_IF_ERROR(Grow(last_, s * H * f));
+    ORCA_RETURN_IF_ERROR(Grow(logits_, s * static_cast<size_t>(c.vocab_size) * f));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, float* logits_out,
+                                  ForwardTimings* timings) {
+  const int64_t t0 = NowMicros();
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  kernels::Backend& be = *o_.backend;
+  const int32_t bs = o_.kv->block_size();
+
+  // Host-side layout of the flattened batch.
+  int64_t n = 0, samples = 0, blocks = 0;
+  for (const SeqSpec& s : in.seqs) {
+    n += s.num_tokens;
+    samples += s.sample ? 1 : 0;
+    blocks += (s.start_pos + s.num_tokens + bs - 1) / bs;
+  }
+  if (n == 0) return absl::InvalidArgumentError("empty iteration");
+  if (w.partition().has_embedding && static_cast<int64_t>(in.token_ids.size()) != n)
+    return absl::InvalidArgumentError(absl::StrCat("iteration has ", n, " positions but ", in.token_ids.size(), " token ids"));
+  if (!w.partition().has_embedding && in.hidden_in == nullptr)
+    return absl::InvalidArgumentError("a non-first stage needs the previous stage's hidden states");
+  ORCA_RETURN_IF_ERROR(EnsureCapacity(n, samples, blocks));
+
+  h_positions_.resize(n);
+  h_slots_.resize(n);
+  h_block_tables_.resize(blocks);
+  h_sample_rows_.clear();
+  attention_seqs_.resize(in.seqs.size());
+  int64_t row = 0, block_off = 0;
+  for (size_t si = 0; si < in.seqs.size(); ++si) {
+    const SeqSpec& s = in.seqs[si];
+    const std::vector<int32_t>* table = o_.kv->BlockTable(s.request_id);
+    if (table == nullptr) return absl::FailedPreconditionError(absl::StrCat("request ", s.request_id, " has no KV reservation"));
+    for (int32_t t = 0; t < s.num_tokens; ++t) {
+      h_positions_[row + t] = s.start_pos + t;
+      h_slots_[row + t] = o_.kv->Slot(s.request_id, s.start_pos + t);
+    }
+    const int64_t nb = (s.start_pos + s.num_tokens + bs - 1) / bs;
+    std::copy(table->begin(), table->begin() + nb, h_block_tables_.begin() + block_off);
+    attention_seqs_[si] = {static_cast<int32_t>(row), s.num_tokens, s.start_pos, I(block_tables_) + block_off};
+    if (s.sample) h_sample_rows_.push_back(static_cast<int32_t>(row + s.num_tokens - 1));
+    row += s.num_tokens;
+    block_off += nb;
+  }
+  be.CopyToDevice(positions_.ptr, h_positions_.data(), n * sizeof(int32_t));
+  be.CopyToDevice(slots_.ptr, h_slots_.data(), n * sizeof(int32_t));
+  be.CopyToDevice(block_tables_.ptr, h_block_tables_.data(), blocks * sizeof(int32_t));
+
+  const int64_t H = c.hidden_size;
+  if (w.partition().has_embedding) {
+    be.CopyToDevice(ids_.ptr, in.token_ids.data(), n * sizeof(int32_t));
+    be.Embedding(I(ids_), n, w.token_embedding(), F(x_));
+    if (c.arch == ModelArch::kGpt2) be.AddPositionEmbedding(I(positions_), n, w.position_embedding(), F(x_));
+  } else {
+    be.CopyToDevice(x_.ptr, in.hidden_in, n * H * sizeof(float));
+  }
+  ForwardTimings local;
+  for (int32_t l = 0; l < w.num_local_layers(); ++l) ORCA_RETURN_IF_ERROR(Layer(l, n, &local));
+
+  if (!w.partition().has_head) {
+    be.CopyToHost(hidden_out, x_.ptr, n * H * sizeof(float));
+  } else if (samples > 0 && !w.lm_head().empty()) {
+    be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
+    be.GatherRows(F(x_), I(sample_rows_), samples, H, F(last_));
+    if (c.arch == ModelArch::kGpt2)
+      be.LayerNorm(F(last_), w.final_norm(), w.final_norm_bias(), samples, H, c.norm_eps, F(last_));
+    else
+      be.RmsNorm(F(last_), w.final_norm(), samples, H, c.norm_eps, F(last_));
+    be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
+    be.CopyToHost(logits_out, logits_.ptr, samples * static_cast<size_t>(c.vocab_size) * sizeof(float));
+  }
+  be.Synchronize();
+  if (timings) {
+    timings->comm_micros += local.comm_micros;
+    timings->compute_micros += NowMicros() - t0 - local.comm_micros;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::RowParallelOutput(const float* in, int64_t n, const kernels::WeightView& wv,
+                                            const float* bias, ForwardTimings* timings) {
+  kernels::Backend& be = *o_.backend;
+  const int64_t H = o_.weights->config().hidden_size;
+  if (o_.tp == nullptr || o_.tp->size() == 1) {
+    be.Linear(in, n, wv, bias, F(x_), /*accumulate=*/true);
+    return absl::OkStatus();
+  }
+  // Partial sums from every shard (bias only on rank 0), summed across the group.
+  be.Linear(in, n, wv, bias, F(tmp_));
+  be.Synchronize();
+  const int64_t t0 = NowMicros();
+  ORCA_RETURN_IF_ERROR(o_.tp->AllReduceSum(F(tmp_), static_cast<size_t>(n * H)));
+  timings->comm_micros += NowMicros() - t0;
+  be.Add(F(x_), F(tmp_), n * H);
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  const LayerWeights& lw = w.layer(l);
+  kernels::Backend& be = *o_.backend;
+  const int64_t H = c.hidden_size;
+  const bool gpt2 = c.arch == ModelArch::kGpt2;
+
+  if (gpt2) be.LayerNorm(F(x_), lw.attn_norm, lw.attn_norm_bias, n, H, c.norm_eps, F(h_));
+  else be.RmsNorm(F(x_), lw.attn_norm, n, H, c.norm_eps, F(h_));
+  be.Linear(F(h_), n, lw.q, lw.q_bias, F(q_));
+  be.Linear(F(h_), n, lw.k, lw.k_bias, F(k_));
+  be.Linear(F(h_), n, lw.v, lw.v_bias, F(v_));
+  if (!gpt2) {
+    kernels::RopeParams rope;
+    rope.style = c.rope_style;
+    rope.rotary_dim = c.rotary_dim;
+    rope.inv_freq = w.rope_inv_freq();
+    be.Rope(F(q_), F(k_), I(positions_), n, w.local_q_heads(), w.local_kv_heads(), c.head_dim, rope);
+  }
+  const kernels::KvLayerView kv = o_.kv->Layer(l);
+  kernels::KvWriteParams write;
+  write.k = F(k_);
+  write.v = F(v_);
+  write.slots = I(slots_);
+  write.num_tokens = static_cast<int32_t>(n);
+  write.kv = kv;
+  be.KvWrite(write);
+  kernels::AttentionParams attn;
+  attn.q = F(q_);
+  attn.out = F(attn_);
+  attn.num_q_heads = w.local_q_heads();
+  attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  attn.kv = kv;
+  attn.seqs = attention_seqs_.data();
+  attn.num_seqs = static_cast<int32_t>(attention_seqs_.size());
+  be.Attention(attn);
+  ORCA_RETURN_IF_ERROR(RowParallelOutput(F(attn_), n, lw.o, lw.o_bias, timings));
+
+  if (gpt2) be.LayerNorm(F(x_), lw.ffn_norm, lw.ffn_norm_bias, n, H, c.norm_eps, F(h_));
+  else be.RmsNorm(F(x_), lw.ffn_norm, n, H, c.norm_eps, F(h_));
+  const int64_t f = w.local_intermediate();
+  if (gpt2) {
+    be.Linear(F(h_), n, lw.up, lw.up_bias, F(ff1_));
+    be.GeluTanh(F(ff1_), n * f);
+  } else {
+    be.Linear(F(h_), n, lw.gate, nullptr, F(ff1_));
+    be.Linear(F(h_), n, lw.up, lw.up_bias, F(ff2_));
+    be.SiluMul(F(ff1_), F(ff2_), n, f, F(ff1_));
+  }
+  return RowParallelOutput(F(ff1_), n, lw.down, lw.down_bias, timings);
+}
+
+}  // namespace orca

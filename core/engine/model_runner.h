@@ -1,0 +1,83 @@
+#pragma once
+/// The forward pass of one shard over one selectively batched iteration
+/// (paper §4.2, Fig. 5): every non-attention op runs once on the flattened
+/// [ΣL, H] tensor holding all tokens of all requests — prompts of requests in
+/// the initiation phase and single tokens of those in the increment phase —
+/// while attention is split per request against that request's cached keys
+/// and values. The LM head runs only on the last token of requests that
+/// sample. Buffers grow to the largest batch seen, so a steady state does no
+/// allocation.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/engine/communicator.h"
+#include "core/engine/kv_cache.h"
+#include "core/engine/model_weights.h"
+#include "kernels/include/backend.h"
+
+namespace orca {
+
+/// One request's share of an iteration.
+struct SeqSpec {
+  uint64_t request_id = 0;
+  int32_t num_tokens = 0;  ///< L: all prompt tokens (initiation) or 1 (increment)
+  int32_t start_pos = 0;   ///< position of its first token this iteration
+  bool sample = true;      ///< produce logits for its last token
+};
+
+struct ForwardInput {
+  absl::Span<const SeqSpec> seqs;
+  absl::Span<const int32_t> token_ids;  ///< flattened ΣL ids (first stage only)
+  const float* hidden_in = nullptr;     ///< host [ΣL, H] from the previous stage (other stages)
+};
+
+struct ForwardTimings {
+  int64_t compute_micros = 0;
+  int64_t comm_micros = 0;  ///< time inside tensor-parallel all-reduces
+};
+
+class ModelRunner {
+ public:
+  struct Options {
+    const ModelWeights* weights = nullptr;
+    KvCache* kv = nullptr;
+    kernels::Backend* backend = nullptr;
+    Communicator* tp = nullptr;  ///< the tensor-parallel group (nullptr when tp_size == 1)
+  };
+  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const Options& options);
+  ~ModelRunner();
+
+  /// Runs this shard's layers. The caller has validated the sequences against
+  /// the KV cache (KvCache::CheckWrite). On a non-last stage, writes the hidden
+  /// states [ΣL, H] to `hidden_out`; on the last stage (rank 0), the logits
+  /// [num sampled, vocab] to `logits_out`. Host pointers.
+  absl::Status Forward(const ForwardInput& input, float* hidden_out, float* logits_out, ForwardTimings* timings);
+
+ private:
+  explicit ModelRunner(const Options& options) : o_(options) {}
+  absl::Status EnsureCapacity(int64_t tokens, int64_t samples, int64_t blocks);
+  absl::Status Layer(int32_t local_layer, int64_t n, ForwardTimings* timings);
+  absl::Status RowParallelOutput(const float* in, int64_t n, const kernels::WeightView& w, const float* bias,
+                                 ForwardTimings* timings);
+
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  absl::Status Grow(Buffer& b, size_t bytes);
+  float* F(const Buffer& b) const { return static_cast<float*>(b.ptr); }
+  int32_t* I(const Buffer& b) const { return static_cast<int32_t*>(b.ptr); }
+
+  Options o_;
+  Buffer x_, h_, q_, k_, v_, attn_, ff1_, ff2_, tmp_, last_, logits_;
+  Buffer ids_, positions_, slots_, block_tables_, sample_rows_;
+  // Host staging, reused across iterations.
+  std::vector<int32_t> h_positions_, h_slots_, h_block_tables_, h_sample_rows_;
+  std::vector<kernels::AttentionSeq> attention_seqs_;
+};
+
+}  // namespace orca

@@ -1,0 +1,106 @@
+#pragma once
+/// The weights one worker shard needs: a contiguous layer range (pipeline
+/// stage, paper's inter-layer partition) and one tensor-parallel slice
+/// (Megatron-style intra-layer partition) of a checkpoint. Weights whose
+/// on-disk dtype is the compute dtype are used in place from the mapping
+/// (strided views, zero copy); others are converted once at load.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/engine/checkpoint.h"
+#include "kernels/include/backend.h"
+
+namespace orca {
+
+/// Which part of the model a shard holds.
+struct Partition {
+  int32_t layer_begin = 0;  ///< first layer (inclusive)
+  int32_t layer_end = 0;    ///< last layer (exclusive)
+  int32_t tp_rank = 0;
+  int32_t tp_size = 1;
+  bool has_embedding = true;  ///< first stage: token (and position) embeddings
+  bool has_head = true;       ///< last stage: final norm and LM head
+
+  /// Even split of `num_layers` over `num_stages` (earlier stages take the remainder).
+  static Partition ForStage(int32_t stage, int32_t num_stages, int32_t num_layers, int32_t tp_rank = 0,
+                            int32_t tp_size = 1);
+  static Partition Whole(int32_t num_layers) { return ForStage(0, 1, num_layers); }
+};
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;
+  const float* attn_norm_bias = nullptr;
+  const float* ffn_norm = nullptr;
+  const float* ffn_norm_bias = nullptr;
+  kernels::WeightView q, k, v, o;  ///< q/k/v column-parallel, o row-parallel
+  const float* q_bias = nullptr;
+  const float* k_bias = nullptr;
+  const float* v_bias = nullptr;
+  const float* o_bias = nullptr;  ///< only on tp rank 0 (added once after the all-reduce)
+  kernels::WeightView gate, up, down;  ///< gate/up column-parallel, down row-parallel; GPT-2: up=c_fc, down=c_proj
+  const float* up_bias = nullptr;
+  const float* down_bias = nullptr;  ///< only on tp rank 0
+};
+
+class ModelWeights {
+ public:
+  struct Options {
+    Partition partition;
+    /// Storage dtype of the matrices: f32 or bf16. nullopt = the checkpoint's
+    /// (f16 checkpoints become bf16).
+    std::optional<DType> dtype;
+  };
+
+  /// Loads and validates every tensor of the partition. Errors name the file,
+  /// the tensor, its shape/dtype and what was expected.
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> Load(const Checkpoint& checkpoint, const Options& options,
+                                                            kernels::Backend* backend);
+  ~ModelWeights();
+
+  const ModelConfig& config() const { return config_; }
+  const Partition& partition() const { return partition_; }
+  DType dtype() const { return dtype_; }
+  int32_t num_local_layers() const { return static_cast<int32_t>(layers_.size()); }
+  const LayerWeights& layer(int32_t local_index) const { return layers_[local_index]; }
+  int32_t local_q_heads() const { return config_.num_heads / partition_.tp_size; }
+  int32_t local_kv_heads() const { return config_.num_kv_heads / partition_.tp_size; }
+  int32_t local_intermediate() const { return config_.intermediate_size / partition_.tp_size; }
+
+  const kernels::WeightView& token_embedding() const { return token_embedding_; }
+  const kernels::WeightView& position_embedding() const { return position_embedding_; }
+  const float* final_norm() const { return final_norm_; }
+  const float* final_norm_bias() const { return final_norm_bias_; }
+  /// Present on the last stage's rank 0 (which computes the logits).
+  const kernels::WeightView& lm_head() const { return lm_head_; }
+  const float* rope_inv_freq() const { return rope_inv_freq_; }
+
+  /// Bytes used in place from the mapping, and bytes converted into owned memory.
+  size_t mapped_bytes() const { return mapped_bytes_; }
+  size_t owned_bytes() const { return owned_bytes_; }
+
+ private:
+  class Loader;
+  ModelWeights() = default;
+
+  ModelConfig config_;
+  Partition partition_;
+  DType dtype_ = DType::kF32;
+  kernels::Backend* backend_ = nullptr;
+  std::vector<LayerWeights> layers_;
+  kernels::WeightView token_embedding_;
+  kernels::WeightView position_embedding_;
+  kernels::WeightView lm_head_;
+  const float* final_norm_ = nullptr;
+  const float* final_norm_bias_ = nullptr;
+  const float* rope_inv_freq_ = nullptr;
+  std::vector<std::vector<uint8_t>> host_buffers_;  // converted matrices (host)
+  std::vector<void*> device_buffers_;               // backend allocations
+  size_t mapped_bytes_ = 0;
+  size_t owned_bytes_ = 0;
+};
+
+}  // namespace orca

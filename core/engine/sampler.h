@@ -1,0 +1,52 @@
+#pragma once
+/// Per-request token sampling on the last pipeline stage: penalties
+/// (repetition, presence, frequency), temperature, top-k, top-p, min-p, a
+/// per-request seeded generator (reproducible), and log-probabilities of the
+/// chosen token and the top alternatives. Logprobs are those of the raw model
+/// distribution (log-softmax of the logits before any sampling transform),
+/// like vLLM's default.
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
+#include "core/common/sampling_params.h"
+
+namespace orca {
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+struct SampleResult {
+  int32_t token_id = 0;
+  float logprob = 0.0f;  ///< filled when logprobs or top_logprobs were asked
+  std::vector<TokenLogprob> top_logprobs;
+};
+
+class Sampler {
+ public:
+  /// `prompt` feeds the repetition penalty (HF applies it to prompt tokens too).
+  Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt);
+
+  /// Samples the next token from `logits` (modified in place) and records it.
+  SampleResult Sample(float* logits, int32_t vocab_size);
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  void ApplyPenalties(float* logits, int32_t vocab_size) const;
+  int32_t Draw(float* logits, int32_t vocab_size);
+
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  absl::flat_hash_map<int32_t, int32_t> output_counts_;
+  absl::flat_hash_map<int32_t, bool> prompt_tokens_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // reused scratch
+  std::vector<float> raw_logits_;                      // kept only when logprobs are asked
+};
+
+}  // namespace orca

@@ -1,0 +1,237 @@
+#include "core/engine/synthetic_checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/mapped_file.h"
+#include "core/common/status_macros.h"
+
+namespace orca {
+namespace {
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  enum class Init { kNormal, kOnes, kZeros } init = Init::kNormal;
+  double stddev = 0.02;
+};
+
+uint64_t Hash(const std::string& s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// xoshiro256** with Box-Muller: fast, and identical on every platform.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) {
+    for (auto& v : s_) {
+      seed += 0x9e3779b97f4a7c15ull;
+      uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      v = z ^ (z >> 31);
+    }
+  }
+  double Uniform() { return (Next() >> 11) * (1.0 / 9007199254740992.0); }
+  double Normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    double u1 = Uniform(), u2 = Uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    const double r = std::sqrt(-2.0 * std::log(u1)), t = 2 * M_PI * u2;
+    spare_ = r * std::sin(t);
+    has_spare_ = true;
+    return r * std::cos(t);
+  }
+
+ private:
+  static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t Next() {
+    const uint64_t result = Rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = Rotl(s_[3], 45);
+    return result;
+  }
+  uint64_t s_[4];
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
+
+std::vector<TensorSpec> Specs(const SyntheticModelOptions& o, const ModelConfig& c) {
+  const int64_t H = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
+  const int64_t Q = static_cast<int64_t>(c.num_heads) * D, KV = static_cast<int64_t>(c.num_kv_heads) * D;
+  // Scaled so activations stay O(1) through the depth and logits are well spread.
+  const double in_h = 1.0 / std::sqrt(static_cast<double>(H)), in_f = 1.0 / std::sqrt(static_cast<double>(F));
+  const double in_q = 1.0 / std::sqrt(static_cast<double>(Q));
+  using I = TensorSpec::Init;
+  std::vector<TensorSpec> t;
+  if (o.arch == ModelArch::kGpt2) {
+    t.push_back({"transformer.wte.weight", {V, H}, I::kNormal, 1.0});
+    t.push_back({"transformer.wpe.weight", {c.max_position, H}, I::kNormal, 0.1});
+    for (int l = 0; l < c.num_layers; ++l) {
+      const std::string p = absl::StrCat("transformer.h.", l, ".");
+      t.push_back({p + "ln_1.weight", {H}, I::kOnes});
+      t.push_back({p + "ln_1.bias", {H}, I::kNormal, 0.02});
+      t.push_back({p + "attn.c_attn.weight", {H, 3 * H}, I::kNormal, in_h});  // Conv1D [in, out]
+      t.push_back({p + "attn.c_attn.bias", {3 * H}, I::kNormal, 0.02});
+      t.push_back({p + "attn.c_proj.weight", {H, H}, I::kNormal, in_h * 0.5});
+      t.push_back({p + "attn.c_proj.bias", {H}, I::kNormal, 0.02});
+      t.push_back({p + "ln_2.weight", {H}, I::kOnes});
+      t.push_back({p + "ln_2.bias", {H}, I::kNormal, 0.02});
+      t.push_back({p + "mlp.c_fc.weight", {H, F}, I::kNormal, in_h});
+      t.push_back({p + "mlp.c_fc.bias", {F}, I::kNormal, 0.02});
+      t.push_back({p + "mlp.c_proj.weight", {F, H}, I::kNormal, in_f * 0.5});
+      t.push_back({p + "mlp.c_proj.bias", {H}, I::kNormal, 0.02});
+    }
+    t.push_back({"transformer.ln_f.weight", {H}, I::kOnes});
+    t.push_back({"transformer.ln_f.bias", {H}, I::kZeros});
+    if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, I::kNormal, 1.0});
+    return t;
+  }
+  t.push_back({"model.embed_tokens.weight", {V, H}, I::kNormal, 1.0});
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    t.push_back({p + "input_layernorm.weight", {H}, I::kOnes});
+    t.push_back({p + "self_attn.q_proj.weight", {Q, H}, I::kNormal, in_h});
+    t.push_back({p + "self_attn.k_proj.weight", {KV, H}, I::kNormal, in_h});
+    t.push_back({p + "self_attn.v_proj.weight", {KV, H}, I::kNormal, in_h});
+    if (c.attention_bias) {
+      t.push_back({p + "self_attn.q_proj.bias", {Q}, I::kNormal, 0.1});
+      t.push_back({p + "self_attn.k_proj.bias", {KV}, I::kNormal, 0.1});
+      t.push_back({p + "self_attn.v_proj.bias", {KV}, I::kNormal, 0.1});
+    }
+    t.push_back({p + "self_attn.o_proj.weight", {H, Q}, I::kNormal, in_q * 0.5});
+    t.push_back({p + "post_attention_layernorm.weight", {H}, I::kOnes});
+    t.push_back({p + "mlp.gate_proj.weight", {F, H}, I::kNormal, in_h});
+    t.push_back({p + "mlp.up_proj.weight", {F, H}, I::kNormal, in_h});
+    t.push_back({p + "mlp.down_proj.weight", {H, F}, I::kNormal, in_f * 0.5});
+  }
+  t.push_back({"model.norm.weight", {H}, I::kOnes});
+  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, I::kNormal, 1.0});
+  return t;
+}
+
+nlohmann::json ConfigJson(const SyntheticModelOptions& o, const ModelConfig& c) {
+  nlohmann::json j;
+  if (o.arch == ModelArch::kGpt2) {
+    j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},       {"n_embd", c.hidden_size},
+         {"n_layer", c.num_layers},              {"n_head", c.num_heads},       {"n_inner", c.intermediate_size},
+         {"vocab_size", c.vocab_size},           {"n_positions", c.max_position}, {"n_ctx", c.max_position},
+         {"layer_norm_epsilon", 1e-5},           {"activation_function", "gelu_new"},
+         {"tie_word_embeddings", c.tie_word_embeddings}};
+  } else {
+    j = {{"architectures", {o.attention_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+         {"model_type", o.attention_bias ? "qwen2" : "llama"},
+         {"hidden_size", c.hidden_size},
+         {"num_hidden_layers", c.num_layers},
+         {"num_attention_heads", c.num_heads},
+         {"num_key_value_heads", c.num_kv_heads},
+         {"intermediate_size", c.intermediate_size},
+         {"vocab_size", c.vocab_size},
+         {"max_position_embeddings", c.max_position},
+         {"rms_norm_eps", 1e-5},
+         {"rope_theta", o.rope_theta},
+         {"hidden_act", "silu"},
+         {"attention_bias", o.attention_bias},
+         {"tie_word_embeddings", c.tie_word_embeddings}};
+  }
+  j["torch_dtype"] = o.dtype == DType::kF32 ? "float32" : (o.dtype == DType::kF16 ? "float16" : "bfloat16");
+  if (o.bos_token_id >= 0) j["bos_token_id"] = o.bos_token_id;
+  if (o.eos_token_id >= 0) j["eos_token_id"] = o.eos_token_id;
+  j["orca_synthetic"] = {{"seed", o.seed}};
+  return j;
+}
+
+}  // namespace
+
+ModelConfig SyntheticModelOptions::ToConfig() const {
+  ModelConfig c;
+  c.arch = arch;
+  c.model_type = arch == ModelArch::kGpt2 ? "gpt2" : (attention_bias ? "qwen2" : "llama");
+  c.hidden_size = hidden_size;
+  c.num_layers = num_layers;
+  c.num_heads = num_heads;
+  c.num_kv_heads = arch == ModelArch::kGpt2 ? num_heads : num_kv_heads;
+  c.head_dim = num_heads > 0 ? hidden_size / num_heads : 0;
+  if (intermediate_size > 0) c.intermediate_size = intermediate_size;
+  else if (arch == ModelArch::kGpt2) c.intermediate_size = 4 * hidden_size;
+  else c.intermediate_size = (hidden_size * 8 / 3 + 31) / 32 * 32;
+  c.vocab_size = vocab_size;
+  c.max_position = max_position;
+  c.tie_word_embeddings = tie_word_embeddings;
+  c.attention_bias = attention_bias || arch == ModelArch::kGpt2;
+  c.rope_theta = rope_theta;
+  c.rotary_dim = arch == ModelArch::kGpt2 ? 0 : c.head_dim;
+  return c;
+}
+
+absl::Status WriteSyntheticCheckpoint(const SyntheticModelOptions& o, const std::string& dir) {
+  const ModelConfig c = o.ToConfig();
+  ORCA_RETURN_IF_ERROR(c.Validate());
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return absl::FailedPreconditionError(absl::StrCat(dir, ": cannot create directory: ", std::strerror(errno)));
+  const std::vector<TensorSpec> specs = Specs(o, c);
+  const char* dtype_name = o.dtype == DType::kF32 ? "F32" : (o.dtype == DType::kF16 ? "F16" : "BF16");
+  nlohmann::ordered_json header;
+  header["__metadata__"] = {{"format", "pt"}, {"generator", "orca model synth"}};
+  uint64_t offset = 0;
+  for (const auto& t : specs) {
+    uint64_t bytes = DTypeSize(o.dtype);
+    for (int64_t d : t.shape) bytes *= static_cast<uint64_t>(d);
+    header[t.name] = {{"dtype", dtype_name}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string header_text = header.dump();
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  const std::string path = dir + "/model.safetensors";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return absl::FailedPreconditionError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
+    const uint64_t len = header_text.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out.write(header_text.data(), static_cast<std::streamsize>(len));
+    std::vector<float> values;
+    std::vector<uint8_t> encoded;
+    for (const auto& t : specs) {
+      int64_t n = 1;
+      for (int64_t d : t.shape) n *= d;
+      values.assign(static_cast<size_t>(n), 0.0f);
+      Rng rng(Hash(t.name, o.seed));
+      for (auto& v : values) {
+        switch (t.init) {
+          case TensorSpec::Init::kNormal: v = static_cast<float>(rng.Normal() * t.stddev); break;
+          case TensorSpec::Init::kOnes: v = 1.0f; break;
+          case TensorSpec::Init::kZeros: v = 0.0f; break;
+        }
+      }
+      encoded.resize(static_cast<size_t>(n) * DTypeSize(o.dtype));
+      ConvertFromF32(values.data(), o.dtype, encoded.data(), values.size());
+      out.write(reinterpret_cast<const char*>(encoded.data()), static_cast<std::streamsize>(encoded.size()));
+    }
+    out.flush();
+    if (!out) return absl::DataLossError(absl::StrCat(tmp, ": write failed (disk full?)"));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return absl::FailedPreconditionError(absl::StrCat(path, ": rename failed: ", std::strerror(errno)));
+  return WriteStringToFile(dir + "/config.json", ConfigJson(o, c).dump(2) + "\n");
+}
+
+}  // namespace orca

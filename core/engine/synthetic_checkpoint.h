@@ -1,0 +1,39 @@
+#pragma once
+/// Writes deterministic random-weight checkpoints of any shape in Hugging
+/// Face layout (config.json + model.safetensors), for tests, benchmarks and
+/// the default model. The same options and seed always give the same bytes.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/common/dtype.h"
+#include "core/engine/model_config.h"
+
+namespace orca {
+
+struct SyntheticModelOptions {
+  ModelArch arch = ModelArch::kLlama;
+  int32_t hidden_size = 256;
+  int32_t num_layers = 4;
+  int32_t num_heads = 4;
+  int32_t num_kv_heads = 2;       ///< llama only (GPT-2: = num_heads)
+  int32_t intermediate_size = 0;  ///< 0: 4 × hidden (gpt2) or ~8/3 × hidden rounded to 32 (llama)
+  int32_t vocab_size = 512;
+  int32_t max_position = 2048;
+  DType dtype = DType::kBF16;
+  uint64_t seed = 0;
+  bool tie_word_embeddings = true;
+  bool attention_bias = false;  ///< llama: Qwen2-style Q/K/V biases
+  double rope_theta = 10000.0;
+  int32_t bos_token_id = -1;    ///< -1: none
+  int32_t eos_token_id = -1;    ///< -1: none
+
+  /// The config the checkpoint will have.
+  ModelConfig ToConfig() const;
+};
+
+/// Creates `dir` if needed and writes config.json and model.safetensors.
+absl::Status WriteSyntheticCheckpoint(const SyntheticModelOptions& options, const std::string& dir);
+
+}  // namespace orca

@@ -1,0 +1,257 @@
+// Compiled with AVX-512 flags (see kernels/CMakeLists.txt); only called after a
+// runtime CPU check.
+#include "kernels/cpu/avx512_kernels.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace orca::kernels::avx512 {
+namespace {
+
+constexpr int64_t kKStep = 32;  // bf16 elements per 64-byte load
+
+inline int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// bf16 → f32 of a 64-byte load as two vectors holding the even and the odd
+// elements: one shift / one and each, instead of two ops per 16 values. x is
+// packed in the same even/odd order, so dot products are unchanged.
+inline void SplitBf16(__m512i v, __m512* even, __m512* odd) {
+  *even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  *odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+template <int MR, int NR>
+inline void TileBf16(const float* xp, int64_t kp, const uint16_t* w, int64_t ld, int64_t k, float* y, int64_t ldy,
+                     const float* bias, bool accumulate) {
+  __m512 c[MR][NR];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NR; ++j) c[r][j] = _mm512_setzero_ps();
+  const int64_t full = k / kKStep;
+  for (int64_t kb = 0; kb < full; ++kb) {
+    __m512 xe[MR], xo[MR];
+    for (int r = 0; r < MR; ++r) {
+      xe[r] = _mm512_loadu_ps(xp + r * kp + kb * kKStep);
+      xo[r] = _mm512_loadu_ps(xp + r * kp + kb * kKStep + 16);
+    }
+    for (int j = 0; j < NR; ++j) {
+      __m512 we, wo;
+      SplitBf16(_mm512_loadu_si512(w + j * ld + kb * kKStep), &we, &wo);
+      for (int r = 0; r < MR; ++r) {
+        c[r][j] = _mm512_fmadd_ps(xe[r], we, c[r][j]);
+        c[r][j] = _mm512_fmadd_ps(xo[r], wo, c[r][j]);
+      }
+    }
+  }
+  if (const int64_t rem = k - full * kKStep; rem > 0) {
+    const __mmask32 mask = (rem == 32) ? 0xFFFFFFFFu : ((1u << rem) - 1u);
+    __m512 xe[MR], xo[MR];
+    for (int r = 0; r < MR; ++r) {
+      xe[r] = _mm512_loadu_ps(xp + r * kp + full * kKStep);
+      xo[r] = _mm512_loadu_ps(xp + r * kp + full * kKStep + 16);
+    }
+    for (int j = 0; j < NR; ++j) {
+      __m512 we, wo;
+      SplitBf16(_mm512_maskz_loadu_epi16(mask, w + j * ld + full * kKStep), &we, &wo);
+      for (int r = 0; r < MR; ++r) {
+        c[r][j] = _mm512_fmadd_ps(xe[r], we, c[r][j]);
+        c[r][j] = _mm512_fmadd_ps(xo[r], wo, c[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NR; ++j) {
+      float v = _mm512_reduce_add_ps(c[r][j]);
+      if (bias) v += bias[j];
+      if (accumulate) v += y[r * ldy + j];
+      y[r * ldy + j] = v;
+    }
+}
+
+template <int MR, int NR>
+inline void TileF32(const float* xp, int64_t kp, const float* w, int64_t ld, int64_t k, float* y, int64_t ldy,
+                    const float* bias, bool accumulate) {
+  __m512 c[MR][NR];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NR; ++j) c[r][j] = _mm512_setzero_ps();
+  const int64_t full = k / 16;
+  for (int64_t kb = 0; kb < full; ++kb) {
+    __m512 xv[MR];
+    for (int r = 0; r < MR; ++r) xv[r] = _mm512_loadu_ps(xp + r * kp + kb * 16);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 wv = _mm512_loadu_ps(w + j * ld + kb * 16);
+      for (int r = 0; r < MR; ++r) c[r][j] = _mm512_fmadd_ps(xv[r], wv, c[r][j]);
+    }
+  }
+  if (const int64_t rem = k - full * 16; rem > 0) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << rem) - 1u);
+    __m512 xv[MR];
+    for (int r = 0; r < MR; ++r) xv[r] = _mm512_loadu_ps(xp + r * kp + full * 16);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 wv = _mm512_maskz_loadu_ps(mask, w + j * ld + full * 16);
+      for (int r = 0; r < MR; ++r) c[r][j] = _mm512_fmadd_ps(xv[r], wv, c[r][j]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NR; ++j) {
+      float v = _mm512_reduce_add_ps(c[r][j]);
+      if (bias) v += bias[j];
+      if (accumulate) v += y[r * ldy + j];
+      y[r * ldy + j] = v;
+    }
+}
+
+template <int MR, int NR>
+struct Bf16TileFn {
+  static void Run(const float* xp, int64_t kp, const void* w, int64_t ld, int64_t k, float* y, int64_t ldy,
+                  const float* bias, bool acc) {
+    TileBf16<MR, NR>(xp, kp, static_cast<const uint16_t*>(w), ld, k, y, ldy, bias, acc);
+  }
+};
+template <int MR, int NR>
+struct F32TileFn {
+  static void Run(const float* xp, int64_t kp, const void* w, int64_t ld, int64_t k, float* y, int64_t ldy,
+                  const float* bias, bool acc) {
+    TileF32<MR, NR>(xp, kp, static_cast<const float*>(w), ld, k, y, ldy, bias, acc);
+  }
+};
+
+using TileFn = void (*)(const float*, int64_t, const void*, int64_t, int64_t, float*, int64_t, const float*, bool);
+
+template <template <int, int> class T>
+TileFn PickTile(int mr, int nr) {
+  static const TileFn table[4][4] = {
+      {T<1, 1>::Run, T<1, 2>::Run, T<1, 3>::Run, T<1, 4>::Run},
+      {T<2, 1>::Run, T<2, 2>::Run, T<2, 3>::Run, T<2, 4>::Run},
+      {T<3, 1>::Run, T<3, 2>::Run, T<3, 3>::Run, T<3, 4>::Run},
+      {T<4, 1>::Run, T<4, 2>::Run, T<4, 3>::Run, T<4, 4>::Run},
+  };
+  return table[mr - 1][nr - 1];
+}
+
+}  // namespace
+
+int64_t PackedXFloats(int64_t m, int64_t k) { return m * RoundUp(k, kKStep); }
+
+void PackX(const float* x, int64_t m, int64_t k, DType weight_dtype, float* packed_x) {
+  const int64_t kp = RoundUp(k, kKStep);
+  for (int64_t r = 0; r < m; ++r) {
+    const float* src = x + r * k;
+    float* dst = packed_x + r * kp;
+    if (weight_dtype == DType::kBF16) {
+      // Within every 32-element chunk: 16 even-indexed values, then 16 odd.
+      for (int64_t c = 0; c < kp; c += kKStep)
+        for (int64_t i = 0; i < 16; ++i) {
+          int64_t e = c + 2 * i, o = c + 2 * i + 1;
+          dst[c + i] = e < k ? src[e] : 0.0f;
+          dst[c + 16 + i] = o < k ? src[o] : 0.0f;
+        }
+    } else {
+      std::memcpy(dst, src, static_cast<size_t>(k) * sizeof(float));
+      std::memset(dst + k, 0, static_cast<size_t>(kp - k) * sizeof(float));
+    }
+  }
+}
+
+void SmallGemm(const float* packed_x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld,
+               const float* bias, float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end) {
+  const int64_t kp = RoundUp(k, kKStep);
+  const size_t esize = DTypeSize(w_dtype);
+  const bool bf16 = w_dtype == DType::kBF16;
+  constexpr int64_t kNR = 4, kMR = 4;
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kNR) {
+    const int nr = static_cast<int>(std::min<int64_t>(kNR, n_end - n0));
+    const void* wblock = static_cast<const uint8_t*>(w) + static_cast<size_t>(n0 * ld) * esize;
+    for (int64_t m0 = 0; m0 < m; m0 += kMR) {
+      const int mr = static_cast<int>(std::min<int64_t>(kMR, m - m0));
+      TileFn fn = bf16 ? PickTile<Bf16TileFn>(mr, nr) : PickTile<F32TileFn>(mr, nr);
+      fn(packed_x + m0 * kp, kp, wblock, ld, k, y + m0 * ldy + n0, ldy, bias ? bias + n0 : nullptr, accumulate);
+    }
+  }
+}
+
+void BlockScores(const float* q, const void* kt, DType dtype, int32_t head_dim, int32_t block_size, int32_t count,
+                 float scale, float* scores) {
+  if (block_size == 16) {
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    if (dtype == DType::kBF16) {
+      const uint16_t* k = static_cast<const uint16_t*>(kt);
+      int32_t d = 0;
+      for (; d + 1 < head_dim; d += 2) {
+        __m512 k0 = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + d * 16))), 16));
+        __m512 k1 = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + (d + 1) * 16))), 16));
+        acc0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), k0, acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), k1, acc1);
+      }
+      for (; d < head_dim; ++d) {
+        __m512 k0 = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + d * 16))), 16));
+        acc0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), k0, acc0);
+      }
+    } else {
+      const float* k = static_cast<const float*>(kt);
+      int32_t d = 0;
+      for (; d + 1 < head_dim; d += 2) {
+        acc0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(k + d * 16), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), _mm512_loadu_ps(k + (d + 1) * 16), acc1);
+      }
+      for (; d < head_dim; ++d) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(k + d * 16), acc0);
+    }
+    __m512 s = _mm512_mul_ps(_mm512_add_ps(acc0, acc1), _mm512_set1_ps(scale));
+    _mm512_mask_storeu_ps(scores, static_cast<__mmask16>((1u << count) - 1u), s);
+    return;
+  }
+  for (int32_t j = 0; j < count; ++j) {
+    float s = 0;
+    for (int32_t d = 0; d < head_dim; ++d) {
+      float kv = dtype == DType::kBF16 ? Bf16ToF32(static_cast<const uint16_t*>(kt)[d * block_size + j])
+                                       : static_cast<const float*>(kt)[d * block_size + j];
+      s += q[d] * kv;
+    }
+    scores[j] = s * scale;
+  }
+}
+
+void BlockAccumulate(const float* p, const void* v, DType dtype, int32_t head_dim, int32_t count, float* out) {
+  const int32_t vec = head_dim / 16 * 16;
+  for (int32_t j = 0; j < count; ++j) {
+    const __m512 pj = _mm512_set1_ps(p[j]);
+    if (dtype == DType::kBF16) {
+      const uint16_t* row = static_cast<const uint16_t*>(v) + static_cast<int64_t>(j) * head_dim;
+      for (int32_t d = 0; d < vec; d += 16) {
+        __m512 vv = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + d))), 16));
+        _mm512_storeu_ps(out + d, _mm512_fmadd_ps(pj, vv, _mm512_loadu_ps(out + d)));
+      }
+      for (int32_t d = vec; d < head_dim; ++d) out[d] += p[j] * Bf16ToF32(row[d]);
+    } else {
+      const float* row = static_cast<const float*>(v) + static_cast<int64_t>(j) * head_dim;
+      for (int32_t d = 0; d < vec; d += 16)
+        _mm512_storeu_ps(out + d, _mm512_fmadd_ps(pj, _mm512_loadu_ps(row + d), _mm512_loadu_ps(out + d)));
+      for (int32_t d = vec; d < head_dim; ++d) out[d] += p[j] * row[d];
+    }
+  }
+}
+
+float Max(const float* x, int32_t n) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+  float r = _mm512_reduce_max_ps(m);
+  for (; i < n; ++i) r = std::max(r, x[i]);
+  return r;
+}
+
+float ExpSubtractSum(float* x, int32_t n, float max) {
+  float sum = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  return sum;
+}
+
+}  // namespace orca::kernels::avx512

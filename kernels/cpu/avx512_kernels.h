@@ -1,0 +1,33 @@
+#pragma once
+/// Hand-written AVX-512 kernels for the shapes oneDNN serves poorly: GEMMs with
+/// few rows (decode: one token per request) streaming bf16/f32 weights once at
+/// memory bandwidth, and the inner loops of paged attention. Callers check
+/// GetCpuFeatures().avx512 first.
+
+#include <cstdint>
+
+#include "core/common/dtype.h"
+
+namespace orca::kernels::avx512 {
+
+/// Floats needed to pack x[m, k] for SmallGemm (k rounded up to 32).
+int64_t PackedXFloats(int64_t m, int64_t k);
+
+/// y[m, n] = x[m, k] · Wᵀ (+ bias) (+ y if accumulate) for a row-major [n, k]
+/// weight with row stride ld, computing rows [n_begin, n_end) of the output.
+/// `packed_x` must come from PackX (same m, k, weight dtype).
+void PackX(const float* x, int64_t m, int64_t k, DType weight_dtype, float* packed_x);
+void SmallGemm(const float* packed_x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld,
+               const float* bias, float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end);
+
+/// scores[j] = scale * Σ_d q[d] · Kt[d][j] for j < count (Kt is one block of one
+/// KV head: [head_dim][block_size]).
+void BlockScores(const float* q, const void* kt, DType dtype, int32_t head_dim, int32_t block_size, int32_t count,
+                 float scale, float* scores);
+/// out[d] += Σ_j p[j] · V[j][d] for j < count (V is [block_size][head_dim]).
+void BlockAccumulate(const float* p, const void* v, DType dtype, int32_t head_dim, int32_t count, float* out);
+/// In place: x[i] = exp(x[i] - max), returns Σ.
+float ExpSubtractSum(float* x, int32_t n, float max);
+float Max(const float* x, int32_t n);
+
+}  // namespace orca::kernels::avx512

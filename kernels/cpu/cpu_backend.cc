@@ -1,0 +1,291 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/avx512_kernels.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/generic_kernels.h"
+
+namespace orca::kernels {
+namespace {
+
+constexpr size_t kAlignment = 64;
+// Query tokens per attention work item in prefill: enough items to balance threads.
+constexpr int32_t kQueryChunk = 16;
+
+inline float LoadAs(const void* base, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::kF32: return static_cast<const float*>(base)[i];
+    case DType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(base)[i]);
+  }
+  return 0;
+}
+
+inline void StoreAs(void* base, DType dtype, int64_t i, float v) {
+  if (dtype == DType::kBF16) static_cast<uint16_t*>(base)[i] = F32ToBf16(v);
+  else static_cast<float*>(base)[i] = v;
+}
+
+// Copies one row of an [*, k] table (any dtype, row stride ld) into f32.
+inline void RowToF32(const WeightView& t, int64_t row, float* out) {
+  const size_t es = DTypeSize(t.dtype);
+  const uint8_t* src = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(row * t.ld) * es;
+  ConvertToF32(src, t.dtype, out, static_cast<size_t>(t.k));
+}
+
+}  // namespace
+
+std::unique_ptr<CpuBackend> CpuBackend::Create(const Options& options) {
+  return std::unique_ptr<CpuBackend>(new CpuBackend(options));
+}
+
+CpuBackend::CpuBackend(const Options& options)
+    : num_threads_(options.num_threads > 0 ? options.num_threads
+                                           : std::max(1u, std::thread::hardware_concurrency())),
+      small_gemm_max_rows_(options.small_gemm_max_rows),
+      avx512_(GetCpuFeatures().avx512) {}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::name() const {
+  const auto& f = GetCpuFeatures();
+  return absl::StrCat("cpu(", num_threads_, " threads", f.avx512 ? ", avx512" : "", f.avx512_bf16 ? ", avx512_bf16" : "",
+                      f.amx_bf16 ? ", amx" : "", ")");
+}
+
+absl::StatusOr<void*> CpuBackend::Allocate(size_t bytes) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));
+  return p;
+}
+void CpuBackend::Free(void* ptr) { std::free(ptr); }
+void CpuBackend::CopyToDevice(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void** storage) {
+  *storage = nullptr;  // used in place
+  return host;
+}
+
+void CpuBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
+                        bool accumulate) {
+  if (m <= 0) return;
+  if (avx512_ && !w.transposed && m <= small_gemm_max_rows_ && w.dtype != DType::kF16) {
+    SmallLinear(x, m, w, bias, y, accumulate);
+    return;
+  }
+  onednn_.Run(x, m, w, bias, y, accumulate, num_threads_);
+}
+
+void CpuBackend::SmallLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
+                             bool accumulate) {
+  const size_t need = static_cast<size_t>(avx512::PackedXFloats(m, w.k));
+  if (packed_x_.size() < need) packed_x_.resize(need);
+  avx512::PackX(x, m, w.k, w.dtype, packed_x_.data());
+  const float* px = packed_x_.data();
+  const int threads = static_cast<int>(std::min<int64_t>(num_threads_, std::max<int64_t>(1, w.n / 64)));
+#pragma omp parallel num_threads(threads)
+  {
+    const int tid = omp_get_thread_num();
+    const int nt = omp_get_num_threads();
+    // Contiguous output ranges in multiples of 4 so each thread streams its own rows of W.
+    const int64_t blocks = (w.n + 3) / 4;
+    const int64_t b0 = blocks * tid / nt, b1 = blocks * (tid + 1) / nt;
+    const int64_t n0 = b0 * 4, n1 = std::min(w.n, b1 * 4);
+    if (n0 < n1) avx512::SmallGemm(px, m, w.k, w.data, w.dtype, w.ld, bias, y, w.n, accumulate, n0, n1);
+  }
+}
+
+void CpuBackend::Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) {
+#pragma omp parallel for num_threads(num_threads_) if (m > 64)
+  for (int64_t i = 0; i < m; ++i) RowToF32(table, ids[i], out + i * table.k);
+}
+
+void CpuBackend::AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) {
+#pragma omp parallel for num_threads(num_threads_) if (m > 64)
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = out + i * table.k;
+    const int64_t p = positions[i];
+    for (int64_t j = 0; j < table.k; ++j) row[j] += LoadAs(table.data, table.dtype, p * table.ld + j);
+  }
+}
+
+void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y) {
+#pragma omp parallel for num_threads(num_threads_) if (m > 16)
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xr = x + i * h;
+    float* yr = y + i * h;
+    double ss = 0;
+    for (int64_t j = 0; j < h; ++j) ss += static_cast<double>(xr[j]) * xr[j];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / h) + eps);
+    for (int64_t j = 0; j < h; ++j) yr[j] = xr[j] * inv * weight[j];
+  }
+}
+
+void CpuBackend::LayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
+                           float* y) {
+#pragma omp parallel for num_threads(num_threads_) if (m > 16)
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xr = x + i * h;
+    float* yr = y + i * h;
+    double mean = 0;
+    for (int64_t j = 0; j < h; ++j) mean += xr[j];
+    mean /= h;
+    double var = 0;
+    for (int64_t j = 0; j < h; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+    var /= h;
+    const float inv = 1.0f / std::sqrt(static_cast<float>(var) + eps);
+    for (int64_t j = 0; j < h; ++j)
+      yr[j] = (xr[j] - static_cast<float>(mean)) * inv * gamma[j] + (beta ? beta[j] : 0.0f);
+  }
+}
+
+void CpuBackend::Add(float* y, const float* x, int64_t n) {
+#pragma omp parallel for simd num_threads(num_threads_) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void CpuBackend::SiluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) {
+  const int64_t total = m * n;
+#pragma omp parallel for simd num_threads(num_threads_) if (total > 16384)
+  for (int64_t i = 0; i < total; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void CpuBackend::GeluTanh(float* x, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+#pragma omp parallel for simd num_threads(num_threads_) if (n > 16384)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+  }
+}
+
+void CpuBackend::Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
+                      int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) {
+  const int32_t half = rope.rotary_dim / 2;
+#pragma omp parallel for num_threads(num_threads_) if (m > 8)
+  for (int64_t t = 0; t < m; ++t) {
+    float cs[512], sn[512];  // rotary_dim <= 1024 (checked at model load)
+    const double pos = positions[t];
+    for (int32_t i = 0; i < half; ++i) {
+      const double angle = pos * rope.inv_freq[i];
+      cs[i] = static_cast<float>(std::cos(angle)) * rope.attention_factor;
+      sn[i] = static_cast<float>(std::sin(angle)) * rope.attention_factor;
+    }
+    auto rotate = [&](float* head) {
+      if (rope.style == RopeStyle::kNeox) {
+        for (int32_t i = 0; i < half; ++i) {
+          const float a = head[i], b = head[i + half];
+          head[i] = a * cs[i] - b * sn[i];
+          head[i + half] = b * cs[i] + a * sn[i];
+        }
+      } else {
+        for (int32_t i = 0; i < half; ++i) {
+          const float a = head[2 * i], b = head[2 * i + 1];
+          head[2 * i] = a * cs[i] - b * sn[i];
+          head[2 * i + 1] = b * cs[i] + a * sn[i];
+        }
+      }
+    };
+    for (int32_t h = 0; h < num_q_heads; ++h) rotate(q + (t * num_q_heads + h) * head_dim);
+    for (int32_t h = 0; h < num_kv_heads; ++h) rotate(k + (t * num_kv_heads + h) * head_dim);
+  }
+}
+
+void CpuBackend::KvWrite(const KvWriteParams& p) {
+  const KvLayerView& kv = p.kv;
+  const int32_t d = kv.head_dim, bs = kv.block_size, nh = kv.num_kv_heads;
+#pragma omp parallel for num_threads(num_threads_) if (p.num_tokens > 64)
+  for (int32_t t = 0; t < p.num_tokens; ++t) {
+    const int32_t slot = p.slots[t];
+    const int64_t block = slot / bs, off = slot % bs;
+    for (int32_t h = 0; h < nh; ++h) {
+      const float* ksrc = p.k + (static_cast<int64_t>(t) * nh + h) * d;
+      const float* vsrc = p.v + (static_cast<int64_t>(t) * nh + h) * d;
+      const int64_t base = (block * nh + h) * static_cast<int64_t>(d) * bs;
+      for (int32_t j = 0; j < d; ++j) {
+        StoreAs(kv.k, kv.dtype, base + static_cast<int64_t>(j) * bs + off, ksrc[j]);  // K transposed in block
+        StoreAs(kv.v, kv.dtype, base + off * d + j, vsrc[j]);
+      }
+    }
+  }
+}
+
+void CpuBackend::Attention(const AttentionParams& p) {
+  const KvLayerView& kv = p.kv;
+  const int32_t d = kv.head_dim, bs = kv.block_size, nkv = kv.num_kv_heads;
+  const int32_t group = p.num_q_heads / nkv;
+  attention_items_.clear();
+  for (int32_t s = 0; s < p.num_seqs; ++s)
+    for (int32_t g = 0; g < nkv; ++g)
+      for (int32_t t = 0; t < p.seqs[s].num_tokens; t += kQueryChunk)
+        attention_items_.push_back({s, g, t, std::min(p.seqs[s].num_tokens, t + kQueryChunk)});
+  const auto block_scores = avx512_ ? avx512::BlockScores : generic::BlockScores;
+  const auto block_acc = avx512_ ? avx512::BlockAccumulate : generic::BlockAccumulate;
+  const auto vmax = avx512_ ? avx512::Max : generic::Max;
+  const auto exp_sum = avx512_ ? avx512::ExpSubtractSum : generic::ExpSubtractSum;
+  const size_t esize = DTypeSize(kv.dtype);
+  const int64_t head_block_elems = static_cast<int64_t>(d) * bs;
+  const int64_t num_items = static_cast<int64_t>(attention_items_.size());
+  const int64_t row_stride = static_cast<int64_t>(p.num_q_heads) * d;
+#pragma omp parallel num_threads(num_threads_)
+  {
+    thread_local std::vector<float> scores;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t it = 0; it < num_items; ++it) {
+      const AttentionItem item = attention_items_[it];
+      const AttentionSeq& seq = p.seqs[item.seq];
+      const int32_t max_ctx = seq.start_pos + item.t_end;
+      const size_t padded = static_cast<size_t>((max_ctx + bs - 1) / bs * bs);
+      if (scores.size() < padded * group) scores.resize(padded * group);
+      for (int32_t t = item.t_begin; t < item.t_end; ++t) {
+        const int32_t ctx = seq.start_pos + t + 1;
+        const int32_t nblocks = (ctx + bs - 1) / bs;
+        const int64_t row = seq.q_offset + t;
+        for (int32_t b = 0; b < nblocks; ++b) {
+          const int32_t count = std::min(bs, ctx - b * bs);
+          const int64_t blk = seq.block_table[b];
+          const uint8_t* kt = static_cast<const uint8_t*>(kv.k) +
+                              static_cast<size_t>((blk * nkv + item.kv_head) * head_block_elems) * esize;
+          for (int32_t h = 0; h < group; ++h) {
+            const float* q = p.q + row * row_stride + static_cast<int64_t>(item.kv_head * group + h) * d;
+            block_scores(q, kt, kv.dtype, d, bs, count, p.scale, scores.data() + h * padded + b * bs);
+          }
+        }
+        for (int32_t h = 0; h < group; ++h) {
+          float* sc = scores.data() + h * padded;
+          const float mx = vmax(sc, ctx);
+          const float inv_sum = 1.0f / exp_sum(sc, ctx, mx);
+          float* out = p.out + row * row_stride + static_cast<int64_t>(item.kv_head * group + h) * d;
+          std::memset(out, 0, sizeof(float) * d);
+          for (int32_t b = 0; b < nblocks; ++b) {
+            const int32_t count = std::min(bs, ctx - b * bs);
+            const int64_t blk = seq.block_table[b];
+            const uint8_t* vb = static_cast<const uint8_t*>(kv.v) +
+                                static_cast<size_t>((blk * nkv + item.kv_head) * head_block_elems) * esize;
+            block_acc(sc + b * bs, vb, kv.dtype, d, count, out);
+          }
+          for (int32_t j = 0; j < d; ++j) out[j] *= inv_sum;
+        }
+      }
+    }
+  }
+}
+
+void CpuBackend::GatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst) {
+  for (int64_t i = 0; i < num_rows; ++i) std::memcpy(dst + i * h, src + rows[i] * h, sizeof(float) * h);
+}
+
+}  // namespace orca::kernels

@@ -1,0 +1,71 @@
+#pragma once
+/// The CPU backend: oneDNN GEMMs (bf16 on AVX512-BF16/AMX, f32 otherwise),
+/// hand-written AVX-512 kernels for few-row GEMMs and paged attention, and
+/// OpenMP-parallel elementwise ops. One instance per compute thread (a
+/// tensor-parallel shard); `num_threads` OpenMP threads work inside each op.
+
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/onednn_gemm.h"
+#include "kernels/include/backend.h"
+
+namespace orca::kernels {
+
+class CpuBackend final : public Backend {
+ public:
+  struct Options {
+    /// OpenMP threads per op; 0 = all cores.
+    int num_threads = 0;
+    /// GEMMs with at most this many rows use the AVX-512 streaming kernel
+    /// (decode); larger ones go to oneDNN. 0 = always oneDNN.
+    int64_t small_gemm_max_rows = 16;
+  };
+  static std::unique_ptr<CpuBackend> Create(const Options& options);
+  ~CpuBackend() override;
+
+  std::string name() const override;
+  int num_threads() const { return num_threads_; }
+
+  absl::StatusOr<void*> Allocate(size_t bytes) override;
+  void Free(void* ptr) override;
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override;
+  void CopyToHost(void* dst, const void* src, size_t bytes) override;
+  absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage) override;
+  void Synchronize() override {}
+
+  void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
+              bool accumulate) override;
+  void Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) override;
+  void AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) override;
+  void RmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y) override;
+  void LayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
+                 float* y) override;
+  void Add(float* y, const float* x, int64_t n) override;
+  void SiluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) override;
+  void GeluTanh(float* x, int64_t n) override;
+  void Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads, int32_t num_kv_heads,
+            int32_t head_dim, const RopeParams& rope) override;
+  void KvWrite(const KvWriteParams& params) override;
+  void Attention(const AttentionParams& params) override;
+  void GatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst) override;
+
+ private:
+  explicit CpuBackend(const Options& options);
+  void SmallLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate);
+
+  int num_threads_;
+  int64_t small_gemm_max_rows_;
+  bool avx512_;
+  OnednnGemm onednn_;
+  std::vector<float> packed_x_;
+  struct AttentionItem {
+    int32_t seq;
+    int32_t kv_head;
+    int32_t t_begin;
+    int32_t t_end;
+  };
+  std::vector<AttentionItem> attention_items_;
+};
+
+}  // namespace orca::kernels

@@ -1,0 +1,42 @@
+#include "kernels/cpu/generic_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace orca::kernels::generic {
+namespace {
+inline float Load(const void* base, DType dtype, int64_t i) {
+  return dtype == DType::kBF16 ? Bf16ToF32(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+}
+}  // namespace
+
+void BlockScores(const float* q, const void* kt, DType dtype, int32_t head_dim, int32_t block_size, int32_t count,
+                 float scale, float* scores) {
+  for (int32_t j = 0; j < count; ++j) {
+    float s = 0;
+    for (int32_t d = 0; d < head_dim; ++d) s += q[d] * Load(kt, dtype, static_cast<int64_t>(d) * block_size + j);
+    scores[j] = s * scale;
+  }
+}
+
+void BlockAccumulate(const float* p, const void* v, DType dtype, int32_t head_dim, int32_t count, float* out) {
+  for (int32_t j = 0; j < count; ++j)
+    for (int32_t d = 0; d < head_dim; ++d) out[d] += p[j] * Load(v, dtype, static_cast<int64_t>(j) * head_dim + d);
+}
+
+float ExpSubtractSum(float* x, int32_t n, float max) {
+  float sum = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  return sum;
+}
+
+float Max(const float* x, int32_t n) {
+  float m = -INFINITY;
+  for (int32_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+}  // namespace orca::kernels::generic

@@ -1,0 +1,17 @@
+#pragma once
+/// Portable scalar versions of the attention inner loops in avx512_kernels.h,
+/// for CPUs without AVX-512 (GEMMs then always go through oneDNN).
+
+#include <cstdint>
+
+#include "core/common/dtype.h"
+
+namespace orca::kernels::generic {
+
+void BlockScores(const float* q, const void* kt, DType dtype, int32_t head_dim, int32_t block_size, int32_t count,
+                 float scale, float* scores);
+void BlockAccumulate(const float* p, const void* v, DType dtype, int32_t head_dim, int32_t count, float* out);
+float ExpSubtractSum(float* x, int32_t n, float max);
+float Max(const float* x, int32_t n);
+
+}  // namespace orca::kernels::generic

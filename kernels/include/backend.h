@@ -1,0 +1,135 @@
+#pragma once
+/// The device-neutral kernel API every backend implements (CPU here; CUDA in
+/// kernels/cuda). The engine's forward pass is written only against this
+/// interface, so a backend plugs in without touching core/engine.
+///
+/// Conventions: activations are f32, row-major and contiguous unless a stride
+/// is given; pointers are device pointers of the backend (host memory for the
+/// CPU backend). Weights keep their storage dtype (f32 or bf16) and are used in
+/// place; norms/biases are f32.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/common/dtype.h"
+
+namespace orca::kernels {
+
+/// A weight matrix for y = x · Wᵀ, logically [n, k] (out_features, in_features).
+/// Row-major [n, k] with row stride `ld` (Linear / GGUF layout), or, when
+/// `transposed`, stored [k, n] with row stride `ld` (GPT-2 Conv1D layout). The
+/// stride lets a tensor-parallel shard view a slice of a mapped file in place.
+struct WeightView {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t ld = 0;
+  bool transposed = false;
+
+  bool empty() const { return data == nullptr; }
+  /// Bytes a full pass over the weight reads.
+  size_t ReadBytes() const { return static_cast<size_t>(n * k) * DTypeSize(dtype); }
+};
+
+enum class RopeStyle : uint8_t {
+  kNeox,         ///< rotate-half pairs (i, i + d/2): Hugging Face Llama/Qwen
+  kInterleaved,  ///< adjacent pairs (2i, 2i + 1): GGUF llama (weights permuted), GPT-J
+};
+
+struct RopeParams {
+  RopeStyle style = RopeStyle::kNeox;
+  int32_t rotary_dim = 0;  ///< leading dims of each head that rotate (= head_dim usually)
+  /// Inverse frequencies, rotary_dim / 2 of them (scaling already applied). Device memory.
+  const float* inv_freq = nullptr;
+  float attention_factor = 1.0f;  ///< cos/sin multiplier (YaRN-style scalings); 1 otherwise
+};
+
+/// One layer's slice of the paged KV pool, laid out per block and KV head so
+/// that decode attention vectorises across the keys of a block:
+///   K: [num_blocks][num_kv_heads][head_dim][block_size]  (transposed in the block)
+///   V: [num_blocks][num_kv_heads][block_size][head_dim]
+struct KvLayerView {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::kF32;
+  int32_t block_size = 16;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+/// One request of a selectively batched iteration, as attention sees it.
+struct AttentionSeq {
+  int32_t q_offset = 0;     ///< first row of this request in q/k/v/out
+  int32_t num_tokens = 0;   ///< L: tokens of this iteration
+  int32_t start_pos = 0;    ///< position of its first token; it attends to [0, start_pos + t]
+  const int32_t* block_table = nullptr;  ///< device pointer: KV blocks in position order
+};
+
+struct AttentionParams {
+  const float* q = nullptr;  ///< [N, num_q_heads * head_dim]
+  float* out = nullptr;      ///< [N, num_q_heads * head_dim]
+  int32_t num_q_heads = 0;
+  float scale = 1.0f;
+  KvLayerView kv;
+  const AttentionSeq* seqs = nullptr;  ///< host array
+  int32_t num_seqs = 0;
+};
+
+/// Where each new token's K/V row goes: slot = block * block_size + offset.
+struct KvWriteParams {
+  const float* k = nullptr;  ///< [N, num_kv_heads * head_dim]
+  const float* v = nullptr;
+  const int32_t* slots = nullptr;  ///< [N] device pointer
+  int32_t num_tokens = 0;
+  KvLayerView kv;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- Memory (device) ----------------------------------------------------
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
+  virtual void Free(void* ptr) = 0;
+  virtual void CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual void CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  /// Makes a weight usable on the device. The CPU backend returns `host` as is
+  /// (memory-mapped, zero copy); a GPU backend uploads it into `*storage`.
+  virtual absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage) = 0;
+  /// Waits until all queued work is done (no-op on CPU).
+  virtual void Synchronize() = 0;
+
+  // ---- Ops ----------------------------------------------------------------
+  /// y[m, n] = x[m, k] · Wᵀ (+ bias[n]) (+ y if accumulate).
+  virtual void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
+                      bool accumulate = false) = 0;
+  /// Rows of an embedding table (any dtype) to f32: out[i] = table[ids[i]]. ids are device pointers.
+  virtual void Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) = 0;
+  /// out[i, :] += table[positions[i], :] (GPT-2 learned positions).
+  virtual void AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) = 0;
+  virtual void RmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y) = 0;
+  virtual void LayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
+                         float* y) = 0;
+  /// y += x, elementwise over n values.
+  virtual void Add(float* y, const float* x, int64_t n) = 0;
+  /// out[m, n] = silu(gate) * up.
+  virtual void SiluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) = 0;
+  /// x = gelu_tanh(x) (GPT-2's "gelu_new"), in place over n values.
+  virtual void GeluTanh(float* x, int64_t n) = 0;
+  /// Rotates q [m, num_q_heads, head_dim] and k [m, num_kv_heads, head_dim] in place.
+  virtual void Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
+                    int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) = 0;
+  virtual void KvWrite(const KvWriteParams& params) = 0;
+  /// Causal attention of each sequence against its own cached K/V (paper §4.1:
+  /// the only op split per request).
+  virtual void Attention(const AttentionParams& params) = 0;
+  /// Copies rows `rows[i]` of src [*, h] into dst [i, h].
+  virtual void GatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst) = 0;
+};
+
+}  // namespace orca::kernels

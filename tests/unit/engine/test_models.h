@@ -1,0 +1,227 @@
+#pragma once
+// Test helpers for the engine: synthetic checkpoints in a temp directory and
+// a naive reference forward pass written plainly (no KV cache, full
+// recompute, float64 accumulation) straight from the checkpoint's tensors.
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/engine/checkpoint.h"
+#include "core/engine/synthetic_checkpoint.h"
+#include "gtest/gtest.h"
+
+namespace orca::testing {
+
+inline std::string TempDir() {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return t ? t : ::testing::TempDir();
+}
+
+inline std::string SharedModelsDir() {
+  const char* s = std::getenv("ORCA_SHARED_DIR");
+  return std::string(s ? s : "../shared") + "/models";
+}
+
+/// A small synthetic model written once per process and options.
+inline std::string SyntheticModel(const SyntheticModelOptions& o) {
+  static std::map<std::string, std::string> cache;
+  const std::string key = absl::StrCat(ModelArchName(o.arch), "-h", o.hidden_size, "-l", o.num_layers, "-a", o.num_heads, "-kv",
+                                       o.num_kv_heads, "-v", o.vocab_size, "-", DTypeName(o.dtype), "-s", o.seed, "-t",
+                                       o.tie_word_embeddings, "-b", o.attention_bias, "-f", o.intermediate_size);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const std::string dir = absl::StrCat(TempDir(), "/orca-synth-", ::getpid(), "-", key);
+  absl::Status s = WriteSyntheticCheckpoint(o, dir);
+  EXPECT_TRUE(s.ok()) << s;
+  cache[key] = dir;
+  return dir;
+}
+
+inline SyntheticModelOptions SmallLlama(DType dtype = DType::kF32) {
+  SyntheticModelOptions o;
+  o.arch = ModelArch::kLlama;
+  o.hidden_size = 64;
+  o.num_layers = 3;
+  o.num_heads = 4;
+  o.num_kv_heads = 2;
+  o.intermediate_size = 96;
+  o.vocab_size = 300;
+  o.max_position = 256;
+  o.dtype = dtype;
+  o.seed = 7;
+  return o;
+}
+
+inline SyntheticModelOptions SmallGpt2(DType dtype = DType::kF32) {
+  SyntheticModelOptions o;
+  o.arch = ModelArch::kGpt2;
+  o.hidden_size = 64;
+  o.num_layers = 3;
+  o.num_heads = 4;
+  o.vocab_size = 300;
+  o.max_position = 256;
+  o.dtype = dtype;
+  o.seed = 11;
+  return o;
+}
+
+/// Full-recompute forward of one token sequence; returns logits of every position.
+class ReferenceModel {
+ public:
+  explicit ReferenceModel(const Checkpoint& ckpt) : ckpt_(ckpt), c_(ckpt.config()) {}
+
+  std::vector<std::vector<double>> Logits(const std::vector<int32_t>& tokens) const {
+    const int64_t T = static_cast<int64_t>(tokens.size()), H = c_.hidden_size, D = c_.head_dim;
+    const bool gpt2 = c_.arch == ModelArch::kGpt2;
+    std::vector<std::vector<double>> x(T, std::vector<double>(H));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < H; ++j) {
+        x[t][j] = At(TensorRole::kTokenEmbedding, 0, tokens[t], j);
+        if (gpt2) x[t][j] += At(TensorRole::kPositionEmbedding, 0, t, j);
+      }
+    for (int l = 0; l < c_.num_layers; ++l) {
+      auto h = Norm(x, TensorRole::kAttnNorm, TensorRole::kAttnNormBias, l);
+      const int64_t Q = static_cast<int64_t>(c_.num_heads) * D, KV = static_cast<int64_t>(c_.num_kv_heads) * D;
+      std::vector<std::vector<double>> q, k, v;
+      if (gpt2) {
+        auto qkv = Linear(h, TensorRole::kQkv, TensorRole::kQkvBias, l, 3 * H, H);
+        for (auto& row : qkv) {
+          q.emplace_back(row.begin(), row.begin() + H);
+          k.emplace_back(row.begin() + H, row.begin() + 2 * H);
+          v.emplace_back(row.begin() + 2 * H, row.end());
+        }
+      } else {
+        q = Linear(h, TensorRole::kQ, c_.attention_bias ? TensorRole::kQBias : TensorRole::kQkvBias, l, Q, H, c_.attention_bias);
+        k = Linear(h, TensorRole::kK, c_.attention_bias ? TensorRole::kKBias : TensorRole::kQkvBias, l, KV, H, c_.attention_bias);
+        v = Linear(h, TensorRole::kV, c_.attention_bias ? TensorRole::kVBias : TensorRole::kQkvBias, l, KV, H, c_.attention_bias);
+        for (int64_t t = 0; t < T; ++t) {
+          Rope(q[t], c_.num_heads, t);
+          Rope(k[t], c_.num_kv_heads, t);
+        }
+      }
+      const int64_t group = c_.num_heads / c_.num_kv_heads;
+      std::vector<std::vector<double>> attn(T, std::vector<double>(Q));
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t hq = 0; hq < c_.num_heads; ++hq) {
+          const int64_t hk = hq / group;
+          std::vector<double> s(t + 1);
+          double mx = -1e300;
+          for (int64_t j = 0; j <= t; ++j) {
+            double dot = 0;
+            for (int64_t d = 0; d < D; ++d) dot += q[t][hq * D + d] * k[j][hk * D + d];
+            s[j] = dot / std::sqrt(static_cast<double>(D));
+            mx = std::max(mx, s[j]);
+          }
+          double sum = 0;
+          for (auto& e : s) sum += (e = std::exp(e - mx));
+          for (int64_t j = 0; j <= t; ++j)
+            for (int64_t d = 0; d < D; ++d) attn[t][hq * D + d] += s[j] / sum * v[j][hk * D + d];
+        }
+      auto o = Linear(attn, TensorRole::kO, TensorRole::kOBias, l, H, Q, gpt2);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < H; ++j) x[t][j] += o[t][j];
+      h = Norm(x, TensorRole::kFfnNorm, TensorRole::kFfnNormBias, l);
+      std::vector<std::vector<double>> a;
+      if (gpt2) {
+        a = Linear(h, TensorRole::kUp, TensorRole::kUpBias, l, c_.intermediate_size, H, true);
+        for (auto& row : a)
+          for (auto& e : row) e = 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e)));
+      } else {
+        auto g = Linear(h, TensorRole::kGate, TensorRole::kUpBias, l, c_.intermediate_size, H, false);
+        a = Linear(h, TensorRole::kUp, TensorRole::kUpBias, l, c_.intermediate_size, H, false);
+        for (size_t t = 0; t < a.size(); ++t)
+          for (size_t j = 0; j < a[t].size(); ++j) a[t][j] *= g[t][j] / (1 + std::exp(-g[t][j]));
+      }
+      auto d = Linear(a, TensorRole::kDown, TensorRole::kDownBias, l, H, c_.intermediate_size, gpt2);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < H; ++j) x[t][j] += d[t][j];
+    }
+    auto hf = Norm(x, TensorRole::kFinalNorm, TensorRole::kFinalNormBias, 0);
+    const TensorRole head = c_.tie_word_embeddings ? TensorRole::kTokenEmbedding : TensorRole::kLmHead;
+    std::vector<std::vector<double>> logits(T, std::vector<double>(c_.vocab_size));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t vtok = 0; vtok < c_.vocab_size; ++vtok) {
+        double s = 0;
+        for (int64_t j = 0; j < H; ++j) s += hf[t][j] * At(head, 0, vtok, j);
+        logits[t][vtok] = s;
+      }
+    return logits;
+  }
+
+ private:
+  // Element (row, col) of a role's tensor as stored (row-major).
+  double At(TensorRole role, int layer, int64_t row, int64_t col) const {
+    const auto key = std::make_pair(static_cast<int>(role), layer);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      const TensorInfo* t = *ckpt_.Find(role, layer);
+      Tensor f32{std::vector<float>(t->NumElements()), t->shape.back()};
+      ConvertToF32(t->data, t->dtype, f32.values.data(), f32.values.size());
+      it = cache_.emplace(key, std::move(f32)).first;
+    }
+    return it->second.values[row * it->second.cols + col];
+  }
+  double Vec(TensorRole role, int layer, int64_t i) const { return At(role, layer, 0, i); }
+
+  // y = x Wᵀ + b for a logical [n, k] weight (Conv1D tensors are stored [k, n]).
+  std::vector<std::vector<double>> Linear(const std::vector<std::vector<double>>& x, TensorRole w, TensorRole b, int layer,
+                                          int64_t n, int64_t k, bool bias = true) const {
+    const bool tr = ckpt_.IsTransposed(w);
+    std::vector<std::vector<double>> y(x.size(), std::vector<double>(n));
+    for (size_t t = 0; t < x.size(); ++t)
+      for (int64_t o = 0; o < n; ++o) {
+        double s = bias ? Vec(b, layer, o) : 0.0;
+        for (int64_t i = 0; i < k; ++i) s += x[t][i] * (tr ? At(w, layer, i, o) : At(w, layer, o, i));
+        y[t][o] = s;
+      }
+    return y;
+  }
+
+  std::vector<std::vector<double>> Norm(const std::vector<std::vector<double>>& x, TensorRole w, TensorRole b, int layer) const {
+    const int64_t H = c_.hidden_size;
+    std::vector<std::vector<double>> y = x;
+    for (auto& row : y) {
+      if (c_.arch == ModelArch::kGpt2) {
+        double mean = 0, var = 0;
+        for (double e : row) mean += e;
+        mean /= H;
+        for (double e : row) var += (e - mean) * (e - mean);
+        var /= H;
+        for (int64_t j = 0; j < H; ++j) row[j] = (row[j] - mean) / std::sqrt(var + c_.norm_eps) * Vec(w, layer, j) + Vec(b, layer, j);
+      } else {
+        double ss = 0;
+        for (double e : row) ss += e * e;
+        const double inv = 1 / std::sqrt(ss / H + c_.norm_eps);
+        for (int64_t j = 0; j < H; ++j) row[j] = row[j] * inv * Vec(w, layer, j);
+      }
+    }
+    return y;
+  }
+
+  void Rope(std::vector<double>& v, int heads, int64_t pos) const {
+    const int64_t D = c_.head_dim, half = c_.rotary_dim / 2;
+    for (int h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < half; ++i) {
+        const double f = std::pow(c_.rope_theta, -2.0 * i / c_.rotary_dim), a = pos * f;
+        const int64_t i0 = c_.rope_style == kernels::RopeStyle::kNeox ? i : 2 * i;
+        const int64_t i1 = c_.rope_style == kernels::RopeStyle::kNeox ? i + half : 2 * i + 1;
+        const double x0 = v[h * D + i0], x1 = v[h * D + i1];
+        v[h * D + i0] = x0 * std::cos(a) - x1 * std::sin(a);
+        v[h * D + i1] = x1 * std::cos(a) + x0 * std::sin(a);
+      }
+  }
+
+  struct Tensor {
+    std::vector<float> values;
+    int64_t cols;
+  };
+  const Checkpoint& ckpt_;
+  const ModelConfig& c_;
+  mutable std::map<std::pair<int, int>, Tensor> cache_;
+};
+
+}  // namespace orca::testing
