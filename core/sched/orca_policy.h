@@ -1,0 +1,35 @@
+#pragma once
+/// Iteration-level scheduling: the paper's Algorithm 1 (§4.2), to the letter.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/sched/scheduling_policy.h"
+
+namespace orca::sched {
+
+/// Algorithm 1 (ORCA scheduling):
+///
+///   batch ← []; n_rsrv ← current reservations
+///   for req in pool (arrival order), skipping requests in flight:
+///     if req is in the initiation phase (not admitted yet):
+///       if n_rsrv + req.max_tokens > n_slots: break      # FCFS: nobody overtakes it
+///       n_rsrv ← n_rsrv + req.max_tokens
+///     batch.append(req)
+///     if |batch| = max_bs: break
+///
+/// The pool re-forms every iteration, so a finished request leaves at once and a new one
+/// joins at the next iteration. Because admission is strictly FCFS, admitted requests
+/// always precede QUEUED ones in arrival order, and an earlier request has always run at
+/// least as many iterations as a later one (iteration-level FCFS).
+class OrcaPolicy final : public SchedulingPolicy {
+ public:
+  PolicyKind kind() const override { return PolicyKind::kOrca; }
+  [[nodiscard]] std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget,
+                                              int32_t max_bs) override;
+  [[nodiscard]] std::vector<RequestId> OnRequestFinished(const Request& request) override {
+    return {request.id()};
+  }
+};
+
+}  // namespace orca::sched

@@ -1,0 +1,414 @@
+#include "core/sched/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
+#include "core/common/status_macros.h"
+
+namespace orca::sched {
+
+/// Events of one scheduler call, one per request, in the order requests were first touched.
+class Scheduler::EventList {
+ public:
+  RequestEvent& For(const Request& request) {
+    auto [it, inserted] = index_.try_emplace(request.id(), events_.size());
+    if (inserted) {
+      RequestEvent& event = events_.emplace_back();
+      event.request_id = request.id();
+      event.caller_id = request.caller_id();
+    }
+    return events_[it->second];
+  }
+  std::vector<RequestEvent> Take() && { return std::move(events_); }
+
+ private:
+  std::vector<RequestEvent> events_;
+  absl::flat_hash_map<RequestId, size_t> index_;
+};
+
+namespace {
+
+absl::Status CheckTokenIds(const std::vector<int32_t>& ids, const char* field, int32_t vocab_size) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "] = ", ids[i], " is negative"));
+    }
+    if (vocab_size > 0 && ids[i] >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] = ", ids[i],
+                                                     " is out of range for vocab_size (",
+                                                     vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ErrorText(const absl::Status& error, const char* fallback) {
+  return error.message().empty() ? std::string(fallback) : std::string(error.message());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions options) {
+  if (options.max_bs < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_bs must be >= 1 (got ", options.max_bs, ")"));
+  }
+  if (options.n_workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n_workers must be >= 1 (got ", options.n_workers, ")"));
+  }
+  if (options.max_context < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_context must be >= 0, 0 = no limit (got ", options.max_context, ")"));
+  }
+  if (options.vocab_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab_size must be >= 0, 0 = unchecked (got ", options.vocab_size, ")"));
+  }
+  if (options.max_queued_requests < 0 || options.max_queued_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_queued_requests and max_queued_tokens must be >= 0, 0 = unlimited (got ",
+        options.max_queued_requests, " and ", options.max_queued_tokens, ")"));
+  }
+  ORCA_ASSIGN_OR_RETURN(KvSlotBudget budget,
+                        KvSlotBudget::Create(options.n_slots, options.kv_block_size));
+  std::unique_ptr<SchedulingPolicy> policy = CreatePolicy(options.policy);
+  if (policy == nullptr) return absl::InvalidArgumentError("unknown scheduling policy");
+  return std::unique_ptr<Scheduler>(new Scheduler(options, budget, std::move(policy)));
+}
+
+Scheduler::Scheduler(SchedulerOptions options, KvSlotBudget budget,
+                     std::unique_ptr<SchedulingPolicy> policy)
+    : options_(options), budget_(budget), policy_(std::move(policy)) {}
+
+absl::Status Scheduler::ValidateSpec(const RequestSpec& spec) const {
+  if (spec.prompt_token_ids.empty()) {
+    return absl::InvalidArgumentError("prompt_token_ids must not be empty");
+  }
+  if (spec.prompt_token_ids.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_token_ids has ", spec.prompt_token_ids.size(), " tokens"));
+  }
+  ORCA_RETURN_IF_ERROR(CheckTokenIds(spec.prompt_token_ids, "prompt_token_ids", options_.vocab_size));
+  ORCA_RETURN_IF_ERROR(CheckTokenIds(spec.stop_token_ids, "stop_token_ids", 0));
+  ORCA_RETURN_IF_ERROR(CheckTokenIds(spec.eos_token_ids, "eos_token_ids", 0));
+  if (spec.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_new_tokens must be >= 1 (got ", spec.max_new_tokens, ")"));
+  }
+  if (spec.min_new_tokens < 0 || spec.min_new_tokens > spec.max_new_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("min_new_tokens (", spec.min_new_tokens,
+                                                   ") must be in [0, max_new_tokens (",
+                                                   spec.max_new_tokens, ")]"));
+  }
+  if (std::string problem = spec.sampling.Validate(); !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling: ", problem));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int32_t> Scheduler::EffectiveMaxNewTokens(const RequestSpec& spec) const {
+  const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
+  if (options_.max_context == 0) return spec.max_new_tokens;
+  if (prompt >= options_.max_context) {
+    return absl::OutOfRangeError(absl::StrCat("prompt (", prompt,
+                                              " tokens) leaves no room for new tokens within "
+                                              "the model context (max_context ",
+                                              options_.max_context, ")"));
+  }
+  return static_cast<int32_t>(
+      std::min<int64_t>(spec.max_new_tokens, options_.max_context - prompt));
+}
+
+absl::Status Scheduler::CheckQueueLimits(const RequestSpec& spec) const {
+  const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
+  if (options_.max_queued_tokens > 0 && prompt > options_.max_queued_tokens) {
+    // Could never be queued, however empty the queue: not a transient condition.
+    return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt,
+                                                   " tokens) exceeds max_queued_tokens (",
+                                                   options_.max_queued_tokens, ")"));
+  }
+  if (options_.max_queued_requests > 0 && num_queued_ >= options_.max_queued_requests) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("queue is full: ", num_queued_, " requests waiting (max_queued_requests ",
+                     options_.max_queued_requests, ")"));
+  }
+  if (options_.max_queued_tokens > 0 && queued_tokens_ + prompt > options_.max_queued_tokens) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "queue is full: ", queued_tokens_, " prompt tokens waiting + ", prompt,
+        " would exceed max_queued_tokens (", options_.max_queued_tokens, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RequestId> Scheduler::Submit(RequestSpec spec, absl::Time now) {
+  if (draining_) {
+    return absl::FailedPreconditionError("scheduler is draining: not admitting new requests");
+  }
+  ORCA_RETURN_IF_ERROR(ValidateSpec(spec));
+  ORCA_ASSIGN_OR_RETURN(const int32_t max_new_tokens, EffectiveMaxNewTokens(spec));
+  const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
+  const int64_t max_tokens = prompt + max_new_tokens;
+  const int64_t reservation = budget_.ReservationFor(max_tokens);
+  if (reservation > budget_.n_slots()) {
+    std::string message = absl::StrCat("prompt (", prompt, " tokens) + max_new_tokens (",
+                                       spec.max_new_tokens);
+    if (max_new_tokens != spec.max_new_tokens) {
+      absl::StrAppend(&message, ", capped to ", max_new_tokens, " by max_context ",
+                      options_.max_context);
+    }
+    absl::StrAppend(&message, ") = ", max_tokens);
+    if (reservation != max_tokens) {
+      absl::StrAppend(&message, " (", reservation, " rounded up to kv_block_size ",
+                      budget_.kv_block_size(), ")");
+    }
+    absl::StrAppend(&message, " exceeds n_slots (", budget_.n_slots(), ")");
+    return absl::InvalidArgumentError(message);
+  }
+  if (spec.deadline <= now) {
+    return absl::DeadlineExceededError("deadline had already passed at submit");
+  }
+  if (!spec.caller_id.empty() && pool_.FindByCallerId(spec.caller_id).has_value()) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request id '", spec.caller_id, "' is already in use"));
+  }
+  ORCA_RETURN_IF_ERROR(CheckQueueLimits(spec));
+
+  const RequestId id = next_request_id_++;
+  pool_.Add(std::make_unique<Request>(id, std::move(spec), max_new_tokens, reservation, now));
+  ++num_queued_;
+  queued_tokens_ += prompt;
+  return id;
+}
+
+std::optional<IterationPlan> Scheduler::Schedule(absl::Time now) {
+  if (static_cast<int32_t>(in_flight_.size()) >= options_.n_workers) return std::nullopt;
+  std::vector<RequestId> batch = policy_->Select(pool_, budget_, options_.max_bs);
+  if (batch.empty()) return std::nullopt;
+  ORCA_CHECK(static_cast<int32_t>(batch.size()) <= options_.max_bs)
+      << "policy selected " << batch.size() << " requests with max_bs " << options_.max_bs;
+
+  IterationPlan plan;
+  plan.iteration_id = next_iteration_id_++;
+  plan.requests.reserve(batch.size());
+  for (RequestId id : batch) {
+    Request* request = pool_.Find(id);
+    ORCA_CHECK(request != nullptr && !request->finished() && !request->in_flight())
+        << "policy selected request " << id << " which is not selectable";
+    if (request->state() == RequestState::kQueued) {
+      ORCA_CHECK(budget_.TryReserve(request->reservation()))
+          << "policy admitted request " << id << " beyond n_slots";
+      request->Admit(now);
+      --num_queued_;
+      queued_tokens_ -= request->num_prompt_tokens();
+      ++num_admitted_;
+    }
+    plan.requests.push_back(request->StartIteration(plan.iteration_id));
+  }
+  num_in_flight_requests_ += static_cast<int32_t>(batch.size());
+  plan.released_request_ids = std::move(pending_releases_);
+  pending_releases_.clear();
+  in_flight_.emplace(plan.iteration_id, std::move(batch));
+  return plan;
+}
+
+absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(
+    IterationId iteration_id, absl::Span<const RequestResult> results, absl::Time now) {
+  auto it = in_flight_.find(iteration_id);
+  if (it == in_flight_.end()) {
+    return absl::NotFoundError(absl::StrCat("iteration ", iteration_id, " is not in flight"));
+  }
+  const std::vector<RequestId> members = std::move(it->second);
+  in_flight_.erase(it);
+  num_in_flight_requests_ -= static_cast<int32_t>(members.size());
+  ++num_iterations_completed_;
+
+  absl::flat_hash_map<RequestId, const SampledToken*> tokens;
+  tokens.reserve(results.size());
+  for (const RequestResult& result : results) tokens.emplace(result.request_id, &result.token);
+
+  EventList events;
+  for (RequestId id : members) {
+    Request* request = pool_.Find(id);
+    ORCA_CHECK(request != nullptr && request->in_flight())
+        << "member " << id << " of iteration " << iteration_id << " is not in flight";
+    if (request->cancel_requested()) {
+      // Cancelled while in flight: the token it brings back is discarded.
+      FinishRequest(*request, request->pending_cancel_cause(), "", now, events);
+      continue;
+    }
+    auto found = tokens.find(id);
+    if (found == tokens.end()) {
+      FinishRequest(*request, FinishCause::kError,
+                    absl::StrCat("the engine returned no token for request ", id,
+                                 " in iteration ", iteration_id),
+                    now, events);
+      continue;
+    }
+    const SampledToken& token = *found->second;
+    if (token.token_id < 0 || (options_.vocab_size > 0 && token.token_id >= options_.vocab_size)) {
+      FinishRequest(*request, FinishCause::kError,
+                    absl::StrCat("the engine returned token id ", token.token_id,
+                                 " outside the vocabulary for request ", id),
+                    now, events);
+      continue;
+    }
+    const FinishCause cause = request->CompleteIteration(token, now);
+    events.For(*request).new_tokens.push_back(token);
+    if (cause != FinishCause::kNone) FinishRequest(*request, cause, "", now, events);
+  }
+  return std::move(events).Take();
+}
+
+absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationFailed(IterationId iteration_id,
+                                                                       const absl::Status& error,
+                                                                       absl::Time now) {
+  auto it = in_flight_.find(iteration_id);
+  if (it == in_flight_.end()) {
+    return absl::NotFoundError(absl::StrCat("iteration ", iteration_id, " is not in flight"));
+  }
+  const std::vector<RequestId> members = std::move(it->second);
+  in_flight_.erase(it);
+  num_in_flight_requests_ -= static_cast<int32_t>(members.size());
+  EventList events;
+  FailBatch(members, ErrorText(error, "iteration failed"), now, events);
+  return std::move(events).Take();
+}
+
+std::vector<RequestEvent> Scheduler::FailAll(const absl::Status& error, absl::Time now) {
+  const std::string message = ErrorText(error, "the engine pipeline failed");
+  EventList events;
+  auto batches = std::move(in_flight_);
+  in_flight_.clear();
+  num_in_flight_requests_ = 0;
+  for (const auto& [iteration_id, members] : batches) FailBatch(members, message, now, events);
+  std::vector<RequestId> waiting;
+  for (const auto& [id, request] : pool_) {
+    if (request->state() == RequestState::kWaitingNextIteration) waiting.push_back(id);
+  }
+  FailBatch(waiting, message, now, events);
+  return std::move(events).Take();
+}
+
+void Scheduler::FailBatch(const std::vector<RequestId>& members, const std::string& error_message,
+                          absl::Time now, EventList& events) {
+  for (RequestId id : members) {
+    Request* request = pool_.Find(id);
+    if (request == nullptr || request->finished()) continue;
+    if (request->cancel_requested()) {
+      FinishRequest(*request, request->pending_cancel_cause(), "", now, events);
+    } else {
+      FinishRequest(*request, FinishCause::kError, error_message, now, events);
+    }
+  }
+}
+
+CancelResult Scheduler::Cancel(RequestId id, absl::Time now) {
+  return CancelWithCause(id, FinishCause::kCancelled, now);
+}
+
+CancelResult Scheduler::CancelWithCause(RequestId id, FinishCause cause, absl::Time now) {
+  CancelResult result;
+  Request* request = pool_.Find(id);
+  if (request == nullptr) return result;
+  result.found = true;
+  if (request->finished()) return result;
+  if (request->in_flight()) {
+    request->RequestCancel(cause);
+    return result;
+  }
+  EventList events;
+  FinishRequest(*request, cause, "", now, events);
+  result.events = std::move(events).Take();
+  return result;
+}
+
+std::vector<RequestEvent> Scheduler::ExpireDeadlines(absl::Time now) {
+  std::vector<RequestId> expired;
+  for (const auto& [id, request] : pool_) {
+    if (!request->finished() && !request->cancel_requested() && request->spec().deadline <= now) {
+      expired.push_back(id);
+    }
+  }
+  std::vector<RequestEvent> events;
+  for (RequestId id : expired) {
+    CancelResult result = CancelWithCause(id, FinishCause::kDeadlineExceeded, now);
+    for (RequestEvent& event : result.events) events.push_back(std::move(event));
+  }
+  return events;
+}
+
+void Scheduler::FinishRequest(Request& request, FinishCause cause, std::string error_message,
+                              absl::Time now, EventList& events) {
+  const RequestState before = request.state();
+  if (before == RequestState::kQueued) {
+    --num_queued_;
+    queued_tokens_ -= request.num_prompt_tokens();
+  } else if (IsAdmitted(before)) {
+    budget_.Release(request.reservation());
+    --num_admitted_;
+  }
+  if (request.sent_to_engine()) pending_releases_.push_back(request.id());
+  request.Finish(cause, std::move(error_message), now);
+
+  for (RequestId visible_id : policy_->OnRequestFinished(request)) {
+    Request* visible = pool_.Find(visible_id);
+    ORCA_CHECK(visible != nullptr && visible->finished())
+        << "policy delivered request " << visible_id << " which has not finished";
+    events.For(*visible).finish = visible->BuildFinishInfo(now);
+    pool_.Remove(visible_id);
+  }
+}
+
+std::vector<RequestId> Scheduler::TakeReleasedRequestIds() {
+  std::vector<RequestId> released = std::move(pending_releases_);
+  pending_releases_.clear();
+  return released;
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats stats;
+  stats.num_queued = num_queued_;
+  stats.num_running = num_admitted_;
+  stats.num_in_flight_requests = num_in_flight_requests_;
+  stats.num_batches_in_flight = static_cast<int32_t>(in_flight_.size());
+  stats.n_rsrv = budget_.n_rsrv();
+  stats.n_slots = budget_.n_slots();
+  stats.queued_tokens = queued_tokens_;
+  stats.num_iterations_scheduled = next_iteration_id_ - 1;
+  stats.num_iterations_completed = num_iterations_completed_;
+  stats.num_pending_releases = static_cast<int32_t>(pending_releases_.size());
+  stats.draining = draining_;
+  return stats;
+}
+
+std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
+  const Request* request = pool_.Find(id);
+  if (request == nullptr) return std::nullopt;
+  RequestSnapshot snapshot;
+  snapshot.id = request->id();
+  snapshot.caller_id = request->caller_id();
+  snapshot.state = request->state();
+  snapshot.next_phase = request->next_phase();
+  snapshot.num_prompt_tokens = request->num_prompt_tokens();
+  snapshot.num_generated_tokens = request->num_generated_tokens();
+  snapshot.max_new_tokens = request->max_new_tokens();
+  snapshot.reservation = request->reservation();
+  snapshot.num_iterations_scheduled = request->num_iterations_scheduled();
+  snapshot.num_iterations_completed = request->num_iterations_completed();
+  snapshot.in_flight_iteration = request->in_flight_iteration();
+  snapshot.cancel_requested = request->cancel_requested();
+  return snapshot;
+}
+
+std::optional<RequestId> Scheduler::FindRequest(const std::string& caller_id) const {
+  if (caller_id.empty()) return std::nullopt;
+  return pool_.FindByCallerId(caller_id);
+}
+
+}  // namespace orca::sched

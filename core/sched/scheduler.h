@@ -1,0 +1,205 @@
+#pragma once
+/// The iteration-level scheduler (paper §3 S1, §4.2): request pool, policy, KV slot budget.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "core/sched/kv_slot_budget.h"
+#include "core/sched/request_pool.h"
+#include "core/sched/request_spec.h"
+#include "core/sched/scheduler_output.h"
+#include "core/sched/scheduling_policy.h"
+
+namespace orca::sched {
+
+struct SchedulerOptions {
+  PolicyKind policy = PolicyKind::kOrca;
+  /// Paper's max_bs: requests per iteration (>= 1).
+  int32_t max_bs = 16;
+  /// Paper's n_slots: KV slots (tokens) the engine holds per stage (>= 1).
+  int64_t n_slots = 8192;
+  /// Paper's n_workers: batches in flight at once, the pipeline depth (>= 1).
+  int32_t n_workers = 1;
+  /// Reservations are rounded up to this many tokens; must divide n_slots. 1 = the paper
+  /// exactly; a block-table KV pool uses its block size so it never fragments.
+  int32_t kv_block_size = 1;
+  /// Model context (positions); prompt + generated never exceeds it. 0 = no limit.
+  int32_t max_context = 0;
+  /// Prompt token ids must be < vocab_size. 0 = not checked here.
+  int32_t vocab_size = 0;
+  /// Submit fails with RESOURCE_EXHAUSTED beyond these many QUEUED requests / prompt tokens
+  /// of QUEUED requests. 0 = unlimited.
+  int64_t max_queued_requests = 0;
+  int64_t max_queued_tokens = 0;
+};
+
+/// A snapshot for metrics and the service's GetStats.
+struct SchedulerStats {
+  int32_t num_queued = 0;   ///< QUEUED (wire: num_requests_waiting).
+  int32_t num_running = 0;  ///< Admitted: RUNNING + WAITING_NEXT_ITERATION (wire: num_requests_running).
+  int32_t num_in_flight_requests = 0;  ///< RUNNING.
+  int32_t num_batches_in_flight = 0;
+  int64_t n_rsrv = 0;  ///< Reserved KV slots (wire: kv_slots_used).
+  int64_t n_slots = 0;
+  int64_t queued_tokens = 0;  ///< Prompt tokens of QUEUED requests.
+  uint64_t num_iterations_scheduled = 0;
+  uint64_t num_iterations_completed = 0;  ///< Returned by OnIterationDone.
+  int32_t num_pending_releases = 0;       ///< Released ids not yet sent to the workers.
+  bool draining = false;
+};
+
+/// One request as tests and debug endpoints see it.
+struct RequestSnapshot {
+  RequestId id = 0;
+  std::string caller_id;
+  RequestState state = RequestState::kQueued;
+  Phase next_phase = Phase::kInitiation;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_generated_tokens = 0;
+  int32_t max_new_tokens = 0;  ///< Effective (capped by the context).
+  int64_t reservation = 0;     ///< KV slots reserved while admitted.
+  int64_t num_iterations_scheduled = 0;
+  int64_t num_iterations_completed = 0;
+  std::optional<IterationId> in_flight_iteration;
+  bool cancel_requested = false;
+};
+
+/// Result of Cancel(): `found` is false for ids the scheduler does not track (never
+/// submitted or already delivered); `events` holds the CANCELLED completion when it
+/// happened at once (empty when the request is in flight: it finishes when its iteration
+/// returns).
+struct CancelResult {
+  bool found = false;
+  std::vector<RequestEvent> events;
+};
+
+/// Iteration-level scheduler. Deterministic and single-threaded: the owner (the
+/// scheduler service's loop thread, or a simulation) calls every method from one thread;
+/// there are no locks inside. Time is passed in (`now`), never read from a clock.
+///
+/// Driving loop:
+///   Submit(...) as requests arrive;
+///   while (auto plan = Schedule(now)) send(plan);       // up to n_workers in flight
+///   on results: events = OnIterationDone(id, results, now); stream(events);
+///   on failure: events = OnIterationFailed(id, error, now);
+///
+/// Slots are reserved when a request is admitted into a plan and released the moment it
+/// finishes in any way; its id then rides on the next plan's released_request_ids (or
+/// TakeReleasedRequestIds() when idle) so the workers free its KV.
+class Scheduler {
+ public:
+  /// Validates the options (each error names the field and the limit).
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(SchedulerOptions options);
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  /// Adds a request to the pool (QUEUED) and returns its id. Errors:
+  ///  - FAILED_PRECONDITION while draining;
+  ///  - INVALID_ARGUMENT for a malformed spec (field and value named), or when it can never
+  ///    fit: "prompt (600 tokens) + max_new_tokens (100) = 700 exceeds n_slots (512)";
+  ///  - OUT_OF_RANGE when the prompt leaves no room in the model context;
+  ///  - DEADLINE_EXCEEDED when its deadline is not after `now`;
+  ///  - ALREADY_EXISTS when an unfinished request has the same non-empty caller_id;
+  ///  - RESOURCE_EXHAUSTED when max_queued_requests / max_queued_tokens would be exceeded.
+  absl::StatusOr<RequestId> Submit(RequestSpec spec, absl::Time now);
+
+  /// The next iteration, or nullopt when n_workers batches are already in flight or nothing
+  /// is selectable (the pool is empty, or every candidate is in flight or waits for slots).
+  std::optional<IterationPlan> Schedule(absl::Time now);
+
+  /// The engine returned `iteration_id`. Appends each member's token, finishes the members
+  /// that hit a stop/EOS token, max_new_tokens or the context, and members cancelled while
+  /// in flight (their token discarded). A member without a result fails with ERROR; results
+  /// for requests not in the batch are ignored. Returns the events to stream, in batch
+  /// order. NOT_FOUND when the iteration is not in flight (unknown, or dropped by FailAll).
+  absl::StatusOr<std::vector<RequestEvent>> OnIterationDone(IterationId iteration_id,
+                                                            absl::Span<const RequestResult> results,
+                                                            absl::Time now);
+
+  /// The iteration failed in the pipeline: each member finishes ERROR with `error`'s message
+  /// (CANCELLED if it was cancelled meanwhile). NOT_FOUND as for OnIterationDone.
+  absl::StatusOr<std::vector<RequestEvent>> OnIterationFailed(IterationId iteration_id,
+                                                              const absl::Status& error,
+                                                              absl::Time now);
+
+  /// The pipeline is dead: every in-flight iteration is dropped and every admitted request
+  /// (in flight or between iterations) finishes ERROR. QUEUED requests stay queued: the
+  /// workers hold nothing for them, so they run once the pipeline is back (the service
+  /// may Cancel them instead). Their ids are queued for release like any finish.
+  std::vector<RequestEvent> FailAll(const absl::Status& error, absl::Time now);
+
+  /// Cancels a request: QUEUED or WAITING_NEXT_ITERATION → FINISHED_CANCELLED at once;
+  /// RUNNING → marked, finished when its iteration returns. A finished request whose
+  /// completion the request-level baseline still holds is found but not changed.
+  [[nodiscard]] CancelResult Cancel(RequestId id, absl::Time now);
+
+  /// Cancels (FinishCause::kDeadlineExceeded) every unfinished request whose deadline is
+  /// <= now, with Cancel's semantics. Returns the events of those finished at once.
+  std::vector<RequestEvent> ExpireDeadlines(absl::Time now);
+
+  /// Stops admitting: Submit fails with FAILED_PRECONDITION from now on. Requests already
+  /// submitted keep running.
+  void BeginDrain() { draining_ = true; }
+  bool draining() const { return draining_; }
+
+  /// The released ids not yet carried by a plan; clears them. For a release-only control
+  /// message when the scheduler is idle.
+  [[nodiscard]] std::vector<RequestId> TakeReleasedRequestIds();
+
+  /// True while any request is tracked (queued, admitted, or finished but not delivered).
+  bool HasRequests() const { return !pool_.empty(); }
+
+  [[nodiscard]] SchedulerStats stats() const;
+  /// nullopt for unknown or already delivered requests.
+  [[nodiscard]] std::optional<RequestSnapshot> GetRequest(RequestId id) const;
+  /// The unfinished request submitted with this non-empty caller id.
+  [[nodiscard]] std::optional<RequestId> FindRequest(const std::string& caller_id) const;
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  class EventList;
+
+  Scheduler(SchedulerOptions options, KvSlotBudget budget,
+            std::unique_ptr<SchedulingPolicy> policy);
+
+  absl::Status ValidateSpec(const RequestSpec& spec) const;
+  // Effective max new tokens after the context cap; OUT_OF_RANGE when nothing fits.
+  absl::StatusOr<int32_t> EffectiveMaxNewTokens(const RequestSpec& spec) const;
+  absl::Status CheckQueueLimits(const RequestSpec& spec) const;
+  // Finishes `request` with `cause`, releases its slots, queues its id for the workers and
+  // delivers whatever the policy says became visible.
+  void FinishRequest(Request& request, FinishCause cause, std::string error_message,
+                     absl::Time now, EventList& events);
+  // Finishes every member of a dropped or failed iteration.
+  void FailBatch(const std::vector<RequestId>& members, const std::string& error_message,
+                 absl::Time now, EventList& events);
+  CancelResult CancelWithCause(RequestId id, FinishCause cause, absl::Time now);
+
+  SchedulerOptions options_;
+  KvSlotBudget budget_;
+  std::unique_ptr<SchedulingPolicy> policy_;
+  RequestPool pool_;
+  // Iterations in the pipeline and their members, in schedule order.
+  absl::btree_map<IterationId, std::vector<RequestId>> in_flight_;
+  std::vector<RequestId> pending_releases_;
+
+  RequestId next_request_id_ = 1;
+  IterationId next_iteration_id_ = 1;
+  bool draining_ = false;
+  int32_t num_queued_ = 0;
+  int64_t queued_tokens_ = 0;
+  int32_t num_admitted_ = 0;
+  int32_t num_in_flight_requests_ = 0;
+  uint64_t num_iterations_completed_ = 0;
+};
+
+}  // namespace orca::sched

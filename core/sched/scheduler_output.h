@@ -1,0 +1,112 @@
+#pragma once
+/// Plain records that cross the scheduler boundary (vLLM's sched/output.py):
+///  - IterationPlan: what the engine runs next; becomes orca.v1.ControlMessage.
+///  - RequestResult: what the engine returns per request; from orca.v1.IterationResult.
+///  - RequestEvent: what the caller streams to clients; becomes orca.v1.GenerateResponse.
+/// No invariants live here; they are values.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "core/common/sampling_params.h"
+#include "core/sched/request_state.h"
+
+namespace orca::sched {
+
+/// Sent the first time a request is scheduled only (vLLM's scheduled_new_reqs): every stage
+/// reserves `max_tokens` KV slots for it and the last stage creates its sampler.
+struct NewRequestData {
+  /// The KV reservation in tokens: prompt + max new tokens (capped by the model context),
+  /// rounded up to the scheduler's kv_block_size. No position of this request ever reaches it.
+  int32_t max_tokens = 0;
+  SamplingParams sampling;
+  /// The whole prompt (for repetition penalties at the last stage).
+  std::vector<int32_t> prompt_token_ids;
+};
+
+/// One request of one iteration. Requests scheduled before carry only the diff: the single
+/// token generated last and its position.
+struct ScheduledRequest {
+  RequestId request_id = 0;
+  Phase phase = Phase::kInitiation;
+  /// Input tokens of this iteration: the whole prompt at initiation, the last generated
+  /// token at increment.
+  std::vector<int32_t> input_token_ids;
+  /// Position of input_token_ids[0] (0 at initiation).
+  int32_t start_position = 0;
+  /// Present on the first schedule of this request only.
+  std::optional<NewRequestData> new_request;
+};
+
+/// One iteration for the engine (paper §4.2, the batch Algorithm 1 selects).
+struct IterationPlan {
+  IterationId iteration_id = 0;
+  /// Batch order = flattened token order for selective batching.
+  std::vector<ScheduledRequest> requests;
+  /// Requests whose KV (and sampler state) every stage must free, finished or cancelled
+  /// since the previous plan. Workers apply these before allocating for new requests of
+  /// the same plan (the scheduler already reused their slots) and ignore unknown ids.
+  std::vector<RequestId> released_request_ids;
+
+  /// Tokens in the flattened batch (sum of input_token_ids sizes).
+  int64_t NumTokens() const {
+    int64_t n = 0;
+    for (const ScheduledRequest& r : requests) n += static_cast<int64_t>(r.input_token_ids.size());
+    return n;
+  }
+};
+
+struct TopLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+/// One generated token as the engine's last stage samples it.
+struct SampledToken {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+  std::vector<TopLogprob> top_logprobs;
+};
+
+/// The engine's output for one request of one iteration.
+struct RequestResult {
+  RequestId request_id = 0;
+  SampledToken token;
+};
+
+/// Per-request timings reported when it finishes. Durations not reached are zero
+/// (e.g. a request cancelled while queued has only queue time).
+struct RequestTimings {
+  absl::Duration queue;    ///< Arrival → admission (first schedule).
+  absl::Duration prefill;  ///< Admission → first token returned.
+  absl::Duration decode;   ///< First token → finish.
+  absl::Duration ttft;     ///< Arrival → first token returned.
+  absl::Duration total;    ///< Arrival → finish (what clients see as latency).
+};
+
+/// How a request ended.
+struct FinishInfo {
+  RequestState state = RequestState::kFinishedError;
+  FinishCause cause = FinishCause::kNone;
+  /// For kFinishedError: what failed.
+  std::string error_message;
+  /// For kStopToken / kEosToken: the token that stopped it.
+  std::optional<int32_t> matched_stop_token_id;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_generated_tokens = 0;
+  RequestTimings timings;
+};
+
+/// What the caller streams for one request after a scheduler call: the new tokens and,
+/// on its last event, how it finished. A request produces exactly one event with `finish`.
+struct RequestEvent {
+  RequestId request_id = 0;
+  std::string caller_id;
+  std::vector<SampledToken> new_tokens;
+  std::optional<FinishInfo> finish;
+};
+
+}  // namespace orca::sched

@@ -1,0 +1,85 @@
+#include "core/sched/sim/cost_model.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace orca::sched::sim {
+namespace {
+
+constexpr double kBytesPerValue = 2.0;  // fp16 weights, activations and KV
+
+}  // namespace
+
+absl::StatusOr<CostModel> CostModel::ForGpus(const TransformerShape& shape, const GpuSpec& gpu,
+                                            int32_t tensor_parallel, int32_t pipeline_stages) {
+  if (tensor_parallel < 1 || pipeline_stages < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor_parallel and pipeline_stages must be >= 1 (got ", tensor_parallel, ", ",
+        pipeline_stages, ")"));
+  }
+  if (shape.num_params <= 0 || shape.num_layers < pipeline_stages || shape.hidden_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model shape '", shape.name, "' needs params > 0, hidden_size >= 1 and at least one ",
+        "layer per pipeline stage"));
+  }
+  const double gpus = static_cast<double>(tensor_parallel) * pipeline_stages;
+  const double hbm = gpu.hbm_bytes_per_second * gpu.hbm_efficiency;
+  const double gemm_flops = gpu.peak_flops * gpu.gemm_efficiency;
+  const double attention_flops = gpu.peak_flops * gpu.attention_efficiency;
+  const double layers = shape.num_layers;
+  const double hidden = shape.hidden_size;
+  // Summed over stages, each stage doing its share of layers on its TP group in parallel:
+  // total = stages × (per-stage work / TP) = (whole-model work) / TP.
+  const double tp = tensor_parallel;
+  const double allreduces = tensor_parallel > 1 ? 2.0 * layers : 0.0;
+
+  CostModel model;
+  model.num_stages = pipeline_stages;
+  model.description = absl::StrFormat("simulated %s on %dx A100 (TP %d, PP %d)", shape.name,
+                                      static_cast<int>(gpus), tensor_parallel, pipeline_stages);
+  const double weight_stream = shape.num_params * kBytesPerValue / tp / hbm;
+  const double launches = layers * gpu.kernels_per_layer * gpu.kernel_launch_seconds;
+  model.fixed_seconds = weight_stream + launches + allreduces * gpu.allreduce_latency_seconds;
+  // Ring all-reduce moves 2(T-1)/T of the [tokens, hidden] activation per participant.
+  const double allreduce_bytes_per_token =
+      tensor_parallel > 1 ? 2.0 * (tp - 1.0) / tp * hidden * kBytesPerValue : 0.0;
+  model.per_token_seconds = 2.0 * shape.num_params / tp / gemm_flops +
+                            allreduces * allreduce_bytes_per_token / gpu.allreduce_bytes_per_second;
+  model.per_context_seconds = 2.0 * layers * hidden * kBytesPerValue / tp / hbm;
+  model.per_prompt_pair_seconds = 4.0 * hidden * layers / tp / attention_flops;
+  return model;
+}
+
+absl::StatusOr<CostModel> CostModel::Preset(const std::string& name) {
+  // The GPT-3 configurations of the ORCA paper's evaluation (§6: layers, hidden size and
+  // GPU layout per model); 101B and 341B are its scaled members of the GPT-3 family.
+  GpuSpec a100;
+  if (name == "gpt3-13b") return ForGpus({"GPT-3 13B", 13e9, 40, 5120}, a100, 1, 1);
+  if (name == "gpt3-101b") return ForGpus({"GPT-3 101B", 101e9, 80, 10240}, a100, 8, 1);
+  if (name == "gpt3-175b") return ForGpus({"GPT-3 175B", 175e9, 96, 12288}, a100, 8, 2);
+  if (name == "gpt3-341b") return ForGpus({"GPT-3 341B", 341e9, 120, 15360}, a100, 8, 4);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown cost model '", name, "' (known: gpt3-13b, gpt3-101b, gpt3-175b, gpt3-341b)"));
+}
+
+absl::Duration CostModel::IterationTime(const IterationPlan& plan) const {
+  double tokens = 0;
+  double context = 0;
+  double prompt_pairs = 0;
+  for (const ScheduledRequest& request : plan.requests) {
+    const double n = static_cast<double>(request.input_token_ids.size());
+    tokens += n;
+    if (request.phase == Phase::kInitiation) {
+      prompt_pairs += n * (n + 1.0) / 2.0;
+    } else {
+      // The new token attends to every earlier position and to itself.
+      context += static_cast<double>(request.start_position) + n;
+    }
+  }
+  const double seconds = fixed_seconds + per_token_seconds * tokens +
+                         per_context_seconds * context + per_prompt_pair_seconds * prompt_pairs;
+  return absl::Seconds(seconds);
+}
+
+}  // namespace orca::sched::sim

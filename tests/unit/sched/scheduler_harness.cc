@@ -1,0 +1,284 @@
+#include "tests/unit/sched/scheduler_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
+
+namespace orca::sched::testing {
+
+SchedulerHarness::SchedulerHarness(SchedulerOptions options, sim::TokenFunction token_fn) {
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(options);
+  ORCA_CHECK(scheduler.ok()) << scheduler.status();
+  scheduler_ = std::move(*scheduler);
+  sim::SimulatedEngineOptions engine_options;
+  engine_options.cost.description = "unit cost";
+  engine_options.cost.fixed_seconds = 1e-3;
+  engine_options.n_slots = options.n_slots;
+  engine_options.token_fn = std::move(token_fn);
+  engine_options.avoid_token_ids = {0};
+  absl::StatusOr<std::unique_ptr<sim::SimulatedEngine>> engine =
+      sim::SimulatedEngine::Create(std::move(engine_options));
+  ORCA_CHECK(engine.ok()) << engine.status();
+  engine_ = std::move(*engine);
+}
+
+RequestId SchedulerHarness::Submit(const RequestSpec& spec) {
+  absl::StatusOr<RequestId> id = TrySubmit(spec);
+  if (!id.ok()) {
+    ADD_FAILURE() << "Submit failed: " << id.status();
+    return 0;
+  }
+  return *id;
+}
+
+absl::StatusOr<RequestId> SchedulerHarness::TrySubmit(const RequestSpec& spec) {
+  absl::StatusOr<RequestId> id = scheduler_->Submit(spec, now_);
+  if (!id.ok()) return id;
+  submitted_.push_back(*id);
+  RequestLog& log = logs_[*id];
+  log.label = spec.caller_id.empty() ? absl::StrCat("#", *id) : spec.caller_id;
+  log.submitted_before_plan = static_cast<int64_t>(plans_.size());
+  return id;
+}
+
+std::vector<IterationPlan> SchedulerHarness::ScheduleAll() {
+  std::vector<IterationPlan> new_plans;
+  while (std::optional<IterationPlan> plan = scheduler_->Schedule(now_)) {
+    absl::StatusOr<sim::StepOutcome> outcome = engine_->Run(*plan);
+    if (!outcome.ok()) {
+      ADD_FAILURE() << "engine rejected iteration " << plan->iteration_id << ": "
+                    << outcome.status();
+      break;
+    }
+    pipeline_.push_back(InFlight{plan->iteration_id, std::move(outcome->results)});
+    plans_.push_back(*plan);
+    new_plans.push_back(*std::move(plan));
+  }
+  return new_plans;
+}
+
+bool SchedulerHarness::CompleteOldest() {
+  if (pipeline_.empty()) return false;
+  InFlight done = std::move(pipeline_.front());
+  pipeline_.pop_front();
+  absl::StatusOr<std::vector<RequestEvent>> events =
+      scheduler_->OnIterationDone(done.iteration_id, done.results, now_);
+  if (!events.ok()) {
+    ADD_FAILURE() << "OnIterationDone: " << events.status();
+    return false;
+  }
+  Record(*events);
+  return true;
+}
+
+bool SchedulerHarness::FailOldest(const absl::Status& error) {
+  if (pipeline_.empty()) return false;
+  InFlight done = std::move(pipeline_.front());
+  pipeline_.pop_front();
+  absl::StatusOr<std::vector<RequestEvent>> events =
+      scheduler_->OnIterationFailed(done.iteration_id, error, now_);
+  if (!events.ok()) {
+    ADD_FAILURE() << "OnIterationFailed: " << events.status();
+    return false;
+  }
+  Record(*events);
+  return true;
+}
+
+void SchedulerHarness::Step() {
+  Advance(absl::Milliseconds(1));
+  CompleteOldest();
+  ScheduleAll();
+}
+
+int64_t SchedulerHarness::RunToCompletion(int64_t max_steps) {
+  ScheduleAll();
+  int64_t steps = 0;
+  while (!pipeline_.empty() && steps < max_steps) {
+    Step();
+    ++steps;
+  }
+  return steps;
+}
+
+bool SchedulerHarness::Cancel(RequestId id) {
+  CancelResult result = scheduler_->Cancel(id, now_);
+  Record(result.events);
+  return result.found;
+}
+
+void SchedulerHarness::ExpireDeadlines() { Record(scheduler_->ExpireDeadlines(now_)); }
+
+void SchedulerHarness::FailAll(const absl::Status& error) {
+  Record(scheduler_->FailAll(error, now_));
+  pipeline_.clear();
+}
+
+void SchedulerHarness::FlushReleases() {
+  std::vector<RequestId> released = scheduler_->TakeReleasedRequestIds();
+  EXPECT_TRUE(engine_->Release(released).ok());
+}
+
+void SchedulerHarness::Record(const std::vector<RequestEvent>& events) {
+  for (const RequestEvent& event : events) {
+    auto it = logs_.find(event.request_id);
+    if (it == logs_.end()) {
+      ADD_FAILURE() << "event for unknown request " << event.request_id;
+      continue;
+    }
+    RequestLog& log = it->second;
+    if (!log.finishes.empty()) ++log.num_events_after_finish;
+    for (const SampledToken& token : event.new_tokens) log.tokens.push_back(token.token_id);
+    if (event.finish.has_value()) {
+      log.finishes.push_back(*event.finish);
+      log.delivered_after_plan = static_cast<int64_t>(plans_.size());
+    }
+  }
+}
+
+RequestState SchedulerHarness::state(RequestId id) const {
+  const RequestLog& log = logs_.at(id);
+  if (!log.finishes.empty()) return log.finishes.front().state;
+  std::optional<RequestSnapshot> snapshot = scheduler_->GetRequest(id);
+  ORCA_CHECK(snapshot.has_value()) << "request " << id << " lost";
+  return snapshot->state;
+}
+
+std::string SchedulerHarness::Timeline() const {
+  std::vector<absl::flat_hash_map<RequestId, Phase>> phases(plans_.size());
+  for (size_t k = 0; k < plans_.size(); ++k) {
+    for (const ScheduledRequest& r : plans_[k].requests) phases[k][r.request_id] = r.phase;
+  }
+  size_t width = 0;
+  for (RequestId id : submitted_) width = std::max(width, logs_.at(id).label.size());
+  std::string out;
+  for (RequestId id : submitted_) {
+    const RequestLog& log = logs_.at(id);
+    std::string row = log.label + std::string(width - log.label.size(), ' ') + " |";
+    for (size_t k = 0; k < plans_.size(); ++k) {
+      const auto plan_index = static_cast<int64_t>(k);
+      char c = '-';
+      if (plan_index < log.submitted_before_plan ||
+          (log.delivered_after_plan.has_value() && plan_index >= *log.delivered_after_plan)) {
+        c = ' ';
+      } else if (auto it = phases[k].find(id); it != phases[k].end()) {
+        c = it->second == Phase::kInitiation ? 'P' : 'D';
+      }
+      row += ' ';
+      row += c;
+    }
+    while (!row.empty() && row.back() == ' ') row.pop_back();
+    out += row + "\n";
+  }
+  return out;
+}
+
+std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
+  const SchedulerStats stats = scheduler_->stats();
+  const SchedulerOptions& options = scheduler_->options();
+  if (stats.n_rsrv < 0 || stats.n_rsrv > stats.n_slots) {
+    return absl::StrCat("n_rsrv ", stats.n_rsrv, " outside [0, n_slots ", stats.n_slots, "]");
+  }
+  if (stats.num_batches_in_flight != num_in_flight()) {
+    return absl::StrCat("scheduler counts ", stats.num_batches_in_flight,
+                        " batches in flight, the pipeline holds ", num_in_flight());
+  }
+  if (num_in_flight() > options.n_workers) {
+    return absl::StrCat(num_in_flight(), " batches in flight with n_workers ", options.n_workers);
+  }
+  if (engine_->num_allocated_slots() > options.n_slots) {
+    return absl::StrCat("workers hold ", engine_->num_allocated_slots(), " KV slots");
+  }
+
+  int64_t reserved = 0;
+  int64_t queued_tokens = 0;
+  int32_t num_queued = 0;
+  int32_t num_running = 0;
+  int32_t num_in_flight_requests = 0;
+  std::optional<RequestSnapshot> first_queued;
+  std::optional<RequestId> waiting;
+  std::vector<RequestSnapshot> admitted;  // in arrival order
+  for (RequestId id : submitted_) {
+    const RequestLog& log = logs_.at(id);
+    if (log.finishes.size() > 1 || log.num_events_after_finish > 0) {
+      return absl::StrCat("request ", id, " got ", log.finishes.size(), " finishes and ",
+                          log.num_events_after_finish, " events after its finish");
+    }
+    if (!log.finishes.empty() &&
+        static_cast<int32_t>(log.tokens.size()) != log.finishes[0].num_generated_tokens) {
+      return absl::StrCat("request ", id, " streamed ", log.tokens.size(), " tokens, finished with ",
+                          log.finishes[0].num_generated_tokens);
+    }
+    std::optional<RequestSnapshot> snapshot = scheduler_->GetRequest(id);
+    if (!snapshot.has_value()) {
+      if (log.finishes.empty()) return absl::StrCat("request ", id, " vanished without a finish");
+      continue;
+    }
+    if (!log.finishes.empty()) return absl::StrCat("request ", id, " delivered but still tracked");
+    switch (snapshot->state) {
+      case RequestState::kQueued:
+        ++num_queued;
+        queued_tokens += snapshot->num_prompt_tokens;
+        if (!first_queued.has_value()) first_queued = snapshot;
+        break;
+      case RequestState::kRunning:
+      case RequestState::kWaitingNextIteration:
+        if (first_queued.has_value()) {
+          return absl::StrCat("request ", id, " was admitted before the earlier request ",
+                              first_queued->id, " (FCFS admission broken)");
+        }
+        if (snapshot->state == RequestState::kRunning) ++num_in_flight_requests;
+        if (snapshot->state == RequestState::kWaitingNextIteration && !waiting) waiting = id;
+        ++num_running;
+        reserved += snapshot->reservation;
+        admitted.push_back(*snapshot);
+        break;
+      default:
+        // Finished but not delivered: only the request-level baseline holds completions.
+        if (options.policy == PolicyKind::kOrca) {
+          return absl::StrCat("request ", id, " finished but was not delivered at once");
+        }
+        break;
+    }
+  }
+  if (reserved != stats.n_rsrv) {
+    return absl::StrCat("n_rsrv ", stats.n_rsrv, " but admitted requests reserve ", reserved);
+  }
+  if (num_queued != stats.num_queued || num_running != stats.num_running ||
+      num_in_flight_requests != stats.num_in_flight_requests ||
+      queued_tokens != stats.queued_tokens) {
+    return absl::StrCat("stats disagree with the requests: queued ", stats.num_queued, " vs ",
+                        num_queued, ", running ", stats.num_running, " vs ", num_running,
+                        ", in flight ", stats.num_in_flight_requests, " vs ",
+                        num_in_flight_requests, ", queued tokens ", stats.queued_tokens, " vs ",
+                        queued_tokens);
+  }
+  if (options.policy == PolicyKind::kOrca) {
+    // Iteration-level FCFS: an earlier request has run at least as many iterations.
+    for (size_t i = 1; i < admitted.size(); ++i) {
+      if (admitted[i - 1].num_iterations_scheduled < admitted[i].num_iterations_scheduled) {
+        return absl::StrCat("iteration-level FCFS broken: request ", admitted[i - 1].id, " ran ",
+                            admitted[i - 1].num_iterations_scheduled, " iterations, later ",
+                            admitted[i].id, " ran ", admitted[i].num_iterations_scheduled);
+      }
+    }
+  }
+  if (scheduled_all && num_in_flight() < options.n_workers) {
+    // Exactly min(n_workers, work available) batches in flight.
+    if (waiting.has_value()) {
+      return absl::StrCat("a pipeline slot is idle while request ", *waiting, " waits");
+    }
+    if (first_queued.has_value() && stats.n_rsrv + first_queued->reservation <= stats.n_slots) {
+      return absl::StrCat("a pipeline slot is idle while queued request ", first_queued->id,
+                          " fits");
+    }
+  }
+  return "";
+}
+
+}  // namespace orca::sched::testing

@@ -1,0 +1,190 @@
+// Thousands of randomized workloads against both policies. After every event (arrival,
+// iteration return, iteration failure, cancel, deadline sweep, pipeline failure) the loop
+// schedules as the service does and the harness checks every invariant:
+//  - n_rsrv == Σ reservations of admitted requests, 0 <= n_rsrv <= n_slots, and the
+//    (simulated) workers never hold more than n_slots;
+//  - admission is FCFS: no admitted request arrived after a queued one (no starvation);
+//  - ORCA: an earlier request has run at least as many iterations as a later one, and a
+//    finished request is delivered at once;
+//  - exactly min(n_workers, work available) batches in flight;
+//  - every plan obeys the worker protocol (the simulated engine rejects anything else);
+//  - each request gets exactly one finish and its streamed tokens match it.
+// At the end every request has finished, every slot is back, and the workers hold nothing.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/sched/sim/split_mix64.h"
+#include "tests/unit/sched/request_builder.h"
+#include "tests/unit/sched/scheduler_harness.h"
+
+namespace orca::sched {
+namespace {
+
+using ::orca::sched::sim::SplitMix64;
+using ::orca::sched::testing::RequestBuilder;
+using ::orca::sched::testing::SchedulerHarness;
+
+constexpr int32_t kEos = 0;
+
+struct WorkloadSummary {
+  int64_t num_requests = 0;
+  int64_t num_iterations = 0;
+  int64_t num_cancelled = 0;
+  int64_t num_failed = 0;
+};
+
+// Runs one randomized workload; returns "" or the first problem found.
+std::string RunWorkload(uint64_t seed, PolicyKind policy, WorkloadSummary& summary) {
+  SplitMix64 rng(seed);
+  SchedulerOptions options;
+  options.policy = policy;
+  options.max_bs = static_cast<int32_t>(rng.NextInt(1, 6));
+  options.n_workers = static_cast<int32_t>(rng.NextInt(1, 3));
+  options.kv_block_size = rng.NextInt(0, 3) == 0 ? 4 : 1;
+  options.n_slots = options.kv_block_size * rng.NextInt(48 / options.kv_block_size, 64);
+  options.max_context = rng.NextInt(0, 2) == 0 ? static_cast<int32_t>(rng.NextInt(20, 60)) : 0;
+  const int64_t eos_per_mille = rng.NextInt(0, 150);
+  const bool faults = rng.NextInt(0, 4) == 0;
+
+  // EOS with a per-workload probability, deterministic per (request, index).
+  SchedulerHarness h(options, [seed, eos_per_mille](RequestId id, int32_t index) {
+    SplitMix64 token_rng(seed ^ (id * 1000003ULL + static_cast<uint64_t>(index)));
+    return token_rng.NextInt(0, 999) < eos_per_mille ? kEos
+                                                     : static_cast<int32_t>(token_rng.NextInt(1, 999));
+  });
+  const std::string context = absl::StrCat("seed ", seed, " policy ", PolicyKindName(policy),
+                                           " max_bs ", options.max_bs, " n_workers ",
+                                           options.n_workers, " n_slots ", options.n_slots, ": ");
+  const int64_t num_requests = rng.NextInt(4, 30);
+  int64_t submitted = 0;
+  std::vector<RequestId> ids;
+
+  auto check = [&](const char* after) -> std::string {
+    h.ScheduleAll();
+    std::string problem = h.CheckInvariants(/*scheduled_all=*/true);
+    return problem.empty() ? "" : absl::StrCat(context, problem, " (after ", after, ")");
+  };
+
+  for (int64_t step = 0; step < 100000; ++step) {
+    if (::testing::Test::HasFailure()) return absl::StrCat(context, "engine or API failure");
+    const bool more_to_submit = submitted < num_requests;
+    if (!more_to_submit && h.num_in_flight() == 0) break;
+    const int64_t action = rng.NextInt(0, 99);
+    std::string problem;
+    if (more_to_submit && (action < 35 || h.num_in_flight() == 0)) {
+      RequestBuilder builder;
+      builder.Prompt(static_cast<int32_t>(rng.NextInt(1, 30)))
+          .MaxNewTokens(static_cast<int32_t>(rng.NextInt(1, 16)))
+          .MinNewTokens(static_cast<int32_t>(rng.NextInt(0, 1)))
+          .Eos({kEos})
+          .IgnoreEos(rng.NextInt(0, 3) == 0);
+      if (rng.NextInt(0, 9) == 0) builder.Deadline(h.now() + absl::Milliseconds(rng.NextInt(1, 20)));
+      const RequestSpec spec = builder.Build();
+      absl::StatusOr<RequestId> id = h.TrySubmit(spec);
+      ++submitted;
+      const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
+      int64_t max_new = spec.max_new_tokens;
+      bool fits_context = true;
+      if (options.max_context > 0) {
+        fits_context = prompt < options.max_context;
+        max_new = std::min<int64_t>(max_new, options.max_context - prompt);
+      }
+      const int64_t blocks = (prompt + max_new + options.kv_block_size - 1) / options.kv_block_size;
+      const bool fits = fits_context && blocks * options.kv_block_size <= options.n_slots;
+      if (id.ok() != fits) {
+        return absl::StrCat(context, "Submit returned ", id.status().ToString(), " for prompt ",
+                            prompt, " max_new ", spec.max_new_tokens);
+      }
+      if (id.ok()) ids.push_back(*id);
+      problem = check("submit");
+    } else if (action < 85 || ids.empty()) {
+      h.Step();
+      problem = check("iteration");
+    } else if (action < 92) {
+      const RequestId id = ids[rng.NextInt(0, static_cast<int64_t>(ids.size()) - 1)];
+      h.Cancel(id);
+      problem = check("cancel");
+    } else if (action < 96) {
+      h.Advance(absl::Milliseconds(rng.NextInt(0, 5)));
+      h.ExpireDeadlines();
+      problem = check("deadline sweep");
+    } else if (faults && action < 99) {
+      h.FailOldest(absl::UnavailableError("injected stage failure"));
+      problem = check("iteration failure");
+    } else if (faults) {
+      h.FailAll(absl::UnavailableError("injected pipeline failure"));
+      problem = check("pipeline failure");
+    }
+    if (!problem.empty()) return problem;
+  }
+
+  // Everything finished, delivered once, and released everywhere.
+  for (RequestId id : ids) {
+    if (!h.delivered(id)) return absl::StrCat(context, "request ", id, " never finished");
+    const FinishInfo& finish = h.log(id).finishes[0];
+    if (finish.state == RequestState::kFinishedCancelled) ++summary.num_cancelled;
+    if (finish.state == RequestState::kFinishedError) ++summary.num_failed;
+  }
+  const SchedulerStats stats = h.scheduler().stats();
+  if (stats.n_rsrv != 0 || stats.num_queued != 0 || stats.num_running != 0 ||
+      h.scheduler().HasRequests()) {
+    return absl::StrCat(context, "leftovers: n_rsrv ", stats.n_rsrv, " queued ", stats.num_queued,
+                        " running ", stats.num_running);
+  }
+  h.FlushReleases();
+  if (h.engine().num_allocated_slots() != 0 || h.engine().num_live_requests() != 0) {
+    return absl::StrCat(context, "workers still hold ", h.engine().num_allocated_slots(),
+                        " slots of ", h.engine().num_live_requests(), " requests");
+  }
+  // Admission order is arrival order: the first iteration of each request never precedes
+  // the first iteration of an earlier one.
+  std::vector<int64_t> first_plan(ids.size(), -1);
+  for (size_t k = 0; k < h.plans().size(); ++k) {
+    for (const ScheduledRequest& r : h.plans()[k].requests) {
+      if (r.new_request.has_value()) {
+        for (size_t i = 0; i < ids.size(); ++i) {
+          if (ids[i] == r.request_id) first_plan[i] = static_cast<int64_t>(k);
+        }
+      }
+    }
+  }
+  int64_t last = -1;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (first_plan[i] < 0) continue;  // cancelled or failed before its first iteration
+    if (first_plan[i] < last) {
+      return absl::StrCat(context, "request ", ids[i], " started before an earlier request");
+    }
+    last = first_plan[i];
+  }
+  summary.num_requests += static_cast<int64_t>(ids.size());
+  summary.num_iterations += static_cast<int64_t>(h.plans().size());
+  return "";
+}
+
+void RunMany(PolicyKind policy, uint64_t first_seed, int num_workloads) {
+  WorkloadSummary summary;
+  for (int i = 0; i < num_workloads; ++i) {
+    const std::string problem = RunWorkload(first_seed + static_cast<uint64_t>(i), policy, summary);
+    ASSERT_EQ(problem, "");
+  }
+  // The workloads exercise what they claim to.
+  EXPECT_GT(summary.num_requests, num_workloads * 10);
+  EXPECT_GT(summary.num_iterations, summary.num_requests);
+  EXPECT_GT(summary.num_cancelled, 0);
+  EXPECT_GT(summary.num_failed, 0);
+}
+
+TEST(SchedulerPropertyTest, OrcaInvariantsHoldOnRandomizedWorkloads) {
+  RunMany(PolicyKind::kOrca, 1, 2000);
+}
+
+TEST(SchedulerPropertyTest, RequestLevelInvariantsHoldOnRandomizedWorkloads) {
+  RunMany(PolicyKind::kRequestLevel, 100000, 1000);
+}
+
+}  // namespace
+}  // namespace orca::sched
