@@ -1,0 +1,134 @@
+// Loading checkpoints: formats, partitions, and precise errors for corrupt,
+// truncated or mismatched files.
+
+#include <fstream>
+
+#include "core/common/mapped_file.h"
+#include "core/engine/engine.h"
+#include "core/engine/gguf_file.h"
+#include "core/engine/model_weights.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/unit/engine/test_models.h"
+
+namespace orca {
+namespace {
+
+std::string CopyModel(const std::string& src, const std::string& name) {
+  const std::string dst = testing::TempDir() + "/" + name + "-" + std::to_string(::getpid());
+  ::mkdir(dst.c_str(), 0755);
+  for (const char* f : {"config.json", "model.safetensors"}) {
+    std::ifstream in(src + "/" + f, std::ios::binary);
+    std::ofstream out(dst + "/" + f, std::ios::binary);
+    out << in.rdbuf();
+  }
+  return dst;
+}
+
+absl::Status Load(const std::string& path) {
+  Engine::Options o;
+  o.model_path = path;
+  o.n_slots = 64;
+  return Engine::Create(o).status();
+}
+
+TEST(ModelLoadingTest, TruncatedSafetensorsNamesFileAndTensor) {
+  const std::string dir = CopyModel(testing::SyntheticModel(testing::SmallLlama()), "trunc");
+  const std::string file = dir + "/model.safetensors";
+  auto content = ReadFileToString(file);
+  ASSERT_TRUE(content.ok());
+  ASSERT_TRUE(WriteStringToFile(file, content->substr(0, content->size() - 1000)).ok());
+  absl::Status s = Load(dir);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("model.safetensors"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("tensor '"), std::string::npos) << s;
+}
+
+TEST(ModelLoadingTest, GarbageHeaderIsRejected) {
+  const std::string dir = CopyModel(testing::SyntheticModel(testing::SmallLlama()), "garbage");
+  ASSERT_TRUE(WriteStringToFile(dir + "/model.safetensors", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{{{", 11)).ok());
+  absl::Status s = Load(dir);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+}
+
+TEST(ModelLoadingTest, ShapeMismatchNamesTensorAndExpectedShape) {
+  const std::string dir = CopyModel(testing::SyntheticModel(testing::SmallLlama()), "mismatch");
+  // Claim a bigger hidden size than the weights have.
+  auto cfg = ReadFileToString(dir + "/config.json");
+  ASSERT_TRUE(cfg.ok());
+  std::string c = *cfg;
+  c.replace(c.find("\"intermediate_size\": 96"), 23, "\"intermediate_size\": 128");
+  ASSERT_TRUE(WriteStringToFile(dir + "/config.json", c).ok());
+  absl::Status s = Load(dir);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("mlp.gate_proj.weight"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("has shape [96, 64]"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("expected [128, 64]"), std::string::npos) << s;
+}
+
+TEST(ModelLoadingTest, MissingFilesAndBadConfigAreClear) {
+  EXPECT_EQ(Load("/nonexistent/model").code(), absl::StatusCode::kInvalidArgument);
+  const std::string dir = CopyModel(testing::SyntheticModel(testing::SmallLlama()), "badcfg");
+  ASSERT_TRUE(WriteStringToFile(dir + "/config.json", "{\"model_type\": \"llama\", \"hidden_size\": \"big\"}").ok());
+  absl::Status s = Load(dir);
+  EXPECT_NE(s.message().find("'hidden_size' must be an integer"), std::string::npos) << s;
+  ASSERT_TRUE(WriteStringToFile(dir + "/config.json", "{\"model_type\": \"bert\"}").ok());
+  EXPECT_EQ(Load(dir).code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(ModelLoadingTest, CorruptGgufIsRejected) {
+  const std::string path = testing::TempDir() + "/bad-" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(WriteStringToFile(path, std::string("GGUF\x03\x00\x00\x00\xff\xff", 10)).ok());
+  auto g = GgufFile::Open(path);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("truncated or corrupt"), std::string::npos) << g.status();
+  const std::string real = testing::SharedModelsDir() + "/stories260K.gguf";
+  auto content = ReadFileToString(real);
+  if (!content.ok()) return;
+  ASSERT_TRUE(WriteStringToFile(path, content->substr(0, content->size() / 2)).ok());
+  absl::Status s = Load(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("extends past the end of the file"), std::string::npos) << s;
+}
+
+TEST(ModelLoadingTest, PartitionsLoadOnlyTheirLayersAndShard) {
+  const std::string path = testing::SyntheticModel(testing::SmallLlama());
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok());
+  auto backend = kernels::CpuBackend::Create({});
+  ModelWeights::Options o;
+  o.partition = Partition::ForStage(1, 2, 3, /*tp_rank=*/1, /*tp_size=*/2);
+  auto w = ModelWeights::Load(**ckpt, o, backend.get());
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ((*w)->num_local_layers(), 1);  // layers [2, 3)
+  EXPECT_EQ((*w)->partition().layer_begin, 2);
+  EXPECT_TRUE((*w)->token_embedding().empty());  // rank 1 of the last stage: no LM head
+  EXPECT_EQ((*w)->layer(0).q.n, 32);             // 2 of 4 heads × 16
+  EXPECT_EQ((*w)->layer(0).o.k, 32);             // row-parallel slice
+  EXPECT_EQ((*w)->layer(0).o.ld, 64);            // a strided view of the mapped tensor: no copy
+  EXPECT_LT((*w)->owned_bytes(), 4096u);            // only norms and RoPE tables are copied
+  o.partition = Partition::ForStage(0, 1, 3, 0, 3);  // 3 does not divide 4 heads
+  EXPECT_EQ(ModelWeights::Load(**ckpt, o, backend.get()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ModelLoadingTest, WeightsOfTheComputeDtypeAreUsedInPlace) {
+  auto ckpt = Checkpoint::Open(testing::SyntheticModel(testing::SmallLlama(DType::kBF16)));
+  ASSERT_TRUE(ckpt.ok());
+  auto backend = kernels::CpuBackend::Create({});
+  ModelWeights::Options o;
+  o.partition = Partition::Whole(3);
+  auto same = ModelWeights::Load(**ckpt, o, backend.get());
+  ASSERT_TRUE(same.ok());
+  const TensorInfo* q = (*ckpt)->tensors().Find("model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ((*same)->layer(0).q.data, q->data);  // points into the mapping
+  o.dtype = DType::kF32;
+  auto converted = ModelWeights::Load(**ckpt, o, backend.get());
+  ASSERT_TRUE(converted.ok());
+  EXPECT_NE((*converted)->layer(0).q.data, q->data);
+  EXPECT_GT((*converted)->owned_bytes(), (*same)->owned_bytes() + (*same)->mapped_bytes());
+}
+
+}  // namespace
+}  // namespace orca
