@@ -1,0 +1,134 @@
+#include "core/text/chat_template.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "core/engine/gguf_file.h"
+#include "core/text/jinja_ast.h"
+#include "core/text/jinja_interpreter.h"
+
+namespace orca::text {
+namespace internal {
+struct BuiltinTemplate {
+  const char* name;
+  const char* source;
+};
+extern const BuiltinTemplate kBuiltinChatTemplates[];
+extern const int kNumBuiltinChatTemplates;
+}  // namespace internal
+
+namespace {
+
+class JinjaChatTemplate : public ChatTemplate {
+ public:
+  JinjaChatTemplate(std::string source, jinja::Program program)
+      : source_(std::move(source)), program_(std::move(program)) {}
+
+  absl::StatusOr<std::string> Render(const ChatTemplateInputs& inputs) const override {
+    jinja::Value::Dict globals;
+    for (const auto& [key, text] : inputs.extra) {
+      // Extra variables given as JSON literals (true, 3, {"a": 1}) keep their
+      // type, so `enable_thinking is false` works; anything else is a string.
+      bool ok = false;
+      jinja::Value v = jinja::ValueFromJsonText(text, &ok);
+      globals.Set(key, ok ? v : jinja::Value::String(text));
+    }
+    jinja::Value::List messages;
+    for (const ChatMessage& m : inputs.messages) {
+      jinja::Value::Dict d;
+      d.Set("role", jinja::Value::String(m.role));
+      d.Set("content", jinja::Value::String(m.content));
+      messages.push_back(jinja::Value::MakeDict(std::move(d)));
+    }
+    globals.Set("messages", jinja::Value::MakeList(std::move(messages)));
+    globals.Set("add_generation_prompt", jinja::Value::Bool(inputs.add_generation_prompt));
+    globals.Set("bos_token", jinja::Value::String(inputs.bos_token));
+    globals.Set("eos_token", jinja::Value::String(inputs.eos_token));
+    absl::StatusOr<std::string> out = jinja::Render(program_, globals);
+    if (!out.ok()) return absl::InvalidArgumentError("chat template: " + std::string(out.status().message()));
+    return out;
+  }
+  const std::string& source() const override { return source_; }
+
+ private:
+  std::string source_;
+  jinja::Program program_;
+};
+
+absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot read " + path.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// tokenizer_config.json `chat_template`: a string, or a list of {name, template}.
+absl::StatusOr<std::string> TemplateFromConfig(const std::string& text, const std::string& where) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(where + " is not a JSON object");
+  auto it = j.find("chat_template");
+  if (it == j.end() || it->is_null()) return absl::NotFoundError(where + " has no chat_template");
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {
+    for (const auto& entry : *it) {
+      if (entry.is_object() && entry.value("name", std::string()) == "default" && entry.contains("template") &&
+          entry.at("template").is_string()) {
+        return entry.at("template").get<std::string>();
+      }
+    }
+    return absl::NotFoundError(where + " chat_template list has no entry named \"default\"");
+  }
+  return absl::InvalidArgumentError(where + " chat_template must be a string or a list of {name, template}");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromSource(std::string source) {
+  absl::StatusOr<jinja::Program> program = jinja::Parse(source);
+  if (!program.ok()) return absl::InvalidArgumentError("chat template: " + std::string(program.status().message()));
+  return std::unique_ptr<ChatTemplate>(new JinjaChatTemplate(std::move(source), std::move(*program)));
+}
+
+absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromModel(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path path(model_path);
+  if (fs::is_regular_file(path, ec) && path.extension() == ".gguf") {
+    ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(model_path));
+    if (!gguf->Has("tokenizer.chat_template")) return absl::NotFoundError(model_path + " has no tokenizer.chat_template");
+    ORCA_ASSIGN_OR_RETURN(std::string source, gguf->GetString("tokenizer.chat_template"));
+    return FromSource(std::move(source));
+  }
+  if (!fs::is_directory(path, ec)) return absl::NotFoundError("model path " + model_path + " does not exist");
+  const fs::path config = path / "tokenizer_config.json";
+  if (fs::exists(config, ec)) {
+    ORCA_ASSIGN_OR_RETURN(std::string text, ReadFile(config));
+    absl::StatusOr<std::string> source = TemplateFromConfig(text, config.string());
+    if (source.ok()) return FromSource(std::move(*source));
+    if (!absl::IsNotFound(source.status())) return source.status();
+  }
+  // Newer transformers versions save the template beside the config.
+  if (fs::exists(path / "chat_template.jinja", ec)) {
+    ORCA_ASSIGN_OR_RETURN(std::string source, ReadFile(path / "chat_template.jinja"));
+    return FromSource(std::move(source));
+  }
+  return absl::NotFoundError(model_path + " ships no chat template");
+}
+
+absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::Builtin(std::string_view name) {
+  std::string names;
+  for (int i = 0; i < internal::kNumBuiltinChatTemplates; ++i) {
+    if (name == internal::kBuiltinChatTemplates[i].name) return FromSource(internal::kBuiltinChatTemplates[i].source);
+    names += (i ? ", " : "") + std::string(internal::kBuiltinChatTemplates[i].name);
+  }
+  return absl::NotFoundError(absl::StrCat("no built-in chat template '", std::string(name), "' (have: ", names, ")"));
+}
+
+}  // namespace orca::text
