@@ -1,0 +1,93 @@
+#include "services/gateway/completion_responder.h"
+
+#include "core/common/logging.h"
+
+namespace orca::gateway {
+
+CompletionResponder::CompletionResponder(Options options, std::shared_ptr<HttpExchange> exchange,
+                                         AdmissionTicket ticket)
+    : options_(std::move(options)),
+      exchange_(std::move(exchange)),
+      ticket_(std::move(ticket)),
+      builder_(options_.format),
+      choice_started_(static_cast<size_t>(options_.format.num_choices), false),
+      results_(static_cast<size_t>(options_.format.num_choices)) {
+  for (size_t i = 0; i < results_.size(); ++i) results_[i].index = static_cast<int>(i);
+}
+
+HttpResponse CompletionResponder::ErrorResponse(const ApiError& error) {
+  HttpResponse response;
+  response.status = error.http_status;
+  response.body = error.ToJson();
+  if (error.retry_after_seconds > 0) {
+    response.headers.emplace_back("Retry-After", std::to_string(error.retry_after_seconds));
+  }
+  return response;
+}
+
+std::string CompletionResponder::TakeEcho(int index) {
+  if (index < 0 || static_cast<size_t>(index) >= choice_started_.size() || choice_started_[index]) return "";
+  choice_started_[index] = true;
+  const size_t prompt = static_cast<size_t>(index) / static_cast<size_t>(std::max(options_.n, 1));
+  return prompt < options_.echo_texts.size() ? options_.echo_texts[prompt] : "";
+}
+
+void CompletionResponder::StartStreamIfNeeded() {
+  if (stream_started_) return;
+  stream_started_ = true;
+  exchange_->StartStream(200, "text/event-stream; charset=utf-8",
+                         {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+}
+
+void CompletionResponder::OnDelta(const ChoiceDelta& delta) {
+  const bool first = delta.index >= 0 && static_cast<size_t>(delta.index) < choice_started_.size() &&
+                     !choice_started_[delta.index];
+  ChoiceDelta out = delta;
+  if (options_.format.api == OpenAiApi::kCompletions) {
+    out.text = TakeEcho(delta.index) + delta.text;
+  } else if (first) {
+    choice_started_[delta.index] = true;
+  }
+
+  if (!options_.stream) {
+    if (out.index >= 0 && static_cast<size_t>(out.index) < results_.size()) results_[out.index].Append(out);
+    return;
+  }
+  StartStreamIfNeeded();
+  std::string data;
+  if (first && options_.format.api == OpenAiApi::kChat) data += builder_.RoleChunk(delta.index);
+  data += builder_.DeltaChunk(out);
+  exchange_->Write(std::move(data));
+}
+
+void CompletionResponder::OnComplete(const GenerationUsage& usage) {
+  ticket_.Release();
+  if (!options_.stream) {
+    HttpResponse response;
+    response.body = builder_.FullResponse(results_, usage);
+    exchange_->Respond(std::move(response));
+    return;
+  }
+  StartStreamIfNeeded();
+  std::string data;
+  if (options_.format.include_usage) data += builder_.UsageChunk(usage);
+  data += OpenAiResponseBuilder::DoneChunk();
+  exchange_->Write(std::move(data));
+  exchange_->EndStream();
+}
+
+void CompletionResponder::OnError(const absl::Status& status) {
+  ticket_.Release();
+  const ApiError error = ApiError::FromStatus(status);
+  if (error.http_status >= 500) {
+    ORCA_LOG(WARNING).With("request_id", options_.request_id) << "generation failed: " << status.ToString();
+  }
+  if (!stream_started_) {
+    exchange_->Respond(ErrorResponse(error));
+    return;
+  }
+  exchange_->Write(OpenAiResponseBuilder::ErrorChunk(error) + OpenAiResponseBuilder::DoneChunk());
+  exchange_->EndStream();
+}
+
+}  // namespace orca::gateway

@@ -1,0 +1,57 @@
+#pragma once
+/// Turns a generation's events into the HTTP response of /v1/completions or
+/// /v1/chat/completions: SSE chunks as they come (streaming), or one JSON body
+/// assembled from the same events (non-streaming).
+///
+/// The response status is chosen when the first event arrives, so an error
+/// before any output (e.g. the scheduler's RESOURCE_EXHAUSTED) is a proper
+/// 429/503 with Retry-After; an error after the stream began is an SSE
+/// `{"error": ...}` event followed by `[DONE]`.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "services/gateway/admission_controller.h"
+#include "services/gateway/generation_request.h"
+#include "services/gateway/http_exchange.h"
+#include "services/gateway/openai_response.h"
+
+namespace orca::gateway {
+
+class CompletionResponder : public GenerationObserver {
+ public:
+  struct Options {
+    OpenAiResponseBuilder::Options format;
+    bool stream = false;
+    /// n: choices per prompt (choice i belongs to prompt i / n).
+    int n = 1;
+    /// Completions `echo`: each prompt's text, put in front of its choices' text.
+    std::vector<std::string> echo_texts;
+    std::string request_id;
+  };
+
+  CompletionResponder(Options options, std::shared_ptr<HttpExchange> exchange, AdmissionTicket ticket);
+
+  void OnDelta(const ChoiceDelta& delta) override;
+  void OnComplete(const GenerationUsage& usage) override;
+  void OnError(const absl::Status& status) override;
+
+  /// The HTTP error response for `error` (JSON body, Retry-After when set).
+  static HttpResponse ErrorResponse(const ApiError& error);
+
+ private:
+  void StartStreamIfNeeded();
+  /// The echo prefix for a choice's first delta ("" after that or without echo).
+  std::string TakeEcho(int index);
+
+  const Options options_;
+  const std::shared_ptr<HttpExchange> exchange_;
+  AdmissionTicket ticket_;
+  OpenAiResponseBuilder builder_;
+  bool stream_started_ = false;
+  std::vector<bool> choice_started_;
+  std::vector<ChoiceResult> results_;  // non-streaming
+};
+
+}  // namespace orca::gateway

@@ -1,0 +1,176 @@
+#include "services/gateway/gateway.h"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <atomic>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
+#include "core/common/status_macros.h"
+#include "core/metrics/orca_metrics.h"
+#include "core/metrics/registry.h"
+#include "services/gateway/admission_controller.h"
+#include "services/gateway/api_key_authenticator.h"
+#include "services/gateway/generation_pipeline.h"
+#include "services/gateway/grpc_generation_service.h"
+#include "services/gateway/http_api.h"
+#include "services/gateway/http_server.h"
+#include "services/gateway/scheduler_router.h"
+
+namespace orca::gateway {
+
+namespace net = boost::asio;
+
+struct Gateway::Impl {
+  // Declared first: destroyed last, after everything that posts to it.
+  net::io_context io;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> io_threads;
+
+  Options options;
+  std::unique_ptr<GatewayModel> model;
+  metrics::Registry registry;
+  std::unique_ptr<metrics::GatewayMetrics> metrics;
+  std::unique_ptr<ApiKeyAuthenticator> authenticator;
+  std::unique_ptr<AdmissionController> admission;
+  std::unique_ptr<SchedulerRouter> router;
+  std::unique_ptr<GenerationPipeline> pipeline;
+  std::unique_ptr<HttpApi> http_api;
+  std::unique_ptr<HttpServer> http_server;
+  std::unique_ptr<GrpcGenerationService> grpc_service;
+  std::unique_ptr<grpc::Server> grpc_server;
+  int grpc_port = 0;
+
+  absl::Mutex health_mu;
+  grpc::HealthCheckServiceInterface* health ABSL_GUARDED_BY(health_mu) = nullptr;
+  std::atomic<bool> shut_down{false};
+
+  absl::Status StartGrpc();
+  void SetHealth(bool serving) {
+    absl::MutexLock lock(&health_mu);
+    if (health == nullptr) return;
+    health->SetServingStatus("", serving);
+    health->SetServingStatus("orca.v1.Generation", serving);
+  }
+};
+
+absl::Status Gateway::Impl::StartGrpc() {
+  grpc::EnableDefaultHealthCheckService(true);
+  static std::once_flag reflection_once;
+  std::call_once(reflection_once, [] { grpc::reflection::InitProtoReflectionServerBuilderPlugin(); });
+  GrpcGenerationService::Options service_options;
+  service_options.model = model.get();
+  service_options.router = router.get();
+  service_options.pipeline = pipeline.get();
+  service_options.admission = admission.get();
+  service_options.authenticator = authenticator.get();
+  grpc_service = std::make_unique<GrpcGenerationService>(service_options);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(grpc_service.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_body_bytes));
+  grpc_server = builder.BuildAndStart();
+  if (grpc_server == nullptr || grpc_port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on --grpc-listen ", options.grpc_listen));
+  }
+  {
+    absl::MutexLock lock(&health_mu);
+    health = grpc_server->GetHealthCheckService();
+  }
+  SetHealth(router->AnyReady());
+  return absl::OkStatus();
+}
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Gateway::~Gateway() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Create(Options options) {
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GatewayModel> model, GatewayModel::Load(options.model));
+  return CreateWithModel(std::move(options), std::move(model));
+}
+
+absl::StatusOr<std::unique_ptr<Gateway>> Gateway::CreateWithModel(Options options,
+                                                                  std::unique_ptr<GatewayModel> model) {
+  if (options.max_body_bytes <= 0) return absl::InvalidArgumentError("--max-body-bytes must be positive");
+  if (options.io_threads <= 0) return absl::InvalidArgumentError("io_threads must be positive");
+  auto impl = std::make_unique<Impl>();
+  Impl& g = *impl;
+  g.options = std::move(options);
+  g.model = std::move(model);
+  ORCA_ASSIGN_OR_RETURN(g.metrics, metrics::GatewayMetrics::Create(&g.registry, g.model->name()));
+  ORCA_ASSIGN_OR_RETURN(g.authenticator, ApiKeyAuthenticator::Create(g.options.api_keys, g.options.api_keys_file));
+  g.admission = std::make_unique<AdmissionController>(g.options.max_concurrent_requests);
+
+  SchedulerRouter::Options router_options;
+  router_options.addresses = g.options.schedulers;
+  router_options.poll_interval = g.options.scheduler_poll_interval;
+  router_options.on_poll = [impl_ptr = impl.get()](bool any_ready) { impl_ptr->SetHealth(any_ready); };
+  ORCA_ASSIGN_OR_RETURN(g.router, SchedulerRouter::Create(std::move(router_options)));
+  g.pipeline = std::make_unique<GenerationPipeline>(&g.model->tokenizer(), g.router.get());
+
+  HttpApi::Options api_options;
+  api_options.model = g.model.get();
+  api_options.router = g.router.get();
+  api_options.pipeline = g.pipeline.get();
+  api_options.authenticator = g.authenticator.get();
+  api_options.admission = g.admission.get();
+  api_options.registry = &g.registry;
+  api_options.metrics = g.metrics.get();
+  g.http_api = std::make_unique<HttpApi>(api_options);
+
+  HttpServer::Options http_options;
+  http_options.listen = g.options.listen;
+  http_options.max_body_bytes = static_cast<size_t>(g.options.max_body_bytes);
+  http_options.idle_timeout = g.options.idle_timeout;
+  http_options.error_responder = &HttpApi::ServerErrorResponse;
+  HttpApi* api = g.http_api.get();
+  ORCA_ASSIGN_OR_RETURN(g.http_server,
+                        HttpServer::Create(g.io, std::move(http_options),
+                                           [api](HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+                                             api->Handle(std::move(request), std::move(exchange));
+                                           }));
+  if (!g.options.grpc_listen.empty()) ORCA_RETURN_IF_ERROR(g.StartGrpc());
+
+  g.work.emplace(net::make_work_guard(g.io));
+  for (int i = 0; i < g.options.io_threads; ++i) g.io_threads.emplace_back([&io = g.io] { io.run(); });
+  ORCA_LOG(INFO) << "gateway serving model '" << g.model->name() << "' on HTTP port " << g.http_server->port()
+                 << (g.grpc_server ? absl::StrCat(" and gRPC port ", g.grpc_port) : std::string());
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+int Gateway::http_port() const { return impl_->http_server->port(); }
+int Gateway::grpc_port() const { return impl_->grpc_server ? impl_->grpc_port : 0; }
+bool Gateway::ready() const { return impl_->router->AnyReady(); }
+bool Gateway::WaitUntilReady(absl::Duration timeout) { return impl_->router->WaitUntilReady(timeout); }
+int64_t Gateway::num_active_requests() const { return impl_->pipeline->num_active(); }
+size_t Gateway::num_http_connections() const { return impl_->http_server->num_connections(); }
+
+void Gateway::Shutdown(absl::Duration grace) {
+  if (!impl_ || impl_->shut_down.exchange(true)) return;
+  Impl& g = *impl_;
+  g.http_server->Stop();
+  if (g.grpc_server) {
+    {
+      absl::MutexLock lock(&g.health_mu);
+      g.health = nullptr;
+    }
+    g.grpc_server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+  }
+  g.pipeline->CancelAll();
+  if (!g.pipeline->WaitIdle(grace)) {
+    ORCA_LOG(WARNING) << g.pipeline->num_active() << " requests still open at shutdown";
+  }
+  g.router->Stop();
+  g.work.reset();
+  g.io.stop();
+  for (std::thread& t : g.io_threads) t.join();
+  g.io_threads.clear();
+}
+
+}  // namespace orca::gateway

@@ -1,0 +1,115 @@
+#include "services/gateway/gateway_model.h"
+
+#include <nlohmann/json.hpp>
+
+#include <ctime>
+#include <filesystem>
+#include <limits>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
+#include "core/common/mapped_file.h"
+#include "core/common/status_macros.h"
+#include "core/engine/gguf_file.h"
+
+namespace orca::gateway {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::unique_ptr<text::ChatTemplate>> LoadChatTemplate(const std::string& model_path,
+                                                                     const std::string& override_name) {
+  if (!override_name.empty()) {
+    std::error_code ec;
+    if (fs::is_regular_file(override_name, ec)) {
+      ORCA_ASSIGN_OR_RETURN(std::string source, ReadFileToString(override_name));
+      auto parsed = text::ChatTemplate::FromSource(std::move(source));
+      if (!parsed.ok()) return Annotate(parsed.status(), "--chat-template " + override_name);
+      return parsed;
+    }
+    auto builtin = text::ChatTemplate::Builtin(override_name);
+    if (!builtin.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--chat-template '", override_name,
+                                                     "' is neither a file nor a built-in (chatml, llama2, llama3)"));
+    }
+    return builtin;
+  }
+  auto from_model = text::ChatTemplate::FromModel(model_path);
+  if (from_model.ok()) return from_model;
+  if (!absl::IsNotFound(from_model.status())) {
+    return Annotate(from_model.status(), "chat template of " + model_path);
+  }
+  ORCA_LOG(WARNING) << "the model ships no chat template; using the built-in 'chatml' "
+                       "(override with --chat-template)";
+  return text::ChatTemplate::Builtin("chatml");
+}
+
+}  // namespace
+
+absl::StatusOr<int32_t> ReadModelContextLength(const std::string& model_path) {
+  std::error_code ec;
+  if (fs::is_directory(model_path, ec)) {
+    const std::string config_path = (fs::path(model_path) / "config.json").string();
+    ORCA_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
+    nlohmann::json config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!config.is_object()) return absl::InvalidArgumentError(config_path + " is not a JSON object");
+    for (const char* key : {"max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length"}) {
+      auto it = config.find(key);
+      if (it != config.end() && it->is_number_integer() && it->get<int64_t>() > 0) {
+        return static_cast<int32_t>(std::min<int64_t>(it->get<int64_t>(), std::numeric_limits<int32_t>::max()));
+      }
+    }
+    return absl::NotFoundError(config_path + " declares no context length");
+  }
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(model_path));
+  ORCA_ASSIGN_OR_RETURN(std::string arch, gguf->GetString("general.architecture"));
+  ORCA_ASSIGN_OR_RETURN(int64_t context, gguf->GetInt(arch + ".context_length"));
+  if (context <= 0) return absl::NotFoundError(model_path + ": non-positive context_length");
+  return static_cast<int32_t>(std::min<int64_t>(context, std::numeric_limits<int32_t>::max()));
+}
+
+absl::StatusOr<std::unique_ptr<GatewayModel>> GatewayModel::Load(const Options& options) {
+  if (options.model_path.empty()) return absl::InvalidArgumentError("--model is required");
+  if (options.max_model_len < 0) return absl::InvalidArgumentError("--max-model-len must be >= 0");
+  std::unique_ptr<GatewayModel> model(new GatewayModel());
+  model->name_ = options.served_model_name;
+  if (model->name_.empty()) {
+    fs::path path(options.model_path);
+    if (!path.has_filename()) path = path.parent_path();  // "dir/" -> "dir"
+    model->name_ = path.filename().string();
+    if (absl::EndsWith(model->name_, ".gguf")) model->name_.resize(model->name_.size() - 5);
+  }
+  ORCA_ASSIGN_OR_RETURN(model->tokenizer_, text::Tokenizer::Load(options.model_path));
+  ORCA_ASSIGN_OR_RETURN(model->chat_template_, LoadChatTemplate(options.model_path, options.chat_template));
+  model->max_model_len_ = options.max_model_len;
+  absl::StatusOr<int32_t> declared = ReadModelContextLength(options.model_path);
+  if (declared.ok()) {
+    if (model->max_model_len_ == 0 || model->max_model_len_ > *declared) {
+      if (model->max_model_len_ > *declared) {
+        ORCA_LOG(WARNING) << "--max-model-len " << model->max_model_len_ << " exceeds the model's context "
+                          << *declared << "; using " << *declared;
+      }
+      model->max_model_len_ = *declared;
+    }
+  } else if (model->max_model_len_ == 0) {
+    ORCA_LOG(WARNING) << "context length unknown (" << declared.status().message()
+                      << "); using the schedulers' max_context";
+  }
+  model->created_ = static_cast<int64_t>(std::time(nullptr));
+  return model;
+}
+
+std::unique_ptr<GatewayModel> GatewayModel::FromParts(std::string name, std::unique_ptr<text::Tokenizer> tokenizer,
+                                                      std::unique_ptr<text::ChatTemplate> chat_template,
+                                                      int32_t max_model_len) {
+  std::unique_ptr<GatewayModel> model(new GatewayModel());
+  model->name_ = std::move(name);
+  model->tokenizer_ = std::move(tokenizer);
+  model->chat_template_ = std::move(chat_template);
+  model->max_model_len_ = max_model_len;
+  model->created_ = static_cast<int64_t>(std::time(nullptr));
+  return model;
+}
+
+}  // namespace orca::gateway

@@ -1,0 +1,100 @@
+#pragma once
+/// The gateway's transport-independent generation request and the events the
+/// pipeline reports back. The OpenAI HTTP API and the gRPC API both translate
+/// into and out of these.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/common/sampling_params.h"
+
+namespace orca::gateway {
+
+/// One tokenized prompt with its own completion budget.
+struct PromptInput {
+  std::vector<int32_t> token_ids;
+  /// Already resolved against the context: never 0, and prompt + this fits.
+  int32_t max_new_tokens = 0;
+};
+
+/// A validated, tokenized request: `prompts.size() × n` choices. Choice
+/// `p × n + i` is sample i of prompt p (vLLM's and OpenAI's ordering).
+struct GenerationRequest {
+  std::string request_id;
+  std::vector<PromptInput> prompts;
+  int32_t n = 1;
+  int32_t min_new_tokens = 0;
+  /// With a seed, sample i uses seed + i so the n choices differ reproducibly.
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
+
+  int num_choices() const { return static_cast<int>(prompts.size()) * n; }
+};
+
+/// One alternative at a position (when top logprobs are asked for).
+struct TokenAlternative {
+  int32_t id = 0;
+  float logprob = 0.0f;
+  std::string text;  // the token's bytes (may be a partial UTF-8 sequence)
+};
+
+/// A generated token with its logprob data. `text` and `top` are filled only
+/// when the request asked for logprobs.
+struct GeneratedToken {
+  int32_t id = 0;
+  float logprob = 0.0f;
+  std::string text;
+  std::vector<TokenAlternative> top;
+};
+
+enum class FinishReason { kStop, kLength };
+
+inline const char* FinishReasonName(FinishReason reason) {
+  return reason == FinishReason::kStop ? "stop" : "length";
+}
+
+/// New output of one choice. Text is final (never retracted): partial UTF-8 and
+/// possible stop-string prefixes are held back until decided.
+struct ChoiceDelta {
+  int index = 0;
+  std::string text;
+  std::vector<GeneratedToken> tokens;
+  /// Set on the last delta of the choice.
+  std::optional<FinishReason> finish_reason;
+  /// For kStop: the stop string that matched, or empty.
+  std::string stop_string;
+  /// For kStop: the stop token (EOS or a stop_token_ids entry) that ended it.
+  std::optional<int32_t> stop_token;
+  /// Set on the last delta: this choice's prompt and generated token counts.
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+};
+
+struct GenerationUsage {
+  int32_t prompt_tokens = 0;  // each prompt counted once, whatever n is
+  int32_t completion_tokens = 0;
+};
+
+/// Receives a request's events. Calls are serialized (never concurrent) and
+/// may come from any thread; implementations must not block and must not call
+/// back into the GenerationHandle synchronously. Exactly one of OnComplete /
+/// OnError ends the sequence, unless the handle was cancelled first (then
+/// nothing more is delivered).
+class GenerationObserver {
+ public:
+  virtual ~GenerationObserver() = default;
+  virtual void OnDelta(const ChoiceDelta& delta) = 0;
+  virtual void OnComplete(const GenerationUsage& usage) = 0;
+  /// Not the caller's fault unless the status says so (e.g. a scheduler's
+  /// InvalidArgument); after an error every other choice has been cancelled.
+  virtual void OnError(const absl::Status& status) = 0;
+};
+
+}  // namespace orca::gateway

@@ -1,0 +1,359 @@
+#include "services/gateway/grpc_generation_service.h"
+
+#include <deque>
+#include <optional>
+#include <set>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/status_macros.h"
+#include "services/gateway/api_error.h"
+#include "services/gateway/grpc_status.h"
+
+namespace orca::gateway {
+namespace {
+
+using orca::v1::TextGenerateRequest;
+using orca::v1::TextGenerateResponse;
+
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// The write side of one Generate call. The pipeline's events are queued and
+// written one at a time (a ServerWriteReactor allows one outstanding write).
+// The reactor deletes itself in OnDone; the pipeline may still hold the
+// observer, which then finds the reactor gone and drops events.
+class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
+ public:
+  class Observer : public GenerationObserver {
+   public:
+    Observer(GenerateReactor* reactor, std::vector<std::string> echo_texts, int n, std::string request_id,
+             AdmissionTicket ticket)
+        : reactor_(reactor),
+          echo_texts_(std::move(echo_texts)),
+          n_(n),
+          request_id_(std::move(request_id)),
+          ticket_(std::move(ticket)) {}
+
+    void OnDelta(const ChoiceDelta& delta) override {
+      TextGenerateResponse message;
+      message.set_index(delta.index);
+      message.set_request_id(request_id_);
+      std::string text = delta.text;
+      if (!echo_texts_.empty() && started_.insert(delta.index).second) {
+        const size_t prompt = static_cast<size_t>(delta.index / std::max(n_, 1));
+        if (prompt < echo_texts_.size()) text = echo_texts_[prompt] + text;
+      }
+      message.set_text(std::move(text));
+      for (const GeneratedToken& token : delta.tokens) {
+        orca::v1::SampledToken* out = message.add_tokens();
+        out->set_token_id(token.id);
+        out->set_logprob(token.logprob);
+        for (const TokenAlternative& alt : token.top) {
+          orca::v1::TopLogprob* top = out->add_top_logprobs();
+          top->set_token_id(alt.id);
+          top->set_logprob(alt.logprob);
+        }
+      }
+      if (delta.finish_reason) {
+        message.set_finish_reason(*delta.finish_reason == FinishReason::kStop ? orca::v1::FINISH_REASON_STOP
+                                                                              : orca::v1::FINISH_REASON_LENGTH);
+        message.set_prompt_tokens(delta.prompt_tokens);
+        message.set_completion_tokens(delta.completion_tokens);
+      }
+      Enqueue(std::move(message), std::nullopt);
+    }
+    void OnComplete(const GenerationUsage&) override {
+      ticket_.Release();
+      Enqueue(std::nullopt, grpc::Status::OK);
+    }
+    void OnError(const absl::Status& status) override {
+      ticket_.Release();
+      Enqueue(std::nullopt, ToGrpcStatus(status));
+    }
+
+    // Reactor side.
+    void OnWriteDone(bool ok) { Pump(/*write_done=*/true, ok); }
+    void Detach() {
+      absl::MutexLock lock(&mu_);
+      reactor_ = nullptr;
+    }
+
+   private:
+    void Enqueue(std::optional<TextGenerateResponse> message, std::optional<grpc::Status> finish) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (message) queue_.push_back(std::move(*message));
+        if (finish) finish_ = std::move(finish);
+      }
+      Pump(/*write_done=*/false, true);
+    }
+
+    // Starts the next write or the Finish, outside the lock (gRPC may run
+    // reactions inline).
+    void Pump(bool write_done, bool ok) {
+      GenerateReactor* reactor = nullptr;
+      const TextGenerateResponse* to_write = nullptr;
+      std::optional<grpc::Status> to_finish;
+      {
+        absl::MutexLock lock(&mu_);
+        if (write_done) {
+          writing_ = false;
+          queue_.pop_front();
+          if (!ok) return;  // the client is gone; OnCancel / OnDone follow
+        }
+        if (reactor_ == nullptr || writing_ || finished_) return;
+        if (!queue_.empty()) {
+          writing_ = true;
+          to_write = &queue_.front();  // stays put until popped in OnWriteDone
+        } else if (finish_) {
+          finished_ = true;
+          to_finish = finish_;
+        }
+        reactor = reactor_;
+      }
+      if (to_write != nullptr) reactor->StartWrite(to_write);
+      if (to_finish) reactor->Finish(*to_finish);
+    }
+
+    absl::Mutex mu_;
+    GenerateReactor* reactor_ ABSL_GUARDED_BY(mu_);
+    std::deque<TextGenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
+    std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
+    bool writing_ ABSL_GUARDED_BY(mu_) = false;
+    bool finished_ ABSL_GUARDED_BY(mu_) = false;
+    // Touched only from OnDelta (serialized by the pipeline).
+    std::set<int> started_;
+    const std::vector<std::string> echo_texts_;
+    const int n_;
+    const std::string request_id_;
+    AdmissionTicket ticket_;
+  };
+
+  /// Finishes at once with `status`.
+  explicit GenerateReactor(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  GenerateReactor() = default;
+
+  /// Sets up the observer; call Attach() with the running request after Start.
+  std::shared_ptr<Observer> MakeObserver(std::vector<std::string> echo_texts, int n, std::string request_id,
+                                         AdmissionTicket ticket) {
+    observer_ = std::make_shared<Observer>(this, std::move(echo_texts), n, std::move(request_id), std::move(ticket));
+    return observer_;
+  }
+  void Attach(std::shared_ptr<GenerationHandle> handle) {
+    absl::MutexLock lock(&mu_);
+    handle_ = handle;
+    if (cancelled_) handle->Cancel();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (observer_) observer_->OnWriteDone(ok);
+  }
+  void OnCancel() override {
+    std::shared_ptr<GenerationHandle> handle;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      handle = handle_.lock();
+    }
+    if (handle) handle->Cancel();
+  }
+  void OnDone() override {
+    if (observer_) observer_->Detach();
+    delete this;
+  }
+
+ private:
+  std::shared_ptr<Observer> observer_;
+  absl::Mutex mu_;
+  std::weak_ptr<GenerationHandle> handle_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+std::string NewRequestId() {
+  static thread_local absl::BitGen gen;
+  return absl::StrFormat("gen-%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* options) {
+  if (request.max_tokens() < 0) return InvalidFieldError("max_tokens", "'max_tokens' must be >= 0 (0: the rest of the context)");
+  if (request.max_tokens() > 0) options->max_tokens = request.max_tokens();
+  if (request.n() < 0 || request.n() > kMaxChoicesPerRequest) {
+    return InvalidFieldError("n", absl::StrCat("'n' must be in [0, ", kMaxChoicesPerRequest, "], got ", request.n()));
+  }
+  options->n = request.n() == 0 ? 1 : request.n();
+  const orca::v1::SamplingParams& s = request.sampling();
+  SamplingParams sampling;  // proto defaults (all zero) mean greedy
+  sampling.temperature = s.temperature();
+  sampling.top_k = s.top_k();
+  sampling.top_p = s.top_p() == 0.0f ? 1.0f : s.top_p();
+  sampling.min_p = s.min_p();
+  if (s.has_seed()) sampling.seed = s.seed();
+  sampling.repetition_penalty = s.repetition_penalty() == 0.0f ? 1.0f : s.repetition_penalty();
+  sampling.presence_penalty = s.presence_penalty();
+  sampling.frequency_penalty = s.frequency_penalty();
+  sampling.logprobs = s.logprobs() || s.top_logprobs() > 0;
+  sampling.top_logprobs = s.top_logprobs();
+  if (std::string problem = sampling.Validate(); !problem.empty()) {
+    return InvalidFieldError("sampling", "sampling." + problem);
+  }
+  options->sampling = sampling;
+  if (request.stop_size() > kMaxStopStrings) {
+    return InvalidFieldError("stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings, " strings"));
+  }
+  for (const std::string& stop : request.stop()) {
+    if (stop.empty()) return InvalidFieldError("stop", "stop strings must not be empty");
+    options->stop.push_back(stop);
+  }
+  if (request.stop_token_ids_size() > kMaxStopTokenIds) {
+    return InvalidFieldError("stop_token_ids", absl::StrCat("'stop_token_ids' may hold at most ", kMaxStopTokenIds));
+  }
+  options->stop_token_ids.assign(request.stop_token_ids().begin(), request.stop_token_ids().end());
+  options->ignore_eos = request.ignore_eos();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+GrpcGenerationService::GrpcGenerationService(Options options) : options_(options), resolver_(options.model) {}
+
+absl::Status GrpcGenerationService::CheckCall(grpc::CallbackServerContext* context, const std::string& model) const {
+  if (options_.authenticator != nullptr && options_.authenticator->enabled()) {
+    std::string header;
+    const auto& metadata = context->client_metadata();
+    if (auto it = metadata.find("authorization"); it != metadata.end()) header.assign(it->second.data(), it->second.size());
+    ORCA_RETURN_IF_ERROR(options_.authenticator->Authenticate(header));
+  }
+  if (!model.empty() && model != options_.model->name()) {
+    return absl::NotFoundError(absl::StrCat("The model `", model, "` does not exist."));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int32_t> GrpcGenerationService::MaxModelLen() const {
+  if (options_.model->max_model_len() > 0) return options_.model->max_model_len();
+  const int32_t from_schedulers = options_.router->MaxContext();
+  if (from_schedulers > 0) return from_schedulers;
+  return absl::UnavailableError("The context length is not known yet (no scheduler has reported it)");
+}
+
+absl::StatusOr<GenerationRequest> GrpcGenerationService::Resolve(const TextGenerateRequest& request,
+                                                                 std::vector<std::string>* echo_texts) const {
+  GenerationOptions options;
+  ORCA_RETURN_IF_ERROR(ToOptions(request, &options));
+  ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, MaxModelLen());
+  GenerationRequest out;
+  switch (request.input_case()) {
+    case TextGenerateRequest::kPrompt:
+    case TextGenerateRequest::kPromptTokenIds: {
+      CompletionRequest completion;
+      if (request.has_prompt_token_ids()) {
+        if (request.prompt_token_ids().ids().empty()) return InvalidFieldError("prompt_token_ids", "no token ids");
+        completion.prompt_token_ids.emplace_back(request.prompt_token_ids().ids().begin(),
+                                                 request.prompt_token_ids().ids().end());
+      } else {
+        completion.prompt_texts.push_back(request.prompt());
+      }
+      completion.echo = request.echo();
+      completion.options = std::move(options);
+      ORCA_ASSIGN_OR_RETURN(out, resolver_.Completion(completion, max_model_len, echo_texts));
+      if (!request.echo()) echo_texts->clear();
+      break;
+    }
+    case TextGenerateRequest::kMessages: {
+      ChatRequest chat;
+      if (request.messages().messages().empty()) return InvalidFieldError("messages", "no messages");
+      for (const orca::v1::ChatMessage& m : request.messages().messages()) {
+        if (m.role().empty()) return InvalidFieldError("messages", "every message needs a role");
+        chat.messages.push_back(text::ChatMessage{m.role(), m.content()});
+      }
+      chat.options = std::move(options);
+      ORCA_ASSIGN_OR_RETURN(out, resolver_.Chat(chat, max_model_len));
+      break;
+    }
+    default:
+      return InvalidFieldError("input", "one of 'prompt', 'messages' or 'prompt_token_ids' is required");
+  }
+  out.request_id = NewRequestId();
+  return out;
+}
+
+grpc::ServerWriteReactor<TextGenerateResponse>* GrpcGenerationService::Generate(grpc::CallbackServerContext* context,
+                                                                                const TextGenerateRequest* request) {
+  absl::Status status = CheckCall(context, request->model());
+  if (!status.ok()) return new GenerateReactor(status);
+  std::optional<AdmissionTicket> ticket = options_.admission->TryAdmit();
+  if (!ticket) {
+    return new GenerateReactor(absl::ResourceExhaustedError(
+        absl::StrCat("The server is at capacity (", options_.admission->max_in_flight(), " concurrent requests)")));
+  }
+  std::vector<std::string> echo_texts;
+  absl::StatusOr<GenerationRequest> generation = Resolve(*request, &echo_texts);
+  if (!generation.ok()) return new GenerateReactor(generation.status());
+  auto* reactor = new GenerateReactor();
+  const std::string request_id = generation->request_id;
+  const int n = generation->n;
+  auto observer = reactor->MakeObserver(std::move(echo_texts), n, request_id, std::move(*ticket));
+  absl::StatusOr<std::shared_ptr<GenerationHandle>> handle =
+      options_.pipeline->Start(std::move(generation).value(), observer);
+  if (!handle.ok()) {
+    observer->OnError(handle.status());
+  } else {
+    reactor->Attach(*handle);
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcGenerationService::Tokenize(grpc::CallbackServerContext* context,
+                                                          const orca::v1::TokenizeRequest* request,
+                                                          orca::v1::TokenizeResponse* response) {
+  absl::Status status = CheckCall(context, request->model());
+  if (status.ok()) {
+    std::vector<int32_t> ids = options_.model->tokenizer().Encode(request->text(), request->add_special_tokens());
+    response->mutable_token_ids()->Assign(ids.begin(), ids.end());
+    response->set_count(static_cast<int32_t>(ids.size()));
+    absl::StatusOr<int32_t> max_len = MaxModelLen();
+    response->set_max_model_len(max_len.ok() ? *max_len : 0);
+  }
+  return FinishUnary(context, status);
+}
+
+grpc::ServerUnaryReactor* GrpcGenerationService::Detokenize(grpc::CallbackServerContext* context,
+                                                            const orca::v1::DetokenizeRequest* request,
+                                                            orca::v1::DetokenizeResponse* response) {
+  absl::Status status = CheckCall(context, request->model());
+  if (status.ok()) {
+    std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
+    status = resolver_.CheckTokenIds(ids, "token_ids");
+    if (status.ok()) {
+      absl::StatusOr<std::string> text = options_.model->tokenizer().Decode(ids);
+      if (text.ok()) {
+        response->set_text(*std::move(text));
+      } else {
+        status = text.status();
+      }
+    }
+  }
+  return FinishUnary(context, status);
+}
+
+grpc::ServerUnaryReactor* GrpcGenerationService::ListModels(grpc::CallbackServerContext* context,
+                                                            const orca::v1::ListModelsRequest* request,
+                                                            orca::v1::ListModelsResponse* response) {
+  absl::Status status = CheckCall(context, "");
+  if (status.ok()) {
+    orca::v1::ModelCard* card = response->add_models();
+    card->set_id(options_.model->name());
+    card->set_created(options_.model->created());
+    card->set_owned_by("orca");
+    absl::StatusOr<int32_t> max_len = MaxModelLen();
+    card->set_max_model_len(max_len.ok() ? *max_len : 0);
+  }
+  return FinishUnary(context, status);
+}
+
+}  // namespace orca::gateway

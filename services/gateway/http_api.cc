@@ -1,0 +1,306 @@
+#include "services/gateway/http_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/common/logging.h"
+#include "core/common/status_macros.h"
+#include "services/gateway/completion_responder.h"
+#include "services/gateway/openai_request.h"
+
+namespace orca::gateway {
+namespace {
+
+using nlohmann::json;
+
+std::string NewRequestId(const char* prefix) {
+  static thread_local absl::BitGen gen;
+  return absl::StrFormat("%s%016x%016x", prefix, absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+HttpResponse JsonResponse(int status, const json& body) {
+  HttpResponse response;
+  response.status = status;
+  response.body = DumpJson(body);
+  return response;
+}
+
+HttpResponse ErrorResponse(const absl::Status& status) {
+  return CompletionResponder::ErrorResponse(ApiError::FromStatus(status));
+}
+
+// Records orca:http_requests_total and the duration once per exchange, when
+// its response ends (or the client leaves: status 499).
+class MeteredExchange : public HttpExchange, public std::enable_shared_from_this<MeteredExchange> {
+ public:
+  MeteredExchange(std::shared_ptr<HttpExchange> inner, const metrics::GatewayMetrics* metrics, std::string route,
+                  std::string method)
+      : inner_(std::move(inner)),
+        metrics_(metrics),
+        route_(std::move(route)),
+        method_(std::move(method)),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void Respond(HttpResponse response) override {
+    Record(response.status);
+    inner_->Respond(std::move(response));
+  }
+  void StartStream(int status, std::string content_type, HttpHeaders headers) override {
+    stream_status_ = status;
+    inner_->StartStream(status, std::move(content_type), std::move(headers));
+  }
+  void Write(std::string data) override { inner_->Write(std::move(data)); }
+  void EndStream() override {
+    Record(stream_status_.load());
+    inner_->EndStream();
+  }
+  void SetDisconnectHandler(std::function<void()> handler) override {
+    inner_->SetDisconnectHandler([weak = weak_from_this(), handler = std::move(handler)] {
+      if (auto self = weak.lock()) self->Record(499);  // the client closed the connection
+      handler();
+    });
+  }
+
+ private:
+  void Record(int status) {
+    if (metrics_ == nullptr || recorded_.exchange(true)) return;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    metrics_->RecordRequest(route_, method_, status, seconds);
+  }
+
+  const std::shared_ptr<HttpExchange> inner_;
+  const metrics::GatewayMetrics* const metrics_;
+  const std::string route_;
+  const std::string method_;
+  const std::chrono::steady_clock::time_point start_;
+  std::atomic<int> stream_status_{200};
+  std::atomic<bool> recorded_{false};
+};
+
+bool NeedsApiKey(const std::string& path) { return path != "/health" && path != "/ready" && path != "/metrics"; }
+
+}  // namespace
+
+HttpApi::HttpApi(Options options) : options_(options), resolver_(options.model) {}
+
+const char* HttpApi::RouteTemplate(const std::string& path) {
+  static constexpr const char* kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
+                                            "/tokenize",       "/detokenize",          "/health",
+                                            "/ready",          "/metrics"};
+  for (const char* route : kRoutes) {
+    if (path == route) return route;
+  }
+  if (absl::StartsWith(path, "/v1/models/")) return "/v1/models/{model}";
+  return "other";
+}
+
+HttpResponse HttpApi::ServerErrorResponse(int status, std::string message) {
+  return CompletionResponder::ErrorResponse(ApiError::FromHttp(status, std::move(message)));
+}
+
+void HttpApi::Handle(HttpRequest request, std::shared_ptr<HttpExchange> raw_exchange) {
+  const std::string route = RouteTemplate(request.path);
+  auto exchange = std::make_shared<MeteredExchange>(std::move(raw_exchange), options_.metrics, route, request.method);
+  auto method_not_allowed = [&](const char* allowed) {
+    HttpResponse response = ServerErrorResponse(
+        405, absl::StrCat("Method ", request.method, " is not allowed on ", request.path, "; use ", allowed));
+    response.headers.emplace_back("Allow", allowed);
+    exchange->Respond(std::move(response));
+  };
+  const bool is_get = request.method == "GET";
+  const bool is_post = request.method == "POST";
+
+  if (route == "/health") {
+    is_get ? exchange->Respond(JsonResponse(200, {{"status", "ok"}})) : method_not_allowed("GET");
+    return;
+  }
+  if (route == "/ready") {
+    is_get ? exchange->Respond(Ready()) : method_not_allowed("GET");
+    return;
+  }
+  if (route == "/metrics") {
+    is_get ? exchange->Respond(Metrics()) : method_not_allowed("GET");
+    return;
+  }
+  if (route == "other") {
+    exchange->Respond(ServerErrorResponse(404, absl::StrCat("Not found: ", request.path)));
+    return;
+  }
+  if (NeedsApiKey(request.path) && options_.authenticator != nullptr) {
+    absl::Status auth = options_.authenticator->Authenticate(request.Header("authorization"));
+    if (!auth.ok()) {
+      HttpResponse response = ErrorResponse(auth);
+      response.headers.emplace_back("WWW-Authenticate", "Bearer");
+      exchange->Respond(std::move(response));
+      return;
+    }
+  }
+  if (route == "/v1/models" || route == "/v1/models/{model}") {
+    is_get ? exchange->Respond(Models(request.path)) : method_not_allowed("GET");
+    return;
+  }
+  if (!is_post) {
+    method_not_allowed("POST");
+    return;
+  }
+  if (route == "/v1/completions") {
+    HandleGeneration(OpenAiApi::kCompletions, request, exchange);
+  } else if (route == "/v1/chat/completions") {
+    HandleGeneration(OpenAiApi::kChat, request, exchange);
+  } else {
+    absl::StatusOr<HttpResponse> response = route == "/tokenize" ? Tokenize(request) : Detokenize(request);
+    exchange->Respond(response.ok() ? std::move(response).value() : ErrorResponse(response.status()));
+  }
+}
+
+void HttpApi::HandleGeneration(OpenAiApi api, const HttpRequest& request,
+                               const std::shared_ptr<HttpExchange>& exchange) {
+  std::optional<AdmissionTicket> ticket = options_.admission->TryAdmit();
+  if (!ticket) {
+    exchange->Respond(ErrorResponse(WithRetryAfter(
+        absl::UnavailableError(absl::StrCat("The server is at capacity (", options_.admission->max_in_flight(),
+                                            " concurrent requests); retry later")),
+        1)));
+    return;
+  }
+  absl::Status status = StartGeneration(api, request, exchange, *ticket);
+  if (!status.ok()) exchange->Respond(ErrorResponse(status));
+}
+
+absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
+                                      const std::shared_ptr<HttpExchange>& exchange, AdmissionTicket& ticket) {
+  ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
+  GenerationRequest generation;
+  CompletionResponder::Options responder;
+  GenerationOptions options;
+  if (api == OpenAiApi::kCompletions) {
+    ORCA_ASSIGN_OR_RETURN(CompletionRequest parsed, ParseCompletionRequest(body));
+    ORCA_RETURN_IF_ERROR(CheckModel(parsed.model));
+    ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, MaxModelLen());
+    ORCA_ASSIGN_OR_RETURN(generation, resolver_.Completion(parsed, max_model_len, &responder.echo_texts));
+    if (!parsed.echo) responder.echo_texts.clear();
+    options = parsed.options;
+    generation.request_id = NewRequestId("cmpl-");
+  } else {
+    ORCA_ASSIGN_OR_RETURN(ChatRequest parsed, ParseChatRequest(body));
+    ORCA_RETURN_IF_ERROR(CheckModel(parsed.model));
+    ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, MaxModelLen());
+    ORCA_ASSIGN_OR_RETURN(generation, resolver_.Chat(parsed, max_model_len));
+    options = parsed.options;
+    generation.request_id = NewRequestId("chatcmpl-");
+  }
+  responder.format.api = api;
+  responder.format.id = generation.request_id;
+  responder.format.created = static_cast<int64_t>(std::time(nullptr));
+  responder.format.model = options_.model->name();
+  responder.format.num_choices = generation.num_choices();
+  responder.format.logprobs = generation.sampling.logprobs;
+  responder.format.include_usage = options.include_usage;
+  responder.stream = options.stream;
+  responder.n = generation.n;
+  responder.request_id = generation.request_id;
+
+  auto observer = std::make_shared<CompletionResponder>(std::move(responder), exchange, std::move(ticket));
+  ORCA_ASSIGN_OR_RETURN(std::shared_ptr<GenerationHandle> handle,
+                        options_.pipeline->Start(std::move(generation), std::move(observer)));
+  std::weak_ptr<GenerationHandle> weak = handle;
+  exchange->SetDisconnectHandler([weak] {
+    if (auto h = weak.lock()) h->Cancel();
+  });
+  return absl::OkStatus();
+}
+
+absl::Status HttpApi::CheckModel(const std::string& model) const {
+  if (model.empty() || model == options_.model->name()) return absl::OkStatus();
+  return WithErrorCode(WithParam(absl::NotFoundError(absl::StrCat("The model `", model, "` does not exist.")), "model"),
+                       "model_not_found");
+}
+
+absl::StatusOr<int32_t> HttpApi::MaxModelLen() const {
+  if (options_.model->max_model_len() > 0) return options_.model->max_model_len();
+  const int32_t from_schedulers = options_.router->MaxContext();
+  if (from_schedulers > 0) return from_schedulers;
+  return absl::UnavailableError("The context length is not known yet (no scheduler has reported it)");
+}
+
+HttpResponse HttpApi::Models(const std::string& path) const {
+  const GatewayModel& model = *options_.model;
+  json card = {{"id", model.name()},      {"object", "model"}, {"created", model.created()},
+               {"owned_by", "orca"},       {"root", model.name()}, {"parent", nullptr}};
+  absl::StatusOr<int32_t> max_len = MaxModelLen();
+  card["max_model_len"] = max_len.ok() ? json(*max_len) : json(nullptr);
+  if (path != "/v1/models") {
+    const std::string id = path.substr(std::string("/v1/models/").size());
+    if (id != model.name()) return ErrorResponse(CheckModel(id));
+    return JsonResponse(200, card);
+  }
+  return JsonResponse(200, {{"object", "list"}, {"data", json::array({card})}});
+}
+
+absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const {
+  ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
+  ORCA_ASSIGN_OR_RETURN(TokenizeRequest parsed, ParseTokenizeRequest(body));
+  ORCA_RETURN_IF_ERROR(CheckModel(parsed.model));
+  std::string text;
+  bool add_special = true;
+  if (parsed.prompt) {
+    text = *parsed.prompt;
+    add_special = parsed.add_special_tokens.value_or(true);
+  } else {
+    ORCA_ASSIGN_OR_RETURN(text, resolver_.RenderChat(parsed.messages, parsed.add_generation_prompt, {}));
+    add_special = parsed.add_special_tokens.value_or(false);
+  }
+  const text::Tokenizer& tokenizer = options_.model->tokenizer();
+  std::vector<int32_t> ids = tokenizer.Encode(text, add_special);
+  absl::StatusOr<int32_t> max_len = MaxModelLen();
+  json out = {{"count", ids.size()}, {"max_model_len", max_len.ok() ? json(*max_len) : json(nullptr)}, {"tokens", ids}};
+  if (parsed.return_token_strs) {
+    json strs = json::array();
+    for (int32_t id : ids) strs.push_back(tokenizer.IdToToken(id));
+    out["token_strs"] = std::move(strs);
+  } else {
+    out["token_strs"] = nullptr;
+  }
+  return JsonResponse(200, out);
+}
+
+absl::StatusOr<HttpResponse> HttpApi::Detokenize(const HttpRequest& request) const {
+  ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
+  ORCA_ASSIGN_OR_RETURN(DetokenizeRequest parsed, ParseDetokenizeRequest(body));
+  ORCA_RETURN_IF_ERROR(CheckModel(parsed.model));
+  ORCA_RETURN_IF_ERROR(resolver_.CheckTokenIds(parsed.tokens, "tokens"));
+  absl::StatusOr<std::string> text = options_.model->tokenizer().Decode(parsed.tokens);
+  if (!text.ok()) return WithParam(absl::InvalidArgumentError(std::string(text.status().message())), "tokens");
+  return JsonResponse(200, {{"prompt", *text}});
+}
+
+HttpResponse HttpApi::Ready() const {
+  json schedulers = json::array();
+  for (const SchedulerStatus& s : options_.router->Snapshot()) {
+    schedulers.push_back({{"address", s.address},
+                          {"ready", s.ready},
+                          {"reason", s.not_ready_reason},
+                          {"outstanding", s.outstanding},
+                          {"model_name", s.has_stats ? json(s.stats.model_name()) : json(nullptr)}});
+  }
+  const bool ready = options_.router->AnyReady();
+  return JsonResponse(ready ? 200 : 503, {{"status", ready ? "ready" : "not_ready"},
+                                          {"model", options_.model->name()},
+                                          {"schedulers", std::move(schedulers)}});
+}
+
+HttpResponse HttpApi::Metrics() const {
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = options_.registry != nullptr ? options_.registry->Serialize() : "";
+  return response;
+}
+
+}  // namespace orca::gateway

@@ -1,0 +1,109 @@
+#pragma once
+/// One HTTP connection (internal to HttpServer). All of its state lives on the
+/// connection's strand; HttpExchange calls from other threads are posted there.
+///
+/// Per request:
+///
+///   kReading ──request read──▶ kHandling ──Respond──────▶ kWriting ──written──▶ kReading
+///                                  │      ──StartStream──▶ kStreaming ──EndStream written──┘
+///                                  └── peer gone (read watch / write error) ──▶ kClosed
+///   (kIdle: done, waiting for the cancelled watch read; kDraining: closing after
+///   a final response, e.g. a 413, while discarding unread input)
+///
+/// While a request is handled, a read stays posted on the socket so that a
+/// client that closes the connection is noticed at once (pipelined bytes that
+/// arrive meanwhile are kept for the next request).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "services/gateway/http_server.h"
+
+namespace orca::gateway {
+
+struct HttpSessionConfig {
+  size_t max_body_bytes = 0;
+  size_t max_header_bytes = 0;
+  absl::Duration idle_timeout;
+  size_t max_buffered_write_bytes = 0;
+  HttpServer::Handler handler;
+  HttpServer::ErrorResponder error_responder;
+};
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(boost::asio::ip::tcp::socket socket, std::shared_ptr<const HttpSessionConfig> config);
+  ~HttpSession();
+
+  /// Starts reading requests.
+  void Start();
+  /// Closes the connection (an in-flight exchange sees a disconnect). Any thread.
+  void Close();
+
+  // HttpExchange operations for exchange `seq`; any thread (posted to the strand).
+  void Respond(uint64_t seq, HttpResponse response);
+  void StartStream(uint64_t seq, int status, std::string content_type, HttpHeaders headers);
+  void Write(uint64_t seq, std::string data);
+  void EndStream(uint64_t seq);
+  void SetDisconnectHandler(uint64_t seq, std::function<void()> handler);
+
+ private:
+  enum class State { kReading, kHandling, kWriting, kStreaming, kIdle, kDraining, kClosed };
+
+  template <typename F>
+  void Post(F&& f);
+  bool ExchangeActive() const {
+    return state_ == State::kHandling || state_ == State::kWriting || state_ == State::kStreaming;
+  }
+  bool IsCurrent(uint64_t seq) const { return seq == seq_ && ExchangeActive(); }
+
+  void DoReadHeader();
+  void OnHeader(boost::beast::error_code ec);
+  void DoReadBody();
+  void OnBody(boost::beast::error_code ec);
+  void Dispatch();
+  void StartWatch();
+  void OnWatch(boost::beast::error_code ec, size_t bytes);
+
+  void SendServerError(int status, std::string message);
+  std::string SerializeHead(int status, const std::string& content_type, const HttpHeaders& headers,
+                            std::optional<size_t> content_length) const;
+  void QueueWrite(std::string data, bool last);
+  void Flush();
+  void OnWrite(boost::beast::error_code ec);
+  void OnExchangeComplete();
+  void PeerGone();
+  /// Half-closes after a final response and drains the client's input.
+  void GracefulClose();
+  void Drain();
+  void Shutdown();
+
+  boost::beast::tcp_stream stream_;
+  const std::shared_ptr<const HttpSessionConfig> config_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  std::string peer_;
+
+  State state_ = State::kReading;
+  uint64_t seq_ = 0;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool close_after_ = false;
+  bool chunked_ = false;
+  std::function<void()> on_disconnect_;
+  bool watching_ = false;
+
+  std::string write_inflight_;
+  std::string write_pending_;
+  bool writing_ = false;
+  bool end_pending_ = false;
+};
+
+}  // namespace orca::gateway

@@ -1,0 +1,443 @@
+#include "services/gateway/openai_request.h"
+
+#include <nlohmann/json.hpp>
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "services/gateway/api_error.h"
+#include "services/gateway/json_fields.h"
+
+namespace orca::gateway {
+namespace {
+
+using nlohmann::json;
+
+constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+absl::Status Unsupported(std::string_view param, const std::string& what) {
+  return InvalidFieldError(param, absl::StrCat(what, " is not supported by this server"));
+}
+
+// "stop": a string or an array of strings.
+absl::Status ParseStop(const JsonFieldReader& reader, std::vector<std::string>* out) {
+  const json* stop = reader.Find("stop");
+  if (stop == nullptr) return absl::OkStatus();
+  if (stop->is_string()) {
+    if (!stop->get_ref<const std::string&>().empty()) out->push_back(stop->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!stop->is_array()) {
+    return InvalidFieldError("stop", absl::StrCat("'stop' must be a string or an array of strings, got ",
+                                                  DescribeJsonValue(*stop)));
+  }
+  if (stop->size() > static_cast<size_t>(kMaxStopStrings)) {
+    return InvalidFieldError("stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings,
+                                                  " sequences, got ", stop->size()));
+  }
+  for (size_t i = 0; i < stop->size(); ++i) {
+    const json& s = (*stop)[i];
+    if (!s.is_string()) {
+      return InvalidFieldError("stop", absl::StrCat("'stop[", i, "]' must be a string, got ", DescribeJsonValue(s)));
+    }
+    if (s.get_ref<const std::string&>().empty()) {
+      return InvalidFieldError("stop", absl::StrCat("'stop[", i, "]' must not be empty"));
+    }
+    out->push_back(s.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseIntArray(const json& array, const std::string& field, size_t max_size, std::vector<int32_t>* out) {
+  if (!array.is_array()) {
+    return InvalidFieldError(field, absl::StrCat("'", field, "' must be an array of integers, got ",
+                                                 DescribeJsonValue(array)));
+  }
+  if (array.size() > max_size) {
+    return InvalidFieldError(field, absl::StrCat("'", field, "' may hold at most ", max_size, " entries, got ",
+                                                 array.size()));
+  }
+  out->reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    int64_t v = 0;
+    ORCA_RETURN_IF_ERROR(WithParam(ReadInteger(array[i], absl::StrCat(field, "[", i, "]"), 0, kInt32Max, &v), field));
+    out->push_back(static_cast<int32_t>(v));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSampling(const JsonFieldReader& r, SamplingParams* s) {
+  ORCA_RETURN_IF_ERROR(r.Float("temperature", 0.0, 2.0, &s->temperature));
+  ORCA_RETURN_IF_ERROR(r.Float("top_p", 0.0, 1.0, &s->top_p));
+  if (!(s->top_p > 0.0f)) return InvalidFieldError("top_p", "'top_p' must be in (0, 1], got 0");
+  int32_t top_k = 0;
+  ORCA_RETURN_IF_ERROR(r.Int32("top_k", -1, kInt32Max, &top_k));
+  s->top_k = top_k < 0 ? 0 : top_k;  // vLLM's -1 and 0 both disable it
+  ORCA_RETURN_IF_ERROR(r.Float("min_p", 0.0, 1.0, &s->min_p));
+  ORCA_RETURN_IF_ERROR(r.Float("presence_penalty", -2.0, 2.0, &s->presence_penalty));
+  ORCA_RETURN_IF_ERROR(r.Float("frequency_penalty", -2.0, 2.0, &s->frequency_penalty));
+  ORCA_RETURN_IF_ERROR(r.Float("repetition_penalty", 0.0, 10.0, &s->repetition_penalty));
+  if (!(s->repetition_penalty > 0.0f)) {
+    return InvalidFieldError("repetition_penalty", "'repetition_penalty' must be in (0, 10], got 0");
+  }
+  std::optional<int64_t> seed;
+  ORCA_RETURN_IF_ERROR(r.Int("seed", kInt64Min, kInt64Max, &seed));
+  if (seed) s->seed = static_cast<uint64_t>(*seed);
+  return absl::OkStatus();
+}
+
+// Fields both APIs share.
+absl::Status ParseOptions(const json& body, GenerationOptions* o) {
+  JsonFieldReader r(body);
+  ORCA_RETURN_IF_ERROR(r.OptionalInt32("max_tokens", 1, kInt32Max, &o->max_tokens));
+  ORCA_RETURN_IF_ERROR(r.Int32("min_tokens", 0, kInt32Max, &o->min_tokens));
+  if (o->max_tokens && o->min_tokens > *o->max_tokens) {
+    return InvalidFieldError("min_tokens", absl::StrCat("'min_tokens' (", o->min_tokens,
+                                                        ") must not exceed 'max_tokens' (", *o->max_tokens, ")"));
+  }
+  ORCA_RETURN_IF_ERROR(r.Int32("n", 1, kMaxChoicesPerRequest, &o->n));
+  std::optional<int64_t> best_of;
+  ORCA_RETURN_IF_ERROR(r.Int("best_of", 1, kMaxChoicesPerRequest, &best_of));
+  if (best_of && *best_of != o->n) {
+    return InvalidFieldError("best_of", "'best_of' different from 'n' is not supported by this server");
+  }
+  ORCA_RETURN_IF_ERROR(ParseSampling(r, &o->sampling));
+  ORCA_RETURN_IF_ERROR(ParseStop(r, &o->stop));
+  if (const json* ids = r.Find("stop_token_ids")) {
+    ORCA_RETURN_IF_ERROR(ParseIntArray(*ids, "stop_token_ids", kMaxStopTokenIds, &o->stop_token_ids));
+  }
+  ORCA_RETURN_IF_ERROR(r.Bool("ignore_eos", &o->ignore_eos));
+  ORCA_RETURN_IF_ERROR(r.Bool("skip_special_tokens", &o->skip_special_tokens));
+  ORCA_RETURN_IF_ERROR(r.Bool("include_stop_str_in_output", &o->include_stop_str_in_output));
+  ORCA_RETURN_IF_ERROR(r.Bool("stream", &o->stream));
+  ORCA_RETURN_IF_ERROR(r.String("user", &o->user));
+  if (const json* so = r.Find("stream_options")) {
+    if (!so->is_object()) {
+      return InvalidFieldError("stream_options",
+                               absl::StrCat("'stream_options' must be an object, got ", DescribeJsonValue(*so)));
+    }
+    if (!o->stream) {
+      return InvalidFieldError("stream_options", "'stream_options' is only allowed when 'stream' is true");
+    }
+    ORCA_RETURN_IF_ERROR(JsonFieldReader(*so, "stream_options.").Bool("include_usage", &o->include_usage));
+  }
+  if (const json* bias = r.Find("logit_bias")) {
+    if (!bias->is_object()) {
+      return InvalidFieldError("logit_bias",
+                               absl::StrCat("'logit_bias' must be an object, got ", DescribeJsonValue(*bias)));
+    }
+    if (!bias->empty()) return Unsupported("logit_bias", "'logit_bias'");
+  }
+  return absl::OkStatus();
+}
+
+// "prompt": string | [string] | [int] | [[int]].
+absl::Status ParsePrompt(const json& body, CompletionRequest* out) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return InvalidFieldError("prompt", "'prompt' is required");
+  const json& prompt = *it;
+  const std::string kShape = "'prompt' must be a string, an array of strings, an array of token ids or an array "
+                             "of arrays of token ids";
+  if (prompt.is_string()) {
+    out->prompt_texts.push_back(prompt.get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!prompt.is_array()) return InvalidFieldError("prompt", absl::StrCat(kShape, ", got ", DescribeJsonValue(prompt)));
+  if (prompt.empty()) return InvalidFieldError("prompt", "'prompt' must not be an empty array");
+  if (prompt.size() > static_cast<size_t>(kMaxChoicesPerRequest)) {
+    return InvalidFieldError("prompt", absl::StrCat("'prompt' may hold at most ", kMaxChoicesPerRequest,
+                                                    " prompts, got ", prompt.size()));
+  }
+  const json& first = prompt[0];
+  if (first.is_number()) {
+    out->prompt_token_ids.emplace_back();
+    return ParseIntArray(prompt, "prompt", std::numeric_limits<int32_t>::max(), &out->prompt_token_ids.back());
+  }
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const json& p = prompt[i];
+    const std::string field = absl::StrCat("prompt[", i, "]");
+    if (first.is_string()) {
+      if (!p.is_string()) return InvalidFieldError("prompt", absl::StrCat(kShape, "; '", field, "' is ",
+                                                                          DescribeJsonValue(p)));
+      out->prompt_texts.push_back(p.get<std::string>());
+    } else if (first.is_array()) {
+      if (!p.is_array()) return InvalidFieldError("prompt", absl::StrCat(kShape, "; '", field, "' is ",
+                                                                         DescribeJsonValue(p)));
+      if (p.empty()) return InvalidFieldError("prompt", absl::StrCat("'", field, "' must not be empty"));
+      out->prompt_token_ids.emplace_back();
+      ORCA_RETURN_IF_ERROR(ParseIntArray(p, field, std::numeric_limits<int32_t>::max(),
+                                         &out->prompt_token_ids.back()));
+    } else {
+      return InvalidFieldError("prompt", absl::StrCat(kShape, "; '", field, "' is ", DescribeJsonValue(p)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// content: a string, or an array of {"type": "text", "text": ...} parts.
+absl::Status ParseContent(const json& content, const std::string& field, std::string* out) {
+  if (content.is_string()) {
+    *out = content.get<std::string>();
+    return absl::OkStatus();
+  }
+  if (!content.is_array()) {
+    return InvalidFieldError("messages", absl::StrCat("'", field, "' must be a string or an array of content "
+                                                      "parts, got ", DescribeJsonValue(content)));
+  }
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string part_field = absl::StrCat(field, "[", i, "]");
+    if (!part.is_object()) {
+      return InvalidFieldError("messages", absl::StrCat("'", part_field, "' must be an object, got ",
+                                                        DescribeJsonValue(part)));
+    }
+    JsonFieldReader r(part, part_field + ".");
+    std::string type;
+    ORCA_RETURN_IF_ERROR(WithParam(r.String("type", &type), "messages"));
+    if (type != "text") {
+      return InvalidFieldError("messages", absl::StrCat("'", part_field, ".type' ",
+                                                        type.empty() ? "is missing" : "'" + type + "' is not supported",
+                                                        "; only 'text' content parts are"));
+    }
+    const json* text = r.Find("text");
+    if (text == nullptr || !text->is_string()) {
+      return InvalidFieldError("messages", absl::StrCat("'", part_field, ".text' must be a string"));
+    }
+    if (!out->empty()) out->push_back('\n');
+    out->append(text->get_ref<const std::string&>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseMessages(const json& body, bool required, std::vector<text::ChatMessage>* out) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) {
+    return required ? InvalidFieldError("messages", "'messages' is required") : absl::OkStatus();
+  }
+  if (!it->is_array()) {
+    return InvalidFieldError("messages", absl::StrCat("'messages' must be an array, got ", DescribeJsonValue(*it)));
+  }
+  if (it->empty()) return InvalidFieldError("messages", "'messages' must contain at least one message");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string field = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) {
+      return InvalidFieldError("messages", absl::StrCat("'", field, "' must be an object, got ", DescribeJsonValue(m)));
+    }
+    text::ChatMessage message;
+    JsonFieldReader r(m, field + ".");
+    ORCA_RETURN_IF_ERROR(WithParam(r.String("role", &message.role), "messages"));
+    if (message.role.empty()) return InvalidFieldError("messages", absl::StrCat("'", field, ".role' is required"));
+    if (const json* content = r.Find("content")) {
+      ORCA_RETURN_IF_ERROR(ParseContent(*content, field + ".content", &message.content));
+    } else if (message.role != "assistant") {
+      return InvalidFieldError("messages", absl::StrCat("'", field, ".content' is required"));
+    }
+    out->push_back(std::move(message));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseChatOnlyFields(const json& body, ChatRequest* out) {
+  JsonFieldReader r(body);
+  // max_completion_tokens is the newer name; it wins over max_tokens.
+  std::optional<int32_t> max_completion_tokens;
+  ORCA_RETURN_IF_ERROR(r.OptionalInt32("max_completion_tokens", 1, kInt32Max, &max_completion_tokens));
+  if (max_completion_tokens) out->options.max_tokens = max_completion_tokens;
+  ORCA_RETURN_IF_ERROR(r.Bool("logprobs", &out->logprobs));
+  ORCA_RETURN_IF_ERROR(r.Int32("top_logprobs", 0, kMaxChatTopLogprobs, &out->top_logprobs));
+  if (r.Find("top_logprobs") != nullptr && !out->logprobs) {
+    return InvalidFieldError("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+  }
+  ORCA_RETURN_IF_ERROR(r.Bool("add_generation_prompt", &out->add_generation_prompt));
+  ORCA_RETURN_IF_ERROR(r.Bool("add_special_tokens", &out->add_special_tokens));
+  if (const json* fmt = r.Find("response_format")) {
+    if (!fmt->is_object()) {
+      return InvalidFieldError("response_format",
+                               absl::StrCat("'response_format' must be an object, got ", DescribeJsonValue(*fmt)));
+    }
+    std::string type;
+    ORCA_RETURN_IF_ERROR(JsonFieldReader(*fmt, "response_format.").String("type", &type));
+    if (type == "json_object" || type == "json_schema") {
+      return Unsupported("response_format", absl::StrCat("'response_format' of type '", type, "'"));
+    }
+    if (type != "text") {
+      return InvalidFieldError("response_format", "'response_format.type' must be 'text', 'json_object' or "
+                                                  "'json_schema'");
+    }
+  }
+  std::string tool_choice;
+  if (const json* choice = r.Find("tool_choice"); choice != nullptr && choice->is_string()) {
+    tool_choice = choice->get<std::string>();
+  } else if (choice != nullptr) {
+    return Unsupported("tool_choice", "A named 'tool_choice'");
+  }
+  if (const json* tools = r.Find("tools")) {
+    if (!tools->is_array()) {
+      return InvalidFieldError("tools", absl::StrCat("'tools' must be an array, got ", DescribeJsonValue(*tools)));
+    }
+    if (!tools->empty() && tool_choice != "none") return Unsupported("tools", "Tool calling ('tools')");
+  }
+  if (tool_choice == "required") return Unsupported("tool_choice", "'tool_choice': 'required'");
+  if (const json* functions = r.Find("functions"); functions != nullptr && !functions->empty()) {
+    return Unsupported("functions", "Function calling ('functions')");
+  }
+  if (const json* kwargs = r.Find("chat_template_kwargs")) {
+    if (!kwargs->is_object()) {
+      return InvalidFieldError("chat_template_kwargs", absl::StrCat("'chat_template_kwargs' must be an object, got ",
+                                                                    DescribeJsonValue(*kwargs)));
+    }
+    for (const auto& [key, value] : kwargs->items()) {
+      out->chat_template_kwargs[key] = value.is_string() ? value.get<std::string>() : value.dump();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseModel(const json& body, std::string* model) { return JsonFieldReader(body).String("model", model); }
+
+}  // namespace
+
+std::optional<size_t> FindInvalidUtf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are invalid.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return i;
+    }
+    i += len;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<json> ParseJsonObject(std::string_view body) {
+  if (std::optional<size_t> bad = FindInvalidUtf8(body)) {
+    return absl::InvalidArgumentError(absl::StrCat("Request body is not valid UTF-8 (invalid byte sequence at offset ",
+                                                   *bad, ")"));
+  }
+  json parsed;
+  try {
+    parsed = json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep the position.
+    if (size_t pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    return absl::InvalidArgumentError(absl::StrCat("Invalid JSON body: ", what));
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("Invalid JSON body: ", e.what()));
+  }
+  if (!parsed.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat("Request body must be a JSON object, got ", DescribeJsonValue(parsed)));
+  }
+  return parsed;
+}
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(const json& body) {
+  CompletionRequest out;
+  ORCA_RETURN_IF_ERROR(ParseModel(body, &out.model));
+  ORCA_RETURN_IF_ERROR(ParsePrompt(body, &out));
+  ORCA_RETURN_IF_ERROR(ParseOptions(body, &out.options));
+  JsonFieldReader r(body);
+  ORCA_RETURN_IF_ERROR(r.Bool("echo", &out.echo));
+  ORCA_RETURN_IF_ERROR(r.OptionalInt32("logprobs", 0, kMaxCompletionLogprobs, &out.logprobs));
+  ORCA_RETURN_IF_ERROR(r.Bool("add_special_tokens", &out.add_special_tokens));
+  if (const json* suffix = r.Find("suffix")) {
+    if (!suffix->is_string()) {
+      return InvalidFieldError("suffix", absl::StrCat("'suffix' must be a string, got ", DescribeJsonValue(*suffix)));
+    }
+    if (!suffix->get_ref<const std::string&>().empty()) return Unsupported("suffix", "'suffix'");
+  }
+  if (out.echo && out.logprobs) {
+    return Unsupported("echo", "'echo' together with 'logprobs' (prompt logprobs are not computed)");
+  }
+  const size_t num_prompts = out.prompt_texts.size() + out.prompt_token_ids.size();
+  if (num_prompts * static_cast<size_t>(out.options.n) > static_cast<size_t>(kMaxChoicesPerRequest)) {
+    return InvalidFieldError("n", absl::StrCat("'n' × number of prompts must be at most ", kMaxChoicesPerRequest,
+                                               ", got ", out.options.n, " × ", num_prompts));
+  }
+  if (out.logprobs) {
+    out.options.sampling.logprobs = true;
+    out.options.sampling.top_logprobs = *out.logprobs;
+  }
+  return out;
+}
+
+absl::StatusOr<ChatRequest> ParseChatRequest(const json& body) {
+  ChatRequest out;
+  ORCA_RETURN_IF_ERROR(ParseModel(body, &out.model));
+  ORCA_RETURN_IF_ERROR(ParseMessages(body, /*required=*/true, &out.messages));
+  ORCA_RETURN_IF_ERROR(ParseOptions(body, &out.options));
+  ORCA_RETURN_IF_ERROR(ParseChatOnlyFields(body, &out));
+  if (out.options.max_tokens && out.options.min_tokens > *out.options.max_tokens) {
+    return InvalidFieldError("min_tokens", absl::StrCat("'min_tokens' (", out.options.min_tokens,
+                                                        ") must not exceed the completion limit (",
+                                                        *out.options.max_tokens, ")"));
+  }
+  out.options.sampling.logprobs = out.logprobs;
+  out.options.sampling.top_logprobs = out.logprobs ? out.top_logprobs : 0;
+  return out;
+}
+
+absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(const json& body) {
+  TokenizeRequest out;
+  ORCA_RETURN_IF_ERROR(ParseModel(body, &out.model));
+  JsonFieldReader r(body);
+  std::string prompt;
+  if (r.Find("prompt") != nullptr) {
+    ORCA_RETURN_IF_ERROR(r.String("prompt", &prompt));
+    out.prompt = std::move(prompt);
+  }
+  ORCA_RETURN_IF_ERROR(ParseMessages(body, /*required=*/false, &out.messages));
+  if (out.prompt.has_value() == !out.messages.empty()) {
+    return InvalidFieldError("prompt", "exactly one of 'prompt' and 'messages' is required");
+  }
+  ORCA_RETURN_IF_ERROR(r.Bool("add_generation_prompt", &out.add_generation_prompt));
+  bool add_special_tokens = false;
+  if (r.Find("add_special_tokens") != nullptr) {
+    ORCA_RETURN_IF_ERROR(r.Bool("add_special_tokens", &add_special_tokens));
+    out.add_special_tokens = add_special_tokens;
+  }
+  ORCA_RETURN_IF_ERROR(r.Bool("return_token_strs", &out.return_token_strs));
+  return out;
+}
+
+absl::StatusOr<DetokenizeRequest> ParseDetokenizeRequest(const json& body) {
+  DetokenizeRequest out;
+  ORCA_RETURN_IF_ERROR(ParseModel(body, &out.model));
+  auto it = body.find("tokens");
+  if (it == body.end() || it->is_null()) return InvalidFieldError("tokens", "'tokens' is required");
+  ORCA_RETURN_IF_ERROR(ParseIntArray(*it, "tokens", std::numeric_limits<int32_t>::max(), &out.tokens));
+  return out;
+}
+
+}  // namespace orca::gateway

@@ -1,0 +1,113 @@
+#pragma once
+/// Parsing and validation of OpenAI-compatible request bodies into plain
+/// structs. Nothing here needs the model: token-id ranges, prompt lengths and
+/// the context limit are checked later (RequestResolver).
+///
+/// Follows OpenAI's (and vLLM's) rules: unknown fields are ignored, `null`
+/// means "not given", wrong types and out-of-range values are 400s naming the
+/// field. Features Orca does not implement (suffix, logit_bias, tools,
+/// json response formats, non-text content parts) are rejected explicitly
+/// rather than silently ignored.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "absl/status/statusor.h"
+#include "core/common/sampling_params.h"
+#include "core/text/chat_template.h"
+
+namespace orca::gateway {
+
+/// Limits on what one request may ask for.
+inline constexpr int32_t kMaxChoicesPerRequest = 128;  // n × number of prompts
+inline constexpr int32_t kMaxStopStrings = 16;
+inline constexpr int32_t kMaxStopTokenIds = 64;
+inline constexpr int32_t kMaxCompletionLogprobs = 5;
+inline constexpr int32_t kMaxChatTopLogprobs = 20;
+
+/// Generation options shared by completions and chat.
+struct GenerationOptions {
+  /// Absent: the rest of the context (context length − prompt length).
+  std::optional<int32_t> max_tokens;
+  int32_t min_tokens = 0;
+  int32_t n = 1;
+  /// OpenAI's defaults: temperature 1, top_p 1.
+  SamplingParams sampling = DefaultSampling();
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
+  bool stream = false;
+  /// stream_options.include_usage: a last chunk with empty choices and usage.
+  bool include_usage = false;
+  std::string user;
+
+  static SamplingParams DefaultSampling() {
+    SamplingParams params;
+    params.temperature = 1.0f;
+    return params;
+  }
+};
+
+/// POST /v1/completions.
+struct CompletionRequest {
+  std::string model;  // empty: the served model
+  /// Exactly one of the two is non-empty; each entry is one prompt.
+  std::vector<std::string> prompt_texts;
+  std::vector<std::vector<int32_t>> prompt_token_ids;
+  bool echo = false;
+  /// Completions-API logprobs: the number of alternatives per token (0..5).
+  std::optional<int32_t> logprobs;
+  bool add_special_tokens = true;
+  GenerationOptions options;
+};
+
+/// POST /v1/chat/completions.
+struct ChatRequest {
+  std::string model;
+  std::vector<text::ChatMessage> messages;
+  bool add_generation_prompt = true;
+  std::map<std::string, std::string> chat_template_kwargs;
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  /// The template already adds BOS where the model wants it.
+  bool add_special_tokens = false;
+  GenerationOptions options;
+};
+
+/// POST /tokenize: either a prompt or chat messages.
+struct TokenizeRequest {
+  std::string model;
+  std::optional<std::string> prompt;
+  std::vector<text::ChatMessage> messages;
+  bool add_generation_prompt = true;
+  std::optional<bool> add_special_tokens;  // default: true for a prompt, false for messages
+  bool return_token_strs = false;
+};
+
+/// POST /detokenize.
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+
+/// Parses a request body as a JSON object. Invalid UTF-8 is rejected with its
+/// byte offset; malformed JSON with the parser's line/column.
+absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body);
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body);
+absl::StatusOr<ChatRequest> ParseChatRequest(const nlohmann::json& body);
+absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(const nlohmann::json& body);
+absl::StatusOr<DetokenizeRequest> ParseDetokenizeRequest(const nlohmann::json& body);
+
+/// Byte offset of the first invalid UTF-8 sequence, or nullopt when valid.
+std::optional<size_t> FindInvalidUtf8(std::string_view text);
+
+}  // namespace orca::gateway

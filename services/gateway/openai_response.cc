@@ -1,0 +1,175 @@
+#include "services/gateway/openai_response.h"
+
+#include <nlohmann/json.hpp>
+
+namespace orca::gateway {
+namespace {
+
+using nlohmann::json;
+
+json Bytes(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+json FinishJson(const std::optional<FinishReason>& reason) {
+  return reason ? json(FinishReasonName(*reason)) : json(nullptr);
+}
+
+}  // namespace
+
+std::string DumpJson(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string SseEvent(const json& payload) { return "data: " + DumpJson(payload) + "\n\n"; }
+
+void ChoiceResult::Append(const ChoiceDelta& delta) {
+  text += delta.text;
+  tokens.insert(tokens.end(), delta.tokens.begin(), delta.tokens.end());
+  if (delta.finish_reason) {
+    finish_reason = delta.finish_reason;
+    stop_string = delta.stop_string;
+    stop_token = delta.stop_token;
+  }
+}
+
+OpenAiResponseBuilder::OpenAiResponseBuilder(Options options)
+    : options_(std::move(options)), text_offsets_(static_cast<size_t>(std::max(options_.num_choices, 0)), 0) {}
+
+void OpenAiResponseBuilder::SetTextOffset(int index, size_t offset) {
+  if (index >= 0 && static_cast<size_t>(index) < text_offsets_.size()) text_offsets_[index] = offset;
+}
+
+json OpenAiResponseBuilder::ChunkEnvelope() const {
+  json chunk = {
+      {"id", options_.id},
+      {"object", options_.api == OpenAiApi::kChat ? "chat.completion.chunk" : "text_completion"},
+      {"created", options_.created},
+      {"model", options_.model},
+      {"system_fingerprint", nullptr},
+  };
+  if (options_.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json OpenAiResponseBuilder::StopReason(const std::optional<FinishReason>& reason, const std::string& stop_string,
+                                       const std::optional<int32_t>& stop_token) {
+  if (!reason || *reason != FinishReason::kStop) return nullptr;
+  if (!stop_string.empty()) return stop_string;
+  if (stop_token) return *stop_token;
+  return nullptr;
+}
+
+json OpenAiResponseBuilder::CompletionLogprobs(const std::vector<GeneratedToken>& tokens, size_t* text_offset) const {
+  json out = {{"tokens", json::array()},
+              {"token_logprobs", json::array()},
+              {"top_logprobs", json::array()},
+              {"text_offset", json::array()}};
+  for (const GeneratedToken& token : tokens) {
+    out["tokens"].push_back(token.text);
+    out["token_logprobs"].push_back(token.logprob);
+    // As OpenAI documents: the sampled token is always included, so a position
+    // has up to logprobs + 1 entries. (Keys holding partial UTF-8 are repaired
+    // by DumpJson.)
+    json top = json::object();
+    for (const TokenAlternative& alt : token.top) top[alt.text] = alt.logprob;
+    if (!top.contains(token.text)) top[token.text] = token.logprob;
+    out["top_logprobs"].push_back(std::move(top));
+    out["text_offset"].push_back(*text_offset);
+    *text_offset += token.text.size();
+  }
+  return out;
+}
+
+json OpenAiResponseBuilder::ChatLogprobs(const std::vector<GeneratedToken>& tokens) const {
+  json content = json::array();
+  for (const GeneratedToken& token : tokens) {
+    json top = json::array();
+    for (const TokenAlternative& alt : token.top) {
+      top.push_back({{"token", alt.text}, {"logprob", alt.logprob}, {"bytes", Bytes(alt.text)}});
+    }
+    content.push_back(
+        {{"token", token.text}, {"logprob", token.logprob}, {"bytes", Bytes(token.text)}, {"top_logprobs", top}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+json OpenAiResponseBuilder::UsageJson(const GenerationUsage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+}
+
+std::string OpenAiResponseBuilder::RoleChunk(int index) const {
+  json chunk = ChunkEnvelope();
+  chunk["choices"] = json::array(
+      {{{"index", index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+        {"finish_reason", nullptr}}});
+  return SseEvent(chunk);
+}
+
+std::string OpenAiResponseBuilder::DeltaChunk(const ChoiceDelta& delta) {
+  json chunk = ChunkEnvelope();
+  json choice = {{"index", delta.index}};
+  const bool with_logprobs = options_.logprobs && !delta.tokens.empty();
+  if (options_.api == OpenAiApi::kChat) {
+    json d = json::object();
+    if (!delta.text.empty() || !delta.finish_reason) d["content"] = delta.text;
+    choice["delta"] = std::move(d);
+    choice["logprobs"] = with_logprobs ? ChatLogprobs(delta.tokens) : json(nullptr);
+  } else {
+    choice["text"] = delta.text;
+    size_t offset = 0;
+    size_t* offset_ptr = &offset;
+    if (delta.index >= 0 && static_cast<size_t>(delta.index) < text_offsets_.size()) {
+      offset_ptr = &text_offsets_[delta.index];
+    }
+    choice["logprobs"] = with_logprobs ? CompletionLogprobs(delta.tokens, offset_ptr) : json(nullptr);
+  }
+  choice["finish_reason"] = FinishJson(delta.finish_reason);
+  choice["stop_reason"] = StopReason(delta.finish_reason, delta.stop_string, delta.stop_token);
+  chunk["choices"] = json::array({std::move(choice)});
+  return SseEvent(chunk);
+}
+
+std::string OpenAiResponseBuilder::UsageChunk(const GenerationUsage& usage) const {
+  json chunk = ChunkEnvelope();
+  chunk["choices"] = json::array();
+  chunk["usage"] = UsageJson(usage);
+  return SseEvent(chunk);
+}
+
+std::string OpenAiResponseBuilder::ErrorChunk(const ApiError& error) { return "data: " + error.ToJson() + "\n\n"; }
+
+std::string OpenAiResponseBuilder::FullResponse(const std::vector<ChoiceResult>& choices,
+                                                const GenerationUsage& usage) {
+  const bool chat = options_.api == OpenAiApi::kChat;
+  json body = {
+      {"id", options_.id},
+      {"object", chat ? "chat.completion" : "text_completion"},
+      {"created", options_.created},
+      {"model", options_.model},
+      {"system_fingerprint", nullptr},
+  };
+  json out = json::array();
+  for (const ChoiceResult& c : choices) {
+    json choice = {{"index", c.index}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["logprobs"] = options_.logprobs ? ChatLogprobs(c.tokens) : json(nullptr);
+    } else {
+      choice["text"] = c.text;
+      size_t offset = 0;
+      if (c.index >= 0 && static_cast<size_t>(c.index) < text_offsets_.size()) offset = text_offsets_[c.index];
+      choice["logprobs"] = options_.logprobs ? CompletionLogprobs(c.tokens, &offset) : json(nullptr);
+    }
+    choice["finish_reason"] = FinishJson(c.finish_reason);
+    choice["stop_reason"] = StopReason(c.finish_reason, c.stop_string, c.stop_token);
+    out.push_back(std::move(choice));
+  }
+  body["choices"] = std::move(out);
+  body["usage"] = UsageJson(usage);
+  return DumpJson(body);
+}
+
+}  // namespace orca::gateway

@@ -1,0 +1,89 @@
+#pragma once
+/// Builds OpenAI-shaped response bodies and SSE chunks for /v1/completions and
+/// /v1/chat/completions from the pipeline's events. Pure formatting: no I/O,
+/// no tokenizer.
+///
+/// Streaming, per choice: (chat) a first chunk with `delta.role`, then chunks
+/// that carry only new text, the last one carrying `finish_reason`; after all
+/// choices, an optional usage chunk with empty `choices`, then `data: [DONE]`.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "services/gateway/api_error.h"
+#include "services/gateway/generation_request.h"
+
+namespace orca::gateway {
+
+enum class OpenAiApi { kCompletions, kChat };
+
+/// Everything one choice produced, for non-streaming responses.
+struct ChoiceResult {
+  int index = 0;
+  std::string text;
+  std::vector<GeneratedToken> tokens;
+  std::optional<FinishReason> finish_reason;
+  std::string stop_string;
+  std::optional<int32_t> stop_token;
+
+  /// Appends a delta (text, tokens, and the finish when it carries one).
+  void Append(const ChoiceDelta& delta);
+};
+
+class OpenAiResponseBuilder {
+ public:
+  struct Options {
+    OpenAiApi api = OpenAiApi::kCompletions;
+    std::string id;  // "cmpl-..." / "chatcmpl-..."
+    int64_t created = 0;
+    std::string model;
+    int num_choices = 1;
+    /// Whether to render logprobs (the request asked for them).
+    bool logprobs = false;
+    /// stream_options.include_usage: chunks carry "usage": null, then a usage chunk.
+    bool include_usage = false;
+  };
+  explicit OpenAiResponseBuilder(Options options);
+
+  /// Completions API: where choice `index`'s text starts in its full text
+  /// (the echoed prompt's length), for `text_offset`.
+  void SetTextOffset(int index, size_t offset);
+
+  /// Chat only: the first chunk of a choice, `delta: {role: "assistant", content: ""}`.
+  std::string RoleChunk(int index) const;
+  /// A chunk with the delta's text (and logprobs / finish_reason when present).
+  /// Advances the choice's text offset.
+  std::string DeltaChunk(const ChoiceDelta& delta);
+  /// The `choices: []` chunk with usage.
+  std::string UsageChunk(const GenerationUsage& usage) const;
+  /// An error inside a started stream: `data: {"error": {...}}`.
+  static std::string ErrorChunk(const ApiError& error);
+  /// The terminator.
+  static const char* DoneChunk() { return "data: [DONE]\n\n"; }
+
+  /// The complete non-streaming body.
+  std::string FullResponse(const std::vector<ChoiceResult>& choices, const GenerationUsage& usage);
+
+  const Options& options() const { return options_; }
+
+ private:
+  nlohmann::json ChunkEnvelope() const;
+  nlohmann::json CompletionLogprobs(const std::vector<GeneratedToken>& tokens, size_t* text_offset) const;
+  nlohmann::json ChatLogprobs(const std::vector<GeneratedToken>& tokens) const;
+  static nlohmann::json UsageJson(const GenerationUsage& usage);
+  static nlohmann::json StopReason(const std::optional<FinishReason>& reason, const std::string& stop_string,
+                                   const std::optional<int32_t>& stop_token);
+
+  Options options_;
+  std::vector<size_t> text_offsets_;
+};
+
+/// `data: <json>\n\n`.
+std::string SseEvent(const nlohmann::json& payload);
+/// Compact JSON; invalid UTF-8 (e.g. a partial token's bytes) becomes U+FFFD.
+std::string DumpJson(const nlohmann::json& value);
+
+}  // namespace orca::gateway

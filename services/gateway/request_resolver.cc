@@ -1,0 +1,131 @@
+#include "services/gateway/request_resolver.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/common/status_macros.h"
+#include "services/gateway/api_error.h"
+
+namespace orca::gateway {
+
+absl::Status RequestResolver::CheckTokenIds(const std::vector<int32_t>& ids, const std::string& field) const {
+  const int32_t vocab = model_->tokenizer().vocab_size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return InvalidFieldError(field, absl::StrCat("Token id ", ids[i], " at '", field, "[", i,
+                                                   "]' is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PromptInput> RequestResolver::MakePrompt(std::vector<int32_t> ids, const GenerationOptions& options,
+                                                        int32_t max_model_len, const char* prompt_field,
+                                                        const char* max_tokens_field) const {
+  const bool chat = std::string(prompt_field) == "messages";
+  if (ids.empty()) {
+    return InvalidFieldError(prompt_field, absl::StrCat("The ", chat ? "messages render" : "prompt tokenizes",
+                                                        " to zero tokens; at least one is required"));
+  }
+  const int64_t prompt_len = static_cast<int64_t>(ids.size());
+  if (prompt_len >= max_model_len) {
+    return WithErrorCode(
+        InvalidFieldError(prompt_field,
+                          absl::StrCat("This model's maximum context length is ", max_model_len,
+                                       " tokens. However, your request has ", prompt_len, " input tokens. Please "
+                                       "reduce the length of the input ", chat ? "messages." : "prompt.")),
+        "context_length_exceeded");
+  }
+  PromptInput prompt;
+  if (options.max_tokens) {
+    const int64_t requested = prompt_len + *options.max_tokens;
+    if (requested > max_model_len) {
+      return WithErrorCode(
+          InvalidFieldError(max_tokens_field,
+                            absl::StrCat("This model's maximum context length is ", max_model_len,
+                                         " tokens. However, you requested ", requested, " tokens (", prompt_len,
+                                         " in the ", chat ? "messages" : "prompt", ", ", *options.max_tokens,
+                                         " in the completion). Please reduce the length of the ",
+                                         chat ? "messages" : "prompt", " or completion.")),
+          "context_length_exceeded");
+    }
+    prompt.max_new_tokens = *options.max_tokens;
+  } else {
+    prompt.max_new_tokens = static_cast<int32_t>(max_model_len - prompt_len);
+  }
+  prompt.token_ids = std::move(ids);
+  return prompt;
+}
+
+GenerationRequest RequestResolver::BaseRequest(const GenerationOptions& options) const {
+  GenerationRequest out;
+  out.n = options.n;
+  out.min_new_tokens = options.min_tokens;
+  out.sampling = options.sampling;
+  out.stop = options.stop;
+  out.stop_token_ids = options.stop_token_ids;
+  out.ignore_eos = options.ignore_eos;
+  out.skip_special_tokens = options.skip_special_tokens;
+  out.include_stop_str_in_output = options.include_stop_str_in_output;
+  return out;
+}
+
+absl::StatusOr<GenerationRequest> RequestResolver::Completion(const CompletionRequest& request,
+                                                              int32_t max_model_len,
+                                                              std::vector<std::string>* echo_texts) const {
+  ORCA_RETURN_IF_ERROR(CheckTokenIds(request.options.stop_token_ids, "stop_token_ids"));
+  GenerationRequest out = BaseRequest(request.options);
+  const text::Tokenizer& tokenizer = model_->tokenizer();
+  for (const std::string& text : request.prompt_texts) {
+    std::vector<int32_t> ids = tokenizer.Encode(text, request.add_special_tokens);
+    ORCA_ASSIGN_OR_RETURN(PromptInput prompt,
+                          MakePrompt(std::move(ids), request.options, max_model_len, "prompt", "max_tokens"));
+    out.prompts.push_back(std::move(prompt));
+    if (echo_texts != nullptr) echo_texts->push_back(text);
+  }
+  for (const std::vector<int32_t>& ids : request.prompt_token_ids) {
+    ORCA_RETURN_IF_ERROR(CheckTokenIds(ids, "prompt"));
+    if (echo_texts != nullptr && request.echo) {
+      ORCA_ASSIGN_OR_RETURN(std::string text, tokenizer.Decode(ids, request.options.skip_special_tokens));
+      echo_texts->push_back(std::move(text));
+    } else if (echo_texts != nullptr) {
+      echo_texts->emplace_back();
+    }
+    ORCA_ASSIGN_OR_RETURN(PromptInput prompt, MakePrompt(ids, request.options, max_model_len, "prompt", "max_tokens"));
+    out.prompts.push_back(std::move(prompt));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> RequestResolver::RenderChat(const std::vector<text::ChatMessage>& messages,
+                                                        bool add_generation_prompt,
+                                                        const std::map<std::string, std::string>& kwargs) const {
+  const text::ChatTemplate* chat_template = model_->chat_template();
+  if (chat_template == nullptr) {
+    return InvalidFieldError("messages", "This model has no chat template; use /v1/completions");
+  }
+  text::ChatTemplateInputs inputs;
+  inputs.messages = messages;
+  inputs.add_generation_prompt = add_generation_prompt;
+  inputs.bos_token = model_->tokenizer().bos_token();
+  inputs.eos_token = model_->tokenizer().eos_token();
+  inputs.extra = kwargs;
+  absl::StatusOr<std::string> rendered = chat_template->Render(inputs);
+  if (!rendered.ok()) {
+    return InvalidFieldError("messages", absl::StrCat("The chat template rejected the messages: ",
+                                                      std::string(rendered.status().message())));
+  }
+  return rendered;
+}
+
+absl::StatusOr<GenerationRequest> RequestResolver::Chat(const ChatRequest& request, int32_t max_model_len) const {
+  ORCA_RETURN_IF_ERROR(CheckTokenIds(request.options.stop_token_ids, "stop_token_ids"));
+  ORCA_ASSIGN_OR_RETURN(std::string prompt_text,
+                        RenderChat(request.messages, request.add_generation_prompt, request.chat_template_kwargs));
+  std::vector<int32_t> ids = model_->tokenizer().Encode(prompt_text, request.add_special_tokens);
+  GenerationRequest out = BaseRequest(request.options);
+  ORCA_ASSIGN_OR_RETURN(PromptInput prompt,
+                        MakePrompt(std::move(ids), request.options, max_model_len, "messages", "max_tokens"));
+  out.prompts.push_back(std::move(prompt));
+  return out;
+}
+
+}  // namespace orca::gateway

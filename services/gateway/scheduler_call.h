@@ -1,0 +1,54 @@
+#pragma once
+/// One streaming Generate call to a scheduler, driven by gRPC's callback API
+/// (no thread per call). Responses and the final status are handed to a
+/// listener on gRPC's callback threads; Cancel() cancels the call at once
+/// (the scheduler treats a cancelled call as a cancelled request and frees its
+/// KV slots).
+
+#include <memory>
+
+#include <grpcpp/grpcpp.h>
+
+#include "orca/v1/scheduler.grpc.pb.h"
+#include "services/gateway/scheduler_router.h"
+
+namespace orca::gateway {
+
+/// Receives one call's events. OnResponse calls of one call never overlap;
+/// OnDone is the last call.
+class SchedulerCallListener {
+ public:
+  virtual ~SchedulerCallListener() = default;
+  virtual void OnSchedulerResponse(int choice, const orca::v1::GenerateResponse& response) = 0;
+  virtual void OnSchedulerDone(int choice, const grpc::Status& status) = 0;
+};
+
+class SchedulerCall : public grpc::ClientReadReactor<orca::v1::GenerateResponse> {
+ public:
+  /// Starts the call on the leased scheduler. The call keeps itself (and the
+  /// listener) alive until OnDone; the returned pointer is for Cancel().
+  static std::shared_ptr<SchedulerCall> Start(SchedulerLease lease, orca::v1::GenerateRequest request, int choice,
+                                              std::shared_ptr<SchedulerCallListener> listener);
+
+  /// Cancels the call; safe at any time, from any thread, more than once.
+  void Cancel() { context_.TryCancel(); }
+  const std::string& scheduler_address() const { return address_; }
+
+  void OnReadDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  SchedulerCall(SchedulerLease lease, orca::v1::GenerateRequest request, int choice,
+                std::shared_ptr<SchedulerCallListener> listener);
+
+  grpc::ClientContext context_;
+  SchedulerLease lease_;
+  const std::string address_;
+  const orca::v1::GenerateRequest request_;
+  orca::v1::GenerateResponse response_;
+  const int choice_;
+  std::shared_ptr<SchedulerCallListener> listener_;
+  std::shared_ptr<SchedulerCall> self_;  // released in OnDone
+};
+
+}  // namespace orca::gateway

@@ -1,0 +1,220 @@
+#include "services/gateway/scheduler_router.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "core/common/logging.h"
+
+namespace orca::gateway {
+
+struct SchedulerLease::Backend {
+  explicit Backend(std::string addr)
+      : address(std::move(addr)),
+        channel(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+        stub(orca::v1::Scheduler::NewStub(channel)) {}
+
+  const std::string address;
+  const std::shared_ptr<grpc::Channel> channel;
+  const std::unique_ptr<orca::v1::Scheduler::Stub> stub;
+  std::atomic<int64_t> outstanding{0};
+
+  mutable absl::Mutex mu;
+  bool ready ABSL_GUARDED_BY(mu) = false;
+  std::string not_ready_reason ABSL_GUARDED_BY(mu) = "not polled yet";
+  orca::v1::SchedulerStats stats ABSL_GUARDED_BY(mu);
+  bool has_stats ABSL_GUARDED_BY(mu) = false;
+};
+
+// ---- SchedulerLease ----------------------------------------------------------
+
+SchedulerLease::SchedulerLease(SchedulerLease&& other) noexcept : backend_(std::move(other.backend_)) {}
+
+SchedulerLease& SchedulerLease::operator=(SchedulerLease&& other) noexcept {
+  if (this != &other) {
+    Release();
+    backend_ = std::move(other.backend_);
+  }
+  return *this;
+}
+
+SchedulerLease::~SchedulerLease() { Release(); }
+
+orca::v1::Scheduler::Stub* SchedulerLease::stub() const { return backend_ ? backend_->stub.get() : nullptr; }
+
+const std::string& SchedulerLease::address() const {
+  static const std::string kNone;
+  return backend_ ? backend_->address : kNone;
+}
+
+void SchedulerLease::Release(bool unavailable) {
+  if (!backend_) return;
+  backend_->outstanding.fetch_sub(1, std::memory_order_relaxed);
+  if (unavailable) {
+    absl::MutexLock lock(&backend_->mu);
+    if (backend_->ready) {
+      ORCA_LOG(WARNING).With("scheduler", backend_->address) << "scheduler unavailable; routing around it";
+    }
+    backend_->ready = false;
+    backend_->not_ready_reason = "a call failed with UNAVAILABLE";
+  }
+  backend_.reset();
+}
+
+// ---- SchedulerRouter ---------------------------------------------------------
+
+SchedulerRouter::SchedulerRouter(Options options) : options_(std::move(options)) {
+  for (const std::string& address : options_.addresses) backends_.push_back(std::make_shared<Backend>(address));
+}
+
+absl::StatusOr<std::unique_ptr<SchedulerRouter>> SchedulerRouter::Create(Options options) {
+  if (options.addresses.empty()) return absl::InvalidArgumentError("--schedulers: at least one address is required");
+  for (const std::string& address : options.addresses) {
+    if (address.empty()) return absl::InvalidArgumentError("--schedulers: empty address in the list");
+  }
+  std::unique_ptr<SchedulerRouter> router(new SchedulerRouter(std::move(options)));
+  if (router->options_.start_polling) router->poller_ = std::thread([r = router.get()] { r->PollLoop(); });
+  return router;
+}
+
+SchedulerRouter::~SchedulerRouter() { Stop(); }
+
+void SchedulerRouter::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (poller_.joinable()) poller_.join();
+}
+
+void SchedulerRouter::PollLoop() {
+  while (true) {
+    PollNow();
+    if (options_.on_poll) options_.on_poll(AnyReady());
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.poll_interval);
+    if (stopping_) return;
+  }
+}
+
+void SchedulerRouter::PollNow() {
+  struct Poll {
+    grpc::ClientContext context;
+    orca::v1::StatsRequest request;
+    orca::v1::SchedulerStats response;
+  };
+  std::unique_ptr<Poll[]> polls(new Poll[backends_.size()]);
+  absl::BlockingCounter pending(static_cast<int>(backends_.size()));
+  for (size_t i = 0; i < backends_.size(); ++i) {
+    Poll& poll = polls[i];
+    poll.context.set_deadline(std::chrono::system_clock::now() +
+                              absl::ToChronoMilliseconds(options_.stats_timeout));
+    Backend* backend = backends_[i].get();
+    backend->stub->async()->GetStats(&poll.context, &poll.request, &poll.response,
+                                     [backend, &poll, &pending](grpc::Status status) {
+                                       absl::MutexLock lock(&backend->mu);
+                                       const bool was_ready = backend->ready;
+                                       if (status.ok()) {
+                                         backend->stats = poll.response;
+                                         backend->has_stats = true;
+                                         backend->ready = poll.response.ready() && !poll.response.draining();
+                                         backend->not_ready_reason =
+                                             backend->ready ? ""
+                                             : poll.response.draining()
+                                                 ? "draining"
+                                                 : "not ready: " + poll.response.not_ready_reason();
+                                       } else {
+                                         backend->ready = false;
+                                         backend->not_ready_reason =
+                                             absl::StrCat("GetStats failed: ", status.error_message());
+                                       }
+                                       if (was_ready != backend->ready) {
+                                         ORCA_LOG(INFO).With("scheduler", backend->address)
+                                             << (backend->ready ? "scheduler ready"
+                                                                : "scheduler not ready: " + backend->not_ready_reason);
+                                       }
+                                       pending.DecrementCount();
+                                     });
+  }
+  pending.Wait();
+}
+
+absl::StatusOr<SchedulerLease> SchedulerRouter::Acquire() {
+  const size_t n = backends_.size();
+  const size_t start = next_pick_.fetch_add(1, std::memory_order_relaxed) % n;
+  Backend* best = nullptr;
+  size_t best_index = 0;
+  int64_t best_load = std::numeric_limits<int64_t>::max();
+  std::vector<std::string> reasons;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (start + k) % n;
+    Backend* backend = backends_[i].get();
+    {
+      absl::MutexLock lock(&backend->mu);
+      if (!backend->ready) {
+        reasons.push_back(absl::StrCat(backend->address, ": ", backend->not_ready_reason));
+        continue;
+      }
+    }
+    const int64_t load = backend->outstanding.load(std::memory_order_relaxed);
+    if (load < best_load) {
+      best = backend;
+      best_index = i;
+      best_load = load;
+    }
+  }
+  if (best == nullptr) {
+    return absl::UnavailableError(absl::StrCat("No scheduler is ready (", absl::StrJoin(reasons, "; "), ")"));
+  }
+  best->outstanding.fetch_add(1, std::memory_order_relaxed);
+  return SchedulerLease(backends_[best_index]);
+}
+
+bool SchedulerRouter::AnyReady() const {
+  for (const auto& backend : backends_) {
+    absl::MutexLock lock(&backend->mu);
+    if (backend->ready) return true;
+  }
+  return false;
+}
+
+std::vector<SchedulerStatus> SchedulerRouter::Snapshot() const {
+  std::vector<SchedulerStatus> out;
+  for (const auto& backend : backends_) {
+    SchedulerStatus status;
+    status.address = backend->address;
+    status.outstanding = backend->outstanding.load(std::memory_order_relaxed);
+    absl::MutexLock lock(&backend->mu);
+    status.ready = backend->ready;
+    status.not_ready_reason = backend->not_ready_reason;
+    status.stats = backend->stats;
+    status.has_stats = backend->has_stats;
+    out.push_back(std::move(status));
+  }
+  return out;
+}
+
+int32_t SchedulerRouter::MaxContext() const {
+  int32_t best = 0;
+  for (const auto& backend : backends_) {
+    absl::MutexLock lock(&backend->mu);
+    if (!backend->ready || backend->stats.max_context() <= 0) continue;
+    if (best == 0 || backend->stats.max_context() < best) best = backend->stats.max_context();
+  }
+  return best;
+}
+
+bool SchedulerRouter::WaitUntilReady(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    if (AnyReady()) return true;
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+    PollNow();
+  }
+}
+
+}  // namespace orca::gateway

@@ -1,0 +1,115 @@
+#pragma once
+/// Routes requests across the schedulers of several engine replicas.
+///
+/// One gRPC channel per scheduler address. A background thread polls every
+/// scheduler's GetStats about once a second for readiness, model info and
+/// load. Acquire() picks the ready scheduler with the fewest requests this
+/// gateway has outstanding on it (ties broken round-robin); a scheduler whose
+/// call fails with UNAVAILABLE is taken out until a poll finds it ready again.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "orca/v1/scheduler.grpc.pb.h"
+
+namespace orca::gateway {
+
+class SchedulerRouter;
+
+/// What the router knows about one scheduler.
+struct SchedulerStatus {
+  std::string address;
+  bool ready = false;
+  /// Why it is not ready (poll error or the scheduler's own reason).
+  std::string not_ready_reason;
+  /// Requests this gateway has in flight on it.
+  int64_t outstanding = 0;
+  /// The last successful GetStats answer.
+  orca::v1::SchedulerStats stats;
+  bool has_stats = false;
+};
+
+/// A reservation of one scheduler for one call: counts as outstanding until
+/// released (destroyed). Movable, not copyable.
+class SchedulerLease {
+ public:
+  SchedulerLease() = default;
+  SchedulerLease(SchedulerLease&& other) noexcept;
+  SchedulerLease& operator=(SchedulerLease&& other) noexcept;
+  SchedulerLease(const SchedulerLease&) = delete;
+  SchedulerLease& operator=(const SchedulerLease&) = delete;
+  ~SchedulerLease();
+
+  bool valid() const { return backend_ != nullptr; }
+  orca::v1::Scheduler::Stub* stub() const;
+  const std::string& address() const;
+  /// Ends the reservation. `unavailable` marks the scheduler not ready until
+  /// the next successful poll (its call failed with UNAVAILABLE).
+  void Release(bool unavailable = false);
+
+ private:
+  friend class SchedulerRouter;
+  struct Backend;
+  explicit SchedulerLease(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {}
+  std::shared_ptr<Backend> backend_;
+};
+
+class SchedulerRouter {
+ public:
+  struct Options {
+    std::vector<std::string> addresses;
+    absl::Duration poll_interval = absl::Seconds(1);
+    absl::Duration stats_timeout = absl::Seconds(1);
+    /// False: no background polling thread (tests call PollNow()).
+    bool start_polling = true;
+    /// Called after every poll with whether any scheduler is ready (e.g. to
+    /// drive the gRPC health status). Runs on the polling thread.
+    std::function<void(bool any_ready)> on_poll;
+  };
+
+  /// InvalidArgument when `addresses` is empty or one is blank. Does not wait
+  /// for the schedulers; the first poll runs at once in the background.
+  static absl::StatusOr<std::unique_ptr<SchedulerRouter>> Create(Options options);
+  ~SchedulerRouter();
+  SchedulerRouter(const SchedulerRouter&) = delete;
+  SchedulerRouter& operator=(const SchedulerRouter&) = delete;
+
+  /// The ready scheduler with the fewest outstanding requests, reserved.
+  /// Unavailable (with the reasons) when none is ready.
+  absl::StatusOr<SchedulerLease> Acquire();
+
+  bool AnyReady() const;
+  std::vector<SchedulerStatus> Snapshot() const;
+  /// Smallest positive `max_context` among ready schedulers; 0 when unknown.
+  int32_t MaxContext() const;
+
+  /// Polls every scheduler now and waits for the answers (bounded by stats_timeout).
+  void PollNow();
+  /// Waits until some scheduler is ready; false on timeout.
+  bool WaitUntilReady(absl::Duration timeout);
+  /// Stops the polling thread (also done by the destructor).
+  void Stop();
+
+ private:
+  using Backend = SchedulerLease::Backend;
+  explicit SchedulerRouter(Options options);
+  void PollLoop();
+
+  const Options options_;
+  std::vector<std::shared_ptr<Backend>> backends_;
+  std::atomic<uint64_t> next_pick_{0};
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread poller_;
+};
+
+}  // namespace orca::gateway
