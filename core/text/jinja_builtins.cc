@@ -476,6 +476,20 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
   if (name == "items") return v.IsUndefined() ? Value::MakeList() : ItemsOf(v);
   if (name == "selectattr" || name == "rejectattr") return SelectAttr(v, a, name == "rejectattr");
   if (name == "map") return Map(v, a);
+  if (name == "select" || name == "reject") {
+    ORCA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
+    CallArgs test_args;
+    for (size_t i = 1; i < a.positional.size(); ++i) test_args.positional.push_back(a.positional[i]);
+    Value::List out;
+    for (const Value& item : items) {
+      bool ok = item.Truthy();
+      if (!a.positional.empty()) {
+        ORCA_ASSIGN_OR_RETURN(ok, ApplyTest(a.positional[0].ToString(), item, test_args));
+      }
+      if (ok == (name == "select")) out.push_back(item);
+    }
+    return Value::MakeList(std::move(out));
+  }
   if (name == "indent") {
     const Value* width = a.Get(0, "width");
     const Value* first = a.Get(1, "first");
