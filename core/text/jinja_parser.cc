@@ -448,6 +448,7 @@ class Parser {
         }
       } else if (IsOp("(")) {
         ExprPtr call = New(Expr::Kind::kCall, Peek());
+        call->pos = e->pos;  // errors point at the callee
         call->args.push_back(std::move(e));
         ORCA_RETURN_IF_ERROR(ParseCallArgs(call.get()));
         e = std::move(call);
