@@ -71,6 +71,10 @@ const sources = [
   { name: "gpt2", dir: gpt2Dir, gpt3Encoder: true },
   { name: "tiny-gpt2", dir: path.join(sharedDir, "models/tiny-gpt2") },
 ];
+// Synthetic tokenizers written by write_synthetic_tokenizers (C++) before this runs.
+for (const d of fs.readdirSync(outDir).filter((d) => d.startsWith("synthetic-")).sort()) {
+  sources.push({ name: d, dir: path.join(outDir, d) });
+}
 
 // Deterministic PRNG (mulberry32) for random id sequences.
 function rng(seed) {

@@ -1,0 +1,83 @@
+#include "core/text/synthetic_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include "core/text/chat_template.h"
+#include "core/text/hf_tokenizer_loader.h"
+#include "core/text/incremental_detokenizer.h"
+#include "core/text/tokenizer.h"
+
+namespace orca::text {
+namespace {
+
+std::unique_ptr<Tokenizer> Build(int32_t vocab_size, SyntheticTokenizerFiles* files_out = nullptr) {
+  auto files = MakeSyntheticByteLevelTokenizer(vocab_size);
+  EXPECT_TRUE(files.ok()) << files.status();
+  auto t = LoadHfTokenizer(files->tokenizer_json, files->tokenizer_config_json, files->generation_config_json);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (files_out != nullptr) *files_out = *files;
+  return std::move(*t);
+}
+
+class SyntheticTokenizerTest : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(SyntheticTokenizerTest, LayoutAndSpecialTokens) {
+  const int32_t v = GetParam();
+  auto t = Build(v);
+  EXPECT_EQ(t->vocab_size(), v);
+  EXPECT_EQ(t->TokenToId("<|endoftext|>"), v - 3);
+  EXPECT_EQ(t->TokenToId("<|im_start|>"), v - 2);
+  EXPECT_EQ(t->TokenToId("<|im_end|>"), v - 1);
+  EXPECT_EQ(t->bos_id(), v - 3);
+  EXPECT_EQ(t->eos_ids(), (std::vector<int32_t>{v - 1, v - 3}));
+  EXPECT_TRUE(t->IsSpecial(v - 1));
+  EXPECT_FALSE(t->IsSpecial(v - 4));
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(t->TokenBytes(b), std::string(1, static_cast<char>(b)));
+  // No BOS is added; special tokens written in text are recognised.
+  EXPECT_EQ(t->Encode("<|im_start|>user", true).front(), v - 2);
+}
+
+TEST_P(SyntheticTokenizerTest, RoundTripsText) {
+  auto t = Build(GetParam());
+  for (const std::string text : {"Hello, world!", "def f(x):\n    return x * 2\n", "  spaces  and\ttabs\n\n",
+                                 "Привет мир, 你好, émoji 👍🏽", "<|im_start|>user\nhi<|im_end|>\n", "a", ""}) {
+    std::vector<int32_t> ids = t->Encode(text, true);
+    EXPECT_EQ(*t->Decode(ids, false), text);
+    IncrementalDetokenizer detok(*t, {}, false);
+    std::string streamed;
+    for (int32_t id : ids) streamed += detok.Add(id);
+    EXPECT_EQ(streamed + detok.Flush(), text);
+  }
+}
+
+TEST_P(SyntheticTokenizerTest, IsDeterministic) {
+  auto a = MakeSyntheticByteLevelTokenizer(GetParam());
+  auto b = MakeSyntheticByteLevelTokenizer(GetParam());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->tokenizer_json, b->tokenizer_json);
+  EXPECT_EQ(a->tokenizer_config_json, b->tokenizer_config_json);
+}
+
+INSTANTIATE_TEST_SUITE_P(VocabSizes, SyntheticTokenizerTest, ::testing::Values(259, 300, 1000, 50000));
+
+TEST(SyntheticTokenizer, LearnedMergesCompressEnglish) {
+  auto t = Build(1000);
+  const std::string text = "The scheduler picks the requests for the next iteration.";
+  EXPECT_LT(t->Encode(text, false).size(), text.size() / 2);
+}
+
+TEST(SyntheticTokenizer, ConfigCarriesAChatMLTemplate) {
+  SyntheticTokenizerFiles files;
+  Build(300, &files);
+  auto ct = ChatTemplate::Builtin("chatml");
+  ASSERT_TRUE(ct.ok());
+  EXPECT_NE(files.tokenizer_config_json.find("im_start"), std::string::npos);
+}
+
+TEST(SyntheticTokenizer, RejectsBadVocabSizes) {
+  EXPECT_EQ(MakeSyntheticByteLevelTokenizer(258).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeSyntheticByteLevelTokenizer(-1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace orca::text
