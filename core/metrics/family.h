@@ -41,7 +41,8 @@ class Family;
 
 /// Unregisters a collect-time gauge callback when destroyed or Reset().
 /// Once that returns, the callback is not running and will not run again, so
-/// it may capture objects that die right after the registration.
+/// it may capture objects that die right after the registration. Must not
+/// outlive the Registry that owns the family.
 class CallbackRegistration {
  public:
   CallbackRegistration() = default;
