@@ -86,14 +86,13 @@ void Request::RequestCancel(FinishCause cause) {
   if (pending_cancel_ == FinishCause::kNone) pending_cancel_ = cause;
 }
 
-void Request::Finish(FinishCause cause, std::string error_message, absl::Time now) {
+void Request::Finish(FinishCause cause, std::string error_message) {
   ORCA_CHECK(!finished()) << "request " << id_ << " finished twice";
   ORCA_CHECK(cause != FinishCause::kNone) << "request " << id_ << " finished without a cause";
   state_ = FinishedStateFor(cause);
   finish_cause_ = cause;
   error_message_ = std::move(error_message);
   in_flight_iteration_.reset();
-  (void)now;
 }
 
 FinishInfo Request::BuildFinishInfo(absl::Time delivered_at) const {

@@ -67,7 +67,7 @@ class Request {
   /// Marks a RUNNING request to finish with `cause` when its iteration returns.
   void RequestCancel(FinishCause cause);
   /// Any unfinished state → the FINISHED state of `cause`.
-  void Finish(FinishCause cause, std::string error_message, absl::Time now);
+  void Finish(FinishCause cause, std::string error_message);
   /// The finish record as delivered at `delivered_at` (>= the finish time; the request-level
   /// baseline delivers when its whole batch ends).
   [[nodiscard]] FinishInfo BuildFinishInfo(absl::Time delivered_at) const;

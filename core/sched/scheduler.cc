@@ -354,7 +354,7 @@ void Scheduler::FinishRequest(Request& request, FinishCause cause, std::string e
     --num_admitted_;
   }
   if (request.sent_to_engine()) pending_releases_.push_back(request.id());
-  request.Finish(cause, std::move(error_message), now);
+  request.Finish(cause, std::move(error_message));
 
   for (RequestId visible_id : policy_->OnRequestFinished(request)) {
     Request* visible = pool_.Find(visible_id);

@@ -1,5 +1,7 @@
 #include "core/sched/sim/cost_model.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -36,18 +38,27 @@ absl::StatusOr<CostModel> CostModel::ForGpus(const TransformerShape& shape, cons
 
   CostModel model;
   model.num_stages = pipeline_stages;
-  model.description = absl::StrFormat("simulated %s on %dx A100 (TP %d, PP %d)", shape.name,
+  model.description = absl::StrFormat("simulated %s on %dx A100-40GB (TP %d, PP %d)", shape.name,
                                       static_cast<int>(gpus), tensor_parallel, pipeline_stages);
-  const double weight_stream = shape.num_params * kBytesPerValue / tp / hbm;
   const double launches = layers * gpu.kernels_per_layer * gpu.kernel_launch_seconds;
-  model.fixed_seconds = weight_stream + launches + allreduces * gpu.allreduce_latency_seconds;
+  model.fixed_seconds = launches + allreduces * gpu.allreduce_latency_seconds;
+  model.weight_seconds = shape.num_params * kBytesPerValue / tp / hbm;
+  model.per_token_seconds = 2.0 * shape.num_params / tp / gemm_flops;
   // Ring all-reduce moves 2(T-1)/T of the [tokens, hidden] activation per participant.
   const double allreduce_bytes_per_token =
       tensor_parallel > 1 ? 2.0 * (tp - 1.0) / tp * hidden * kBytesPerValue : 0.0;
-  model.per_token_seconds = 2.0 * shape.num_params / tp / gemm_flops +
-                            allreduces * allreduce_bytes_per_token / gpu.allreduce_bytes_per_second;
+  model.per_token_comm_seconds =
+      allreduces * allreduce_bytes_per_token / gpu.allreduce_bytes_per_second;
   model.per_context_seconds = 2.0 * layers * hidden * kBytesPerValue / tp / hbm;
   model.per_prompt_pair_seconds = 4.0 * hidden * layers / tp / attention_flops;
+  // HBM left after the weights, over the K and V of one token in every layer.
+  const double free_bytes =
+      gpus * gpu.memory_bytes * gpu.memory_utilization - shape.num_params * kBytesPerValue;
+  if (free_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the weights of '", shape.name,
+                                                   "' do not fit on ", gpus, " GPUs"));
+  }
+  model.kv_slots = static_cast<int64_t>(free_bytes / (2.0 * layers * hidden * kBytesPerValue));
   return model;
 }
 
@@ -77,9 +88,26 @@ absl::Duration CostModel::IterationTime(const IterationPlan& plan) const {
       context += static_cast<double>(request.start_position) + n;
     }
   }
-  const double seconds = fixed_seconds + per_token_seconds * tokens +
+  const double gemm = per_token_seconds * tokens;
+  const double weights_and_gemm =
+      shape == CostShape::kRoofline ? std::max(weight_seconds, gemm) : weight_seconds + gemm;
+  const double seconds = fixed_seconds + weights_and_gemm + per_token_comm_seconds * tokens +
                          per_context_seconds * context + per_prompt_pair_seconds * prompt_pairs;
   return absl::Seconds(seconds);
+}
+
+const char* CostShapeName(CostShape shape) {
+  switch (shape) {
+    case CostShape::kLinear: return "linear";
+    case CostShape::kRoofline: return "roofline";
+  }
+  return "unknown";
+}
+
+std::optional<CostShape> ParseCostShape(const std::string& name) {
+  if (name == "linear") return CostShape::kLinear;
+  if (name == "roofline") return CostShape::kRoofline;
+  return std::nullopt;
 }
 
 }  // namespace orca::sched::sim

@@ -2,6 +2,7 @@
 /// Iteration cost of a GPU engine running a selectively batched GPT-style iteration.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,8 @@ struct TransformerShape {
 struct GpuSpec {
   double hbm_bytes_per_second = 1.555e12;
   double peak_flops = 312e12;                 ///< Dense fp16 tensor-core peak.
+  double memory_bytes = 40e9;                 ///< HBM capacity.
+  double memory_utilization = 0.9;            ///< Left after the runtime and activations.
   double hbm_efficiency = 0.8;                ///< Achieved fraction of HBM bandwidth.
   double gemm_efficiency = 0.5;               ///< Achieved fraction of peak in large GEMMs.
   double attention_efficiency = 0.3;          ///< Fused attention kernels do worse.
@@ -32,33 +35,49 @@ struct GpuSpec {
   double allreduce_bytes_per_second = 250e9;  ///< Ring all-reduce bus bandwidth.
 };
 
+/// How the weight streaming and the GEMM work of one iteration combine.
+enum class CostShape : uint8_t {
+  /// Sum: weights are streamed, then the GEMMs run (no overlap). An upper bound; the shape
+  /// the ORCA issue asks for (a + b · tokens).
+  kLinear,
+  /// Roofline: a GEMM costs the larger of its weight traffic and its arithmetic, so up to
+  /// ~weights/(2·params/token) tokens ride along almost for free. A lower bound.
+  kRoofline,
+};
+
 /// Iteration time of one batch, summed over the pipeline stages:
 ///
-///   t = a + b · Σ tokens + c · Σ_increment context + d · Σ_initiation L(L+1)/2
+///   linear:    t = f + w + b · T + k · T + c · Σ_increment context + d · Σ_initiation L(L+1)/2
+///   roofline:  t = f + max(w, b · T) + k · T + (same attention terms)
 ///
-///  a  fixed per iteration: every stage streams its weight shard from HBM once (decoding
-///     is memory-bound), plus kernel launches and the latency of tensor-parallel
-///     all-reduces (two per layer);
-///  b  per token in the flattened batch (selective batching: one [ΣL, H] GEMM pass for
-///     every token): 2·params FLOPs at GEMM efficiency, plus all-reduce bytes;
-///  c  per key/value an increment-phase token attends to: attention reads the KV cache
-///     of every earlier position (2 · layers · hidden · 2 bytes) at HBM speed;
-///  d  per (query, key) pair of an initiation-phase (causal) prompt: 4 · hidden · layers
-///     FLOPs at attention efficiency.
+///  T  tokens in the flattened batch (selective batching: one [ΣL, H] pass for all);
+///  f  fixed overhead: kernel launches and the latency of tensor-parallel all-reduces (two
+///     per layer);
+///  w  streaming the weight shard of every stage from HBM once (decoding is memory-bound);
+///  b  GEMM time per token: 2 · params FLOPs at GEMM efficiency;
+///  k  all-reduce bytes per token over NVLink (tensor parallelism only);
+///  c  per key/value an increment-phase token attends to: attention reads the KV cache of
+///     every earlier position (2 · layers · hidden · 2 bytes) at HBM speed;
+///  d  per (query, key) pair of an initiation-phase causal prompt: 4 · hidden · layers FLOPs
+///     at attention efficiency.
 ///
-/// Linear-in-tokens on top of a memory-bound floor is a conservative shape for batching:
-/// a real GPU hides part of b·tokens under the weight streaming. The GPT-3 13B preset gives
-/// ~22 ms for a lone decode step, ~28 ms for 16 decodes at 300 tokens of context and
-/// ~70 ms for a 272-token prompt: tens of ms per iteration, like the paper's A100s.
+/// The GPT-3 13B preset (linear) gives ~22 ms for a lone decode step, ~28 ms for 16 decodes
+/// at 300 tokens of context and ~70 ms for a 272-token prompt: tens of ms per iteration,
+/// like the paper's A100s. The cost depends only on the plan, never on which policy made it.
 struct CostModel {
   std::string description;
+  CostShape shape = CostShape::kLinear;
   int32_t num_stages = 1;
-  double fixed_seconds = 0;          ///< a
-  double per_token_seconds = 0;      ///< b
-  double per_context_seconds = 0;    ///< c
+  double fixed_seconds = 0;            ///< f
+  double weight_seconds = 0;           ///< w
+  double per_token_seconds = 0;        ///< b
+  double per_token_comm_seconds = 0;   ///< k
+  double per_context_seconds = 0;      ///< c
   double per_prompt_pair_seconds = 0;  ///< d
+  /// KV slots (tokens) the modeled GPUs hold beside the weights: the engine's n_slots.
+  int64_t kv_slots = 0;
 
-  /// Derives a, b, c, d for `shape` split over tensor_parallel × pipeline_stages GPUs.
+  /// Derives the coefficients for `shape` split over tensor_parallel × pipeline_stages GPUs.
   static absl::StatusOr<CostModel> ForGpus(const TransformerShape& shape, const GpuSpec& gpu,
                                            int32_t tensor_parallel, int32_t pipeline_stages);
   /// Presets of the paper's §6 setups: "gpt3-13b" (1 GPU), "gpt3-101b" (8 GPUs, TP 8),
@@ -68,5 +87,9 @@ struct CostModel {
   /// Time of one iteration through all stages.
   absl::Duration IterationTime(const IterationPlan& plan) const;
 };
+
+/// "linear" or "roofline".
+const char* CostShapeName(CostShape shape);
+std::optional<CostShape> ParseCostShape(const std::string& name);
 
 }  // namespace orca::sched::sim

@@ -84,6 +84,135 @@ double SimulationResult::MeanBatchSize() const {
              : 0.0;
 }
 
+namespace {
+
+/// The event loop of one RunSimulation call.
+class SimulationLoop {
+ public:
+  SimulationLoop(const std::vector<TraceRequest>& trace, Scheduler& scheduler, StepRunner& runner,
+                 const SimulationOptions& options)
+      : trace_(trace),
+        scheduler_(scheduler),
+        runner_(runner),
+        options_(options),
+        pipeline_(runner.num_stages()) {
+    result_.requests.resize(trace.size());
+    index_of_.reserve(trace.size());
+  }
+
+  absl::StatusOr<SimulationResult> Run() {
+    for (;;) {
+      // Completions first: their slots and pipeline slots are free for arrivals at `now`.
+      ORCA_RETURN_IF_ERROR(DeliverCompletions());
+      ORCA_RETURN_IF_ERROR(SubmitArrivals());
+      ORCA_RETURN_IF_ERROR(ScheduleAll());
+      const std::optional<absl::Duration> next = NextEventTime();
+      if (!next.has_value()) break;
+      if (*next > options_.max_simulated_time) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "simulation passed max_simulated_time (",
+            absl::FormatDuration(options_.max_simulated_time), ") with ",
+            trace_.size() - num_finished_, " requests unfinished"));
+      }
+      now_ = *next;
+    }
+    if (num_finished_ != trace_.size()) {
+      const SchedulerStats stats = scheduler_.stats();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "simulation stalled at t=", absl::FormatDuration(now_), " with ",
+          trace_.size() - num_finished_, " requests unfinished (queued ", stats.num_queued,
+          ", running ", stats.num_running, ", n_rsrv ", stats.n_rsrv, "/", stats.n_slots, ")"));
+    }
+    ORCA_RETURN_IF_ERROR(runner_.Release(scheduler_.TakeReleasedRequestIds()));
+    if (!trace_.empty()) {
+      absl::Duration last_finish = absl::ZeroDuration();
+      for (const RequestRecord& r : result_.requests) last_finish = std::max(last_finish, r.finish);
+      result_.makespan = last_finish - trace_.front().arrival;
+    }
+    return std::move(result_);
+  }
+
+ private:
+  absl::Time Now() const { return absl::UnixEpoch() + now_; }
+
+  absl::Status DeliverCompletions() {
+    while (!in_flight_.empty() && in_flight_.front().done <= now_) {
+      InFlightIteration done = std::move(in_flight_.front());
+      in_flight_.pop_front();
+      ORCA_ASSIGN_OR_RETURN(std::vector<RequestEvent> events,
+                            scheduler_.OnIterationDone(done.iteration_id, done.results, Now()));
+      Record(events);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SubmitArrivals() {
+    while (next_arrival_ < trace_.size() && trace_[next_arrival_].arrival <= now_) {
+      const TraceRequest& request = trace_[next_arrival_];
+      absl::StatusOr<RequestId> id =
+          scheduler_.Submit(MakeSpec(request, next_arrival_, options_), Now());
+      if (!id.ok()) return Annotate(id.status(), absl::StrCat("trace request ", next_arrival_));
+      index_of_[*id] = next_arrival_;
+      RequestRecord& r = result_.requests[next_arrival_];
+      r.id = *id;
+      r.arrival = request.arrival;
+      r.num_prompt_tokens = request.num_prompt_tokens;
+      ++next_arrival_;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ScheduleAll() {
+    while (std::optional<IterationPlan> plan = scheduler_.Schedule(Now())) {
+      ORCA_ASSIGN_OR_RETURN(StepOutcome outcome, runner_.Run(*plan));
+      ++result_.num_iterations;
+      result_.num_batched_requests += static_cast<int64_t>(plan->requests.size());
+      result_.engine_time += outcome.elapsed;
+      in_flight_.push_back(InFlightIteration{plan->iteration_id,
+                                             pipeline_.Enter(now_, outcome.elapsed),
+                                             std::move(outcome.results)});
+    }
+    return absl::OkStatus();
+  }
+
+  std::optional<absl::Duration> NextEventTime() const {
+    std::optional<absl::Duration> next;
+    if (!in_flight_.empty()) next = in_flight_.front().done;
+    if (next_arrival_ < trace_.size()) {
+      const absl::Duration arrival = trace_[next_arrival_].arrival;
+      next = next.has_value() ? std::min(*next, arrival) : arrival;
+    }
+    return next;
+  }
+
+  void Record(const std::vector<RequestEvent>& events) {
+    for (const RequestEvent& event : events) {
+      RequestRecord& r = result_.requests[index_of_.at(event.request_id)];
+      if (!event.new_tokens.empty() && r.num_generated_tokens == 0) r.first_token = now_;
+      r.num_generated_tokens += static_cast<int32_t>(event.new_tokens.size());
+      if (event.finish.has_value()) {
+        r.finish = now_;
+        r.final_state = event.finish->state;
+        ++num_finished_;
+      }
+    }
+  }
+
+  const std::vector<TraceRequest>& trace_;
+  Scheduler& scheduler_;
+  StepRunner& runner_;
+  const SimulationOptions& options_;
+  PipelineModel pipeline_;
+  SimulationResult result_;
+  absl::flat_hash_map<RequestId, size_t> index_of_;
+  std::deque<InFlightIteration> in_flight_;
+  size_t next_arrival_ = 0;
+  size_t num_finished_ = 0;
+  absl::Duration now_ = absl::ZeroDuration();
+};
+
+}  // namespace
+
 absl::StatusOr<SimulationResult> RunSimulation(const std::vector<TraceRequest>& trace,
                                                Scheduler& scheduler, StepRunner& runner,
                                                const SimulationOptions& options) {
@@ -98,93 +227,7 @@ absl::StatusOr<SimulationResult> RunSimulation(const std::vector<TraceRequest>& 
     return absl::InvalidArgumentError(
         absl::StrCat("vocab_size must be >= 1 (got ", options.vocab_size, ")"));
   }
-  const absl::Time epoch = absl::UnixEpoch();
-  SimulationResult result;
-  result.requests.resize(trace.size());
-  absl::flat_hash_map<RequestId, size_t> index_of;
-  index_of.reserve(trace.size());
-  std::deque<InFlightIteration> in_flight;
-  PipelineModel pipeline(runner.num_stages());
-  size_t next_arrival = 0;
-  size_t num_finished = 0;
-  absl::Duration now = absl::ZeroDuration();
-
-  auto record = [&](const std::vector<RequestEvent>& events) {
-    for (const RequestEvent& event : events) {
-      RequestRecord& r = result.requests[index_of.at(event.request_id)];
-      if (!event.new_tokens.empty() && r.num_generated_tokens == 0) r.first_token = now;
-      r.num_generated_tokens += static_cast<int32_t>(event.new_tokens.size());
-      if (event.finish.has_value()) {
-        r.finish = now;
-        r.final_state = event.finish->state;
-        ++num_finished;
-      }
-    }
-  };
-
-  for (;;) {
-    // Completions first: their slots and pipeline slots are free for arrivals at `now`.
-    while (!in_flight.empty() && in_flight.front().done <= now) {
-      InFlightIteration done = std::move(in_flight.front());
-      in_flight.pop_front();
-      ORCA_ASSIGN_OR_RETURN(
-          std::vector<RequestEvent> events,
-          scheduler.OnIterationDone(done.iteration_id, done.results, epoch + now));
-      record(events);
-    }
-    while (next_arrival < trace.size() && trace[next_arrival].arrival <= now) {
-      const TraceRequest& request = trace[next_arrival];
-      absl::StatusOr<RequestId> id =
-          scheduler.Submit(MakeSpec(request, next_arrival, options), epoch + now);
-      if (!id.ok()) {
-        return Annotate(id.status(), absl::StrCat("trace request ", next_arrival));
-      }
-      index_of[*id] = next_arrival;
-      RequestRecord& r = result.requests[next_arrival];
-      r.id = *id;
-      r.arrival = request.arrival;
-      r.num_prompt_tokens = request.num_prompt_tokens;
-      ++next_arrival;
-    }
-    while (std::optional<IterationPlan> plan = scheduler.Schedule(epoch + now)) {
-      ORCA_ASSIGN_OR_RETURN(StepOutcome outcome, runner.Run(*plan));
-      ++result.num_iterations;
-      result.num_batched_requests += static_cast<int64_t>(plan->requests.size());
-      result.engine_time += outcome.elapsed;
-      in_flight.push_back(InFlightIteration{plan->iteration_id,
-                                            pipeline.Enter(now, outcome.elapsed),
-                                            std::move(outcome.results)});
-    }
-
-    std::optional<absl::Duration> next;
-    if (!in_flight.empty()) next = in_flight.front().done;
-    if (next_arrival < trace.size()) {
-      next = next.has_value() ? std::min(*next, trace[next_arrival].arrival)
-                              : trace[next_arrival].arrival;
-    }
-    if (!next.has_value()) break;
-    if (*next > options.max_simulated_time) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "simulation passed max_simulated_time (", absl::FormatDuration(options.max_simulated_time),
-          ") with ", trace.size() - num_finished, " requests unfinished"));
-    }
-    now = *next;
-  }
-
-  if (num_finished != trace.size()) {
-    const SchedulerStats stats = scheduler.stats();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "simulation stalled at t=", absl::FormatDuration(now), " with ",
-        trace.size() - num_finished, " requests unfinished (queued ", stats.num_queued,
-        ", running ", stats.num_running, ", n_rsrv ", stats.n_rsrv, "/", stats.n_slots, ")"));
-  }
-  ORCA_RETURN_IF_ERROR(runner.Release(scheduler.TakeReleasedRequestIds()));
-  if (!trace.empty()) {
-    absl::Duration last_finish = absl::ZeroDuration();
-    for (const RequestRecord& r : result.requests) last_finish = std::max(last_finish, r.finish);
-    result.makespan = last_finish - trace.front().arrival;
-  }
-  return result;
+  return SimulationLoop(trace, scheduler, runner, options).Run();
 }
 
 }  // namespace orca::sched::sim

@@ -105,7 +105,7 @@ TEST_F(PolicyTest, OrcaSelectsNothingWhenEverythingIsInFlight) {
 
 TEST_F(PolicyTest, OrcaDeliversFinishedRequestsAtOnce) {
   Request& request = AddWaiting(1, 10);
-  request.Finish(FinishCause::kMaxNewTokens, "", kT0);
+  request.Finish(FinishCause::kMaxNewTokens, "");
   OrcaPolicy policy;
   EXPECT_THAT(policy.OnRequestFinished(request), ElementsAre(1));
 }
@@ -128,11 +128,11 @@ TEST_F(PolicyTest, RequestLevelFormsABatchAndNobodyJoinsIt) {
   EXPECT_THAT(policy.Select(pool_, budget_, 2), ElementsAre(1, 2));
   // Request 2 finishes: the batch keeps running with request 1 only, 3 still waits.
   Request* second = pool_.Find(2);
-  second->Finish(FinishCause::kMaxNewTokens, "", kT0);
+  second->Finish(FinishCause::kMaxNewTokens, "");
   EXPECT_THAT(policy.OnRequestFinished(*second), IsEmpty());  // held until the batch ends
   EXPECT_THAT(policy.Select(pool_, budget_, 2), ElementsAre(1));
   Request* first = pool_.Find(1);
-  first->Finish(FinishCause::kStopToken, "", kT0);
+  first->Finish(FinishCause::kStopToken, "");
   EXPECT_THAT(policy.OnRequestFinished(*first), ElementsAre(2, 1));  // the whole batch
   EXPECT_EQ(policy.num_active_batches(), 0);
 }
@@ -159,13 +159,13 @@ TEST_F(PolicyTest, RequestLevelDeliversCancelledAndFailedMembersAtOnce) {
   RequestLevelPolicy policy;
   EXPECT_THAT(policy.Select(pool_, budget_, 3), ElementsAre(1, 2, 3));
   Request* r1 = pool_.Find(1);
-  r1->Finish(FinishCause::kMaxNewTokens, "", kT0);
+  r1->Finish(FinishCause::kMaxNewTokens, "");
   EXPECT_THAT(policy.OnRequestFinished(*r1), IsEmpty());
   Request* r2 = pool_.Find(2);
-  r2->Finish(FinishCause::kCancelled, "", kT0);
+  r2->Finish(FinishCause::kCancelled, "");
   EXPECT_THAT(policy.OnRequestFinished(*r2), ElementsAre(2));
   Request* r3 = pool_.Find(3);
-  r3->Finish(FinishCause::kError, "boom", kT0);
+  r3->Finish(FinishCause::kError, "boom");
   EXPECT_THAT(policy.OnRequestFinished(*r3), ElementsAre(3, 1));
 }
 

@@ -129,11 +129,27 @@ TEST(CostModelTest, Gpt3On13BLooksLikeAnA100) {
   EXPECT_LT(batch, 2 * lone);
 }
 
+TEST(CostModelTest, RooflineShapeLetsDecodesRideOnTheWeightStreaming) {
+  absl::StatusOr<CostModel> model = CostModel::Preset("gpt3-13b");
+  ASSERT_TRUE(model.ok());
+  model->shape = CostShape::kRoofline;
+  std::vector<ScheduledRequest> decodes;
+  for (RequestId id = 1; id <= 64; ++id) decodes.push_back(Increment(id, 5, 0));
+  const absl::Duration one = model->IterationTime(Plan({Increment(1, 5, 0)}));
+  const absl::Duration many = model->IterationTime(Plan(decodes));
+  // 64 tokens of GEMM (~10.7 ms) hide under the ~21 ms of weight streaming.
+  EXPECT_LT(absl::ToDoubleMilliseconds(many - one), 0.1);
+  model->shape = CostShape::kLinear;
+  EXPECT_GT(absl::ToDoubleMilliseconds(model->IterationTime(Plan(decodes)) - one), 10.0);
+  EXPECT_EQ(ParseCostShape("roofline"), CostShape::kRoofline);
+  EXPECT_EQ(ParseCostShape("quadratic"), std::nullopt);
+}
+
 TEST(CostModelTest, PipelinePresetsSplitOverStages) {
   absl::StatusOr<CostModel> model = CostModel::Preset("gpt3-175b");
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(model->num_stages, 2);
-  EXPECT_THAT(model->description, HasSubstr("16x A100 (TP 8, PP 2)"));
+  EXPECT_THAT(model->description, HasSubstr("16x A100-40GB (TP 8, PP 2)"));
   EXPECT_FALSE(CostModel::Preset("gpt5").ok());
 }
 
