@@ -19,6 +19,7 @@ using nlohmann::json;
 struct ByteTables {
   std::array<char32_t, 256> to_unicode{};
   std::array<std::string, 256> to_utf8{};
+  std::array<int16_t, 324> to_byte{};  // code points < 324 -> byte, or -1
 };
 
 const ByteTables& Tables() {
@@ -30,6 +31,8 @@ const ByteTables& Tables() {
       t->to_unicode[b] = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
       t->to_utf8[b] = EncodeUtf8(t->to_unicode[b]);
     }
+    t->to_byte.fill(-1);
+    for (int b = 0; b < 256; ++b) t->to_byte[t->to_unicode[b]] = static_cast<int16_t>(b);
     return t;
   }();
   return *tables;
@@ -338,18 +341,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizerImpl(const json& 
 
 char32_t ByteToUnicode(uint8_t byte) { return Tables().to_unicode[byte]; }
 
-int UnicodeToByte(char32_t cp) {
-  if (cp < 256) {
-    if (Tables().to_unicode[cp] == cp) return static_cast<int>(cp);
-    return -1;
-  }
-  if (cp >= 256 && cp < 256 + 68) {
-    for (int b = 0; b < 256; ++b) {
-      if (Tables().to_unicode[b] == cp) return b;
-    }
-  }
-  return -1;
-}
+int UnicodeToByte(char32_t cp) { return cp < Tables().to_byte.size() ? Tables().to_byte[cp] : -1; }
 
 std::string BytesToUnicodeString(std::string_view text) {
   const ByteTables& t = Tables();
