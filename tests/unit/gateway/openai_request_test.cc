@@ -1,0 +1,257 @@
+// Parsing and validation of OpenAI request bodies: every bad input is a 400
+// whose message names the field (and the limit), and `param` carries it.
+
+#include "services/gateway/openai_request.h"
+
+#include <nlohmann/json.hpp>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "services/gateway/api_error.h"
+
+namespace orca::gateway {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+absl::StatusOr<CompletionRequest> Completion(const std::string& body) {
+  absl::StatusOr<json> parsed = ParseJsonObject(body);
+  if (!parsed.ok()) return parsed.status();
+  return ParseCompletionRequest(*parsed);
+}
+
+absl::StatusOr<ChatRequest> Chat(const std::string& body) {
+  absl::StatusOr<json> parsed = ParseJsonObject(body);
+  if (!parsed.ok()) return parsed.status();
+  return ParseChatRequest(*parsed);
+}
+
+struct BadInput {
+  const char* name;
+  const char* body;
+  const char* param;    // expected `param` ("" for none)
+  const char* message;  // substring of the message
+};
+
+class CompletionBadInputTest : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CompletionBadInputTest, IsRejectedNamingTheField) {
+  const BadInput& c = GetParam();
+  absl::StatusOr<CompletionRequest> result = Completion(c.body);
+  ASSERT_FALSE(result.ok()) << c.body;
+  const ApiError error = ApiError::FromStatus(result.status());
+  EXPECT_EQ(error.http_status, 400);
+  EXPECT_EQ(error.type, "invalid_request_error");
+  EXPECT_EQ(error.param, c.param);
+  EXPECT_THAT(error.message, HasSubstr(c.message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, CompletionBadInputTest,
+    ::testing::Values(
+        BadInput{"MalformedJson", R"({"prompt": "x",)", "", "Invalid JSON body: parse error at line 1, column 16"},
+        BadInput{"NotAnObject", R"([1, 2])", "", "must be a JSON object, got an array"},
+        BadInput{"InvalidUtf8", "{\"prompt\": \"\xff\xfe\"}", "", "not valid UTF-8 (invalid byte sequence at offset 12)"},
+        BadInput{"LoneSurrogateEscape", R"({"prompt": "\ud800"})", "", "Invalid JSON body"},
+        BadInput{"MissingPrompt", R"({"max_tokens": 3})", "prompt", "'prompt' is required"},
+        BadInput{"PromptNumber", R"({"prompt": 5})", "prompt", "got a number (5)"},
+        BadInput{"PromptEmptyArray", R"({"prompt": []})", "prompt", "must not be an empty array"},
+        BadInput{"PromptMixed", R"({"prompt": ["a", 1]})", "prompt", "'prompt[1]' is a number (1)"},
+        BadInput{"PromptNegativeId", R"({"prompt": [1, -2]})", "prompt", "'prompt[1]' must be at least 0, got -2"},
+        BadInput{"MaxTokensString", R"({"prompt": "x", "max_tokens": "ten"})", "max_tokens",
+                 "'max_tokens' must be an integer, got a string (\"ten\")"},
+        BadInput{"MaxTokensFraction", R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens",
+                 "'max_tokens' must be an integer, got a number (1.5)"},
+        BadInput{"MaxTokensNegative", R"({"prompt": "x", "max_tokens": -5})", "max_tokens",
+                 "'max_tokens' must be at least 1, got -5"},
+        BadInput{"MaxTokensZero", R"({"prompt": "x", "max_tokens": 0})", "max_tokens", "at least 1, got 0"},
+        BadInput{"MaxTokensHuge", R"({"prompt": "x", "max_tokens": 1e30})", "max_tokens",
+                 "'max_tokens' must be at most 2147483647"},
+        BadInput{"MaxTokensBigInteger", R"({"prompt": "x", "max_tokens": 99999999999999999999})", "max_tokens",
+                 "must be at most 2147483647"},
+        BadInput{"TemperatureString", R"({"prompt": "x", "temperature": "hot"})", "temperature",
+                 "'temperature' must be a number, got a string (\"hot\")"},
+        BadInput{"TemperatureRange", R"({"prompt": "x", "temperature": 3})", "temperature",
+                 "'temperature' must be in [0, 2], got 3"},
+        BadInput{"TopPZero", R"({"prompt": "x", "top_p": 0})", "top_p", "'top_p' must be in (0, 1]"},
+        BadInput{"TopKBelowMinusOne", R"({"prompt": "x", "top_k": -2})", "top_k", "at least -1"},
+        BadInput{"MinPRange", R"({"prompt": "x", "min_p": 1.5})", "min_p", "'min_p' must be in [0, 1]"},
+        BadInput{"PresenceRange", R"({"prompt": "x", "presence_penalty": -3})", "presence_penalty", "[-2, 2]"},
+        BadInput{"FrequencyType", R"({"prompt": "x", "frequency_penalty": true})", "frequency_penalty",
+                 "must be a number, got a boolean (true)"},
+        BadInput{"RepetitionZero", R"({"prompt": "x", "repetition_penalty": 0})", "repetition_penalty", "(0, 10]"},
+        BadInput{"NZero", R"({"prompt": "x", "n": 0})", "n", "'n' must be at least 1, got 0"},
+        BadInput{"NTooLarge", R"({"prompt": "x", "n": 1000})", "n", "'n' must be at most 128, got 1000"},
+        BadInput{"NTimesPrompts", R"({"prompt": ["a","b","c"], "n": 50})", "n", "at most 128, got 50 × 3"},
+        BadInput{"StopNumber", R"({"prompt": "x", "stop": 5})", "stop",
+                 "'stop' must be a string or an array of strings, got a number (5)"},
+        BadInput{"StopArrayOfNumbers", R"({"prompt": "x", "stop": ["a", 3]})", "stop", "'stop[1]' must be a string"},
+        BadInput{"StopEmptyString", R"({"prompt": "x", "stop": ["a", ""]})", "stop", "'stop[1]' must not be empty"},
+        BadInput{"StopTooMany",
+                 R"({"prompt": "x", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})",
+                 "stop", "at most 16 sequences, got 17"},
+        BadInput{"StreamString", R"({"prompt": "x", "stream": "yes"})", "stream", "'stream' must be a boolean"},
+        BadInput{"StreamOptionsWithoutStream", R"({"prompt": "x", "stream_options": {"include_usage": true}})",
+                 "stream_options", "only allowed when 'stream' is true"},
+        BadInput{"IncludeUsageType", R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})",
+                 "stream_options.include_usage", "'stream_options.include_usage' must be a boolean"},
+        BadInput{"LogprobsTooMany", R"({"prompt": "x", "logprobs": 6})", "logprobs", "at most 5, got 6"},
+        BadInput{"LogprobsBool", R"({"prompt": "x", "logprobs": true})", "logprobs", "must be an integer"},
+        BadInput{"Suffix", R"({"prompt": "x", "suffix": "end"})", "suffix", "'suffix' is not supported"},
+        BadInput{"EchoWithLogprobs", R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo", "not supported"},
+        BadInput{"LogitBias", R"({"prompt": "x", "logit_bias": {"50256": -100}})", "logit_bias", "not supported"},
+        BadInput{"BestOf", R"({"prompt": "x", "best_of": 3})", "best_of", "not supported"},
+        BadInput{"UserNumber", R"({"prompt": "x", "user": 7})", "user", "'user' must be a string"},
+        BadInput{"ModelNumber", R"({"prompt": "x", "model": 7})", "model", "'model' must be a string"},
+        BadInput{"SeedString", R"({"prompt": "x", "seed": "1"})", "seed", "'seed' must be an integer"},
+        BadInput{"MinTokensOverMax", R"({"prompt": "x", "max_tokens": 2, "min_tokens": 3})", "min_tokens",
+                 "must not exceed 'max_tokens' (2)"},
+        BadInput{"StopTokenIdsType", R"({"prompt": "x", "stop_token_ids": [1, "a"]})", "stop_token_ids",
+                 "'stop_token_ids[1]' must be an integer"}),
+    [](const ::testing::TestParamInfo<BadInput>& info) { return std::string(info.param.name); });
+
+class ChatBadInputTest : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(ChatBadInputTest, IsRejectedNamingTheField) {
+  const BadInput& c = GetParam();
+  absl::StatusOr<ChatRequest> result = Chat(c.body);
+  ASSERT_FALSE(result.ok()) << c.body;
+  const ApiError error = ApiError::FromStatus(result.status());
+  EXPECT_EQ(error.http_status, 400);
+  EXPECT_EQ(error.param, c.param);
+  EXPECT_THAT(error.message, HasSubstr(c.message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, ChatBadInputTest,
+    ::testing::Values(
+        BadInput{"MissingMessages", R"({"model": "m"})", "messages", "'messages' is required"},
+        BadInput{"EmptyMessages", R"({"messages": []})", "messages", "at least one message"},
+        BadInput{"MessagesObject", R"({"messages": {"role": "user"}})", "messages", "must be an array, got an object"},
+        BadInput{"MessageString", R"({"messages": ["hi"]})", "messages", "'messages[0]' must be an object"},
+        BadInput{"MissingRole", R"({"messages": [{"content": "hi"}]})", "messages", "'messages[0].role' is required"},
+        BadInput{"RoleNumber", R"({"messages": [{"role": 1, "content": "hi"}]})", "messages",
+                 "'messages[0].role' must be a string"},
+        BadInput{"MissingContent", R"({"messages": [{"role": "user"}]})", "messages",
+                 "'messages[0].content' is required"},
+        BadInput{"ContentNumber", R"({"messages": [{"role": "user", "content": 3}]})", "messages",
+                 "'messages[0].content' must be a string or an array of content parts"},
+        BadInput{"ImagePart",
+                 R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
+                 "messages", "'messages[0].content[0].type' 'image_url' is not supported"},
+        BadInput{"TextPartWithoutText", R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+                 "messages", "'messages[0].content[0].text' must be a string"},
+        BadInput{"TopLogprobsWithoutLogprobs", R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+                 "top_logprobs", "requires 'logprobs' to be true"},
+        BadInput{"TopLogprobsTooMany",
+                 R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
+                 "top_logprobs", "at most 20, got 21"},
+        BadInput{"LogprobsInt", R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", "logprobs",
+                 "'logprobs' must be a boolean"},
+        BadInput{"JsonObjectFormat",
+                 R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+                 "response_format", "'response_format' of type 'json_object' is not supported"},
+        BadInput{"JsonSchemaFormat",
+                 R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})",
+                 "response_format", "not supported"},
+        BadInput{"Tools",
+                 R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                 "tools", "Tool calling ('tools') is not supported"},
+        BadInput{"MaxCompletionTokensNegative",
+                 R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
+                 "max_completion_tokens", "at least 1, got -1"}),
+    [](const ::testing::TestParamInfo<BadInput>& info) { return std::string(info.param.name); });
+
+TEST(OpenAiRequestTest, UnknownFieldsAndNullsAreIgnored) {
+  auto request = Completion(R"({"prompt": "hi", "frobnicate": {"x": 1}, "temperature": null, "stop": null})");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->prompt_texts, std::vector<std::string>{"hi"});
+  EXPECT_FLOAT_EQ(request->options.sampling.temperature, 1.0f);  // OpenAI's default
+  EXPECT_TRUE(request->options.stop.empty());
+  EXPECT_FALSE(request->options.max_tokens.has_value());
+}
+
+TEST(OpenAiRequestTest, PromptShapes) {
+  auto batch = Completion(R"({"prompt": ["a", "b"]})");
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->prompt_texts.size(), 2u);
+  auto ids = Completion(R"({"prompt": [1, 2, 3]})");
+  ASSERT_TRUE(ids.ok());
+  ASSERT_EQ(ids->prompt_token_ids.size(), 1u);
+  EXPECT_EQ(ids->prompt_token_ids[0], (std::vector<int32_t>{1, 2, 3}));
+  auto id_batch = Completion(R"({"prompt": [[1], [2, 3]]})");
+  ASSERT_TRUE(id_batch.ok());
+  EXPECT_EQ(id_batch->prompt_token_ids.size(), 2u);
+}
+
+TEST(OpenAiRequestTest, SamplingAndOptionsAreCarried) {
+  auto r = Completion(R"({"prompt": "x", "temperature": 0, "top_p": 0.5, "top_k": -1,
+      "min_p": 0.1, "seed": 42, "presence_penalty": 1, "frequency_penalty": -1, "repetition_penalty": 1.2,
+      "n": 3, "stop": "\n", "ignore_eos": true, "logprobs": 2, "stream": true,
+      "stream_options": {"include_usage": true}, "user": "u1", "max_tokens": 10.0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const GenerationOptions& o = r->options;
+  EXPECT_EQ(o.max_tokens, 10);  // integer-valued numbers are integers
+  EXPECT_FLOAT_EQ(o.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(o.sampling.top_p, 0.5f);
+  EXPECT_EQ(o.sampling.top_k, 0);
+  EXPECT_EQ(o.sampling.seed, 42u);
+  EXPECT_EQ(o.n, 3);
+  EXPECT_EQ(o.stop, std::vector<std::string>{"\n"});
+  EXPECT_TRUE(o.ignore_eos);
+  EXPECT_TRUE(o.sampling.logprobs);
+  EXPECT_EQ(o.sampling.top_logprobs, 2);
+  EXPECT_TRUE(o.stream);
+  EXPECT_TRUE(o.include_usage);
+  EXPECT_EQ(o.user, "u1");
+}
+
+TEST(OpenAiRequestTest, ChatContentPartsAreJoinedAndMaxCompletionTokensWins) {
+  auto r = Chat(R"({"messages": [{"role": "system", "content": "s"},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": null}],
+      "max_tokens": 5, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3,
+      "response_format": {"type": "text"}, "tools": [], "tool_choice": "none"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->messages.size(), 3u);
+  EXPECT_EQ(r->messages[1].content, "a\nb");
+  EXPECT_EQ(r->messages[2].content, "");
+  EXPECT_EQ(r->options.max_tokens, 9);
+  EXPECT_TRUE(r->options.sampling.logprobs);
+  EXPECT_EQ(r->options.sampling.top_logprobs, 3);
+}
+
+TEST(OpenAiRequestTest, DeeplyNestedJsonIsHandled) {
+  const std::string deep = "{\"prompt\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto r = Completion(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(ApiError::FromStatus(r.status()).http_status, 400);
+}
+
+TEST(OpenAiRequestTest, FindInvalidUtf8) {
+  EXPECT_EQ(FindInvalidUtf8("plain ascii"), std::nullopt);
+  EXPECT_EQ(FindInvalidUtf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"), std::nullopt);
+  EXPECT_EQ(FindInvalidUtf8("ab\xc3"), 2u);           // truncated
+  EXPECT_EQ(FindInvalidUtf8("a\xc0\xafz"), 1u);       // overlong '/'
+  EXPECT_EQ(FindInvalidUtf8("a\xed\xa0\x80z"), 1u);   // UTF-16 surrogate
+  EXPECT_EQ(FindInvalidUtf8("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
+  EXPECT_EQ(FindInvalidUtf8("x\x80"), 1u);            // stray continuation byte
+}
+
+TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
+  auto t = ParseTokenizeRequest(json::parse(R"({"prompt": "hi", "add_special_tokens": false})"));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->prompt, "hi");
+  EXPECT_EQ(t->add_special_tokens, false);
+  EXPECT_FALSE(ParseTokenizeRequest(json::parse(R"({})")).ok());
+  auto d = ParseDetokenizeRequest(json::parse(R"({"tokens": [1, 2]})"));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->tokens, (std::vector<int32_t>{1, 2}));
+  auto bad = ParseDetokenizeRequest(json::parse(R"({"tokens": "1 2"})"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(ApiError::FromStatus(bad.status()).param, "tokens");
+}
+
+}  // namespace
+}  // namespace orca::gateway
