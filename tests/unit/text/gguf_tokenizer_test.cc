@@ -89,5 +89,148 @@ TEST_F(Stories260KTest, StreamingMatchesFullDecodeOnRandomIds) {
   }
 }
 
+// ---- Vocabularies written into GGUF files by the test ------------------------
+
+// Minimal GGUF v3 writer (metadata only, no tensors).
+class GgufWriter {
+ public:
+  void String(const std::string& key, const std::string& v) { Key(key, 8); Str(v); ++count_; }
+  void U32(const std::string& key, uint32_t v) { Key(key, 4); Pod(v); ++count_; }
+  void Bool(const std::string& key, bool v) { Key(key, 7); Pod(static_cast<uint8_t>(v)); ++count_; }
+  void Strings(const std::string& key, const std::vector<std::string>& v) {
+    Key(key, 9);
+    Pod(uint32_t{8});
+    Pod(static_cast<uint64_t>(v.size()));
+    for (const auto& s : v) Str(s);
+    ++count_;
+  }
+  void Floats(const std::string& key, const std::vector<float>& v) {
+    Key(key, 9);
+    Pod(uint32_t{6});
+    Pod(static_cast<uint64_t>(v.size()));
+    for (float f : v) Pod(f);
+    ++count_;
+  }
+  void Ints(const std::string& key, const std::vector<int32_t>& v) {
+    Key(key, 9);
+    Pod(uint32_t{5});
+    Pod(static_cast<uint64_t>(v.size()));
+    for (int32_t x : v) Pod(x);
+    ++count_;
+  }
+  void Write(const std::string& path) const {
+    std::ofstream out(path, std::ios::binary);
+    out.write("GGUF", 4);
+    uint32_t version = 3;
+    uint64_t tensors = 0;
+    out.write(reinterpret_cast<const char*>(&version), 4);
+    out.write(reinterpret_cast<const char*>(&tensors), 8);
+    out.write(reinterpret_cast<const char*>(&count_), 8);
+    out << body_;
+    out << std::string((32 - (24 + body_.size()) % 32) % 32, '\0');
+  }
+
+ private:
+  template <typename T>
+  void Pod(T v) { body_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+  void Str(const std::string& s) { Pod(static_cast<uint64_t>(s.size())); body_ += s; }
+  void Key(const std::string& k, uint32_t type) { Str(k); Pod(type); }
+  std::string body_;
+  uint64_t count_ = 0;
+};
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".gguf")).string();
+}
+
+TEST(GgufVocabularyTest, Gpt2VocabularyMatchesTheSameTokenizerJson) {
+  const char* shared = std::getenv("ORCA_SHARED_DIR");
+  const std::string dir = std::string(shared != nullptr ? shared : "../shared") + "/models/tiny-gpt2";
+  if (!std::filesystem::exists(dir + "/tokenizer.json")) GTEST_SKIP() << dir << " absent";
+  std::ifstream in(dir + "/tokenizer.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json tj = json::parse(ss.str());
+  std::vector<std::string> tokens(50257);
+  std::vector<int32_t> types(50257, 1);
+  for (const auto& [tok, id] : tj["model"]["vocab"].items()) tokens[id.get<int>()] = tok;
+  types[50256] = 3;  // control
+  std::vector<std::string> merges;
+  for (const json& m : tj["model"]["merges"]) {
+    merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
+  }
+  GgufWriter w;
+  w.String("general.architecture", "gpt2");
+  w.String("tokenizer.ggml.model", "gpt2");
+  w.String("tokenizer.ggml.pre", "gpt2");
+  w.Strings("tokenizer.ggml.tokens", tokens);
+  w.Ints("tokenizer.ggml.token_type", types);
+  w.Strings("tokenizer.ggml.merges", merges);
+  w.U32("tokenizer.ggml.bos_token_id", 50256);
+  w.U32("tokenizer.ggml.eos_token_id", 50256);
+  const std::string path = TempPath("orca_gpt2_vocab");
+  w.Write(path);
+  auto from_gguf = Tokenizer::Load(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(from_gguf.ok()) << from_gguf.status();
+  auto from_json = Tokenizer::Load(dir);
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  const char* src = std::getenv("ORCA_SOURCE_DIR");
+  std::ifstream corpus_in(std::string(src != nullptr ? src : ".") + "/tests/text_parity/corpus.json");
+  ASSERT_TRUE(corpus_in.good());
+  json corpus = json::parse(corpus_in);
+  for (const json& text : corpus) {
+    const auto ids = (*from_json)->Encode(text.get<std::string>(), false);
+    EXPECT_EQ((*from_gguf)->Encode(text.get<std::string>(), false), ids) << text;
+    EXPECT_EQ(*(*from_gguf)->Decode(ids, false), *(*from_json)->Decode(ids, false));
+  }
+  EXPECT_EQ((*from_gguf)->Encode("hi", true).size(), 1u);  // gpt2 vocabularies add no BOS by default
+  EXPECT_EQ((*from_gguf)->eos_ids(), std::vector<int32_t>{50256});
+}
+
+// SentencePiece merging follows vocabulary scores, not merge ranks.
+TEST(GgufVocabularyTest, SentencePieceMergesByScore) {
+  auto build = [](float score_a_b, float score_sp_a) {
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<int32_t> types = {2, 3, 3};
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      tokens.push_back(name);
+      types.push_back(6);
+    }
+    std::vector<std::string> pieces = {"\u2581", "a", "b", "ab", "\u2581a"};
+    std::vector<float> scores(tokens.size(), 0.0f);
+    for (const auto& p : pieces) {
+      tokens.push_back(p);
+      types.push_back(1);
+    }
+    scores.insert(scores.end(), {-1.0f, -2.0f, -2.0f, score_a_b, score_sp_a});
+    GgufWriter w;
+    w.String("tokenizer.ggml.model", "llama");
+    w.Strings("tokenizer.ggml.tokens", tokens);
+    w.Floats("tokenizer.ggml.scores", scores);
+    w.Ints("tokenizer.ggml.token_type", types);
+    w.U32("tokenizer.ggml.bos_token_id", 1);
+    w.U32("tokenizer.ggml.eos_token_id", 2);
+    w.U32("tokenizer.ggml.unknown_token_id", 0);
+    const std::string path = TempPath("orca_spm_vocab");
+    w.Write(path);
+    auto t = Tokenizer::Load(path);
+    std::filesystem::remove(path);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return std::move(*t);
+  };
+  const int32_t kSpace = 259, kB = 261, kAB = 262, kSpaceA = 263;
+  auto prefer_ab = build(-0.5f, -3.0f);
+  EXPECT_EQ(prefer_ab->Encode("ab", true), (std::vector<int32_t>{1, kSpace, kAB}));
+  auto prefer_space_a = build(-3.0f, -0.5f);
+  EXPECT_EQ(prefer_space_a->Encode("ab", true), (std::vector<int32_t>{1, kSpaceA, kB}));
+  // Unknown characters use byte tokens; decoding strips the added leading space.
+  std::vector<int32_t> ids = prefer_ab->Encode("a\n", false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{kSpaceA, 3 + '\n'}));
+  EXPECT_EQ(*prefer_ab->Decode(ids), "a\n");
+}
+
 }  // namespace
 }  // namespace orca::text
