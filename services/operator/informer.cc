@@ -107,6 +107,7 @@ absl::Status Informer::WatchOnce(const absl::Notification* stop) {
 
 void Informer::Run(const absl::Notification* stop) {
   bool need_list = true;
+  std::string listed_version;  // the version of the last list
   absl::Duration backoff = options_.initial_backoff;
   auto sleep_backoff = [&] {
     stop->WaitForNotificationWithTimeout(backoff);
@@ -121,8 +122,10 @@ void Informer::Run(const absl::Notification* stop) {
         continue;
       }
       need_list = false;
+      listed_version = resource_version();
     }
     absl::Status st = WatchOnce(stop);
+    const bool just_listed = resource_version() == listed_version;
     if (st.ok()) {
       backoff = options_.initial_backoff;  // the server ended a healthy watch: resume from rv
       continue;
@@ -130,8 +133,10 @@ void Informer::Run(const absl::Notification* stop) {
     if (absl::IsCancelled(st) || stop->HasBeenNotified()) break;
     const int code = HttpCodeOf(st);
     if (code == 410) {
-      // Our resourceVersion was compacted away: start over from a fresh list.
+      // Our resourceVersion was compacted away: start over from a fresh list
+      // (after a pause when even a fresh list's version was refused).
       ORCA_LOG(INFO).With("collection", options_.collection_path) << "watch expired (410 Gone), re-listing";
+      if (just_listed) sleep_backoff();
       need_list = true;
       continue;
     }

@@ -47,7 +47,8 @@ absl::StatusCode CodeForHttp(int code, const std::string& reason) {
 }
 
 // Error from a non-2xx response; uses the metav1.Status body when there is one.
-absl::Status ErrorFromResponse(long code, const std::string& body) {
+// (Context goes into the message here: Annotate() would drop the HTTP-code payload.)
+absl::Status ErrorFromResponse(long code, const std::string& body, const std::string& context) {
   std::string reason, message;
   auto parsed = ParseJson(body);
   if (parsed.ok() && parsed->is_object()) {
@@ -55,7 +56,7 @@ absl::Status ErrorFromResponse(long code, const std::string& body) {
     message = parsed->value("message", "");
   }
   if (message.empty()) message = body.substr(0, 512);
-  return HttpError(static_cast<int>(code), reason, message);
+  return HttpError(static_cast<int>(code), reason, absl::StrCat(context, ": ", message));
 }
 
 void GlobalInit() {
@@ -188,6 +189,7 @@ absl::StatusOr<KubeClient::Response> KubeClient::Perform(
   }
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Accept: application/json");
+  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
   if (!content_type.empty()) headers = curl_slist_append(headers, ("Content-Type: " + content_type).c_str());
   if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_guard(headers, &curl_slist_free_all);
@@ -232,7 +234,7 @@ absl::StatusOr<json> KubeClient::JsonCall(const std::string& method, const std::
                                           const std::string& body, const std::string& content_type) {
   ORCA_ASSIGN_OR_RETURN(Response r, Perform(method, path_and_query, body, content_type,
                                             options_.request_timeout_seconds, nullptr, nullptr));
-  if (r.code / 100 != 2) return Annotate(ErrorFromResponse(r.code, r.body), method + " " + path_and_query);
+  if (r.code / 100 != 2) return ErrorFromResponse(r.code, r.body, method + " " + path_and_query);
   if (r.body.empty()) return json::object();
   return ParseJson(r.body);
 }
@@ -283,7 +285,7 @@ absl::Status KubeClient::Watch(const std::string& collection_path, const WatchOp
   };
   ORCA_ASSIGN_OR_RETURN(Response r, Perform("GET", collection_path + query, "", "", options.timeout_seconds + 30,
                                             on_data, cancel));
-  if (r.code / 100 != 2) return Annotate(ErrorFromResponse(r.code, r.body), "watch " + collection_path);
+  if (r.code / 100 != 2) return ErrorFromResponse(r.code, r.body, "watch " + collection_path);
   return stream_error;
 }
 

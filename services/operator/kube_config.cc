@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -23,13 +24,14 @@ std::string Str(const YAML::Node& node, const char* key) {
 }
 
 // Finds the entry named `name` in a kubeconfig list (clusters, users, contexts) and returns its `field`.
-YAML::Node FindNamed(const YAML::Node& root, const char* list, const std::string& name, const char* field) {
+std::optional<YAML::Node> FindNamed(const YAML::Node& root, const char* list, const std::string& name,
+                                    const char* field) {
   const YAML::Node items = root[list];
-  if (!items || !items.IsSequence()) return YAML::Node();
+  if (!items || !items.IsSequence()) return std::nullopt;
   for (const YAML::Node& item : items) {
-    if (Str(item, "name") == name) return item[field];
+    if (Str(item, "name") == name && item[field] && item[field].IsMap()) return item[field];
   }
-  return YAML::Node();
+  return std::nullopt;
 }
 
 absl::StatusOr<std::string> Base64Field(const YAML::Node& node, const char* key) {
@@ -47,14 +49,16 @@ absl::StatusOr<KubeConfig> ParseKubeConfigNode(const YAML::Node& root, const std
   if (!root || !root.IsMap()) return absl::InvalidArgumentError("kubeconfig: expected a mapping");
   const std::string context_name = wanted_context.empty() ? Str(root, "current-context") : wanted_context;
   if (context_name.empty()) return absl::InvalidArgumentError("kubeconfig: no current-context and no --context given");
-  const YAML::Node context = FindNamed(root, "contexts", context_name, "context");
+  const std::optional<YAML::Node> context = FindNamed(root, "contexts", context_name, "context");
   if (!context) return absl::NotFoundError(absl::StrCat("kubeconfig: context '", context_name, "' not found"));
-  const std::string cluster_name = Str(context, "cluster");
-  const YAML::Node cluster = FindNamed(root, "clusters", cluster_name, "cluster");
-  if (!cluster) return absl::NotFoundError(absl::StrCat("kubeconfig: cluster '", cluster_name, "' not found"));
-  const std::string user_name = Str(context, "user");
-  const YAML::Node user = user_name.empty() ? YAML::Node() : FindNamed(root, "users", user_name, "user");
-  if (!user_name.empty() && !user) {
+  const std::string cluster_name = Str(*context, "cluster");
+  const std::optional<YAML::Node> found_cluster = FindNamed(root, "clusters", cluster_name, "cluster");
+  if (!found_cluster) return absl::NotFoundError(absl::StrCat("kubeconfig: cluster '", cluster_name, "' not found"));
+  const YAML::Node& cluster = *found_cluster;
+  const std::string user_name = Str(*context, "user");
+  const std::optional<YAML::Node> found_user =
+      user_name.empty() ? std::nullopt : FindNamed(root, "users", user_name, "user");
+  if (!user_name.empty() && !found_user) {
     return absl::NotFoundError(absl::StrCat("kubeconfig: user '", user_name, "' not found"));
   }
 
@@ -65,8 +69,9 @@ absl::StatusOr<KubeConfig> ParseKubeConfigNode(const YAML::Node& root, const std
   cfg.ca_file = Resolve(Str(cluster, "certificate-authority"), base_dir);
   ORCA_ASSIGN_OR_RETURN(cfg.ca_data, Base64Field(cluster, "certificate-authority-data"));
   cfg.insecure_skip_tls_verify = Str(cluster, "insecure-skip-tls-verify") == "true";
-  cfg.namespace_ = Str(context, "namespace");
-  if (user) {
+  cfg.namespace_ = Str(*context, "namespace");
+  if (found_user) {
+    const YAML::Node& user = *found_user;
     if (user["exec"] || user["auth-provider"]) {
       return absl::UnimplementedError(absl::StrCat(
           "kubeconfig: user '", user_name,

@@ -1,0 +1,120 @@
+#include "services/operator/controller.h"
+
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/unit/operator/orca_deployment_builder.h"
+#include "tests/unit/operator/test_util.h"
+
+namespace orca::k8s {
+namespace {
+
+using nlohmann::json;
+using testing::ClientFor;
+using testing::Eventually;
+using testing::FakeKubeApiServer;
+using testing::OrcaDeploymentBuilder;
+
+constexpr char kCrPath[] = "/apis/serving.orca.dev/v1alpha1/namespaces/team-a/orcadeployments/demo";
+
+std::string ConditionStatus(const json& cr, const std::string& type) {
+  if (!cr.contains("status") || !cr["status"].contains("conditions")) return "";
+  for (const json& c : cr["status"]["conditions"]) {
+    if (c["type"] == type) return c["status"];
+  }
+  return "";
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = FakeKubeApiServer::Start();
+    client_ = ClientFor(*server_);
+    Controller::Options options;
+    options.namespace_ = "team-a";
+    options.retry_base = absl::Milliseconds(10);
+    controller_ = std::make_unique<Controller>(client_.get(), nullptr, &metrics_, options);
+  }
+  void Start() {
+    thread_ = std::thread([this] { controller_->Run(&stop_); });
+    ASSERT_TRUE(Eventually([&] { return controller_->HasSynced() && server_->OpenWatches() == 3; }));
+  }
+  void TearDown() override {
+    stop_.Notify();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::optional<json> Cr() { return server_->Get(kCrPath); }
+  void Submit(const OrcaDeploymentBuilder& b) {
+    json cr = b.Build();
+    cr["metadata"].erase("uid");
+    cr["metadata"].erase("generation");
+    server_->Upsert(cr);
+  }
+
+  OperatorMetrics metrics_;
+  std::unique_ptr<FakeKubeApiServer> server_;
+  std::unique_ptr<KubeClient> client_;
+  std::unique_ptr<Controller> controller_;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+TEST_F(ControllerTest, ReconcilesWhatItWatchesAndFollowsChildren) {
+  Start();
+  Submit(OrcaDeploymentBuilder().Pipeline(2));
+  ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Progressing") == "True"; }));
+  ASSERT_TRUE(server_->Get("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-pipeline").has_value());
+  // The workload controllers report ready: the child watches bring the operator back.
+  for (const char* path : {"/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-pipeline",
+                           "/apis/apps/v1/namespaces/team-a/deployments/demo-r0-scheduler",
+                           "/apis/apps/v1/namespaces/team-a/deployments/demo-gateway"}) {
+    const json o = *server_->Get(path);
+    const int n = o["spec"]["replicas"];
+    server_->SetStatus(path, {{"observedGeneration", o["metadata"]["generation"]}, {"readyReplicas", n},
+                              {"availableReplicas", n}, {"updatedReplicas", n}});
+  }
+  ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Available") == "True"; }));
+  EXPECT_EQ((*Cr())["status"]["readyReplicas"], 1);
+  // A spec change is applied.
+  Submit(OrcaDeploymentBuilder().Pipeline(3));
+  ASSERT_TRUE(Eventually([&] {
+    auto sts = server_->Get("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-pipeline");
+    return sts && (*sts)["spec"]["replicas"] == 3 && (*Cr())["status"]["observedGeneration"] == 2;
+  }));
+  EXPECT_GT(metrics_.reconciles_ok.load(), 0);
+}
+
+TEST_F(ControllerTest, KeepsWorkingAcrossAnExpiredWatch) {
+  Start();
+  server_->EndWatches();
+  server_->CompactHistory();
+  Submit(OrcaDeploymentBuilder());
+  ASSERT_TRUE(Eventually([&] { return Cr()->contains("status"); }));
+  EXPECT_TRUE(server_->Get("/apis/apps/v1/namespaces/team-a/deployments/demo-gateway").has_value());
+}
+
+TEST_F(ControllerTest, RetriesFailedReconcilesWithBackoff) {
+  server_->FailNext("PATCH", "/configmaps/", 500, 2);
+  Start();
+  Submit(OrcaDeploymentBuilder());
+  ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Degraded") == "False"; }));
+  EXPECT_GE(metrics_.reconciles_error.load(), 2);
+  EXPECT_TRUE(server_->Get("/api/v1/namespaces/team-a/configmaps/demo-config").has_value());
+}
+
+TEST_F(ControllerTest, InvalidSpecIsNotRetried) {
+  Start();
+  Submit(OrcaDeploymentBuilder().Pipeline(0));
+  ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Degraded") == "True"; }));
+  const int puts = server_->CountRequests("PUT", "/status");
+  // The status update itself comes back as a watch event; reconciling it again changes nothing.
+  ASSERT_TRUE(Eventually([&] { return metrics_.reconciles_ok.load() >= 2; }));
+  EXPECT_EQ(server_->CountRequests("PUT", "/status"), puts);
+  EXPECT_EQ(metrics_.reconciles_error.load(), 0);
+  EXPECT_EQ(server_->CountRequests("PATCH", "/"), 0);
+}
+
+}  // namespace
+}  // namespace orca::k8s

@@ -1,0 +1,154 @@
+#include "services/operator/orca_deployment_spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/unit/operator/orca_deployment_builder.h"
+
+namespace orca::k8s {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using testing::OrcaDeploymentBuilder;
+
+TEST(OrcaDeploymentSpecTest, MinimalSpecGetsTheCrdDefaults) {
+  auto d = ParseOrcaDeployment(OrcaDeploymentBuilder("chat", "ns1").Build());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->name, "chat");
+  EXPECT_EQ(d->namespace_, "ns1");
+  EXPECT_EQ(d->replicas, 1);
+  EXPECT_EQ(d->pipeline, 1);
+  EXPECT_EQ(d->tensor, 1);
+  EXPECT_EQ(d->model.served_model_name, "chat");  // defaults to the object's name
+  EXPECT_EQ(d->model.format, "hf");
+  EXPECT_EQ(d->model.dtype, "auto");
+  EXPECT_EQ(d->image.Reference(), "ghcr.io/orca-serving/orca:0.1.0");
+  EXPECT_EQ(d->image.pull_policy, "IfNotPresent");
+  EXPECT_EQ(d->scheduler.policy, "orca");
+  EXPECT_EQ(d->scheduler.max_batch_size, 16);
+  EXPECT_EQ(d->scheduler.kv_slots, 8192);
+  EXPECT_EQ(d->scheduler.max_queued, 1024);
+  EXPECT_EQ(d->scheduler.num_workers, 0);
+  EXPECT_EQ(d->gateway.replicas, 1);
+  EXPECT_EQ(d->gateway.service_type, "ClusterIP");
+  EXPECT_EQ(d->gateway.port, 8000);
+  EXPECT_FALSE(d->monitoring.service_monitor);
+  EXPECT_EQ(d->monitoring.interval, "30s");
+}
+
+TEST(OrcaDeploymentSpecTest, KvSlotsAreDerivedFromTheMemoryBudget) {
+  // llama, 4 layers, hidden 64, 4 heads (head_dim 16), 2 kv heads, f32:
+  // 2 * 4 * 2 * 16 * 4 = 1024 bytes per token.
+  auto d = ParseOrcaDeployment(OrcaDeploymentBuilder().Set("/spec/scheduler/kvMemory", {{"size", "1Mi"}}).Build());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->scheduler.kv_bytes_per_token, 1024);
+  EXPECT_EQ(d->scheduler.kv_slots, 1024);
+  auto explicit_rate = ParseOrcaDeployment(OrcaDeploymentBuilder()
+                                               .Uri("pvc://models/llama")
+                                               .Set("/spec/scheduler/kvMemory", {{"size", "4Gi"}, {"bytesPerToken", 131072}})
+                                               .Build());
+  ASSERT_TRUE(explicit_rate.ok()) << explicit_rate.status();
+  EXPECT_EQ(explicit_rate->scheduler.kv_slots, 32768);
+  EXPECT_EQ(*explicit_rate->scheduler.kv_memory_bytes, int64_t{4} << 30);
+}
+
+TEST(OrcaDeploymentSpecTest, ModelUriForms) {
+  auto pvc = ParseOrcaDeployment(OrcaDeploymentBuilder().Uri("pvc://weights/llama-3-8b/").Build());
+  ASSERT_TRUE(pvc.ok()) << pvc.status();
+  EXPECT_EQ(pvc->model.source.kind, ModelSource::Kind::kPvc);
+  EXPECT_EQ(pvc->model.source.claim, "weights");
+  EXPECT_EQ(pvc->model.source.ContainerModelPath(), "/models/llama-3-8b");
+  auto file = ParseOrcaDeployment(OrcaDeploymentBuilder().Uri("file:///opt/models/tiny").Build());
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->model.source.ContainerModelPath(), "/opt/models/tiny");
+  auto gguf = ParseOrcaDeployment(
+      OrcaDeploymentBuilder().Uri("/models/q.gguf").Set("/spec/model/format", "gguf").Build());
+  EXPECT_TRUE(gguf.ok()) << gguf.status();
+  auto synth = ParseOrcaDeployment(OrcaDeploymentBuilder().Uri("synthetic://gpt2?layers=2&hidden=32&heads=2").Build());
+  ASSERT_TRUE(synth.ok()) << synth.status();
+  EXPECT_EQ(synth->model.source.synthetic.arch, "gpt2");
+  EXPECT_EQ(synth->model.source.ContainerModelPath(), "/models/synthetic");
+}
+
+struct InvalidCase {
+  const char* name;
+  OrcaDeploymentBuilder builder;
+  const char* message;  // a substring of the error
+};
+
+class InvalidSpecTest : public ::testing::TestWithParam<InvalidCase> {};
+
+TEST_P(InvalidSpecTest, IsRejectedWithAPreciseMessage) {
+  auto d = ParseOrcaDeployment(GetParam().builder.Build());
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(d.status().message()), HasSubstr(GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, InvalidSpecTest,
+    ::testing::Values(
+        InvalidCase{"NoModel", OrcaDeploymentBuilder().Remove("/spec/model/uri"), "spec.model.uri: is required"},
+        InvalidCase{"ZeroPipeline", OrcaDeploymentBuilder().Pipeline(0), "spec.parallelism.pipeline: must be in [1, 64], got 0"},
+        InvalidCase{"HugeTensor", OrcaDeploymentBuilder().Tensor(32), "spec.parallelism.tensor: must be in [1, 16], got 32"},
+        InvalidCase{"NegativeReplicas", OrcaDeploymentBuilder().Replicas(-1), "spec.replicas: must be in [0, 64]"},
+        InvalidCase{"StringReplicas", OrcaDeploymentBuilder().Set("/spec/replicas", "two"), "spec.replicas: must be an integer"},
+        InvalidCase{"BadPolicy", OrcaDeploymentBuilder().Set("/spec/scheduler/policy", "fifo"),
+                    "spec.scheduler.policy: must be one of orca, request-level; got 'fifo'"},
+        InvalidCase{"SlotsBelowBatch",
+                    OrcaDeploymentBuilder().Set("/spec/scheduler/kvSlots", 8).Set("/spec/scheduler/maxBatchSize", 16),
+                    "gives 8 KV slots, fewer than maxBatchSize (16)"},
+        InvalidCase{"SlotsAndMemory",
+                    OrcaDeploymentBuilder().Set("/spec/scheduler/kvSlots", 64).Set("/spec/scheduler/kvMemory", {{"size", "1Gi"}}),
+                    "set kvSlots or kvMemory, not both"},
+        InvalidCase{"MemoryWithoutRate",
+                    OrcaDeploymentBuilder().Uri("pvc://m/x").Set("/spec/scheduler/kvMemory", {{"size", "1Gi"}}),
+                    "spec.scheduler.kvMemory.bytesPerToken: is required unless the model is synthetic://"},
+        InvalidCase{"BadQuantity", OrcaDeploymentBuilder().Set("/spec/scheduler/kvMemory", {{"size", "lots"}}),
+                    "spec.scheduler.kvMemory.size: 'lots' is not a quantity"},
+        InvalidCase{"TinyMemory", OrcaDeploymentBuilder().Set("/spec/scheduler/kvMemory", {{"size", "100"}}),
+                    "100 bytes hold no token at 1024 bytes per token"},
+        InvalidCase{"HttpUri", OrcaDeploymentBuilder().Uri("https://huggingface.co/x"), "spec.model.uri: 'https://huggingface.co/x' is not supported"},
+        InvalidCase{"BadClaim", OrcaDeploymentBuilder().Uri("pvc://Bad_Claim/x"), "is not a valid PersistentVolumeClaim name"},
+        InvalidCase{"DotDot", OrcaDeploymentBuilder().Uri("pvc://c/../etc"), "must not contain '..'"},
+        InvalidCase{"SynthArch", OrcaDeploymentBuilder().Uri("synthetic://mamba"), "synthetic architecture must be llama or gpt2"},
+        InvalidCase{"SynthParam", OrcaDeploymentBuilder().Uri("synthetic://llama?layerz=2"), "unknown synthetic parameter 'layerz'"},
+        InvalidCase{"SynthHeads", OrcaDeploymentBuilder().Uri("synthetic://llama?hidden=60&heads=8"), "must be divisible by heads"},
+        InvalidCase{"SynthGqa", OrcaDeploymentBuilder().Uri("synthetic://llama?heads=4&kvHeads=3"), "must be a multiple of kvHeads"},
+        InvalidCase{"GgufNeedsFile", OrcaDeploymentBuilder().Uri("/models/dir").Set("/spec/model/format", "gguf"), "needs the path of a .gguf file"},
+        InvalidCase{"GpusNotTensor",
+                    OrcaDeploymentBuilder().Tensor(2).Set("/spec/worker/resources/limits", {{"nvidia.com/gpu", 1}}),
+                    "spec.worker.resources.limits[nvidia.com/gpu]: is 1 but parallelism.tensor is 2"},
+        InvalidCase{"BadCpu", OrcaDeploymentBuilder().Set("/spec/worker/resources/requests", {{"cpu", "two"}}),
+                    "spec.worker.resources.requests[cpu]: 'two' is not a quantity"},
+        InvalidCase{"ServiceType", OrcaDeploymentBuilder().Set("/spec/gateway/service/type", "Ingress"),
+                    "spec.gateway.service.type: must be one of ClusterIP, NodePort, LoadBalancer"},
+        InvalidCase{"Port", OrcaDeploymentBuilder().Set("/spec/gateway/service/port", 70000), "spec.gateway.service.port: must be in [1, 65535]"},
+        InvalidCase{"ApiKeysSecret", OrcaDeploymentBuilder().Set("/spec/gateway/apiKeys", {{"key", "k"}}), "spec.gateway.apiKeys.secretName: is required"},
+        InvalidCase{"Interval", OrcaDeploymentBuilder().Set("/spec/monitoring/serviceMonitor/interval", "soon"), "'soon' is not a duration"},
+        InvalidCase{"PullPolicy", OrcaDeploymentBuilder().Set("/spec/image/pullPolicy", "Sometimes"), "spec.image.pullPolicy: must be one of"},
+        InvalidCase{"NotAnObject", OrcaDeploymentBuilder().Set("/spec/scheduler", 3), "spec.scheduler: must be an object"},
+        InvalidCase{"LongName", OrcaDeploymentBuilder("a-very-long-orca-deployment-name-for-tests-x").Replicas(10),
+                    "StatefulSet 'a-very-long-orca-deployment-name-for-tests-x-r9-pipeline' would have 56 characters, the limit is 52"},
+        InvalidCase{"UpperName", OrcaDeploymentBuilder("Chat"), "metadata.name: 'Chat' must be a DNS label"}),
+    [](const ::testing::TestParamInfo<InvalidCase>& info) { return std::string(info.param.name); });
+
+TEST(OrcaDeploymentSpecTest, ReportsEveryProblemAtOnce) {
+  auto d = ParseOrcaDeployment(OrcaDeploymentBuilder().Pipeline(0).Tensor(0).Set("/spec/scheduler/policy", "x").Build());
+  ASSERT_FALSE(d.ok());
+  const std::string message(d.status().message());
+  EXPECT_THAT(message, HasSubstr("spec.parallelism.pipeline"));
+  EXPECT_THAT(message, HasSubstr("spec.parallelism.tensor"));
+  EXPECT_THAT(message, HasSubstr("spec.scheduler.policy"));
+}
+
+TEST(OrcaDeploymentSpecTest, NonObjectsAreRejectedNotCrashedOn) {
+  EXPECT_FALSE(ParseOrcaDeployment(json::array()).ok());
+  EXPECT_FALSE(ParseOrcaDeployment(json("x")).ok());
+  EXPECT_FALSE(ParseOrcaDeployment(json{{"metadata", {{"name", "x"}}}}).ok());
+  EXPECT_FALSE(ParseOrcaDeployment(json{{"metadata", 5}, {"spec", {{"model", "x"}}}}).ok());
+}
+
+}  // namespace
+}  // namespace orca::k8s
