@@ -36,31 +36,11 @@ absl::StatusOr<std::string_view> PrePattern(const GgufFile& f) {
                                                "' (supported: default, gpt2, llama-bpe, llama3, qwen2)"));
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& path) {
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
-  ORCA_ASSIGN_OR_RETURN(std::string model, f->GetString("tokenizer.ggml.model"));
-  ORCA_ASSIGN_OR_RETURN(std::vector<std::string> tokens, f->GetStringArray("tokenizer.ggml.tokens"));
+// Added tokens, specials and decode pieces, per llama.cpp token type.
+void FillTokenTables(const std::vector<std::string>& tokens, const std::vector<int64_t>& types, bool is_spm,
+                     TokenizerSpec* out) {
+  TokenizerSpec& spec = *out;
   const size_t n = tokens.size();
-  std::vector<int64_t> types(n, kNormal);
-  if (f->Has("tokenizer.ggml.token_type")) {
-    ORCA_ASSIGN_OR_RETURN(types, f->GetIntArray("tokenizer.ggml.token_type"));
-    if (types.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("tokenizer.ggml.token_type has ", types.size(),
-                                                     " entries for ", n, " tokens"));
-    }
-  }
-  const bool is_spm = model == "llama";
-  if (!is_spm && model != "gpt2") {
-    return absl::UnimplementedError(
-        absl::StrCat("unsupported GGUF tokenizer.ggml.model '", model, "' (supported: llama, gpt2)"));
-  }
-  TokenizerSpec spec;
-  spec.id_to_token = tokens;
-  spec.present.assign(n, true);
-  spec.special.assign(n, false);
-  spec.pieces.assign(n, "");
   for (size_t id = 0; id < n; ++id) {
     const int64_t type = types[id];
     const std::string& tok = tokens[id];
@@ -91,6 +71,56 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& 
       spec.pieces[id] = bytes;
     }
   }
+}
+
+// BOS/EOS (and EOT) ids and whether Encode adds them.
+void ResolveSpecialIds(const GgufFile& gguf, const std::vector<std::string>& tokens, bool is_spm, TokenizerSpec* out) {
+  TokenizerSpec& spec = *out;
+  const GgufFile* f = &gguf;
+  const size_t n = tokens.size();
+  spec.bos_id = OptionalId(*f, "tokenizer.ggml.bos_token_id", n);
+  std::optional<int32_t> eos = OptionalId(*f, "tokenizer.ggml.eos_token_id", n);
+  if (spec.bos_id) spec.bos_token = tokens[*spec.bos_id];
+  if (eos) {
+    spec.eos_token = tokens[*eos];
+    spec.eos_ids.push_back(*eos);
+  }
+  if (std::optional<int32_t> eot = OptionalId(*f, "tokenizer.ggml.eot_token_id", n);
+      eot && std::find(spec.eos_ids.begin(), spec.eos_ids.end(), *eot) == spec.eos_ids.end()) {
+    spec.eos_ids.push_back(*eot);
+  }
+  const bool add_bos = f->GetBool("tokenizer.ggml.add_bos_token").value_or(is_spm);
+  const bool add_eos = f->GetBool("tokenizer.ggml.add_eos_token").value_or(false);
+  if (add_bos && spec.bos_id) spec.prefix_ids.push_back(*spec.bos_id);
+  if (add_eos && eos) spec.suffix_ids.push_back(*eos);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& path) {
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
+  ORCA_ASSIGN_OR_RETURN(std::string model, f->GetString("tokenizer.ggml.model"));
+  ORCA_ASSIGN_OR_RETURN(std::vector<std::string> tokens, f->GetStringArray("tokenizer.ggml.tokens"));
+  const size_t n = tokens.size();
+  std::vector<int64_t> types(n, kNormal);
+  if (f->Has("tokenizer.ggml.token_type")) {
+    ORCA_ASSIGN_OR_RETURN(types, f->GetIntArray("tokenizer.ggml.token_type"));
+    if (types.size() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer.ggml.token_type has ", types.size(),
+                                                     " entries for ", n, " tokens"));
+    }
+  }
+  const bool is_spm = model == "llama";
+  if (!is_spm && model != "gpt2") {
+    return absl::UnimplementedError(
+        absl::StrCat("unsupported GGUF tokenizer.ggml.model '", model, "' (supported: llama, gpt2)"));
+  }
+  TokenizerSpec spec;
+  spec.id_to_token = tokens;
+  spec.present.assign(n, true);
+  spec.special.assign(n, false);
+  spec.pieces.assign(n, "");
+  FillTokenTables(tokens, types, is_spm, &spec);
   std::optional<int32_t> unk = OptionalId(*f, "tokenizer.ggml.unknown_token_id", n);
   if (is_spm) {
     std::vector<float> scores(n, 0.0f);
@@ -126,21 +156,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& 
     ORCA_ASSIGN_OR_RETURN(std::string_view pattern, PrePattern(*f));
     ORCA_ASSIGN_OR_RETURN(spec.pre_tokenizer, MakeByteLevelPreTokenizer(pattern));
   }
-  spec.bos_id = OptionalId(*f, "tokenizer.ggml.bos_token_id", n);
-  std::optional<int32_t> eos = OptionalId(*f, "tokenizer.ggml.eos_token_id", n);
-  if (spec.bos_id) spec.bos_token = tokens[*spec.bos_id];
-  if (eos) {
-    spec.eos_token = tokens[*eos];
-    spec.eos_ids.push_back(*eos);
-  }
-  if (std::optional<int32_t> eot = OptionalId(*f, "tokenizer.ggml.eot_token_id", n);
-      eot && std::find(spec.eos_ids.begin(), spec.eos_ids.end(), *eot) == spec.eos_ids.end()) {
-    spec.eos_ids.push_back(*eot);
-  }
-  const bool add_bos = f->GetBool("tokenizer.ggml.add_bos_token").value_or(is_spm);
-  const bool add_eos = f->GetBool("tokenizer.ggml.add_eos_token").value_or(false);
-  if (add_bos && spec.bos_id) spec.prefix_ids.push_back(*spec.bos_id);
-  if (add_eos && eos) spec.suffix_ids.push_back(*eos);
+  ResolveSpecialIds(*f, tokens, is_spm, &spec);
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<PipelineTokenizer> t, PipelineTokenizer::Create(std::move(spec)));
   return std::unique_ptr<Tokenizer>(std::move(t));
 }

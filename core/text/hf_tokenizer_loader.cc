@@ -290,13 +290,7 @@ absl::Status PlanDecoding(const json& decoder, const absl::flat_hash_set<std::st
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Build(const json& tj, const json& config, const json& generation) {
-  TokenizerSpec spec;
-  if (!tj.contains("model")) return absl::InvalidArgumentError("tokenizer.json has no 'model'");
-  Vocab vocab;
-  ORCA_RETURN_IF_ERROR(ParseModel(tj.at("model"), &spec, &vocab));
-  int64_t size = 0;
-  for (const auto& [token, id] : vocab) size = std::max<int64_t>(size, id + 1);
+absl::Status ParseAddedTokens(const json& tj, std::vector<AddedToken>* out, int64_t* size) {
   if (tj.contains("added_tokens") && tj.at("added_tokens").is_array()) {
     for (const json& a : tj.at("added_tokens")) {
       AddedToken t;
@@ -310,10 +304,74 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Build(const json& tj, const json& con
       if (t.id < 0 || t.id > (1 << 30)) {
         return absl::InvalidArgumentError(absl::StrCat("added token '", t.content, "' has invalid id ", t.id));
       }
-      size = std::max<int64_t>(size, t.id + 1);
-      spec.added_tokens.push_back(std::move(t));
+      *size = std::max<int64_t>(*size, t.id + 1);
+      out->push_back(std::move(t));
     }
   }
+  return absl::OkStatus();
+}
+
+// BOS/EOS from tokenizer_config.json (tokens, add_bos_token/add_eos_token),
+// the post-processor, and generation_config.json eos_token_id (int or list).
+void ResolveBosEos(const json& config, const json& generation, const Vocab& vocab, TokenizerSpec* out) {
+  TokenizerSpec& spec = *out;
+  auto lookup = [&](const std::string& token) -> std::optional<int32_t> {
+    if (token.empty()) return std::nullopt;
+    for (const AddedToken& t : spec.added_tokens) {
+      if (t.content == token) return t.id;
+    }
+    auto it = vocab.find(AsAbsl(token));
+    if (it != vocab.end()) return it->second;
+    return std::nullopt;
+  };
+  spec.bos_token = ConfigToken(config, "bos_token");
+  spec.eos_token = ConfigToken(config, "eos_token");
+  spec.bos_id = lookup(spec.bos_token);
+  if (!spec.bos_id.has_value() && spec.bos_token.empty() && !spec.prefix_ids.empty()) {
+    spec.bos_id = spec.prefix_ids.front();
+    spec.bos_token = spec.id_to_token[*spec.bos_id];
+  }
+  // An explicit add_bos_token / add_eos_token in tokenizer_config.json wins over
+  // the post-processor, as transformers' Llama/Gemma tokenizers rebuild it so.
+  if (std::optional<bool> add_bos = ConfigBool(config, "add_bos_token"); add_bos.has_value() && spec.bos_id) {
+    auto& p = spec.prefix_ids;
+    p.erase(std::remove(p.begin(), p.end(), *spec.bos_id), p.end());
+    if (*add_bos) p.insert(p.begin(), *spec.bos_id);
+  }
+  std::optional<int32_t> eos_id = lookup(spec.eos_token);
+  if (std::optional<bool> add_eos = ConfigBool(config, "add_eos_token"); add_eos.has_value() && eos_id) {
+    auto& suffix = spec.suffix_ids;
+    suffix.erase(std::remove(suffix.begin(), suffix.end(), *eos_id), suffix.end());
+    if (*add_eos) suffix.push_back(*eos_id);
+  }
+  if (eos_id) spec.eos_ids.push_back(*eos_id);
+  if (generation.contains("eos_token_id")) {
+    const json& e = generation.at("eos_token_id");
+    std::vector<int32_t> ids;
+    if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+    if (e.is_array()) {
+      for (const json& x : e) {
+        if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
+      }
+    }
+    for (int32_t id : ids) {
+      if (id >= 0 && id < static_cast<int32_t>(spec.id_to_token.size()) &&
+          std::find(spec.eos_ids.begin(), spec.eos_ids.end(), id) == spec.eos_ids.end()) {
+        spec.eos_ids.push_back(id);
+      }
+    }
+  }
+  if (spec.eos_token.empty() && !spec.eos_ids.empty()) spec.eos_token = spec.id_to_token[spec.eos_ids.front()];
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Build(const json& tj, const json& config, const json& generation) {
+  TokenizerSpec spec;
+  if (!tj.contains("model")) return absl::InvalidArgumentError("tokenizer.json has no 'model'");
+  Vocab vocab;
+  ORCA_RETURN_IF_ERROR(ParseModel(tj.at("model"), &spec, &vocab));
+  int64_t size = 0;
+  for (const auto& [token, id] : vocab) size = std::max<int64_t>(size, id + 1);
+  ORCA_RETURN_IF_ERROR(ParseAddedTokens(tj, &spec.added_tokens, &size));
   spec.id_to_token.assign(size, "");
   spec.present.assign(size, false);
   spec.special.assign(size, false);
@@ -345,53 +403,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Build(const json& tj, const json& con
   ORCA_RETURN_IF_ERROR(Annotate(PlanDecoding(tj.value("decoder", json()), added_contents, &spec), "decoder"));
   spec.decode_rules.clean_up_tokenization_spaces = ConfigBool(config, "clean_up_tokenization_spaces").value_or(false);
 
-  auto lookup = [&](const std::string& token) -> std::optional<int32_t> {
-    if (token.empty()) return std::nullopt;
-    for (const AddedToken& t : spec.added_tokens) {
-      if (t.content == token) return t.id;
-    }
-    auto it = vocab.find(token);
-    if (it != vocab.end()) return it->second;
-    return std::nullopt;
-  };
-  spec.bos_token = ConfigToken(config, "bos_token");
-  spec.eos_token = ConfigToken(config, "eos_token");
-  spec.bos_id = lookup(spec.bos_token);
-  if (!spec.bos_id.has_value() && spec.bos_token.empty() && !spec.prefix_ids.empty()) {
-    spec.bos_id = spec.prefix_ids.front();
-    spec.bos_token = spec.id_to_token[*spec.bos_id];
-  }
-  // An explicit add_bos_token / add_eos_token in tokenizer_config.json wins over
-  // the post-processor, as transformers' Llama/Gemma tokenizers rebuild it so.
-  if (std::optional<bool> add_bos = ConfigBool(config, "add_bos_token"); add_bos.has_value() && spec.bos_id) {
-    auto& p = spec.prefix_ids;
-    p.erase(std::remove(p.begin(), p.end(), *spec.bos_id), p.end());
-    if (*add_bos) p.insert(p.begin(), *spec.bos_id);
-  }
-  std::optional<int32_t> eos_id = lookup(spec.eos_token);
-  if (std::optional<bool> add_eos = ConfigBool(config, "add_eos_token"); add_eos.has_value() && eos_id) {
-    auto& s = spec.suffix_ids;
-    s.erase(std::remove(s.begin(), s.end(), *eos_id), s.end());
-    if (*add_eos) s.push_back(*eos_id);
-  }
-  if (eos_id) spec.eos_ids.push_back(*eos_id);
-  if (generation.contains("eos_token_id")) {
-    const json& e = generation.at("eos_token_id");
-    std::vector<int32_t> ids;
-    if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
-    if (e.is_array()) {
-      for (const json& x : e) {
-        if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
-      }
-    }
-    for (int32_t id : ids) {
-      if (id >= 0 && id < static_cast<int32_t>(spec.id_to_token.size()) &&
-          std::find(spec.eos_ids.begin(), spec.eos_ids.end(), id) == spec.eos_ids.end()) {
-        spec.eos_ids.push_back(id);
-      }
-    }
-  }
-  if (spec.eos_token.empty() && !spec.eos_ids.empty()) spec.eos_token = spec.id_to_token[spec.eos_ids.front()];
+  ResolveBosEos(config, generation, vocab, &spec);
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<PipelineTokenizer> t, PipelineTokenizer::Create(std::move(spec)));
   return std::unique_ptr<Tokenizer>(std::move(t));
 }

@@ -400,7 +400,10 @@ absl::StatusOr<bool> ApplyTest(std::string_view name, const Value& v, const Call
   return absl::NotFoundError("unknown test");
 }
 
-absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArgs& a) {
+namespace {
+
+// Filters on the text of a value.
+absl::StatusOr<Value> StringFilter(std::string_view name, const Value& v, const CallArgs& a) {
   if (name == "trim") return Value::String(PyStrip(v.ToString(), a.Get(0, "chars"), 0));
   if (name == "upper") return Value::String(CaseMap(v.ToString(), true));
   if (name == "lower") return Value::String(CaseMap(v.ToString(), false));
@@ -408,53 +411,6 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
   if (name == "title") return Value::String(Title(v.ToString(), false));
   if (name == "string") return Value::String(v.ToString());
   if (name == "safe") return v;
-  if (name == "length" || name == "count") {
-    if (v.IsString()) return Value::Int(static_cast<int64_t>(DecodeUtf8(v.str()).size()));
-    if (v.IsList()) return Value::Int(static_cast<int64_t>(v.list().size()));
-    if (v.IsDict()) return Value::Int(static_cast<int64_t>(v.dict().items.size()));
-    if (v.IsUndefined()) return Value::Int(0);
-    return TypeError("length of a value without one", v);
-  }
-  if (name == "tojson") {
-    const Value* indent = a.Get(0, "indent");
-    return Value::String(v.ToJson(indent != nullptr && indent->IsNumber() ? static_cast<int>(indent->AsInt()) : -1));
-  }
-  if (name == "join") {
-    ORCA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
-    const Value* sep = a.Get(0, "d");
-    const Value* attr = a.Get(1, "attribute");
-    std::string out;
-    for (size_t i = 0; i < items.size(); ++i) {
-      out += (i && sep ? sep->ToString() : "") + (attr ? GetAttr(items[i], attr->ToString()) : items[i]).ToString();
-    }
-    return Value::String(std::move(out));
-  }
-  if (name == "default" || name == "d") {
-    const Value* def = a.Get(0, "default_value");
-    const Value* boolean = a.Get(1, "boolean");
-    const bool use_default = v.IsUndefined() || (boolean != nullptr && boolean->Truthy() && !v.Truthy());
-    if (use_default) return def != nullptr ? *def : Value::String("");
-    return v;
-  }
-  if (name == "first" || name == "last") {
-    ORCA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
-    if (items.empty()) return Value();
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "list") {
-    ORCA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
-    return Value::MakeList(std::move(items));
-  }
-  if (name == "reverse") {
-    ORCA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
-    std::reverse(items.begin(), items.end());
-    if (v.IsString()) {
-      std::string s;
-      for (const Value& c : items) s += c.str();
-      return Value::String(std::move(s));
-    }
-    return Value::MakeList(std::move(items));
-  }
   if (name == "replace") {
     const Value* from = a.Get(0, "old");
     const Value* to = a.Get(1, "new");
@@ -462,40 +418,13 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
     if (from == nullptr || to == nullptr) return absl::InvalidArgumentError("replace needs 2 arguments");
     return Value::String(Replace(v.ToString(), from->ToString(), to->ToString(), count ? count->AsInt() : -1));
   }
-  if (name == "int") return ToNumber(v, false, a.Get(0, "default"));
-  if (name == "float") return ToNumber(v, true, a.Get(0, "default"));
-  if (name == "abs") {
-    if (!v.IsNumber()) return TypeError("abs needs a number", v);
-    return v.type() == Value::Type::kFloat ? Value::Float(std::fabs(v.AsFloat())) : Value::Int(std::llabs(v.AsInt()));
-  }
-  if (name == "round") {
-    const Value* precision = a.Get(0, "precision");
-    double scale = std::pow(10.0, precision ? static_cast<double>(precision->AsInt()) : 0.0);
-    return Value::Float(std::round(v.AsFloat() * scale) / scale);
-  }
-  if (name == "items") return v.IsUndefined() ? Value::MakeList() : ItemsOf(v);
-  if (name == "selectattr" || name == "rejectattr") return SelectAttr(v, a, name == "rejectattr");
-  if (name == "map") return Map(v, a);
-  if (name == "select" || name == "reject") {
-    ORCA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
-    CallArgs test_args;
-    for (size_t i = 1; i < a.positional.size(); ++i) test_args.positional.push_back(a.positional[i]);
-    Value::List out;
-    for (const Value& item : items) {
-      bool ok = item.Truthy();
-      if (!a.positional.empty()) {
-        ORCA_ASSIGN_OR_RETURN(ok, ApplyTest(a.positional[0].ToString(), item, test_args));
-      }
-      if (ok == (name == "select")) out.push_back(item);
-    }
-    return Value::MakeList(std::move(out));
-  }
   if (name == "indent") {
     const Value* width = a.Get(0, "width");
     const Value* first = a.Get(1, "first");
     const Value* blank = a.Get(2, "blank");
-    std::string pad = width != nullptr && width->IsString() ? width->str()
-                                                              : std::string(width ? static_cast<size_t>(std::max<int64_t>(0, width->AsInt())) : 4, ' ');
+    std::string pad = width != nullptr && width->IsString()
+                          ? width->str()
+                          : std::string(width ? static_cast<size_t>(std::max<int64_t>(0, width->AsInt())) : 4, ' ');
     return Value::String(Indent(v.ToString(), pad, first && first->Truthy(), blank && blank->Truthy()));
   }
   if (name == "escape" || name == "e") {
@@ -511,6 +440,98 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const C
       }
     }
     return Value::String(std::move(out));
+  }
+  return absl::NotFoundError("unknown filter");
+}
+
+// Filters on numbers.
+absl::StatusOr<Value> NumberFilter(std::string_view name, const Value& v, const CallArgs& a) {
+  if (name == "int") return ToNumber(v, false, a.Get(0, "default"));
+  if (name == "float") return ToNumber(v, true, a.Get(0, "default"));
+  if (name == "abs") {
+    if (!v.IsNumber()) return TypeError("abs needs a number", v);
+    return v.type() == Value::Type::kFloat ? Value::Float(std::fabs(v.AsFloat())) : Value::Int(std::llabs(v.AsInt()));
+  }
+  if (name == "round") {
+    const Value* precision = a.Get(0, "precision");
+    double scale = std::pow(10.0, precision ? static_cast<double>(precision->AsInt()) : 0.0);
+    return Value::Float(std::round(v.AsFloat() * scale) / scale);
+  }
+  return absl::NotFoundError("unknown filter");
+}
+
+absl::StatusOr<Value> SelectOrReject(const Value& v, const CallArgs& a, bool select) {
+  ORCA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
+  CallArgs test_args;
+  for (size_t i = 1; i < a.positional.size(); ++i) test_args.positional.push_back(a.positional[i]);
+  Value::List out;
+  for (const Value& item : items) {
+    bool ok = item.Truthy();
+    if (!a.positional.empty()) {
+      ORCA_ASSIGN_OR_RETURN(ok, ApplyTest(a.positional[0].ToString(), item, test_args));
+    }
+    if (ok == select) out.push_back(item);
+  }
+  return Value::MakeList(std::move(out));
+}
+
+// Filters on sequences and mappings.
+absl::StatusOr<Value> SequenceFilter(std::string_view name, const Value& v, const CallArgs& a) {
+  if (name == "length" || name == "count") {
+    if (v.IsString()) return Value::Int(static_cast<int64_t>(DecodeUtf8(v.str()).size()));
+    if (v.IsList()) return Value::Int(static_cast<int64_t>(v.list().size()));
+    if (v.IsDict()) return Value::Int(static_cast<int64_t>(v.dict().items.size()));
+    if (v.IsUndefined()) return Value::Int(0);
+    return TypeError("length of a value without one", v);
+  }
+  if (name == "join") {
+    ORCA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
+    const Value* sep = a.Get(0, "d");
+    const Value* attr = a.Get(1, "attribute");
+    std::string out;
+    for (size_t i = 0; i < items.size(); ++i) {
+      out += (i && sep ? sep->ToString() : "") + (attr ? GetAttr(items[i], attr->ToString()) : items[i]).ToString();
+    }
+    return Value::String(std::move(out));
+  }
+  if (name == "first" || name == "last" || name == "list" || name == "reverse") {
+    ORCA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(v));
+    if (name == "first" || name == "last") {
+      if (items.empty()) return Value();
+      return name == "first" ? items.front() : items.back();
+    }
+    if (name == "reverse") std::reverse(items.begin(), items.end());
+    if (name == "reverse" && v.IsString()) {
+      std::string s;
+      for (const Value& c : items) s += c.str();
+      return Value::String(std::move(s));
+    }
+    return Value::MakeList(std::move(items));
+  }
+  if (name == "items") return v.IsUndefined() ? Value::MakeList() : ItemsOf(v);
+  if (name == "selectattr" || name == "rejectattr") return SelectAttr(v, a, name == "rejectattr");
+  if (name == "select" || name == "reject") return SelectOrReject(v, a, name == "select");
+  if (name == "map") return Map(v, a);
+  return absl::NotFoundError("unknown filter");
+}
+
+}  // namespace
+
+absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const CallArgs& a) {
+  if (name == "tojson") {
+    const Value* indent = a.Get(0, "indent");
+    return Value::String(v.ToJson(indent != nullptr && indent->IsNumber() ? static_cast<int>(indent->AsInt()) : -1));
+  }
+  if (name == "default" || name == "d") {
+    const Value* def = a.Get(0, "default_value");
+    const Value* boolean = a.Get(1, "boolean");
+    const bool use_default = v.IsUndefined() || (boolean != nullptr && boolean->Truthy() && !v.Truthy());
+    if (use_default) return def != nullptr ? *def : Value::String("");
+    return v;
+  }
+  for (auto* filter : {&StringFilter, &NumberFilter, &SequenceFilter}) {
+    absl::StatusOr<Value> r = filter(name, v, a);
+    if (!absl::IsNotFound(r.status())) return r;
   }
   return absl::NotFoundError("unknown filter");
 }

@@ -268,6 +268,8 @@ class Interpreter {
   absl::StatusOr<Value> EvalBinary(const Expr& e);
   absl::StatusOr<Value> EvalItem(const Value& obj, const Value& key);
   absl::StatusOr<Value> EvalSlice(const Expr& e);
+  absl::StatusOr<Value> EvalCall(const Expr& e);
+  absl::StatusOr<Value> EvalCollection(const Expr& e);
 
   std::vector<Scope> scopes_;
 };
@@ -326,6 +328,47 @@ absl::StatusOr<Value> Interpreter::EvalSlice(const Expr& e) {
   return Value::MakeList(std::move(out));
 }
 
+absl::StatusOr<Value> Interpreter::EvalCollection(const Expr& e) {
+  if (e.kind == Expr::Kind::kDict) {
+    Value::Dict d;
+    for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+      ORCA_ASSIGN_OR_RETURN(Value k, Eval(*e.args[i]));
+      ORCA_ASSIGN_OR_RETURN(Value v, Eval(*e.args[i + 1]));
+      d.Set(k.ToString(), std::move(v));
+    }
+    return Value::MakeDict(std::move(d));
+  }
+  Value::List items;
+  for (const auto& a : e.args) {
+    ORCA_ASSIGN_OR_RETURN(Value v, Eval(*a));
+    items.push_back(std::move(v));
+  }
+  return Value::MakeList(std::move(items));
+}
+
+// `obj.method(...)` calls a str/list/dict method (or a function stored in a
+// dict); anything else must evaluate to a function.
+absl::StatusOr<Value> Interpreter::EvalCall(const Expr& e) {
+  const Expr& callee = *e.args[0];
+  ORCA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
+  if (callee.kind == Expr::Kind::kAttr) {
+    ORCA_ASSIGN_OR_RETURN(Value obj, Eval(*callee.args[0]));
+    absl::StatusOr<Value> r = CallMethod(obj, callee.name, args);
+    if (r.ok() || !absl::IsNotFound(r.status())) return r;
+    const Value* member = obj.IsDict() ? obj.dict().Find(callee.name) : nullptr;
+    if (member == nullptr || member->type() != Value::Type::kFunction) {
+      return absl::InvalidArgumentError(absl::StrCat(obj.TypeName(), " has no method '", callee.name, "'"));
+    }
+    return member->function()(args);
+  }
+  ORCA_ASSIGN_OR_RETURN(Value fn, Eval(callee));
+  if (fn.type() != Value::Type::kFunction) {
+    return absl::InvalidArgumentError(callee.kind == Expr::Kind::kName ? "'" + callee.name + "' is not callable"
+                                                                     : "value is not callable");
+  }
+  return fn.function()(args);
+}
+
 absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e) {
   switch (e.kind) {
     case Expr::Kind::kLiteral:
@@ -333,23 +376,9 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e) {
     case Expr::Kind::kName:
       return Lookup(e.name);
     case Expr::Kind::kList:
-    case Expr::Kind::kTuple: {
-      Value::List items;
-      for (const auto& a : e.args) {
-        ORCA_ASSIGN_OR_RETURN(Value v, Eval(*a));
-        items.push_back(std::move(v));
-      }
-      return Value::MakeList(std::move(items));
-    }
-    case Expr::Kind::kDict: {
-      Value::Dict d;
-      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
-        ORCA_ASSIGN_OR_RETURN(Value k, Eval(*e.args[i]));
-        ORCA_ASSIGN_OR_RETURN(Value v, Eval(*e.args[i + 1]));
-        d.Set(k.ToString(), std::move(v));
-      }
-      return Value::MakeDict(std::move(d));
-    }
+    case Expr::Kind::kTuple:
+    case Expr::Kind::kDict:
+      return EvalCollection(e);
     case Expr::Kind::kAttr: {
       ORCA_ASSIGN_OR_RETURN(Value obj, Eval(*e.args[0]));
       if (obj.IsDict()) {
@@ -365,26 +394,8 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e) {
     }
     case Expr::Kind::kSlice:
       return EvalSlice(e);
-    case Expr::Kind::kCall: {
-      const Expr& callee = *e.args[0];
-      ORCA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
-      if (callee.kind == Expr::Kind::kAttr) {
-        ORCA_ASSIGN_OR_RETURN(Value obj, Eval(*callee.args[0]));
-        absl::StatusOr<Value> r = CallMethod(obj, callee.name, args);
-        if (r.ok() || !absl::IsNotFound(r.status())) return r;
-        const Value* member = obj.IsDict() ? obj.dict().Find(callee.name) : nullptr;
-        if (member == nullptr || member->type() != Value::Type::kFunction) {
-          return absl::InvalidArgumentError(absl::StrCat(obj.TypeName(), " has no method '", callee.name, "'"));
-        }
-        return member->function()(args);
-      }
-      ORCA_ASSIGN_OR_RETURN(Value fn, Eval(callee));
-      if (fn.type() != Value::Type::kFunction) {
-        return absl::InvalidArgumentError(callee.kind == Expr::Kind::kName ? "'" + callee.name + "' is not callable"
-                                                                         : "value is not callable");
-      }
-      return fn.function()(args);
-    }
+    case Expr::Kind::kCall:
+      return EvalCall(e);
     case Expr::Kind::kFilter: {
       ORCA_ASSIGN_OR_RETURN(Value target, Eval(*e.args[0]));
       ORCA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
