@@ -4,10 +4,13 @@
 
 namespace orca::sched {
 
-std::vector<RequestId> RequestLevelPolicy::RunnableMembers(const RequestPool& pool,
-                                                           const StaticBatch& batch) {
+RequestLevelPolicy::RequestLevelPolicy(int32_t num_microbatches)
+    : num_microbatches_(std::max(1, num_microbatches)) {}
+
+std::vector<RequestId> RequestLevelPolicy::RunnableMembers(
+    const RequestPool& pool, const std::vector<RequestId>& microbatch) {
   std::vector<RequestId> runnable;
-  for (RequestId id : batch.members) {
+  for (RequestId id : microbatch) {
     const Request* request = pool.Find(id);
     if (request == nullptr || request->finished()) continue;
     if (request->in_flight()) return {};
@@ -33,39 +36,52 @@ std::vector<RequestId> RequestLevelPolicy::FormBatch(const RequestPool& pool,
 std::vector<RequestId> RequestLevelPolicy::Select(const RequestPool& pool,
                                                   const KvSlotBudget& budget, int32_t max_bs) {
   if (max_bs <= 0) return {};
-  // A batch already running goes first: it is not in flight, so it runs its next iteration.
-  for (const StaticBatch& batch : batches_) {
-    std::vector<RequestId> runnable = RunnableMembers(pool, batch);
-    if (!runnable.empty()) return runnable;
+  if (batch_.has_value()) {
+    // The running batch owns the engine: its next microbatch whose iteration returned goes.
+    for (const std::vector<RequestId>& microbatch : batch_->microbatches) {
+      std::vector<RequestId> runnable = RunnableMembers(pool, microbatch);
+      if (!runnable.empty()) return runnable;
+    }
+    return {};
   }
-  // Every active batch is in flight: this pipeline slot starts a new batch.
-  std::vector<RequestId> members = FormBatch(pool, budget, max_bs);
+  const std::vector<RequestId> members = FormBatch(pool, budget, max_bs);
   if (members.empty()) return {};
+  // Contiguous microbatches of near-equal size, as FasterTransformer splits a batch.
   StaticBatch batch;
-  batch.members = members;
+  const size_t parts = std::min<size_t>(num_microbatches_, members.size());
+  for (size_t i = 0; i < parts; ++i) {
+    const size_t begin = members.size() * i / parts;
+    const size_t end = members.size() * (i + 1) / parts;
+    batch.microbatches.emplace_back(members.begin() + begin, members.begin() + end);
+  }
   batch.num_unfinished = static_cast<int32_t>(members.size());
-  batches_.push_back(std::move(batch));
-  return members;
+  batch_ = std::move(batch);
+  return batch_->microbatches.front();
+}
+
+bool RequestLevelPolicy::Contains(RequestId id) const {
+  if (!batch_.has_value()) return false;
+  for (const std::vector<RequestId>& microbatch : batch_->microbatches) {
+    if (std::find(microbatch.begin(), microbatch.end(), id) != microbatch.end()) return true;
+  }
+  return false;
 }
 
 std::vector<RequestId> RequestLevelPolicy::OnRequestFinished(const Request& request) {
   const RequestId id = request.id();
-  auto it = std::find_if(batches_.begin(), batches_.end(), [id](const StaticBatch& batch) {
-    return std::find(batch.members.begin(), batch.members.end(), id) != batch.members.end();
-  });
-  // Not part of a batch (cancelled while queued): visible at once.
-  if (it == batches_.end()) return {id};
+  // Not part of the batch (cancelled while queued): visible at once.
+  if (!Contains(id)) return {id};
 
   std::vector<RequestId> visible;
   const RequestState state = request.state();
   if (state == RequestState::kFinishedStop || state == RequestState::kFinishedLength) {
-    it->held.push_back(id);
+    batch_->held.push_back(id);
   } else {
     visible.push_back(id);
   }
-  if (--it->num_unfinished == 0) {
-    visible.insert(visible.end(), it->held.begin(), it->held.end());
-    batches_.erase(it);
+  if (--batch_->num_unfinished == 0) {
+    visible.insert(visible.end(), batch_->held.begin(), batch_->held.end());
+    batch_.reset();
   }
   return visible;
 }

@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
   }
   ORCA_ASSIGN_OR_RETURN(KvSlotBudget budget,
                         KvSlotBudget::Create(options.n_slots, options.kv_block_size));
-  std::unique_ptr<SchedulingPolicy> policy = CreatePolicy(options.policy);
+  std::unique_ptr<SchedulingPolicy> policy = CreatePolicy(options.policy, options.n_workers);
   if (policy == nullptr) return absl::InvalidArgumentError("unknown scheduling policy");
   return std::unique_ptr<Scheduler>(new Scheduler(options, budget, std::move(policy)));
 }

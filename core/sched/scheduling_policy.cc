@@ -19,10 +19,10 @@ std::optional<PolicyKind> ParsePolicyKind(const std::string& name) {
   return std::nullopt;
 }
 
-std::unique_ptr<SchedulingPolicy> CreatePolicy(PolicyKind kind) {
+std::unique_ptr<SchedulingPolicy> CreatePolicy(PolicyKind kind, int32_t n_workers) {
   switch (kind) {
     case PolicyKind::kOrca: return std::make_unique<OrcaPolicy>();
-    case PolicyKind::kRequestLevel: return std::make_unique<RequestLevelPolicy>();
+    case PolicyKind::kRequestLevel: return std::make_unique<RequestLevelPolicy>(n_workers);
   }
   return nullptr;
 }

@@ -45,7 +45,7 @@ class SchedulingPolicy {
   [[nodiscard]] virtual std::vector<RequestId> OnRequestFinished(const Request& request) = 0;
 };
 
-/// A new policy of that kind.
-std::unique_ptr<SchedulingPolicy> CreatePolicy(PolicyKind kind);
+/// A new policy of that kind for a pipeline of `n_workers` batches in flight.
+std::unique_ptr<SchedulingPolicy> CreatePolicy(PolicyKind kind, int32_t n_workers);
 
 }  // namespace orca::sched

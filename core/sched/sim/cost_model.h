@@ -62,7 +62,7 @@ enum class CostShape : uint8_t {
 ///     at attention efficiency.
 ///
 /// The GPT-3 13B preset (linear) gives ~22 ms for a lone decode step, ~28 ms for 16 decodes
-/// at 300 tokens of context and ~70 ms for a 272-token prompt: tens of ms per iteration,
+/// at 300 tokens of context and ~68 ms for a 272-token prompt: tens of ms per iteration,
 /// like the paper's A100s. The cost depends only on the plan, never on which policy made it.
 struct CostModel {
   std::string description;

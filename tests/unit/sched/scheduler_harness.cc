@@ -273,7 +273,10 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
     if (waiting.has_value()) {
       return absl::StrCat("a pipeline slot is idle while request ", *waiting, " waits");
     }
-    if (first_queued.has_value() && stats.n_rsrv + first_queued->reservation <= stats.n_slots) {
+    // The request-level baseline admits only when its whole batch has ended.
+    const bool may_admit = options.policy == PolicyKind::kOrca || num_running == 0;
+    if (may_admit && first_queued.has_value() &&
+        stats.n_rsrv + first_queued->reservation <= stats.n_slots) {
       return absl::StrCat("a pipeline slot is idle while queued request ", first_queued->id,
                           " fits");
     }

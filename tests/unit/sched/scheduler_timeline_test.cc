@@ -260,6 +260,46 @@ TEST(RequestLevelTimelineTest, OrcaOnTheSameWorkloadReturnsEarlyAndAdmitsAtOnce)
             "c | - P\n");
 }
 
+TEST(RequestLevelTimelineTest, PipelineRunsOneBatchAsMicrobatches) {
+  // n_workers 2, max_bs 4: batch {a b c d} runs as microbatches {a b} and {c d}, like
+  // FasterTransformer's pipeline; e waits for the whole batch although a slot is free
+  // after iteration 3.
+  //   a | P - - - -
+  //   b | P - D - -
+  //   c | - P - D -
+  //   d | - P - D D
+  //   e | - - - - - P
+  SchedulerHarness h(Options(PolicyKind::kRequestLevel, 4, 1024, 2));
+  RequestId a = h.Submit(RequestBuilder().Id("a").MaxNewTokens(1).Build());
+  RequestId b = h.Submit(RequestBuilder().Id("b").MaxNewTokens(2).Build());
+  RequestId c = h.Submit(RequestBuilder().Id("c").MaxNewTokens(2).Build());
+  RequestId d = h.Submit(RequestBuilder().Id("d").MaxNewTokens(3).Build());
+  RequestId e = h.Submit(RequestBuilder().Id("e").MaxNewTokens(1).Build());
+  h.ScheduleAll();
+  ExpectStates(h, {{a, kRunning}, {b, kRunning}, {c, kRunning}, {d, kRunning}, {e, kQueued}}, 0);
+  h.Step();  // a finished (held), b goes again
+  ExpectStates(h, {{b, kRunning}, {c, kRunning}, {d, kRunning}, {e, kQueued}}, 1);
+  EXPECT_EQ(h.scheduler().GetRequest(a)->state, kLength);
+  h.Step();
+  ExpectStates(h, {{b, kRunning}, {c, kRunning}, {d, kRunning}, {e, kQueued}}, 2);
+  h.Step();  // b finished (held); its microbatch is done, the other is in flight
+  ExpectStates(h, {{c, kRunning}, {d, kRunning}, {e, kQueued}}, 3);
+  EXPECT_EQ(h.num_in_flight(), 1);
+  EXPECT_TRUE(h.log(b).finishes.empty());
+  h.Step();
+  ExpectStates(h, {{d, kRunning}, {e, kQueued}}, 4);
+  h.Step();  // d ends the batch: a, b, c, d delivered together; e starts the next batch
+  ExpectStates(h, {{a, kLength}, {b, kLength}, {c, kLength}, {d, kLength}, {e, kRunning}}, 5);
+  h.Step();
+  ExpectStates(h, {{e, kLength}}, 6);
+  EXPECT_EQ(h.Timeline(),
+            "a | P - - - -\n"
+            "b | P - D - -\n"
+            "c | - P - D -\n"
+            "d | - P - D D\n"
+            "e | - - - - - P\n");
+}
+
 TEST(RequestLevelTimelineTest, CancellingTheLastRunningMemberDeliversTheHeldOnes) {
   SchedulerHarness h(Options(PolicyKind::kRequestLevel, 2, 1024, 1));
   RequestId a = h.Submit(RequestBuilder().Id("a").MaxNewTokens(1).Build());

@@ -114,9 +114,9 @@ TEST_F(PolicyTest, RequestLevelFormsABatchAndNobodyJoinsIt) {
   AddQueued(1, 10);
   AddQueued(2, 10);
   AddQueued(3, 10);
-  RequestLevelPolicy policy;
+  RequestLevelPolicy policy(1);
   EXPECT_THAT(policy.Select(pool_, budget_, 2), ElementsAre(1, 2));
-  EXPECT_EQ(policy.num_active_batches(), 1);
+  EXPECT_TRUE(policy.batch_active());
   // Admit and run them as the Scheduler would; request 3 stays out of the running batch.
   for (RequestId id : {1, 2}) {
     Request* r = pool_.Find(id);
@@ -134,29 +134,52 @@ TEST_F(PolicyTest, RequestLevelFormsABatchAndNobodyJoinsIt) {
   Request* first = pool_.Find(1);
   first->Finish(FinishCause::kStopToken, "");
   EXPECT_THAT(policy.OnRequestFinished(*first), ElementsAre(2, 1));  // the whole batch
-  EXPECT_EQ(policy.num_active_batches(), 0);
+  EXPECT_FALSE(policy.batch_active());
 }
 
-TEST_F(PolicyTest, RequestLevelStartsASecondBatchOnlyWhenTheFirstIsInFlight) {
+TEST_F(PolicyTest, RequestLevelSplitsTheBatchIntoMicrobatchesForAPipeline) {
+  for (RequestId id = 1; id <= 6; ++id) AddQueued(id, 10);
+  RequestLevelPolicy policy(2);
+  // One batch of max_bs 5 = microbatches {1, 2} and {3, 4, 5}; the first goes now.
+  EXPECT_THAT(policy.Select(pool_, budget_, 5), ElementsAre(1, 2));
+  for (RequestId id = 1; id <= 5; ++id) {
+    Request* r = pool_.Find(id);
+    ASSERT_TRUE(budget_.TryReserve(r->reservation()));
+    r->Admit(kT0);
+  }
+  for (RequestId id : {1, 2}) (void)pool_.Find(id)->StartIteration(1);
+  EXPECT_THAT(policy.Select(pool_, budget_, 5), ElementsAre(3, 4, 5));
+  for (RequestId id : {3, 4, 5}) (void)pool_.Find(id)->StartIteration(2);
+  // Both microbatches in flight: nothing runs, and request 6 waits for the whole batch.
+  EXPECT_THAT(policy.Select(pool_, budget_, 5), IsEmpty());
+  for (RequestId id : {1, 2}) {
+    (void)pool_.Find(id)->CompleteIteration(SampledToken{7, 0.0f, {}}, kT0);
+  }
+  EXPECT_THAT(policy.Select(pool_, budget_, 5), ElementsAre(1, 2));
+}
+
+TEST_F(PolicyTest, RequestLevelFormsTheNextBatchOnlyWhenEveryMemberFinished) {
   AddQueued(1, 10);
   AddQueued(2, 10);
-  RequestLevelPolicy policy;
+  RequestLevelPolicy policy(2);
   EXPECT_THAT(policy.Select(pool_, budget_, 1), ElementsAre(1));
   Request* first = pool_.Find(1);
   ASSERT_TRUE(budget_.TryReserve(first->reservation()));
   first->Admit(kT0);
-  // Batch {1} is admitted but not in flight: it runs again rather than a new batch forming.
-  EXPECT_THAT(policy.Select(pool_, budget_, 1), ElementsAre(1));
   (void)first->StartIteration(1);
+  // A pipeline slot is free, but request 2 may not start before batch {1} ends.
+  EXPECT_THAT(policy.Select(pool_, budget_, 1), IsEmpty());
+  first->Finish(FinishCause::kMaxNewTokens, "");
+  EXPECT_THAT(policy.OnRequestFinished(*first), ElementsAre(1));
+  EXPECT_FALSE(policy.batch_active());
   EXPECT_THAT(policy.Select(pool_, budget_, 1), ElementsAre(2));
-  EXPECT_EQ(policy.num_active_batches(), 2);
 }
 
 TEST_F(PolicyTest, RequestLevelDeliversCancelledAndFailedMembersAtOnce) {
   AddQueued(1, 10);
   AddQueued(2, 10);
   AddQueued(3, 10);
-  RequestLevelPolicy policy;
+  RequestLevelPolicy policy(1);
   EXPECT_THAT(policy.Select(pool_, budget_, 3), ElementsAre(1, 2, 3));
   Request* r1 = pool_.Find(1);
   r1->Finish(FinishCause::kMaxNewTokens, "");
@@ -173,7 +196,7 @@ TEST_F(PolicyTest, RequestLevelBatchFormationStopsAtFirstRequestThatDoesNotFit) 
   AddQueued(1, 60);
   AddQueued(2, 50);
   AddQueued(3, 10);
-  RequestLevelPolicy policy;
+  RequestLevelPolicy policy(1);
   EXPECT_THAT(policy.Select(pool_, budget_, 8), ElementsAre(1));
 }
 
@@ -182,7 +205,7 @@ TEST(PolicyKindTest, ParsesTheFlagValues) {
   EXPECT_EQ(ParsePolicyKind("request-level"), PolicyKind::kRequestLevel);
   EXPECT_EQ(ParsePolicyKind("fifo"), std::nullopt);
   EXPECT_STREQ(PolicyKindName(PolicyKind::kRequestLevel), "request-level");
-  EXPECT_EQ(CreatePolicy(PolicyKind::kOrca)->kind(), PolicyKind::kOrca);
+  EXPECT_EQ(CreatePolicy(PolicyKind::kOrca, 1)->kind(), PolicyKind::kOrca);
 }
 
 }  // namespace
