@@ -167,6 +167,7 @@ class Interpreter {
   Value MakeMacro(const Stmt& s) {
     const Stmt* macro = &s;
     return Value::MakeFunction([this, macro](const CallArgs& args) -> absl::StatusOr<Value> {
+      if (scopes_.size() > kMaxCallDepth) return ErrorAt(macro->pos, "macro calls nested too deeply");
       Scope locals;
       for (size_t i = 0; i < macro->params.size(); ++i) {
         const auto& [name, def] = macro->params[i];
@@ -271,6 +272,7 @@ class Interpreter {
   absl::StatusOr<Value> EvalCall(const Expr& e);
   absl::StatusOr<Value> EvalCollection(const Expr& e);
 
+  static constexpr size_t kMaxCallDepth = 100;
   std::vector<Scope> scopes_;
 };
 

@@ -125,6 +125,11 @@ class Parser {
   }
 
   absl::StatusOr<StmtPtr> ParseStatement(const Token& keyword) {
+    if (++depth_ > kMaxNesting) return ErrorAt(keyword, "blocks nested too deeply");
+    struct Exit {
+      int& d;
+      ~Exit() { --d; }
+    } exit{depth_};
     auto s = std::make_unique<Stmt>();
     s->pos = keyword.pos;
     const std::string& k = keyword.text;
@@ -280,6 +285,11 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseNot() {
+    if (++depth_ > kMaxNesting) return ErrorAt(Peek(), "expression nested too deeply");
+    struct Exit {
+      int& d;
+      ~Exit() { --d; }
+    } exit{depth_};
     if (IsName("not")) {
       ExprPtr e = New(Expr::Kind::kNot, Next());
       ORCA_ASSIGN_OR_RETURN(ExprPtr operand, ParseNot());
@@ -339,6 +349,11 @@ class Parser {
   absl::StatusOr<ExprPtr> ParsePow() { return ParseLeftAssoc({"**"}, &Parser::ParseUnary); }
 
   absl::StatusOr<ExprPtr> ParseUnary() {
+    if (++depth_ > kMaxNesting) return ErrorAt(Peek(), "expression nested too deeply");
+    struct Exit {
+      int& d;
+      ~Exit() { --d; }
+    } exit{depth_};
     if (IsOp("-") || IsOp("+")) {
       const Token& at = Next();
       ExprPtr e = New(Expr::Kind::kUnary, at);
@@ -460,6 +475,12 @@ class Parser {
 
   absl::StatusOr<ExprPtr> ParsePrimary() {
     const Token& at = Peek();
+    // Bounded nesting keeps hostile templates from exhausting the stack.
+    if (++depth_ > kMaxNesting) return ErrorAt(at, "expression nested too deeply");
+    struct Exit {
+      int& d;
+      ~Exit() { --d; }
+    } exit{depth_};
     switch (at.kind) {
       case Kind::kString: {
         ExprPtr e = New(Expr::Kind::kLiteral, at);
@@ -541,8 +562,10 @@ class Parser {
     return ErrorAt(at, "expected an expression, found " + Describe(at));
   }
 
+  static constexpr int kMaxNesting = 128;
   std::vector<Token> t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

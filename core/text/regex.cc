@@ -111,11 +111,25 @@ class Cont {
   bool (*call_)(const void*, size_t);
 };
 
+// Recursion is bounded so that hostile input (a long run matched by a
+// repeated group) cannot exhaust the stack: past the bound the attempt fails
+// and the search moves on, which only changes where text is split.
+inline constexpr int kMaxMatchDepth = 2000;
+
 class Matcher {
  public:
   explicit Matcher(const std::vector<char32_t>& text) : t_(text) {}
 
   bool Match(const Node* n, size_t i, Cont k) const {
+    if (depth_ >= kMaxMatchDepth) return false;
+    ++depth_;
+    bool r = MatchNode(n, i, k);
+    --depth_;
+    return r;
+  }
+
+ private:
+  bool MatchNode(const Node* n, size_t i, Cont k) const {
     switch (n->kind) {
       case Kind::kEmpty:
         return k(i);
@@ -153,7 +167,6 @@ class Matcher {
     return false;
   }
 
- private:
   bool MatchSeq(const Node* n, size_t idx, size_t i, Cont k) const {
     if (idx == n->children.size()) return k(i);
     // Runs of single-character nodes are matched without recursion.
@@ -213,6 +226,7 @@ class Matcher {
   }
 
   const std::vector<char32_t>& t_;
+  mutable int depth_ = 0;
 };
 
 }  // namespace
@@ -349,6 +363,11 @@ class RegexCompiler {
   }
 
   absl::StatusOr<const Node*> ParseGroup() {
+    if (++group_depth_ > 200) return Error("groups nested more than 200 deep");
+    struct Exit {
+      int& d;
+      ~Exit() { --d; }
+    } exit{group_depth_};
     ++pos_;  // '('
     Kind kind = Kind::kSeq;
     bool negated = false;
@@ -656,6 +675,7 @@ class RegexCompiler {
   std::vector<char32_t> p_;
   size_t pos_ = 0;
   bool icase_ = false;
+  int group_depth_ = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) {

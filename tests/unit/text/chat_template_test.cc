@@ -155,3 +155,21 @@ TEST(ChatTemplateTest, FromModelReadsStringOrNamedListAndReportsMissing) {
 
 }  // namespace
 }  // namespace orca::text
+
+namespace orca::text {
+namespace {
+
+TEST(JinjaTest, HostileTemplatesFailCleanly) {
+  EXPECT_NE(Render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").find("nested too deeply"),
+            std::string::npos);
+  std::string deep_if;
+  for (int i = 0; i < 3000; ++i) deep_if += "{% if true %}";
+  EXPECT_NE(Render(deep_if).find("nested too deeply"), std::string::npos);
+  EXPECT_NE(Render("{{ " + std::string(5000, '-') + "1 }}").find("nested too deeply"), std::string::npos);
+  EXPECT_NE(Render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(Render("{{ range(100000000) | length }}").find("range()"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace orca::text

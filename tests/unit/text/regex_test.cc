@@ -79,3 +79,20 @@ TEST(UnicodeTest, LossyDecodingReplacesMaximalSubparts) {
 
 }  // namespace
 }  // namespace orca::text
+
+namespace orca::text {
+namespace {
+
+TEST(RegexTest, LongInputsForRepeatedGroupsDoNotExhaustTheStack) {
+  auto re = *Regex::Compile("(?:ab)+|.");
+  std::string text;
+  for (int i = 0; i < 200000; ++i) text += "ab";
+  // The split may differ from an unbounded engine, but it covers the text.
+  std::string joined;
+  for (const std::string& p : SplitWithPattern(text, *re, SplitBehavior::kIsolated, false)) joined += p;
+  EXPECT_EQ(joined, text);
+  EXPECT_FALSE(Regex::Compile(std::string(500, '(') + "a" + std::string(500, ')')).ok());
+}
+
+}  // namespace
+}  // namespace orca::text
