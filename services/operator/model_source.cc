@@ -29,7 +29,7 @@ absl::Status SetSyntheticParam(const std::string& key, const std::string& value,
   const IntParam params[] = {
       {"layers", &m->num_layers, 1, 1024},          {"hidden", &m->hidden_size, 1, 65536},
       {"heads", &m->num_heads, 1, 1024},            {"kvHeads", &m->num_kv_heads, 1, 1024},
-      {"intermediate", &m->intermediate_size, 1, 1 << 20}, {"vocab", &m->vocab_size, 2, 1 << 22},
+      {"intermediate", &m->intermediate_size, 1, 1 << 20}, {"vocab", &m->vocab_size, 260, 1 << 22},
       {"maxPosition", &m->max_position, 1, 1 << 22}, {"seed", &m->seed, 0, INT64_MAX},
   };
   for (const IntParam& p : params) {
