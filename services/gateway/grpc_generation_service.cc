@@ -78,6 +78,17 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
 
     // Reactor side.
     void OnWriteDone(bool ok) { Pump(/*write_done=*/true, ok); }
+    /// The call was cancelled: drop queued output and finish (after the write
+    /// in flight, if any). The request itself is cancelled by the caller.
+    void Abort() {
+      {
+        absl::MutexLock lock(&mu_);
+        if (queue_.size() > 1) queue_.erase(queue_.begin() + (writing_ ? 1 : 0), queue_.end());
+        if (!writing_) queue_.clear();
+        finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
+      }
+      Pump(/*write_done=*/false, true);
+    }
     void Detach() {
       absl::MutexLock lock(&mu_);
       reactor_ = nullptr;
@@ -104,7 +115,10 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
         if (write_done) {
           writing_ = false;
           queue_.pop_front();
-          if (!ok) return;  // the client is gone; OnCancel / OnDone follow
+          if (!ok) {  // the client is gone: nothing more can be written
+            queue_.clear();
+            if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+          }
         }
         if (reactor_ == nullptr || writing_ || finished_) return;
         if (!queue_.empty()) {
@@ -161,6 +175,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
       handle = handle_.lock();
     }
     if (handle) handle->Cancel();
+    // No more events come after a cancel; the call still has to be finished.
+    if (observer_) observer_->Abort();
   }
   void OnDone() override {
     if (observer_) observer_->Detach();

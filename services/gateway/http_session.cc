@@ -97,6 +97,14 @@ void HttpSession::OnHeader(beast::error_code ec) {
     Shutdown();
     return;
   }
+  if (ec == http::error::body_limit) {
+    // Beast checks Content-Length against the limit as soon as the header is in.
+    auto length = parser_->content_length();
+    SendServerError(413, length ? absl::StrCat("Request body of ", *length, " bytes exceeds the limit of ",
+                                               config_->max_body_bytes, " bytes")
+                                : absl::StrCat("Request body exceeds the limit of ", config_->max_body_bytes, " bytes"));
+    return;
+  }
   if (ec == http::error::header_limit) {
     SendServerError(431, absl::StrCat("Request headers exceed the limit of ", config_->max_header_bytes, " bytes"));
     return;

@@ -1,0 +1,446 @@
+// The whole gateway in-process on 127.0.0.1:0 in front of a FakeScheduler,
+// driven over raw HTTP: SSE framing, response shapes, the bad-input table
+// while a stream goes on, disconnects, auth, limits and scheduler failures.
+
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/gateway/gateway_test_util.h"
+
+namespace orca::gateway {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using nlohmann::json;
+using testing::GatewayFixture;
+using testing::HttpResult;
+using testing::SseData;
+using testing::TestHttpClient;
+
+constexpr char kKey[] = "sk-test-key";
+
+// The text the fake scheduler generates for a request it received.
+std::string ExpectedText(testing::FakeScheduler& scheduler, const orca::v1::GenerateRequest& request, int n) {
+  std::string text;
+  for (int i = 0; i < n; ++i) text.push_back(static_cast<char>(scheduler.TokenAt(request, i)));
+  return text;
+}
+
+std::vector<json> JsonEvents(const std::string& body) {
+  std::vector<json> out;
+  for (const std::string& data : SseData(body)) {
+    if (data != "[DONE]") out.push_back(json::parse(data));
+  }
+  return out;
+}
+
+TEST(GatewayHttpTest, StreamingCompletionIsSseEndingWithDone) {
+  GatewayFixture f;
+  TestHttpClient client = f.Client();
+  HttpResult r = client.Request("POST", "/v1/completions",
+                                R"({"prompt": "Hi", "max_tokens": 6, "temperature": 0, "stream": true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.Header("content-type"), StartsWith("text/event-stream"));
+  EXPECT_EQ(r.Header("transfer-encoding"), "chunked");
+  EXPECT_EQ(r.Header("cache-control"), "no-cache");
+  // Every event is "data: <json>\n\n" and the last one is [DONE].
+  const std::vector<std::string> data = SseData(r.body);
+  ASSERT_FALSE(data.empty());
+  EXPECT_EQ(data.back(), "[DONE]");
+  EXPECT_EQ(r.body.substr(r.body.size() - 14), "data: [DONE]\n\n");
+  std::string text;
+  std::string id;
+  const std::vector<json> events = JsonEvents(r.body);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    EXPECT_EQ(e["object"], "text_completion");
+    EXPECT_THAT(e["id"].get<std::string>(), StartsWith("cmpl-"));
+    if (id.empty()) id = e["id"];
+    EXPECT_EQ(e["id"], id);  // one id across the stream
+    EXPECT_EQ(e["model"], "byte-model");
+    ASSERT_EQ(e["choices"].size(), 1u);
+    text += e["choices"][0]["text"].get<std::string>();
+    if (i + 1 < events.size()) {
+      EXPECT_TRUE(e["choices"][0]["finish_reason"].is_null());
+    }
+  }
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+  ASSERT_EQ(f.scheduler().requests().size(), 1u);
+  const auto request = f.scheduler().requests()[0];
+  EXPECT_EQ(request.max_new_tokens(), 6);
+  EXPECT_EQ(request.prompt_token_ids_size(), 2);
+  EXPECT_EQ(text, ExpectedText(f.scheduler(), request, 6));
+}
+
+TEST(GatewayHttpTest, NonStreamingCompletionShape) {
+  GatewayFixture f;
+  HttpResult r = f.Client().Request("POST", "/v1/completions",
+                                    R"({"model": "byte-model", "prompt": "abc", "max_tokens": 4, "temperature": 0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "application/json");
+  const json body = r.Json();
+  EXPECT_THAT(body["id"].get<std::string>(), StartsWith("cmpl-"));
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_TRUE(body["created"].is_number_integer());
+  EXPECT_EQ(body["model"], "byte-model");
+  ASSERT_EQ(body["choices"].size(), 1u);
+  const json& choice = body["choices"][0];
+  EXPECT_EQ(choice["index"], 0);
+  EXPECT_EQ(choice["text"], ExpectedText(f.scheduler(), f.scheduler().requests()[0], 4));
+  EXPECT_TRUE(choice["logprobs"].is_null());
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 3}, {"completion_tokens", 4}, {"total_tokens", 7}}));
+}
+
+TEST(GatewayHttpTest, ChatStreamStartsWithRoleAndEndsWithUsageThenDone) {
+  GatewayFixture f;
+  HttpResult r = f.Client().Request(
+      "POST", "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "hello"}], "max_completion_tokens": 3, "temperature": 0,
+          "stream": true, "stream_options": {"include_usage": true}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<json> events = JsonEvents(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(events[0]["choices"][0]["delta"], json({{"role", "assistant"}, {"content", ""}}));
+  std::string content;
+  for (size_t i = 1; i + 1 < events.size(); ++i) {
+    EXPECT_FALSE(events[i]["choices"][0]["delta"].contains("role"));
+    EXPECT_TRUE(events[i]["usage"].is_null());
+    content += events[i]["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"], "length");
+  const json& usage_chunk = events.back();
+  EXPECT_EQ(usage_chunk["choices"], json::array());
+  EXPECT_EQ(usage_chunk["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(SseData(r.body).back(), "[DONE]");
+  // The prompt is the chatml rendering of the conversation.
+  const auto request = f.scheduler().requests()[0];
+  std::string prompt;
+  for (int32_t id : request.prompt_token_ids()) prompt.push_back(static_cast<char>(id));
+  EXPECT_EQ(prompt, "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(content, ExpectedText(f.scheduler(), request, 3));
+}
+
+TEST(GatewayHttpTest, NChoicesAndBatchedPromptsAreIndexedPromptMajor) {
+  GatewayFixture f;
+  HttpResult r = f.Client().Request(
+      "POST", "/v1/completions", R"({"prompt": ["aa", "bbb"], "n": 2, "max_tokens": 2, "temperature": 1, "seed": 5})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = r.Json();
+  ASSERT_EQ(body["choices"].size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(body["choices"][i]["index"], i);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);  // each prompt once
+  EXPECT_EQ(body["usage"]["completion_tokens"], 8);
+  std::map<std::string, std::set<uint64_t>> seeds_by_prompt;
+  for (const auto& request : f.scheduler().requests()) {
+    seeds_by_prompt[std::to_string(request.prompt_token_ids_size())].insert(request.sampling().seed());
+  }
+  EXPECT_EQ(seeds_by_prompt["2"], (std::set<uint64_t>{5, 6}));
+  EXPECT_EQ(seeds_by_prompt["3"], (std::set<uint64_t>{5, 6}));
+}
+
+TEST(GatewayHttpTest, AbsentMaxTokensMeansTheRestOfTheContext) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.max_model_len = 40;
+  GatewayFixture f(config);
+  HttpResult r = f.Client().Request("POST", "/v1/completions", R"({"prompt": "0123456789"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(f.scheduler().requests()[0].max_new_tokens(), 30);
+}
+
+TEST(GatewayHttpTest, LogprobsAndEchoShapes) {
+  GatewayFixture f;
+  HttpResult r = f.Client().Request("POST", "/v1/completions",
+                                    R"({"prompt": "x", "max_tokens": 3, "temperature": 0, "logprobs": 2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json lp = r.Json()["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 3u);
+  ASSERT_EQ(lp["token_logprobs"].size(), 3u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 3u);
+  EXPECT_EQ(lp["text_offset"], json({0, 1, 2}));
+  for (const json& top : lp["top_logprobs"]) EXPECT_GE(top.size(), 1u);
+
+  HttpResult echo = f.Client().Request("POST", "/v1/completions",
+                                       R"({"prompt": "ECHO:", "max_tokens": 2, "temperature": 0, "echo": true})");
+  ASSERT_EQ(echo.status, 200);
+  EXPECT_THAT(echo.Json()["choices"][0]["text"].get<std::string>(), StartsWith("ECHO:"));
+
+  HttpResult chat = f.Client().Request(
+      "POST", "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "q"}], "max_tokens": 2, "logprobs": true, "top_logprobs": 3})");
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const json content = chat.Json()["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_TRUE(content[0]["token"].is_string());
+  EXPECT_TRUE(content[0]["logprob"].is_number());
+  EXPECT_TRUE(content[0]["bytes"].is_array());
+  EXPECT_EQ(content[0]["top_logprobs"].size(), 3u);
+}
+
+TEST(GatewayHttpTest, StopStringsEndTheChoice) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.scheduler.script = testing::Bytes("The answer is 42.\nNext line");
+  GatewayFixture f(config);
+  HttpResult r = f.Client().Request("POST", "/v1/completions", R"({"prompt": "q", "max_tokens": 30, "stop": ["\n"]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Json()["choices"][0]["text"], "The answer is 42.");
+  EXPECT_EQ(r.Json()["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r.Json()["choices"][0]["stop_reason"], "\n");
+}
+
+struct BadRequestCase {
+  std::string name;
+  std::string path;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  int status;
+  std::string message;
+};
+
+TEST(GatewayHttpTest, BadInputTableWhileAConcurrentStreamGoesOnUnharmed) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.gateway.api_keys = {kKey};
+  config.gateway.max_body_bytes = 64 << 10;
+  config.scheduler.iteration_interval = absl::Milliseconds(2);
+  GatewayFixture f(config);
+  const std::pair<std::string, std::string> auth = {"Authorization", std::string("Bearer ") + kKey};
+
+  // A stream that runs through the whole table.
+  TestHttpClient streamer = f.Client();
+  streamer.SendRequest("POST", "/v1/completions",
+                       R"({"prompt": "long", "max_tokens": 400, "temperature": 0, "stream": true})", {auth});
+  ASSERT_THAT(streamer.ReadUntil("data: "), HasSubstr("200 OK"));
+
+  const std::string big_prompt(2000, 'x');
+  const std::vector<BadRequestCase> cases = {
+      {"malformed json", "/v1/completions", R"({"prompt": "x",)", {auth}, 400, "Invalid JSON body: parse error"},
+      {"wrong type", "/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})", {auth}, 400,
+       "'max_tokens' must be an integer"},
+      {"temperature type", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "temperature": "hot"})",
+       {auth}, 400, "'temperature' must be a number"},
+      {"negative max_tokens", "/v1/completions", R"({"prompt": "x", "max_tokens": -1})", {auth}, 400,
+       "'max_tokens' must be at least 1, got -1"},
+      {"huge max_tokens", "/v1/completions", R"({"prompt": "abc", "max_tokens": 100000})", {auth}, 400,
+       "maximum context length is 1024 tokens. However, you requested 100003 tokens (3 in the prompt, 100000 in the "
+       "completion)"},
+      {"prompt over the context", "/v1/completions", R"({"prompt": ")" + big_prompt + R"("})", {auth}, 400,
+       "maximum context length is 1024 tokens. However, your request has 2000 input tokens"},
+      {"empty messages", "/v1/chat/completions", R"({"messages": []})", {auth}, 400,
+       "'messages' must contain at least one message"},
+      {"invalid utf-8", "/v1/completions", "{\"prompt\": \"a\xc3(\"}", {auth}, 400, "not valid UTF-8"},
+      {"n zero", "/v1/completions", R"({"prompt": "x", "n": 0})", {auth}, 400, "'n' must be at least 1"},
+      {"stop number", "/v1/completions", R"({"prompt": "x", "stop": 5})", {auth}, 400, "'stop' must be a string"},
+      {"token id out of vocab", "/v1/completions", R"({"prompt": [1, 300]})", {auth}, 400,
+       "Token id 300 at 'prompt[1]' is outside the vocabulary [0, 257)"},
+      {"oversized body", "/v1/completions", R"({"prompt": ")" + std::string(70000, 'y') + R"("})", {auth}, 413,
+       "exceeds the limit of 65536 bytes"},
+      {"wrong api key", "/v1/completions", R"({"prompt": "x"})", {{"Authorization", "Bearer nope"}}, 401,
+       "Incorrect API key"},
+      {"missing api key", "/v1/completions", R"({"prompt": "x"})", {}, 401, "Missing API key"},
+      {"unknown model", "/v1/completions", R"({"model": "gpt-9", "prompt": "x"})", {auth}, 404,
+       "The model `gpt-9` does not exist."},
+      {"unknown route", "/v2/whatever", "{}", {auth}, 404, "Not found: /v2/whatever"},
+  };
+  for (const BadRequestCase& c : cases) {
+    HttpResult r = f.Client().Request("POST", c.path, c.body, c.headers);
+    EXPECT_EQ(r.status, c.status) << c.name << ": " << r.body;
+    const json body = r.Json();
+    ASSERT_TRUE(body.is_object()) << c.name << ": " << r.body;
+    EXPECT_THAT(body["error"]["message"].get<std::string>(), HasSubstr(c.message)) << c.name;
+    EXPECT_TRUE(body["error"]["type"].is_string()) << c.name;
+  }
+  // The stream kept going and ends normally with every token.
+  const std::string rest = streamer.ReadUntil("data: [DONE]\n\n");
+  EXPECT_THAT(rest, HasSubstr("\"finish_reason\":\"length\""));
+  EXPECT_THAT(rest, ::testing::Not(HasSubstr("\"error\"")));
+  EXPECT_EQ(f.scheduler().num_cancelled(), 0);
+}
+
+TEST(GatewayHttpTest, ClientDisconnectMidStreamCancelsAtTheScheduler) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.scheduler.iteration_interval = absl::Milliseconds(5);
+  GatewayFixture f(config);
+  {
+    TestHttpClient client = f.Client();
+    client.SendRequest("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 900, "stream": true})");
+    ASSERT_THAT(client.ReadUntil("data: "), HasSubstr("200 OK"));
+    EXPECT_EQ(f.scheduler().num_running(), 1);
+    EXPECT_GT(f.scheduler().kv_slots_used(), 0);
+    client.Close();
+  }
+  EXPECT_TRUE(f.scheduler().WaitFor([&] { return f.scheduler().num_cancelled() == 1; }, absl::Seconds(10)));
+  EXPECT_TRUE(f.scheduler().WaitFor([&] { return f.scheduler().kv_slots_used() == 0; }, absl::Seconds(10)));
+  EXPECT_TRUE(f.scheduler().WaitFor([&] { return f.gateway().num_active_requests() == 0; }, absl::Seconds(10)));
+}
+
+TEST(GatewayHttpTest, ClientDisconnectWhileWaitingForANonStreamingAnswerCancels) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.scheduler.iteration_interval = absl::Milliseconds(5);
+  GatewayFixture f(config);
+  {
+    TestHttpClient client = f.Client();
+    client.SendRequest("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 900})");
+    ASSERT_TRUE(f.scheduler().WaitFor([&] { return f.scheduler().num_running() == 1; }, absl::Seconds(10)));
+    client.Close();
+  }
+  EXPECT_TRUE(f.scheduler().WaitFor([&] { return f.scheduler().num_cancelled() == 1; }, absl::Seconds(10)));
+  EXPECT_TRUE(f.scheduler().WaitFor([&] { return f.scheduler().kv_slots_used() == 0; }, absl::Seconds(10)));
+}
+
+TEST(GatewayHttpTest, OperationalEndpointsStayOpenWithAuth) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.gateway.api_keys = {kKey};
+  GatewayFixture f(config);
+  EXPECT_EQ(f.Client().Request("GET", "/health").status, 200);
+  EXPECT_EQ(f.Client().Request("GET", "/ready").status, 200);
+  EXPECT_EQ(f.Client().Request("GET", "/metrics").status, 200);
+  HttpResult no_key = f.Client().Request("GET", "/v1/models");
+  EXPECT_EQ(no_key.status, 401);
+  EXPECT_EQ(no_key.Json()["error"]["type"], "authentication_error");
+  EXPECT_EQ(no_key.Json()["error"]["code"], "invalid_api_key");
+  HttpResult models = f.Client().Request("GET", "/v1/models", "", {{"Authorization", std::string("Bearer ") + kKey}});
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.Json()["object"], "list");
+  EXPECT_EQ(models.Json()["data"][0]["id"], "byte-model");
+  EXPECT_EQ(models.Json()["data"][0]["object"], "model");
+  EXPECT_EQ(models.Json()["data"][0]["max_model_len"], 1024);
+}
+
+TEST(GatewayHttpTest, ChunkedBodyOverTheLimitIs413) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.gateway.max_body_bytes = 1024;
+  GatewayFixture f(config);
+  TestHttpClient client = f.Client();
+  std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (int i = 0; i < 3; ++i) request += "200\r\n" + std::string(512, 'a') + "\r\n";
+  request += "0\r\n\r\n";
+  client.SendRaw(request);
+  HttpResult r = client.ReadResponse();
+  EXPECT_EQ(r.status, 413);
+  EXPECT_THAT(r.body, HasSubstr("exceeds the limit of 1024 bytes"));
+}
+
+TEST(GatewayHttpTest, NoReadySchedulerIs503WithRetryAfter) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.scheduler.ready = false;
+  config.wait_ready = false;
+  GatewayFixture f(config);
+  HttpResult r = f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.Header("retry-after"), "1");
+  EXPECT_THAT(r.Json()["error"]["message"].get<std::string>(), HasSubstr("No scheduler is ready"));
+  HttpResult ready = f.Client().Request("GET", "/ready");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(ready.Json()["status"], "not_ready");
+  EXPECT_EQ(f.Client().Request("GET", "/health").status, 200);
+}
+
+TEST(GatewayHttpTest, SchedulerResourceExhaustedIs429WithRetryAfterAndReason) {
+  GatewayFixture f;
+  f.scheduler().FailNextGenerate(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full: 1024 requests waiting");
+  HttpResult r = f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2, "stream": true})");
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(r.Header("retry-after"), "1");
+  EXPECT_EQ(r.Json()["error"]["type"], "rate_limit_exceeded");
+  EXPECT_THAT(r.Json()["error"]["message"].get<std::string>(), HasSubstr("queue full"));
+}
+
+TEST(GatewayHttpTest, OverMaxConcurrentRequestsIs503) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.gateway.max_concurrent_requests = 1;
+  config.scheduler.iteration_interval = absl::Milliseconds(5);
+  GatewayFixture f(config);
+  TestHttpClient first = f.Client();
+  first.SendRequest("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 500, "stream": true})");
+  ASSERT_THAT(first.ReadUntil("data: "), HasSubstr("200 OK"));
+  HttpResult second = f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+  EXPECT_EQ(second.status, 503);
+  EXPECT_EQ(second.Header("retry-after"), "1");
+  EXPECT_THAT(second.Json()["error"]["message"].get<std::string>(), HasSubstr("at capacity (1 concurrent"));
+  first.Close();
+  // The slot frees once the first request is cancelled.
+  EXPECT_TRUE(f.scheduler().WaitFor([&] { return f.gateway().num_active_requests() == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
+}
+
+TEST(GatewayHttpTest, EngineFailureAfterTheStreamStartedIsAnSseErrorThenDone) {
+  GatewayFixture f;
+  f.scheduler().FailNextGenerate(grpc::StatusCode::INTERNAL, "pipeline stage 2 failed", /*after_tokens=*/3);
+  HttpResult r = f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 20, "stream": true})");
+  ASSERT_EQ(r.status, 200);
+  const std::vector<std::string> data = SseData(r.body);
+  ASSERT_GE(data.size(), 2u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  const json error = json::parse(data[data.size() - 2]);
+  EXPECT_EQ(error["error"]["type"], "internal_error");
+  EXPECT_THAT(error["error"]["message"].get<std::string>(), HasSubstr("pipeline stage 2 failed"));
+}
+
+TEST(GatewayHttpTest, TokenizeAndDetokenize) {
+  GatewayFixture f;
+  HttpResult t = f.Client().Request("POST", "/tokenize", R"({"prompt": "hé", "return_token_strs": true})");
+  ASSERT_EQ(t.status, 200) << t.body;
+  EXPECT_EQ(t.Json()["tokens"], json({'h', 0xC3, 0xA9}));
+  EXPECT_EQ(t.Json()["count"], 3);
+  EXPECT_EQ(t.Json()["max_model_len"], 1024);
+  EXPECT_EQ(t.Json()["token_strs"].size(), 3u);
+  HttpResult d = f.Client().Request("POST", "/detokenize", R"({"tokens": [104, 195, 169]})");
+  ASSERT_EQ(d.status, 200) << d.body;
+  EXPECT_EQ(d.Json()["prompt"], "hé");
+  HttpResult bad = f.Client().Request("POST", "/detokenize", R"({"tokens": [999]})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.Json()["error"]["param"], "tokens");
+  HttpResult chat = f.Client().Request("POST", "/tokenize", R"({"messages": [{"role": "user", "content": "a"}]})");
+  ASSERT_EQ(chat.status, 200);
+  EXPECT_GT(chat.Json()["count"].get<int>(), 1);
+}
+
+TEST(GatewayHttpTest, KeepAliveAndPipelinedRequestsOnOneConnection) {
+  GatewayFixture f;
+  TestHttpClient client = f.Client();
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  std::string two;
+  for (int i = 0; i < 2; ++i) {
+    two += "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+  client.SendRaw(two);
+  EXPECT_EQ(client.ReadResponse().status, 200);
+  EXPECT_EQ(client.ReadResponse().status, 200);
+  EXPECT_EQ(client.Request("GET", "/health").status, 200);
+}
+
+TEST(GatewayHttpTest, ExpectContinueAndMethodChecks) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.gateway.max_body_bytes = 100;
+  GatewayFixture f(config);
+  TestHttpClient client = f.Client();
+  // Too large by Content-Length: 413 without reading the body.
+  client.SendRaw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000\r\n\r\n");
+  HttpResult r = client.ReadResponse();
+  EXPECT_EQ(r.status, 413);
+  EXPECT_THAT(r.body, HasSubstr("5000 bytes exceeds the limit of 100 bytes"));
+  HttpResult get = f.Client().Request("GET", "/v1/completions");
+  EXPECT_EQ(get.status, 405);
+  EXPECT_EQ(get.Header("allow"), "POST");
+}
+
+TEST(GatewayHttpTest, MetricsCountRequestsByRouteAndStatus) {
+  GatewayFixture f;
+  EXPECT_EQ(f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 1})").status, 200);
+  EXPECT_EQ(f.Client().Request("POST", "/v1/completions", R"({"prompt": 1})").status, 400);
+  EXPECT_EQ(f.Client().Request("GET", "/nope").status, 404);
+  HttpResult m = f.Client().Request("GET", "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_THAT(m.Header("content-type"), StartsWith("text/plain; version=0.0.4"));
+  EXPECT_THAT(m.body, HasSubstr(R"(orca:http_requests_total{model_name="byte-model",route="/v1/completions",method="POST",status="200"} 1)"));
+  EXPECT_THAT(m.body, HasSubstr(R"(route="/v1/completions",method="POST",status="400"} 1)"));
+  EXPECT_THAT(m.body, HasSubstr(R"(route="other",method="GET",status="404"} 1)"));
+  EXPECT_THAT(m.body, HasSubstr("orca:http_request_duration_seconds_bucket"));
+}
+
+}  // namespace
+}  // namespace orca::gateway
