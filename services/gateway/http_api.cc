@@ -288,7 +288,13 @@ HttpResponse HttpApi::Ready() const {
                           {"ready", s.ready},
                           {"reason", s.not_ready_reason},
                           {"outstanding", s.outstanding},
-                          {"model_name", s.has_stats ? json(s.stats.model_name()) : json(nullptr)}});
+                          {"model_name", s.has_stats ? json(s.stats.model_name()) : json(nullptr)},
+                          // As of the last poll (about a second old).
+                          {"num_requests_running", s.stats.num_requests_running()},
+                          {"num_requests_waiting", s.stats.num_requests_waiting()},
+                          {"kv_slots_used", s.stats.kv_slots_used()},
+                          {"kv_slots_total", s.stats.kv_slots_total()},
+                          {"iterations", s.stats.iterations()}});
   }
   const bool ready = options_.router->AnyReady();
   return JsonResponse(ready ? 200 : 503, {{"status", ready ? "ready" : "not_ready"},

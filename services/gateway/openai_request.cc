@@ -147,14 +147,14 @@ absl::Status ParsePrompt(const json& body, CompletionRequest* out) {
   }
   if (!prompt.is_array()) return InvalidFieldError("prompt", absl::StrCat(kShape, ", got ", DescribeJsonValue(prompt)));
   if (prompt.empty()) return InvalidFieldError("prompt", "'prompt' must not be an empty array");
+  const json& first = prompt[0];
+  if (first.is_number()) {  // one prompt given as token ids
+    out->prompt_token_ids.emplace_back();
+    return ParseIntArray(prompt, "prompt", std::numeric_limits<int32_t>::max(), &out->prompt_token_ids.back());
+  }
   if (prompt.size() > static_cast<size_t>(kMaxChoicesPerRequest)) {
     return InvalidFieldError("prompt", absl::StrCat("'prompt' may hold at most ", kMaxChoicesPerRequest,
                                                     " prompts, got ", prompt.size()));
-  }
-  const json& first = prompt[0];
-  if (first.is_number()) {
-    out->prompt_token_ids.emplace_back();
-    return ParseIntArray(prompt, "prompt", std::numeric_limits<int32_t>::max(), &out->prompt_token_ids.back());
   }
   for (size_t i = 0; i < prompt.size(); ++i) {
     const json& p = prompt[i];

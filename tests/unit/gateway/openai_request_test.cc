@@ -180,6 +180,17 @@ TEST(OpenAiRequestTest, PromptShapes) {
   ASSERT_TRUE(ids.ok());
   ASSERT_EQ(ids->prompt_token_ids.size(), 1u);
   EXPECT_EQ(ids->prompt_token_ids[0], (std::vector<int32_t>{1, 2, 3}));
+  // A long token-id prompt is one prompt, not a batch over the batch limit.
+  std::string many = "{\"prompt\": [1";
+  for (int i = 0; i < 2000; ++i) many += ",1";
+  auto long_prompt = Completion(many + "]}");
+  ASSERT_TRUE(long_prompt.ok()) << long_prompt.status();
+  EXPECT_EQ(long_prompt->prompt_token_ids[0].size(), 2001u);
+  std::string batch_body = "{\"prompt\": [\"a\"";
+  for (int i = 0; i < 200; ++i) batch_body += ",\"a\"";
+  auto too_many = Completion(batch_body + "]}");
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_THAT(std::string(too_many.status().message()), HasSubstr("at most 128 prompts, got 201"));
   auto id_batch = Completion(R"({"prompt": [[1], [2, 3]]})");
   ASSERT_TRUE(id_batch.ok());
   EXPECT_EQ(id_batch->prompt_token_ids.size(), 2u);
