@@ -12,8 +12,15 @@ namespace orca::k8s {
 
 using nlohmann::json;
 
+namespace {
+Reconciler::Options WithMetrics(Reconciler::Options options, OperatorMetrics* metrics) {
+  options.metrics = metrics;
+  return options;
+}
+}  // namespace
+
 Controller::Controller(KubeClient* client, EventRecorder* events, OperatorMetrics* metrics, Options options)
-    : client_(client), metrics_(metrics), options_(std::move(options)), reconciler_(client, events, options_.reconciler) {
+    : client_(client), metrics_(metrics), options_(std::move(options)), reconciler_(client, events, WithMetrics(options_.reconciler, metrics)) {
   auto informer = [&](const std::string& api_version, const std::string& plural, const std::string& selector,
                       bool owner_from_labels) {
     Informer::Options o;
@@ -56,18 +63,14 @@ void Controller::ProcessOne(const std::string& key) {
   if (!object) return;  // deleted, or a child whose owner is gone
   const absl::Time start = absl::Now();
   absl::Status st = reconciler_.Reconcile(*object);
-  if (metrics_) metrics_->reconcile_micros_total += absl::ToInt64Microseconds(absl::Now() - start);
   int failures = 0;
   {
     absl::MutexLock lock(&mu_);
     failures = st.ok() ? 0 : ++failures_[key];
     if (st.ok()) failures_.erase(key);
   }
-  if (st.ok()) {
-    if (metrics_) ++metrics_->reconciles_ok;
-    return;
-  }
-  if (metrics_) ++metrics_->reconciles_error;
+  if (metrics_) metrics_->RecordReconcile(st.ok(), absl::Now() - start);
+  if (st.ok()) return;
   absl::Duration delay = options_.retry_base;
   for (int i = 1; i < failures && delay < options_.retry_max; ++i) delay *= 2;
   delay = std::min(delay, options_.retry_max);
@@ -92,8 +95,8 @@ void Controller::Run(const absl::Notification* stop) {
     ProcessOne(key);
     queue_.Done(key);
     if (metrics_) {
-      metrics_->queue_depth = static_cast<int64_t>(queue_.Length());
-      metrics_->managed_deployments = static_cast<int64_t>(deployments_->List().size());
+      metrics_->SetQueueDepth(queue_.Length());
+      metrics_->SetManagedDeployments(deployments_->List().size());
     }
   }
   for (auto& t : threads) t.join();

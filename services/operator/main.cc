@@ -101,7 +101,8 @@ absl::Status Run(const Flags& flags) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   const std::string identity = EnvOr("POD_NAME", absl::StrCat(host, "-", getpid()));
-  OperatorMetrics metrics;
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<OperatorMetrics> metrics, OperatorMetrics::Create());
+  metrics->SetLeader(!flags.leader_elect);
   EventRecorder events(client.get(), "orca-operator", identity);
   Controller::Options controller_options;
   controller_options.namespace_ = flags.namespace_;
@@ -109,19 +110,19 @@ absl::Status Run(const Flags& flags) {
   controller_options.reconciler.render.cluster_domain = flags.cluster_domain;
   controller_options.resync_period = absl::Seconds(flags.resync_seconds);
   controller_options.watch_timeout_seconds = static_cast<int>(flags.watch_timeout_seconds);
-  Controller controller(client.get(), &events, &metrics, controller_options);
+  Controller controller(client.get(), &events, metrics.get(), controller_options);
 
   std::atomic<bool> leading{!flags.leader_elect};
   OperatorAdminServer::Options admin_options;
   admin_options.listen_address = flags.http_listen;
-  admin_options.metrics = [&metrics] { return metrics.Render(); };
+  admin_options.metrics = [&metrics] { return metrics->Render(); };
   admin_options.readiness = [&]() -> absl::Status {
     if (!leading.load()) return absl::OkStatus();  // a healthy standby
     return controller.HasSynced() ? absl::OkStatus() : absl::UnavailableError("informers have not synced yet");
   };
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<OperatorAdminServer> admin, OperatorAdminServer::Start(admin_options));
   ORCA_LOG(INFO).With("server", client_options.config.server).With("namespace", flags.namespace_.empty() ? "*" : flags.namespace_)
-      << "orca-operator started; admin HTTP on " << flags.http_listen;
+      << "orca-operator started; admin HTTP on port " << admin->port();
 
   absl::Status result = absl::OkStatus();
   std::thread controller_thread;
@@ -140,11 +141,11 @@ absl::Status Run(const Flags& flags) {
         &stop,
         [&] {
           leading = true;
-          metrics.is_leader = 1;
+          metrics->SetLeader(true);
           controller_thread = std::thread([&] { controller.Run(&stop); });
         },
         [&] {
-          metrics.is_leader = 0;
+          metrics->SetLeader(false);
           result = absl::AbortedError("lost the leader Lease; exiting so that a fresh replica campaigns");
           if (!stop.HasBeenNotified()) stop.Notify();
         });

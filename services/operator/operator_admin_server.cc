@@ -120,12 +120,11 @@ absl::StatusOr<std::unique_ptr<OperatorAdminServer>> OperatorAdminServer::Start(
 
 void OperatorAdminServer::Stop() {
   if (!impl_ || !impl_->thread.joinable()) return;
-  asio::post(impl_->io, [this] {
-    beast::error_code ignored;
-    impl_->acceptor.close(ignored);
-  });
   impl_->io.stop();
   impl_->thread.join();
+  // The loop thread is gone: closing the listener here races with nothing.
+  beast::error_code ignored;
+  impl_->acceptor.close(ignored);
 }
 
 OperatorAdminServer::~OperatorAdminServer() { Stop(); }

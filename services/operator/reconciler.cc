@@ -143,6 +143,7 @@ absl::Status Reconciler::Reconcile(const json& object) {
   if (!parsed.ok()) {
     const std::string message(parsed.status().message());
     ORCA_LOG(WARNING).With("orcadeployment", name) << "invalid spec: " << message;
+    if (options_.metrics) options_.metrics->RecordInvalidSpec();
     ReconcileResult result{ReconcileResult::Kind::kInvalidSpec, message};
     return WriteStatus(object, [&](const json& previous) {
       return ComputeStatus(nullptr, generation, result, {}, previous, NowRfc3339());

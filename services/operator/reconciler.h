@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "services/operator/event_recorder.h"
 #include "services/operator/kube_client.h"
+#include "services/operator/operator_metrics.h"
 #include "services/operator/renderer.h"
 
 namespace orca::k8s {
@@ -29,6 +30,8 @@ class Reconciler {
     RenderOptions render;
     /// Attempts of the status write when it meets 409 Conflict.
     int max_status_attempts = 4;
+    /// Counts invalid specs when set (not owned).
+    OperatorMetrics* metrics = nullptr;
   };
 
   /// `events` may be null (no Events).

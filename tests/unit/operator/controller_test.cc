@@ -30,12 +30,13 @@ std::string ConditionStatus(const json& cr, const std::string& type) {
 class ControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    metrics_ = *OperatorMetrics::Create();
     server_ = FakeKubeApiServer::Start();
     client_ = ClientFor(*server_);
     Controller::Options options;
     options.namespace_ = "team-a";
     options.retry_base = absl::Milliseconds(10);
-    controller_ = std::make_unique<Controller>(client_.get(), nullptr, &metrics_, options);
+    controller_ = std::make_unique<Controller>(client_.get(), nullptr, metrics_.get(), options);
   }
   void Start() {
     thread_ = std::thread([this] { controller_->Run(&stop_); });
@@ -53,7 +54,7 @@ class ControllerTest : public ::testing::Test {
     server_->Upsert(cr);
   }
 
-  OperatorMetrics metrics_;
+  std::unique_ptr<OperatorMetrics> metrics_;
   std::unique_ptr<FakeKubeApiServer> server_;
   std::unique_ptr<KubeClient> client_;
   std::unique_ptr<Controller> controller_;
@@ -83,7 +84,7 @@ TEST_F(ControllerTest, ReconcilesWhatItWatchesAndFollowsChildren) {
     auto sts = server_->Get("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-pipeline");
     return sts && (*sts)["spec"]["replicas"] == 3 && (*Cr())["status"]["observedGeneration"] == 2;
   }));
-  EXPECT_GT(metrics_.reconciles_ok.load(), 0);
+  EXPECT_GT(metrics_->reconciles(true), 0);
 }
 
 TEST_F(ControllerTest, KeepsWorkingAcrossAnExpiredWatch) {
@@ -100,7 +101,7 @@ TEST_F(ControllerTest, RetriesFailedReconcilesWithBackoff) {
   Start();
   Submit(OrcaDeploymentBuilder());
   ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Degraded") == "False"; }));
-  EXPECT_GE(metrics_.reconciles_error.load(), 2);
+  EXPECT_GE(metrics_->reconciles(false), 2);
   EXPECT_TRUE(server_->Get("/api/v1/namespaces/team-a/configmaps/demo-config").has_value());
 }
 
@@ -110,10 +111,11 @@ TEST_F(ControllerTest, InvalidSpecIsNotRetried) {
   ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Degraded") == "True"; }));
   const int puts = server_->CountRequests("PUT", "/status");
   // The status update itself comes back as a watch event; reconciling it again changes nothing.
-  ASSERT_TRUE(Eventually([&] { return metrics_.reconciles_ok.load() >= 2; }));
+  ASSERT_TRUE(Eventually([&] { return metrics_->reconciles(true) >= 2; }));
   EXPECT_EQ(server_->CountRequests("PUT", "/status"), puts);
-  EXPECT_EQ(metrics_.reconciles_error.load(), 0);
+  EXPECT_EQ(metrics_->reconciles(false), 0);
   EXPECT_EQ(server_->CountRequests("PATCH", "/"), 0);
+  EXPECT_GE(metrics_->invalid_specs(), 1);
 }
 
 }  // namespace

@@ -243,6 +243,7 @@ void FakeKubeApiServer::Serve(int fd) {
         value.erase(0, value.find_first_not_of(' '));
         if (name == "content-length") absl::SimpleAtoi(value, &content_length);
         if (name == "content-type") req.content_type = value;
+        if (name == "authorization") req.authorization = value;
         if (name == "expect" && value == "100-continue") expect_continue = true;
       }
       if (expect_continue && !SendAll(fd, "HTTP/1.1 100 Continue\r\n\r\n")) break;

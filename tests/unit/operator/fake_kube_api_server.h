@@ -39,6 +39,7 @@ class FakeKubeApiServer {
     std::string path;
     std::string query;
     std::string content_type;
+    std::string authorization;
     std::string body;
   };
 

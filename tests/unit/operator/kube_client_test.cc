@@ -109,6 +109,7 @@ TEST_F(KubeClientTest, ListFiltersByLabelSelectorAndSendsTheToken) {
   EXPECT_EQ((*list)["items"][0]["metadata"]["name"], "a");
   EXPECT_EQ((*list)["metadata"]["resourceVersion"], std::to_string(server_->resource_version()));
   EXPECT_THAT(server_->Requests().back().query, HasSubstr("labelSelector=app%3Dorca"));
+  EXPECT_EQ(server_->Requests().back().authorization, "Bearer test-token");
 }
 
 TEST_F(KubeClientTest, WatchStreamsEventsAfterTheResourceVersion) {

@@ -35,16 +35,16 @@ HttpResult HttpGet(int port, const std::string& path) {
 }
 
 TEST(OperatorAdminServerTest, ServesHealthReadinessAndMetrics) {
-  OperatorMetrics metrics;
-  metrics.reconciles_ok = 3;
-  metrics.is_leader = 1;
+  auto metrics = *OperatorMetrics::Create();
+  for (int i = 0; i < 3; ++i) metrics->RecordReconcile(true, absl::Milliseconds(20));
+  metrics->SetLeader(true);
   std::atomic<bool> ready{false};
   OperatorAdminServer::Options options;
   options.listen_address = "127.0.0.1:0";
   options.readiness = [&]() -> absl::Status {
     return ready ? absl::OkStatus() : absl::UnavailableError("informers have not synced yet");
   };
-  options.metrics = [&] { return metrics.Render(); };
+  options.metrics = [&] { return metrics->Render(); };
   auto server = OperatorAdminServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
@@ -57,8 +57,9 @@ TEST(OperatorAdminServerTest, ServesHealthReadinessAndMetrics) {
   EXPECT_EQ(HttpGet(port, "/readyz").code, 200);
   HttpResult page = HttpGet(port, "/metrics");
   EXPECT_EQ(page.code, 200);
-  EXPECT_THAT(page.body, HasSubstr("orca_operator_reconciles_total{result=\"ok\"} 3\n"));
-  EXPECT_THAT(page.body, HasSubstr("# TYPE orca_operator_is_leader gauge\norca_operator_is_leader 1\n"));
+  EXPECT_THAT(page.body, HasSubstr("orca:operator_reconciles_total{result=\"ok\"} 3\n"));
+  EXPECT_THAT(page.body, HasSubstr("orca:operator_is_leader 1\n"));
+  EXPECT_THAT(page.body, HasSubstr("orca:operator_reconcile_duration_seconds_bucket{le=\"0.025\"} 3\n"));
   EXPECT_EQ(HttpGet(port, "/nope").code, 404);
   (*server)->Stop();
   EXPECT_EQ(HttpGet(port, "/healthz").code, 0);  // closed
