@@ -71,6 +71,7 @@ test("the examples are valid OrcaDeployments and render into valid objects", asy
   assert.ok(examples.length >= 2);
   const all = [];
   for (const file of examples) {
+    assert.equal(yamllint(fs.readFileSync(file, "utf8")), "", path.basename(file));
     for (const cr of readYaml(file)) {
       assert.ok(validate(cr), `${path.basename(file)}: ${JSON.stringify(validate.errors)}`);
     }
