@@ -172,7 +172,10 @@ std::vector<ConditionChange> ConditionChanges(const json& previous, const json& 
     const json* before = FindCondition(previous, type);
     const bool changed = before == nullptr || before->value("status", "") != c.value("status", "") ||
                          before->value("reason", "") != c.value("reason", "");
-    if (changed) changes.push_back({type, c.value("status", ""), c.value("reason", ""), c.value("message", "")});
+    if (changed) {
+      changes.push_back({type, before ? before->value("status", "") : "", c.value("status", ""), c.value("reason", ""),
+                         c.value("message", "")});
+    }
   }
   return changes;
 }

@@ -50,6 +50,7 @@ struct ReconcileResult {
 /// One condition change, for Events.
 struct ConditionChange {
   std::string type;
+  std::string previous_status;  // "" when the condition is new
   std::string status;
   std::string reason;
   std::string message;

@@ -305,7 +305,7 @@ absl::StatusOr<json> KubeClient::Apply(const std::string& path, const json& obje
 }
 
 absl::Status KubeClient::Delete(const std::string& path) {
-  // Foreground-independent: children of deleted workloads go with them.
+  // Background propagation: the garbage collector removes the workload's pods afterwards.
   return JsonCall("DELETE", path + "?propagationPolicy=Background", "", "").status();
 }
 

@@ -118,8 +118,10 @@ absl::Status Reconciler::WriteStatus(json object, const std::function<json(const
     auto written = client_->Replace(*path + "/status", object);
     if (written.ok()) {
       for (const ConditionChange& c : ConditionChanges(previous, next)) {
+        // Warn about breakage; a deployment that is still starting is not news.
         const bool bad = (c.type == "Degraded" && c.status == "True") ||
-                         (c.type == "Available" && c.status == "False" && c.reason != "ScaledToZero");
+                         (c.type == "Available" && c.status == "False" && c.previous_status == "True" &&
+                          c.reason != "ScaledToZero");
         Event(object, bad ? "Warning" : "Normal", c.reason, absl::StrCat(c.type, "=", c.status, ": ", c.message));
       }
       return absl::OkStatus();

@@ -145,6 +145,7 @@ TEST_F(DeploymentStatusTest, ConditionChangesListOnlyTransitions) {
   ASSERT_EQ(changes.size(), 2u);
   EXPECT_EQ(changes[0].type, "Available");
   EXPECT_EQ(changes[0].status, "True");
+  EXPECT_EQ(changes[0].previous_status, "False");
   EXPECT_EQ(changes[1].type, "Progressing");
   EXPECT_TRUE(ConditionChanges(s2, s2).empty());
 }

@@ -104,6 +104,18 @@ TEST_F(ReconcilerTest, StatusFollowsTheWorkloads) {
   EXPECT_EQ(Condition(cr, "Available")["status"], "True");
   EXPECT_EQ(Condition(cr, "Progressing")["reason"], "RolloutComplete");
   EXPECT_THAT(EventReasons(), ::testing::IsSupersetOf({"Reconciled", "MinimumReplicasAvailable", "RolloutComplete"}));
+  // Starting up is not a warning; losing every replica afterwards is.
+  auto warnings = [&] {
+    int n = 0;
+    for (const json& e : server_->List("/api/v1/namespaces/team-a/events")) n += e["type"] == "Warning";
+    return n;
+  };
+  EXPECT_EQ(warnings(), 0);
+  server_->SetStatus("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-pipeline",
+                     {{"observedGeneration", 1}, {"readyReplicas", 1}, {"updatedReplicas", 2}});
+  ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
+  EXPECT_EQ(Condition(Cr(), "Available")["reason"], "NoReplicaReady");
+  EXPECT_EQ(warnings(), 1);
 }
 
 TEST_F(ReconcilerTest, ReconcileIsIdempotent) {
