@@ -2,6 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
@@ -100,6 +104,24 @@ std::string GgufName(TensorRole role, int32_t l) {
   return "";
 }
 
+// generation_config.json may list more end-of-sequence ids than config.json
+// (Llama-3: <|end_of_text|> and <|eot_id|>).
+void MergeGenerationConfigEos(const std::string& dir, ModelConfig* config) {
+  auto text = ReadFileToString(dir + "/generation_config.json");
+  if (!text.ok()) return;
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("eos_token_id")) return;
+  std::vector<int32_t> ids;
+  const auto& e = j["eos_token_id"];
+  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+  if (e.is_array())
+    for (const auto& v : e)
+      if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
+  for (int32_t id : ids)
+    if (std::find(config->eos_token_ids.begin(), config->eos_token_ids.end(), id) == config->eos_token_ids.end())
+      config->eos_token_ids.push_back(id);
+}
+
 }  // namespace
 
 Checkpoint::~Checkpoint() = default;
@@ -112,6 +134,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     const std::string config_path = path + "/config.json";
     ORCA_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
     ORCA_ASSIGN_OR_RETURN(ckpt->config_, ParseHfConfig(text, config_path));
+    MergeGenerationConfigEos(path, &ckpt->config_);
     ORCA_ASSIGN_OR_RETURN(auto source, SafetensorsSource::Open(path));
     if (ckpt->config_.arch == ModelArch::kGpt2 && source->Find("wte.weight") != nullptr) ckpt->gpt2_prefix_ = "";
     else ckpt->gpt2_prefix_ = "transformer.";

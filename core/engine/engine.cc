@@ -196,6 +196,11 @@ void Engine::Release(uint64_t id) {
   samplers_.erase(id);
 }
 
+void Engine::ReleaseAll() {
+  for (auto& s : shards_) s->kv->ReleaseAll();
+  samplers_.clear();
+}
+
 absl::Status Engine::Validate(const IterationInput& in, std::vector<uint64_t>* reserved) {
   const ModelConfig& c = config();
   KvCache& kv0 = *shards_[0]->kv;
@@ -247,7 +252,9 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
   ForwardInput fin{seq_specs_, token_ids_, hidden_in};
   std::vector<ForwardTimings> timings(shards_.size());
   absl::Status status = pool_->RunAll([&](int r) {
-    return shards_[r]->runner->Forward(fin, out->hidden.data(), r == 0 ? logits_.data() : nullptr, &timings[r]);
+    // Every shard ends with the same hidden states (after the all-reduce); rank 0 hands them on.
+    return shards_[r]->runner->Forward(fin, r == 0 ? out->hidden.data() : nullptr, r == 0 ? logits_.data() : nullptr,
+                                       &timings[r]);
   });
   if (!status.ok()) {
     for (uint64_t id : reserved) Release(id);

@@ -103,6 +103,8 @@ class Engine {
   /// Frees a request's KV and sampler now (also done by IterationInput::released_ids).
   /// Unknown ids are ignored: a release is idempotent.
   void Release(uint64_t request_id);
+  /// Frees every request's KV and sampler (a new session of the engine master).
+  void ReleaseAll();
 
   const ModelConfig& config() const;
   const Partition& partition() const;

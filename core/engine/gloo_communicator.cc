@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const
   std::unique_ptr<GlooCommunicator> c(new GlooCommunicator());
   c->rank_ = o.rank;
   c->size_ = o.size;
-  c->timeout_ = o.timeout;
+  c->timeout_ = o.op_timeout.count() > 0 ? o.op_timeout : o.timeout;
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = o.hostname;
@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const
     ctx->setTimeout(o.timeout);
     gloo::rendezvous::PrefixStore store(o.prefix, *o.store);
     ctx->connectFullMesh(store, c->device_);
+    ctx->setTimeout(c->timeout_);
     c->context_ = ctx;
   } catch (const std::exception& e) {
     return FromException(e, absl::StrCat("connecting data-plane group '", o.prefix, "' as rank ", o.rank, " of ", o.size));

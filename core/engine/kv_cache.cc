@@ -57,6 +57,12 @@ absl::Status KvCache::Release(uint64_t id) {
   return absl::OkStatus();
 }
 
+void KvCache::ReleaseAll() {
+  for (auto& [id, e] : requests_)
+    for (int32_t b : e.blocks) free_blocks_.push_back(b);
+  requests_.clear();
+}
+
 absl::Status KvCache::CheckWrite(uint64_t id, int32_t start, int32_t count) const {
   auto it = requests_.find(id);
   if (it == requests_.end()) return absl::FailedPreconditionError(absl::StrCat("request ", id, " has no KV reservation"));

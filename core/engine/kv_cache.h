@@ -38,6 +38,8 @@ class KvCache {
   /// Frees a reservation. NotFound for an unknown id.
   absl::Status Release(uint64_t request_id);
   bool Contains(uint64_t request_id) const { return requests_.contains(request_id); }
+  /// Frees every reservation (a new engine-master session starts from scratch).
+  void ReleaseAll();
 
   /// Checks that tokens [start, start + count) may be written for the request
   /// (within its reservation, no gap after what is already cached) and marks

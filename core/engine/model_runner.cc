@@ -126,7 +126,7 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
   for (int32_t l = 0; l < w.num_local_layers(); ++l) ORCA_RETURN_IF_ERROR(Layer(l, n, &local));
 
   if (!w.partition().has_head) {
-    be.CopyToHost(hidden_out, x_.ptr, n * H * sizeof(float));
+    if (hidden_out != nullptr) be.CopyToHost(hidden_out, x_.ptr, n * H * sizeof(float));
   } else if (samples > 0 && !w.lm_head().empty()) {
     be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
     be.GatherRows(F(x_), I(sample_rows_), samples, H, F(last_));

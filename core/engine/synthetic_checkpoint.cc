@@ -80,10 +80,13 @@ std::vector<TensorSpec> Specs(const SyntheticModelOptions& o, const ModelConfig&
   // Scaled so activations stay O(1) through the depth and logits are well spread.
   const double in_h = 1.0 / std::sqrt(static_cast<double>(H)), in_f = 1.0 / std::sqrt(static_cast<double>(F));
   const double in_q = 1.0 / std::sqrt(static_cast<double>(Q));
+  // A tied head's logits have a standard deviation of about emb * sqrt(H):
+  // keep it near 2.5 so distributions are neither flat nor one-hot.
+  const double emb = 2.5 / std::sqrt(static_cast<double>(H));
   using I = TensorSpec::Init;
   std::vector<TensorSpec> t;
   if (o.arch == ModelArch::kGpt2) {
-    t.push_back({"transformer.wte.weight", {V, H}, I::kNormal, 1.0});
+    t.push_back({"transformer.wte.weight", {V, H}, I::kNormal, emb});
     t.push_back({"transformer.wpe.weight", {c.max_position, H}, I::kNormal, 0.1});
     for (int l = 0; l < c.num_layers; ++l) {
       const std::string p = absl::StrCat("transformer.h.", l, ".");
@@ -102,10 +105,10 @@ std::vector<TensorSpec> Specs(const SyntheticModelOptions& o, const ModelConfig&
     }
     t.push_back({"transformer.ln_f.weight", {H}, I::kOnes});
     t.push_back({"transformer.ln_f.bias", {H}, I::kZeros});
-    if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, I::kNormal, 1.0});
+    if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, I::kNormal, emb});
     return t;
   }
-  t.push_back({"model.embed_tokens.weight", {V, H}, I::kNormal, 1.0});
+  t.push_back({"model.embed_tokens.weight", {V, H}, I::kNormal, emb});
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     t.push_back({p + "input_layernorm.weight", {H}, I::kOnes});
@@ -124,7 +127,7 @@ std::vector<TensorSpec> Specs(const SyntheticModelOptions& o, const ModelConfig&
     t.push_back({p + "mlp.down_proj.weight", {H, F}, I::kNormal, in_f * 0.5});
   }
   t.push_back({"model.norm.weight", {H}, I::kOnes});
-  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, I::kNormal, 1.0});
+  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, I::kNormal, emb});
   return t;
 }
 

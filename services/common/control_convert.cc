@@ -1,0 +1,134 @@
+#include "services/common/control_convert.h"
+
+namespace orca::services {
+
+SamplingParams SamplingFromProto(const v1::SamplingParams& p) {
+  SamplingParams s;
+  s.temperature = p.temperature();
+  s.top_k = p.top_k();
+  s.top_p = (p.top_p() <= 0.0f) ? 1.0f : p.top_p();
+  s.min_p = p.min_p();
+  if (p.has_seed()) s.seed = p.seed();
+  s.repetition_penalty = p.repetition_penalty() <= 0.0f ? 1.0f : p.repetition_penalty();
+  s.presence_penalty = p.presence_penalty();
+  s.frequency_penalty = p.frequency_penalty();
+  s.top_logprobs = p.top_logprobs();
+  s.logprobs = p.logprobs() || p.top_logprobs() > 0;
+  return s;
+}
+
+void SamplingToProto(const SamplingParams& s, v1::SamplingParams* p) {
+  p->set_temperature(s.temperature);
+  p->set_top_k(s.top_k);
+  p->set_top_p(s.top_p);
+  p->set_min_p(s.min_p);
+  if (s.seed.has_value()) p->set_seed(*s.seed);
+  p->set_repetition_penalty(s.repetition_penalty);
+  p->set_presence_penalty(s.presence_penalty);
+  p->set_frequency_penalty(s.frequency_penalty);
+  p->set_top_logprobs(s.top_logprobs);
+  p->set_logprobs(s.logprobs);
+}
+
+IterationInput PlanToIterationInput(const sched::IterationPlan& plan) {
+  IterationInput in;
+  in.iteration_id = plan.iteration_id;
+  in.released_ids.assign(plan.released_request_ids.begin(), plan.released_request_ids.end());
+  in.seqs.reserve(plan.requests.size());
+  for (const sched::ScheduledRequest& r : plan.requests) {
+    ScheduledSeq s;
+    s.request_id = r.request_id;
+    s.token_ids = r.input_token_ids;
+    s.start_position = r.start_position;
+    s.sample = true;
+    if (r.new_request.has_value())
+      s.new_request = NewRequestInfo{r.new_request->max_tokens, r.new_request->sampling, r.new_request->prompt_token_ids};
+    in.seqs.push_back(std::move(s));
+  }
+  return in;
+}
+
+void PlanToControlMessage(const sched::IterationPlan& plan, v1::ControlMessage* msg) {
+  msg->set_iteration_id(plan.iteration_id);
+  for (sched::RequestId id : plan.released_request_ids) msg->add_released_request_ids(id);
+  for (const sched::ScheduledRequest& r : plan.requests) {
+    v1::ScheduledRequest* s = msg->add_requests();
+    s->set_request_id(r.request_id);
+    s->set_phase(r.phase == sched::Phase::kInitiation ? v1::PHASE_INITIATION : v1::PHASE_INCREMENT);
+    s->mutable_token_ids()->Add(r.input_token_ids.begin(), r.input_token_ids.end());
+    s->set_start_position(r.start_position);
+    s->set_sample(true);
+    if (r.new_request.has_value()) {
+      v1::NewRequestInfo* n = s->mutable_new_request();
+      n->set_max_tokens(r.new_request->max_tokens);
+      SamplingToProto(r.new_request->sampling, n->mutable_sampling());
+      n->mutable_prompt_token_ids()->Add(r.new_request->prompt_token_ids.begin(), r.new_request->prompt_token_ids.end());
+    }
+  }
+}
+
+IterationInput ControlMessageToIterationInput(const v1::ControlMessage& msg) {
+  IterationInput in;
+  in.iteration_id = msg.iteration_id();
+  in.released_ids.assign(msg.released_request_ids().begin(), msg.released_request_ids().end());
+  in.seqs.reserve(msg.requests_size());
+  for (const v1::ScheduledRequest& r : msg.requests()) {
+    ScheduledSeq s;
+    s.request_id = r.request_id();
+    s.token_ids.assign(r.token_ids().begin(), r.token_ids().end());
+    s.start_position = r.start_position();
+    s.sample = r.sample();
+    if (r.has_new_request()) {
+      const v1::NewRequestInfo& n = r.new_request();
+      s.new_request = NewRequestInfo{n.max_tokens(), SamplingFromProto(n.sampling()),
+                                     std::vector<int32_t>(n.prompt_token_ids().begin(), n.prompt_token_ids().end())};
+    }
+    in.seqs.push_back(std::move(s));
+  }
+  return in;
+}
+
+std::vector<sched::RequestResult> SampledTokensToResults(const std::vector<orca::SampledToken>& tokens) {
+  std::vector<sched::RequestResult> out;
+  out.reserve(tokens.size());
+  for (const orca::SampledToken& t : tokens) {
+    sched::RequestResult r;
+    r.request_id = t.request_id;
+    r.token.token_id = t.sample.token_id;
+    r.token.logprob = t.sample.logprob;
+    for (const TokenLogprob& lp : t.sample.top_logprobs) r.token.top_logprobs.push_back({lp.token_id, lp.logprob});
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void SampledTokensToProto(const std::vector<orca::SampledToken>& tokens, v1::IterationResult* result) {
+  for (const orca::SampledToken& t : tokens) {
+    v1::RequestResult* r = result->add_results();
+    r->set_request_id(t.request_id);
+    v1::SampledToken* s = r->mutable_token();
+    s->set_token_id(t.sample.token_id);
+    s->set_logprob(t.sample.logprob);
+    for (const TokenLogprob& lp : t.sample.top_logprobs) {
+      v1::TopLogprob* top = s->add_top_logprobs();
+      top->set_token_id(lp.token_id);
+      top->set_logprob(lp.logprob);
+    }
+  }
+}
+
+std::vector<sched::RequestResult> ProtoToResults(const v1::IterationResult& result) {
+  std::vector<sched::RequestResult> out;
+  out.reserve(result.results_size());
+  for (const v1::RequestResult& r : result.results()) {
+    sched::RequestResult rr;
+    rr.request_id = r.request_id();
+    rr.token.token_id = r.token().token_id();
+    rr.token.logprob = r.token().logprob();
+    for (const v1::TopLogprob& lp : r.token().top_logprobs()) rr.token.top_logprobs.push_back({lp.token_id(), lp.logprob()});
+    out.push_back(std::move(rr));
+  }
+  return out;
+}
+
+}  // namespace orca::services

@@ -1,0 +1,14 @@
+#pragma once
+/// Termination signals for services: blocked in every thread (call before
+/// starting any), then awaited by the main thread, which drains and exits.
+
+#include <chrono>
+
+namespace orca::services {
+
+/// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and the threads it starts later.
+void BlockTerminationSignals();
+/// Waits up to `timeout` for one of them; returns the signal number or 0.
+int WaitForTerminationSignal(std::chrono::milliseconds timeout);
+
+}  // namespace orca::services

@@ -1,0 +1,61 @@
+#pragma once
+/// The engine master's view of the engine (paper §4.1): it hands over one
+/// iteration at a time and hears back, asynchronously, each iteration's
+/// sampled tokens. Implementations: the in-process engine (one process, for
+/// `orca generate`-style local runs and tests) and the remote worker pipeline
+/// over the control protocol (orca.v1.Worker).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/sched/scheduler_output.h"
+
+namespace orca::scheduler {
+
+struct EngineInfo {
+  std::string model_name;
+  int32_t vocab_size = 0;
+  int32_t max_context = 0;
+  std::vector<int32_t> eos_token_ids;
+  int64_t kv_slots = 0;  ///< KV slots every stage holds (the scheduler's n_slots may not exceed it)
+  int32_t num_stages = 1;
+};
+
+struct StageTiming {
+  int32_t stage = 0;
+  int64_t compute_micros = 0;
+  int64_t comm_micros = 0;
+};
+
+struct IterationOutcome {
+  sched::IterationId iteration_id = 0;
+  absl::Status status;  ///< not OK: the iteration failed; its requests end with an error
+  std::vector<sched::RequestResult> results;
+  std::vector<StageTiming> stage_timings;
+};
+
+class EngineClient {
+ public:
+  using OutcomeCallback = std::function<void(IterationOutcome)>;
+  /// Pipeline readiness changed (a worker died or came back). `reason` says why when not ready.
+  using StateCallback = std::function<void(bool ready, const std::string& reason)>;
+
+  virtual ~EngineClient() = default;
+  /// Begins delivering outcomes and state changes through the callbacks (on
+  /// the client's own threads; they must not block).
+  virtual absl::Status Start(OutcomeCallback on_outcome, StateCallback on_state) = 0;
+  /// Stops and joins the client's threads; outstanding iterations are dropped.
+  virtual void Stop() = 0;
+  /// Queues an iteration; never blocks.
+  virtual void Submit(sched::IterationPlan plan) = 0;
+  /// Frees request state on every stage without running an iteration (used when idle).
+  virtual void Release(std::vector<sched::RequestId> ids) = 0;
+  /// Model facts the scheduler needs for admission.
+  virtual EngineInfo info() const = 0;
+  virtual bool ready() const = 0;
+};
+
+}  // namespace orca::scheduler

@@ -1,0 +1,192 @@
+// orca-scheduler: the iteration-level scheduler of one engine replica and its
+// engine master. Wiring only: flags → SchedulerLoop + engine client → gRPC
+// service + admin HTTP; SIGTERM drains.
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "absl/strings/str_split.h"
+#include "core/common/flags.h"
+#include "core/common/logging.h"
+#include "core/metrics/registry.h"
+#include "services/common/admin_http_server.h"
+#include "services/common/signals.h"
+#include "services/scheduler/in_process_engine_client.h"
+#include "services/scheduler/remote_engine_client.h"
+#include "services/scheduler/scheduler_service.h"
+
+namespace orca::scheduler {
+namespace {
+
+struct Flags {
+  std::string listen = "127.0.0.1:7000";
+  std::string http_listen = "127.0.0.1:7001";
+  std::vector<std::string> workers;
+  std::string model;
+  std::string model_name;
+  std::string policy = "orca";
+  int64_t max_bs = 16;
+  int64_t n_slots = 8192;
+  int64_t n_workers = 0;
+  int64_t kv_block_size = 16;
+  int64_t max_queued_requests = 1024;
+  int64_t max_queued_tokens = 1 << 20;
+  int64_t default_deadline_ms = 0;
+  double drain_grace_seconds = 30;
+  int64_t worker_timeout_ms = 5000;
+  std::string dtype = "auto";
+  int64_t threads = 0;
+  int64_t tensor_parallel = 1;
+  std::string log_level = "info";
+  bool log_json = false;
+};
+
+int Fail(const absl::Status& s) {
+  ORCA_LOG(ERROR) << s;
+  return 1;
+}
+
+absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const std::string& model_name) {
+  if (!f.workers.empty()) {
+    RemoteEngineClient::Options o;
+    o.workers = f.workers;
+    o.worker_timeout = absl::Milliseconds(f.worker_timeout_ms);
+    o.model_name = model_name;
+    auto c = RemoteEngineClient::Create(o);
+    if (!c.ok()) return c.status();
+    return std::unique_ptr<EngineClient>(std::move(*c));
+  }
+  if (f.model.empty()) return absl::InvalidArgumentError("give --workers (remote pipeline) or --model (in-process engine)");
+  Engine::Options eo;
+  eo.model_path = f.model;
+  eo.n_slots = f.n_slots;
+  eo.kv_block_size = static_cast<int32_t>(f.kv_block_size);
+  eo.num_threads = static_cast<int32_t>(f.threads);
+  eo.tp_size = static_cast<int32_t>(f.tensor_parallel);
+  if (f.dtype != "auto") {
+    DType dt;
+    if (!ParseDType(f.dtype, &dt) || dt == DType::kF16) return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16");
+    eo.dtype = dt;
+  }
+  auto c = InProcessEngineClient::Create(eo, model_name);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<EngineClient>(std::move(*c));
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  FlagSet flags("orca-scheduler",
+                "The iteration-level scheduler (ORCA Algorithm 1) and engine master of one engine replica.\n"
+                "Serves orca.v1.Scheduler over gRPC; /health, /ready and /metrics over HTTP.");
+  flags.AddString("listen", &f.listen, "gRPC address");
+  flags.AddString("http-listen", &f.http_listen, "HTTP address for /health, /ready, /metrics");
+  flags.AddStringList("workers", &f.workers, "Worker gRPC addresses in stage order (empty: in-process engine)");
+  flags.AddString("model", &f.model, "Model path for the in-process engine");
+  flags.AddString("model-name", &f.model_name, "Model name in stats and metric labels (default: basename of --model)");
+  flags.AddString("policy", &f.policy, "orca (iteration-level, Algorithm 1) or request-level (baseline)");
+  flags.AddInt("max-bs", &f.max_bs, "Paper's max_bs: requests per iteration");
+  flags.AddInt("n-slots", &f.n_slots, "Paper's n_slots: KV slot budget (tokens)");
+  flags.AddInt("n-workers", &f.n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
+  flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size; reservations round up to it");
+  flags.AddInt("max-queued-requests", &f.max_queued_requests, "Queued requests beyond which Generate fails RESOURCE_EXHAUSTED");
+  flags.AddInt("max-queued-tokens", &f.max_queued_tokens, "Queued prompt tokens beyond which Generate fails RESOURCE_EXHAUSTED");
+  flags.AddInt("default-deadline-ms", &f.default_deadline_ms, "Deadline for requests without one (0 = none)");
+  flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds, "On SIGTERM: time to finish in-flight work before cancelling it");
+  flags.AddInt("worker-timeout-ms", &f.worker_timeout_ms, "An iteration not back in this long marks the pipeline failed");
+  flags.AddString("dtype", &f.dtype, "In-process engine weight dtype: auto, f32, bf16");
+  flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
+  flags.AddInt("tensor-parallel", &f.tensor_parallel, "In-process engine tensor-parallel shards (threads)");
+  flags.AddString("log-level", &f.log_level, "debug, info, warning or error");
+  flags.AddBool("log-json", &f.log_json, "Log JSON lines");
+  flags.EnableConfigFile();
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::cerr << "orca-scheduler: " << s.message() << "\n";
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  SetLogComponent("scheduler");
+  if (f.log_json) SetLogFormat(LogFormat::kJson);
+  LogLevel level;
+  if (!ParseLogLevel(f.log_level, &level)) return Fail(absl::InvalidArgumentError("--log-level: unknown level"));
+  SetLogLevel(level);
+
+  SchedulerLoop::Options lo;
+  auto policy = sched::ParsePolicyKind(f.policy);
+  if (!policy) return Fail(absl::InvalidArgumentError("--policy must be orca or request-level, got '" + f.policy + "'"));
+  lo.scheduler.policy = *policy;
+  lo.scheduler.max_bs = static_cast<int32_t>(f.max_bs);
+  lo.scheduler.n_slots = f.n_slots;
+  lo.scheduler.n_workers = static_cast<int32_t>(f.n_workers > 0 ? f.n_workers : std::max<size_t>(1, f.workers.size()));
+  lo.scheduler.kv_block_size = static_cast<int32_t>(f.kv_block_size);
+  lo.scheduler.max_queued_requests = f.max_queued_requests;
+  lo.scheduler.max_queued_tokens = f.max_queued_tokens;
+  lo.default_deadline = absl::Milliseconds(f.default_deadline_ms);
+  lo.model_name = f.model_name;
+  if (lo.model_name.empty() && !f.model.empty()) {
+    std::string m = f.model;
+    while (!m.empty() && m.back() == '/') m.pop_back();
+    lo.model_name = m.substr(m.find_last_of('/') + 1);
+  }
+
+  services::BlockTerminationSignals();
+  metrics::Registry registry;
+  auto engine = MakeEngine(f, lo.model_name);
+  if (!engine.ok()) return Fail(engine.status());
+  auto loop = SchedulerLoop::Create(lo, std::move(*engine), &registry);
+  if (!loop.ok()) return Fail(loop.status());
+  if (absl::Status s = (*loop)->Start(); !s.ok()) return Fail(s);
+
+  SchedulerService service(loop->get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(f.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) return Fail(absl::UnavailableError("cannot listen on " + f.listen));
+
+  services::AdminHttpServer::Options ao;
+  ao.listen_address = f.http_listen;
+  ao.registry = &registry;
+  SchedulerLoop* raw_loop = loop->get();
+  ao.readiness = [raw_loop] { return raw_loop->Ready(); };
+  auto admin = services::AdminHttpServer::Create(ao);
+  if (!admin.ok()) return Fail(admin.status());
+  if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);
+  ORCA_LOG(INFO) << "orca-scheduler serving gRPC on " << f.listen << " (port " << port << "), HTTP on " << f.http_listen
+                 << "; policy " << f.policy << ", max_bs " << f.max_bs << ", n_slots " << f.n_slots << ", n_workers "
+                 << lo.scheduler.n_workers;
+
+  int sig = 0;
+  while ((sig = services::WaitForTerminationSignal(std::chrono::milliseconds(1000))) == 0) {
+  }
+  ORCA_LOG(INFO) << "signal " << sig << ": draining (grace " << f.drain_grace_seconds << " s)";
+  raw_loop->BeginDrain();
+  server->GetHealthCheckService()->SetServingStatus(false);
+  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.drain_grace_seconds);
+  while (std::chrono::steady_clock::now() < grace_end) {
+    const LoopStats s = raw_loop->stats();
+    if (s.scheduler.num_running == 0 && s.scheduler.num_queued == 0) break;
+    if (services::WaitForTerminationSignal(std::chrono::milliseconds(50)) != 0) break;  // a second signal: hurry
+  }
+  raw_loop->CancelAll();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  (*admin)->Stop();
+  raw_loop->Stop();
+  ORCA_LOG(INFO) << "orca-scheduler stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace orca::scheduler
+
+int main(int argc, char** argv) { return orca::scheduler::Main(argc, argv); }

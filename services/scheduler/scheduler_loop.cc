@@ -1,0 +1,291 @@
+#include "services/scheduler/scheduler_loop.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
+#include "core/common/status_macros.h"
+
+namespace orca::scheduler {
+namespace {
+
+// How long the loop sleeps with nothing to do; deadlines are checked at this pace.
+constexpr absl::Duration kIdleWake = absl::Milliseconds(20);
+
+const char* FinishedReason(sched::RequestState state) {
+  switch (state) {
+    case sched::RequestState::kFinishedStop: return "stop";
+    case sched::RequestState::kFinishedLength: return "length";
+    case sched::RequestState::kFinishedCancelled: return "cancelled";
+    default: return "error";
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options options, std::unique_ptr<EngineClient> engine,
+                                                                     metrics::Registry* registry) {
+  const EngineInfo info = engine->info();
+  if (info.kv_slots > 0 && options.scheduler.n_slots > info.kv_slots)
+    return absl::InvalidArgumentError(absl::StrCat("n_slots (", options.scheduler.n_slots, ") exceeds the ", info.kv_slots,
+                                                   " KV slots each engine stage holds"));
+  options.scheduler.max_context = info.max_context;
+  options.scheduler.vocab_size = info.vocab_size;
+  if (options.model_name.empty()) options.model_name = info.model_name;
+  ORCA_ASSIGN_OR_RETURN(auto sched, sched::Scheduler::Create(options.scheduler));
+  ORCA_ASSIGN_OR_RETURN(auto metrics, metrics::SchedulerMetrics::Create(registry, options.model_name));
+  metrics->SetKvSlots(0, options.scheduler.n_slots);
+  return std::unique_ptr<SchedulerLoop>(
+      new SchedulerLoop(std::move(options), std::move(engine), std::move(sched), std::move(metrics)));
+}
+
+SchedulerLoop::SchedulerLoop(Options options, std::unique_ptr<EngineClient> engine,
+                             std::unique_ptr<sched::Scheduler> scheduler, std::unique_ptr<metrics::SchedulerMetrics> metrics)
+    : options_(std::move(options)), engine_(std::move(engine)), scheduler_(std::move(scheduler)), metrics_(std::move(metrics)) {
+  Publish();
+}
+
+SchedulerLoop::~SchedulerLoop() { Stop(); }
+
+absl::Status SchedulerLoop::Start() {
+  ORCA_RETURN_IF_ERROR(engine_->Start([this](IterationOutcome o) { Post(std::move(o)); },
+                                      [this](bool ready, const std::string& reason) { Post(StateCmd{ready, reason}); }));
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void SchedulerLoop::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  engine_->Stop();
+}
+
+void SchedulerLoop::Post(Command cmd) {
+  absl::MutexLock lock(&mu_);
+  inbox_.push_back(std::move(cmd));
+}
+
+SchedulerLoop::Ticket SchedulerLoop::Submit(sched::RequestSpec spec, std::shared_ptr<RequestSink> sink) {
+  absl::MutexLock lock(&mu_);
+  const Ticket t = next_ticket_++;
+  inbox_.push_back(SubmitCmd{t, std::move(spec), std::move(sink)});
+  return t;
+}
+
+void SchedulerLoop::Cancel(Ticket ticket) { Post(CancelCmd{ticket}); }
+void SchedulerLoop::CancelByCallerId(std::string caller_id, std::function<void(bool)> done) {
+  Post(CancelCallerCmd{std::move(caller_id), std::move(done)});
+}
+void SchedulerLoop::BeginDrain() { Post(DrainCmd{}); }
+void SchedulerLoop::CancelAll() { Post(CancelAllCmd{}); }
+
+LoopStats SchedulerLoop::stats() const {
+  absl::MutexLock lock(&mu_);
+  return published_;
+}
+
+absl::Status SchedulerLoop::Ready() const {
+  LoopStats s = stats();
+  if (s.draining) return absl::UnavailableError("draining: not admitting new requests");
+  if (!s.engine_ready) return absl::UnavailableError(absl::StrCat("engine not ready: ", s.not_ready_reason));
+  return absl::OkStatus();
+}
+
+void SchedulerLoop::Run() {
+  while (true) {
+    std::deque<Command> commands;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](SchedulerLoop* l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(l->mu_) {
+                                 return l->stop_ || !l->inbox_.empty();
+                               },
+                               this),
+                           kIdleWake);
+      if (stop_) break;
+      commands.swap(inbox_);
+    }
+    const absl::Time now = absl::Now();
+    for (Command& cmd : commands) {
+      std::visit(
+          [&](auto& c) {
+            using T = std::decay_t<decltype(c)>;
+            if constexpr (std::is_same_v<T, DrainCmd>) {
+              scheduler_->BeginDrain();
+              ORCA_LOG(INFO) << "draining: no longer admitting requests";
+            } else if constexpr (std::is_same_v<T, CancelAllCmd>) {
+              CancelEverything(now);
+            } else {
+              Handle(c, now);
+            }
+          },
+          cmd);
+    }
+    Deliver(scheduler_->ExpireDeadlines(now), now);
+    ScheduleIterations(now);
+    Publish();
+  }
+  CancelEverything(absl::Now());
+  Publish();
+}
+
+void SchedulerLoop::Handle(SubmitCmd& cmd, absl::Time now) {
+  if (!engine_ready_) {
+    cmd.sink->OnRejected(absl::UnavailableError(absl::StrCat("engine not ready: ", not_ready_reason_)));
+    return;
+  }
+  if (cmd.spec.eos_token_ids.empty()) cmd.spec.eos_token_ids = engine_->info().eos_token_ids;
+  if (cmd.spec.deadline == absl::InfiniteFuture() && options_.default_deadline > absl::ZeroDuration())
+    cmd.spec.deadline = now + options_.default_deadline;
+  absl::StatusOr<sched::RequestId> id = scheduler_->Submit(std::move(cmd.spec), now);
+  if (!id.ok()) {
+    absl::Status s = id.status();
+    if (s.code() == absl::StatusCode::kFailedPrecondition && scheduler_->draining())
+      s = absl::UnavailableError("scheduler is draining: not admitting new requests");
+    cmd.sink->OnRejected(s);
+    return;
+  }
+  tracked_[*id] = Tracked{cmd.ticket, std::move(cmd.sink), now, now, false};
+  tickets_[cmd.ticket] = *id;
+}
+
+void SchedulerLoop::Handle(const CancelCmd& cmd, absl::Time now) {
+  auto it = tickets_.find(cmd.ticket);
+  if (it == tickets_.end()) return;  // already finished
+  sched::CancelResult r = scheduler_->Cancel(it->second, now);
+  Deliver(std::move(r.events), now);
+}
+
+void SchedulerLoop::Handle(CancelCallerCmd& cmd, absl::Time now) {
+  std::optional<sched::RequestId> id = scheduler_->FindRequest(cmd.caller_id);
+  bool found = false;
+  if (id.has_value()) {
+    sched::CancelResult r = scheduler_->Cancel(*id, now);
+    found = r.found;
+    Deliver(std::move(r.events), now);
+  }
+  if (cmd.done) cmd.done(found);
+}
+
+void SchedulerLoop::Handle(IterationOutcome& outcome, absl::Time now) {
+  if (auto it = iteration_start_.find(outcome.iteration_id); it != iteration_start_.end()) {
+    metrics_->iteration_duration_seconds().Observe(absl::ToDoubleSeconds(now - it->second));
+    iteration_start_.erase(it);
+  }
+  absl::StatusOr<std::vector<sched::RequestEvent>> events =
+      outcome.status.ok() ? scheduler_->OnIterationDone(outcome.iteration_id, outcome.results, now)
+                          : scheduler_->OnIterationFailed(outcome.iteration_id, outcome.status, now);
+  if (!events.ok()) {
+    // Dropped by FailAll after a pipeline failure: nothing waits for it.
+    ORCA_LOG(DEBUG) << "late outcome of iteration " << outcome.iteration_id << ": " << events.status();
+    return;
+  }
+  Deliver(std::move(*events), now);
+}
+
+void SchedulerLoop::Handle(const StateCmd& cmd, absl::Time now) {
+  if (engine_ready_ == cmd.ready && not_ready_reason_ == cmd.reason) return;
+  engine_ready_ = cmd.ready;
+  not_ready_reason_ = cmd.reason;
+  if (cmd.ready) {
+    ORCA_LOG(INFO) << "engine pipeline ready";
+    return;
+  }
+  ORCA_LOG(WARNING) << "engine pipeline not ready: " << cmd.reason;
+  // Every admitted request dies with the pipeline; queued ones wait for it to return.
+  iteration_start_.clear();
+  Deliver(scheduler_->FailAll(absl::UnavailableError(absl::StrCat("engine pipeline failed: ", cmd.reason)), now), now);
+  (void)scheduler_->TakeReleasedRequestIds();  // restarted workers hold nothing
+}
+
+void SchedulerLoop::CancelEverything(absl::Time now) {
+  std::vector<sched::RequestId> ids;
+  for (const auto& [id, t] : tracked_) ids.push_back(id);
+  for (sched::RequestId id : ids) {
+    sched::CancelResult r = scheduler_->Cancel(id, now);
+    Deliver(std::move(r.events), now);
+  }
+  // In-flight ones finish when their iteration returns; with the engine
+  // stopping they are failed here so no stream is left open.
+  Deliver(scheduler_->FailAll(absl::CancelledError("scheduler shutting down"), now), now);
+  for (auto& [id, t] : tracked_) {
+    t.sink->OnRejected(absl::CancelledError("scheduler shutting down"));
+  }
+  tracked_.clear();
+  tickets_.clear();
+}
+
+void SchedulerLoop::ScheduleIterations(absl::Time now) {
+  if (!engine_ready_) return;
+  bool submitted = false;
+  while (std::optional<sched::IterationPlan> plan = scheduler_->Schedule(now)) {
+    int64_t prompt_tokens = 0;
+    for (const auto& r : plan->requests)
+      if (r.phase == sched::Phase::kInitiation) prompt_tokens += static_cast<int64_t>(r.input_token_ids.size());
+    metrics_->prompt_tokens().Increment(static_cast<double>(prompt_tokens));
+    metrics_->batch_size().Observe(static_cast<double>(plan->requests.size()));
+    metrics_->iteration_tokens().Observe(static_cast<double>(plan->NumTokens()));
+    iteration_start_[plan->iteration_id] = now;
+    engine_->Submit(std::move(*plan));
+    submitted = true;
+  }
+  if (!submitted) {
+    std::vector<sched::RequestId> released = scheduler_->TakeReleasedRequestIds();
+    if (!released.empty()) engine_->Release(std::move(released));
+  }
+}
+
+void SchedulerLoop::Deliver(std::vector<sched::RequestEvent> events, absl::Time now) {
+  for (sched::RequestEvent& e : events) {
+    auto it = tracked_.find(e.request_id);
+    if (it == tracked_.end()) continue;
+    Tracked& t = it->second;
+    if (!e.new_tokens.empty()) {
+      metrics_->generation_tokens().Increment(static_cast<double>(e.new_tokens.size()));
+      if (!t.first_token_seen) {
+        metrics_->time_to_first_token_seconds().Observe(absl::ToDoubleSeconds(now - t.arrival));
+        t.first_token_seen = true;
+      } else {
+        const double gap = absl::ToDoubleSeconds(now - t.last_token) / static_cast<double>(e.new_tokens.size());
+        for (size_t i = 0; i < e.new_tokens.size(); ++i) metrics_->inter_token_latency_seconds().Observe(gap);
+      }
+      t.last_token = now;
+    }
+    if (e.finish.has_value()) {
+      const sched::FinishInfo& f = *e.finish;
+      metrics_->request_success(FinishedReason(f.state)).Increment();
+      metrics_->e2e_request_latency_seconds().Observe(absl::ToDoubleSeconds(f.timings.total));
+      metrics_->request_queue_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.queue));
+      if (f.num_generated_tokens > 0) {
+        metrics_->request_prefill_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.prefill));
+        metrics_->request_decode_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.decode));
+      }
+    }
+    t.sink->OnEvent(e);
+    if (e.finish.has_value()) {
+      tickets_.erase(t.ticket);
+      tracked_.erase(it);
+    }
+  }
+}
+
+void SchedulerLoop::Publish() {
+  LoopStats s;
+  s.scheduler = scheduler_->stats();
+  s.engine = engine_->info();
+  s.engine_ready = engine_ready_;
+  s.not_ready_reason = not_ready_reason_;
+  s.draining = scheduler_->draining();
+  s.policy = sched::PolicyKindName(options_.scheduler.policy);
+  s.max_bs = options_.scheduler.max_bs;
+  s.n_workers = options_.scheduler.n_workers;
+  metrics_->num_requests_running().Set(s.scheduler.num_running);
+  metrics_->num_requests_waiting().Set(s.scheduler.num_queued);
+  metrics_->SetKvSlots(s.scheduler.n_rsrv, s.scheduler.n_slots);
+  absl::MutexLock lock(&mu_);
+  published_ = std::move(s);
+}
+
+}  // namespace orca::scheduler

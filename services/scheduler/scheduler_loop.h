@@ -1,0 +1,147 @@
+#pragma once
+/// The scheduler service's heart: ONE loop thread owns the request pool and
+/// the policy (core/sched), drives the engine through an EngineClient, and
+/// streams each request's events to its sink. Everything else (gRPC
+/// handlers, engine callbacks, signal handling) only pushes commands into a
+/// guarded inbox and returns — nothing blocks the loop, and the loop blocks
+/// on nothing but its inbox (llama.cpp's update_slots / vLLM's busy loop).
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <variant>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/metrics/orca_metrics.h"
+#include "core/sched/scheduler.h"
+#include "services/scheduler/engine_client.h"
+
+namespace orca::scheduler {
+
+/// Where one request's events go (the gRPC stream). Called on the loop thread; must not block.
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  /// New tokens and, on the last event, how the request finished.
+  virtual void OnEvent(const sched::RequestEvent& event) = 0;
+  /// The request was not accepted (validation, limits, draining, engine not ready).
+  virtual void OnRejected(const absl::Status& status) = 0;
+};
+
+struct LoopStats {
+  sched::SchedulerStats scheduler;
+  EngineInfo engine;
+  bool engine_ready = false;
+  std::string not_ready_reason;
+  bool draining = false;
+  std::string policy;
+  int32_t max_bs = 0;
+  int32_t n_workers = 0;
+};
+
+class SchedulerLoop {
+ public:
+  struct Options {
+    sched::SchedulerOptions scheduler;  ///< max_context / vocab_size are taken from the engine
+    std::string model_name;
+    /// Applied to requests without a deadline of their own; zero = none.
+    absl::Duration default_deadline = absl::ZeroDuration();
+  };
+  using Ticket = uint64_t;
+
+  /// Validates the options against the engine (n_slots may not exceed what every stage holds).
+  static absl::StatusOr<std::unique_ptr<SchedulerLoop>> Create(Options options, std::unique_ptr<EngineClient> engine,
+                                                               metrics::Registry* registry);
+  ~SchedulerLoop();
+
+  absl::Status Start();
+  /// Cancels everything still running, stops the loop and the engine client.
+  void Stop();
+
+  /// Queues a request; its events (or rejection) reach `sink`. Thread-safe, never blocks.
+  Ticket Submit(sched::RequestSpec spec, std::shared_ptr<RequestSink> sink);
+  /// Cancels the request behind a ticket (client went away). Thread-safe, never blocks.
+  void Cancel(Ticket ticket);
+  /// Cancels by the caller's request id; `done(found)` runs on the loop thread.
+  void CancelByCallerId(std::string caller_id, std::function<void(bool)> done);
+  /// Stops admitting (SIGTERM); requests in the pool keep running.
+  void BeginDrain();
+  /// Cancels every unfinished request (end of a drain's grace period).
+  void CancelAll();
+
+  /// The latest snapshot (published by the loop after every round).
+  LoopStats stats() const;
+  /// OK when the engine is ready and the scheduler admits requests.
+  absl::Status Ready() const;
+
+ private:
+  struct SubmitCmd {
+    Ticket ticket;
+    sched::RequestSpec spec;
+    std::shared_ptr<RequestSink> sink;
+  };
+  struct CancelCmd {
+    Ticket ticket;
+  };
+  struct CancelCallerCmd {
+    std::string caller_id;
+    std::function<void(bool)> done;
+  };
+  struct StateCmd {
+    bool ready;
+    std::string reason;
+  };
+  struct DrainCmd {};
+  struct CancelAllCmd {};
+  using Command = std::variant<SubmitCmd, CancelCmd, CancelCallerCmd, IterationOutcome, StateCmd, DrainCmd, CancelAllCmd>;
+
+  struct Tracked {
+    Ticket ticket = 0;
+    std::shared_ptr<RequestSink> sink;
+    absl::Time arrival;
+    absl::Time last_token;
+    bool first_token_seen = false;
+  };
+
+  SchedulerLoop(Options options, std::unique_ptr<EngineClient> engine, std::unique_ptr<sched::Scheduler> scheduler,
+                std::unique_ptr<metrics::SchedulerMetrics> metrics);
+  void Post(Command cmd);
+  void Run();
+  void Handle(SubmitCmd& cmd, absl::Time now);
+  void Handle(const CancelCmd& cmd, absl::Time now);
+  void Handle(CancelCallerCmd& cmd, absl::Time now);
+  void Handle(IterationOutcome& outcome, absl::Time now);
+  void Handle(const StateCmd& cmd, absl::Time now);
+  void CancelEverything(absl::Time now);
+  void ScheduleIterations(absl::Time now);
+  void Deliver(std::vector<sched::RequestEvent> events, absl::Time now);
+  void Publish();
+
+  Options options_;
+  std::unique_ptr<EngineClient> engine_;
+  std::unique_ptr<sched::Scheduler> scheduler_;  // loop thread only
+  std::unique_ptr<metrics::SchedulerMetrics> metrics_;
+
+  // Loop-thread state.
+  absl::flat_hash_map<sched::RequestId, Tracked> tracked_;
+  absl::flat_hash_map<Ticket, sched::RequestId> tickets_;
+  absl::flat_hash_map<sched::IterationId, absl::Time> iteration_start_;
+  bool engine_ready_ = false;
+  std::string not_ready_reason_ = "engine starting";
+
+  mutable absl::Mutex mu_;
+  std::deque<Command> inbox_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  Ticket next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  LoopStats published_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace orca::scheduler

@@ -1,0 +1,232 @@
+#include "services/scheduler/scheduler_service.h"
+
+#include <deque>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
+#include "services/common/control_convert.h"
+#include "services/common/grpc_status.h"
+
+namespace orca::scheduler {
+namespace {
+
+constexpr int64_t kMaxStoreWaitMillis = 600'000;
+constexpr size_t kMaxStoreValueBytes = 1 << 20;
+
+v1::FinishReason ToWire(sched::RequestState state) {
+  switch (state) {
+    case sched::RequestState::kFinishedStop: return v1::FINISH_REASON_STOP;
+    case sched::RequestState::kFinishedLength: return v1::FINISH_REASON_LENGTH;
+    case sched::RequestState::kFinishedCancelled: return v1::FINISH_REASON_CANCELLED;
+    default: return v1::FINISH_REASON_ERROR;
+  }
+}
+
+void AppendTokens(const std::vector<sched::SampledToken>& tokens, v1::GenerateResponse* out) {
+  for (const sched::SampledToken& t : tokens) {
+    v1::SampledToken* s = out->add_tokens();
+    s->set_token_id(t.token_id);
+    s->set_logprob(t.logprob);
+    for (const sched::TopLogprob& lp : t.top_logprobs) {
+      v1::TopLogprob* top = s->add_top_logprobs();
+      top->set_token_id(lp.token_id);
+      top->set_logprob(lp.logprob);
+    }
+  }
+}
+
+// One Generate stream. The loop (via the sink) enqueues responses; writes go
+// out one at a time, and tokens that arrive while a write is in progress are
+// coalesced into the next message so a slow client never grows the queue.
+class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+                             public RequestSink,
+                             public std::enable_shared_from_this<GenerateStream> {
+ public:
+  explicit GenerateStream(SchedulerLoop* loop) : loop_(loop) {}
+
+  void Begin(std::shared_ptr<GenerateStream> self, sched::RequestSpec spec) {
+    self_ = std::move(self);
+    const SchedulerLoop::Ticket t = loop_->Submit(std::move(spec), self_);
+    std::lock_guard<std::mutex> lock(mu_);
+    ticket_ = t;
+    if (cancel_before_ticket_) loop_->Cancel(t);
+  }
+
+  // Finishes at once with an error; the stream owns itself until OnDone.
+  void Reject(std::shared_ptr<GenerateStream> self, const absl::Status& status) {
+    self_ = std::move(self);
+    OnRejected(status);
+  }
+
+  // RequestSink (loop thread):
+  void OnEvent(const sched::RequestEvent& e) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    if (pending_.empty() || pending_.back().finish_reason() != v1::FINISH_REASON_UNSPECIFIED) pending_.emplace_back();
+    v1::GenerateResponse& r = pending_.back();
+    AppendTokens(e.new_tokens, &r);
+    r.set_engine_request_id(e.request_id);
+    if (e.finish.has_value()) {
+      const sched::FinishInfo& f = *e.finish;
+      r.set_finish_reason(ToWire(f.state));
+      r.set_error(f.error_message);
+      r.set_prompt_tokens(f.num_prompt_tokens);
+      r.set_completion_tokens(f.num_generated_tokens);
+      r.set_queue_seconds(absl::ToDoubleSeconds(f.timings.queue));
+      r.set_prefill_seconds(absl::ToDoubleSeconds(f.timings.prefill));
+      r.set_decode_seconds(absl::ToDoubleSeconds(f.timings.decode));
+      if (f.matched_stop_token_id.has_value()) r.set_matched_stop_token_id(static_cast<uint32_t>(*f.matched_stop_token_id));
+      finish_after_writes_ = true;
+    }
+    MaybeWriteLocked();
+  }
+  void OnRejected(const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_ || finished_) return;
+    finished_ = true;
+    Finish(services::ToGrpcStatus(status));
+  }
+
+  // gRPC reactor:
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) return;  // the client is gone; OnCancel/OnDone follow
+    MaybeWriteLocked();
+  }
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ticket_ == 0) cancel_before_ticket_ = true;
+    else loop_->Cancel(ticket_);
+  }
+  void OnDone() override {
+    std::shared_ptr<GenerateStream> keep;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      keep = std::move(self_);  // the loop may still hold the sink; it outlives the RPC safely
+    }
+  }
+
+ private:
+  void MaybeWriteLocked() {
+    if (writing_ || finished_) return;
+    if (!pending_.empty()) {
+      current_ = std::move(pending_.front());
+      pending_.pop_front();
+      writing_ = true;
+      StartWrite(&current_);
+      return;
+    }
+    if (finish_after_writes_) {
+      finished_ = true;
+      Finish(grpc::Status::OK);
+    }
+  }
+
+  SchedulerLoop* loop_;
+  std::mutex mu_;
+  std::shared_ptr<GenerateStream> self_;
+  SchedulerLoop::Ticket ticket_ = 0;
+  bool cancel_before_ticket_ = false;
+  std::deque<v1::GenerateResponse> pending_;
+  v1::GenerateResponse current_;
+  bool writing_ = false;
+  bool finish_after_writes_ = false;
+  bool finished_ = false;
+  bool done_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<sched::RequestSpec> SpecFromProto(const v1::GenerateRequest& req, absl::Time grpc_deadline) {
+  sched::RequestSpec spec;
+  spec.caller_id = req.request_id();
+  spec.prompt_token_ids.assign(req.prompt_token_ids().begin(), req.prompt_token_ids().end());
+  spec.max_new_tokens = req.max_new_tokens();
+  spec.min_new_tokens = req.min_new_tokens();
+  spec.sampling = services::SamplingFromProto(req.sampling());
+  if (std::string err = spec.sampling.Validate(); !err.empty()) return absl::InvalidArgumentError("sampling: " + err);
+  spec.stop_token_ids.assign(req.stop_token_ids().begin(), req.stop_token_ids().end());
+  spec.ignore_eos = req.ignore_eos();
+  spec.deadline = grpc_deadline;
+  if (req.deadline_unix_millis() > 0) spec.deadline = std::min(spec.deadline, absl::FromUnixMillis(req.deadline_unix_millis()));
+  return spec;
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* SchedulerService::Generate(grpc::CallbackServerContext* context,
+                                                                            const v1::GenerateRequest* request) {
+  auto stream = std::make_shared<GenerateStream>(loop_);
+  const auto deadline = context->deadline();
+  const absl::Time grpc_deadline = deadline == std::chrono::system_clock::time_point::max()
+                                       ? absl::InfiniteFuture()
+                                       : absl::FromChrono(deadline);
+  absl::StatusOr<sched::RequestSpec> spec = SpecFromProto(*request, grpc_deadline);
+  if (!spec.ok()) {
+    stream->Reject(stream, spec.status());
+    return stream.get();
+  }
+  stream->Begin(stream, std::move(*spec));
+  return stream.get();
+}
+
+grpc::ServerUnaryReactor* SchedulerService::Cancel(grpc::CallbackServerContext* context, const v1::CancelRequest* request,
+                                                   v1::CancelResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  loop_->CancelByCallerId(request->request_id(), [reactor, response](bool found) {
+    response->set_found(found);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
+                                                     v1::SchedulerStats* r) {
+  const LoopStats s = loop_->stats();
+  r->set_num_requests_running(s.scheduler.num_running);
+  r->set_num_requests_waiting(s.scheduler.num_queued);
+  r->set_kv_slots_used(s.scheduler.n_rsrv);
+  r->set_kv_slots_total(s.scheduler.n_slots);
+  r->set_batches_in_flight(s.scheduler.num_batches_in_flight);
+  r->set_max_batch_size(s.max_bs);
+  r->set_num_workers(s.n_workers);
+  r->set_ready(s.engine_ready && !s.draining);
+  r->set_not_ready_reason(s.draining ? "draining" : s.not_ready_reason);
+  r->set_model_name(s.engine.model_name);
+  r->set_max_context(s.engine.max_context);
+  r->set_vocab_size(s.engine.vocab_size);
+  r->set_draining(s.draining);
+  r->set_queued_tokens(s.scheduler.queued_tokens);
+  r->set_iterations(s.scheduler.num_iterations_completed);
+  r->set_policy(s.policy);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext* context, const v1::StoreSetRequest* req,
+                                                     v1::StoreSetResponse*) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (req->key().empty() || req->value().size() > kMaxStoreValueBytes) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key must be non-empty and value at most 1 MiB"));
+    return reactor;
+  }
+  store_.Set(req->key(), req->value());
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SchedulerService::StoreGet(grpc::CallbackServerContext* context, const v1::StoreGetRequest* req,
+                                                     v1::StoreGetResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const int64_t wait = std::clamp<int64_t>(req->wait_millis(), 0, kMaxStoreWaitMillis);
+  store_.Get(req->key(), absl::Milliseconds(wait), [reactor, resp](std::optional<std::string> value) {
+    resp->set_found(value.has_value());
+    if (value.has_value()) resp->set_value(std::move(*value));
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+}  // namespace orca::scheduler

@@ -1,0 +1,185 @@
+// orca-worker: one pipeline stage (inter-layer partition) with its
+// tensor-parallel shards as threads. Wiring only.
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "core/common/flags.h"
+#include "core/common/logging.h"
+#include "core/metrics/registry.h"
+#include "services/common/admin_http_server.h"
+#include "services/common/signals.h"
+#include "services/worker/worker_service.h"
+
+namespace orca::worker {
+namespace {
+
+struct Flags {
+  std::string listen = "127.0.0.1:7100";
+  std::string http_listen = "127.0.0.1:7101";
+  std::string model;
+  std::string model_name;
+  std::string dtype = "auto";
+  int64_t stage = 0;
+  bool stage_from_hostname = false;
+  int64_t num_stages = 1;
+  int64_t tensor_parallel = 1;
+  std::vector<std::string> workers;
+  std::string scheduler;
+  std::string deployment_id = "orca";
+  std::string data_plane_host = "127.0.0.1";
+  int64_t n_slots = 8192;
+  int64_t kv_block_size = 16;
+  int64_t threads = 0;
+  int64_t peer_timeout_ms = 10000;
+  int64_t rendezvous_timeout_ms = 60000;
+  std::string log_level = "info";
+  bool log_json = false;
+};
+
+int Fail(const absl::Status& s) {
+  ORCA_LOG(ERROR) << s;
+  return 1;
+}
+
+// A StatefulSet pod is named <name>-<ordinal>: the ordinal is the stage.
+absl::StatusOr<int64_t> StageFromHostname() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return absl::InternalError("gethostname failed");
+  std::string h(host);
+  const size_t dash = h.find_last_of('-');
+  int64_t ordinal;
+  if (dash == std::string::npos || !absl::SimpleAtoi(h.substr(dash + 1), &ordinal))
+    return absl::InvalidArgumentError("--stage-from-hostname: hostname '" + h + "' does not end in -<ordinal>");
+  return ordinal;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  FlagSet flags("orca-worker",
+                "One pipeline stage of the Orca engine: loads its layers and tensor-parallel shards, receives\n"
+                "control messages over gRPC (orca.v1.Worker) and activations over Gloo.");
+  flags.AddString("listen", &f.listen, "gRPC control-plane address");
+  flags.AddString("http-listen", &f.http_listen, "HTTP address for /health, /ready, /metrics");
+  flags.AddString("model", &f.model, "HF checkpoint directory or .gguf file (required)");
+  flags.AddString("model-name", &f.model_name, "Model name for metric labels (default: basename of --model)");
+  flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32, bf16");
+  flags.AddInt("stage", &f.stage, "Pipeline stage index");
+  flags.AddBool("stage-from-hostname", &f.stage_from_hostname, "Take the stage from the hostname's trailing -N (StatefulSet ordinal)");
+  flags.AddInt("num-stages", &f.num_stages, "Pipeline depth");
+  flags.AddInt("tensor-parallel", &f.tensor_parallel, "Tensor-parallel shards (threads) in this process");
+  flags.AddStringList("workers", &f.workers, "gRPC addresses of all stages in order");
+  flags.AddString("scheduler", &f.scheduler, "Scheduler gRPC address (data-plane rendezvous)");
+  flags.AddString("deployment-id", &f.deployment_id, "Rendezvous namespace of this engine replica");
+  flags.AddString("data-plane-host", &f.data_plane_host, "Address peers use to reach this worker's Gloo endpoints");
+  flags.AddInt("n-slots", &f.n_slots, "KV slots (tokens) this stage pre-allocates");
+  flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens)");
+  flags.AddInt("threads", &f.threads, "Compute threads in total (0 = all cores)");
+  flags.AddInt("peer-timeout-ms", &f.peer_timeout_ms, "Data-plane operation timeout");
+  flags.AddInt("rendezvous-timeout-ms", &f.rendezvous_timeout_ms, "Time to form a session's data plane");
+  flags.AddString("log-level", &f.log_level, "debug, info, warning or error");
+  flags.AddBool("log-json", &f.log_json, "Log JSON lines");
+  flags.EnableConfigFile();
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::cerr << "orca-worker: " << s.message() << "\n";
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  SetLogComponent("worker");
+  if (f.log_json) SetLogFormat(LogFormat::kJson);
+  LogLevel level;
+  if (!ParseLogLevel(f.log_level, &level)) return Fail(absl::InvalidArgumentError("--log-level: unknown level"));
+  SetLogLevel(level);
+  if (f.model.empty()) return Fail(absl::InvalidArgumentError("--model is required"));
+  if (f.stage_from_hostname) {
+    auto s = StageFromHostname();
+    if (!s.ok()) return Fail(s.status());
+    f.stage = *s;
+  }
+  if (f.num_stages < 1 || f.stage < 0 || f.stage >= f.num_stages)
+    return Fail(absl::InvalidArgumentError("--stage must be in [0, --num-stages)"));
+  if (f.model_name.empty()) {
+    std::string m = f.model;
+    while (!m.empty() && m.back() == '/') m.pop_back();
+    f.model_name = m.substr(m.find_last_of('/') + 1);
+  }
+  SetLogComponent("worker-" + std::to_string(f.stage));
+  services::BlockTerminationSignals();
+
+  metrics::Registry registry;
+  WorkerNode::Options o;
+  o.engine.model_path = f.model;
+  o.engine.stage = static_cast<int32_t>(f.stage);
+  o.engine.num_stages = static_cast<int32_t>(f.num_stages);
+  o.engine.tp_size = static_cast<int32_t>(f.tensor_parallel);
+  o.engine.n_slots = f.n_slots;
+  o.engine.kv_block_size = static_cast<int32_t>(f.kv_block_size);
+  o.engine.num_threads = static_cast<int32_t>(f.threads);
+  o.engine.data_plane_host = f.data_plane_host;
+  o.engine.peer_timeout_ms = f.peer_timeout_ms;
+  if (f.dtype != "auto") {
+    DType dt;
+    if (!ParseDType(f.dtype, &dt) || dt == DType::kF16) return Fail(absl::InvalidArgumentError("--dtype must be auto, f32 or bf16"));
+    o.engine.dtype = dt;
+  }
+  o.workers = f.workers;
+  o.scheduler_address = f.scheduler;
+  o.deployment_id = f.deployment_id;
+  o.data_plane_host = f.data_plane_host;
+  o.peer_timeout = std::chrono::milliseconds(f.peer_timeout_ms);
+  o.rendezvous_timeout = std::chrono::milliseconds(f.rendezvous_timeout_ms);
+  o.model_name = f.model_name;
+
+  // Health answers while the weights load; readiness waits for them and the peers.
+  std::atomic<WorkerNode*> node_ptr{nullptr};
+  services::AdminHttpServer::Options ao;
+  ao.listen_address = f.http_listen;
+  ao.registry = &registry;
+  ao.readiness = [&node_ptr]() -> absl::Status {
+    WorkerNode* n = node_ptr.load();
+    return n ? n->Ready() : absl::UnavailableError("loading weights");
+  };
+  auto admin = services::AdminHttpServer::Create(ao);
+  if (!admin.ok()) return Fail(admin.status());
+  if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);
+
+  auto node = WorkerNode::Create(o, &registry);
+  if (!node.ok()) return Fail(node.status());
+  (*node)->Start();
+  node_ptr = node->get();
+
+  WorkerService service(node->get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(f.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) return Fail(absl::UnavailableError("cannot listen on " + f.listen));
+  ORCA_LOG(INFO) << "orca-worker stage " << f.stage << "/" << f.num_stages << " serving gRPC on " << f.listen << ", HTTP on "
+                 << f.http_listen;
+  int sig = 0;
+  while ((sig = services::WaitForTerminationSignal(std::chrono::milliseconds(1000))) == 0) {
+  }
+  ORCA_LOG(INFO) << "signal " << sig << ": stopping";
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  node_ptr = nullptr;
+  (*admin)->Stop();
+  (*node)->Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace orca::worker
+
+int main(int argc, char** argv) { return orca::worker::Main(argc, argv); }

@@ -1,0 +1,149 @@
+#include "tests/integration/process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace orca::testing {
+
+std::string BinDir() {
+  // Test binaries live beside the programs they start (build/bin).
+  char exe[4096] = {};
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    std::string path(exe, static_cast<size_t>(n));
+    return path.substr(0, path.find_last_of('/'));
+  }
+  const char* b = std::getenv("ORCA_BINARY_DIR");
+  return std::string(b ? b : ".") + "/bin";
+}
+
+std::string TempPath(const std::string& name) {
+  const char* t = std::getenv("TMPDIR");
+  return std::string(t ? t : "/tmp") + "/orca-it-" + std::to_string(::getpid()) + "-" + name;
+}
+
+Process::Process(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path)
+    : log_path_(log_path) {
+  const std::string path = BinDir() + "/" + binary;
+  std::vector<std::string> storage = {path};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  if (posix_spawn(&pid_, path.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
+    pid_ = -1;
+    std::ofstream(log_path) << "cannot start " << path << ": " << std::strerror(errno) << "\n";
+  }
+  posix_spawn_file_actions_destroy(&actions);
+}
+
+Process::~Process() {
+  if (pid_ > 0 && Alive()) Stop(SIGKILL, 5000);
+}
+
+bool Process::Alive() {
+  if (pid_ <= 0 || status_ != -1) return false;
+  int st = 0;
+  const pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return false;
+  }
+  return r == 0;
+}
+
+int Process::Stop(int sig, int timeout_ms) {
+  if (!Alive()) return status_;
+  kill(pid_, sig);
+  for (int waited = 0; waited < timeout_ms; waited += 10) {
+    if (!Alive()) return status_;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid_, SIGKILL);
+  int st = 0;
+  waitpid(pid_, &st, 0);
+  status_ = -1;
+  pid_ = -1;
+  return -1;
+}
+
+std::string Process::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+int HttpGet(int port, const std::string& path, std::string* body) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return 0;
+  }
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (send(fd, req.data(), req.size(), 0) < 0) {
+    close(fd);
+    return 0;
+  }
+  std::string resp;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  int code = 0;
+  if (resp.rfind("HTTP/1.", 0) == 0 && resp.size() > 12) code = std::atoi(resp.c_str() + 9);
+  if (body) {
+    const size_t p = resp.find("\r\n\r\n");
+    *body = p == std::string::npos ? "" : resp.substr(p + 4);
+  }
+  return code;
+}
+
+bool WaitReady(int http_port, int timeout_ms) {
+  for (int waited = 0; waited < timeout_ms; waited += 50) {
+    if (HttpGet(http_port, "/ready") == 200) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace orca::testing
