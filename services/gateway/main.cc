@@ -16,6 +16,7 @@ int Run(int argc, char** argv) {
   std::string schedulers = "127.0.0.1:7000";
   std::vector<std::string> api_keys;
   std::string log_level = "info";
+  bool log_json = false;
 
   orca::FlagSet flags("orca-gateway",
                       "OpenAI-compatible HTTP API and orca.v1.Generation gRPC API in front of Orca schedulers.");
@@ -35,6 +36,7 @@ int Run(int argc, char** argv) {
                   "chat template file or built-in name (chatml, llama2, llama3) overriding the model's");
   flags.AddInt("max-model-len", &options.model.max_model_len, "context limit (0 = the model's)");
   flags.AddString("log-level", &log_level, "debug, info, warning or error");
+  flags.AddBool("log-json", &log_json, "Log JSON lines");
   flags.EnableConfigFile();
   if (absl::Status status = flags.Parse(argc, argv); !status.ok()) {
     std::cerr << "orca-gateway: " << status.message() << "\n\n" << flags.Usage();
@@ -50,6 +52,7 @@ int Run(int argc, char** argv) {
     return 2;
   }
   orca::SetLogLevel(level);
+  if (log_json) orca::SetLogFormat(orca::LogFormat::kJson);
   if (options.model.model_path.empty()) {
     std::cerr << "orca-gateway: --model is required\n\n" << flags.Usage();
     return 2;
