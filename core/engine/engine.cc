@@ -12,7 +12,7 @@
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
 #include "core/engine/gloo_communicator.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "kernels/include/backend_factory.h"
 
 namespace orca {
 
@@ -104,10 +104,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
   const int threads_per_shard = std::max(1, total_threads / o.tp_size);
   for (int r = 0; r < o.tp_size; ++r) {
     auto shard = std::make_unique<Shard>();
-    kernels::CpuBackend::Options bo;
+    kernels::BackendOptions bo;
+    bo.device = o.device;
+    bo.device_index = r;
     bo.num_threads = threads_per_shard;
     bo.small_gemm_max_rows = o.small_gemm_max_rows;
-    shard->backend = kernels::CpuBackend::Create(bo);
+    ORCA_ASSIGN_OR_RETURN(shard->backend, kernels::CreateBackend(bo));
     ModelWeights::Options wo;
     wo.partition = Partition::ForStage(o.stage, o.num_stages, c.num_layers, r, o.tp_size);
     wo.dtype = o.dtype;

@@ -74,6 +74,7 @@ class Engine {
     std::string model_path;              ///< HF directory or .gguf
     std::optional<DType> dtype;          ///< weight storage; nullopt = checkpoint's (f16 → bf16)
     std::optional<DType> kv_dtype;       ///< nullopt = bf16 for bf16 weights, else f32
+    std::string device = "cpu";          ///< kernel backend: cpu or cuda (TP rank r uses GPU r)
     int32_t stage = 0;
     int32_t num_stages = 1;
     int32_t tp_size = 1;
