@@ -14,6 +14,7 @@ Orca serves decoder-only Transformer LLMs with iteration-level scheduling and
 selective batching (ORCA, OSDI '22).
 
 Commands:
+  serve          Start the whole stack locally (gateway, scheduler, workers) on loopback
   generate       Run one prompt through the in-process engine
   model synth    Write a deterministic synthetic checkpoint (HF layout + tokenizer)
   model info     Print a checkpoint's configuration and tensors
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   argv[1] = name.data();
   if (cmd == "generate") return orca::cli::RunGenerate(argc - 1, argv + 1);
   if (cmd == "model") return orca::cli::RunModel(argc - 1, argv + 1);
+  if (cmd == "serve") return orca::cli::RunServe(argc - 1, argv + 1);
   std::fprintf(stderr, "orca: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }
