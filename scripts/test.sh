@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# README command (b): set everything up on a fresh Debian 12 machine and run
+# every test (unit, integration, e2e; GPU tests skip without a device).
+#
+#   scripts/test.sh                 # everything
+#   scripts/test.sh -L unit         # extra arguments go to ctest
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${ORCA_BUILD_DIR:-$ROOT/build}"
+"$ROOT/scripts/bootstrap.sh"
+printf '\033[1;34m[test]\033[0m running ctest in %s\n' "$BUILD_DIR"
+# Two at a time: this is a 2-core machine and the integration tests start real processes.
+exec ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 900 "$@"
