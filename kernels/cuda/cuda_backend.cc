@@ -1,0 +1,377 @@
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
+#include "core/common/status_macros.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/pinned_staging.h"
+
+namespace orca::kernels {
+namespace {
+
+// Small host→device copies (token ids, positions, slots, block tables,
+// attention descriptors) go through 4 pinned segments of 1 MiB.
+constexpr size_t kStagingSegmentBytes = size_t{1} << 20;
+constexpr int kStagingSegments = 4;
+constexpr size_t kMinAllocation = 256;
+
+// A failed CUDA/cuBLAS call inside an op: see the header for why this aborts.
+void CheckCuda(cudaError_t e, const char* what, int device, const char* file, int line) {
+  if (e == cudaSuccess) return;
+  LogMessage(LogLevel::kFatal, file, line).stream()
+      << "CUDA error on device " << device << " in " << what << ": " << cudaGetErrorName(e) << " ("
+      << cudaGetErrorString(e) << ")";
+}
+
+void CheckCublas(cublasStatus_t s, const char* what, int device, const char* file, int line) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  LogMessage(LogLevel::kFatal, file, line).stream()
+      << "cuBLAS error on device " << device << " in " << what << ": " << cublasGetStatusString(s);
+}
+
+#define ORCA_CUDA_CHECK(expr) CheckCuda((expr), #expr, device_, __FILE__, __LINE__)
+#define ORCA_CUBLAS_CHECK(expr) CheckCublas((expr), #expr, device_, __FILE__, __LINE__)
+
+absl::Status CudaStatus(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
+  if (e == cudaErrorMemoryAllocation)
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": out of device memory"));
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
+}
+
+cudaDataType CudaType(DType t) {
+  switch (t) {
+    case DType::kF32: return CUDA_R_32F;
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+static_assert(sizeof(cuda::AttentionSeqDesc) == sizeof(void*) + 4 * sizeof(int32_t),
+              "AttentionSeqDesc must have no padding: descriptors are compared bytewise");
+
+cuda::KvCacheDesc ToDesc(const KvLayerView& kv) {
+  ORCA_CHECK(kv.dtype == DType::kF32 || kv.dtype == DType::kBF16) << "KV cache dtype " << DTypeName(kv.dtype);
+  cuda::KvCacheDesc d;
+  d.k = kv.k;
+  d.v = kv.v;
+  d.bf16 = kv.dtype == DType::kBF16;
+  d.block_size = kv.block_size;
+  d.num_kv_heads = kv.num_kv_heads;
+  d.head_dim = kv.head_dim;
+  return d;
+}
+
+}  // namespace
+
+int CudaBackend::DeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver / no device: not an error for the caller
+    return 0;
+  }
+  return count;
+}
+
+CudaBackend::CudaBackend(int device) : device_(device) {}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device_index) {
+  const int count = DeviceCount();
+  if (device_index < 0 || device_index >= count)
+    return absl::UnavailableError(
+        absl::StrCat("CUDA device ", device_index, " is not available (", count, " GPU(s) visible)"));
+  std::unique_ptr<CudaBackend> b(new CudaBackend(device_index));
+  ORCA_RETURN_IF_ERROR(b->Init());
+  return b;
+}
+
+absl::Status CudaBackend::Init() {
+  const std::string where = absl::StrCat("CUDA device ", device_);
+  ORCA_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), where));
+  cudaDeviceProp prop;
+  ORCA_RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, device_), where));
+  device_name_ = prop.name;
+  compute_capability_ = prop.major * 10 + prop.minor;
+  total_memory_ = prop.totalGlobalMem;
+  max_shared_per_block_ = prop.sharedMemPerBlockOptin;
+  if (cudaError_t e = cuda::ProbeKernelImage(); e != cudaSuccess) {
+    cudaGetLastError();
+    return absl::UnavailableError(absl::StrCat(where, " (", device_name_, ", sm_", compute_capability_,
+                                               ") cannot run this build's kernels: ", cudaGetErrorString(e),
+                                               "; rebuild with ORCA_CUDA_ARCHITECTURES including it"));
+  }
+  cudaStream_t stream = nullptr;
+  ORCA_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), where));
+  stream_ = stream;
+  cublasHandle_t handle = nullptr;
+  if (cublasStatus_t s = cublasCreate(&handle); s != CUBLAS_STATUS_SUCCESS)
+    return absl::InternalError(absl::StrCat(where, ": cublasCreate: ", cublasGetStatusString(s)));
+  cublas_ = handle;
+  if (cublasStatus_t s = cublasSetStream(cublas_, stream_); s != CUBLAS_STATUS_SUCCESS)
+    return absl::InternalError(absl::StrCat(where, ": cublasSetStream: ", cublasGetStatusString(s)));
+  ORCA_ASSIGN_OR_RETURN(staging_, PinnedStaging::Create(stream_, kStagingSegmentBytes, kStagingSegments));
+  return absl::OkStatus();
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ == nullptr) return;  // Init failed before anything was queued
+  MakeCurrent();
+  cudaStreamSynchronize(stream_);
+  staging_.reset();
+  if (lowp_x_ != nullptr) cudaFree(lowp_x_);
+  if (attn_seqs_ != nullptr) cudaFree(attn_seqs_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::name() const {
+  return absl::StrCat("cuda:", device_, " (", device_name_, ", sm_", compute_capability_, ", ",
+                      total_memory_ >> 30, " GiB)");
+}
+
+void CudaBackend::MakeCurrent() const { ORCA_CUDA_CHECK(cudaSetDevice(device_)); }
+
+// ---- Memory ------------------------------------------------------------------
+
+absl::StatusOr<void*> CudaBackend::Allocate(size_t bytes) {
+  MakeCurrent();
+  void* p = nullptr;
+  if (cudaError_t e = cudaMalloc(&p, std::max(bytes, kMinAllocation)); e != cudaSuccess)
+    return CudaStatus(e, absl::StrCat("allocating ", bytes, " bytes on CUDA device ", device_));
+  return p;
+}
+
+void CudaBackend::Free(void* ptr) {
+  if (ptr == nullptr) return;
+  MakeCurrent();
+  // Queued work may still read the buffer.
+  ORCA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  ORCA_CUDA_CHECK(cudaFree(ptr));
+}
+
+void CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  MakeCurrent();
+  if (bytes <= staging_->segment_bytes()) {
+    ORCA_CUDA_CHECK(staging_->CopyToDevice(dst, src, bytes));
+    return;
+  }
+  // Large copies (activations from the previous stage) start the iteration
+  // anyway: a direct copy and a wait keep `src` safe to reuse on return.
+  ORCA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  ORCA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  ORCA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+absl::StatusOr<WeightView> CudaBackend::UploadWeight(const WeightView& host, void** storage) {
+  *storage = nullptr;
+  if (host.empty()) return host;
+  const int64_t rows = host.transposed ? host.k : host.n, cols = host.transposed ? host.n : host.k;
+  if (rows <= 0 || cols <= 0 || host.ld < cols)
+    return absl::InvalidArgumentError(absl::StrCat("weight view [", host.n, ", ", host.k, "] has row stride ", host.ld,
+                                                   " < ", cols, " columns"));
+  if (host.n > INT_MAX || host.k > INT_MAX)
+    return absl::InvalidArgumentError(absl::StrCat("weight [", host.n, ", ", host.k, "] exceeds cuBLAS's int32 dims"));
+  const size_t es = DTypeSize(host.dtype);
+  const size_t row_bytes = static_cast<size_t>(cols) * es;
+  ORCA_ASSIGN_OR_RETURN(void* dev, Allocate(row_bytes * static_cast<size_t>(rows)));
+  cudaError_t e = cudaMemcpy2DAsync(dev, row_bytes, host.data, static_cast<size_t>(host.ld) * es, row_bytes,
+                                    static_cast<size_t>(rows), cudaMemcpyHostToDevice, stream_);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);  // the host view may be unmapped after return
+  if (e != cudaSuccess) {
+    cudaFree(dev);
+    return CudaStatus(e, absl::StrCat("uploading a [", host.n, ", ", host.k, "] weight to CUDA device ", device_));
+  }
+  WeightView out = host;
+  out.data = dev;
+  out.ld = cols;
+  *storage = dev;
+  return out;
+}
+
+void CudaBackend::Synchronize() {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void* CudaBackend::Scratch(void** buffer, size_t* capacity, size_t bytes) {
+  if (bytes <= *capacity) return *buffer;
+  const size_t want = std::max(bytes, *capacity + *capacity / 2);
+  if (*buffer != nullptr) {
+    ORCA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued ops may still use the old buffer
+    ORCA_CUDA_CHECK(cudaFree(*buffer));
+    *buffer = nullptr;
+    *capacity = 0;
+  }
+  ORCA_CUDA_CHECK(cudaMalloc(buffer, want));
+  *capacity = want;
+  return *buffer;
+}
+
+// ---- GEMM ----------------------------------------------------------------------
+
+// Row-major y[m, n] = x[m, k] · Wᵀ is column-major yᵀ[n, m] = op(W) · xᵀ, where
+// the row-major [n, k] weight read column-major is Wᵀ (so op = T) and the
+// transposed [k, n] layout read column-major is W itself (op = N).
+void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
+                         bool accumulate) {
+  if (m <= 0 || w.n <= 0) return;
+  MakeCurrent();
+  ORCA_CHECK(m <= INT_MAX && w.n <= INT_MAX && w.k <= INT_MAX && w.ld <= INT_MAX)
+      << "GEMM [" << m << " x " << w.k << "] · [" << w.n << " x " << w.k << "]ᵀ exceeds int32 dimensions";
+  const cudaDataType type = CudaType(w.dtype);
+  const void* xb = x;
+  if (w.dtype != DType::kF32) {
+    // cuBLAS has no mixed f32 × bf16 inputs: round the activations like the CPU's oneDNN path.
+    const size_t elems = static_cast<size_t>(m * w.k);
+    void* lowp = Scratch(&lowp_x_, &lowp_x_bytes_, elems * DTypeSize(w.dtype));
+    ORCA_CUDA_CHECK(cuda::LaunchConvertFromF32(x, static_cast<int64_t>(elems), w.dtype, lowp, stream_));
+    xb = lowp;
+  }
+  const float alpha = 1.0f;
+  float beta = accumulate ? 1.0f : 0.0f;
+  if (bias != nullptr) {
+    ORCA_CUDA_CHECK(cuda::LaunchBroadcastBias(y, bias, m, w.n, accumulate, stream_));
+    beta = 1.0f;
+  }
+  ORCA_CUBLAS_CHECK(cublasGemmEx(cublas_, w.transposed ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N,
+                                 static_cast<int>(w.n), static_cast<int>(m), static_cast<int>(w.k), &alpha, w.data,
+                                 type, static_cast<int>(w.ld), xb, type, static_cast<int>(w.k), &beta, y, CUDA_R_32F,
+                                 static_cast<int>(w.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// ---- Row and elementwise ops -------------------------------------------------------
+
+void CudaBackend::Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchGatherTableRows(ids, m, table.data, table.dtype, table.k, table.ld, /*add=*/false, out,
+                                              stream_));
+}
+
+void CudaBackend::AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchGatherTableRows(positions, m, table.data, table.dtype, table.k, table.ld, /*add=*/true,
+                                              out, stream_));
+}
+
+void CudaBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchRmsNorm(x, weight, m, h, eps, y, stream_));
+}
+
+void CudaBackend::LayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
+                            float* y) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchLayerNorm(x, gamma, beta, m, h, eps, y, stream_));
+}
+
+void CudaBackend::Add(float* y, const float* x, int64_t n) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchAdd(y, x, n, stream_));
+}
+
+void CudaBackend::SiluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchSiluMul(gate, up, m * n, out, stream_));
+}
+
+void CudaBackend::GeluTanh(float* x, int64_t n) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchGeluTanh(x, n, stream_));
+}
+
+void CudaBackend::Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
+                       int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) {
+  MakeCurrent();
+  ORCA_CHECK(rope.rotary_dim % 2 == 0 && rope.rotary_dim <= head_dim)
+      << "rotary_dim " << rope.rotary_dim << " with head_dim " << head_dim;
+  cuda::RopeLaunch p;
+  p.q = q;
+  p.k = k;
+  p.positions = positions;
+  p.num_tokens = m;
+  p.num_q_heads = num_q_heads;
+  p.num_kv_heads = num_kv_heads;
+  p.head_dim = head_dim;
+  p.rotary_dim = rope.rotary_dim;
+  p.interleaved = rope.style == RopeStyle::kInterleaved;
+  p.inv_freq = rope.inv_freq;
+  p.attention_factor = rope.attention_factor;
+  ORCA_CUDA_CHECK(cuda::LaunchRope(p, stream_));
+}
+
+void CudaBackend::KvWrite(const KvWriteParams& p) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchKvWrite(p.k, p.v, p.slots, p.num_tokens, ToDesc(p.kv), stream_));
+}
+
+void CudaBackend::GatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchGatherRows(src, rows, num_rows, h, dst, stream_));
+}
+
+// ---- Attention -------------------------------------------------------------------
+
+void CudaBackend::Attention(const AttentionParams& p) {
+  if (p.num_seqs <= 0) return;
+  MakeCurrent();
+  const KvLayerView& kv = p.kv;
+  ORCA_CHECK(kv.num_kv_heads > 0 && p.num_q_heads % kv.num_kv_heads == 0)
+      << p.num_q_heads << " query heads over " << kv.num_kv_heads << " KV heads";
+  const cuda::AttentionTiling tiling = cuda::ChooseAttentionTiling(kv.head_dim, max_shared_per_block_);
+  ORCA_CHECK(tiling.rows_per_tile > 0) << "head_dim " << kv.head_dim << " needs more shared memory than the "
+                                       << max_shared_per_block_ << " bytes a block of " << device_name_ << " has";
+  const int32_t group = p.num_q_heads / kv.num_kv_heads;
+
+  // Per-sequence descriptors with the prefix sum of thread blocks (one launch for all).
+  attn_host_.resize(sizeof(cuda::AttentionSeqDesc) * static_cast<size_t>(p.num_seqs));
+  uint8_t* descs = attn_host_.data();
+  int64_t tiles = 0;
+  for (int32_t s = 0; s < p.num_seqs; ++s) {
+    const AttentionSeq& seq = p.seqs[s];
+    cuda::AttentionSeqDesc d;
+    d.block_table = seq.block_table;
+    d.q_offset = seq.q_offset;
+    d.num_tokens = seq.num_tokens;
+    d.start_pos = seq.start_pos;
+    d.tile_begin = static_cast<int32_t>(tiles);
+    std::memcpy(descs + s * sizeof(d), &d, sizeof(d));  // no padding: byte comparison below is exact
+    tiles += cuda::AttentionTilesForSeq(seq.num_tokens, group, kv.num_kv_heads, tiling.rows_per_tile);
+    ORCA_CHECK(tiles <= INT_MAX) << "attention grid of " << tiles << " blocks";
+  }
+  if (tiles == 0) return;
+  // The layers of one iteration pass identical descriptors: upload them once.
+  if (attn_host_ != attn_uploaded_) {
+    void* dev = Scratch(&attn_seqs_, &attn_seqs_bytes_, attn_host_.size());
+    CopyToDevice(dev, attn_host_.data(), attn_host_.size());
+    attn_uploaded_ = attn_host_;
+  }
+  cuda::AttentionLaunch launch;
+  launch.q = p.q;
+  launch.out = p.out;
+  launch.num_q_heads = p.num_q_heads;
+  launch.scale = p.scale;
+  launch.kv = ToDesc(kv);
+  launch.seqs = static_cast<const cuda::AttentionSeqDesc*>(attn_seqs_);
+  launch.num_seqs = p.num_seqs;
+  launch.total_tiles = static_cast<int32_t>(tiles);
+  launch.tiling = tiling;
+  ORCA_CUDA_CHECK(cuda::LaunchPagedAttention(launch, stream_));
+}
+
+}  // namespace orca::kernels

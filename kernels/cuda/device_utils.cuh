@@ -1,0 +1,72 @@
+#pragma once
+// Device helpers shared by the .cu files of the CUDA backend: element
+// conversions that match the CPU backend bit for bit (core/common/dtype.h) and
+// warp/block reductions.
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/common/dtype.h"
+
+namespace orca::kernels::cuda {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float Bf16BitsToF32(uint16_t v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
+
+// Round to nearest even with NaN kept quiet: the same rule as orca::F32ToBf16.
+__device__ __forceinline__ uint16_t F32ToBf16Bits(float f) {
+  const uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+__device__ __forceinline__ float F16BitsToF32(uint16_t v) { return __half2float(__ushort_as_half(v)); }
+__device__ __forceinline__ uint16_t F32ToF16Bits(float f) { return __half_as_ushort(__float2half_rn(f)); }
+
+// Element i of a tensor whose dtype is only known at run time (uniform across
+// the block, so the switch does not diverge).
+__device__ __forceinline__ float LoadAsF32(const void* base, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::kF32: return static_cast<const float*>(base)[i];
+    case DType::kBF16: return Bf16BitsToF32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF16: return F16BitsToF32(static_cast<const uint16_t*>(base)[i]);
+  }
+  return 0.0f;
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+// Sum over the whole thread block; every thread gets the total. Safe to call
+// repeatedly in one kernel (the second barrier orders reuse of the scratch).
+__device__ __forceinline__ float BlockSum(float v) {
+  __shared__ float partial[32];
+  __shared__ float total;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = WarpSum(v);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int num_warps = (blockDim.x + 31) >> 5;
+    float t = lane < num_warps ? partial[lane] : 0.0f;
+    t = WarpSum(t);
+    if (lane == 0) total = t;
+  }
+  __syncthreads();
+  return total;
+}
+
+}  // namespace orca::kernels::cuda

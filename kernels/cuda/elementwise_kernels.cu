@@ -1,0 +1,269 @@
+// The CUDA backend's non-GEMM, non-attention kernels: norms (one block per
+// row with warp-shuffle reductions), activations, RoPE, embeddings, KV writes
+// and row gathers. Each mirrors the CPU backend's arithmetic (same rounding
+// rules for bf16, double-precision RoPE angles) so the two agree to f32 noise.
+
+#include <algorithm>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_utils.cuh"
+
+namespace orca::kernels::cuda {
+namespace {
+
+constexpr int kElementwiseThreads = 256;
+// Grid-stride loops cap the grid; this many blocks saturate any current GPU.
+constexpr int64_t kMaxElementwiseBlocks = 8192;
+
+unsigned ElementwiseBlocks(int64_t n) {
+  return static_cast<unsigned>(
+      std::min<int64_t>((n + kElementwiseThreads - 1) / kElementwiseThreads, kMaxElementwiseBlocks));
+}
+
+// Threads for a kernel with one block per row of `width` elements.
+unsigned RowThreads(int64_t width) {
+  const int64_t warps = std::min<int64_t>((width + 31) / 32, kRowThreads / 32);
+  return static_cast<unsigned>(std::max<int64_t>(warps, 1) * 32);
+}
+
+__device__ __forceinline__ int64_t GlobalThread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t GridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// ---- Conversions and bias ---------------------------------------------------
+
+__global__ void ConvertToBf16Kernel(const float* __restrict__ x, int64_t n, uint16_t* __restrict__ out) {
+  for (int64_t i = GlobalThread(); i < n; i += GridStride()) out[i] = F32ToBf16Bits(x[i]);
+}
+
+__global__ void ConvertToF16Kernel(const float* __restrict__ x, int64_t n, uint16_t* __restrict__ out) {
+  for (int64_t i = GlobalThread(); i < n; i += GridStride()) out[i] = F32ToF16Bits(x[i]);
+}
+
+__global__ void BroadcastBiasKernel(float* __restrict__ y, const float* __restrict__ bias, int64_t m, int64_t n,
+                                    bool accumulate) {
+  const int64_t total = m * n;
+  for (int64_t i = GlobalThread(); i < total; i += GridStride()) {
+    const float b = bias[i % n];
+    y[i] = accumulate ? y[i] + b : b;
+  }
+}
+
+// ---- Embeddings and gathers -------------------------------------------------
+
+__global__ void GatherTableRowsKernel(const int32_t* __restrict__ rows, const void* __restrict__ table, DType dtype,
+                                      int64_t k, int64_t ld, bool add, float* __restrict__ out) {
+  const int64_t i = blockIdx.x;
+  const int64_t src = static_cast<int64_t>(rows[i]) * ld;
+  float* dst = out + i * k;
+  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
+    const float v = LoadAsF32(table, dtype, src + j);
+    dst[j] = add ? dst[j] + v : v;
+  }
+}
+
+__global__ void GatherRowsKernel(const float* __restrict__ src, const int32_t* __restrict__ rows, int64_t h,
+                                 float* __restrict__ dst) {
+  const int64_t i = blockIdx.x;
+  const float* s = src + static_cast<int64_t>(rows[i]) * h;
+  float* d = dst + i * h;
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) d[j] = s[j];
+}
+
+// ---- Norms (x may alias y: each element is read before it is written) -------
+
+__global__ void RmsNormKernel(const float* x, const float* __restrict__ weight, int64_t h, float eps, float* y) {
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * h;
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * h;
+  float ss = 0.0f;
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) ss += xr[j] * xr[j];
+  ss = BlockSum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(h) + eps);
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) yr[j] = xr[j] * inv * weight[j];
+}
+
+__global__ void LayerNormKernel(const float* x, const float* __restrict__ gamma, const float* __restrict__ beta,
+                                int64_t h, float eps, float* y) {
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * h;
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * h;
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) sum += xr[j];
+  const float mean = BlockSum(sum) / static_cast<float>(h);
+  // Two passes over the (cache-resident) row: exact variance without Welford merging.
+  float sq = 0.0f;
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
+    const float c = xr[j] - mean;
+    sq += c * c;
+  }
+  const float var = BlockSum(sq) / static_cast<float>(h);
+  const float inv = 1.0f / sqrtf(var + eps);
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
+    yr[j] = (xr[j] - mean) * inv * gamma[j] + (beta != nullptr ? beta[j] : 0.0f);
+}
+
+// ---- Elementwise -------------------------------------------------------------
+
+__global__ void AddKernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = GlobalThread(); i < n; i += GridStride()) y[i] += x[i];
+}
+
+__global__ void SiluMulKernel(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = GlobalThread(); i < n; i += GridStride()) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+__global__ void GeluTanhKernel(float* x, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = GlobalThread(); i < n; i += GridStride()) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+  }
+}
+
+// ---- RoPE: one block per token; cos/sin once per frequency in shared memory --
+
+__global__ void RopeKernel(RopeLaunch p) {
+  extern __shared__ float rope_shared[];
+  const int32_t half = p.rotary_dim / 2;
+  float* cs = rope_shared;
+  float* sn = rope_shared + half;
+  const int64_t t = blockIdx.x;
+  // Angles in double like the CPU backend: positions reach 1e5+ radians.
+  const double pos = p.positions[t];
+  for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
+    double s, c;
+    sincos(pos * static_cast<double>(p.inv_freq[i]), &s, &c);
+    cs[i] = static_cast<float>(c) * p.attention_factor;
+    sn[i] = static_cast<float>(s) * p.attention_factor;
+  }
+  __syncthreads();
+  const int32_t heads = p.num_q_heads + p.num_kv_heads;
+  for (int32_t idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
+    const int32_t h = idx / half, i = idx % half;
+    float* head = h < p.num_q_heads ? p.q + (t * p.num_q_heads + h) * p.head_dim
+                                    : p.k + (t * p.num_kv_heads + (h - p.num_q_heads)) * p.head_dim;
+    const int32_t ia = p.interleaved ? 2 * i : i;
+    const int32_t ib = p.interleaved ? 2 * i + 1 : i + half;
+    const float a = head[ia], b = head[ib];
+    head[ia] = a * cs[i] - b * sn[i];
+    head[ib] = b * cs[i] + a * sn[i];
+  }
+}
+
+// ---- KV cache writes: K transposed inside its block, V row-major -------------
+
+__device__ __forceinline__ void StoreKv(float* base, int64_t i, float v) { base[i] = v; }
+__device__ __forceinline__ void StoreKv(uint16_t* base, int64_t i, float v) { base[i] = F32ToBf16Bits(v); }
+
+template <typename T>
+__global__ void KvWriteKernel(const float* __restrict__ k, const float* __restrict__ v,
+                              const int32_t* __restrict__ slots, KvCacheDesc kv) {
+  const int64_t t = blockIdx.x;
+  const int32_t slot = slots[t];
+  const int64_t block = slot / kv.block_size, off = slot % kv.block_size;
+  const int32_t d = kv.head_dim;
+  const int32_t width = kv.num_kv_heads * d;
+  T* kc = static_cast<T*>(kv.k);
+  T* vc = static_cast<T*>(kv.v);
+  for (int32_t idx = threadIdx.x; idx < width; idx += blockDim.x) {
+    const int32_t h = idx / d, j = idx % d;
+    const int64_t base = (block * kv.num_kv_heads + h) * static_cast<int64_t>(d) * kv.block_size;
+    StoreKv(kc, base + static_cast<int64_t>(j) * kv.block_size + off, k[t * width + idx]);
+    StoreKv(vc, base + off * d + j, v[t * width + idx]);
+  }
+}
+
+}  // namespace
+
+cudaError_t ProbeKernelImage() {
+  cudaFuncAttributes attributes;
+  return cudaFuncGetAttributes(&attributes, AddKernel);
+}
+
+cudaError_t LaunchConvertFromF32(const float* x, int64_t n, DType to, void* out, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (to == DType::kBF16)
+    ConvertToBf16Kernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(x, n, static_cast<uint16_t*>(out));
+  else if (to == DType::kF16)
+    ConvertToF16Kernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(x, n, static_cast<uint16_t*>(out));
+  else
+    return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBroadcastBias(float* y, const float* bias, int64_t m, int64_t n, bool accumulate,
+                                cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return cudaSuccess;
+  BroadcastBiasKernel<<<ElementwiseBlocks(m * n), kElementwiseThreads, 0, stream>>>(y, bias, m, n, accumulate);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherTableRows(const int32_t* rows, int64_t m, const void* table, DType dtype, int64_t k,
+                                  int64_t ld, bool add, float* out, cudaStream_t stream) {
+  if (m <= 0 || k <= 0) return cudaSuccess;
+  GatherTableRowsKernel<<<static_cast<unsigned>(m), RowThreads(k), 0, stream>>>(rows, table, dtype, k, ld, add, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y,
+                          cudaStream_t stream) {
+  if (m <= 0 || h <= 0) return cudaSuccess;
+  RmsNormKernel<<<static_cast<unsigned>(m), RowThreads(h), 0, stream>>>(x, weight, h, eps, y);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchLayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
+                            float* y, cudaStream_t stream) {
+  if (m <= 0 || h <= 0) return cudaSuccess;
+  LayerNormKernel<<<static_cast<unsigned>(m), RowThreads(h), 0, stream>>>(x, gamma, beta, h, eps, y);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  AddKernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(y, x, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  SiluMulKernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(gate, up, n, out);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGeluTanh(float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  GeluTanhKernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(x, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRope(const RopeLaunch& p, cudaStream_t stream) {
+  if (p.num_tokens <= 0 || p.rotary_dim < 2) return cudaSuccess;
+  const int64_t pairs = static_cast<int64_t>(p.num_q_heads + p.num_kv_heads) * (p.rotary_dim / 2);
+  const size_t shared = sizeof(float) * static_cast<size_t>(p.rotary_dim);
+  RopeKernel<<<static_cast<unsigned>(p.num_tokens), RowThreads(pairs), shared, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchKvWrite(const float* k, const float* v, const int32_t* slots, int32_t num_tokens,
+                          const KvCacheDesc& kv, cudaStream_t stream) {
+  if (num_tokens <= 0) return cudaSuccess;
+  const unsigned threads = RowThreads(static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim);
+  if (kv.bf16)
+    KvWriteKernel<uint16_t><<<static_cast<unsigned>(num_tokens), threads, 0, stream>>>(k, v, slots, kv);
+  else
+    KvWriteKernel<float><<<static_cast<unsigned>(num_tokens), threads, 0, stream>>>(k, v, slots, kv);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst,
+                             cudaStream_t stream) {
+  if (num_rows <= 0 || h <= 0) return cudaSuccess;
+  GatherRowsKernel<<<static_cast<unsigned>(num_rows), RowThreads(h), 0, stream>>>(src, rows, h, dst);
+  return cudaGetLastError();
+}
+
+}  // namespace orca::kernels::cuda

@@ -1,0 +1,251 @@
+// The CPU backend against plain scalar references: GEMMs on both paths (the
+// AVX-512 few-row kernel and oneDNN) with strided, transposed and bf16
+// weights; norms; RoPE in both styles; embeddings; and paged KvWrite +
+// Attention over random block tables with sequences at different positions.
+// The CPU backend is the reference the CUDA backend is compared against, so
+// this is where its arithmetic is pinned down.
+
+#include "kernels/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
+#include "tests/unit/kernels/kernel_test_util.h"
+
+namespace orca::kernels {
+namespace {
+
+using testing::AllClose;
+using testing::AttentionCase;
+using testing::DeviceRunner;
+using testing::GemmCase;
+using testing::RandomFloats;
+
+std::unique_ptr<CpuBackend> MakeCpu(int64_t small_gemm_max_rows = 16) {
+  CpuBackend::Options o;
+  o.num_threads = 2;
+  o.small_gemm_max_rows = small_gemm_max_rows;
+  return CpuBackend::Create(o);
+}
+
+// ---- GEMM --------------------------------------------------------------------------
+
+class CpuGemmTest : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(CpuGemmTest, MatchesScalarReference) {
+  const GemmCase& c = GetParam();
+  auto cpu = MakeCpu(c.small_gemm_max_rows);
+  const testing::GemmData d = testing::MakeGemmData(c, 17);
+  DeviceRunner run(*cpu);
+  const std::vector<float> y = testing::RunGemm(run, c, d);
+  const testing::GemmReference ref = testing::ReferenceGemm(c, d);
+  ASSERT_EQ(y.size(), ref.y.size());
+  // Rounding error scales with Σ|x·w|; bf16 paths may also round x to bf16 (2^-8).
+  const double tol = c.dtype == DType::kF32 ? 2e-6 : 8e-3;
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_NEAR(y[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << c.name << " output " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CpuGemmTest, ::testing::ValuesIn(testing::StandardGemmCases()),
+                         [](const ::testing::TestParamInfo<GemmCase>& info) { return info.param.name; });
+
+TEST(CpuGemmPathTest, SmallAndOnednnPathsAgree) {
+  // The same decode-sized GEMM through both paths (when AVX-512 exists).
+  GemmCase c;
+  c.m = 6, c.n = 48, c.k = 80, c.ld_pad = 3, c.bias = true;
+  const testing::GemmData d = testing::MakeGemmData(c, 5);
+  auto small = MakeCpu(16), onednn = MakeCpu(0);
+  DeviceRunner r1(*small), r2(*onednn);
+  EXPECT_TRUE(AllClose(testing::RunGemm(r1, c, d), testing::RunGemm(r2, c, d), 1e-5, 1e-5));
+}
+
+// ---- Norms and elementwise ------------------------------------------------------------
+
+TEST(CpuBackendTest, RmsNormMatchesReferenceInPlace) {
+  auto cpu = MakeCpu();
+  const int64_t m = 5, h = 77;
+  std::vector<float> x = RandomFloats(m * h, 1, -3, 3), w = RandomFloats(h, 2);
+  std::vector<double> ref(x.size());
+  for (int64_t i = 0; i < m; ++i) {
+    double ss = 0;
+    for (int64_t j = 0; j < h; ++j) ss += static_cast<double>(x[i * h + j]) * x[i * h + j];
+    const double inv = 1.0 / std::sqrt(ss / h + 1e-5);
+    for (int64_t j = 0; j < h; ++j) ref[i * h + j] = x[i * h + j] * inv * w[j];
+  }
+  cpu->RmsNorm(x.data(), w.data(), m, h, 1e-5f, x.data());
+  EXPECT_TRUE(AllClose(x, ref, 1e-5, 1e-5));
+}
+
+TEST(CpuBackendTest, LayerNormMatchesReferenceWithAndWithoutBeta) {
+  auto cpu = MakeCpu();
+  const int64_t m = 4, h = 50;
+  const std::vector<float> x = RandomFloats(m * h, 3, 2, 6), g = RandomFloats(h, 4), b = RandomFloats(h, 5);
+  for (const bool with_beta : {true, false}) {
+    std::vector<double> ref(x.size());
+    for (int64_t i = 0; i < m; ++i) {
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < h; ++j) mean += x[i * h + j];
+      mean /= h;
+      for (int64_t j = 0; j < h; ++j) var += (x[i * h + j] - mean) * (x[i * h + j] - mean);
+      var /= h;
+      for (int64_t j = 0; j < h; ++j)
+        ref[i * h + j] = (x[i * h + j] - mean) / std::sqrt(var + 1e-5) * g[j] + (with_beta ? b[j] : 0.0);
+    }
+    std::vector<float> y(x.size());
+    cpu->LayerNorm(x.data(), g.data(), with_beta ? b.data() : nullptr, m, h, 1e-5f, y.data());
+    EXPECT_TRUE(AllClose(y, ref, 1e-5, 1e-5)) << "beta " << with_beta;
+  }
+}
+
+TEST(CpuBackendTest, ElementwiseOpsMatchFormulas) {
+  auto cpu = MakeCpu();
+  const int64_t n = 1000;
+  const std::vector<float> a = RandomFloats(n, 6, -6, 6), b = RandomFloats(n, 7, -2, 2);
+  std::vector<float> sum = a;
+  cpu->Add(sum.data(), b.data(), n);
+  std::vector<float> silu(n), gelu = a;
+  cpu->SiluMul(a.data(), b.data(), 10, n / 10, silu.data());
+  cpu->GeluTanh(gelu.data(), n);
+  std::vector<double> ref_sum(n), ref_silu(n), ref_gelu(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = a[i];
+    ref_sum[i] = v + b[i];
+    ref_silu[i] = v / (1 + std::exp(-v)) * b[i];
+    ref_gelu[i] = 0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+  }
+  EXPECT_TRUE(AllClose(sum, ref_sum, 1e-6, 1e-6));
+  EXPECT_TRUE(AllClose(silu, ref_silu, 1e-5, 1e-5));
+  EXPECT_TRUE(AllClose(gelu, ref_gelu, 1e-5, 1e-5));
+}
+
+// ---- RoPE --------------------------------------------------------------------------------
+
+struct RopeCase {
+  RopeStyle style;
+  int32_t rotary_dim;
+  float attention_factor;
+};
+
+class CpuRopeTest : public ::testing::TestWithParam<RopeCase> {};
+
+TEST_P(CpuRopeTest, RotatesPairsByPositionAngles) {
+  const RopeCase rc = GetParam();
+  auto cpu = MakeCpu();
+  const int32_t nq = 4, nkv = 2, d = 32, half = rc.rotary_dim / 2;
+  const std::vector<int32_t> positions = {0, 1, 17, 4095, 70000};
+  const int64_t m = static_cast<int64_t>(positions.size());
+  std::vector<float> inv_freq(half);
+  for (int32_t i = 0; i < half; ++i) inv_freq[i] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / rc.rotary_dim));
+  std::vector<float> q = RandomFloats(m * nq * d, 8), k = RandomFloats(m * nkv * d, 9);
+  auto reference = [&](std::vector<float> x, int32_t heads) {
+    std::vector<double> out(x.begin(), x.end());
+    for (int64_t t = 0; t < m; ++t)
+      for (int32_t h = 0; h < heads; ++h)
+        for (int32_t i = 0; i < half; ++i) {
+          const double angle = static_cast<double>(positions[t]) * inv_freq[i];
+          const double c = std::cos(angle) * rc.attention_factor, s = std::sin(angle) * rc.attention_factor;
+          const int64_t base = (t * heads + h) * d;
+          const int64_t ia = base + (rc.style == RopeStyle::kNeox ? i : 2 * i);
+          const int64_t ib = base + (rc.style == RopeStyle::kNeox ? i + half : 2 * i + 1);
+          out[ia] = x[ia] * c - x[ib] * s;
+          out[ib] = x[ib] * c + x[ia] * s;
+        }
+    return out;
+  };
+  const std::vector<double> ref_q = reference(q, nq), ref_k = reference(k, nkv);
+  RopeParams rope;
+  rope.style = rc.style;
+  rope.rotary_dim = rc.rotary_dim;
+  rope.inv_freq = inv_freq.data();
+  rope.attention_factor = rc.attention_factor;
+  cpu->Rope(q.data(), k.data(), positions.data(), m, nq, nkv, d, rope);
+  EXPECT_TRUE(AllClose(q, ref_q, 1e-5, 1e-5));
+  EXPECT_TRUE(AllClose(k, ref_k, 1e-5, 1e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Styles, CpuRopeTest,
+                         ::testing::Values(RopeCase{RopeStyle::kNeox, 32, 1.0f},
+                                           RopeCase{RopeStyle::kInterleaved, 32, 1.0f},
+                                           RopeCase{RopeStyle::kNeox, 16, 0.8f},
+                                           RopeCase{RopeStyle::kInterleaved, 24, 1.1f}));
+
+// ---- Embeddings and gathers ------------------------------------------------------------
+
+TEST(CpuBackendTest, EmbeddingAndPositionsReadStridedTablesOfAnyDtype) {
+  auto cpu = MakeCpu();
+  const int64_t rows = 20, k = 24, ld = 30;
+  const std::vector<float> table = RandomFloats(rows * ld, 10);
+  const std::vector<int32_t> ids = {3, 0, 19, 3, 7}, positions = {0, 1, 2, 3, 4};
+  const int64_t m = static_cast<int64_t>(ids.size());
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const std::vector<uint8_t> bytes = testing::StoreAs(table, dt);
+    WeightView t;
+    t.data = bytes.data();
+    t.dtype = dt;
+    t.n = rows;
+    t.k = k;
+    t.ld = ld;
+    std::vector<float> out(m * k);
+    cpu->Embedding(ids.data(), m, t, out.data());
+    cpu->AddPositionEmbedding(positions.data(), m, t, out.data());
+    std::vector<double> ref(out.size());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        ref[i * k + j] = testing::LoadAs(bytes, dt, ids[i] * ld + j) + testing::LoadAs(bytes, dt, positions[i] * ld + j);
+    EXPECT_TRUE(AllClose(out, ref, 1e-6, 1e-6)) << DTypeName(dt);
+  }
+}
+
+TEST(CpuBackendTest, GatherRowsCopiesSelectedRows) {
+  auto cpu = MakeCpu();
+  const int64_t h = 9;
+  const std::vector<float> src = RandomFloats(6 * h, 11);
+  const std::vector<int32_t> rows = {5, 0, 2};
+  std::vector<float> dst(rows.size() * h);
+  cpu->GatherRows(src.data(), rows.data(), static_cast<int64_t>(rows.size()), h, dst.data());
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int64_t j = 0; j < h; ++j) EXPECT_EQ(dst[i * h + j], src[rows[i] * h + j]);
+}
+
+// ---- KV cache and attention ---------------------------------------------------------------
+
+class CpuAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(CpuAttentionTest, KvWriteUsesTransposedBlockLayout) {
+  const AttentionCase& c = GetParam();
+  auto cpu = MakeCpu();
+  const testing::AttentionData d = testing::MakeAttentionData(c, 21);
+  DeviceRunner run(*cpu);
+  const testing::AttentionResult r = testing::RunAttention(run, c, d);
+  const int32_t D = c.head_dim, bs = c.block_size, nkv = c.num_kv_heads, width = nkv * D;
+  for (size_t si = 0; si < c.seqs.size(); ++si)
+    for (int32_t pos = 0; pos < c.seqs[si].start_pos + c.seqs[si].num_tokens; ++pos) {
+      const int64_t blk = d.tables[si][pos / bs], off = pos % bs;
+      for (int32_t h = 0; h < nkv; ++h)
+        for (int32_t e = 0; e < D; ++e) {
+          const size_t base = static_cast<size_t>((blk * nkv + h) * D * bs);
+          const float k = testing::LoadAs(r.k_pool, c.kv_dtype, base + e * bs + off);
+          const float v = testing::LoadAs(r.v_pool, c.kv_dtype, base + off * D + e);
+          const float want_k = d.k[si][pos * width + h * D + e], want_v = d.v[si][pos * width + h * D + e];
+          ASSERT_EQ(k, c.kv_dtype == DType::kBF16 ? testing::RoundBf16(want_k) : want_k) << "seq " << si << " pos " << pos;
+          ASSERT_EQ(v, c.kv_dtype == DType::kBF16 ? testing::RoundBf16(want_v) : want_v) << "seq " << si << " pos " << pos;
+        }
+    }
+}
+
+TEST_P(CpuAttentionTest, MatchesCausalReferencePerSequence) {
+  const AttentionCase& c = GetParam();
+  auto cpu = MakeCpu();
+  const testing::AttentionData d = testing::MakeAttentionData(c, 22);
+  DeviceRunner run(*cpu);
+  const testing::AttentionResult r = testing::RunAttention(run, c, d);
+  EXPECT_TRUE(AllClose(r.out, testing::ReferenceAttention(c, d), 2e-5, 1e-4));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CpuAttentionTest, ::testing::ValuesIn(testing::StandardAttentionCases()),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace orca::kernels

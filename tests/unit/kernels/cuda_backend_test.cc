@@ -1,0 +1,317 @@
+// Every CudaBackend op against the CpuBackend (the reference) on random
+// inputs, plus the scalar references where they are cheap. Needs a GPU: each
+// test skips without one (the binary still proves the backend builds and
+// links), except the device-selection checks, which run everywhere.
+
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/unit/kernels/kernel_test_util.h"
+
+namespace orca::kernels {
+namespace {
+
+using testing::AllClose;
+using testing::AttentionCase;
+using testing::DeviceRunner;
+using testing::GemmCase;
+using testing::RandomFloats;
+
+TEST(CudaBackendDeviceTest, CreateRejectsDevicesThatAreNotVisible) {
+  const int count = CudaBackend::DeviceCount();
+  EXPECT_GE(count, 0);
+  for (int index : {-1, count}) {
+    absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::Create(index);
+    ASSERT_FALSE(b.ok()) << "device " << index;
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+  }
+}
+
+class CudaTest {
+ protected:
+  // Returns false (and the caller skips) when there is no GPU.
+  bool MakeBackends() {
+    if (CudaBackend::DeviceCount() == 0) return false;
+    absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::Create(0);
+    EXPECT_TRUE(b.ok()) << b.status();
+    if (!b.ok()) return false;
+    cuda_ = std::move(*b);
+    CpuBackend::Options o;
+    o.num_threads = 2;
+    cpu_ = CpuBackend::Create(o);
+    return true;
+  }
+
+  // Runs `op(runner)` on both backends and returns {cuda, cpu} results.
+  template <typename Op>
+  auto OnBoth(Op op) {
+    DeviceRunner gpu(*cuda_), host(*cpu_);
+    auto g = op(gpu);
+    auto c = op(host);
+    return std::make_pair(std::move(g), std::move(c));
+  }
+
+  std::unique_ptr<CudaBackend> cuda_;
+  std::unique_ptr<CpuBackend> cpu_;
+};
+
+#define ORCA_SKIP_WITHOUT_GPU()                                  \
+  do {                                                           \
+    if (!MakeBackends()) GTEST_SKIP() << "no CUDA device visible"; \
+  } while (0)
+
+class CudaBackendTest : public ::testing::Test, public CudaTest {
+ protected:
+  void SetUp() override { ORCA_SKIP_WITHOUT_GPU(); }
+};
+
+// ---- GEMM --------------------------------------------------------------------------------
+
+class CudaGemmTest : public ::testing::TestWithParam<GemmCase>, public CudaTest {
+ protected:
+  void SetUp() override { ORCA_SKIP_WITHOUT_GPU(); }
+};
+
+TEST_P(CudaGemmTest, MatchesCpuBackendAndReference) {
+  const GemmCase& c = GetParam();
+  const testing::GemmData d = testing::MakeGemmData(c, 31);
+  auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) { return testing::RunGemm(run, c, d); });
+  const testing::GemmReference ref = testing::ReferenceGemm(c, d);
+  ASSERT_EQ(gpu.size(), ref.y.size());
+  ASSERT_EQ(cpu.size(), ref.y.size());
+  // cuBLAS runs f32 as true f32 (no TF32); bf16 rounds x to bf16 like oneDNN.
+  const double tol = c.dtype == DType::kF32 ? 2e-6 : 8e-3;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    ASSERT_NEAR(gpu[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << c.name << " output " << i;
+    ASSERT_NEAR(gpu[i], cpu[i], 2 * tol * ref.magnitude[i] + 1e-6) << c.name << " output " << i;
+  }
+}
+
+std::vector<GemmCase> CudaGemmCases() {
+  std::vector<GemmCase> cases = testing::StandardGemmCases();
+  GemmCase big;
+  big.name = "LargeBf16Prefill";
+  big.m = 300, big.n = 256, big.k = 512, big.ld_pad = 64, big.dtype = DType::kBF16, big.bias = true;
+  cases.push_back(big);
+  GemmCase wide = big;
+  wide.name = "LargeF32TransposedAcc";
+  wide.dtype = DType::kF32, wide.transposed = true, wide.accumulate = true, wide.m = 129;
+  cases.push_back(wide);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaGemmTest, ::testing::ValuesIn(CudaGemmCases()),
+                         [](const ::testing::TestParamInfo<GemmCase>& info) { return info.param.name; });
+
+// ---- Norms and elementwise ------------------------------------------------------------------
+
+TEST_F(CudaBackendTest, RmsNormMatchesCpuInPlace) {
+  for (int64_t h : {64, 77, 4096}) {
+    const int64_t m = 7;
+    const std::vector<float> x = RandomFloats(m * h, 1, -3, 3), w = RandomFloats(h, 2);
+    auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) {
+      float* dx = run.Upload(x);
+      run.backend().RmsNorm(dx, run.Upload(w), m, h, 1e-6f, dx);
+      return run.Download(dx, x.size());
+    });
+    EXPECT_TRUE(AllClose(gpu, cpu, 1e-5, 1e-5)) << "h " << h;
+  }
+}
+
+TEST_F(CudaBackendTest, LayerNormMatchesCpuWithAndWithoutBeta) {
+  const int64_t m = 5, h = 1000;
+  const std::vector<float> x = RandomFloats(m * h, 3, 1, 5), g = RandomFloats(h, 4), b = RandomFloats(h, 5);
+  for (const bool with_beta : {true, false}) {
+    auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) {
+      float* y = static_cast<float*>(run.Alloc(x.size() * sizeof(float)));
+      run.backend().LayerNorm(run.Upload(x), run.Upload(g), with_beta ? run.Upload(b) : nullptr, m, h, 1e-5f, y);
+      return run.Download(y, x.size());
+    });
+    EXPECT_TRUE(AllClose(gpu, cpu, 1e-5, 1e-5)) << "beta " << with_beta;
+  }
+}
+
+TEST_F(CudaBackendTest, ElementwiseOpsMatchCpu) {
+  const int64_t m = 37, n = 3001;  // not a multiple of any block size
+  const std::vector<float> a = RandomFloats(m * n, 6, -8, 8), b = RandomFloats(m * n, 7, -2, 2);
+  auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) {
+    Backend& be = run.backend();
+    float* sum = run.Upload(a);
+    be.Add(sum, run.Upload(b), m * n);
+    float* gate = run.Upload(a);
+    be.SiluMul(gate, run.Upload(b), m, n, gate);  // in place, as the engine does
+    float* gelu = run.Upload(a);
+    be.GeluTanh(gelu, m * n);
+    std::vector<float> out = run.Download(sum, a.size());
+    for (const float* p : {static_cast<const float*>(gate), static_cast<const float*>(gelu)}) {
+      const std::vector<float> part = run.Download(p, a.size());
+      out.insert(out.end(), part.begin(), part.end());
+    }
+    return out;
+  });
+  EXPECT_TRUE(AllClose(gpu, cpu, 1e-6, 1e-5));
+}
+
+TEST_F(CudaBackendTest, RopeMatchesCpuInBothStyles) {
+  const int32_t nq = 8, nkv = 2, d = 64;
+  const std::vector<int32_t> positions = {0, 1, 2, 31, 4095, 131071};
+  const int64_t m = static_cast<int64_t>(positions.size());
+  const std::vector<float> q = RandomFloats(m * nq * d, 8), k = RandomFloats(m * nkv * d, 9);
+  for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+    for (int32_t rotary_dim : {64, 32}) {
+      std::vector<float> inv_freq(rotary_dim / 2);
+      for (int32_t i = 0; i < rotary_dim / 2; ++i)
+        inv_freq[i] = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * i / rotary_dim));
+      auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) {
+        float* dq = run.Upload(q);
+        float* dk = run.Upload(k);
+        RopeParams rope;
+        rope.style = style;
+        rope.rotary_dim = rotary_dim;
+        rope.inv_freq = run.Upload(inv_freq);
+        rope.attention_factor = rotary_dim == 32 ? 1.2f : 1.0f;
+        run.backend().Rope(dq, dk, run.Upload(positions), m, nq, nkv, d, rope);
+        std::vector<float> out = run.Download(dq, q.size());
+        const std::vector<float> ok = run.Download(dk, k.size());
+        out.insert(out.end(), ok.begin(), ok.end());
+        return out;
+      });
+      EXPECT_TRUE(AllClose(gpu, cpu, 1e-5, 1e-5)) << "style " << static_cast<int>(style) << " rotary " << rotary_dim;
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, EmbeddingsAndGatherMatchCpu) {
+  const int64_t rows = 50, k = 96, ld = 100;
+  const std::vector<float> table = RandomFloats(rows * ld, 10);
+  const std::vector<int32_t> ids = {3, 0, 49, 3, 7, 12}, positions = {0, 1, 2, 3, 4, 5}, pick = {5, 0, 3};
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const std::vector<uint8_t> bytes = testing::StoreAs(table, dt);
+    auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) {
+      Backend& be = run.backend();
+      WeightView host;
+      host.data = bytes.data();
+      host.dtype = dt;
+      host.n = rows;
+      host.k = k;
+      host.ld = ld;
+      void* storage = nullptr;
+      absl::StatusOr<WeightView> t = be.UploadWeight(host, &storage);
+      EXPECT_TRUE(t.ok()) << t.status();
+      const int64_t m = static_cast<int64_t>(ids.size());
+      float* out = static_cast<float*>(run.Alloc(m * k * sizeof(float)));
+      be.Embedding(run.Upload(ids), m, *t, out);
+      be.AddPositionEmbedding(run.Upload(positions), m, *t, out);
+      float* picked = static_cast<float*>(run.Alloc(pick.size() * k * sizeof(float)));
+      be.GatherRows(out, run.Upload(pick), static_cast<int64_t>(pick.size()), k, picked);
+      std::vector<float> result = run.Download(out, m * k);
+      const std::vector<float> p = run.Download(picked, pick.size() * k);
+      result.insert(result.end(), p.begin(), p.end());
+      if (storage != nullptr) be.Free(storage);
+      return result;
+    });
+    EXPECT_TRUE(AllClose(gpu, cpu, 0, 0)) << DTypeName(dt);
+  }
+}
+
+// ---- KV cache and fused attention -----------------------------------------------------------
+
+std::vector<AttentionCase> CudaAttentionCases() {
+  std::vector<AttentionCase> cases = testing::StandardAttentionCases();
+  AttentionCase c;
+  c.name = "Head128ManySeqsBf16";
+  c.num_q_heads = 16, c.num_kv_heads = 4, c.head_dim = 128, c.kv_dtype = DType::kBF16;
+  for (int i = 0; i < 40; ++i) c.seqs.push_back({(i * 37) % 200, i % 5 == 0 ? 9 : 1});
+  cases.push_back(c);
+  AttentionCase big = c;
+  big.name = "Head256OptInSharedMemory";
+  big.num_q_heads = 4, big.num_kv_heads = 4, big.head_dim = 256, big.kv_dtype = DType::kF32;
+  big.seqs = {{0, 40}, {100, 1}, {33, 5}};
+  cases.push_back(big);
+  AttentionCase wide = big;
+  wide.name = "Group32SplitsTiles";
+  wide.num_q_heads = 32, wide.num_kv_heads = 1, wide.head_dim = 64, wide.block_size = 32;
+  wide.seqs = {{0, 3}, {70, 1}};
+  cases.push_back(wide);
+  return cases;
+}
+
+class CudaAttentionTest : public ::testing::TestWithParam<AttentionCase>, public CudaTest {
+ protected:
+  void SetUp() override { ORCA_SKIP_WITHOUT_GPU(); }
+};
+
+TEST_P(CudaAttentionTest, KvPoolAndOutputMatchCpu) {
+  const AttentionCase& c = GetParam();
+  const testing::AttentionData d = testing::MakeAttentionData(c, 41);
+  auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) { return testing::RunAttention(run, c, d); });
+  // Same rounding rule and the same untouched NaN poison: the pools are bit-identical.
+  EXPECT_TRUE(gpu.k_pool == cpu.k_pool) << c.name << ": K pools differ";
+  EXPECT_TRUE(gpu.v_pool == cpu.v_pool) << c.name << ": V pools differ";
+  EXPECT_TRUE(AllClose(gpu.out, cpu.out, 2e-5, 1e-4)) << c.name;
+  EXPECT_TRUE(AllClose(gpu.out, testing::ReferenceAttention(c, d), 2e-5, 1e-4)) << c.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaAttentionTest, ::testing::ValuesIn(CudaAttentionCases()),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+
+TEST_F(CudaBackendTest, AttentionDescriptorsFollowEachCall) {
+  // Two batches with the same number of sequences on one backend: the cached
+  // descriptor upload must not leak from the first call into the second.
+  const std::vector<AttentionCase> cases = testing::StandardAttentionCases();
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < 3; ++i) {
+      const AttentionCase& c = cases[i];
+      const testing::AttentionData d = testing::MakeAttentionData(c, 50 + static_cast<uint32_t>(i));
+      DeviceRunner run(*cuda_);
+      EXPECT_TRUE(AllClose(testing::RunAttention(run, c, d).out, testing::ReferenceAttention(c, d), 2e-5, 1e-4))
+          << c.name << " round " << round;
+    }
+}
+
+// ---- Memory and copies ---------------------------------------------------------------------------
+
+TEST_F(CudaBackendTest, StagedCopiesSurviveHostBufferReuseAcrossTheRing) {
+  // ~9 MiB of 16 KiB copies from ONE host buffer rewritten after each call:
+  // more than the pinned ring holds, so segments are recycled.
+  constexpr size_t kChunk = 16 << 10, kChunks = 600;
+  DeviceRunner run(*cuda_);
+  uint8_t* dev = static_cast<uint8_t*>(run.Alloc(kChunk * kChunks));
+  std::vector<uint8_t> host(kChunk);
+  for (size_t i = 0; i < kChunks; ++i) {
+    std::memset(host.data(), static_cast<int>(i & 0xff), kChunk);
+    cuda_->CopyToDevice(dev + i * kChunk, host.data(), kChunk);
+  }
+  const std::vector<uint8_t> back = run.Download(dev, kChunk * kChunks);
+  for (size_t i = 0; i < kChunks; ++i)
+    ASSERT_EQ(back[i * kChunk + kChunk / 2], static_cast<uint8_t>(i & 0xff)) << "chunk " << i;
+}
+
+TEST_F(CudaBackendTest, LargeCopiesRoundTrip) {
+  const std::vector<float> big = RandomFloats(3 << 20, 60);  // 12 MiB: the direct path
+  DeviceRunner run(*cuda_);
+  EXPECT_EQ(run.Download(run.Upload(big), big.size()), big);
+}
+
+TEST_F(CudaBackendTest, AllocationFailureIsAStatusAndLeavesTheBackendUsable) {
+  absl::StatusOr<void*> p = cuda_->Allocate(size_t{1} << 50);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted) << p.status();
+  const std::vector<float> x = RandomFloats(100, 61);
+  DeviceRunner run(*cuda_);
+  EXPECT_EQ(run.Download(run.Upload(x), x.size()), x);
+}
+
+TEST_F(CudaBackendTest, NameDescribesTheDevice) {
+  EXPECT_EQ(cuda_->name().rfind("cuda:0 (", 0), 0u) << cuda_->name();
+  EXPECT_EQ(cuda_->device_index(), 0);
+  EXPECT_NE(cuda_->stream(), nullptr);
+}
+
+}  // namespace
+}  // namespace orca::kernels
