@@ -32,6 +32,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   bool print_token_ids = false;
   std::string dtype = "auto";
+  std::string device = "cpu";
   int64_t threads = 0;
   int64_t tensor_parallel = 1;
 };
@@ -72,6 +73,7 @@ int RunGenerate(int argc, char** argv) {
   flags.AddBool("ignore-eos", &f.ignore_eos, "Keep generating past the end-of-sequence token");
   flags.AddBool("print-token-ids", &f.print_token_ids, "Also print the prompt and generated token ids");
   flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32 or bf16");
+  flags.AddString("device", &f.device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "Compute threads (0 = all cores)");
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "Tensor-parallel shards (threads) in this process");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(s);
@@ -106,6 +108,8 @@ int RunGenerate(int argc, char** argv) {
     if (!ParseDType(f.dtype, &dt)) return Fail(absl::InvalidArgumentError("--dtype must be auto, f32 or bf16"));
     eo.dtype = dt;
   }
+  if (f.device != "cpu" && f.device != "cuda") return Fail(absl::InvalidArgumentError("--device must be cpu or cuda"));
+  eo.device = f.device;
   SetLogLevel(LogLevel::kWarning);
   std::unique_ptr<text::Tokenizer> tokenizer;
   if (auto tok = text::Tokenizer::Load(f.model); tok.ok()) {

@@ -39,6 +39,7 @@ struct Flags {
   double drain_grace_seconds = 30;
   int64_t worker_timeout_ms = 5000;
   std::string dtype = "auto";
+  std::string device = "cpu";
   int64_t threads = 0;
   int64_t tensor_parallel = 1;
   std::string log_level = "info";
@@ -72,6 +73,8 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
     if (!ParseDType(f.dtype, &dt) || dt == DType::kF16) return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16");
     eo.dtype = dt;
   }
+  if (f.device != "cpu" && f.device != "cuda") return absl::InvalidArgumentError("--device must be cpu or cuda");
+  eo.device = f.device;
   auto c = InProcessEngineClient::Create(eo, model_name);
   if (!c.ok()) return c.status();
   return std::unique_ptr<EngineClient>(std::move(*c));
@@ -98,6 +101,7 @@ int Main(int argc, char** argv) {
   flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds, "On SIGTERM: time to finish in-flight work before cancelling it");
   flags.AddInt("worker-timeout-ms", &f.worker_timeout_ms, "An iteration not back in this long marks the pipeline failed");
   flags.AddString("dtype", &f.dtype, "In-process engine weight dtype: auto, f32, bf16");
+  flags.AddString("device", &f.device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "In-process engine tensor-parallel shards (threads)");
   flags.AddString("log-level", &f.log_level, "debug, info, warning or error");

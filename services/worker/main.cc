@@ -25,6 +25,7 @@ struct Flags {
   std::string model;
   std::string model_name;
   std::string dtype = "auto";
+  std::string device = "cpu";
   int64_t stage = 0;
   bool stage_from_hostname = false;
   int64_t num_stages = 1;
@@ -69,6 +70,7 @@ int Main(int argc, char** argv) {
   flags.AddString("model", &f.model, "HF checkpoint directory or .gguf file (required)");
   flags.AddString("model-name", &f.model_name, "Model name for metric labels (default: basename of --model)");
   flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32, bf16");
+  flags.AddString("device", &f.device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
   flags.AddInt("stage", &f.stage, "Pipeline stage index");
   flags.AddBool("stage-from-hostname", &f.stage_from_hostname, "Take the stage from the hostname's trailing -N (StatefulSet ordinal)");
   flags.AddInt("num-stages", &f.num_stages, "Pipeline depth");
@@ -130,6 +132,8 @@ int Main(int argc, char** argv) {
     if (!ParseDType(f.dtype, &dt) || dt == DType::kF16) return Fail(absl::InvalidArgumentError("--dtype must be auto, f32 or bf16"));
     o.engine.dtype = dt;
   }
+  if (f.device != "cpu" && f.device != "cuda") return Fail(absl::InvalidArgumentError("--device must be cpu or cuda"));
+  o.engine.device = f.device;
   o.workers = f.workers;
   o.scheduler_address = f.scheduler;
   o.deployment_id = f.deployment_id;
