@@ -9,6 +9,7 @@ namespace orca::cli {
 int RunGenerate(int argc, char** argv);
 int RunModel(int argc, char** argv);
 int RunServe(int argc, char** argv);
+int RunBench(int argc, char** argv);
 
 /// Where `orca` keeps its default synthetic model ($ORCA_HOME or ~/.cache/orca).
 std::string OrcaHome();

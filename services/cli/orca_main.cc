@@ -18,6 +18,7 @@ Commands:
   generate       Run one prompt through the in-process engine
   model synth    Write a deterministic synthetic checkpoint (HF layout + tokenizer)
   model info     Print a checkpoint's configuration and tensors
+  bench          Drive load against an OpenAI-compatible server; `bench sweep`: the paper's Fig. 10
 
 Run `orca <command> --help` for the flags of a command.
 )";
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   if (cmd == "generate") return orca::cli::RunGenerate(argc - 1, argv + 1);
   if (cmd == "model") return orca::cli::RunModel(argc - 1, argv + 1);
   if (cmd == "serve") return orca::cli::RunServe(argc - 1, argv + 1);
+  if (cmd == "bench") return orca::cli::RunBench(argc - 1, argv + 1);
   std::fprintf(stderr, "orca: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

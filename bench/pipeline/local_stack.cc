@@ -1,0 +1,186 @@
+#include "bench/pipeline/local_stack.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "bench/load/http_client.h"
+#include "core/common/status_macros.h"
+
+namespace orca::bench {
+namespace {
+
+constexpr auto kStopGrace = std::chrono::seconds(20);
+
+/// A loopback TCP port nobody listens on right now (the kernel's pick for port 0).
+absl::StatusOr<int> FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  if (!ok) return absl::InternalError(absl::StrCat("no free loopback port: ", std::strerror(errno)));
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+/// Waits up to `grace` for `pid` to exit; true if it did (status in *status).
+bool WaitExit(pid_t pid, std::chrono::steady_clock::duration grace, int* status) {
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  do {
+    if (waitpid(pid, status, WNOHANG) == pid) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
+
+}  // namespace
+
+absl::Status LocalStack::Spawn(const std::string& name, const std::string& binary,
+                               const std::vector<std::string>& args, const std::string& log_dir) {
+  Process p;
+  p.name = name;
+  p.log_path = absl::StrCat(log_dir, "/", name, ".log");
+  std::vector<std::string> storage = {binary};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  p.pid = fork();
+  if (p.pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (p.pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the benchmark
+    if (getppid() != parent) _exit(1);
+    const int fd = open(p.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+    execv(binary.c_str(), argv.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", binary.c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  processes_.push_back(std::move(p));
+  return absl::OkStatus();
+}
+
+const LocalStack::Process* LocalStack::FirstExited() {
+  for (Process& p : processes_) {
+    int status = 0;
+    if (p.pid > 0 && waitpid(p.pid, &status, WNOHANG) == p.pid) {
+      p.pid = -1;
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOptions& options) {
+  if (options.num_stages < 1) return absl::InvalidArgumentError("num_stages must be >= 1");
+  std::error_code ec;
+  std::filesystem::create_directories(options.log_dir, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat(options.log_dir, ": ", ec.message()));
+  std::unique_ptr<LocalStack> stack(new LocalStack());
+  std::vector<std::string> worker_addrs;
+  std::vector<int> worker_grpc;
+  for (int s = 0; s < options.num_stages; ++s) {
+    ORCA_ASSIGN_OR_RETURN(const int grpc_port, FreePort());
+    ORCA_ASSIGN_OR_RETURN(const int http_port, FreePort());
+    worker_grpc.push_back(grpc_port);
+    stack->worker_http_ports_.push_back(http_port);
+    worker_addrs.push_back(Loopback(grpc_port));
+  }
+  ORCA_ASSIGN_OR_RETURN(const int sched_grpc, FreePort());
+  ORCA_ASSIGN_OR_RETURN(stack->scheduler_http_port_, FreePort());
+  ORCA_ASSIGN_OR_RETURN(stack->gateway_http_port_, FreePort());
+  const std::string workers = absl::StrJoin(worker_addrs, ",");
+  for (int s = 0; s < options.num_stages; ++s) {
+    ORCA_RETURN_IF_ERROR(stack->Spawn(
+        absl::StrCat("worker-", s), options.bin_dir + "/orca-worker",
+        {"--model=" + options.model, "--listen=" + worker_addrs[s],
+         "--http-listen=" + Loopback(stack->worker_http_ports_[s]), absl::StrCat("--stage=", s),
+         absl::StrCat("--num-stages=", options.num_stages), "--workers=" + workers,
+         "--scheduler=" + Loopback(sched_grpc), absl::StrCat("--n-slots=", options.n_slots),
+         absl::StrCat("--threads=", options.threads_per_worker), "--log-level=warning"},
+        options.log_dir));
+  }
+  std::vector<std::string> scheduler_args = {
+      "--listen=" + Loopback(sched_grpc), "--http-listen=" + Loopback(stack->scheduler_http_port_),
+      "--workers=" + workers, "--policy=" + options.policy,
+      absl::StrCat("--max-bs=", options.max_bs), absl::StrCat("--n-slots=", options.n_slots),
+      "--log-level=warning"};
+  if (options.n_workers > 0) scheduler_args.push_back(absl::StrCat("--n-workers=", options.n_workers));
+  ORCA_RETURN_IF_ERROR(stack->Spawn("scheduler", options.bin_dir + "/orca-scheduler",
+                                    scheduler_args, options.log_dir));
+  ORCA_RETURN_IF_ERROR(stack->Spawn(
+      "gateway", options.bin_dir + "/orca-gateway",
+      {"--listen=" + Loopback(stack->gateway_http_port_), "--grpc-listen=",
+       "--schedulers=" + Loopback(sched_grpc), "--model=" + options.model, "--log-level=warning"},
+      options.log_dir));
+
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoSeconds(options.ready_timeout);
+  for (;;) {
+    absl::StatusOr<HttpResponse> ready = HttpGet(stack->gateway_url() + "/ready", absl::Seconds(1));
+    if (ready.ok() && ready->status == 200) return stack;
+    if (const Process* dead = stack->FirstExited()) {
+      return absl::UnavailableError(
+          absl::StrCat(dead->name, " exited during startup; see ", dead->log_path));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the stack was not ready in time; see the logs in ", options.log_dir));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+LocalStack::~LocalStack() { (void)Stop(); }
+
+absl::Status LocalStack::Stop() {
+  std::vector<std::string> unclean;
+  // Front to back: stop taking requests, then drain the engine.
+  for (auto it = processes_.rbegin(); it != processes_.rend(); ++it) {
+    if (it->pid <= 0) continue;
+    kill(it->pid, SIGTERM);
+    int status = 0;
+    if (!WaitExit(it->pid, kStopGrace, &status)) {
+      kill(it->pid, SIGKILL);
+      waitpid(it->pid, &status, 0);
+      unclean.push_back(it->name + " (killed)");
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      unclean.push_back(absl::StrCat(it->name, " (status ", status, ")"));
+    }
+    it->pid = -1;
+  }
+  if (unclean.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("did not exit cleanly: ", absl::StrJoin(unclean, ", ")));
+}
+
+std::vector<std::string> LocalStack::worker_metrics_urls() const {
+  std::vector<std::string> urls;
+  for (int port : worker_http_ports_) urls.push_back(url(port) + "/metrics");
+  return urls;
+}
+
+}  // namespace orca::bench

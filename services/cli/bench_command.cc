@@ -1,0 +1,342 @@
+// `orca bench`: open-loop load against an OpenAI-compatible server (Orca's gateway,
+// llama.cpp's llama-server, vLLM), and `orca bench sweep`: the paper's Fig. 10 over
+// `orca serve` stacks started per (policy, max_bs). The logic lives in bench/load; this file
+// is flags and wiring.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/load/bench_run.h"
+#include "bench/load/load_trace.h"
+#include "bench/load/serving_sweep.h"
+#include "core/common/flags.h"
+#include "core/common/mapped_file.h"
+#include "services/cli/child_process.h"
+#include "services/cli/commands.h"
+
+namespace orca::cli {
+namespace {
+
+/// Flags shared by `orca bench` and `orca bench sweep`.
+struct LoadFlags {
+  std::string url = "http://127.0.0.1:8000";
+  std::string model;
+  std::string api_key;
+  std::string trace = "paper";
+  double rate = 1.0;
+  int64_t num_requests = 100;
+  double max_duration_s = 600;
+  int64_t seed = 1;
+  int64_t min_prompt_tokens = 32, max_prompt_tokens = 512;
+  int64_t min_new_tokens = 1, max_new_tokens = 128;
+  int64_t prompt_tokens = 256, output_tokens = 64;
+  double time_scale = 1.0;
+  std::string out;
+  int64_t max_concurrency = 0;
+  double request_timeout_s = 0;
+  bool logprobs = false;
+  bool include_usage = true;
+  bool ignore_eos = true;
+  double temperature = -1;
+  std::string prompt_source = "auto";
+  int64_t token_id_min = 1, token_id_max = 255;
+  bool progress = true;
+};
+
+void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
+  if (!sweep) {
+    flags.AddString("url", &f.url, "Base URL of the OpenAI-compatible server");
+    flags.AddString("model", &f.model, "Model name sent in requests (default: the first of GET /v1/models)");
+    flags.AddDouble("rate", &f.rate, "Arrival rate λ (requests/s, Poisson) of paper/homogeneous traces");
+  }
+  flags.AddString("api-key", &f.api_key, "Bearer token, if the server wants one");
+  flags.AddString("trace", &f.trace, "paper (§6.2: prompt U(32,512), output U(1,128)), homogeneous, or a JSONL/CSV file");
+  flags.AddInt("num-requests", &f.num_requests, "Requests of a synthetic trace (file: first N, 0 = all)");
+  flags.AddDouble("max-duration", &f.max_duration_s, "Seconds after which a run stops by itself (per run)");
+  flags.AddInt("seed", &f.seed, "Trace and prompt seed");
+  flags.AddInt("min-prompt-tokens", &f.min_prompt_tokens, "paper trace: shortest prompt");
+  flags.AddInt("max-prompt-tokens", &f.max_prompt_tokens, "paper trace: longest prompt");
+  flags.AddInt("min-new-tokens", &f.min_new_tokens, "paper trace: fewest generated tokens");
+  flags.AddInt("max-new-tokens", &f.max_new_tokens, "paper trace: most generated tokens");
+  flags.AddInt("prompt-tokens", &f.prompt_tokens, "homogeneous trace: prompt length");
+  flags.AddInt("output-tokens", &f.output_tokens, "homogeneous trace: generated tokens");
+  flags.AddDouble("time-scale", &f.time_scale, "file trace: multiply arrival times by this");
+  flags.AddString("out", &f.out, "Directory for requests.csv and summary.json (sweep: everything)");
+  flags.AddInt("max-concurrency", &f.max_concurrency, "Cap on requests in flight (0 = pure open loop)");
+  flags.AddDouble("request-timeout", &f.request_timeout_s, "Per-request timeout in seconds (0 = none)");
+  flags.AddBool("logprobs", &f.logprobs, "Ask for logprobs so every token arrives in its own counted chunk");
+  flags.AddBool("include-usage", &f.include_usage, "stream_options.include_usage (exact token counts)");
+  flags.AddBool("ignore-eos", &f.ignore_eos, "Generate exactly max_tokens (the paper's setup)");
+  flags.AddDouble("temperature", &f.temperature, "Sampling temperature (negative = the server's default)");
+  flags.AddString("prompt-source", &f.prompt_source, "auto, tokenize (ids from POST /tokenize of built-in text) or random");
+  flags.AddInt("token-id-min", &f.token_id_min, "random prompt ids: smallest");
+  flags.AddInt("token-id-max", &f.token_id_max, "random prompt ids: largest");
+  flags.AddBool("progress", &f.progress, "Progress bar on stderr");
+}
+
+bench::BenchRunOptions ToRunOptions(const LoadFlags& f) {
+  bench::BenchRunOptions o;
+  o.trace.trace = f.trace;
+  o.trace.seed = static_cast<uint64_t>(f.seed);
+  o.trace.arrival_rate = f.rate;
+  o.trace.num_requests = static_cast<int32_t>(f.num_requests);
+  o.trace.min_prompt_tokens = static_cast<int32_t>(f.min_prompt_tokens);
+  o.trace.max_prompt_tokens = static_cast<int32_t>(f.max_prompt_tokens);
+  o.trace.min_new_tokens = static_cast<int32_t>(f.min_new_tokens);
+  o.trace.max_new_tokens = static_cast<int32_t>(f.max_new_tokens);
+  o.trace.prompt_tokens = static_cast<int32_t>(f.prompt_tokens);
+  o.trace.output_tokens = static_cast<int32_t>(f.output_tokens);
+  o.trace.time_scale = f.time_scale;
+  o.driver.base_url = f.url;
+  o.driver.model = f.model;
+  o.driver.api_key = f.api_key;
+  o.driver.ignore_eos = f.ignore_eos;
+  o.driver.include_usage = f.include_usage;
+  o.driver.logprobs = f.logprobs;
+  if (f.temperature >= 0) o.driver.temperature = f.temperature;
+  o.driver.max_duration = absl::Seconds(f.max_duration_s);
+  o.driver.request_timeout = absl::Seconds(f.request_timeout_s);
+  o.driver.max_concurrency = static_cast<int32_t>(f.max_concurrency);
+  o.driver.show_progress = f.progress;
+  o.prompts.mode = f.prompt_source;
+  o.prompts.token_id_min = static_cast<int32_t>(f.token_id_min);
+  o.prompts.token_id_max = static_cast<int32_t>(f.token_id_max);
+  o.prompts.seed = static_cast<uint64_t>(f.seed);
+  return o;
+}
+
+/// Range checks the library cannot do (int64 flags narrowed to int32 fields).
+absl::Status CheckLoadFlags(const LoadFlags& f) {
+  const std::pair<const char*, int64_t> narrowed[] = {
+      {"num-requests", f.num_requests},       {"min-prompt-tokens", f.min_prompt_tokens},
+      {"max-prompt-tokens", f.max_prompt_tokens}, {"min-new-tokens", f.min_new_tokens},
+      {"max-new-tokens", f.max_new_tokens},   {"prompt-tokens", f.prompt_tokens},
+      {"output-tokens", f.output_tokens},     {"max-concurrency", f.max_concurrency},
+      {"token-id-min", f.token_id_min},       {"token-id-max", f.token_id_max}};
+  for (const auto& [name, value] : narrowed) {
+    if (value < 0 || value > (int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " must be in [0, 1073741824] (got ", value, ")"));
+    }
+  }
+  if (!(f.max_duration_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-duration must be > 0 seconds (got ", f.max_duration_s, ")"));
+  }
+  if (f.request_timeout_s < 0) return absl::InvalidArgumentError("--request-timeout must be >= 0");
+  return absl::OkStatus();
+}
+
+int Fail(const std::string& command, const absl::Status& status) {
+  std::fprintf(stderr, "%s: %s\n", command.c_str(), std::string(status.message()).c_str());
+  return 1;
+}
+
+absl::StatusOr<std::vector<double>> ParseDoubleList(const std::string& text, const char* flag) {
+  std::vector<double> values;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    double v = 0;
+    if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
+    }
+    values.push_back(v);
+  }
+  if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  return values;
+}
+
+/// `orca serve` as the stack of one sweep curve, on a free loopback port.
+class OrcaServeStack : public bench::ServingStack {
+ public:
+  struct Options {
+    std::string model;
+    int64_t n_slots = 0;  ///< 0: orca serve's default
+    int64_t threads = 0;
+    std::vector<std::string> extra_args;
+    std::string log_dir;
+    int64_t ready_timeout_s = 300;
+  };
+  explicit OrcaServeStack(Options options) : options_(std::move(options)) {}
+  ~OrcaServeStack() override { (void)Stop(); }
+
+  absl::StatusOr<std::string> Start(const bench::SweepCurveSpec& spec) override {
+    const int port = FreeLoopbackPort();
+    const std::string logs = options_.log_dir + "/" + bench::LabelToFileName(spec.label);
+    std::error_code ec;
+    std::filesystem::create_directories(logs, ec);
+    if (ec) return absl::FailedPreconditionError(absl::StrCat(logs, ": ", ec.message()));
+    std::vector<std::string> args = {"serve", "--model=" + options_.model, "--port=" + std::to_string(port),
+                                     "--grpc-port=0", absl::StrCat("--policy=", sched::PolicyKindName(spec.policy)),
+                                     "--max-bs=" + std::to_string(spec.max_bs), "--log-dir=" + logs};
+    if (options_.n_slots > 0) args.push_back("--n-slots=" + std::to_string(options_.n_slots));
+    if (options_.threads > 0) args.push_back("--threads=" + std::to_string(options_.threads));
+    args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+    child_ = std::make_unique<ChildProcess>("orca serve", ExecutableDir() + "/orca", args, logs + "/serve.log");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.ready_timeout_s);
+    while (HttpStatus("127.0.0.1", port, "/ready") != 200) {
+      if (!child_->Alive()) {
+        return absl::UnavailableError(absl::StrCat("orca serve exited (status ", child_->exit_status(),
+                                                   ") during startup; see ", logs, "/serve.log"));
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("orca serve was not ready after ", options_.ready_timeout_s,
+                                                        " s; see ", logs));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return absl::StrCat("http://127.0.0.1:", port);
+  }
+
+  absl::Status Stop() override {
+    if (!child_) return absl::OkStatus();
+    const int status = child_->Stop(30000);
+    child_.reset();
+    // orca serve exits 0 on SIGTERM after stopping its processes.
+    if (status != 0) return absl::InternalError(absl::StrCat("orca serve exited with status ", status));
+    return absl::OkStatus();
+  }
+
+ private:
+  Options options_;
+  std::unique_ptr<ChildProcess> child_;
+};
+
+int RunSweepCommand(int argc, char** argv) {
+  const std::string command = "orca bench sweep";
+  LoadFlags f;
+  f.out = "bench-out/fig10";
+  std::string configs = "orca:8,orca:32,request-level:1,request-level:8";
+  std::string rates = "0.5,1,2,4,8";
+  std::string targets = "1.25,1.5,2,3,5";
+  std::string gnuplot = "gnuplot", title;
+  double saturation_ms = 0;
+  int64_t warmup = 2, n_slots = 0, threads = 0, ready_timeout = 300;
+  std::vector<std::string> serve_args;
+  FlagSet flags(command,
+                "The paper's Fig. 10 on this machine: for each --configs entry, starts `orca serve --policy P\n"
+                "--max-bs B` on loopback, replays the trace at each of --rates, stops the stack; then writes\n"
+                "sweep.csv, fig10.gp, fig10.png (gnuplot) and per-point CSV/JSON under --out, and prints the\n"
+                "points and the throughput ratio at equal median normalized latency.");
+  AddLoadFlags(flags, f, /*sweep=*/true);
+  flags.AddString("model", &f.model, "Checkpoint for orca serve (default: the ~25M synthetic default model)");
+  flags.AddString("configs", &configs, "Curves: POLICY:MAX_BS,... (POLICY orca or request-level)");
+  flags.AddString("rates", &rates, "Arrival rates λ (req/s), increasing");
+  flags.AddDouble("saturation-latency-ms", &saturation_ms, "Stop a curve past this median normalized latency (ms/token; 0 = off)");
+  flags.AddInt("warmup", &warmup, "Unmeasured requests after each stack start");
+  flags.AddInt("n-slots", &n_slots, "orca serve --n-slots (0 = its default)");
+  flags.AddInt("threads", &threads, "orca serve --threads (0 = its default)");
+  flags.AddStringList("serve-arg", &serve_args, "Extra argument for orca serve (repeatable), e.g. --serve-arg=--dtype=f32");
+  flags.AddString("targets", &targets, "Ratio targets as multiples of the baseline's lowest median normalized latency");
+  flags.AddString("gnuplot", &gnuplot, "gnuplot binary (empty: no PNG)");
+  flags.AddString("title", &title, "Plot title");
+  flags.AddInt("ready-timeout", &ready_timeout, "Seconds to wait for each stack");
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(command, s);
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  if (absl::Status s = CheckLoadFlags(f); !s.ok()) return Fail(command, s);
+  if (f.out.empty()) return Fail(command, absl::InvalidArgumentError("--out must not be empty"));
+  bench::ServingSweepOptions options;
+  options.run = ToRunOptions(f);
+  options.run.driver.model = "";  // the served name: discovered from each stack
+  absl::StatusOr<std::vector<double>> rate_list = ParseDoubleList(rates, "rates");
+  absl::StatusOr<std::vector<double>> target_list = ParseDoubleList(targets, "targets");
+  absl::StatusOr<std::vector<bench::SweepCurveSpec>> curves = bench::ParseCurveSpecs(configs);
+  for (const absl::Status& s : {rate_list.status(), target_list.status(), curves.status()}) {
+    if (!s.ok()) return Fail(command, s);
+  }
+  options.arrival_rates = *rate_list;
+  options.curves = *curves;
+  options.saturation_latency_s = saturation_ms / 1e3;
+  options.warmup_requests = static_cast<int32_t>(std::clamp<int64_t>(warmup, 0, 1000));
+  options.out_dir = f.out;
+  OrcaServeStack::Options stack_options;
+  stack_options.model = f.model.empty() ? EnsureDefaultModel() : f.model;
+  if (stack_options.model.empty()) return 1;
+  if (!std::filesystem::exists(stack_options.model)) {
+    return Fail(command, absl::NotFoundError("--model: " + stack_options.model + " does not exist"));
+  }
+  stack_options.model = std::filesystem::absolute(stack_options.model).string();
+  stack_options.n_slots = n_slots;
+  stack_options.threads = threads;
+  stack_options.extra_args = serve_args;
+  stack_options.log_dir = f.out + "/logs";
+  stack_options.ready_timeout_s = ready_timeout;
+  OrcaServeStack stack(stack_options);
+  absl::StatusOr<std::vector<bench::MeasuredCurve>> measured = bench::RunServingSweep(options, stack);
+  if (!measured.ok()) return Fail(command, measured.status());
+  bench::SweepOutputOptions out;
+  out.out_dir = f.out;
+  out.target_multiples = *target_list;
+  out.gnuplot = gnuplot;
+  out.title = title.empty() ? absl::StrCat("Orca vs request-level, ", f.trace, " trace, ",
+                                           std::filesystem::path(stack_options.model).filename().string())
+                            : title;
+  absl::StatusOr<std::string> text = bench::WriteSweepOutputs(*measured, out);
+  if (!text.ok()) return Fail(command, text.status());
+  std::cout << *text;
+  return 0;
+}
+
+int RunLoad(int argc, char** argv) {
+  const std::string command = "orca bench";
+  LoadFlags f;
+  std::string label;
+  bool save_trace = false;
+  FlagSet flags(command,
+                "Open-loop load against an OpenAI-compatible server: POST /v1/completions, stream=true, one\n"
+                "request per trace arrival. Measures TTFT, every inter-token gap, end-to-end and normalized\n"
+                "latency (e2e / generated tokens). Stops after --num-requests or --max-duration.\n"
+                "`orca bench sweep --help`: the paper's Fig. 10 over orca serve stacks.");
+  AddLoadFlags(flags, f, /*sweep=*/false);
+  flags.AddString("label", &label, "Name recorded in summary.json");
+  flags.AddBool("save-trace", &save_trace, "Also write the trace as trace.jsonl into --out (replayable)");
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(command, s);
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  if (absl::Status s = CheckLoadFlags(f); !s.ok()) return Fail(command, s);
+  const bench::BenchRunOptions options = ToRunOptions(f);
+  absl::StatusOr<bench::BenchRunReport> report = bench::RunBenchmark(options, label);
+  if (!report.ok()) return Fail(command, report.status());
+  std::cout << bench::FormatReport(*report);
+  if (!f.out.empty()) {
+    if (absl::Status s = bench::WriteReport(*report, f.out); !s.ok()) return Fail(command, s);
+    if (save_trace) {
+      absl::StatusOr<std::vector<bench::TraceRequest>> trace = bench::MakeLoadTrace(options.trace);
+      if (!trace.ok()) return Fail(command, trace.status());
+      if (absl::Status s = WriteStringToFile(f.out + "/trace.jsonl", bench::TraceToJsonl(*trace)); !s.ok()) {
+        return Fail(command, s);
+      }
+    }
+    std::cout << "\nwrote " << f.out << "/requests.csv and " << f.out << "/summary.json\n";
+  }
+  // Failed requests are results, not a failure of the tool; a run with no success is.
+  return report->summary.num_completed > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int RunBench(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "sweep") {
+    std::string name = std::string(argv[0]) + " sweep";
+    argv[1] = name.data();
+    return RunSweepCommand(argc - 1, argv + 1);
+  }
+  return RunLoad(argc, argv);
+}
+
+}  // namespace orca::cli
