@@ -158,8 +158,8 @@ absl::Status NcclCommunicator::Fail(absl::Status status) {
 
 absl::Status NcclCommunicator::CheckPeer(int32_t peer, const char* what) const {
   if (peer < 0 || peer >= size_ || peer == rank_)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": peer ", peer, " is not another member of a group of ", size_, " (this is rank ", rank_, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": peer ", peer, " is not another member of a group of ",
+                                                   size_, " (this is rank ", rank_, ")"));
   return absl::OkStatus();
 }
 

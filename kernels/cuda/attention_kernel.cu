@@ -53,7 +53,7 @@ __device__ __forceinline__ int FindSequence(const AttentionSeqDesc* seqs, int nu
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(AttentionLaunch p) {
-  extern __shared__ float shared[];
+  float* shared = DynamicShared();
   const int D = p.kv.head_dim;
   const int R = p.tiling.rows_per_tile;
   const int rows_per_warp = R / kWarps;
@@ -212,14 +212,13 @@ cudaError_t LaunchPagedAttention(const AttentionLaunch& p, cudaStream_t stream) 
   const int32_t rows = p.tiling.rows_per_tile;
   if (rows < kWarps || rows > kMaxRowsPerTile || rows % kWarps != 0) return cudaErrorInvalidValue;
   const size_t bytes = p.tiling.shared_bytes;
+  const unsigned blocks = static_cast<unsigned>(p.total_tiles);
   if (p.kv.bf16) {
     if (cudaError_t e = EnsureSharedLimit<uint16_t>(bytes, 1); e != cudaSuccess) return e;
-    PagedAttentionKernel<uint16_t><<<static_cast<unsigned>(p.total_tiles), kThreads, bytes, stream>>>(p);
-  } else {
-    if (cudaError_t e = EnsureSharedLimit<float>(bytes, 0); e != cudaSuccess) return e;
-    PagedAttentionKernel<float><<<static_cast<unsigned>(p.total_tiles), kThreads, bytes, stream>>>(p);
+    return Launch(PagedAttentionKernel<uint16_t>, blocks, kThreads, bytes, stream, p);
   }
-  return cudaGetLastError();
+  if (cudaError_t e = EnsureSharedLimit<float>(bytes, 0); e != cudaSuccess) return e;
+  return Launch(PagedAttentionKernel<float>, blocks, kThreads, bytes, stream, p);
 }
 
 }  // namespace orca::kernels::cuda

@@ -1,7 +1,12 @@
 #pragma once
-// Device helpers shared by the .cu files of the CUDA backend: element
-// conversions that match the CPU backend bit for bit (core/common/dtype.h) and
-// warp/block reductions.
+// Device helpers shared by the .cu files of the CUDA backend: kernel launch,
+// element conversions that match the CPU backend bit for bit
+// (core/common/dtype.h) and warp/block reductions.
+//
+// ORCA_CUDA_EMULATION: the .cu files also compile as plain C++ against the
+// host emulation in tests/unit/kernels/cuda_emulation (CUDA threads as fibers),
+// so the kernels' logic is tested on machines without a GPU. Only Launch and
+// DynamicShared differ between the two builds.
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,6 +18,28 @@
 namespace orca::kernels::cuda {
 
 constexpr unsigned kFullMask = 0xffffffffu;
+
+// Queues kernel<<<grid, block, shared, stream>>>(args...) and returns the launch status.
+template <typename... Params, typename... Args>
+cudaError_t Launch(void (*kernel)(Params...), unsigned grid, unsigned block, size_t shared, cudaStream_t stream,
+                   Args... args) {
+#ifdef ORCA_CUDA_EMULATION
+  return EmulatedLaunch(grid, block, shared, stream, [=] { kernel(args...); });
+#else
+  kernel<<<grid, block, shared, stream>>>(args...);
+  return cudaGetLastError();
+#endif
+}
+
+// The block's dynamic shared memory (the launch's `shared` bytes).
+__device__ __forceinline__ float* DynamicShared() {
+#ifdef ORCA_CUDA_EMULATION
+  return EmulatedDynamicShared();
+#else
+  extern __shared__ float dynamic_shared[];
+  return dynamic_shared;
+#endif
+}
 
 __device__ __forceinline__ float Bf16BitsToF32(uint16_t v) { return __uint_as_float(static_cast<uint32_t>(v) << 16); }
 

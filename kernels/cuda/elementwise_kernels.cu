@@ -126,7 +126,7 @@ __global__ void GeluTanhKernel(float* x, int64_t n) {
 // ---- RoPE: one block per token; cos/sin once per frequency in shared memory --
 
 __global__ void RopeKernel(RopeLaunch p) {
-  extern __shared__ float rope_shared[];
+  float* rope_shared = DynamicShared();
   const int32_t half = p.rotary_dim / 2;
   float* cs = rope_shared;
   float* sn = rope_shared + half;
@@ -185,85 +185,74 @@ cudaError_t ProbeKernelImage() {
 
 cudaError_t LaunchConvertFromF32(const float* x, int64_t n, DType to, void* out, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  if (to == DType::kBF16)
-    ConvertToBf16Kernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(x, n, static_cast<uint16_t*>(out));
-  else if (to == DType::kF16)
-    ConvertToF16Kernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(x, n, static_cast<uint16_t*>(out));
-  else
-    return cudaErrorInvalidValue;
-  return cudaGetLastError();
+  uint16_t* bits = static_cast<uint16_t*>(out);
+  const unsigned blocks = ElementwiseBlocks(n);
+  if (to == DType::kBF16) return Launch(ConvertToBf16Kernel, blocks, kElementwiseThreads, 0, stream, x, n, bits);
+  if (to == DType::kF16) return Launch(ConvertToF16Kernel, blocks, kElementwiseThreads, 0, stream, x, n, bits);
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchBroadcastBias(float* y, const float* bias, int64_t m, int64_t n, bool accumulate,
                                 cudaStream_t stream) {
   if (m <= 0 || n <= 0) return cudaSuccess;
-  BroadcastBiasKernel<<<ElementwiseBlocks(m * n), kElementwiseThreads, 0, stream>>>(y, bias, m, n, accumulate);
-  return cudaGetLastError();
+  return Launch(BroadcastBiasKernel, ElementwiseBlocks(m * n), kElementwiseThreads, 0, stream, y, bias, m, n,
+                accumulate);
 }
 
 cudaError_t LaunchGatherTableRows(const int32_t* rows, int64_t m, const void* table, DType dtype, int64_t k,
                                   int64_t ld, bool add, float* out, cudaStream_t stream) {
   if (m <= 0 || k <= 0) return cudaSuccess;
-  GatherTableRowsKernel<<<static_cast<unsigned>(m), RowThreads(k), 0, stream>>>(rows, table, dtype, k, ld, add, out);
-  return cudaGetLastError();
+  return Launch(GatherTableRowsKernel, static_cast<unsigned>(m), RowThreads(k), 0, stream, rows, table, dtype, k, ld,
+                add, out);
 }
 
 cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y,
                           cudaStream_t stream) {
   if (m <= 0 || h <= 0) return cudaSuccess;
-  RmsNormKernel<<<static_cast<unsigned>(m), RowThreads(h), 0, stream>>>(x, weight, h, eps, y);
-  return cudaGetLastError();
+  return Launch(RmsNormKernel, static_cast<unsigned>(m), RowThreads(h), 0, stream, x, weight, h, eps, y);
 }
 
 cudaError_t LaunchLayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
                             float* y, cudaStream_t stream) {
   if (m <= 0 || h <= 0) return cudaSuccess;
-  LayerNormKernel<<<static_cast<unsigned>(m), RowThreads(h), 0, stream>>>(x, gamma, beta, h, eps, y);
-  return cudaGetLastError();
+  return Launch(LayerNormKernel, static_cast<unsigned>(m), RowThreads(h), 0, stream, x, gamma, beta, h, eps, y);
 }
 
 cudaError_t LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  AddKernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(y, x, n);
-  return cudaGetLastError();
+  return Launch(AddKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, y, x, n);
 }
 
 cudaError_t LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  SiluMulKernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(gate, up, n, out);
-  return cudaGetLastError();
+  return Launch(SiluMulKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, gate, up, n, out);
 }
 
 cudaError_t LaunchGeluTanh(float* x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  GeluTanhKernel<<<ElementwiseBlocks(n), kElementwiseThreads, 0, stream>>>(x, n);
-  return cudaGetLastError();
+  return Launch(GeluTanhKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, x, n);
 }
 
 cudaError_t LaunchRope(const RopeLaunch& p, cudaStream_t stream) {
   if (p.num_tokens <= 0 || p.rotary_dim < 2) return cudaSuccess;
   const int64_t pairs = static_cast<int64_t>(p.num_q_heads + p.num_kv_heads) * (p.rotary_dim / 2);
   const size_t shared = sizeof(float) * static_cast<size_t>(p.rotary_dim);
-  RopeKernel<<<static_cast<unsigned>(p.num_tokens), RowThreads(pairs), shared, stream>>>(p);
-  return cudaGetLastError();
+  return Launch(RopeKernel, static_cast<unsigned>(p.num_tokens), RowThreads(pairs), shared, stream, p);
 }
 
 cudaError_t LaunchKvWrite(const float* k, const float* v, const int32_t* slots, int32_t num_tokens,
                           const KvCacheDesc& kv, cudaStream_t stream) {
   if (num_tokens <= 0) return cudaSuccess;
   const unsigned threads = RowThreads(static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim);
-  if (kv.bf16)
-    KvWriteKernel<uint16_t><<<static_cast<unsigned>(num_tokens), threads, 0, stream>>>(k, v, slots, kv);
-  else
-    KvWriteKernel<float><<<static_cast<unsigned>(num_tokens), threads, 0, stream>>>(k, v, slots, kv);
-  return cudaGetLastError();
+  const unsigned blocks = static_cast<unsigned>(num_tokens);
+  if (kv.bf16) return Launch(KvWriteKernel<uint16_t>, blocks, threads, 0, stream, k, v, slots, kv);
+  return Launch(KvWriteKernel<float>, blocks, threads, 0, stream, k, v, slots, kv);
 }
 
 cudaError_t LaunchGatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst,
                              cudaStream_t stream) {
   if (num_rows <= 0 || h <= 0) return cudaSuccess;
-  GatherRowsKernel<<<static_cast<unsigned>(num_rows), RowThreads(h), 0, stream>>>(src, rows, h, dst);
-  return cudaGetLastError();
+  return Launch(GatherRowsKernel, static_cast<unsigned>(num_rows), RowThreads(h), 0, stream, src, rows, h, dst);
 }
 
 }  // namespace orca::kernels::cuda

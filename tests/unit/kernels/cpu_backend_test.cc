@@ -193,7 +193,8 @@ TEST(CpuBackendTest, EmbeddingAndPositionsReadStridedTablesOfAnyDtype) {
     std::vector<double> ref(out.size());
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < k; ++j)
-        ref[i * k + j] = testing::LoadAs(bytes, dt, ids[i] * ld + j) + testing::LoadAs(bytes, dt, positions[i] * ld + j);
+        ref[i * k + j] =
+            testing::LoadAs(bytes, dt, ids[i] * ld + j) + testing::LoadAs(bytes, dt, positions[i] * ld + j);
     EXPECT_TRUE(AllClose(out, ref, 1e-6, 1e-6)) << DTypeName(dt);
   }
 }
@@ -228,9 +229,9 @@ TEST_P(CpuAttentionTest, KvWriteUsesTransposedBlockLayout) {
           const size_t base = static_cast<size_t>((blk * nkv + h) * D * bs);
           const float k = testing::LoadAs(r.k_pool, c.kv_dtype, base + e * bs + off);
           const float v = testing::LoadAs(r.v_pool, c.kv_dtype, base + off * D + e);
-          const float want_k = d.k[si][pos * width + h * D + e], want_v = d.v[si][pos * width + h * D + e];
-          ASSERT_EQ(k, c.kv_dtype == DType::kBF16 ? testing::RoundBf16(want_k) : want_k) << "seq " << si << " pos " << pos;
-          ASSERT_EQ(v, c.kv_dtype == DType::kBF16 ? testing::RoundBf16(want_v) : want_v) << "seq " << si << " pos " << pos;
+          auto cached = [&](float x) { return c.kv_dtype == DType::kBF16 ? testing::RoundBf16(x) : x; };
+          ASSERT_EQ(k, cached(d.k[si][pos * width + h * D + e])) << "seq " << si << " pos " << pos;
+          ASSERT_EQ(v, cached(d.v[si][pos * width + h * D + e])) << "seq " << si << " pos " << pos;
         }
     }
 }
