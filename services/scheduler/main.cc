@@ -183,6 +183,7 @@ int Main(int argc, char** argv) {
     if (services::WaitForTerminationSignal(std::chrono::milliseconds(50)) != 0) break;  // a second signal: hurry
   }
   raw_loop->CancelAll();
+  service.store().Close();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   (*admin)->Stop();
   raw_loop->Stop();

@@ -4,7 +4,9 @@ namespace orca::scheduler {
 
 RendezvousStore::RendezvousStore() : timer_([this] { TimerLoop(); }) {}
 
-RendezvousStore::~RendezvousStore() {
+RendezvousStore::~RendezvousStore() { Close(); }
+
+void RendezvousStore::Close() {
   std::vector<Callback> pending;
   {
     absl::MutexLock lock(&mu_);
@@ -13,7 +15,7 @@ RendezvousStore::~RendezvousStore() {
     waiters_.clear();
     waiting_.clear();
   }
-  timer_.join();
+  if (timer_.joinable()) timer_.join();
   for (auto& cb : pending) cb(std::nullopt);
 }
 

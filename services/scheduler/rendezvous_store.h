@@ -35,6 +35,8 @@ class RendezvousStore {
   /// nullopt after `wait` (zero: at once).
   void Get(const std::string& key, absl::Duration wait, Callback done);
   size_t size() const;
+  /// Answers every waiter with nullopt and stops waiting (before a server shutdown).
+  void Close();
 
  private:
   struct Waiter {

@@ -128,6 +128,16 @@ void SchedulerLoop::Run() {
     Publish();
   }
   CancelEverything(absl::Now());
+  // Commands that arrived too late still get an answer: every RPC must end.
+  std::deque<Command> late;
+  {
+    absl::MutexLock lock(&mu_);
+    late.swap(inbox_);
+  }
+  for (Command& cmd : late) {
+    if (auto* s = std::get_if<SubmitCmd>(&cmd)) s->sink->OnRejected(absl::UnavailableError("scheduler shutting down"));
+    if (auto* c = std::get_if<CancelCallerCmd>(&cmd); c && c->done) c->done(false);
+  }
   Publish();
 }
 

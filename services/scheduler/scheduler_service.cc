@@ -83,22 +83,26 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   }
   void OnRejected(const absl::Status& status) override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_ || finished_) return;
-    finished_ = true;
-    Finish(services::ToGrpcStatus(status));
+    if (done_) return;
+    FinishLocked(services::ToGrpcStatus(status));
   }
 
   // gRPC reactor:
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
     writing_ = false;
-    if (!ok) return;  // the client is gone; OnCancel/OnDone follow
+    if (!ok) {  // the client is gone: end the call (the request is cancelled in OnCancel)
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
     MaybeWriteLocked();
   }
   void OnCancel() override {
     std::lock_guard<std::mutex> lock(mu_);
     if (ticket_ == 0) cancel_before_ticket_ = true;
     else loop_->Cancel(ticket_);
+    // Every call must end with Finish; a write in progress finishes it in OnWriteDone.
+    if (!writing_) FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
   }
   void OnDone() override {
     std::shared_ptr<GenerateStream> keep;
@@ -119,10 +123,12 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
       StartWrite(&current_);
       return;
     }
-    if (finish_after_writes_) {
-      finished_ = true;
-      Finish(grpc::Status::OK);
-    }
+    if (finish_after_writes_) FinishLocked(grpc::Status::OK);
+  }
+  void FinishLocked(const grpc::Status& status) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
   }
 
   SchedulerLoop* loop_;

@@ -1,0 +1,104 @@
+// Starts the real Orca stack for e2e tests: a synthetic model, P orca-worker
+// processes, orca-scheduler and orca-gateway, all on 127.0.0.1 with free
+// ports; every process is killed when the test process exits.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export function binDir() {
+  const dir = process.env.ORCA_BIN_DIR;
+  if (!dir) throw new Error('ORCA_BIN_DIR (the build tree bin/) must be set');
+  return dir;
+}
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+async function waitFor(url, timeoutMs, procs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    for (const p of procs) if (p.exitCode !== null) throw new Error(`${p.orcaName} exited (${p.exitCode}); see ${p.orcaLog}`);
+    try {
+      const r = await fetch(url);
+      if (r.status === 200) return;
+    } catch {}
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} not ready in ${timeoutMs} ms`);
+}
+
+/**
+ * @param {{pipeline?: number, tensor?: number, apiKey?: string, nSlots?: number}} opts
+ * @returns {Promise<{baseUrl: string, gatewayPort: number, schedulerHttpPort: number,
+ *   workerHttpPorts: number[], modelName: string, workDir: string, stop: () => Promise<void>}>}
+ */
+export async function startStack(opts = {}) {
+  const bin = binDir();
+  const P = opts.pipeline ?? 2;
+  const T = opts.tensor ?? 1;
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-e2e-'));
+  const model = path.join(work, 'e2e-tiny');
+  const synth = spawnSync(path.join(bin, 'orca'), ['model', 'synth', '--preset', 'tiny', '--vocab-size', '1024',
+                                                   '--max-position', '1024', '--out', model], { encoding: 'utf8' });
+  if (synth.status !== 0) throw new Error(`orca model synth failed: ${synth.stderr}`);
+  const schedGrpc = await freePort(), schedHttp = await freePort(), gwHttp = await freePort();
+  const workers = [];
+  for (let s = 0; s < P; s++) workers.push({ grpc: await freePort(), http: await freePort() });
+  const workerAddrs = workers.map((w) => `127.0.0.1:${w.grpc}`).join(',');
+  const procs = [];
+  const start = (name, exe, args) => {
+    const log = path.join(work, `${name}.log`);
+    const fd = fs.openSync(log, 'a');
+    const p = spawn(path.join(bin, exe), args, { stdio: ['ignore', fd, fd] });
+    p.orcaName = name;
+    p.orcaLog = log;
+    procs.push(p);
+    return p;
+  };
+  workers.forEach((w, s) =>
+    start(`worker-${s}`, 'orca-worker', [
+      `--model=${model}`, `--listen=127.0.0.1:${w.grpc}`, `--http-listen=127.0.0.1:${w.http}`, `--stage=${s}`,
+      `--num-stages=${P}`, `--tensor-parallel=${T}`, `--workers=${workerAddrs}`, `--scheduler=127.0.0.1:${schedGrpc}`,
+      `--n-slots=${opts.nSlots ?? 8192}`, `--threads=1`,
+    ]));
+  start('scheduler', 'orca-scheduler', [
+    `--listen=127.0.0.1:${schedGrpc}`, `--http-listen=127.0.0.1:${schedHttp}`, `--workers=${workerAddrs}`,
+    `--n-slots=${opts.nSlots ?? 8192}`, `--max-bs=16`,
+  ]);
+  const gwArgs = [`--listen=127.0.0.1:${gwHttp}`, `--grpc-listen=`, `--schedulers=127.0.0.1:${schedGrpc}`, `--model=${model}`];
+  if (opts.apiKey) gwArgs.push(`--api-keys=${opts.apiKey}`);
+  start('gateway', 'orca-gateway', gwArgs);
+  const kill = () => procs.forEach((p) => { try { p.kill('SIGKILL'); } catch {} });
+  process.on('exit', kill);
+  try {
+    await waitFor(`http://127.0.0.1:${gwHttp}/ready`, 60000, procs);
+  } catch (e) {
+    kill();
+    for (const p of procs) console.error(`--- ${p.orcaName}\n` + fs.readFileSync(p.orcaLog, 'utf8').slice(-3000));
+    throw e;
+  }
+  return {
+    baseUrl: `http://127.0.0.1:${gwHttp}`,
+    gatewayPort: gwHttp,
+    schedulerHttpPort: schedHttp,
+    workerHttpPorts: workers.map((w) => w.http),
+    modelName: 'e2e-tiny',
+    workDir: work,
+    logs: () => procs.map((p) => `--- ${p.orcaName}\n` + fs.readFileSync(p.orcaLog, 'utf8').slice(-3000)).join('\n'),
+    stop: async () => {
+      for (const p of procs.slice().reverse()) p.kill('SIGTERM');
+      await Promise.all(procs.map((p) => (p.exitCode !== null || p.signalCode !== null ? null : new Promise((r) => p.on('exit', r)))));
+      fs.rmSync(work, { recursive: true, force: true });
+    },
+  };
+}
