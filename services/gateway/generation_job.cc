@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
-#include "services/gateway/grpc_status.h"
+#include "services/common/grpc_status.h"
 
 namespace orca::gateway {
 namespace {
@@ -234,7 +234,7 @@ void GenerationJob::OnSchedulerDone(int index, const grpc::Status& status) {
       } else {
         ORCA_LOG(WARNING).With("request_id", request_.request_id).With("scheduler", choice.call ? choice.call->scheduler_address() : "")
             << "scheduler call failed: " << status.error_message();
-        Fail(FromGrpcStatus(status));
+        Fail(services::FromGrpcStatus(status));
       }
     }
   }

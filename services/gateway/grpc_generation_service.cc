@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "services/gateway/api_error.h"
-#include "services/gateway/grpc_status.h"
+#include "services/common/grpc_status.h"
 
 namespace orca::gateway {
 namespace {
@@ -19,7 +19,7 @@ using orca::v1::TextGenerateResponse;
 
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(services::ToGrpcStatus(status));
   return reactor;
 }
 
@@ -73,7 +73,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
     }
     void OnError(const absl::Status& status) override {
       ticket_.Release();
-      Enqueue(std::nullopt, ToGrpcStatus(status));
+      Enqueue(std::nullopt, services::ToGrpcStatus(status));
     }
 
     // Reactor side.
@@ -149,7 +149,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
   };
 
   /// Finishes at once with `status`.
-  explicit GenerateReactor(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  explicit GenerateReactor(const absl::Status& status) { Finish(services::ToGrpcStatus(status)); }
   GenerateReactor() = default;
 
   /// Sets up the observer; call Attach() with the running request after Start.

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
-#include "services/gateway/grpc_status.h"
+#include "services/common/grpc_status.h"
 
 namespace orca::gateway {
 namespace {
@@ -61,13 +61,13 @@ TEST(ApiErrorTest, PayloadsBecomeParamCodeAndRetryAfter) {
 
 TEST(ApiErrorTest, GrpcCodesRoundTrip) {
   const grpc::Status exhausted(grpc::StatusCode::RESOURCE_EXHAUSTED, "KV slots exhausted");
-  const absl::Status status = FromGrpcStatus(exhausted);
+  const absl::Status status = services::FromGrpcStatus(exhausted);
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(status.message(), "KV slots exhausted");
   EXPECT_EQ(ApiError::FromStatus(status).http_status, 429);
-  EXPECT_EQ(ApiError::FromStatus(FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "x"))).http_status, 503);
-  EXPECT_EQ(ToGrpcStatus(absl::NotFoundError("m")).error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
+  EXPECT_EQ(ApiError::FromStatus(services::FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "x"))).http_status, 503);
+  EXPECT_EQ(services::ToGrpcStatus(absl::NotFoundError("m")).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(services::FromGrpcStatus(grpc::Status::OK).ok());
 }
 
 TEST(ApiErrorTest, InvalidUtf8InMessagesStillSerializes) {
