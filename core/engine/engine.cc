@@ -13,6 +13,10 @@
 #include "core/common/status_macros.h"
 #include "core/engine/gloo_communicator.h"
 #include "kernels/include/backend_factory.h"
+#ifdef ORCA_WITH_CUDA
+#include "core/engine/nccl_communicator.h"
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 namespace orca {
 
@@ -134,6 +138,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     // Every shard joins its group at once: the mesh forms only when all have.
     Engine* raw = e.get();
     ORCA_RETURN_IF_ERROR(e->pool_->RunAll([&](int r) -> absl::Status {
+#ifdef ORCA_WITH_CUDA
+      if (o.device == "cuda") {  // GPUs all-reduce over NCCL (id exchanged through the same store)
+        NcclCommunicator::Options no;
+        no.store = store;
+        no.prefix = absl::StrCat(o.tp_group, "/stage", o.stage, "/nccl");
+        no.rank = r;
+        no.size = o.tp_size;
+        no.backend = static_cast<kernels::CudaBackend*>(raw->shards_[r]->backend.get());
+        no.timeout = std::chrono::milliseconds(o.peer_timeout_ms);
+        ORCA_ASSIGN_OR_RETURN(raw->shards_[r]->tp, NcclCommunicator::Create(no));
+        return absl::OkStatus();
+      }
+#endif
       GlooCommunicator::Options go;
       go.store = store;
       go.prefix = absl::StrCat(o.tp_group, "/stage", o.stage);
