@@ -1,0 +1,345 @@
+// The scheduler service in-process on 127.0.0.1 port 0, over real gRPC, with
+// a scripted engine client: streaming, finish reasons, limits and their
+// errors, cancellation (RPC and client disconnect), deadlines, engine
+// failures, readiness, the rendezvous store and metrics.
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "core/metrics/registry.h"
+#include "gtest/gtest.h"
+#include "services/scheduler/scheduler_service.h"
+
+namespace orca::scheduler {
+namespace {
+
+// An engine that answers each iteration after `step` with token (request_id + position) % 97,
+// or fails iterations while `fail` is set.
+class ScriptedEngine final : public EngineClient {
+ public:
+  absl::Duration step = absl::Milliseconds(2);
+  std::atomic<bool> fail{false};
+  std::atomic<bool> is_ready{true};
+  std::atomic<int> released{0};
+
+  absl::Status Start(OutcomeCallback on_outcome, StateCallback on_state) override {
+    on_outcome_ = std::move(on_outcome);
+    on_state_ = std::move(on_state);
+    on_state_(is_ready, is_ready ? "" : "no workers");
+    thread_ = std::thread([this] { Loop(); });
+    return absl::OkStatus();
+  }
+  void Stop() override {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  void Submit(sched::IterationPlan plan) override {
+    absl::MutexLock lock(&mu_);
+    released += static_cast<int>(plan.released_request_ids.size());
+    plans_.push_back(std::move(plan));
+  }
+  void Release(std::vector<sched::RequestId> ids) override { released += static_cast<int>(ids.size()); }
+  EngineInfo info() const override {
+    EngineInfo i;
+    i.model_name = "scripted";
+    i.vocab_size = 100;
+    i.max_context = 256;
+    i.eos_token_ids = {99};
+    i.kv_slots = 1024;
+    return i;
+  }
+  bool ready() const override { return is_ready; }
+  void SetReady(bool r) {
+    is_ready = r;
+    on_state_(r, r ? "" : "worker 1 died");
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      sched::IterationPlan plan;
+      {
+        absl::MutexLock lock(&mu_);
+        if (!mu_.AwaitWithTimeout(absl::Condition(+[](ScriptedEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+                                    return e->stop_ || !e->plans_.empty();
+                                  }, this),
+                                  absl::Milliseconds(50)))
+          continue;
+        if (stop_) return;
+        plan = std::move(plans_.front());
+        plans_.pop_front();
+      }
+      absl::SleepFor(step);
+      IterationOutcome o;
+      o.iteration_id = plan.iteration_id;
+      if (fail) {
+        o.status = absl::InternalError("stage 1: injected failure");
+      } else {
+        for (const auto& r : plan.requests) {
+          sched::RequestResult rr;
+          rr.request_id = r.request_id;
+          rr.token.token_id = static_cast<int32_t>((r.request_id + r.start_position) % 97);
+          o.results.push_back(rr);
+        }
+      }
+      on_outcome_(std::move(o));
+    }
+  }
+
+  OutcomeCallback on_outcome_;
+  StateCallback on_state_;
+  absl::Mutex mu_;
+  std::deque<sched::IterationPlan> plans_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+class SchedulerServiceTest : public ::testing::Test {
+ protected:
+  void StartService(int64_t max_queued_requests = 0, int64_t n_slots = 512) {
+    auto engine = std::make_unique<ScriptedEngine>();
+    engine_ = engine.get();
+    SchedulerLoop::Options o;
+    o.scheduler.max_bs = 4;
+    o.scheduler.n_slots = n_slots;
+    o.scheduler.max_queued_requests = max_queued_requests;
+    auto loop = SchedulerLoop::Create(o, std::move(engine), &registry_);
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    loop_ = std::move(*loop);
+    ASSERT_TRUE(loop_->Start().ok());
+    service_ = std::make_unique<SchedulerService>(loop_.get());
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(service_.get());
+    server_ = b.BuildAndStart();
+    ASSERT_GT(port, 0);
+    stub_ = v1::Scheduler::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (loop_) loop_->CancelAll();
+    if (service_) service_->store().Close();
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (loop_) loop_->Stop();
+  }
+
+  struct Result {
+    std::vector<int32_t> tokens;
+    v1::GenerateResponse last;
+    grpc::Status status;
+  };
+  Result Generate(v1::GenerateRequest req, std::chrono::milliseconds deadline = std::chrono::seconds(20),
+                  grpc::ClientContext* external = nullptr) {
+    Result r;
+    grpc::ClientContext local;
+    grpc::ClientContext& ctx = external ? *external : local;
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    auto reader = stub_->Generate(&ctx, req);
+    v1::GenerateResponse resp;
+    while (reader->Read(&resp)) {
+      for (const auto& t : resp.tokens()) r.tokens.push_back(t.token_id());
+      r.last = resp;
+    }
+    r.status = reader->Finish();
+    return r;
+  }
+  static v1::GenerateRequest Req(std::vector<int32_t> prompt, int max_new, std::string id = "") {
+    v1::GenerateRequest req;
+    req.set_request_id(id);
+    req.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.end());
+    req.set_max_new_tokens(max_new);
+    return req;
+  }
+  v1::SchedulerStats RawStats() {
+    grpc::ClientContext ctx;
+    v1::SchedulerStats s;
+    EXPECT_TRUE(stub_->GetStats(&ctx, v1::StatsRequest(), &s).ok());
+    return s;
+  }
+  // Stats once nothing runs or waits (the loop publishes one snapshot per round).
+  v1::SchedulerStats Stats() {
+    v1::SchedulerStats s;
+    for (int i = 0; i < 100; ++i) {
+      grpc::ClientContext ctx;
+      s.Clear();
+      EXPECT_TRUE(stub_->GetStats(&ctx, v1::StatsRequest(), &s).ok());
+      if (s.num_requests_running() == 0 && s.num_requests_waiting() == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return s;
+  }
+
+  metrics::Registry registry_;
+  ScriptedEngine* engine_ = nullptr;
+  std::unique_ptr<SchedulerLoop> loop_;
+  std::unique_ptr<SchedulerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Scheduler::Stub> stub_;
+};
+
+TEST_F(SchedulerServiceTest, StreamsTokensAndFinishesWithLengthAndUsage) {
+  StartService();
+  Result r = Generate(Req({1, 2, 3}, 5));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens.size(), 5u);
+  EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(r.last.prompt_tokens(), 3);
+  EXPECT_EQ(r.last.completion_tokens(), 5);
+  const std::string page = registry_.Serialize();
+  EXPECT_NE(page.find("orca:generation_tokens_total{model_name=\"scripted\"} 5"), std::string::npos) << page;
+  EXPECT_NE(page.find("orca:request_success_total{model_name=\"scripted\",finished_reason=\"length\"} 1"), std::string::npos);
+  EXPECT_EQ(Stats().kv_slots_used(), 0);
+}
+
+TEST_F(SchedulerServiceTest, StopsAtEosAndCallerStopTokens) {
+  StartService();
+  // Tokens are (id + position) % 97; with a stop token equal to the first one the request stops at once.
+  v1::GenerateRequest req = Req({1, 2, 3}, 50);
+  Result probe = Generate(req);
+  ASSERT_FALSE(probe.tokens.empty());
+  v1::GenerateRequest stop = Req({1, 2, 3}, 50);
+  stop.add_stop_token_ids((2 + 3) % 97);  // request id 2, first position 3
+  Result r = Generate(stop);
+  EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_STOP);
+  EXPECT_EQ(r.last.matched_stop_token_id(), 5u);
+}
+
+TEST_F(SchedulerServiceTest, RejectsWhatCanNeverFitWithTheNumbers) {
+  StartService(0, 64);
+  Result r = Generate(Req(std::vector<int32_t>(40, 1), 40));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("n_slots (64)"), std::string::npos) << r.status.error_message();
+  Result bad = Generate(Req({1, 500}, 4));
+  EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad.status.error_message();
+  v1::GenerateRequest temp = Req({1}, 4);
+  temp.mutable_sampling()->set_temperature(-1);
+  EXPECT_NE(Generate(temp).status.error_message().find("temperature"), std::string::npos);
+}
+
+TEST_F(SchedulerServiceTest, QueueLimitAnswersResourceExhaustedWithTheReason) {
+  StartService(/*max_queued_requests=*/1, /*n_slots=*/64);
+  engine_->step = absl::Milliseconds(50);
+  // Two long requests fill the slots; the next waits in the queue; one more is over the limit.
+  // (Submitted one at a time: requests arriving in the same round all count as queued.)
+  std::vector<std::future<Result>> held;
+  auto submit_and_wait = [&](auto done) {
+    held.push_back(std::async(std::launch::async, [this] { return Generate(Req(std::vector<int32_t>(8, 1), 20)); }));
+    for (int i = 0; i < 300 && !done(RawStats()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
+  submit_and_wait([](const v1::SchedulerStats& s) { return s.num_requests_running() == 1; });
+  submit_and_wait([](const v1::SchedulerStats& s) { return s.num_requests_running() == 2; });
+  submit_and_wait([](const v1::SchedulerStats& s) { return s.num_requests_waiting() == 1; });
+  ASSERT_EQ(RawStats().num_requests_waiting(), 1);
+  Result over = Generate(Req({1}, 4));
+  EXPECT_EQ(over.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(over.status.error_message().find("max_queued_requests"), std::string::npos) << over.status.error_message();
+  for (auto& f : held) {
+    Result r = f.get();
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  }
+  EXPECT_EQ(Stats().kv_slots_used(), 0);
+}
+
+TEST_F(SchedulerServiceTest, CancelRpcAndClientDisconnectReleaseEverything) {
+  StartService();
+  engine_->step = absl::Milliseconds(20);
+  auto by_rpc = std::async(std::launch::async, [this] { return Generate(Req({1, 2}, 200, "caller-7")); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  grpc::ClientContext cctx;
+  v1::CancelRequest creq;
+  creq.set_request_id("caller-7");
+  v1::CancelResponse cresp;
+  ASSERT_TRUE(stub_->Cancel(&cctx, creq, &cresp).ok());
+  EXPECT_TRUE(cresp.found());
+  Result r = by_rpc.get();
+  EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_CANCELLED);
+  EXPECT_LT(r.tokens.size(), 200u);
+
+  grpc::ClientContext ctx;
+  auto dropped = std::async(std::launch::async, [&] { return Generate(Req({1, 2}, 200), std::chrono::seconds(20), &ctx); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  ctx.TryCancel();  // the client goes away
+  EXPECT_EQ(dropped.get().status.error_code(), grpc::StatusCode::CANCELLED);
+  v1::SchedulerStats s = Stats();
+  EXPECT_EQ(s.kv_slots_used(), 0);
+  EXPECT_EQ(s.num_requests_running(), 0);
+  const std::string page = registry_.Serialize();
+  EXPECT_NE(page.find("finished_reason=\"cancelled\"} 2"), std::string::npos) << page;
+}
+
+TEST_F(SchedulerServiceTest, DeadlineEndsTheRequest) {
+  StartService();
+  engine_->step = absl::Milliseconds(20);
+  v1::GenerateRequest req = Req({1}, 200);
+  req.set_deadline_unix_millis(absl::ToUnixMillis(absl::Now() + absl::Milliseconds(200)));
+  Result r = Generate(req);
+  EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_CANCELLED);
+  EXPECT_LT(r.tokens.size(), 200u);
+  EXPECT_EQ(Stats().kv_slots_used(), 0);
+}
+
+TEST_F(SchedulerServiceTest, EngineFailureEndsRequestsWithTheErrorAndNotReadyRejects) {
+  StartService();
+  engine_->fail = true;
+  Result r = Generate(Req({1, 2}, 10));
+  EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_ERROR);
+  EXPECT_NE(r.last.error().find("injected failure"), std::string::npos) << r.last.error();
+  engine_->fail = false;
+  engine_->SetReady(false);
+  for (int i = 0; i < 100 && loop_->Ready().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Result refused = Generate(Req({1}, 3));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(refused.status.error_message().find("worker 1 died"), std::string::npos);
+  engine_->SetReady(true);
+  for (int i = 0; i < 100 && !loop_->Ready().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(Generate(Req({1}, 3)).status.ok());
+}
+
+TEST_F(SchedulerServiceTest, DrainRejectsNewRequestsWithUnavailable) {
+  StartService();
+  loop_->BeginDrain();
+  for (int i = 0; i < 100 && loop_->Ready().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Result r = Generate(Req({1}, 3));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.status.error_message().find("draining"), std::string::npos);
+}
+
+TEST_F(SchedulerServiceTest, RendezvousStoreWaitsForKeys) {
+  StartService();
+  auto getter = std::async(std::launch::async, [this] {
+    grpc::ClientContext ctx;
+    v1::StoreGetRequest req;
+    req.set_key("pp/rank1");
+    req.set_wait_millis(5000);
+    v1::StoreGetResponse resp;
+    EXPECT_TRUE(stub_->StoreGet(&ctx, req, &resp).ok());
+    return resp;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  grpc::ClientContext ctx;
+  v1::StoreSetRequest set;
+  set.set_key("pp/rank1");
+  set.set_value("addr");
+  v1::StoreSetResponse sresp;
+  ASSERT_TRUE(stub_->StoreSet(&ctx, set, &sresp).ok());
+  v1::StoreGetResponse got = getter.get();
+  EXPECT_TRUE(got.found());
+  EXPECT_EQ(got.value(), "addr");
+  grpc::ClientContext ctx2;
+  v1::StoreGetRequest missing;
+  missing.set_key("absent");
+  missing.set_wait_millis(50);
+  v1::StoreGetResponse none;
+  ASSERT_TRUE(stub_->StoreGet(&ctx2, missing, &none).ok());
+  EXPECT_FALSE(none.found());
+}
+
+}  // namespace
+}  // namespace orca::scheduler
