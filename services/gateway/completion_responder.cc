@@ -62,6 +62,9 @@ void CompletionResponder::OnDelta(const ChoiceDelta& delta) {
 
 void CompletionResponder::OnComplete(const GenerationUsage& usage) {
   ticket_.Release();
+  ORCA_LOG(INFO).With("request_id", options_.request_id).With("prompt_tokens", usage.prompt_tokens)
+          .With("completion_tokens", usage.completion_tokens).With("stream", options_.stream ? "true" : "false")
+      << "request finished";
   if (!options_.stream) {
     HttpResponse response;
     response.body = builder_.FullResponse(results_, usage);

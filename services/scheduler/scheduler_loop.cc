@@ -265,6 +265,13 @@ void SchedulerLoop::Deliver(std::vector<sched::RequestEvent> events, absl::Time 
     }
     if (e.finish.has_value()) {
       const sched::FinishInfo& f = *e.finish;
+      ORCA_LOG(INFO).With("request_id", e.caller_id).With("engine_request_id", e.request_id)
+              .With("finish", FinishedReason(f.state)).With("prompt_tokens", f.num_prompt_tokens)
+              .With("generated_tokens", f.num_generated_tokens)
+              .With("queue_ms", absl::ToDoubleMilliseconds(f.timings.queue))
+              .With("ttft_ms", absl::ToDoubleMilliseconds(f.timings.ttft))
+              .With("e2e_ms", absl::ToDoubleMilliseconds(f.timings.total))
+          << "request finished" << (f.error_message.empty() ? "" : ": " + f.error_message);
       metrics_->request_success(FinishedReason(f.state)).Increment();
       metrics_->e2e_request_latency_seconds().Observe(absl::ToDoubleSeconds(f.timings.total));
       metrics_->request_queue_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.queue));

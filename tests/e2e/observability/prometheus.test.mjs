@@ -45,7 +45,7 @@ async function freshScrape(since) {
 }
 
 before(async () => {
-  stack = await startStack({ pipeline: 2 });
+  stack = await startStack({ pipeline: 2, logJson: true });
   const port = await freePort();
   promUrl = `http://127.0.0.1:${port}`;
   const targets = [`127.0.0.1:${stack.gatewayPort}`, `127.0.0.1:${stack.schedulerHttpPort}`,
@@ -122,4 +122,26 @@ test('Prometheus sees every target up and counters move by exactly what was sent
   // Each worker stage reports its compute time per iteration.
   const stages = await query('orca:stage_compute_seconds_count');
   assert.deepEqual(stages.map((s) => s.metric.stage).sort(), ['0', '1']);
+});
+
+test('JSON logs carry the request id from the gateway to the scheduler', async () => {
+  const r = await fetch(`${stack.baseUrl}/v1/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: stack.modelName, prompt: 'trace me', max_tokens: 3 }),
+  });
+  assert.equal(r.status, 200);
+  const { id } = await r.json();
+  const linesWith = (name) => fs.readFileSync(stack.logFile(name), 'utf8').split('\n').filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l)).filter((o) => o.request_id === id);
+  for (let i = 0; i < 50; i++) {
+    if (linesWith('gateway').length && linesWith('scheduler').length) break;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  const gw = linesWith('gateway'), sched = linesWith('scheduler');
+  assert.ok(gw.length >= 1, `no gateway log line with request_id ${id}`);
+  assert.ok(sched.length >= 1, `no scheduler log line with request_id ${id}`);
+  assert.equal(sched[0].component, 'scheduler');
+  assert.equal(sched[0].finish, 'length');
+  assert.equal(sched[0].generated_tokens, '3');
+  for (const o of [...gw, ...sched]) for (const k of ['ts', 'level', 'component', 'msg']) assert.ok(k in o, `missing ${k}`);
 });

@@ -38,7 +38,7 @@ async function waitFor(url, timeoutMs, procs) {
 }
 
 /**
- * @param {{pipeline?: number, tensor?: number, apiKey?: string, nSlots?: number}} opts
+ * @param {{pipeline?: number, tensor?: number, apiKey?: string, nSlots?: number, logJson?: boolean}} opts
  * @returns {Promise<{baseUrl: string, gatewayPort: number, schedulerHttpPort: number,
  *   workerHttpPorts: number[], modelName: string, workDir: string, stop: () => Promise<void>}>}
  */
@@ -65,17 +65,18 @@ export async function startStack(opts = {}) {
     procs.push(p);
     return p;
   };
+  const logFlags = opts.logJson ? ['--log-json'] : [];
   workers.forEach((w, s) =>
-    start(`worker-${s}`, 'orca-worker', [
+    start(`worker-${s}`, 'orca-worker', [...logFlags,
       `--model=${model}`, `--listen=127.0.0.1:${w.grpc}`, `--http-listen=127.0.0.1:${w.http}`, `--stage=${s}`,
       `--num-stages=${P}`, `--tensor-parallel=${T}`, `--workers=${workerAddrs}`, `--scheduler=127.0.0.1:${schedGrpc}`,
       `--n-slots=${opts.nSlots ?? 8192}`, `--threads=1`,
     ]));
-  start('scheduler', 'orca-scheduler', [
+  start('scheduler', 'orca-scheduler', [...logFlags,
     `--listen=127.0.0.1:${schedGrpc}`, `--http-listen=127.0.0.1:${schedHttp}`, `--workers=${workerAddrs}`,
     `--n-slots=${opts.nSlots ?? 8192}`, `--max-bs=16`,
   ]);
-  const gwArgs = [`--listen=127.0.0.1:${gwHttp}`, `--grpc-listen=`, `--schedulers=127.0.0.1:${schedGrpc}`, `--model=${model}`];
+  const gwArgs = [...logFlags, `--listen=127.0.0.1:${gwHttp}`, `--grpc-listen=`, `--schedulers=127.0.0.1:${schedGrpc}`, `--model=${model}`];
   if (opts.apiKey) gwArgs.push(`--api-keys=${opts.apiKey}`);
   start('gateway', 'orca-gateway', gwArgs);
   const kill = () => procs.forEach((p) => { try { p.kill('SIGKILL'); } catch {} });
@@ -94,6 +95,7 @@ export async function startStack(opts = {}) {
     workerHttpPorts: workers.map((w) => w.http),
     modelName: 'e2e-tiny',
     workDir: work,
+    logFile: (name) => path.join(work, `${name}.log`),
     logs: () => procs.map((p) => `--- ${p.orcaName}\n` + fs.readFileSync(p.orcaLog, 'utf8').slice(-3000)).join('\n'),
     stop: async () => {
       for (const p of procs.slice().reverse()) p.kill('SIGTERM');
