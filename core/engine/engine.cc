@@ -223,9 +223,9 @@ void Engine::ReleaseAll() {
 absl::Status Engine::Validate(const IterationInput& in, std::vector<uint64_t>* reserved) {
   const ModelConfig& c = config();
   KvCache& kv0 = *shards_[0]->kv;
-  absl::flat_hash_set<uint64_t> seen;
+  seen_.clear();  // member: no allocation per iteration once it has grown
   for (const ScheduledSeq& s : in.seqs) {
-    if (!seen.insert(s.request_id).second)
+    if (!seen_.insert(s.request_id).second)
       return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, " appears twice in iteration ", in.iteration_id));
     const int32_t n = static_cast<int32_t>(s.token_ids.size());
     if (n == 0) return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, " has no tokens in iteration ", in.iteration_id));
@@ -251,7 +251,8 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
   out->Clear();
   for (uint64_t id : in.released_ids) Release(id);
   if (in.seqs.empty()) return absl::OkStatus();
-  std::vector<uint64_t> reserved;
+  std::vector<uint64_t>& reserved = reserved_;
+  reserved.clear();
   if (absl::Status s = Validate(in, &reserved); !s.ok()) {
     for (uint64_t id : reserved) Release(id);
     return s;
@@ -269,7 +270,8 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
   if (is_last_stage()) logits_.resize(static_cast<size_t>(samples) * c.vocab_size);
   else out->hidden.resize(static_cast<size_t>(tokens) * c.hidden_size);
   ForwardInput fin{seq_specs_, token_ids_, hidden_in};
-  std::vector<ForwardTimings> timings(shards_.size());
+  std::vector<ForwardTimings>& timings = timings_;
+  timings.assign(shards_.size(), ForwardTimings{});
   absl::Status status = pool_->RunAll([&](int r) {
     // Every shard ends with the same hidden states (after the all-reduce); rank 0 hands them on.
     return shards_[r]->runner->Forward(fin, r == 0 ? out->hidden.data() : nullptr, r == 0 ? logits_.data() : nullptr,

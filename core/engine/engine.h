@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "core/common/sampling_params.h"
 #include "core/engine/model_config.h"
@@ -135,6 +137,10 @@ class Engine {
   std::vector<SeqSpec> seq_specs_;
   std::vector<int32_t> token_ids_;
   std::vector<float> logits_;
+  // Per-iteration scratch, reused so a steady state does not allocate.
+  absl::flat_hash_set<uint64_t> seen_;
+  std::vector<uint64_t> reserved_;
+  std::vector<ForwardTimings> timings_;
 };
 
 }  // namespace orca
