@@ -222,6 +222,7 @@ int RunSweepCommand(int argc, char** argv) {
   std::string gnuplot = "gnuplot", title;
   double saturation_ms = 0;
   int64_t warmup = 2, n_slots = 0, threads = 0, ready_timeout = 300;
+  bool interleave = true;
   std::vector<std::string> serve_args;
   FlagSet flags(command,
                 "The paper's Fig. 10 on this machine: for each --configs entry, starts `orca serve --policy P\n"
@@ -234,6 +235,9 @@ int RunSweepCommand(int argc, char** argv) {
   flags.AddString("rates", &rates, "Arrival rates λ (req/s), increasing");
   flags.AddDouble("saturation-latency-ms", &saturation_ms, "Stop a curve past this median normalized latency (ms/token; 0 = off)");
   flags.AddInt("warmup", &warmup, "Unmeasured requests after each stack start");
+  flags.AddBool("interleave", &interleave,
+                "Rate by rate, each config on a fresh stack (fair under drifting background load); "
+                "--no-interleave: one stack per config");
   flags.AddInt("n-slots", &n_slots, "orca serve --n-slots (0 = its default)");
   flags.AddInt("threads", &threads, "orca serve --threads (0 = its default)");
   flags.AddStringList("serve-arg", &serve_args, "Extra argument for orca serve (repeatable), e.g. --serve-arg=--dtype=f32");
@@ -262,6 +266,7 @@ int RunSweepCommand(int argc, char** argv) {
   options.saturation_latency_s = saturation_ms / 1e3;
   options.warmup_requests = static_cast<int32_t>(std::clamp<int64_t>(warmup, 0, 1000));
   options.out_dir = f.out;
+  options.interleave = interleave;
   OrcaServeStack::Options stack_options;
   stack_options.model = f.model.empty() ? EnsureDefaultModel() : f.model;
   if (stack_options.model.empty()) return 1;

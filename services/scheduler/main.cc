@@ -2,9 +2,7 @@
 // engine master. Wiring only: flags → SchedulerLoop + engine client → gRPC
 // service + admin HTTP; SIGTERM drains.
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
 #include <iostream>
@@ -14,6 +12,7 @@
 #include "core/common/logging.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
+#include "services/common/service_main.h"
 #include "services/common/signals.h"
 #include "services/scheduler/in_process_engine_client.h"
 #include "services/scheduler/remote_engine_client.h"
@@ -42,8 +41,7 @@ struct Flags {
   std::string device = "cpu";
   int64_t threads = 0;
   int64_t tensor_parallel = 1;
-  std::string log_level = "info";
-  bool log_json = false;
+  services::LoggingFlags logging;
 };
 
 int Fail(const absl::Status& s) {
@@ -104,22 +102,9 @@ int Main(int argc, char** argv) {
   flags.AddString("device", &f.device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "In-process engine tensor-parallel shards (threads)");
-  flags.AddString("log-level", &f.log_level, "debug, info, warning or error");
-  flags.AddBool("log-json", &f.log_json, "Log JSON lines");
-  flags.EnableConfigFile();
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::cerr << "orca-scheduler: " << s.message() << "\n";
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
-  SetLogComponent("scheduler");
-  if (f.log_json) SetLogFormat(LogFormat::kJson);
-  LogLevel level;
-  if (!ParseLogLevel(f.log_level, &level)) return Fail(absl::InvalidArgumentError("--log-level: unknown level"));
-  SetLogLevel(level);
+  services::AddLoggingFlags(&flags, &f.logging);
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler")) return *exit_code;
+  if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
 
   SchedulerLoop::Options lo;
   auto policy = sched::ParsePolicyKind(f.policy);
@@ -133,11 +118,7 @@ int Main(int argc, char** argv) {
   lo.scheduler.max_queued_tokens = f.max_queued_tokens;
   lo.default_deadline = absl::Milliseconds(f.default_deadline_ms);
   lo.model_name = f.model_name;
-  if (lo.model_name.empty() && !f.model.empty()) {
-    std::string m = f.model;
-    while (!m.empty() && m.back() == '/') m.pop_back();
-    lo.model_name = m.substr(m.find_last_of('/') + 1);
-  }
+  if (lo.model_name.empty() && !f.model.empty()) lo.model_name = services::ModelNameFromPath(f.model);
 
   services::BlockTerminationSignals();
   metrics::Registry registry;
@@ -148,15 +129,9 @@ int Main(int argc, char** argv) {
   if (absl::Status s = (*loop)->Start(); !s.ok()) return Fail(s);
 
   SchedulerService service(loop->get());
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(f.listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(64 << 20);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) return Fail(absl::UnavailableError("cannot listen on " + f.listen));
+  auto server_or = services::StartGrpcServer(f.listen, {&service});
+  if (!server_or.ok()) return Fail(server_or.status());
+  std::unique_ptr<grpc::Server> server = std::move(*server_or);
 
   services::AdminHttpServer::Options ao;
   ao.listen_address = f.http_listen;
@@ -166,7 +141,7 @@ int Main(int argc, char** argv) {
   auto admin = services::AdminHttpServer::Create(ao);
   if (!admin.ok()) return Fail(admin.status());
   if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);
-  ORCA_LOG(INFO) << "orca-scheduler serving gRPC on " << f.listen << " (port " << port << "), HTTP on " << f.http_listen
+  ORCA_LOG(INFO) << "orca-scheduler serving gRPC on " << f.listen << ", HTTP on " << f.http_listen
                  << "; policy " << f.policy << ", max_bs " << f.max_bs << ", n_slots " << f.n_slots << ", n_workers "
                  << lo.scheduler.n_workers;
 

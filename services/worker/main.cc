@@ -1,9 +1,7 @@
 // orca-worker: one pipeline stage (inter-layer partition) with its
 // tensor-parallel shards as threads. Wiring only.
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -13,6 +11,7 @@
 #include "core/common/logging.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
+#include "services/common/service_main.h"
 #include "services/common/signals.h"
 #include "services/worker/worker_service.h"
 
@@ -39,8 +38,7 @@ struct Flags {
   int64_t threads = 0;
   int64_t peer_timeout_ms = 10000;
   int64_t rendezvous_timeout_ms = 60000;
-  std::string log_level = "info";
-  bool log_json = false;
+  services::LoggingFlags logging;
 };
 
 int Fail(const absl::Status& s) {
@@ -84,22 +82,9 @@ int Main(int argc, char** argv) {
   flags.AddInt("threads", &f.threads, "Compute threads in total (0 = all cores)");
   flags.AddInt("peer-timeout-ms", &f.peer_timeout_ms, "Data-plane operation timeout");
   flags.AddInt("rendezvous-timeout-ms", &f.rendezvous_timeout_ms, "Time to form a session's data plane");
-  flags.AddString("log-level", &f.log_level, "debug, info, warning or error");
-  flags.AddBool("log-json", &f.log_json, "Log JSON lines");
-  flags.EnableConfigFile();
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::cerr << "orca-worker: " << s.message() << "\n";
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
-  SetLogComponent("worker");
-  if (f.log_json) SetLogFormat(LogFormat::kJson);
-  LogLevel level;
-  if (!ParseLogLevel(f.log_level, &level)) return Fail(absl::InvalidArgumentError("--log-level: unknown level"));
-  SetLogLevel(level);
+  services::AddLoggingFlags(&flags, &f.logging);
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-worker")) return *exit_code;
+  if (absl::Status s = services::ConfigureLogging("worker", f.logging); !s.ok()) return Fail(s);
   if (f.model.empty()) return Fail(absl::InvalidArgumentError("--model is required"));
   if (f.stage_from_hostname) {
     auto s = StageFromHostname();
@@ -108,11 +93,7 @@ int Main(int argc, char** argv) {
   }
   if (f.num_stages < 1 || f.stage < 0 || f.stage >= f.num_stages)
     return Fail(absl::InvalidArgumentError("--stage must be in [0, --num-stages)"));
-  if (f.model_name.empty()) {
-    std::string m = f.model;
-    while (!m.empty() && m.back() == '/') m.pop_back();
-    f.model_name = m.substr(m.find_last_of('/') + 1);
-  }
+  if (f.model_name.empty()) f.model_name = services::ModelNameFromPath(f.model);
   SetLogComponent("worker-" + std::to_string(f.stage));
   services::BlockTerminationSignals();
 
@@ -161,15 +142,9 @@ int Main(int argc, char** argv) {
   node_ptr = node->get();
 
   WorkerService service(node->get());
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(f.listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(64 << 20);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) return Fail(absl::UnavailableError("cannot listen on " + f.listen));
+  auto server_or = services::StartGrpcServer(f.listen, {&service});
+  if (!server_or.ok()) return Fail(server_or.status());
+  std::unique_ptr<grpc::Server> server = std::move(*server_or);
   ORCA_LOG(INFO) << "orca-worker stage " << f.stage << "/" << f.num_stages << " serving gRPC on " << f.listen << ", HTTP on "
                  << f.http_listen;
   int sig = 0;

@@ -1,0 +1,59 @@
+#include "services/common/service_main.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <iostream>
+
+#include "core/common/logging.h"
+
+namespace orca::services {
+
+void AddLoggingFlags(FlagSet* flags, LoggingFlags* out) {
+  flags->AddString("log-level", &out->log_level, "debug, info, warning or error");
+  flags->AddBool("log-json", &out->log_json, "Log JSON lines (with request ids as fields)");
+}
+
+std::optional<int> ParseFlagsOrExit(FlagSet& flags, int argc, char** argv, const std::string& program) {
+  flags.EnableConfigFile();
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::cerr << program << ": " << s.message() << "\n";
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  return std::nullopt;
+}
+
+absl::Status ConfigureLogging(const std::string& component, const LoggingFlags& flags) {
+  LogLevel level;
+  if (!ParseLogLevel(flags.log_level, &level))
+    return absl::InvalidArgumentError("--log-level must be debug, info, warning or error, got '" + flags.log_level + "'");
+  SetLogComponent(component);
+  SetLogLevel(level);
+  if (flags.log_json) SetLogFormat(LogFormat::kJson);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(const std::string& address,
+                                                              const std::vector<grpc::Service*>& services) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  for (grpc::Service* s : services) builder.RegisterService(s);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) return absl::UnavailableError("cannot listen on " + address);
+  return server;
+}
+
+std::string ModelNameFromPath(std::string path) {
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  return path.substr(path.find_last_of('/') + 1);
+}
+
+}  // namespace orca::services

@@ -1,0 +1,37 @@
+#pragma once
+/// What every service's main() does the same way: common flags (logging),
+/// parsing with --help, and a gRPC server with health checking and reflection.
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/common/flags.h"
+
+namespace orca::services {
+
+struct LoggingFlags {
+  std::string log_level = "info";
+  bool log_json = false;
+};
+
+/// Adds --log-level and --log-json.
+void AddLoggingFlags(FlagSet* flags, LoggingFlags* out);
+/// Parses argv (with --config): an exit code when the program should stop now
+/// (2 after printing a flag error, 0 after --help), nullopt to go on.
+std::optional<int> ParseFlagsOrExit(FlagSet& flags, int argc, char** argv, const std::string& program);
+/// Sets the log component, level and format.
+absl::Status ConfigureLogging(const std::string& component, const LoggingFlags& flags);
+/// Starts a gRPC server on `address` with `services`, gRPC health checking and
+/// server reflection. Unavailable (naming the address) when it cannot listen.
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(const std::string& address,
+                                                              const std::vector<grpc::Service*>& services);
+/// "/models/llama-3/" → "llama-3": the default model name of a path.
+std::string ModelNameFromPath(std::string path);
+
+}  // namespace orca::services
