@@ -92,7 +92,9 @@ void CpuBackend::SmallLinear(const float* x, int64_t m, const WeightView& w, con
   if (packed_x_.size() < need) packed_x_.resize(need);
   avx512::PackX(x, m, w.k, w.dtype, packed_x_.data());
   const float* px = packed_x_.data();
-  const int threads = static_cast<int>(std::min<int64_t>(num_threads_, std::max<int64_t>(1, w.n / 64)));
+  // Small matrices are not worth a fork (the region's overhead exceeds the work).
+  const bool big = w.n * w.k * m >= (int64_t{1} << 17);
+  const int threads = big ? static_cast<int>(std::min<int64_t>(num_threads_, std::max<int64_t>(1, w.n / 64))) : 1;
 #pragma omp parallel num_threads(threads)
   {
     const int tid = omp_get_thread_num();
@@ -240,7 +242,13 @@ void CpuBackend::Attention(const AttentionParams& p) {
   const int64_t head_block_elems = static_cast<int64_t>(d) * bs;
   const int64_t num_items = static_cast<int64_t>(attention_items_.size());
   const int64_t row_stride = static_cast<int64_t>(p.num_q_heads) * d;
-#pragma omp parallel num_threads(num_threads_)
+  // Fork only when there is enough work: a parallel region costs microseconds,
+  // far more than a tiny model's attention (and much more on a busy machine).
+  int64_t work = 0;
+  for (int32_t s = 0; s < p.num_seqs; ++s)
+    work += static_cast<int64_t>(p.seqs[s].num_tokens) * (p.seqs[s].start_pos + p.seqs[s].num_tokens);
+  work *= static_cast<int64_t>(p.num_q_heads) * d;
+#pragma omp parallel num_threads(num_threads_) if (num_items > 1 && work > (1 << 16))
   {
     thread_local std::vector<float> scores;
 #pragma omp for schedule(dynamic, 1)

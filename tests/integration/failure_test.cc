@@ -98,7 +98,7 @@ TEST(DrainTest, SigtermFinishesInFlightWorkRejectsNewAndExitsCleanly) {
   Cluster cluster(co);
   ASSERT_TRUE(cluster.Start()) << cluster.Logs();
   auto stub = cluster.NewStub();
-  auto running = StartLongRequest(stub.get(), 200);
+  auto running = StartLongRequest(stub.get(), 1000);  // still running while we probe the drain
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   kill(cluster.scheduler().pid(), SIGTERM);
   ASSERT_TRUE(WaitUntil([&] { return HttpGet(cluster.scheduler_http_port(), "/ready") != 200; }, 3000));
@@ -107,7 +107,7 @@ TEST(DrainTest, SigtermFinishesInFlightWorkRejectsNewAndExitsCleanly) {
   GenerateResult r = running.get();
   EXPECT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(r.finish, v1::FINISH_REASON_LENGTH) << r.error;
-  EXPECT_EQ(r.tokens.size(), 200u);
+  EXPECT_EQ(r.tokens.size(), 1000u);
   EXPECT_EQ(cluster.scheduler().Stop(SIGTERM, 60000), 0) << cluster.Logs();
 }
 
