@@ -193,6 +193,9 @@ FlagList WorkerFlags(const OrcaDeployment& d, int r, const RenderOptions& o) {
       {"n-slots", d.scheduler.kv_slots},
   };
   if (d.worker.threads > 0) flags.emplace_back("threads", d.worker.threads);
+  // Pods given GPUs run the CUDA backend (one tensor-parallel shard per GPU).
+  if (d.worker.resources.limits.count("nvidia.com/gpu") || d.worker.resources.requests.count("nvidia.com/gpu"))
+    flags.emplace_back("device", "cuda");
   return flags;
 }
 

@@ -271,6 +271,8 @@ TEST(RendererTest, WorkersGetTheirResourcesAndPodIpForTheDataPlane) {
   EXPECT_EQ(pod["nodeSelector"]["gpu"], "a100");
   EXPECT_THAT(c["args"].dump(), HasSubstr("--data-plane-host=$(POD_IP)"));
   EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
+  EXPECT_EQ(FlagFile(objects, "worker-r0.yaml")["device"], "cuda");  // GPU pods run the CUDA backend
+  EXPECT_FALSE(FlagFile(Render(OrcaDeploymentBuilder()), "worker-r0.yaml").contains("device"));
 }
 
 TEST(RendererTest, PodsRunAsNonRootWithProbes) {
