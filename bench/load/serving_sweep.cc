@@ -37,34 +37,49 @@ absl::Status WarmUp(const ServingSweepOptions& options, const std::string& base_
   return absl::OkStatus();
 }
 
-absl::StatusOr<MeasuredCurve> RunCurve(const ServingSweepOptions& options,
-                                       const SweepCurveSpec& spec, const std::string& base_url) {
-  ORCA_RETURN_IF_ERROR(WarmUp(options, base_url));
-  MeasuredCurve curve;
-  curve.spec = spec;
-  for (double rate : options.arrival_rates) {
-    BenchRunOptions run = options.run;
-    run.trace.arrival_rate = rate;
-    run.driver.base_url = base_url;
-    run.driver.progress_label = absl::StrFormat("%s @ %g req/s", spec.label, rate);
-    ORCA_ASSIGN_OR_RETURN(BenchRunReport report, RunBenchmark(run, spec.label));
-    report.config.emplace_back("policy", sched::PolicyKindName(spec.policy));
-    report.config.emplace_back("max_bs", absl::StrCat(spec.max_bs));
-    if (!options.out_dir.empty()) {
-      ORCA_RETURN_IF_ERROR(WriteReport(
-          report, absl::StrFormat("%s/%s/rate-%g", options.out_dir, LabelToFileName(spec.label),
-                                  rate)));
-    }
-    const BenchSummary& s = report.summary;
-    curve.points.push_back(MeasuredPoint{rate, s});
-    std::fprintf(stderr, "  %s @ %g req/s: %.3f req/s, p50 normalized latency %.2f ms/token\n",
-                 spec.label.c_str(), rate, s.throughput_rps, s.normalized_latency_s.p50 * 1e3);
-    const bool cut_off = s.num_unfinished + s.num_not_sent > 0;
-    const bool saturated = options.saturation_latency_s > 0 &&
-                           s.normalized_latency_s.p50 > options.saturation_latency_s;
-    if (cut_off || saturated || s.num_completed == 0) break;
+/// Runs one point on a started stack; true when the curve is saturated after it.
+absl::StatusOr<bool> RunPoint(const ServingSweepOptions& options, const std::string& base_url,
+                              double rate, MeasuredCurve& curve) {
+  const SweepCurveSpec& spec = curve.spec;
+  BenchRunOptions run = options.run;
+  run.trace.arrival_rate = rate;
+  run.driver.base_url = base_url;
+  run.driver.progress_label = absl::StrFormat("%s @ %g req/s", spec.label, rate);
+  ORCA_ASSIGN_OR_RETURN(BenchRunReport report, RunBenchmark(run, spec.label));
+  report.config.emplace_back("policy", sched::PolicyKindName(spec.policy));
+  report.config.emplace_back("max_bs", absl::StrCat(spec.max_bs));
+  if (!options.out_dir.empty()) {
+    ORCA_RETURN_IF_ERROR(WriteReport(
+        report, absl::StrFormat("%s/%s/rate-%g", options.out_dir, LabelToFileName(spec.label), rate)));
   }
-  return curve;
+  const BenchSummary& s = report.summary;
+  curve.points.push_back(MeasuredPoint{rate, s});
+  std::fprintf(stderr, "  %s @ %g req/s: %.3f req/s, p50 normalized latency %.2f ms/token\n",
+               spec.label.c_str(), rate, s.throughput_rps, s.normalized_latency_s.p50 * 1e3);
+  const bool cut_off = s.num_unfinished + s.num_not_sent > 0;
+  const bool saturated = options.saturation_latency_s > 0 &&
+                         s.normalized_latency_s.p50 > options.saturation_latency_s;
+  return cut_off || saturated || s.num_completed == 0;
+}
+
+/// Starts the stack of `curve`, warms it up, runs `rates`, stops it. Stops early once
+/// saturated; returns whether it did.
+absl::StatusOr<bool> RunOnFreshStack(const ServingSweepOptions& options, ServingStack& stack,
+                                     const std::vector<double>& rates, MeasuredCurve& curve) {
+  std::fprintf(stderr, "starting the stack for %s\n", curve.spec.label.c_str());
+  absl::StatusOr<std::string> base_url = stack.Start(curve.spec);
+  absl::StatusOr<bool> saturated = false;
+  if (base_url.ok()) {
+    if (absl::Status warm = WarmUp(options, *base_url); !warm.ok()) saturated = std::move(warm);
+    for (size_t i = 0; i < rates.size() && saturated.ok() && !*saturated; ++i) {
+      saturated = RunPoint(options, *base_url, rates[i], curve);
+    }
+  }
+  const absl::Status stopped = stack.Stop();
+  if (!base_url.ok()) return Annotate(base_url.status(), curve.spec.label);
+  if (!saturated.ok()) return Annotate(saturated.status(), curve.spec.label);
+  if (!stopped.ok()) return Annotate(stopped, absl::StrCat(curve.spec.label, ": stopping the stack"));
+  return *saturated;
 }
 
 }  // namespace
@@ -93,19 +108,22 @@ absl::StatusOr<std::vector<MeasuredCurve>> RunServingSweep(const ServingSweepOpt
     }
   }
   if (options.curves.empty()) return absl::InvalidArgumentError("no configurations");
-  std::vector<MeasuredCurve> curves;
-  for (const SweepCurveSpec& spec : options.curves) {
-    std::fprintf(stderr, "starting the stack for %s\n", spec.label.c_str());
-    absl::StatusOr<std::string> base_url = stack.Start(spec);
-    if (!base_url.ok()) {
-      (void)stack.Stop();
-      return Annotate(base_url.status(), spec.label);
+  std::vector<MeasuredCurve> curves(options.curves.size());
+  for (size_t i = 0; i < curves.size(); ++i) curves[i].spec = options.curves[i];
+  if (!options.interleave) {
+    for (MeasuredCurve& curve : curves) {
+      ORCA_RETURN_IF_ERROR(RunOnFreshStack(options, stack, options.arrival_rates, curve).status());
     }
-    absl::StatusOr<MeasuredCurve> curve = RunCurve(options, spec, *base_url);
-    const absl::Status stopped = stack.Stop();
-    if (!curve.ok()) return Annotate(curve.status(), spec.label);
-    if (!stopped.ok()) return Annotate(stopped, absl::StrCat(spec.label, ": stopping the stack"));
-    curves.push_back(*std::move(curve));
+    return curves;
+  }
+  // Rate by rate, every configuration on a fresh stack: a drift in the machine's background
+  // load then hits all curves alike instead of whichever ran during it.
+  std::vector<bool> saturated(curves.size(), false);
+  for (double rate : options.arrival_rates) {
+    for (size_t i = 0; i < curves.size(); ++i) {
+      if (saturated[i]) continue;
+      ORCA_ASSIGN_OR_RETURN(saturated[i], RunOnFreshStack(options, stack, {rate}, curves[i]));
+    }
   }
   return curves;
 }

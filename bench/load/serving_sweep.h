@@ -37,10 +37,14 @@ struct ServingSweepOptions {
   int32_t warmup_requests = 2;
   /// Per point: DIR/<curve>/rate-<λ>/{requests.csv,summary.json}. Empty = not written.
   std::string out_dir;
+  /// true: rate by rate, each configuration on a fresh stack (fair under a drifting
+  /// background load, one start per point); false: one stack per configuration, all rates.
+  bool interleave = true;
 };
 
 /// Runs the sweep. A setup error of any point stops the stack and is returned, naming the
-/// curve and rate; request failures only show in the points.
+/// curve; request failures only show in the points. Curves keep their points in rate order
+/// either way.
 absl::StatusOr<std::vector<MeasuredCurve>> RunServingSweep(const ServingSweepOptions& options,
                                                            ServingStack& stack);
 
