@@ -21,6 +21,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& o) 
     CpuBackend::Options co;
     co.num_threads = o.num_threads;
     co.small_gemm_max_rows = o.small_gemm_max_rows;
+    co.panel_gemm_max_rows = o.panel_gemm_max_rows;
     return std::unique_ptr<Backend>(CpuBackend::Create(co));
   }
   if (o.device == "cuda") {

@@ -157,6 +157,7 @@ struct Args {
   int64_t gen = 32;
   int64_t threads = 0;
   int64_t small_gemm_max_rows = -1;  // -1: the engine's default
+  int64_t panel_gemm_max_rows = -1;
   std::string model_dir;
 };
 
@@ -199,6 +200,7 @@ int Run(const Args& args) {
       eo.num_threads = threads;
       eo.n_slots = static_cast<int64_t>(max_batch) * (max_prompt + args.gen + 16);
       if (args.small_gemm_max_rows >= 0) eo.small_gemm_max_rows = args.small_gemm_max_rows;
+      if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
       auto engine_or = Engine::Create(eo);
       if (!engine_or.ok()) {
         std::fprintf(stderr, "%s\n", std::string(engine_or.status().message()).c_str());
@@ -293,7 +295,8 @@ int main(int argc, char** argv) {
   flags.AddStringList("prompts", &args.prompts, "Prompt lengths");
   flags.AddInt("gen", &args.gen, "Generated tokens per request");
   flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");
-  flags.AddInt("small-gemm-max-rows", &args.small_gemm_max_rows, "GEMMs up to this many rows use the AVX-512 kernel (-1 = default)");
+  flags.AddInt("small-gemm-max-rows", &args.small_gemm_max_rows, "GEMMs up to this many rows use the AVX-512 streaming kernel (-1 = default)");
+  flags.AddInt("panel-gemm-max-rows", &args.panel_gemm_max_rows, "GEMMs up to this many rows use the AVX-512 panel kernel (-1 = default)");
   args.model_dir = std::string(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") + "/.cache/orca/models";
   flags.AddString("model-dir", &args.model_dir, "Where synthetic benchmark models are written and reused");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {

@@ -113,6 +113,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     bo.device_index = r;
     bo.num_threads = threads_per_shard;
     bo.small_gemm_max_rows = o.small_gemm_max_rows;
+    bo.panel_gemm_max_rows = o.panel_gemm_max_rows;
     ORCA_ASSIGN_OR_RETURN(shard->backend, kernels::CreateBackend(bo));
     ModelWeights::Options wo;
     wo.partition = Partition::ForStage(o.stage, o.num_stages, c.num_layers, r, o.tp_size);

@@ -5,10 +5,27 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 namespace orca::kernels::avx512 {
 namespace {
+
+// 64-byte aligned scratch per thread for the W panels; grows, never shrinks.
+float* PanelScratch(size_t floats) {
+  struct Buffer {
+    float* data = nullptr;
+    size_t size = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buf;
+  if (buf.size < floats) {
+    std::free(buf.data);
+    buf.data = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
+    buf.size = floats;
+  }
+  return buf.data;
+}
 
 constexpr int64_t kKStep = 32;  // bf16 elements per 64-byte load
 // Rows of W ahead of the current block to prefetch (two 4-row blocks): decode is
@@ -157,7 +174,108 @@ TileFn PickTile(int mr, int nr) {
   return table[mr - 1][nr - 1];
 }
 
+// In-register transpose of a 16x16 block: r[i] (row i) becomes column i.
+inline void Transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+}
+
+// Rows [0, nr) of W (nr <= 32, row stride ld) as an f32 panel [k][32], zero-padded.
+void PackPanel(const void* w, DType dtype, int64_t ld, int64_t k, int nr, float* panel) {
+  for (int64_t k0 = 0; k0 < k; k0 += 16) {
+    const int kk = static_cast<int>(std::min<int64_t>(16, k - k0));
+    const __mmask16 km = kk == 16 ? 0xFFFF : static_cast<__mmask16>((1u << kk) - 1);
+    for (int half = 0; half < 2; ++half) {
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j) {
+        const int row = half * 16 + j;
+        if (row >= nr) {
+          r[j] = _mm512_setzero_ps();
+        } else if (dtype == DType::kBF16) {
+          const uint16_t* src = static_cast<const uint16_t*>(w) + row * ld + k0;
+          r[j] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(km, src)), 16));
+        } else {
+          r[j] = _mm512_maskz_loadu_ps(km, static_cast<const float*>(w) + row * ld + k0);
+        }
+      }
+      Transpose16(r);
+      for (int t = 0; t < kk; ++t) _mm512_store_ps(panel + (k0 + t) * 32 + half * 16, r[t]);
+    }
+  }
+}
+
+// MR rows of x against one panel: 2 × MR accumulators of 16 outputs each.
+template <int MR>
+inline void PanelKernel(const float* x, int64_t ldx, const float* panel, int64_t k, float* y, int64_t ldy, int nr,
+                        const float* bias, bool accumulate) {
+  __m512 c0[MR], c1[MR];
+  for (int r = 0; r < MR; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const __m512 w0 = _mm512_load_ps(panel + kk * 32), w1 = _mm512_load_ps(panel + kk * 32 + 16);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 xv = _mm512_set1_ps(x[r * ldx + kk]);
+      c0[r] = _mm512_fmadd_ps(xv, w0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(xv, w1, c1[r]);
+    }
+  }
+  const __mmask16 m0 = nr >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? 0xFFFF : (nr <= 16 ? 0 : static_cast<__mmask16>((1u << (nr - 16)) - 1));
+  const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+  const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+  for (int r = 0; r < MR; ++r) {
+    __m512 v0 = _mm512_add_ps(c0[r], b0), v1 = _mm512_add_ps(c1[r], b1);
+    if (accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, y + r * ldy));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, y + r * ldy + 16));
+    }
+    _mm512_mask_storeu_ps(y + r * ldy, m0, v0);
+    _mm512_mask_storeu_ps(y + r * ldy + 16, m1, v1);
+  }
+}
+
 }  // namespace
+
+void PanelGemm(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld, const float* bias,
+               float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end) {
+  float* panel = PanelScratch(static_cast<size_t>(k) * 32);
+  const size_t es = DTypeSize(w_dtype);
+  const auto* base = static_cast<const uint8_t*>(w);
+  for (int64_t n = n_begin; n < n_end; n += 32) {
+    const int nr = static_cast<int>(std::min<int64_t>(32, n_end - n));
+    // Pull the next panel's rows toward L2 while this one is computed.
+    if (n + 64 <= n_end)
+      for (int j = 0; j < 32; ++j)
+        for (int64_t kk = 0; kk < k * static_cast<int64_t>(es); kk += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(base + ((n + 32 + j) * ld) * es + kk), _MM_HINT_T1);
+    PackPanel(base + n * ld * es, w_dtype, ld, k, nr, panel);
+    const float* b = bias ? bias + n : nullptr;
+    int64_t r = 0;
+    for (; r + 8 <= m; r += 8) PanelKernel<8>(x + r * k, k, panel, k, y + r * ldy + n, ldy, nr, b, accumulate);
+    for (; r + 4 <= m; r += 4) PanelKernel<4>(x + r * k, k, panel, k, y + r * ldy + n, ldy, nr, b, accumulate);
+    for (; r < m; ++r) PanelKernel<1>(x + r * k, k, panel, k, y + r * ldy + n, ldy, nr, b, accumulate);
+  }
+}
 
 int64_t PackedXFloats(int64_t m, int64_t k) { return m * RoundUp(k, kKStep); }
 

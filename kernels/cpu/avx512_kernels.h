@@ -20,6 +20,14 @@ void PackX(const float* x, int64_t m, int64_t k, DType weight_dtype, float* pack
 void SmallGemm(const float* packed_x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld,
                const float* bias, float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end);
 
+/// The same product for a few dozen rows (decode batches): each 32-row block of
+/// W is converted to f32 and transposed into a [k][32] panel once, then every
+/// row of x is multiplied against it with broadcast FMAs (the GEMM kernel
+/// form), so compute, not conversion or reductions, sets the pace. Takes x
+/// unpacked ([m, k], row stride k) and computes output columns [n_begin, n_end).
+void PanelGemm(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld, const float* bias,
+               float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end);
+
 /// scores[j] = scale * Σ_d q[d] · Kt[d][j] for j < count (Kt is one block of one
 /// KV head: [head_dim][block_size]).
 void BlockScores(const float* q, const void* kt, DType dtype, int32_t head_dim, int32_t block_size, int32_t count,

@@ -51,6 +51,7 @@ CpuBackend::CpuBackend(const Options& options)
     : num_threads_(options.num_threads > 0 ? options.num_threads
                                            : std::max(1u, std::thread::hardware_concurrency())),
       small_gemm_max_rows_(options.small_gemm_max_rows),
+      panel_gemm_max_rows_(options.panel_gemm_max_rows),
       avx512_(GetCpuFeatures().avx512) {}
 
 CpuBackend::~CpuBackend() = default;
@@ -79,9 +80,15 @@ absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void
 void CpuBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
                         bool accumulate) {
   if (m <= 0) return;
-  if (avx512_ && !w.transposed && m <= small_gemm_max_rows_ && w.dtype != DType::kF16) {
-    SmallLinear(x, m, w, bias, y, accumulate);
-    return;
+  if (avx512_ && !w.transposed && w.dtype != DType::kF16) {
+    if (m <= small_gemm_max_rows_) {
+      SmallLinear(x, m, w, bias, y, accumulate);
+      return;
+    }
+    if (m <= panel_gemm_max_rows_) {
+      PanelLinear(x, m, w, bias, y, accumulate);
+      return;
+    }
   }
   onednn_.Run(x, m, w, bias, y, accumulate, num_threads_);
 }
@@ -104,6 +111,21 @@ void CpuBackend::SmallLinear(const float* x, int64_t m, const WeightView& w, con
     const int64_t b0 = blocks * tid / nt, b1 = blocks * (tid + 1) / nt;
     const int64_t n0 = b0 * 4, n1 = std::min(w.n, b1 * 4);
     if (n0 < n1) avx512::SmallGemm(px, m, w.k, w.data, w.dtype, w.ld, bias, y, w.n, accumulate, n0, n1);
+  }
+}
+
+void CpuBackend::PanelLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
+                             bool accumulate) {
+  const int threads = static_cast<int>(std::min<int64_t>(num_threads_, std::max<int64_t>(1, w.n / 64)));
+#pragma omp parallel num_threads(threads)
+  {
+    const int tid = omp_get_thread_num();
+    const int nt = omp_get_num_threads();
+    // Whole 32-column panels per thread.
+    const int64_t panels = (w.n + 31) / 32;
+    const int64_t p0 = panels * tid / nt, p1 = panels * (tid + 1) / nt;
+    const int64_t n0 = p0 * 32, n1 = std::min(w.n, p1 * 32);
+    if (n0 < n1) avx512::PanelGemm(x, m, w.k, w.data, w.dtype, w.ld, bias, y, w.n, accumulate, n0, n1);
   }
 }
 

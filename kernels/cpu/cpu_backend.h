@@ -18,8 +18,11 @@ class CpuBackend final : public Backend {
     /// OpenMP threads per op; 0 = all cores.
     int num_threads = 0;
     /// GEMMs with at most this many rows use the AVX-512 streaming kernel
-    /// (decode); larger ones go to oneDNN. 0 = always oneDNN.
-    int64_t small_gemm_max_rows = 16;
+    /// (decode at small batch: bound by reading W). 0 = never.
+    int64_t small_gemm_max_rows = 8;
+    /// Up to this many rows, GEMMs use the AVX-512 panel kernel (decode
+    /// batches); larger ones (prefill) go to oneDNN.
+    int64_t panel_gemm_max_rows = 128;
   };
   static std::unique_ptr<CpuBackend> Create(const Options& options);
   ~CpuBackend() override;
@@ -53,9 +56,11 @@ class CpuBackend final : public Backend {
  private:
   explicit CpuBackend(const Options& options);
   void SmallLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate);
+  void PanelLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate);
 
   int num_threads_;
   int64_t small_gemm_max_rows_;
+  int64_t panel_gemm_max_rows_;
   bool avx512_;
   OnednnGemm onednn_;
   std::vector<float> packed_x_;

@@ -23,10 +23,11 @@ using testing::DeviceRunner;
 using testing::GemmCase;
 using testing::RandomFloats;
 
-std::unique_ptr<CpuBackend> MakeCpu(int64_t small_gemm_max_rows = 16) {
+std::unique_ptr<CpuBackend> MakeCpu(int64_t small_gemm_max_rows = 16, int64_t panel_gemm_max_rows = 128) {
   CpuBackend::Options o;
   o.num_threads = 2;
   o.small_gemm_max_rows = small_gemm_max_rows;
+  o.panel_gemm_max_rows = panel_gemm_max_rows;
   return CpuBackend::Create(o);
 }
 
@@ -36,7 +37,7 @@ class CpuGemmTest : public ::testing::TestWithParam<GemmCase> {};
 
 TEST_P(CpuGemmTest, MatchesScalarReference) {
   const GemmCase& c = GetParam();
-  auto cpu = MakeCpu(c.small_gemm_max_rows);
+  auto cpu = MakeCpu(c.small_gemm_max_rows, c.panel_gemm_max_rows);
   const testing::GemmData d = testing::MakeGemmData(c, 17);
   DeviceRunner run(*cpu);
   const std::vector<float> y = testing::RunGemm(run, c, d);
@@ -56,7 +57,7 @@ TEST(CpuGemmPathTest, SmallAndOnednnPathsAgree) {
   GemmCase c;
   c.m = 6, c.n = 48, c.k = 80, c.ld_pad = 3, c.bias = true;
   const testing::GemmData d = testing::MakeGemmData(c, 5);
-  auto small = MakeCpu(16), onednn = MakeCpu(0);
+  auto small = MakeCpu(16), onednn = MakeCpu(0, 0);
   DeviceRunner r1(*small), r2(*onednn);
   EXPECT_TRUE(AllClose(testing::RunGemm(r1, c, d), testing::RunGemm(r2, c, d), 1e-5, 1e-5));
 }

@@ -110,7 +110,8 @@ struct GemmCase {
   DType dtype = DType::kF32;
   bool bias = false;
   bool accumulate = false;
-  int64_t small_gemm_max_rows = 16;  ///< CPU: which GEMM path serves the case
+  int64_t small_gemm_max_rows = 16;   ///< CPU: which GEMM path serves the case
+  int64_t panel_gemm_max_rows = 128;  ///< CPU: rows up to this use the panel kernel, more oneDNN
 };
 
 inline void PrintTo(const GemmCase& c, std::ostream* os) { *os << c.name; }
@@ -368,11 +369,12 @@ inline std::vector<double> ReferenceAttention(const AttentionCase& c, const Atte
 /// GEMM shapes covering both CPU paths; the CUDA test reuses them.
 inline std::vector<GemmCase> StandardGemmCases() {
   auto make = [](std::string name, int64_t m, int64_t n, int64_t k, int64_t pad, bool t, DType dt, bool bias, bool acc,
-                 int64_t small = 16) {
+                 int64_t small = 16, int64_t panel = 128) {
     GemmCase c;
     c.name = std::move(name);
     c.m = m, c.n = n, c.k = k, c.ld_pad = pad, c.transposed = t, c.dtype = dt, c.bias = bias, c.accumulate = acc;
     c.small_gemm_max_rows = small;
+    c.panel_gemm_max_rows = panel;
     return c;
   };
   return {
@@ -381,13 +383,18 @@ inline std::vector<GemmCase> StandardGemmCases() {
       make("SmallF32StridedBiasAcc", 5, 29, 70, 7, false, DType::kF32, true, true),
       make("SmallBf16", 4, 37, 96, 0, false, DType::kBF16, false, false),
       make("SmallBf16StridedBias", 16, 21, 33, 5, false, DType::kBF16, true, false),
-      // Many rows, or transposed weights, or the small path turned off: oneDNN.
-      make("LargeF32", 40, 24, 64, 0, false, DType::kF32, false, false),
-      make("LargeF32StridedAcc", 33, 17, 50, 9, false, DType::kF32, true, true),
-      make("LargeBf16", 37, 40, 72, 3, false, DType::kBF16, true, false),
+      // Decode batches: the AVX-512 panel kernel (n not a multiple of 32, k not of 16, row remainders).
+      make("PanelF32", 40, 24, 64, 0, false, DType::kF32, false, false),
+      make("PanelF32StridedAcc", 33, 17, 50, 9, false, DType::kF32, true, true),
+      make("PanelBf16", 37, 40, 72, 3, false, DType::kBF16, true, false),
+      make("PanelBf16Remainders", 45, 70, 51, 5, false, DType::kBF16, true, true),
+      // Many rows (or the AVX-512 paths turned off), or transposed weights: oneDNN.
+      make("LargeF32", 40, 24, 64, 0, false, DType::kF32, false, false, 16, /*panel=*/0),
+      make("LargeF32StridedAcc", 33, 17, 50, 9, false, DType::kF32, true, true, 16, 0),
+      make("LargeBf16", 137, 40, 72, 3, false, DType::kBF16, true, false),
       make("TransposedF32", 3, 19, 40, 4, true, DType::kF32, true, false),
       make("TransposedBf16", 24, 26, 48, 6, true, DType::kBF16, false, true),
-      make("OnednnForcedSmallM", 2, 31, 64, 2, false, DType::kF32, true, false, /*small=*/0),
+      make("OnednnForcedSmallM", 2, 31, 64, 2, false, DType::kF32, true, false, /*small=*/0, /*panel=*/0),
   };
 }
 
