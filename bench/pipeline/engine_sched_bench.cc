@@ -152,62 +152,48 @@ std::vector<MeasuredCurve> ToMeasured(const std::vector<sched::sim::SweepCurve>&
   return out;
 }
 
-absl::Status Run(const Args& args) {
-  ORCA_ASSIGN_OR_RETURN(const std::string model, ResolveModel(args));
-  Engine::Options engine_options;
-  engine_options.model_path = model;
-  engine_options.n_slots = args.n_slots;
-  engine_options.num_threads = static_cast<int32_t>(args.threads);
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const Args& args, const std::string& model) {
+  Engine::Options o;
+  o.model_path = model;
+  o.n_slots = args.n_slots;
+  o.num_threads = static_cast<int32_t>(args.threads);
   if (args.dtype != "auto") {
     DType dtype;
     if (!ParseDType(args.dtype, &dtype)) return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16");
-    engine_options.dtype = dtype;
+    o.dtype = dtype;
   }
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(engine_options));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<SweepCurveSpec> specs, ParseCurveSpecs(args.configs));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParseList(args.rates, "rates"));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> multiples, ParseList(args.targets, "targets"));
+  return Engine::Create(o);
+}
 
-  sched::sim::SweepOptions options;
-  options.trace.seed = static_cast<uint64_t>(args.seed);
-  options.trace.num_requests = static_cast<int32_t>(args.num_requests);
-  options.trace.min_prompt_tokens = static_cast<int32_t>(args.min_prompt);
-  options.trace.max_prompt_tokens = static_cast<int32_t>(args.max_prompt);
-  options.trace.min_new_tokens = static_cast<int32_t>(args.min_new);
-  options.trace.max_new_tokens = static_cast<int32_t>(args.max_new);
-  options.arrival_rates = rates;
-  options.simulation.vocab_size = engine->config().vocab_size;
-  options.saturation_latency = args.saturation_ms / 1e3;
+/// One scheduler configuration per curve, sized to the engine (its KV pool and block size).
+std::vector<sched::sim::SweepConfig> MakeConfigs(const std::vector<SweepCurveSpec>& specs, const Engine& engine) {
   std::vector<sched::sim::SweepConfig> configs;
   for (const SweepCurveSpec& spec : specs) {
     sched::sim::SweepConfig& c = configs.emplace_back();
     c.label = spec.label;
     c.scheduler.policy = spec.policy;
     c.scheduler.max_bs = spec.max_bs;
-    c.scheduler.n_slots = engine->kv_slots_total();
+    c.scheduler.n_slots = engine.kv_slots_total();
     c.scheduler.n_workers = 1;
     c.scheduler.kv_block_size = 16;  // the engine's block table (Engine::Options::kv_block_size)
-    c.scheduler.max_context = engine->config().max_position;
-    c.scheduler.vocab_size = engine->config().vocab_size;
+    c.scheduler.max_context = engine.config().max_position;
+    c.scheduler.vocab_size = engine.config().vocab_size;
   }
-  EngineStepRunner describe(engine.get());
-  std::printf("# %s, %lld compute thread(s)\n", describe.Describe().c_str(), static_cast<long long>(args.threads));
-  std::printf("# §6.2 trace: %lld requests per point, seed %lld, Poisson arrivals, prompt U(%lld,%lld), output U(%lld,%lld), "
-              "no early EOS\n\n",
-              static_cast<long long>(args.num_requests), static_cast<long long>(args.seed),
-              static_cast<long long>(args.min_prompt), static_cast<long long>(args.max_prompt),
-              static_cast<long long>(args.min_new), static_cast<long long>(args.max_new));
-  std::fflush(stdout);
-  ORCA_RETURN_IF_ERROR(Calibrate(*engine));
-  const auto wall_start = std::chrono::steady_clock::now();
-  auto factory = [&](const sched::SchedulerOptions&) -> absl::StatusOr<std::unique_ptr<sched::sim::StepRunner>> {
-    return std::make_unique<EngineStepRunner>(engine.get());
+  return configs;
+}
+
+/// Rate by rate over every configuration (not configuration by configuration): a drift in
+/// the shared machine's background load then hits all curves alike. A configuration stops
+/// after its first point past options.saturation_latency.
+absl::StatusOr<std::vector<sched::sim::SweepCurve>> RunInterleaved(const sched::sim::SweepOptions& options,
+                                                                    const std::vector<sched::sim::SweepConfig>& configs,
+                                                                    Engine& engine) {
+  auto factory = [&engine](const sched::SchedulerOptions&) -> absl::StatusOr<std::unique_ptr<sched::sim::StepRunner>> {
+    return std::make_unique<EngineStepRunner>(&engine);
   };
-  // Rate by rate over every configuration (not configuration by configuration): a drift in
-  // the shared machine's background load then hits all curves alike.
   std::vector<sched::sim::SweepCurve> curves(configs.size());
   std::vector<bool> saturated(configs.size(), false);
-  for (double rate : rates) {
+  for (double rate : options.arrival_rates) {
     for (size_t i = 0; i < configs.size(); ++i) {
       if (saturated[i]) continue;
       sched::sim::SweepOptions point = options;
@@ -221,6 +207,38 @@ absl::Status Run(const Args& args) {
       saturated[i] = options.saturation_latency > 0 && p.median_normalized_latency > options.saturation_latency;
     }
   }
+  return curves;
+}
+
+absl::Status Run(const Args& args) {
+  ORCA_ASSIGN_OR_RETURN(const std::string model, ResolveModel(args));
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(args, model));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<SweepCurveSpec> specs, ParseCurveSpecs(args.configs));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParseList(args.rates, "rates"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> multiples, ParseList(args.targets, "targets"));
+  sched::sim::SweepOptions options;
+  options.trace.seed = static_cast<uint64_t>(args.seed);
+  options.trace.num_requests = static_cast<int32_t>(args.num_requests);
+  options.trace.min_prompt_tokens = static_cast<int32_t>(args.min_prompt);
+  options.trace.max_prompt_tokens = static_cast<int32_t>(args.max_prompt);
+  options.trace.min_new_tokens = static_cast<int32_t>(args.min_new);
+  options.trace.max_new_tokens = static_cast<int32_t>(args.max_new);
+  options.arrival_rates = rates;
+  options.simulation.vocab_size = engine->config().vocab_size;
+  options.saturation_latency = args.saturation_ms / 1e3;
+
+  std::printf("# %s, %lld compute thread(s)\n", EngineStepRunner(engine.get()).Describe().c_str(),
+              static_cast<long long>(args.threads));
+  std::printf("# §6.2 trace: %lld requests per point, seed %lld, Poisson arrivals, prompt U(%lld,%lld), output U(%lld,%lld), "
+              "no early EOS\n\n",
+              static_cast<long long>(args.num_requests), static_cast<long long>(args.seed),
+              static_cast<long long>(args.min_prompt), static_cast<long long>(args.max_prompt),
+              static_cast<long long>(args.min_new), static_cast<long long>(args.max_new));
+  std::fflush(stdout);
+  ORCA_RETURN_IF_ERROR(Calibrate(*engine));
+  const auto wall_start = std::chrono::steady_clock::now();
+  ORCA_ASSIGN_OR_RETURN(const std::vector<sched::sim::SweepCurve> curves,
+                        RunInterleaved(options, MakeConfigs(specs, *engine), *engine));
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   std::printf("%s\n", sched::sim::FormatSweepTable(curves).c_str());
   const std::vector<MeasuredCurve> measured = ToMeasured(curves, specs);
@@ -228,18 +246,16 @@ absl::Status Run(const Args& args) {
               FormatEqualLatencyTable(measured, multiples).c_str());
   std::printf("\npeak ratio: %.2fx   (sweep wall time %.0f s)\n", PeakRatio(measured, RatioTargets(measured, multiples)),
               wall_s);
-  if (!args.out.empty()) {
-    SweepOutputOptions out;
-    out.out_dir = args.out;
-    out.target_multiples = multiples;
-    out.gnuplot = args.gnuplot;
-    out.title = absl::StrCat("Real CPU engine (", args.model.empty() ? "llama-" + args.preset : model,
-                             "), virtual clock, prompt U(", args.min_prompt, ",", args.max_prompt, "), output U(",
-                             args.min_new, ",", args.max_new, ")");
-    ORCA_ASSIGN_OR_RETURN(const std::string text, WriteSweepOutputs(measured, out));
-    const std::string last_line = text.substr(text.rfind("wrote"));
-    std::printf("%s", last_line.c_str());
-  }
+  if (args.out.empty()) return absl::OkStatus();
+  SweepOutputOptions out;
+  out.out_dir = args.out;
+  out.target_multiples = multiples;
+  out.gnuplot = args.gnuplot;
+  out.title = absl::StrCat("Real CPU engine (", args.model.empty() ? "llama-" + args.preset : model,
+                           "), virtual clock, prompt U(", args.min_prompt, ",", args.max_prompt, "), output U(",
+                           args.min_new, ",", args.max_new, ")");
+  ORCA_ASSIGN_OR_RETURN(const std::string text, WriteSweepOutputs(measured, out));
+  std::printf("%s", text.substr(text.rfind("wrote")).c_str());
   return absl::OkStatus();
 }
 

@@ -212,6 +212,14 @@ class OrcaServeStack : public bench::ServingStack {
   std::unique_ptr<ChildProcess> child_;
 };
 
+/// The checkpoint `orca serve` gets: --model, or the default synthetic model (written once).
+absl::StatusOr<std::string> ResolveServeModel(const std::string& flag) {
+  const std::string path = flag.empty() ? EnsureDefaultModel() : flag;
+  if (path.empty()) return absl::FailedPreconditionError("cannot write the default model");
+  if (!std::filesystem::exists(path)) return absl::NotFoundError("--model: " + path + " does not exist");
+  return std::filesystem::absolute(path).string();
+}
+
 int RunSweepCommand(int argc, char** argv) {
   const std::string command = "orca bench sweep";
   LoadFlags f;
@@ -268,12 +276,9 @@ int RunSweepCommand(int argc, char** argv) {
   options.out_dir = f.out;
   options.interleave = interleave;
   OrcaServeStack::Options stack_options;
-  stack_options.model = f.model.empty() ? EnsureDefaultModel() : f.model;
-  if (stack_options.model.empty()) return 1;
-  if (!std::filesystem::exists(stack_options.model)) {
-    return Fail(command, absl::NotFoundError("--model: " + stack_options.model + " does not exist"));
-  }
-  stack_options.model = std::filesystem::absolute(stack_options.model).string();
+  absl::StatusOr<std::string> model = ResolveServeModel(f.model);
+  if (!model.ok()) return Fail(command, model.status());
+  stack_options.model = *model;
   stack_options.n_slots = n_slots;
   stack_options.threads = threads;
   stack_options.extra_args = serve_args;
