@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
@@ -51,6 +52,7 @@ void FlagSet::AddStringList(std::string name, std::vector<std::string>* dst, std
   Add(std::move(name), Kind::kList, dst, std::move(help), "");
 }
 void FlagSet::EnableConfigFile() { config_enabled_ = true; }
+void FlagSet::EnableEnvironment(std::string prefix) { env_prefix_ = std::move(prefix); }
 
 bool FlagSet::IsSet(std::string_view name) const {
   auto it = flags_.find(Normalize(name));
@@ -166,6 +168,15 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first, bool allow_positio
     cli_set[name] = true;
   }
   if (!config_path_.empty()) ORCA_RETURN_IF_ERROR(LoadConfigFile(config_path_, cli_set));
+  if (!env_prefix_.empty()) {
+    for (const auto& [name, flag] : flags_) {
+      if (flag.set) continue;  // command line or config file
+      std::string var = env_prefix_;
+      for (char c : name) var.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+      if (const char* value = std::getenv(var.c_str()); value != nullptr)
+        ORCA_RETURN_IF_ERROR(Annotate(Set(name, value), "environment variable " + var));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -217,6 +228,8 @@ std::string FlagSet::Usage() const {
     os << "\n";
   }
   if (config_enabled_) os << "  --config <file>\n      YAML or JSON file of flag values; the command line wins.\n";
+  if (!env_prefix_.empty())
+    os << "\nEvery flag can also be set in the environment: --some-flag as " << env_prefix_ << "SOME_FLAG.\n";
   os << "  --help\n      Show this help.\n";
   return os.str();
 }

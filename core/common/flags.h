@@ -9,8 +9,9 @@
 ///
 /// Accepts `--name=value`, `--name value`, `--bool-flag`, `--no-bool-flag`.
 /// `--config FILE` (YAML or JSON mapping) sets flags too; names may use '-' or
-/// '_'; the command line wins over the file. Errors name the flag and the
-/// expected type; unknown flags are errors.
+/// '_'; the command line wins over the file. With EnableEnvironment, unset
+/// flags also come from environment variables (e.g. ORCA_WORKER_STAGE).
+/// Errors name the flag and the expected type; unknown flags are errors.
 
 #include <cstdint>
 #include <functional>
@@ -36,6 +37,9 @@ class FlagSet {
   void AddStringList(std::string name, std::vector<std::string>* dst, std::string help);
   /// Enables `--config FILE`.
   void EnableConfigFile();
+  /// Reads unset flags from the environment too: `--num-stages` from
+  /// `<prefix>NUM_STAGES`. Precedence: command line, config file, environment.
+  void EnableEnvironment(std::string prefix);
 
   /// Parses argv[first..argc). Positional arguments are collected into
   /// positional() (error if `allow_positional` is false and one appears).
@@ -69,6 +73,7 @@ class FlagSet {
   std::vector<std::string> positional_;
   bool help_requested_ = false;
   bool config_enabled_ = false;
+  std::string env_prefix_;
   std::string config_path_;
 };
 

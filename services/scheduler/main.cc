@@ -103,7 +103,7 @@ int Main(int argc, char** argv) {
   flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "In-process engine tensor-parallel shards (threads)");
   services::AddLoggingFlags(&flags, &f.logging);
-  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler")) return *exit_code;
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler", "ORCA_SCHEDULER_")) return *exit_code;
   if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
 
   SchedulerLoop::Options lo;

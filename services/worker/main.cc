@@ -83,7 +83,7 @@ int Main(int argc, char** argv) {
   flags.AddInt("peer-timeout-ms", &f.peer_timeout_ms, "Data-plane operation timeout");
   flags.AddInt("rendezvous-timeout-ms", &f.rendezvous_timeout_ms, "Time to form a session's data plane");
   services::AddLoggingFlags(&flags, &f.logging);
-  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-worker")) return *exit_code;
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-worker", "ORCA_WORKER_")) return *exit_code;
   if (absl::Status s = services::ConfigureLogging("worker", f.logging); !s.ok()) return Fail(s);
   if (f.model.empty()) return Fail(absl::InvalidArgumentError("--model is required"));
   if (f.stage_from_hostname) {

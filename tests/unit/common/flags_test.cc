@@ -72,6 +72,31 @@ TEST(FlagSetTest, ConfigFileSetsFlagsAndCommandLineWins) {
   std::remove(path.c_str());
 }
 
+TEST(FlagSetTest, EnvironmentFillsUnsetFlagsOnly) {
+  int64_t stage = 0, stages = 1;
+  FlagSet flags("t", "test");
+  flags.AddInt("stage", &stage, "s");
+  flags.AddInt("num-stages", &stages, "n");
+  flags.EnableEnvironment("ORCA_TEST_");
+  setenv("ORCA_TEST_STAGE", "3", 1);
+  setenv("ORCA_TEST_NUM_STAGES", "4", 1);
+  std::vector<std::string> args = {"prog", "--num-stages=8"};
+  auto argv = Argv(args);
+  ASSERT_TRUE(flags.Parse(static_cast<int>(argv.size()), argv.data()).ok());
+  EXPECT_EQ(stage, 3);
+  EXPECT_EQ(stages, 8);  // the command line wins
+  setenv("ORCA_TEST_STAGE", "three", 1);
+  FlagSet bad("t", "test");
+  bad.AddInt("stage", &stage, "s");
+  bad.EnableEnvironment("ORCA_TEST_");
+  std::vector<std::string> none = {"prog"};
+  auto argv2 = Argv(none);
+  absl::Status s = bad.Parse(static_cast<int>(argv2.size()), argv2.data());
+  EXPECT_NE(s.message().find("ORCA_TEST_STAGE"), std::string::npos) << s;
+  unsetenv("ORCA_TEST_STAGE");
+  unsetenv("ORCA_TEST_NUM_STAGES");
+}
+
 TEST(FlagSetTest, HelpListsFlags) {
   int64_t n = 3;
   FlagSet flags("prog", "does things");
