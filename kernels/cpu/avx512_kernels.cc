@@ -225,14 +225,26 @@ void PackPanel(const void* w, DType dtype, int64_t ld, int64_t k, int nr, float*
   }
 }
 
-// MR rows of x against one panel: 2 × MR accumulators of 16 outputs each.
-template <int MR>
-inline void PanelKernel(const float* x, int64_t ldx, const float* panel, int64_t k, float* y, int64_t ldy, int nr,
+// One k-row of a panel as two f32 vectors (columns 0-15 and 16-31).
+inline void LoadPanelRow(const float* p, __m512* w0, __m512* w1) {
+  *w0 = _mm512_load_ps(p);
+  *w1 = _mm512_load_ps(p + 16);
+}
+inline void LoadPanelRow(const uint16_t* p, __m512* w0, __m512* w1) {
+  const __m512i v = _mm512_load_si512(p);
+  *w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16));
+  *w1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16));
+}
+
+// MR rows of x against one panel ([k][32] f32 or bf16): 2 × MR accumulators of 16 outputs each.
+template <int MR, typename P>
+inline void PanelKernel(const float* x, int64_t ldx, const P* panel, int64_t k, float* y, int64_t ldy, int nr,
                         const float* bias, bool accumulate) {
   __m512 c0[MR], c1[MR];
   for (int r = 0; r < MR; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < k; ++kk) {
-    const __m512 w0 = _mm512_load_ps(panel + kk * 32), w1 = _mm512_load_ps(panel + kk * 32 + 16);
+    __m512 w0, w1;
+    LoadPanelRow(panel + kk * 32, &w0, &w1);
     for (int r = 0; r < MR; ++r) {
       const __m512 xv = _mm512_set1_ps(x[r * ldx + kk]);
       c0[r] = _mm512_fmadd_ps(xv, w0, c0[r]);
@@ -254,6 +266,15 @@ inline void PanelKernel(const float* x, int64_t ldx, const float* panel, int64_t
   }
 }
 
+template <typename P>
+void PanelRows(const float* x, int64_t m, int64_t k, const P* panel, const float* bias, float* y, int64_t ldy,
+               bool accumulate, int nr) {
+  int64_t r = 0;
+  for (; r + 8 <= m; r += 8) PanelKernel<8>(x + r * k, k, panel, k, y + r * ldy, ldy, nr, bias, accumulate);
+  for (; r + 4 <= m; r += 4) PanelKernel<4>(x + r * k, k, panel, k, y + r * ldy, ldy, nr, bias, accumulate);
+  for (; r < m; ++r) PanelKernel<1>(x + r * k, k, panel, k, y + r * ldy, ldy, nr, bias, accumulate);
+}
+
 }  // namespace
 
 void PanelGemm(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld, const float* bias,
@@ -269,11 +290,43 @@ void PanelGemm(const float* x, int64_t m, int64_t k, const void* w, DType w_dtyp
         for (int64_t kk = 0; kk < k * static_cast<int64_t>(es); kk += 64)
           _mm_prefetch(reinterpret_cast<const char*>(base + ((n + 32 + j) * ld) * es + kk), _MM_HINT_T1);
     PackPanel(base + n * ld * es, w_dtype, ld, k, nr, panel);
+    PanelRows(x, m, k, panel, bias ? bias + n : nullptr, y + n, ldy, accumulate, nr);
+  }
+}
+
+size_t PackedPanelElements(int64_t n, int64_t k) { return static_cast<size_t>((n + 31) / 32) * k * 32; }
+
+void PackPanels(const void* w, DType w_dtype, int64_t ld, int64_t n, int64_t k, int64_t n_begin, int64_t n_end,
+                void* packed) {
+  float* scratch = PanelScratch(static_cast<size_t>(k) * 32);
+  const size_t es = DTypeSize(w_dtype);
+  const auto* base = static_cast<const uint8_t*>(w);
+  for (int64_t p = n_begin; p < n_end; p += 32) {
+    const int nr = static_cast<int>(std::min<int64_t>(32, n - p));
+    const size_t offset = static_cast<size_t>(p / 32) * k * 32;
+    if (w_dtype == DType::kF32) {
+      PackPanel(base + p * ld * es, w_dtype, ld, k, nr, static_cast<float*>(packed) + offset);
+    } else {  // bf16 in, bf16 out: exact
+      PackPanel(base + p * ld * es, w_dtype, ld, k, nr, scratch);
+      uint16_t* out = static_cast<uint16_t*>(packed) + offset;
+      for (int64_t i = 0; i < k * 32; i += 16) {
+        const __m512i bits = _mm512_srli_epi32(_mm512_castps_si512(_mm512_load_ps(scratch + i)), 16);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(bits));
+      }
+    }
+  }
+}
+
+void PackedPanelGemm(const float* x, int64_t m, int64_t k, const void* packed, DType w_dtype, const float* bias,
+                     float* y, int64_t ldy, bool accumulate, int64_t n_total, int64_t n_begin, int64_t n_end) {
+  for (int64_t n = n_begin; n < n_end; n += 32) {
+    const int nr = static_cast<int>(std::min<int64_t>(32, n_total - n));
+    const size_t offset = static_cast<size_t>(n / 32) * k * 32;
     const float* b = bias ? bias + n : nullptr;
-    int64_t r = 0;
-    for (; r + 8 <= m; r += 8) PanelKernel<8>(x + r * k, k, panel, k, y + r * ldy + n, ldy, nr, b, accumulate);
-    for (; r + 4 <= m; r += 4) PanelKernel<4>(x + r * k, k, panel, k, y + r * ldy + n, ldy, nr, b, accumulate);
-    for (; r < m; ++r) PanelKernel<1>(x + r * k, k, panel, k, y + r * ldy + n, ldy, nr, b, accumulate);
+    if (w_dtype == DType::kF32)
+      PanelRows(x, m, k, static_cast<const float*>(packed) + offset, b, y + n, ldy, accumulate, nr);
+    else
+      PanelRows(x, m, k, static_cast<const uint16_t*>(packed) + offset, b, y + n, ldy, accumulate, nr);
   }
 }
 

@@ -28,6 +28,16 @@ void SmallGemm(const float* packed_x, int64_t m, int64_t k, const void* w, DType
 void PanelGemm(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld, const float* bias,
                float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end);
 
+/// Elements of W's prepacked panels ([k][32] per 32 rows, in W's own dtype:
+/// f32, or bf16 exactly). Decode batches reuse the packing every iteration.
+size_t PackedPanelElements(int64_t n, int64_t k);
+/// Packs the panels of rows [n_begin, n_end) (n_begin a multiple of 32).
+void PackPanels(const void* w, DType w_dtype, int64_t ld, int64_t n, int64_t k, int64_t n_begin, int64_t n_end,
+                void* packed);
+/// PanelGemm on prepacked panels (64-byte aligned), output columns [n_begin, n_end).
+void PackedPanelGemm(const float* x, int64_t m, int64_t k, const void* packed, DType w_dtype, const float* bias,
+                     float* y, int64_t ldy, bool accumulate, int64_t n_total, int64_t n_begin, int64_t n_end);
+
 /// scores[j] = scale * Σ_d q[d] · Kt[d][j] for j < count (Kt is one block of one
 /// KV head: [head_dim][block_size]).
 void BlockScores(const float* q, const void* kt, DType dtype, int32_t head_dim, int32_t block_size, int32_t count,

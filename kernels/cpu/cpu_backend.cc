@@ -52,9 +52,12 @@ CpuBackend::CpuBackend(const Options& options)
                                            : std::max(1u, std::thread::hardware_concurrency())),
       small_gemm_max_rows_(options.small_gemm_max_rows),
       panel_gemm_max_rows_(options.panel_gemm_max_rows),
+      panel_cache_bytes_(options.panel_cache_bytes),
       avx512_(GetCpuFeatures().avx512) {}
 
-CpuBackend::~CpuBackend() = default;
+CpuBackend::~CpuBackend() {
+  for (auto& [key, packed] : panel_cache_) std::free(packed.data);
+}
 
 std::string CpuBackend::name() const {
   const auto& f = GetCpuFeatures();
@@ -74,6 +77,10 @@ void CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) { std::mem
 
 absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void** storage) {
   *storage = nullptr;  // used in place
+  // Uploaded weights are immutable for the backend's life: decode batches may
+  // cache them prepacked (see PanelLinear).
+  if (avx512_ && !host.transposed && host.dtype != DType::kF16)
+    panel_cache_.try_emplace(PanelKey{host.data, host.n, host.k, host.ld, static_cast<int>(host.dtype)});
   return host;
 }
 
@@ -116,17 +123,40 @@ void CpuBackend::SmallLinear(const float* x, int64_t m, const WeightView& w, con
 
 void CpuBackend::PanelLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
                              bool accumulate) {
+  // An uploaded weight's prepacked panels: ready, allocated now (packed below), or none
+  // (not uploaded, or over the cache budget: packed on the fly).
+  PackedWeight* packed = nullptr;
+  if (auto it = panel_cache_.find(PanelKey{w.data, w.n, w.k, w.ld, static_cast<int>(w.dtype)});
+      it != panel_cache_.end()) {
+    if (it->second.data == nullptr) {
+      const size_t bytes = avx512::PackedPanelElements(w.n, w.k) * DTypeSize(w.dtype);
+      if (panel_cache_used_ + bytes <= panel_cache_bytes_) {
+        it->second.data = std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+        if (it->second.data != nullptr) panel_cache_used_ += bytes;
+      }
+    }
+    if (it->second.data != nullptr) packed = &it->second;
+  }
+  const bool pack_now = packed != nullptr && !packed->ready;
   const int threads = static_cast<int>(std::min<int64_t>(num_threads_, std::max<int64_t>(1, w.n / 64)));
 #pragma omp parallel num_threads(threads)
   {
     const int tid = omp_get_thread_num();
     const int nt = omp_get_num_threads();
-    // Whole 32-column panels per thread.
+    // Whole 32-column panels per thread; a thread packs the panels it then uses.
     const int64_t panels = (w.n + 31) / 32;
     const int64_t p0 = panels * tid / nt, p1 = panels * (tid + 1) / nt;
     const int64_t n0 = p0 * 32, n1 = std::min(w.n, p1 * 32);
-    if (n0 < n1) avx512::PanelGemm(x, m, w.k, w.data, w.dtype, w.ld, bias, y, w.n, accumulate, n0, n1);
+    if (n0 < n1) {
+      if (packed == nullptr) {
+        avx512::PanelGemm(x, m, w.k, w.data, w.dtype, w.ld, bias, y, w.n, accumulate, n0, n1);
+      } else {
+        if (pack_now) avx512::PackPanels(w.data, w.dtype, w.ld, w.n, w.k, n0, n1, packed->data);
+        avx512::PackedPanelGemm(x, m, w.k, packed->data, w.dtype, bias, y, w.n, accumulate, w.n, n0, n1);
+      }
+    }
   }
+  if (pack_now) packed->ready = true;
 }
 
 void CpuBackend::Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) {

@@ -4,7 +4,9 @@
 /// OpenMP-parallel elementwise ops. One instance per compute thread (a
 /// tensor-parallel shard); `num_threads` OpenMP threads work inside each op.
 
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/onednn_gemm.h"
@@ -23,9 +25,16 @@ class CpuBackend final : public Backend {
     /// Up to this many rows, GEMMs use the AVX-512 panel kernel (decode
     /// batches); larger ones (prefill) go to oneDNN.
     int64_t panel_gemm_max_rows = 128;
+    /// Memory for uploaded weights (UploadWeight) prepacked into panels the
+    /// first time a decode batch uses them (a second, panel-ordered copy: packing on every iteration
+    /// costs as much as the arithmetic at batch 16). Beyond it, panels are
+    /// packed on the fly. 0 disables the cache.
+    size_t panel_cache_bytes = size_t{2} << 30;
   };
   static std::unique_ptr<CpuBackend> Create(const Options& options);
   ~CpuBackend() override;
+  /// Bytes held by prepacked weight panels.
+  size_t panel_cache_bytes_used() const { return panel_cache_used_; }
 
   std::string name() const override;
   int num_threads() const { return num_threads_; }
@@ -61,6 +70,14 @@ class CpuBackend final : public Backend {
   int num_threads_;
   int64_t small_gemm_max_rows_;
   int64_t panel_gemm_max_rows_;
+  size_t panel_cache_bytes_;
+  struct PackedWeight {
+    void* data = nullptr;
+    bool ready = false;
+  };
+  using PanelKey = std::tuple<const void*, int64_t, int64_t, int64_t, int>;
+  std::map<PanelKey, PackedWeight> panel_cache_;
+  size_t panel_cache_used_ = 0;
   bool avx512_;
   OnednnGemm onednn_;
   std::vector<float> packed_x_;

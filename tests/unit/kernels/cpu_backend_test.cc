@@ -62,6 +62,31 @@ TEST(CpuGemmPathTest, SmallAndOnednnPathsAgree) {
   EXPECT_TRUE(AllClose(testing::RunGemm(r1, c, d), testing::RunGemm(r2, c, d), 1e-5, 1e-5));
 }
 
+TEST(CpuGemmPathTest, PrepackedPanelsMatchOnTheFlyPanelsAcrossCalls) {
+  // Decode batches: the first call packs W's panels into the cache, later calls reuse them;
+  // with no cache budget every call packs on the fly. All must agree with the reference.
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    GemmCase c;
+    c.m = 24, c.n = 77, c.k = 45, c.ld_pad = 2, c.bias = true, c.dtype = dt;
+    const testing::GemmData d = testing::MakeGemmData(c, 9);
+    const testing::GemmReference ref = testing::ReferenceGemm(c, d);
+    CpuBackend::Options cached_options, uncached_options;
+    cached_options.small_gemm_max_rows = uncached_options.small_gemm_max_rows = 4;
+    uncached_options.panel_cache_bytes = 0;
+    auto cached = CpuBackend::Create(cached_options), uncached = CpuBackend::Create(uncached_options);
+    DeviceRunner rc(*cached), ru(*uncached);
+    const auto first = testing::RunGemm(rc, c, d);
+    EXPECT_GT(cached->panel_cache_bytes_used(), 0u);
+    const auto second = testing::RunGemm(rc, c, d);
+    const auto on_the_fly = testing::RunGemm(ru, c, d);
+    EXPECT_EQ(uncached->panel_cache_bytes_used(), 0u);
+    EXPECT_EQ(first, second);
+    EXPECT_EQ(first, on_the_fly);
+    const double tol = dt == DType::kF32 ? 2e-6 : 8e-3;
+    for (size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(first[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << i;
+  }
+}
+
 // ---- Norms and elementwise ------------------------------------------------------------
 
 TEST(CpuBackendTest, RmsNormMatchesReferenceInPlace) {
