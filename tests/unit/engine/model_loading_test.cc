@@ -2,6 +2,9 @@
 // truncated or mismatched files.
 
 #include <fstream>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
 
 #include "core/common/mapped_file.h"
 #include "core/engine/engine.h"
@@ -128,6 +131,74 @@ TEST(ModelLoadingTest, WeightsOfTheComputeDtypeAreUsedInPlace) {
   ASSERT_TRUE(converted.ok());
   EXPECT_NE((*converted)->layer(0).q.data, q->data);
   EXPECT_GT((*converted)->owned_bytes(), (*same)->owned_bytes() + (*same)->mapped_bytes());
+}
+
+}  // namespace
+}  // namespace orca
+
+namespace orca {
+namespace {
+
+// Splits a single-file checkpoint into two shards plus model.safetensors.index.json.
+void Shard(const std::string& src, const std::string& dst) {
+  ::mkdir(dst.c_str(), 0755);
+  auto config = ReadFileToString(src + "/config.json");
+  ASSERT_TRUE(config.ok());
+  ASSERT_TRUE(WriteStringToFile(dst + "/config.json", *config).ok());
+  auto file = ReadFileToString(src + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  uint64_t header_len;
+  std::memcpy(&header_len, file->data(), 8);
+  const nlohmann::json header = nlohmann::json::parse(file->substr(8, header_len));
+  const std::string data = file->substr(8 + header_len);
+  nlohmann::json shard_header[2], index;
+  std::string shard_data[2];
+  int i = 0;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    const int s = i++ % 2;
+    const uint64_t begin = entry["data_offsets"][0], end = entry["data_offsets"][1];
+    nlohmann::json e = entry;
+    e["data_offsets"] = {shard_data[s].size(), shard_data[s].size() + (end - begin)};
+    shard_header[s][name] = e;
+    shard_data[s] += data.substr(begin, end - begin);
+    index["weight_map"][name] = s == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  for (int s = 0; s < 2; ++s) {
+    std::string h = shard_header[s].dump();
+    h.append((8 - h.size() % 8) % 8, ' ');
+    const uint64_t len = h.size();
+    std::string out(reinterpret_cast<const char*>(&len), 8);
+    out += h + shard_data[s];
+    ASSERT_TRUE(WriteStringToFile(dst + (s == 0 ? "/model-00001-of-00002.safetensors" : "/model-00002-of-00002.safetensors"), out).ok());
+  }
+  ASSERT_TRUE(WriteStringToFile(dst + "/model.safetensors.index.json", index.dump()).ok());
+}
+
+TEST(ModelLoadingTest, ShardedCheckpointGivesTheSameLogits) {
+  const std::string single = testing::SyntheticModel(testing::SmallLlama());
+  const std::string sharded = testing::TempDir() + "/sharded-" + std::to_string(::getpid());
+  Shard(single, sharded);
+  std::vector<float> logits[2];
+  int which = 0;
+  for (const std::string& path : {single, sharded}) {
+    Engine::Options o;
+    o.model_path = path;
+    o.n_slots = 64;
+    o.keep_logits = true;
+    auto engine = Engine::Create(o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    IterationInput in;
+    in.seqs.push_back({1, {3, 1, 4, 1, 5}, 0, true, NewRequestInfo{8, {}, {}}});
+    IterationOutput out;
+    ASSERT_TRUE((*engine)->Step(in, nullptr, &out).ok());
+    logits[which++] = out.logits;
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+  // A shard the index names but that is missing is an error naming it.
+  ASSERT_EQ(std::remove((sharded + "/model-00002-of-00002.safetensors").c_str()), 0);
+  absl::Status s = Load(sharded);
+  EXPECT_NE(s.message().find("model-00002-of-00002.safetensors"), std::string::npos) << s;
 }
 
 }  // namespace
