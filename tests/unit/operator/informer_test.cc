@@ -98,7 +98,8 @@ TEST_F(InformerTest, RelistsAfter410AndReportsWhatVanishedMeanwhile) {
   server_->Remove("/api/v1/namespaces/ns/services/a");
   server_->Upsert(Service("d"));
   server_->CompactHistory();
-  ASSERT_TRUE(Eventually([&] { return informer_->list_count() == 2 && informer_->Get("ns/d").has_value(); }));
+  // At least one re-list (the failed watch may cost another, depending on timing).
+  ASSERT_TRUE(Eventually([&] { return informer_->list_count() >= 2 && informer_->Get("ns/d").has_value(); }));
   EXPECT_FALSE(informer_->Get("ns/a").has_value());
   EXPECT_TRUE(Saw("DELETED a"));
   EXPECT_TRUE(Saw("ADDED d"));
