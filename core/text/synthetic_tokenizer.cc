@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
@@ -101,6 +102,16 @@ std::vector<Pair> LearnMerges(size_t max_merges) {
 }
 
 }  // namespace
+
+int32_t SyntheticNaturalVocabSize() {
+  static const int32_t size = [] {
+    absl::flat_hash_set<std::string> tokens;
+    for (const Pair& m : LearnMerges(static_cast<size_t>(kMaxSyntheticVocabSize))) tokens.insert(m.first + m.second);
+    for (int b = 0; b < 256; ++b) tokens.erase(EncodeUtf8(ByteToUnicode(static_cast<uint8_t>(b))));
+    return static_cast<int32_t>(256 + tokens.size() + 3);
+  }();
+  return size;
+}
 
 absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t vocab_size) {
   if (vocab_size < kMinSyntheticVocabSize || vocab_size > kMaxSyntheticVocabSize) {

@@ -30,6 +30,11 @@ struct SyntheticTokenizerFiles {
 inline constexpr int32_t kMinSyntheticVocabSize = 259;
 inline constexpr int32_t kMaxSyntheticVocabSize = 1 << 20;
 
+/// The vocabulary size with no `<|unused_N|>` filler: the 256 bytes, every
+/// merge the embedded text yields, and the three special tokens. A model of
+/// this vocabulary only ever produces real text.
+int32_t SyntheticNaturalVocabSize();
+
 /// InvalidArgument when vocab_size is outside [kMinSyntheticVocabSize, kMaxSyntheticVocabSize].
 absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t vocab_size);
 

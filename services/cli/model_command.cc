@@ -24,10 +24,12 @@ struct Preset {
   int hidden, layers, heads, kv_heads, ffn, vocab;
 };
 // "25m" and "135m" are the engine benchmark's Llama shapes (the latter is
-// SmolLM-135M's); "default" is what `orca serve` synthesizes on first run.
+// SmolLM-135M's); "default" is what `orca serve` synthesizes on first run: the
+// 25m shape with the tokenizer's natural vocabulary (vocab 0 below), so every
+// token it can sample decodes to real text.
 constexpr Preset kPresets[] = {
     {"tiny", "llama", 64, 2, 4, 2, 192, 512},
-    {"default", "llama", 512, 8, 8, 4, 1408, 8192},
+    {"default", "llama", 512, 8, 8, 4, 1408, 0},
     {"25m", "llama", 512, 8, 8, 4, 1408, 8192},
     {"135m", "llama", 576, 30, 9, 3, 1536, 49152},
     {"gpt2-tiny", "gpt2", 64, 2, 4, 4, 256, 512},
@@ -92,7 +94,7 @@ int RunSynth(int argc, char** argv) {
     o.num_heads = p->heads;
     o.num_kv_heads = p->kv_heads;
     o.intermediate_size = p->ffn;
-    o.vocab_size = p->vocab;
+    o.vocab_size = p->vocab > 0 ? p->vocab : text::SyntheticNaturalVocabSize();
   }
   if (arch == "llama") o.arch = ModelArch::kLlama;
   else if (arch == "gpt2") o.arch = ModelArch::kGpt2;
