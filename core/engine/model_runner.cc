@@ -173,9 +173,8 @@ absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
 
   if (gpt2) be.LayerNorm(F(x_), lw.attn_norm, lw.attn_norm_bias, n, H, c.norm_eps, F(h_));
   else be.RmsNorm(F(x_), lw.attn_norm, n, H, c.norm_eps, F(h_));
-  be.Linear(F(h_), n, lw.q, lw.q_bias, F(q_));
-  be.Linear(F(h_), n, lw.k, lw.k_bias, F(k_));
-  be.Linear(F(h_), n, lw.v, lw.v_bias, F(v_));
+  const kernels::Backend::LinearOut qkv[] = {{&lw.q, lw.q_bias, F(q_)}, {&lw.k, lw.k_bias, F(k_)}, {&lw.v, lw.v_bias, F(v_)}};
+  be.LinearMany(F(h_), n, qkv, 3);
   if (!gpt2) {
     kernels::RopeParams rope;
     rope.style = c.rope_style;
@@ -209,8 +208,8 @@ absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
     be.Linear(F(h_), n, lw.up, lw.up_bias, F(ff1_));
     be.GeluTanh(F(ff1_), n * f);
   } else {
-    be.Linear(F(h_), n, lw.gate, nullptr, F(ff1_));
-    be.Linear(F(h_), n, lw.up, lw.up_bias, F(ff2_));
+    const kernels::Backend::LinearOut gate_up[] = {{&lw.gate, nullptr, F(ff1_)}, {&lw.up, lw.up_bias, F(ff2_)}};
+    be.LinearMany(F(h_), n, gate_up, 2);
     be.SiluMul(F(ff1_), F(ff2_), n, f, F(ff1_));
   }
   return RowParallelOutput(F(ff1_), n, lw.down, lw.down_bias, timings);

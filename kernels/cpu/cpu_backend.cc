@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/logging.h"
 #include "kernels/cpu/avx512_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/generic_kernels.h"
@@ -98,6 +99,51 @@ void CpuBackend::Linear(const float* x, int64_t m, const WeightView& w, const fl
     }
   }
   onednn_.Run(x, m, w, bias, y, accumulate, num_threads_);
+}
+
+void CpuBackend::LinearMany(const float* x, int64_t m, const LinearOut* outs, int count) {
+  // Decode-sized GEMMs sharing x and W's dtype and k: pack x once and stream every W in one
+  // parallel region (one fork/join instead of `count`), each thread taking a contiguous
+  // share of all their 4-row blocks.
+  bool fused = avx512_ && m > 0 && m <= small_gemm_max_rows_ && count > 1;
+  for (int i = 0; fused && i < count; ++i) {
+    const WeightView& w = *outs[i].w;
+    fused = !w.transposed && w.dtype != DType::kF16 && w.dtype == outs[0].w->dtype && w.k == outs[0].w->k;
+  }
+  if (!fused) {
+    Backend::LinearMany(x, m, outs, count);
+    return;
+  }
+  const WeightView& w0 = *outs[0].w;
+  const size_t need = static_cast<size_t>(avx512::PackedXFloats(m, w0.k));
+  if (packed_x_.size() < need) packed_x_.resize(need);
+  avx512::PackX(x, m, w0.k, w0.dtype, packed_x_.data());
+  const float* px = packed_x_.data();
+  int64_t blocks[8] = {}, total = 0, rows = 0;
+  ORCA_CHECK(count <= 8) << "LinearMany takes at most 8 outputs";
+  for (int i = 0; i < count; ++i) {
+    blocks[i] = (outs[i].w->n + 3) / 4;
+    total += blocks[i];
+    rows += outs[i].w->n;
+  }
+  const bool big = rows * w0.k * m >= (int64_t{1} << 17);
+  const int threads = big ? num_threads_ : 1;
+#pragma omp parallel num_threads(threads)
+  {
+    const int tid = omp_get_thread_num();
+    const int nt = omp_get_num_threads();
+    const int64_t b0 = total * tid / nt, b1 = total * (tid + 1) / nt;
+    int64_t base = 0;
+    for (int i = 0; i < count; ++i) {
+      const int64_t lo = std::max(b0, base), hi = std::min(b1, base + blocks[i]);
+      if (lo < hi) {
+        const WeightView& w = *outs[i].w;
+        avx512::SmallGemm(px, m, w.k, w.data, w.dtype, w.ld, outs[i].bias, outs[i].y, w.n, false, (lo - base) * 4,
+                          std::min(w.n, (hi - base) * 4));
+      }
+      base += blocks[i];
+    }
+  }
 }
 
 void CpuBackend::SmallLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,

@@ -48,6 +48,7 @@ class CpuBackend final : public Backend {
 
   void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
               bool accumulate) override;
+  void LinearMany(const float* x, int64_t m, const LinearOut* outs, int count) override;
   void Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) override;
   void AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y) override;

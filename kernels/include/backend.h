@@ -108,6 +108,17 @@ class Backend {
   /// y[m, n] = x[m, k] · Wᵀ (+ bias[n]) (+ y if accumulate).
   virtual void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
                       bool accumulate = false) = 0;
+  /// One GEMM of the same x against several weights (Q/K/V, gate/up): ys[i] =
+  /// x · ws[i]ᵀ (+ biases[i]). Backends may run them as one launch; the
+  /// default runs them one by one.
+  struct LinearOut {
+    const WeightView* w;
+    const float* bias;
+    float* y;
+  };
+  virtual void LinearMany(const float* x, int64_t m, const LinearOut* outs, int count) {
+    for (int i = 0; i < count; ++i) Linear(x, m, *outs[i].w, outs[i].bias, outs[i].y, false);
+  }
   /// Rows of an embedding table (any dtype) to f32: out[i] = table[ids[i]]. ids are device pointers.
   virtual void Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) = 0;
   /// out[i, :] += table[positions[i], :] (GPT-2 learned positions).
