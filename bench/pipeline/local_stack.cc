@@ -19,27 +19,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/load/http_client.h"
+#include "core/common/ports.h"
 #include "core/common/status_macros.h"
 
 namespace orca::bench {
 namespace {
 
 constexpr auto kStopGrace = std::chrono::seconds(20);
-
-/// A loopback TCP port nobody listens on right now (the kernel's pick for port 0).
-absl::StatusOr<int> FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  if (!ok) return absl::InternalError(absl::StrCat("no free loopback port: ", std::strerror(errno)));
-  return static_cast<int>(ntohs(addr.sin_port));
-}
 
 std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
 
@@ -105,15 +91,15 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOp
   std::vector<std::string> worker_addrs;
   std::vector<int> worker_grpc;
   for (int s = 0; s < options.num_stages; ++s) {
-    ORCA_ASSIGN_OR_RETURN(const int grpc_port, FreePort());
-    ORCA_ASSIGN_OR_RETURN(const int http_port, FreePort());
+    ORCA_ASSIGN_OR_RETURN(const int grpc_port, PickLoopbackPort());
+    ORCA_ASSIGN_OR_RETURN(const int http_port, PickLoopbackPort());
     worker_grpc.push_back(grpc_port);
     stack->worker_http_ports_.push_back(http_port);
     worker_addrs.push_back(Loopback(grpc_port));
   }
-  ORCA_ASSIGN_OR_RETURN(const int sched_grpc, FreePort());
-  ORCA_ASSIGN_OR_RETURN(stack->scheduler_http_port_, FreePort());
-  ORCA_ASSIGN_OR_RETURN(stack->gateway_http_port_, FreePort());
+  ORCA_ASSIGN_OR_RETURN(const int sched_grpc, PickLoopbackPort());
+  ORCA_ASSIGN_OR_RETURN(stack->scheduler_http_port_, PickLoopbackPort());
+  ORCA_ASSIGN_OR_RETURN(stack->gateway_http_port_, PickLoopbackPort());
   const std::string workers = absl::StrJoin(worker_addrs, ",");
   for (int s = 0; s < options.num_stages; ++s) {
     ORCA_RETURN_IF_ERROR(stack->Spawn(

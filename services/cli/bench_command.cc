@@ -21,6 +21,8 @@
 #include "bench/load/serving_sweep.h"
 #include "core/common/flags.h"
 #include "core/common/mapped_file.h"
+#include "core/common/ports.h"
+#include "core/common/status_macros.h"
 #include "services/cli/child_process.h"
 #include "services/cli/commands.h"
 
@@ -171,7 +173,7 @@ class OrcaServeStack : public bench::ServingStack {
   ~OrcaServeStack() override { (void)Stop(); }
 
   absl::StatusOr<std::string> Start(const bench::SweepCurveSpec& spec) override {
-    const int port = FreeLoopbackPort();
+    ORCA_ASSIGN_OR_RETURN(const int port, PickLoopbackPort());
     const std::string logs = options_.log_dir + "/" + bench::LabelToFileName(spec.label);
     std::error_code ec;
     std::filesystem::create_directories(logs, ec);

@@ -82,18 +82,6 @@ std::string ExecutableDir() {
   return path.substr(0, path.find_last_of('/'));
 }
 
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 int HttpStatus(const std::string& host, int port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   timeval tv{1, 0};

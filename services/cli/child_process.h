@@ -32,8 +32,6 @@ class ChildProcess {
 
 /// Directory of the running executable (sibling binaries live there).
 std::string ExecutableDir();
-/// A TCP port on 127.0.0.1 that is free right now.
-int FreeLoopbackPort();
 /// GET http://host:port/path with a short timeout; returns the HTTP status (0 when unreachable).
 int HttpStatus(const std::string& host, int port, const std::string& path);
 

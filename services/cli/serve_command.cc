@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/flags.h"
+#include "core/common/ports.h"
 #include "services/cli/child_process.h"
 #include "services/cli/commands.h"
 #include "services/common/signals.h"
@@ -90,12 +91,19 @@ int RunServe(int argc, char** argv) {
   services::BlockTerminationSignals();
 
   const int P = static_cast<int>(f.pipeline_parallel);
-  const int sched_grpc = FreeLoopbackPort(), sched_http = FreeLoopbackPort();
+  // Every internal port is picked up front, all distinct (see core/common/ports.h).
+  std::vector<int> ports;
+  for (int i = 0; i < 2 + 2 * P; ++i) {
+    auto port = PickLoopbackPort();
+    if (!port.ok()) return Fail(std::string(port.status().message()));
+    ports.push_back(*port);
+  }
+  const int sched_grpc = ports[0], sched_http = ports[1];
   std::vector<int> worker_grpc, worker_http;
   std::vector<std::string> worker_addrs;
   for (int s = 0; s < P; ++s) {
-    worker_grpc.push_back(FreeLoopbackPort());
-    worker_http.push_back(FreeLoopbackPort());
+    worker_grpc.push_back(ports[2 + 2 * s]);
+    worker_http.push_back(ports[3 + 2 * s]);
     worker_addrs.push_back(Addr(worker_grpc.back()));
   }
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());

@@ -14,7 +14,10 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <cstdio>
 #include <thread>
+
+#include "core/common/ports.h"
 
 extern char** environ;
 
@@ -94,17 +97,12 @@ std::string Process::Log() const {
 }
 
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+  auto port = PickLoopbackPort();
+  if (!port.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(port.status().message()).c_str());
+    std::abort();
+  }
+  return *port;
 }
 
 int HttpGet(int port, const std::string& path, std::string* body) {

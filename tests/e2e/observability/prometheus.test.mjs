@@ -6,20 +6,12 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { startStack } from '../stack/stack.mjs';
+import { freePort, startStack } from '../stack/stack.mjs';
 
 const SCRAPE_INTERVAL_S = 1;
 let stack, prom, promUrl;
-
-async function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
-  });
-}
 
 async function query(expr) {
   const r = await fetch(`${promUrl}/api/v1/query?query=${encodeURIComponent(expr)}`);

@@ -13,15 +13,36 @@ export function binDir() {
   return dir;
 }
 
-async function freePort() {
-  return new Promise((resolve, reject) => {
+// Loopback ports for the processes a test starts: picked below the kernel's
+// ephemeral range (where outgoing connections take their local ports) and never
+// twice in one test process, so ports picked back to back cannot collide.
+const handedOut = new Set();
+
+function ephemeralLow() {
+  try {
+    const [lo] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (lo > 11000) return lo;
+  } catch { /* not Linux: use the default */ }
+  return 32768;
+}
+
+function canBind(port) {
+  return new Promise((resolve) => {
     const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
+}
+
+export async function freePort() {
+  const lo = 10000, hi = ephemeralLow() - 1;
+  for (let i = 0; i < 512; i++) {
+    const port = lo + Math.floor(Math.random() * (hi - lo + 1));
+    if (handedOut.has(port) || !(await canBind(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error('no free loopback TCP port');
 }
 
 async function waitFor(url, timeoutMs, procs) {

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/ports.h"
 #include "tests/unit/operator/orca_deployment_builder.h"
 #include "tests/unit/operator/test_util.h"
 
@@ -31,15 +32,9 @@ constexpr char kCrPath[] = "/apis/serving.orca.dev/v1alpha1/namespaces/team-a/or
 constexpr char kLeasePath[] = "/apis/coordination.k8s.io/v1/namespaces/orca-system/leases/orca-operator-leader";
 
 int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  auto port = PickLoopbackPort();
+  EXPECT_TRUE(port.ok()) << port.status();
+  return port.value_or(0);
 }
 
 std::string HttpGet(int port, const std::string& path, long* code) {
