@@ -44,6 +44,10 @@ void BlockScores(const float* q, const void* kt, DType dtype, int32_t head_dim, 
                  float scale, float* scores);
 /// out[d] += Σ_j p[j] · V[j][d] for j < count (V is [block_size][head_dim]).
 void BlockAccumulate(const float* p, const void* v, DType dtype, int32_t head_dim, int32_t count, float* out);
+/// out[i] = silu(gate[i]) · up[i] (out may alias gate).
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+/// In place: GPT-2's tanh approximation of GELU.
+void GeluTanh(float* x, int64_t n);
 /// In place: x[i] = exp(x[i] - max), returns Σ.
 float ExpSubtractSum(float* x, int32_t n, float max);
 float Max(const float* x, int32_t n);

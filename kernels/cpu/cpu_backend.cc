@@ -256,6 +256,17 @@ void CpuBackend::Add(float* y, const float* x, int64_t n) {
 
 void CpuBackend::SiluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) {
   const int64_t total = m * n;
+  if (avx512_) {
+    // Whole 16-float vectors per thread; one thread below the fork threshold.
+    const int threads = total > 16384 ? num_threads_ : 1;
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t vecs = (total + 15) / 16, t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t b = vecs * t / nt * 16, e = std::min(total, vecs * (t + 1) / nt * 16);
+      if (b < e) avx512::SiluMul(gate + b, up + b, e - b, out + b);
+    }
+    return;
+  }
 #pragma omp parallel for simd num_threads(num_threads_) if (total > 16384)
   for (int64_t i = 0; i < total; ++i) {
     const float g = gate[i];
@@ -264,6 +275,16 @@ void CpuBackend::SiluMul(const float* gate, const float* up, int64_t m, int64_t 
 }
 
 void CpuBackend::GeluTanh(float* x, int64_t n) {
+  if (avx512_) {
+    const int threads = n > 16384 ? num_threads_ : 1;
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t vecs = (n + 15) / 16, t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t b = vecs * t / nt * 16, e = std::min(n, vecs * (t + 1) / nt * 16);
+      if (b < e) avx512::GeluTanh(x + b, e - b);
+    }
+    return;
+  }
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
 #pragma omp parallel for simd num_threads(num_threads_) if (n > 16384)
   for (int64_t i = 0; i < n; ++i) {

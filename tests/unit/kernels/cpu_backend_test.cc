@@ -7,10 +7,13 @@
 
 #include "kernels/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/avx512_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
@@ -65,9 +68,10 @@ TEST(CpuGemmPathTest, SmallAndOnednnPathsAgree) {
 TEST(CpuGemmPathTest, PrepackedPanelsMatchOnTheFlyPanelsAcrossCalls) {
   // Decode batches: the first call packs W's panels into the cache, later calls reuse them;
   // with no cache budget every call packs on the fly. All must agree with the reference.
-  for (DType dt : {DType::kBF16, DType::kF32}) {
+  // 6 rows widen bf16 panel rows in registers, 24 widen each panel once per call.
+  for (const auto& [dt, m] : {std::pair{DType::kBF16, 6}, std::pair{DType::kBF16, 24}, std::pair{DType::kF32, 24}}) {
     GemmCase c;
-    c.m = 24, c.n = 77, c.k = 45, c.ld_pad = 2, c.bias = true, c.dtype = dt;
+    c.m = m, c.n = 77, c.k = 45, c.ld_pad = 2, c.bias = true, c.dtype = dt;
     const testing::GemmData d = testing::MakeGemmData(c, 9);
     const testing::GemmReference ref = testing::ReferenceGemm(c, d);
     CpuBackend::Options cached_options, uncached_options;
@@ -83,7 +87,7 @@ TEST(CpuGemmPathTest, PrepackedPanelsMatchOnTheFlyPanelsAcrossCalls) {
     EXPECT_EQ(first, second);
     EXPECT_EQ(first, on_the_fly);
     const double tol = dt == DType::kF32 ? 2e-6 : 8e-3;
-    for (size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(first[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << i;
+    for (size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(first[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << "m " << m << " i " << i;
   }
 }
 
@@ -127,23 +131,27 @@ TEST(CpuBackendTest, LayerNormMatchesReferenceWithAndWithoutBeta) {
 
 TEST(CpuBackendTest, ElementwiseOpsMatchFormulas) {
   auto cpu = MakeCpu();
-  const int64_t n = 1000;
-  const std::vector<float> a = RandomFloats(n, 6, -6, 6), b = RandomFloats(n, 7, -2, 2);
-  std::vector<float> sum = a;
-  cpu->Add(sum.data(), b.data(), n);
-  std::vector<float> silu(n), gelu = a;
-  cpu->SiluMul(a.data(), b.data(), 10, n / 10, silu.data());
-  cpu->GeluTanh(gelu.data(), n);
-  std::vector<double> ref_sum(n), ref_silu(n), ref_gelu(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = a[i];
-    ref_sum[i] = v + b[i];
-    ref_silu[i] = v / (1 + std::exp(-v)) * b[i];
-    ref_gelu[i] = 0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+  // 1000: one thread, a vector tail; 40010: split across threads, saturating inputs too.
+  for (const auto& [n, range] : {std::pair<int64_t, float>{1000, 6}, std::pair<int64_t, float>{40010, 60}}) {
+    const std::vector<float> a = RandomFloats(n, 6, -range, range), b = RandomFloats(n, 7, -2, 2);
+    std::vector<float> sum = a;
+    cpu->Add(sum.data(), b.data(), n);
+    std::vector<float> silu(n), gelu = a, silu_in_place = a;
+    cpu->SiluMul(a.data(), b.data(), 10, n / 10, silu.data());
+    cpu->SiluMul(silu_in_place.data(), b.data(), 10, n / 10, silu_in_place.data());  // as the model runner calls it
+    cpu->GeluTanh(gelu.data(), n);
+    std::vector<double> ref_sum(n), ref_silu(n), ref_gelu(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = a[i];
+      ref_sum[i] = v + b[i];
+      ref_silu[i] = v / (1 + std::exp(-v)) * b[i];
+      ref_gelu[i] = 0.5 * v * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+    }
+    EXPECT_TRUE(AllClose(sum, ref_sum, 1e-6, 1e-6)) << n;
+    EXPECT_TRUE(AllClose(silu, ref_silu, 1e-5, 1e-5)) << n;
+    EXPECT_EQ(silu, silu_in_place) << n;
+    EXPECT_TRUE(AllClose(gelu, ref_gelu, 1e-5, 1e-5)) << n;
   }
-  EXPECT_TRUE(AllClose(sum, ref_sum, 1e-6, 1e-6));
-  EXPECT_TRUE(AllClose(silu, ref_silu, 1e-5, 1e-5));
-  EXPECT_TRUE(AllClose(gelu, ref_gelu, 1e-5, 1e-5));
 }
 
 // ---- RoPE --------------------------------------------------------------------------------
@@ -273,6 +281,32 @@ TEST_P(CpuAttentionTest, MatchesCausalReferencePerSequence) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, CpuAttentionTest, ::testing::ValuesIn(testing::StandardAttentionCases()),
                          [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+
+
+// ---- softmax pieces ------------------------------------------------------------------
+
+TEST(Avx512SoftmaxTest, ExpSubtractSumMatchesStdExpToAboutAnUlp) {
+  if (!GetCpuFeatures().avx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  // Every length 1..70 (tails of every size) over the range softmax sees: 0 down to far below underflow.
+  for (int32_t n = 1; n <= 70; ++n) {
+    std::vector<float> x(n);
+    for (int32_t i = 0; i < n; ++i) x[i] = -120.0f * static_cast<float>(i) / 70 + 0.37f * static_cast<float>(i % 3);
+    const float max = *std::max_element(x.begin(), x.end());
+    std::vector<float> got = x;
+    const float sum = avx512::ExpSubtractSum(got.data(), n, max);
+    double want_sum = 0;
+    for (int32_t i = 0; i < n; ++i) {
+      const double want = std::exp(static_cast<double>(x[i]) - max);
+      want_sum += want;
+      ASSERT_NEAR(got[i], want, 3e-7 * want + 1e-38) << "n " << n << " i " << i << " x " << x[i];
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << "n " << n;
+  }
+  float nan_in[2] = {std::numeric_limits<float>::quiet_NaN(), 0.0f};
+  avx512::ExpSubtractSum(nan_in, 2, 0.0f);
+  EXPECT_TRUE(std::isnan(nan_in[0]));
+  EXPECT_EQ(nan_in[1], 1.0f);
+}
 
 }  // namespace
 }  // namespace orca::kernels

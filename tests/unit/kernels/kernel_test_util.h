@@ -418,6 +418,7 @@ inline std::vector<AttentionCase> StandardAttentionCases() {
       make("OddBlockSize", 6, 3, 40, 5, DType::kF32, mixed),
       make("MqaLongDecode", 8, 1, 128, 16, DType::kBF16, {{300, 1}, {97, 3}}),
       make("LongPrompt", 2, 1, 16, 8, DType::kF32, {{0, 70}}),
+      make("OddHeadDimBf16", 4, 2, 18, 16, DType::kBF16, mixed),  // vector tails in d
   };
 }
 

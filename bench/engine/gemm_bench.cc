@@ -1,0 +1,185 @@
+// GEMM microbenchmark for the CPU backend's decode paths: CpuBackend::Linear on
+// the 135M model's layer shapes for a given number of rows, weights uploaded
+// once (so the panel cache is warm, as in serving), against two ceilings
+// measured in the same run: the FMA peak of the cores (a register-only FMA
+// loop on every thread) and, for one row, the streaming read bandwidth.
+//
+//   gemm_bench [--rows 1,8,32,64] [--dtypes bf16,f32] [--threads 0] [--seconds 1]
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <bit>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "core/common/flags.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace orca::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// 2 FMA ports × 16 lanes × 2 flops per cycle need 8+ independent chains: 12 here.
+__attribute__((target("avx512f"), noinline)) float FmaLoop(int64_t iters) {
+  __m512 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+  __m512 s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return lanes[0];
+}
+
+double MeasureFmaPeak(int threads) {
+  constexpr int64_t kIters = 20'000'000;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    float sink = 0;
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += FmaLoop(kIters);
+    const double s = Seconds(t0, Clock::now());
+    if (sink == 42) std::printf(" ");
+    best = std::max(best, threads * kIters * 12.0 * 32 / s / 1e9);
+  }
+  return best;
+}
+
+__attribute__((target("avx512f"))) double MeasureReadBandwidth(int threads) {
+  const size_t bytes = size_t{512} << 20, n = bytes / 64;
+  auto* buf = static_cast<__m512i*>(std::aligned_alloc(64, bytes));
+  std::memset(buf, 1, bytes);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    int64_t sink = 0;
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    {
+      const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      __m512i acc = _mm512_setzero_si512();
+      for (size_t i = n * t / nt; i < n * (t + 1) / nt; ++i) acc = _mm512_add_epi64(acc, _mm512_load_si512(buf + i));
+      alignas(64) int64_t lanes[8];
+      _mm512_store_si512(lanes, acc);
+      sink += lanes[0];
+    }
+    best = std::max(best, bytes / Seconds(t0, Clock::now()) / 1e9);
+    if (sink == 42) std::printf(" ");
+  }
+  std::free(buf);
+  return best;
+}
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+// One layer of SmolLM-135M (hidden 576, 9 heads / 3 KV heads of 64, ffn 1536) and its LM head.
+constexpr Shape kShapes[] = {{"q/o 576x576", 576, 576},       {"k/v 192x576", 192, 576},
+                             {"gate/up 1536x576", 1536, 576}, {"down 576x1536", 576, 1536},
+                             {"lm_head 49152x576", 49152, 576}};
+
+struct Args {
+  std::vector<std::string> rows{"1", "8", "32", "64"};
+  std::vector<std::string> dtypes{"bf16", "f32"};
+  int64_t threads = 0;
+  double seconds = 1.0;
+  bool hot = false;
+};
+
+int Run(const Args& args) {
+  const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
+  const double fma = MeasureFmaPeak(threads), bw = MeasureReadBandwidth(threads);
+  std::printf("# %d threads; ceilings: FMA peak %.0f GFLOP/s (f32), read bandwidth %.1f GB/s\n", threads, fma, bw);
+  std::printf("%-6s %-20s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%fma",
+              "GB/s", "%bw");
+  kernels::CpuBackend::Options o;
+  o.num_threads = threads;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (const std::string& dt : args.dtypes) {
+    const DType dtype = dt == "bf16" ? DType::kBF16 : DType::kF32;
+    for (const Shape& shape : kShapes) {
+      auto cpu = kernels::CpuBackend::Create(o);  // fresh panel cache per shape
+      // Weights of this shape, several copies so one call's bytes come from memory, not cache
+      // (unless --hot).
+      const size_t bytes = static_cast<size_t>(shape.n * shape.k) * DTypeSize(dtype);
+      const int copies = args.hot ? 1 : static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
+      std::vector<kernels::WeightView> ws;
+      std::vector<void*> storage;
+      for (int c = 0; c < copies; ++c) {
+        void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+        auto* u = static_cast<uint16_t*>(p);
+        auto* f = static_cast<float*>(p);
+        for (int64_t i = 0; i < shape.n * shape.k; ++i) {
+          const float v = dist(rng) * 0.05f;
+          if (dtype == DType::kBF16) u[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
+          else f[i] = v;
+        }
+        storage.push_back(p);
+        kernels::WeightView host{p, dtype, shape.n, shape.k, shape.k, false};
+        void* dev = nullptr;
+        ws.push_back(*cpu->UploadWeight(host, &dev));
+      }
+      for (const std::string& r : args.rows) {
+        int64_t m = 0;
+        if (!absl::SimpleAtoi(r, &m) || m < 1) return 2;
+        std::vector<float> x(static_cast<size_t>(m * shape.k)), y(static_cast<size_t>(m * shape.n));
+        for (float& v : x) v = dist(rng);
+        for (const auto& w : ws) cpu->Linear(x.data(), m, w, nullptr, y.data(), false);  // warm: packs panels
+        int64_t calls = 0;
+        const auto t0 = Clock::now();
+        double s = 0;
+        do {
+          cpu->Linear(x.data(), m, ws[calls % ws.size()], nullptr, y.data(), false);
+          ++calls;
+          s = Seconds(t0, Clock::now());
+        } while (s < args.seconds);
+        const double us = s / calls * 1e6;
+        const double gflops = 2.0 * m * shape.n * shape.k / (us * 1e3);
+        const double gbps = bytes / (us * 1e3);
+        std::printf("%-6s %-20s %5lld %10.1f %10.1f %7.0f%% %10.2f %7.0f%%\n", dt.c_str(), shape.name,
+                    static_cast<long long>(m), us, gflops, 100 * gflops / fma, gbps, 100 * gbps / bw);
+      }
+      for (void* p : storage) std::free(p);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace orca::bench
+
+int main(int argc, char** argv) {
+  orca::bench::Args args;
+  orca::FlagSet flags("gemm_bench",
+                      "GEMM microbenchmark of the CPU backend's decode paths on SmolLM-135M's layer shapes, against the "
+                      "FMA peak and read bandwidth measured in the same run.");
+  flags.AddStringList("rows", &args.rows, "Rows of x (tokens in the batch)");
+  flags.AddStringList("dtypes", &args.dtypes, "Weight dtypes: bf16, f32");
+  flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");
+  flags.AddDouble("seconds", &args.seconds, "Seconds per measurement");
+  flags.AddBool("hot", &args.hot,
+                "One copy of each weight, so it stays in cache: the kernels' compute ceiling, not serving conditions");
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "gemm_bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  return orca::bench::Run(args);
+}
