@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include <bit>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -97,7 +98,68 @@ struct Args {
   int64_t threads = 0;
   double seconds = 1.0;
   bool hot = false;
+  bool model_pass = true;
+  bool layers = true;
 };
+
+// One decode step's GEMMs for the whole 135M model, in the engine's order and
+// grouping (Q/K/V and gate/up fused), every layer its own weights: the GEMM
+// time a decode step cannot go below with these kernels, and the bandwidth it
+// reaches, without attention, norms or anything else between the GEMMs.
+void ModelPass(const Args& args, int threads, double bw, DType dtype, int64_t m) {
+  constexpr int kLayers = 30;
+  constexpr int64_t kH = 576, kKv = 192, kF = 1536, kVocab = 49152;
+  kernels::CpuBackend::Options o;
+  o.num_threads = threads;
+  auto cpu = kernels::CpuBackend::Create(o);
+  const size_t es = DTypeSize(dtype);
+  std::vector<void*> storage;
+  auto make = [&](int64_t n, int64_t k) {
+    void* p = std::aligned_alloc(64, (static_cast<size_t>(n * k) * es + 63) / 64 * 64);
+    std::memset(p, 0x3c, static_cast<size_t>(n * k) * es);  // small finite values in both dtypes
+    storage.push_back(p);
+    void* dev = nullptr;
+    return *cpu->UploadWeight(kernels::WeightView{p, dtype, n, k, k, false}, &dev);
+  };
+  struct Layer {
+    kernels::WeightView q, k, v, o, gate, up, down;
+  };
+  std::vector<Layer> layers;
+  for (int l = 0; l < kLayers; ++l)
+    layers.push_back({make(kH, kH), make(kKv, kH), make(kKv, kH), make(kH, kH), make(kF, kH), make(kF, kH), make(kH, kF)});
+  const kernels::WeightView head = make(kVocab, kH);
+  size_t bytes = head.ReadBytes();
+  for (const Layer& l : layers)
+    for (const auto* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) bytes += w->ReadBytes();
+  std::vector<float> x(static_cast<size_t>(m * kF), 0.01f), q(m * kH), k(m * kKv), v(m * kKv), f1(m * kF), f2(m * kF),
+      logits(static_cast<size_t>(m * kVocab));
+  auto step = [&] {
+    for (const Layer& l : layers) {
+      const kernels::Backend::LinearOut qkv[] = {{&l.q, nullptr, q.data()}, {&l.k, nullptr, k.data()}, {&l.v, nullptr, v.data()}};
+      cpu->LinearMany(x.data(), m, qkv, 3);
+      cpu->Linear(q.data(), m, l.o, nullptr, x.data(), true);
+      const kernels::Backend::LinearOut gu[] = {{&l.gate, nullptr, f1.data()}, {&l.up, nullptr, f2.data()}};
+      cpu->LinearMany(x.data(), m, gu, 2);
+      cpu->Linear(f1.data(), m, l.down, nullptr, x.data(), true);
+    }
+    cpu->Linear(x.data(), m, head, nullptr, logits.data(), false);
+  };
+  step();  // warm: panels packed
+  std::vector<double> times;
+  const auto t0 = Clock::now();
+  while (Seconds(t0, Clock::now()) < std::max(args.seconds, 1.0)) {
+    const auto a = Clock::now();
+    step();
+    times.push_back(Seconds(a, Clock::now()));
+  }
+  std::sort(times.begin(), times.end());
+  const double med = times[times.size() / 2];
+  std::printf("%-6s %-20s %5lld %10.1f %10.1f %8s %10.2f %7.0f%%   (median of %zu steps, %.0f MB)\n",
+              dtype == DType::kBF16 ? "bf16" : "f32", "model pass 135M", static_cast<long long>(m), med * 1e6,
+              2.0 * m * bytes / es / med / 1e9, "", bytes / med / 1e9, 100 * bytes / med / 1e9 / bw, times.size(),
+              bytes / 1e6);
+  for (void* p : storage) std::free(p);
+}
 
 int Run(const Args& args) {
   const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
@@ -112,6 +174,7 @@ int Run(const Args& args) {
   for (const std::string& dt : args.dtypes) {
     const DType dtype = dt == "bf16" ? DType::kBF16 : DType::kF32;
     for (const Shape& shape : kShapes) {
+      if (!args.layers) break;
       auto cpu = kernels::CpuBackend::Create(o);  // fresh panel cache per shape
       // Weights of this shape, several copies so one call's bytes come from memory, not cache
       // (unless --hot).
@@ -155,6 +218,11 @@ int Run(const Args& args) {
       }
       for (void* p : storage) std::free(p);
     }
+    if (args.model_pass)
+      for (const std::string& r : args.rows) {
+        int64_t m = 0;
+        if (absl::SimpleAtoi(r, &m) && m >= 1) ModelPass(args, threads, bw, dtype, m);
+      }
   }
   return 0;
 }
@@ -171,6 +239,8 @@ int main(int argc, char** argv) {
   flags.AddStringList("dtypes", &args.dtypes, "Weight dtypes: bf16, f32");
   flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");
   flags.AddDouble("seconds", &args.seconds, "Seconds per measurement");
+  flags.AddBool("model-pass", &args.model_pass, "Also time a whole decode step's GEMMs (30 layers + LM head)");
+  flags.AddBool("layers", &args.layers, "Time each layer shape on its own");
   flags.AddBool("hot", &args.hot,
                 "One copy of each weight, so it stays in cache: the kernels' compute ceiling, not serving conditions");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {

@@ -102,10 +102,9 @@ void CpuBackend::Linear(const float* x, int64_t m, const WeightView& w, const fl
 }
 
 void CpuBackend::LinearMany(const float* x, int64_t m, const LinearOut* outs, int count) {
-  // Decode-sized GEMMs sharing x and W's dtype and k: pack x once and stream every W in one
-  // parallel region (one fork/join instead of `count`), each thread taking a contiguous
-  // share of all their 4-row blocks.
-  bool fused = avx512_ && m > 0 && m <= small_gemm_max_rows_ && count > 1;
+  // Decode-sized GEMMs sharing x and W's dtype and k: x packed once, every W
+  // streamed in one parallel region (one fork/join instead of `count`).
+  bool fused = avx512_ && m > 0 && m <= small_gemm_max_rows_ && count > 1 && count <= kMaxStreamJobs;
   for (int i = 0; fused && i < count; ++i) {
     const WeightView& w = *outs[i].w;
     fused = !w.transposed && w.dtype != DType::kF16 && w.dtype == outs[0].w->dtype && w.k == outs[0].w->k;
@@ -114,56 +113,49 @@ void CpuBackend::LinearMany(const float* x, int64_t m, const LinearOut* outs, in
     Backend::LinearMany(x, m, outs, count);
     return;
   }
-  const WeightView& w0 = *outs[0].w;
-  const size_t need = static_cast<size_t>(avx512::PackedXFloats(m, w0.k));
-  if (packed_x_.size() < need) packed_x_.resize(need);
-  avx512::PackX(x, m, w0.k, w0.dtype, packed_x_.data());
-  const float* px = packed_x_.data();
-  int64_t blocks[8] = {}, total = 0, rows = 0;
-  ORCA_CHECK(count <= 8) << "LinearMany takes at most 8 outputs";
-  for (int i = 0; i < count; ++i) {
-    blocks[i] = (outs[i].w->n + 3) / 4;
-    total += blocks[i];
-    rows += outs[i].w->n;
-  }
-  const bool big = rows * w0.k * m >= (int64_t{1} << 17);
-  const int threads = big ? num_threads_ : 1;
-#pragma omp parallel num_threads(threads)
-  {
-    const int tid = omp_get_thread_num();
-    const int nt = omp_get_num_threads();
-    const int64_t b0 = total * tid / nt, b1 = total * (tid + 1) / nt;
-    int64_t base = 0;
-    for (int i = 0; i < count; ++i) {
-      const int64_t lo = std::max(b0, base), hi = std::min(b1, base + blocks[i]);
-      if (lo < hi) {
-        const WeightView& w = *outs[i].w;
-        avx512::SmallGemm(px, m, w.k, w.data, w.dtype, w.ld, outs[i].bias, outs[i].y, w.n, false, (lo - base) * 4,
-                          std::min(w.n, (hi - base) * 4));
-      }
-      base += blocks[i];
-    }
-  }
+  StreamJob jobs[kMaxStreamJobs];
+  for (int i = 0; i < count; ++i) jobs[i] = {outs[i].w, outs[i].bias, outs[i].y, false};
+  StreamLinears(x, m, jobs, count);
 }
 
 void CpuBackend::SmallLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
                              bool accumulate) {
-  const size_t need = static_cast<size_t>(avx512::PackedXFloats(m, w.k));
+  const StreamJob job{&w, bias, y, accumulate};
+  StreamLinears(x, m, &job, 1);
+}
+
+void CpuBackend::StreamLinears(const float* x, int64_t m, const StreamJob* jobs, int count) {
+  const WeightView& w0 = *jobs[0].w;
+  const size_t need = static_cast<size_t>(avx512::PackedXFloats(m, w0.k));
   if (packed_x_.size() < need) packed_x_.resize(need);
-  avx512::PackX(x, m, w.k, w.dtype, packed_x_.data());
+  avx512::PackX(x, m, w0.k, w0.dtype, packed_x_.data());
   const float* px = packed_x_.data();
+  // Work is counted in 4-row blocks of W over all jobs; each thread streams one
+  // contiguous share. (Handing out 64-row chunks from a shared counter measured
+  // no better here: gemm_bench's model pass within noise, slightly slower.)
+  int64_t start[kMaxStreamJobs + 1] = {};
+  int64_t rows = 0;
+  for (int i = 0; i < count; ++i) {
+    start[i + 1] = start[i] + (jobs[i].w->n + 3) / 4;
+    rows += jobs[i].w->n;
+  }
+  const int64_t total = start[count];
   // Small matrices are not worth a fork (the region's overhead exceeds the work).
-  const bool big = w.n * w.k * m >= (int64_t{1} << 17);
-  const int threads = big ? static_cast<int>(std::min<int64_t>(num_threads_, std::max<int64_t>(1, w.n / 64))) : 1;
+  const bool big = rows * w0.k * m >= (int64_t{1} << 17);
+  const int threads = big ? static_cast<int>(std::min<int64_t>(num_threads_, std::max<int64_t>(1, total / 16))) : 1;
 #pragma omp parallel num_threads(threads)
   {
-    const int tid = omp_get_thread_num();
-    const int nt = omp_get_num_threads();
-    // Contiguous output ranges in multiples of 4 so each thread streams its own rows of W.
-    const int64_t blocks = (w.n + 3) / 4;
-    const int64_t b0 = blocks * tid / nt, b1 = blocks * (tid + 1) / nt;
-    const int64_t n0 = b0 * 4, n1 = std::min(w.n, b1 * 4);
-    if (n0 < n1) avx512::SmallGemm(px, m, w.k, w.data, w.dtype, w.ld, bias, y, w.n, accumulate, n0, n1);
+    auto run = [&](int64_t b0, int64_t b1) {
+      for (int i = 0; i < count; ++i) {
+        const int64_t lo = std::max(b0, start[i]), hi = std::min(b1, start[i + 1]);
+        if (lo >= hi) continue;
+        const WeightView& w = *jobs[i].w;
+        avx512::SmallGemm(px, m, w.k, w.data, w.dtype, w.ld, jobs[i].bias, jobs[i].y, w.n, jobs[i].accumulate,
+                          (lo - start[i]) * 4, std::min(w.n, (hi - start[i]) * 4));
+      }
+    };
+    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    run(total * tid / nt, total * (tid + 1) / nt);
   }
 }
 

@@ -66,6 +66,15 @@ class CpuBackend final : public Backend {
  private:
   explicit CpuBackend(const Options& options);
   void SmallLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate);
+  /// Few-row GEMMs sharing x, k and W's dtype, streamed by every thread (see the .cc).
+  struct StreamJob {
+    const WeightView* w;
+    const float* bias;
+    float* y;
+    bool accumulate;
+  };
+  static constexpr int kMaxStreamJobs = 8;
+  void StreamLinears(const float* x, int64_t m, const StreamJob* jobs, int count);
   void PanelLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate);
 
   int num_threads_;
