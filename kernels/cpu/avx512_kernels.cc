@@ -489,7 +489,127 @@ bool AccumulateInRegisters(const float* p, const T* v, int32_t head_dim, int32_t
   }
 }
 
+// G query heads (rows head_dim apart in q) against one 16-token block: each K row
+// is widened once and serves every head (GQA), two FMA chains per head.
+template <int G, typename T>
+inline void GroupScores16(const float* q, int32_t head_dim, const T* k, int32_t count, float scale, float* scores,
+                          int64_t ld_scores) {
+  __m512 acc[G][2];
+  for (int g = 0; g < G; ++g) acc[g][0] = acc[g][1] = _mm512_setzero_ps();
+  int32_t d = 0;
+  for (; d + 2 <= head_dim; d += 2) {
+    const __m512 k0 = LoadRowAsF32(k + d * 16), k1 = LoadRowAsF32(k + (d + 1) * 16);
+    for (int g = 0; g < G; ++g) {
+      acc[g][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * head_dim + d]), k0, acc[g][0]);
+      acc[g][1] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * head_dim + d + 1]), k1, acc[g][1]);
+    }
+  }
+  if (d < head_dim) {
+    const __m512 k0 = LoadRowAsF32(k + d * 16);
+    for (int g = 0; g < G; ++g) acc[g][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * head_dim + d]), k0, acc[g][0]);
+  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1u);
+  for (int g = 0; g < G; ++g)
+    _mm512_mask_storeu_ps(scores + g * ld_scores, mask,
+                          _mm512_mul_ps(_mm512_add_ps(acc[g][0], acc[g][1]), _mm512_set1_ps(scale)));
+}
+
+template <typename T>
+void GroupScores16Any(const float* q, int32_t group, int32_t head_dim, const T* k, int32_t count, float scale,
+                      float* scores, int64_t ld_scores) {
+  constexpr int kChunk = 6;  // 12 accumulators + 2 K rows
+  int32_t g = 0;
+  for (; g + kChunk <= group; g += kChunk)
+    GroupScores16<kChunk>(q + g * head_dim, head_dim, k, count, scale, scores + g * ld_scores, ld_scores);
+  const float* qg = q + g * head_dim;
+  float* sg = scores + g * ld_scores;
+  switch (group - g) {
+    case 1: _mm512_mask_storeu_ps(sg, static_cast<__mmask16>((1u << count) - 1u),
+                                  _mm512_mul_ps(Scores16(qg, k, head_dim), _mm512_set1_ps(scale)));
+            break;
+    case 2: GroupScores16<2>(qg, head_dim, k, count, scale, sg, ld_scores); break;
+    case 3: GroupScores16<3>(qg, head_dim, k, count, scale, sg, ld_scores); break;
+    case 4: GroupScores16<4>(qg, head_dim, k, count, scale, sg, ld_scores); break;
+    case 5: GroupScores16<5>(qg, head_dim, k, count, scale, sg, ld_scores); break;
+    default: break;
+  }
+}
+
+// out[g][0..16·D16) += Σ_j p[g][j] · V[j] for G heads: each V row is widened once
+// and serves every head; the outputs stay in registers across the block.
+template <int G, int D16, typename T>
+inline void GroupAccumulate(const float* p, int64_t ld_p, const T* v, int32_t count, float* out) {
+  __m512 acc[G][D16];
+  for (int g = 0; g < G; ++g)
+    for (int i = 0; i < D16; ++i) acc[g][i] = _mm512_loadu_ps(out + g * 16 * D16 + 16 * i);
+  for (int32_t j = 0; j < count; ++j) {
+    __m512 row[D16];
+    for (int i = 0; i < D16; ++i) row[i] = LoadRowAsF32(v + j * 16 * D16 + 16 * i);
+    for (int g = 0; g < G; ++g) {
+      const __m512 pj = _mm512_set1_ps(p[g * ld_p + j]);
+      for (int i = 0; i < D16; ++i) acc[g][i] = _mm512_fmadd_ps(pj, row[i], acc[g][i]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int i = 0; i < D16; ++i) _mm512_storeu_ps(out + g * 16 * D16 + 16 * i, acc[g][i]);
+}
+
+// Heads in chunks of as many as fit the registers with their V row: (G + 1) · D16 <= 30.
+template <int D16, typename T>
+void GroupAccumulateAny(const float* p, int64_t ld_p, int32_t group, const T* v, int32_t count, float* out) {
+  constexpr int kChunk = std::min(8, 30 / D16 - 1);
+  constexpr int64_t kDim = 16 * D16;
+  int32_t g = 0;
+  for (; g + kChunk <= group; g += kChunk)
+    GroupAccumulate<kChunk, D16>(p + g * ld_p, ld_p, v, count, out + g * kDim);
+  const int32_t rest = group - g;
+  p += g * ld_p;
+  out += g * kDim;
+  if constexpr (kChunk > 1) if (rest == 1) return GroupAccumulate<1, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 2) if (rest == 2) return GroupAccumulate<2, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 3) if (rest == 3) return GroupAccumulate<3, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 4) if (rest == 4) return GroupAccumulate<4, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 5) if (rest == 5) return GroupAccumulate<5, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 6) if (rest == 6) return GroupAccumulate<6, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 7) if (rest == 7) return GroupAccumulate<7, D16>(p, ld_p, v, count, out);
+}
+
+template <typename T>
+bool GroupAccumulateInRegisters(const float* p, int64_t ld_p, int32_t group, const T* v, int32_t head_dim,
+                                int32_t count, float* out) {
+  switch (head_dim) {
+    case 32: GroupAccumulateAny<2>(p, ld_p, group, v, count, out); return true;
+    case 64: GroupAccumulateAny<4>(p, ld_p, group, v, count, out); return true;
+    case 80: GroupAccumulateAny<5>(p, ld_p, group, v, count, out); return true;
+    case 96: GroupAccumulateAny<6>(p, ld_p, group, v, count, out); return true;
+    case 128: GroupAccumulateAny<8>(p, ld_p, group, v, count, out); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
+
+void GroupBlockScores(const float* q, int32_t group, const void* kt, DType dtype, int32_t head_dim,
+                      int32_t block_size, int32_t count, float scale, float* scores, int64_t ld_scores) {
+  if (block_size != 16) {
+    for (int32_t g = 0; g < group; ++g)
+      BlockScores(q + g * head_dim, kt, dtype, head_dim, block_size, count, scale, scores + g * ld_scores);
+    return;
+  }
+  if (dtype == DType::kBF16)
+    GroupScores16Any(q, group, head_dim, static_cast<const uint16_t*>(kt), count, scale, scores, ld_scores);
+  else
+    GroupScores16Any(q, group, head_dim, static_cast<const float*>(kt), count, scale, scores, ld_scores);
+}
+
+void GroupBlockAccumulate(const float* p, int64_t ld_p, int32_t group, const void* v, DType dtype, int32_t head_dim,
+                          int32_t count, float* out) {
+  const bool done = dtype == DType::kBF16
+                        ? GroupAccumulateInRegisters(p, ld_p, group, static_cast<const uint16_t*>(v), head_dim, count, out)
+                        : GroupAccumulateInRegisters(p, ld_p, group, static_cast<const float*>(v), head_dim, count, out);
+  if (done) return;
+  for (int32_t g = 0; g < group; ++g) BlockAccumulate(p + g * ld_p, v, dtype, head_dim, count, out + g * head_dim);
+}
 
 void BlockScores(const float* q, const void* kt, DType dtype, int32_t head_dim, int32_t block_size, int32_t count,
                  float scale, float* scores) {
@@ -562,6 +682,31 @@ inline __m512 Exp(__m512 x) {
 }
 
 }  // namespace
+
+void RmsNormRow(const float* x, const float* weight, int64_t h, float eps, float* y) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 32 <= h; j += 32) {
+    const __m512 a = _mm512_loadu_ps(x + j), b = _mm512_loadu_ps(x + j + 16);
+    acc0 = _mm512_fmadd_ps(a, a, acc0);
+    acc1 = _mm512_fmadd_ps(b, b, acc1);
+  }
+  for (; j < h; j += 16) {
+    const __mmask16 m = h - j >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (h - j)) - 1u);
+    const __m512 a = _mm512_maskz_loadu_ps(m, x + j);
+    acc0 = _mm512_fmadd_ps(a, a, acc0);
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(acc0, acc1));
+  double ss = 0;
+  for (float v : lanes) ss += v;
+  const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(h)) + eps));
+  for (j = 0; j < h; j += 16) {
+    const __mmask16 m = h - j >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (h - j)) - 1u);
+    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), inv), _mm512_maskz_loadu_ps(m, weight + j));
+    _mm512_mask_storeu_ps(y + j, m, v);
+  }
+}
 
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   const __m512 one = _mm512_set1_ps(1.0f);

@@ -44,10 +44,20 @@ void BlockScores(const float* q, const void* kt, DType dtype, int32_t head_dim, 
                  float scale, float* scores);
 /// out[d] += Σ_j p[j] · V[j][d] for j < count (V is [block_size][head_dim]).
 void BlockAccumulate(const float* p, const void* v, DType dtype, int32_t head_dim, int32_t count, float* out);
+/// y = x / rms(x) · weight for one row of h (y may alias x); sums of squares in
+/// f32 over 16 lanes, then in double across them.
+void RmsNormRow(const float* x, const float* weight, int64_t h, float eps, float* y);
 /// out[i] = silu(gate[i]) · up[i] (out may alias gate).
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 /// In place: GPT-2's tanh approximation of GELU.
 void GeluTanh(float* x, int64_t n);
+/// BlockScores for `group` query heads sharing one KV head (adjacent in q,
+/// head_dim apart): scores[g * ld_scores + j]. Each key is read once for all.
+void GroupBlockScores(const float* q, int32_t group, const void* kt, DType dtype, int32_t head_dim,
+                      int32_t block_size, int32_t count, float scale, float* scores, int64_t ld_scores);
+/// BlockAccumulate for `group` heads: out[g * head_dim + d] += Σ_j p[g * ld_p + j] · V[j][d].
+void GroupBlockAccumulate(const float* p, int64_t ld_p, int32_t group, const void* v, DType dtype, int32_t head_dim,
+                          int32_t count, float* out);
 /// In place: x[i] = exp(x[i] - max), returns Σ.
 float ExpSubtractSum(float* x, int32_t n, float max);
 float Max(const float* x, int32_t n);

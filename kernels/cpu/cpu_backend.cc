@@ -216,6 +216,10 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t
   for (int64_t i = 0; i < m; ++i) {
     const float* xr = x + i * h;
     float* yr = y + i * h;
+    if (avx512_) {
+      avx512::RmsNormRow(xr, weight, h, eps, yr);
+      continue;
+    }
     double ss = 0;
     for (int64_t j = 0; j < h; ++j) ss += static_cast<double>(xr[j]) * xr[j];
     const float inv = 1.0f / std::sqrt(static_cast<float>(ss / h) + eps);
@@ -288,15 +292,31 @@ void CpuBackend::GeluTanh(float* x, int64_t n) {
 void CpuBackend::Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
                       int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) {
   const int32_t half = rope.rotary_dim / 2;
+  // cos/sin per (token, frequency): every layer of a forward rotates the same
+  // positions, so the table is computed by the first and reused by the rest.
+  RopeTable& tab = rope_table_;
+  const bool same = static_cast<int32_t>(tab.inv_freq.size()) == half && tab.factor == rope.attention_factor &&
+                    std::equal(tab.inv_freq.begin(), tab.inv_freq.end(), rope.inv_freq) &&
+                    static_cast<int64_t>(tab.positions.size()) == m &&
+                    std::equal(tab.positions.begin(), tab.positions.end(), positions);
+  if (!same) {
+    tab.inv_freq.assign(rope.inv_freq, rope.inv_freq + half);
+    tab.factor = rope.attention_factor;
+    tab.positions.assign(positions, positions + m);
+    tab.cos.resize(static_cast<size_t>(m * half));
+    tab.sin.resize(static_cast<size_t>(m * half));
+#pragma omp parallel for num_threads(num_threads_) if (m > 8)
+    for (int64_t t = 0; t < m; ++t)
+      for (int32_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(positions[t]) * rope.inv_freq[i];
+        tab.cos[t * half + i] = static_cast<float>(std::cos(angle)) * rope.attention_factor;
+        tab.sin[t * half + i] = static_cast<float>(std::sin(angle)) * rope.attention_factor;
+      }
+  }
 #pragma omp parallel for num_threads(num_threads_) if (m > 8)
   for (int64_t t = 0; t < m; ++t) {
-    float cs[512], sn[512];  // rotary_dim <= 1024 (checked at model load)
-    const double pos = positions[t];
-    for (int32_t i = 0; i < half; ++i) {
-      const double angle = pos * rope.inv_freq[i];
-      cs[i] = static_cast<float>(std::cos(angle)) * rope.attention_factor;
-      sn[i] = static_cast<float>(std::sin(angle)) * rope.attention_factor;
-    }
+    const float* cs = tab.cos.data() + t * half;
+    const float* sn = tab.sin.data() + t * half;
     auto rotate = [&](float* head) {
       if (rope.style == RopeStyle::kNeox) {
         for (int32_t i = 0; i < half; ++i) {
@@ -345,8 +365,8 @@ void CpuBackend::Attention(const AttentionParams& p) {
     for (int32_t g = 0; g < nkv; ++g)
       for (int32_t t = 0; t < p.seqs[s].num_tokens; t += kQueryChunk)
         attention_items_.push_back({s, g, t, std::min(p.seqs[s].num_tokens, t + kQueryChunk)});
-  const auto block_scores = avx512_ ? avx512::BlockScores : generic::BlockScores;
-  const auto block_acc = avx512_ ? avx512::BlockAccumulate : generic::BlockAccumulate;
+  const auto group_scores = avx512_ ? avx512::GroupBlockScores : generic::GroupBlockScores;
+  const auto group_acc = avx512_ ? avx512::GroupBlockAccumulate : generic::GroupBlockAccumulate;
   const auto vmax = avx512_ ? avx512::Max : generic::Max;
   const auto exp_sum = avx512_ ? avx512::ExpSubtractSum : generic::ExpSubtractSum;
   const size_t esize = DTypeSize(kv.dtype);
@@ -361,7 +381,7 @@ void CpuBackend::Attention(const AttentionParams& p) {
   work *= static_cast<int64_t>(p.num_q_heads) * d;
 #pragma omp parallel num_threads(num_threads_) if (num_items > 1 && work > (1 << 16))
   {
-    thread_local std::vector<float> scores;
+    thread_local std::vector<float> scores, inv_sum;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < num_items; ++it) {
       const AttentionItem item = attention_items_[it];
@@ -378,26 +398,26 @@ void CpuBackend::Attention(const AttentionParams& p) {
           const int64_t blk = seq.block_table[b];
           const uint8_t* kt = static_cast<const uint8_t*>(kv.k) +
                               static_cast<size_t>((blk * nkv + item.kv_head) * head_block_elems) * esize;
-          for (int32_t h = 0; h < group; ++h) {
-            const float* q = p.q + row * row_stride + static_cast<int64_t>(item.kv_head * group + h) * d;
-            block_scores(q, kt, kv.dtype, d, bs, count, p.scale, scores.data() + h * padded + b * bs);
-          }
+          // The group's query heads are adjacent in q: one pass over the block serves them all.
+          const float* q = p.q + row * row_stride + static_cast<int64_t>(item.kv_head * group) * d;
+          group_scores(q, group, kt, kv.dtype, d, bs, count, p.scale, scores.data() + b * bs, padded);
         }
+        if (inv_sum.size() < static_cast<size_t>(group)) inv_sum.resize(group);
         for (int32_t h = 0; h < group; ++h) {
           float* sc = scores.data() + h * padded;
-          const float mx = vmax(sc, ctx);
-          const float inv_sum = 1.0f / exp_sum(sc, ctx, mx);
-          float* out = p.out + row * row_stride + static_cast<int64_t>(item.kv_head * group + h) * d;
-          std::memset(out, 0, sizeof(float) * d);
-          for (int32_t b = 0; b < nblocks; ++b) {
-            const int32_t count = std::min(bs, ctx - b * bs);
-            const int64_t blk = seq.block_table[b];
-            const uint8_t* vb = static_cast<const uint8_t*>(kv.v) +
-                                static_cast<size_t>((blk * nkv + item.kv_head) * head_block_elems) * esize;
-            block_acc(sc + b * bs, vb, kv.dtype, d, count, out);
-          }
-          for (int32_t j = 0; j < d; ++j) out[j] *= inv_sum;
+          inv_sum[h] = 1.0f / exp_sum(sc, ctx, vmax(sc, ctx));
         }
+        float* out = p.out + row * row_stride + static_cast<int64_t>(item.kv_head * group) * d;
+        std::memset(out, 0, sizeof(float) * d * group);
+        for (int32_t b = 0; b < nblocks; ++b) {
+          const int32_t count = std::min(bs, ctx - b * bs);
+          const int64_t blk = seq.block_table[b];
+          const uint8_t* vb = static_cast<const uint8_t*>(kv.v) +
+                              static_cast<size_t>((blk * nkv + item.kv_head) * head_block_elems) * esize;
+          group_acc(scores.data() + b * bs, padded, group, vb, kv.dtype, d, count, out);
+        }
+        for (int32_t h = 0; h < group; ++h)
+          for (int32_t j = 0; j < d; ++j) out[h * d + j] *= inv_sum[h];
       }
     }
   }

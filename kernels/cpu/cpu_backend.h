@@ -91,6 +91,13 @@ class CpuBackend final : public Backend {
   bool avx512_;
   OnednnGemm onednn_;
   std::vector<float> packed_x_;
+  struct RopeTable {
+    std::vector<float> inv_freq;  // the key: frequencies, factor and positions
+    float factor = 0;
+    std::vector<int32_t> positions;
+    std::vector<float> cos, sin;  // [token][frequency]
+  };
+  RopeTable rope_table_;
   struct AttentionItem {
     int32_t seq;
     int32_t kv_head;

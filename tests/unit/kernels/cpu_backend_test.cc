@@ -168,35 +168,46 @@ TEST_P(CpuRopeTest, RotatesPairsByPositionAngles) {
   const RopeCase rc = GetParam();
   auto cpu = MakeCpu();
   const int32_t nq = 4, nkv = 2, d = 32, half = rc.rotary_dim / 2;
-  const std::vector<int32_t> positions = {0, 1, 17, 4095, 70000};
-  const int64_t m = static_cast<int64_t>(positions.size());
   std::vector<float> inv_freq(half);
   for (int32_t i = 0; i < half; ++i) inv_freq[i] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / rc.rotary_dim));
-  std::vector<float> q = RandomFloats(m * nq * d, 8), k = RandomFloats(m * nkv * d, 9);
-  auto reference = [&](std::vector<float> x, int32_t heads) {
-    std::vector<double> out(x.begin(), x.end());
-    for (int64_t t = 0; t < m; ++t)
-      for (int32_t h = 0; h < heads; ++h)
-        for (int32_t i = 0; i < half; ++i) {
-          const double angle = static_cast<double>(positions[t]) * inv_freq[i];
-          const double c = std::cos(angle) * rc.attention_factor, s = std::sin(angle) * rc.attention_factor;
-          const int64_t base = (t * heads + h) * d;
-          const int64_t ia = base + (rc.style == RopeStyle::kNeox ? i : 2 * i);
-          const int64_t ib = base + (rc.style == RopeStyle::kNeox ? i + half : 2 * i + 1);
-          out[ia] = x[ia] * c - x[ib] * s;
-          out[ib] = x[ib] * c + x[ia] * s;
-        }
-    return out;
+  // The backend reuses its cos/sin table while the positions stay the same (every layer of
+  // a forward): same positions twice, then new contents in the same buffer, then new frequencies.
+  std::vector<int32_t> positions = {0, 1, 17, 4095, 70000};
+  uint32_t seed = 8;
+  auto check = [&](const char* what) {
+    const int64_t m = static_cast<int64_t>(positions.size());
+    std::vector<float> q = RandomFloats(m * nq * d, seed++), k = RandomFloats(m * nkv * d, seed++);
+    auto reference = [&](std::vector<float> x, int32_t heads) {
+      std::vector<double> out(x.begin(), x.end());
+      for (int64_t t = 0; t < m; ++t)
+        for (int32_t h = 0; h < heads; ++h)
+          for (int32_t i = 0; i < half; ++i) {
+            const double angle = static_cast<double>(positions[t]) * inv_freq[i];
+            const double c = std::cos(angle) * rc.attention_factor, s = std::sin(angle) * rc.attention_factor;
+            const int64_t base = (t * heads + h) * d;
+            const int64_t ia = base + (rc.style == RopeStyle::kNeox ? i : 2 * i);
+            const int64_t ib = base + (rc.style == RopeStyle::kNeox ? i + half : 2 * i + 1);
+            out[ia] = x[ia] * c - x[ib] * s;
+            out[ib] = x[ib] * c + x[ia] * s;
+          }
+      return out;
+    };
+    const std::vector<double> ref_q = reference(q, nq), ref_k = reference(k, nkv);
+    RopeParams rope;
+    rope.style = rc.style;
+    rope.rotary_dim = rc.rotary_dim;
+    rope.inv_freq = inv_freq.data();
+    rope.attention_factor = rc.attention_factor;
+    cpu->Rope(q.data(), k.data(), positions.data(), m, nq, nkv, d, rope);
+    EXPECT_TRUE(AllClose(q, ref_q, 1e-5, 1e-5)) << what;
+    EXPECT_TRUE(AllClose(k, ref_k, 1e-5, 1e-5)) << what;
   };
-  const std::vector<double> ref_q = reference(q, nq), ref_k = reference(k, nkv);
-  RopeParams rope;
-  rope.style = rc.style;
-  rope.rotary_dim = rc.rotary_dim;
-  rope.inv_freq = inv_freq.data();
-  rope.attention_factor = rc.attention_factor;
-  cpu->Rope(q.data(), k.data(), positions.data(), m, nq, nkv, d, rope);
-  EXPECT_TRUE(AllClose(q, ref_q, 1e-5, 1e-5));
-  EXPECT_TRUE(AllClose(k, ref_k, 1e-5, 1e-5));
+  check("first call");
+  check("same positions again");
+  positions[2] = 18;
+  check("one position changed in place");
+  for (float& f : inv_freq) f *= 0.5f;
+  check("frequencies changed in place");
 }
 
 INSTANTIATE_TEST_SUITE_P(Styles, CpuRopeTest,

@@ -419,6 +419,9 @@ inline std::vector<AttentionCase> StandardAttentionCases() {
       make("MqaLongDecode", 8, 1, 128, 16, DType::kBF16, {{300, 1}, {97, 3}}),
       make("LongPrompt", 2, 1, 16, 8, DType::kF32, {{0, 70}}),
       make("OddHeadDimBf16", 4, 2, 18, 16, DType::kBF16, mixed),  // vector tails in d
+      // Groups that do not divide into the kernels' register chunks of heads.
+      make("Group7Bf16", 14, 2, 64, 16, DType::kBF16, mixed),
+      make("Group12F32", 12, 1, 32, 16, DType::kF32, mixed),
   };
 }
 
