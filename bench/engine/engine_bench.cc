@@ -61,29 +61,46 @@ __attribute__((target("avx512f"))) uint64_t SumRange(const uint64_t* p, size_t n
   return sum;
 }
 
-double MeasureReadBandwidth(int threads) {
-  const size_t bytes = size_t{512} << 20;
-  uint64_t* buf = static_cast<uint64_t*>(std::aligned_alloc(64, bytes));
-  const size_t n = bytes / 8;
+// The read bandwidth this machine gives right now. The buffer is kept so the
+// probe can be repeated next to each decode measurement: on a shared VM the
+// bandwidth a run gets drifts by ±15 % over minutes, and a ceiling read once at
+// the start says little about the moment a later row was measured.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(int threads) : threads_(threads), n_(kBytes / 8) {
+    buf_ = static_cast<uint64_t*>(std::aligned_alloc(64, kBytes));
 #pragma omp parallel for num_threads(threads)
-  for (size_t i = 0; i < n; ++i) buf[i] = i;
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    uint64_t sum = 0;
-    auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : sum)
-    {
-      const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const size_t chunk = n / nt / 32 * 32;
-      sum += SumRange(buf + t * chunk, chunk);
-    }
-    const double s = Seconds(t0, Clock::now());
-    if (sum == 42) std::printf(" ");
-    best = std::max(best, bytes / s / 1e9);
+    for (size_t i = 0; i < n_; ++i) buf_[i] = i;
   }
-  std::free(buf);
-  return best;
-}
+  ~BandwidthProbe() { std::free(buf_); }
+  BandwidthProbe(const BandwidthProbe&) = delete;
+  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+
+  static constexpr size_t kBytes = size_t{512} << 20;
+  /// Best of `reps` passes, GB/s.
+  double Measure(int reps = 5) {
+    double best = 0;
+    for (int rep = 0; rep < reps; ++rep) {
+      uint64_t sum = 0;
+      auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads_) reduction(+ : sum)
+      {
+        const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const size_t chunk = n_ / nt / 32 * 32;
+        sum += SumRange(buf_ + t * chunk, chunk);
+      }
+      const double s = Seconds(t0, Clock::now());
+      if (sum == 42) std::printf(" ");
+      best = std::max(best, kBytes / s / 1e9);
+    }
+    return best;
+  }
+
+ private:
+  int threads_;
+  size_t n_;
+  uint64_t* buf_;
+};
 
 // oneDNN matmul on large shapes, the best GFLOP/s this machine gives per dtype.
 double MeasureGemmPeak(dnnl::memory::data_type dt, int threads, std::string* impl) {
@@ -141,6 +158,9 @@ int64_t ResidentKiB(const char* field) {
   return 0;
 }
 
+// The process's resident memory without the bandwidth probe's buffer.
+double ResidentMiBWithoutProbe() { return ResidentKiB("VmRSS:") / 1024.0 - BandwidthProbe::kBytes / 1048576.0; }
+
 // Matmul FLOPs of one forward over `tokens` tokens of which `samples` reach the LM head, plus attention.
 double ForwardFlops(const ModelConfig& c, double tokens, double samples, double attn_pairs) {
   const double h = c.hidden_size, q = 1.0 * c.num_heads * c.head_dim, kv = 1.0 * c.num_kv_heads * c.head_dim;
@@ -165,7 +185,8 @@ int Run(const Args& args) {
   const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
   std::printf("# Orca engine microbenchmark (paper Fig. 9 analog), %d threads\n", threads);
   Ceilings ceil;
-  ceil.read_gbps = MeasureReadBandwidth(threads);
+  BandwidthProbe bandwidth(threads);
+  ceil.read_gbps = bandwidth.Measure();
   std::string f32_impl;
   ceil.gemm_gflops_f32 = MeasureGemmPeak(dnnl::memory::data_type::f32, threads, &f32_impl);
   ceil.gemm_gflops_bf16 = MeasureGemmPeak(dnnl::memory::data_type::bf16, threads, &ceil.bf16_impl);
@@ -212,9 +233,9 @@ int Run(const Args& args) {
       const double gemm_peak = dt == DType::kBF16 ? ceil.gemm_gflops_bf16 : ceil.gemm_gflops_f32;
       std::printf("\n## %s %s: %.1fM params, %.0f MB weights read per decode step, KV %.0f MiB, RSS %.0f MiB\n",
                   model_name.c_str(), dtype_name.c_str(), c.NumParameters() / 1e6, weight_gb * 1e3,
-                  engine.kv_bytes() / 1048576.0, ResidentKiB("VmRSS:") / 1024.0);
-      std::printf("%-6s %-6s | %-10s %-10s %-8s | %-10s %-10s %-9s %-8s\n", "batch", "prompt", "prefill_ms", "prefill_tok/s",
-                  "%gemm", "decode_ms", "decode_tok/s", "%bw_roof", "x_b1");
+                  engine.kv_bytes() / 1048576.0, ResidentMiBWithoutProbe());
+      std::printf("%-6s %-6s | %-10s %-10s %-8s | %-10s %-10s %-9s %-8s | %-8s %-9s\n", "batch", "prompt", "prefill_ms",
+                  "prefill_tok/s", "%gemm", "decode_ms", "decode_tok/s", "%bw_roof", "x_b1", "bw_now", "%bw_now");
       std::mt19937 rng(1);
       uint64_t next_id = 1;
       {  // Warm-up: page in the mapped weights and create the GEMM primitives of small shapes.
@@ -247,7 +268,9 @@ int Run(const Args& args) {
           }
           const double prefill_s = Seconds(t0, Clock::now());
           const double prefill_flops = ForwardFlops(c, 1.0 * batch * prompt, batch, batch * prompt * (prompt + 1) / 2.0);
-          // Decode: gen - 1 increment iterations, one token per request at its own position.
+          // Decode: gen - 1 increment iterations, one token per request at its own position,
+          // between two probes of the bandwidth available at the time.
+          const double bw_before = bandwidth.Measure(3);
           std::vector<double> step_s;
           for (int g = 1; g < args.gen; ++g) {
             IterationInput next;
@@ -261,24 +284,28 @@ int Run(const Args& args) {
             step_s.push_back(Seconds(t1, Clock::now()));
             in.seqs = std::move(next.seqs);
           }
+          const double bw_now = std::max(bw_before, bandwidth.Measure(3));
           for (const auto& s : in.seqs) engine.Release(s.request_id);
           std::sort(step_s.begin(), step_s.end());
           const double decode_s = step_s[step_s.size() / 2];  // median iteration
           const double decode_tps = batch / decode_s;
           if (batch == 1) b1_tps = decode_tps;
           const double roofline_s = weight_gb / ceil.read_gbps;
-          std::printf("%-6d %-6d | %-10.1f %-13.0f %-5.0f%% | %-10.2f %-12.0f %-8.0f%% %-8.1f\n", batch, prompt, prefill_s * 1e3,
-                      batch * prompt / prefill_s, 100 * prefill_flops / prefill_s / 1e9 / gemm_peak, decode_s * 1e3,
-                      decode_tps, 100 * roofline_s / decode_s, b1_tps > 0 ? decode_tps / b1_tps : 0.0);
+          std::printf("%-6d %-6d | %-10.1f %-13.0f %-5.0f%% | %-10.2f %-12.0f %-8.0f%% %-8.1f | %-8.1f %-5.0f%%\n", batch, prompt,
+                      prefill_s * 1e3, batch * prompt / prefill_s, 100 * prefill_flops / prefill_s / 1e9 / gemm_peak,
+                      decode_s * 1e3, decode_tps, 100 * roofline_s / decode_s, b1_tps > 0 ? decode_tps / b1_tps : 0.0,
+                      bw_now, 100 * weight_gb / bw_now / decode_s);
           std::fflush(stdout);
         }
       }
       std::printf("# resident memory after the runs: %.0f MiB (weights are mapped: shared, clean pages)\n",
-                  ResidentKiB("VmRSS:") / 1024.0);
+                  ResidentMiBWithoutProbe());
     }
   }
   std::printf("\n# %%gemm: model FLOPs of the prefill iteration / time / measured GEMM peak of the dtype.\n"
               "# %%bw_roof: (weight bytes / measured bandwidth) / decode iteration time (median).\n"
+              "# bw_now, %%bw_now: the same against the higher of two bandwidth probes taken right before and\n"
+              "#   right after this row's decode iterations (the bandwidth available at the time).\n"
               "# x_b1: decode tokens/s relative to batch 1 at the same prompt length.\n");
   return 0;
 }
