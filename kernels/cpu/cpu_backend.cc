@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -371,6 +372,7 @@ void CpuBackend::Attention(const AttentionParams& p) {
   const auto exp_sum = avx512_ ? avx512::ExpSubtractSum : generic::ExpSubtractSum;
   const size_t esize = DTypeSize(kv.dtype);
   const int64_t head_block_elems = static_cast<int64_t>(d) * bs;
+  const size_t head_block_bytes = static_cast<size_t>(head_block_elems) * esize;
   const int64_t num_items = static_cast<int64_t>(attention_items_.size());
   const int64_t row_stride = static_cast<int64_t>(p.num_q_heads) * d;
   // Fork only when there is enough work: a parallel region costs microseconds,
@@ -387,6 +389,17 @@ void CpuBackend::Attention(const AttentionParams& p) {
       const AttentionItem item = attention_items_[it];
       const AttentionSeq& seq = p.seqs[item.seq];
       const int32_t max_ctx = seq.start_pos + item.t_end;
+      // The item's K and V blocks are scattered over the pool and cold (the weights streamed
+      // through the caches since this layer last ran), each only a few KiB: too short for the
+      // hardware prefetcher. Request them all up front so their misses overlap (A/B at batch 32,
+      // prompt 128 on the 135M model: 2-5 % faster decode steps).
+      for (int32_t b = 0, nb = (max_ctx + bs - 1) / bs; b < nb; ++b) {
+        const size_t off = static_cast<size_t>((seq.block_table[b] * nkv + item.kv_head) * head_block_elems) * esize;
+        for (size_t line = 0; line < head_block_bytes; line += 64) {
+          _mm_prefetch(static_cast<const char*>(kv.k) + off + line, _MM_HINT_T0);
+          _mm_prefetch(static_cast<const char*>(kv.v) + off + line, _MM_HINT_T0);
+        }
+      }
       const size_t padded = static_cast<size_t>((max_ctx + bs - 1) / bs * bs);
       if (scores.size() < padded * group) scores.resize(padded * group);
       for (int32_t t = item.t_begin; t < item.t_end; ++t) {
