@@ -30,6 +30,7 @@
 #include "core/common/logging.h"
 #include "core/engine/engine.h"
 #include "core/engine/synthetic_checkpoint.h"
+#include "bench/engine/ceilings.h"
 
 namespace orca::bench {
 namespace {
@@ -42,64 +43,6 @@ struct Ceilings {
   double gemm_gflops_f32 = 0;
   double gemm_gflops_bf16 = 0;
   std::string bf16_impl;
-};
-
-// Streaming read of a buffer far larger than the caches with 512-bit loads on
-// every thread, best of 5: the bandwidth a decode step can hope for.
-__attribute__((target("avx512f"))) uint64_t SumRange(const uint64_t* p, size_t n) {
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 32 <= n; i += 32) {
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
-    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 8));
-    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 16));
-    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 24));
-  }
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-  uint64_t sum = 0;
-  for (uint64_t v : lanes) sum += v;
-  return sum;
-}
-
-// The read bandwidth this machine gives right now. The buffer is kept so the
-// probe can be repeated next to each decode measurement: on a shared VM the
-// bandwidth a run gets drifts by ±15 % over minutes, and a ceiling read once at
-// the start says little about the moment a later row was measured.
-class BandwidthProbe {
- public:
-  explicit BandwidthProbe(int threads) : threads_(threads), n_(kBytes / 8) {
-    buf_ = static_cast<uint64_t*>(std::aligned_alloc(64, kBytes));
-#pragma omp parallel for num_threads(threads)
-    for (size_t i = 0; i < n_; ++i) buf_[i] = i;
-  }
-  ~BandwidthProbe() { std::free(buf_); }
-  BandwidthProbe(const BandwidthProbe&) = delete;
-  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
-
-  static constexpr size_t kBytes = size_t{512} << 20;
-  /// Best of `reps` passes, GB/s.
-  double Measure(int reps = 5) {
-    double best = 0;
-    for (int rep = 0; rep < reps; ++rep) {
-      uint64_t sum = 0;
-      auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads_) reduction(+ : sum)
-      {
-        const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        const size_t chunk = n_ / nt / 32 * 32;
-        sum += SumRange(buf_ + t * chunk, chunk);
-      }
-      const double s = Seconds(t0, Clock::now());
-      if (sum == 42) std::printf(" ");
-      best = std::max(best, kBytes / s / 1e9);
-    }
-    return best;
-  }
-
- private:
-  int threads_;
-  size_t n_;
-  uint64_t* buf_;
 };
 
 // oneDNN matmul on large shapes, the best GFLOP/s this machine gives per dtype.

@@ -9,8 +9,8 @@
 #include <immintrin.h>
 #include <omp.h>
 
-#include <bit>
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +21,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/engine/ceilings.h"
 #include "core/common/flags.h"
 #include "kernels/cpu/cpu_backend.h"
 
@@ -29,59 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-// 2 FMA ports × 16 lanes × 2 flops per cycle need 8+ independent chains: 12 here.
-__attribute__((target("avx512f"), noinline)) float FmaLoop(int64_t iters) {
-  __m512 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
-  __m512 s = a[0];
-  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, s);
-  return lanes[0];
-}
-
-double MeasureFmaPeak(int threads) {
-  constexpr int64_t kIters = 20'000'000;
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    float sink = 0;
-    const auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += FmaLoop(kIters);
-    const double s = Seconds(t0, Clock::now());
-    if (sink == 42) std::printf(" ");
-    best = std::max(best, threads * kIters * 12.0 * 32 / s / 1e9);
-  }
-  return best;
-}
-
-__attribute__((target("avx512f"))) double MeasureReadBandwidth(int threads) {
-  const size_t bytes = size_t{512} << 20, n = bytes / 64;
-  auto* buf = static_cast<__m512i*>(std::aligned_alloc(64, bytes));
-  std::memset(buf, 1, bytes);
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    int64_t sink = 0;
-    const auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    {
-      const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      __m512i acc = _mm512_setzero_si512();
-      for (size_t i = n * t / nt; i < n * (t + 1) / nt; ++i) acc = _mm512_add_epi64(acc, _mm512_load_si512(buf + i));
-      alignas(64) int64_t lanes[8];
-      _mm512_store_si512(lanes, acc);
-      sink += lanes[0];
-    }
-    best = std::max(best, bytes / Seconds(t0, Clock::now()) / 1e9);
-    if (sink == 42) std::printf(" ");
-  }
-  std::free(buf);
-  return best;
-}
 
 struct Shape {
   const char* name;
@@ -163,7 +111,7 @@ void ModelPass(const Args& args, int threads, double bw, DType dtype, int64_t m)
 
 int Run(const Args& args) {
   const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
-  const double fma = MeasureFmaPeak(threads), bw = MeasureReadBandwidth(threads);
+  const double fma = MeasureFmaPeak(threads), bw = BandwidthProbe(threads).Measure();
   std::printf("# %d threads; ceilings: FMA peak %.0f GFLOP/s (f32), read bandwidth %.1f GB/s\n", threads, fma, bw);
   std::printf("%-6s %-20s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%fma",
               "GB/s", "%bw");

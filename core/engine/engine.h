@@ -83,7 +83,7 @@ class Engine {
     int64_t n_slots = 8192;              ///< KV slots (tokens) per shard
     int32_t kv_block_size = 16;
     int32_t num_threads = 0;             ///< compute threads in total (0 = all cores), split over shards
-    int64_t small_gemm_max_rows = 8;     ///< see CpuBackend::Options
+    int64_t small_gemm_max_rows = 4;     ///< see CpuBackend::Options
     int64_t panel_gemm_max_rows = 128;   ///< see CpuBackend::Options
     bool keep_logits = false;            ///< copy logits into IterationOutput (tests)
     /// Data plane for tensor parallelism: a rendezvous store shared by the

@@ -12,8 +12,9 @@
 namespace orca::kernels::avx512 {
 namespace {
 
-// 64-byte aligned scratch per thread for the W panels; grows, never shrinks.
-float* PanelScratch(size_t floats) {
+// 64-byte aligned scratch per thread, one buffer per Tag; grows, never shrinks.
+template <int Tag>
+float* Scratch(size_t floats) {
   struct Buffer {
     float* data = nullptr;
     size_t size = 0;
@@ -27,22 +28,10 @@ float* PanelScratch(size_t floats) {
   }
   return buf.data;
 }
-
-// A second per-thread buffer for one k chunk of a widened panel (L1-sized).
-float* ChunkScratch(size_t floats) {
-  struct Buffer {
-    float* data = nullptr;
-    size_t size = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buf;
-  if (buf.size < floats) {
-    std::free(buf.data);
-    buf.data = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
-    buf.size = floats;
-  }
-  return buf.data;
-}
+// A whole W panel packed on the fly (PanelGemm, PackPanels).
+float* PanelScratch(size_t floats) { return Scratch<0>(floats); }
+// One k chunk of a bf16 panel widened to f32 (L1-sized; PanelRows).
+float* ChunkScratch(size_t floats) { return Scratch<1>(floats); }
 
 constexpr int64_t kKStep = 32;  // bf16 elements per 64-byte load
 // Rows of W ahead of the current block to prefetch (two 4-row blocks): decode is

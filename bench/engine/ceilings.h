@@ -1,0 +1,104 @@
+#pragma once
+// The machine's ceilings for the engine benchmarks, measured in the same run:
+// streaming read bandwidth (what a decode step can hope for) and the FMA peak
+// of the cores (what a compute-bound GEMM can hope for). x86-64 with AVX-512.
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace orca::bench {
+
+// Streaming read of a buffer far larger than the caches with 512-bit loads.
+__attribute__((target("avx512f"))) inline uint64_t SumRange(const uint64_t* p, size_t n) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
+    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 8));
+    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 16));
+    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 24));
+  }
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
+  uint64_t sum = 0;
+  for (uint64_t v : lanes) sum += v;
+  return sum;
+}
+
+// The read bandwidth this machine gives right now. The buffer is kept so the
+// probe can be repeated next to each decode measurement: on a shared VM the
+// bandwidth a run gets drifts by ±15 % over minutes, and a ceiling read once at
+// the start says little about the moment a later row was measured.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(int threads) : threads_(threads), n_(kBytes / 8) {
+    buf_ = static_cast<uint64_t*>(std::aligned_alloc(64, kBytes));
+#pragma omp parallel for num_threads(threads)
+    for (size_t i = 0; i < n_; ++i) buf_[i] = i;
+  }
+  ~BandwidthProbe() { std::free(buf_); }
+  BandwidthProbe(const BandwidthProbe&) = delete;
+  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+
+  static constexpr size_t kBytes = size_t{512} << 20;
+  /// Best of `reps` passes, GB/s.
+  double Measure(int reps = 5) {
+    double best = 0;
+    for (int rep = 0; rep < reps; ++rep) {
+      uint64_t sum = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads_) reduction(+ : sum)
+      {
+        const size_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const size_t chunk = n_ / nt / 32 * 32;
+        sum += SumRange(buf_ + t * chunk, chunk);
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (sum == 42) std::printf(" ");
+      best = std::max(best, kBytes / s / 1e9);
+    }
+    return best;
+  }
+
+ private:
+  int threads_;
+  size_t n_;
+  uint64_t* buf_;
+};
+
+// 2 FMA ports × 16 lanes × 2 flops per cycle need 8+ independent chains: 12 here.
+__attribute__((target("avx512f"), noinline)) inline float FmaLoop(int64_t iters) {
+  __m512 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+  __m512 s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return lanes[0];
+}
+
+/// f32 FMA peak of `threads` cores in GFLOP/s (register-only loop, best of 3).
+inline double MeasureFmaPeak(int threads) {
+  constexpr int64_t kIters = 20'000'000;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    float sink = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += FmaLoop(kIters);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (sink == 42) std::printf(" ");
+    best = std::max(best, threads * kIters * 12.0 * 32 / s / 1e9);
+  }
+  return best;
+}
+
+}  // namespace orca::bench
