@@ -24,7 +24,8 @@ class CpuBackend final : public Backend {
     /// panel kernel is faster (135M bf16 decode at batch 8: 19 ms vs 25 ms).
     int64_t small_gemm_max_rows = 4;
     /// Up to this many rows, GEMMs use the AVX-512 panel kernel (decode
-    /// batches); larger ones (prefill) go to oneDNN.
+    /// batches); larger ones (prefill) go to oneDNN, and so do bf16 ones on
+    /// CPUs with AMX.
     int64_t panel_gemm_max_rows = 128;
     /// Memory for uploaded weights (UploadWeight) prepacked into panels the
     /// first time a decode batch uses them (a second, panel-ordered copy: packing on every iteration
@@ -90,6 +91,7 @@ class CpuBackend final : public Backend {
   std::map<PanelKey, PackedWeight> panel_cache_;
   size_t panel_cache_used_ = 0;
   bool avx512_;
+  bool amx_;
   OnednnGemm onednn_;
   std::vector<float> packed_x_;
   struct RopeTable {
