@@ -408,6 +408,7 @@ void FakeKubeApiServer::StreamWatch(int fd, const Request& req) {
   if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")) return;
 
   std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return !hold_watches_ || stopping_; });
   for (Fault& f : faults_) {
     if (f.times > 0 && f.method == "WATCH" && req.path.find(f.path_part) != std::string::npos) {
       --f.times;
@@ -529,6 +530,14 @@ void FakeKubeApiServer::EndWatches() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++watch_epoch_;
+  }
+  changed_.notify_all();
+}
+
+void FakeKubeApiServer::HoldWatches(bool hold) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_watches_ = hold;
   }
   changed_.notify_all();
 }

@@ -70,6 +70,9 @@ class FakeKubeApiServer {
   void EndWatches();
   /// Sends a BOOKMARK with the current resourceVersion on every open watch.
   void SendBookmark();
+  /// While held, new watch requests wait (unanswered) until released: lets a
+  /// test change and compact history while a client's watch is certainly down.
+  void HoldWatches(bool hold);
 
   std::vector<Request> Requests() const;
   int CountRequests(const std::string& method, const std::string& path_part) const;
@@ -112,6 +115,7 @@ class FakeKubeApiServer {
   int64_t rv_ = 100;
   int64_t compacted_below_ = 0;
   int64_t watch_epoch_ = 0;     // EndWatches() bumps it
+  bool hold_watches_ = false;
   int64_t bookmark_epoch_ = 0;  // SendBookmark() bumps it
   int open_watches_ = 0;
   int64_t name_counter_ = 0;
