@@ -1,12 +1,9 @@
 #include "bench/pipeline/local_stack.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,60 +22,26 @@
 namespace orca::bench {
 namespace {
 
-constexpr auto kStopGrace = std::chrono::seconds(20);
+constexpr int kStopGraceMs = 20000;
 
 std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
-
-/// Waits up to `grace` for `pid` to exit; true if it did (status in *status).
-bool WaitExit(pid_t pid, std::chrono::steady_clock::duration grace, int* status) {
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  do {
-    if (waitpid(pid, status, WNOHANG) == pid) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } while (std::chrono::steady_clock::now() < deadline);
-  return false;
-}
 
 }  // namespace
 
 absl::Status LocalStack::Spawn(const std::string& name, const std::string& binary,
                                const std::vector<std::string>& args, const std::string& log_dir) {
   Process p;
-  p.name = name;
   p.log_path = absl::StrCat(log_dir, "/", name, ".log");
-  std::vector<std::string> storage = {binary};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& s : storage) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  p.pid = fork();
-  if (p.pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (p.pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the benchmark
-    if (getppid() != parent) _exit(1);
-    const int fd = open(p.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-      close(fd);
-    }
-    execv(binary.c_str(), argv.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", binary.c_str(), std::strerror(errno));
-    _exit(127);
-  }
+  p.process = std::make_unique<Subprocess>(name, binary, args,
+                                           Subprocess::Options{.log_path = p.log_path, .truncate_log = true});
+  if (!p.process->started()) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   processes_.push_back(std::move(p));
   return absl::OkStatus();
 }
 
 const LocalStack::Process* LocalStack::FirstExited() {
-  for (Process& p : processes_) {
-    int status = 0;
-    if (p.pid > 0 && waitpid(p.pid, &status, WNOHANG) == p.pid) {
-      p.pid = -1;
-      return &p;
-    }
-  }
+  for (Process& p : processes_)
+    if (p.process->started() && p.process->exit_status() == -1 && !p.process->Alive()) return &p;
   return nullptr;
 }
 
@@ -131,7 +94,7 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOp
     if (ready.ok() && ready->status == 200) return stack;
     if (const Process* dead = stack->FirstExited()) {
       return absl::UnavailableError(
-          absl::StrCat(dead->name, " exited during startup; see ", dead->log_path));
+          absl::StrCat(dead->process->name(), " exited during startup; see ", dead->log_path));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       return absl::DeadlineExceededError(
@@ -147,17 +110,10 @@ absl::Status LocalStack::Stop() {
   std::vector<std::string> unclean;
   // Front to back: stop taking requests, then drain the engine.
   for (auto it = processes_.rbegin(); it != processes_.rend(); ++it) {
-    if (it->pid <= 0) continue;
-    kill(it->pid, SIGTERM);
-    int status = 0;
-    if (!WaitExit(it->pid, kStopGrace, &status)) {
-      kill(it->pid, SIGKILL);
-      waitpid(it->pid, &status, 0);
-      unclean.push_back(it->name + " (killed)");
-    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      unclean.push_back(absl::StrCat(it->name, " (status ", status, ")"));
-    }
-    it->pid = -1;
+    Subprocess& p = *it->process;
+    const int status = p.Alive() ? p.Stop(SIGTERM, kStopGraceMs) : p.exit_status();
+    if (p.killed()) unclean.push_back(p.name() + " (killed)");
+    else if (status != 0) unclean.push_back(absl::StrCat(p.name(), " (exit status ", status, ")"));
   }
   if (unclean.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("did not exit cleanly: ", absl::StrJoin(unclean, ", ")));

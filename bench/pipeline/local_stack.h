@@ -3,8 +3,6 @@
 /// stage), orca-scheduler and orca-gateway, like `orca serve` but with every admin port
 /// known, so the benchmark can scrape each process's /metrics.
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/common/subprocess.h"
 
 namespace orca::bench {
 
@@ -53,9 +52,8 @@ class LocalStack {
 
  private:
   struct Process {
-    std::string name;
-    pid_t pid = -1;
     std::string log_path;
+    std::unique_ptr<Subprocess> process;
   };
 
   LocalStack() = default;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "bench/load/load_trace.h"
 #include "bench/load/serving_sweep.h"
 #include "core/common/flags.h"
+#include "core/common/subprocess.h"
 #include "core/common/mapped_file.h"
 #include "core/common/ports.h"
 #include "core/common/status_macros.h"
@@ -184,7 +186,8 @@ class OrcaServeStack : public bench::ServingStack {
     if (options_.n_slots > 0) args.push_back("--n-slots=" + std::to_string(options_.n_slots));
     if (options_.threads > 0) args.push_back("--threads=" + std::to_string(options_.threads));
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-    child_ = std::make_unique<ChildProcess>("orca serve", ExecutableDir() + "/orca", args, logs + "/serve.log");
+    child_ = std::make_unique<Subprocess>("orca serve", ExecutableDir() + "/orca", args,
+                                          Subprocess::Options{.log_path = logs + "/serve.log"});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.ready_timeout_s);
     while (HttpStatus("127.0.0.1", port, "/ready") != 200) {
       if (!child_->Alive()) {
@@ -202,7 +205,7 @@ class OrcaServeStack : public bench::ServingStack {
 
   absl::Status Stop() override {
     if (!child_) return absl::OkStatus();
-    const int status = child_->Stop(30000);
+    const int status = child_->Stop(SIGTERM, 30000);
     child_.reset();
     // orca serve exits 0 on SIGTERM after stopping its processes.
     if (status != 0) return absl::InternalError(absl::StrCat("orca serve exited with status ", status));
@@ -211,7 +214,7 @@ class OrcaServeStack : public bench::ServingStack {
 
  private:
   Options options_;
-  std::unique_ptr<ChildProcess> child_;
+  std::unique_ptr<Subprocess> child_;
 };
 
 /// The checkpoint `orca serve` gets: --model, or the default synthetic model (written once).

@@ -5,6 +5,7 @@
 // everything on Ctrl-C / SIGTERM (or when any process dies).
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/flags.h"
+#include "core/common/subprocess.h"
 #include "core/common/ports.h"
 #include "services/cli/child_process.h"
 #include "services/cli/commands.h"
@@ -108,7 +110,7 @@ int RunServe(int argc, char** argv) {
   }
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   const int64_t threads = f.threads > 0 ? f.threads : std::max<int64_t>(f.tensor_parallel, cores / P);
-  std::vector<std::unique_ptr<ChildProcess>> children;
+  std::vector<std::unique_ptr<Subprocess>> children;
   for (int s = 0; s < P; ++s) {
     std::vector<std::string> args = {
         "--model=" + f.model, "--listen=" + worker_addrs[s], "--http-listen=" + Addr(worker_http[s]),
@@ -117,8 +119,8 @@ int RunServe(int argc, char** argv) {
         "--scheduler=" + Addr(sched_grpc), "--n-slots=" + std::to_string(f.n_slots), "--dtype=" + f.dtype,
         "--threads=" + std::to_string(threads), "--log-level=" + f.log_level};
     if (!f.served_model_name.empty()) args.push_back("--model-name=" + f.served_model_name);
-    children.push_back(std::make_unique<ChildProcess>("worker-" + std::to_string(s), bin + "/orca-worker", args,
-                                                      log_path("worker-" + std::to_string(s))));
+    children.push_back(std::make_unique<Subprocess>("worker-" + std::to_string(s), bin + "/orca-worker", args,
+                                                    Subprocess::Options{.log_path = log_path("worker-" + std::to_string(s))}));
   }
   std::vector<std::string> sargs = {"--listen=" + Addr(sched_grpc), "--http-listen=" + Addr(sched_http),
                                     "--workers=" + absl::StrJoin(worker_addrs, ","), "--max-bs=" + std::to_string(f.max_bs),
@@ -126,20 +128,22 @@ int RunServe(int argc, char** argv) {
                                     "--log-level=" + f.log_level};
   if (f.n_workers > 0) sargs.push_back("--n-workers=" + std::to_string(f.n_workers));
   if (!f.served_model_name.empty()) sargs.push_back("--model-name=" + f.served_model_name);
-  children.push_back(std::make_unique<ChildProcess>("scheduler", bin + "/orca-scheduler", sargs, log_path("scheduler")));
+  children.push_back(std::make_unique<Subprocess>("scheduler", bin + "/orca-scheduler", sargs,
+                                                  Subprocess::Options{.log_path = log_path("scheduler")}));
   std::vector<std::string> gargs = {"--listen=" + f.host + ":" + std::to_string(f.port), "--schedulers=" + Addr(sched_grpc),
                                     "--model=" + f.model, "--log-level=" + f.log_level};
   gargs.push_back(f.grpc_port > 0 ? "--grpc-listen=" + f.host + ":" + std::to_string(f.grpc_port) : "--grpc-listen=");
   if (!f.served_model_name.empty()) gargs.push_back("--served-model-name=" + f.served_model_name);
   if (!f.api_keys.empty()) gargs.push_back("--api-keys=" + absl::StrJoin(f.api_keys, ","));
-  children.push_back(std::make_unique<ChildProcess>("gateway", bin + "/orca-gateway", gargs, log_path("gateway")));
+  children.push_back(std::make_unique<Subprocess>("gateway", bin + "/orca-gateway", gargs,
+                                                  Subprocess::Options{.log_path = log_path("gateway")}));
 
   auto stop_all = [&](int code) {
     // Front to back: stop taking requests first, then drain the engine.
-    for (auto it = children.rbegin(); it != children.rend(); ++it) (*it)->Stop(10000);
+    for (auto it = children.rbegin(); it != children.rend(); ++it) (*it)->Stop(SIGTERM, 10000);
     return code;
   };
-  auto dead_child = [&]() -> ChildProcess* {
+  auto dead_child = [&]() -> Subprocess* {
     for (auto& c : children)
       if (!c->Alive()) return c.get();
     return nullptr;
@@ -150,7 +154,7 @@ int RunServe(int argc, char** argv) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.ready_timeout_s);
   const std::string probe_host = f.host == "0.0.0.0" ? "127.0.0.1" : f.host;
   while (HttpStatus(probe_host, static_cast<int>(f.port), "/ready") != 200) {
-    if (ChildProcess* c = dead_child()) {
+    if (Subprocess* c = dead_child()) {
       Fail(absl::StrCat(c->name(), " exited (status ", c->exit_status(), ") during startup",
                         f.log_dir.empty() ? "" : "; see " + f.log_dir));
       return stop_all(1);
@@ -174,7 +178,7 @@ int RunServe(int argc, char** argv) {
       std::fprintf(stderr, "\norca serve: stopping\n");
       return stop_all(0);
     }
-    if (ChildProcess* c = dead_child()) {
+    if (Subprocess* c = dead_child()) {
       std::fprintf(stderr, "orca serve: %s exited (status %d); stopping the stack\n", c->name().c_str(), c->exit_status());
       return stop_all(1);
     }

@@ -1,25 +1,20 @@
 #include "tests/integration/process.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <cstdio>
 #include <thread>
 
 #include "core/common/ports.h"
-
-extern char** environ;
 
 namespace orca::testing {
 
@@ -41,52 +36,12 @@ std::string TempPath(const std::string& name) {
 }
 
 Process::Process(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path)
-    : log_path_(log_path) {
-  const std::string path = BinDir() + "/" + binary;
-  std::vector<std::string> storage = {path};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : storage) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  if (posix_spawn(&pid_, path.c_str(), &actions, nullptr, argv.data(), environ) != 0) {
-    pid_ = -1;
-    std::ofstream(log_path) << "cannot start " << path << ": " << std::strerror(errno) << "\n";
-  }
-  posix_spawn_file_actions_destroy(&actions);
-}
+    : log_path_(log_path),
+      process_(std::make_unique<Subprocess>(binary, BinDir() + "/" + binary, args,
+                                            Subprocess::Options{.log_path = log_path, .truncate_log = true})) {}
 
 Process::~Process() {
-  if (pid_ > 0 && Alive()) Stop(SIGKILL, 5000);
-}
-
-bool Process::Alive() {
-  if (pid_ <= 0 || status_ != -1) return false;
-  int st = 0;
-  const pid_t r = waitpid(pid_, &st, WNOHANG);
-  if (r == pid_) {
-    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return false;
-  }
-  return r == 0;
-}
-
-int Process::Stop(int sig, int timeout_ms) {
-  if (!Alive()) return status_;
-  kill(pid_, sig);
-  for (int waited = 0; waited < timeout_ms; waited += 10) {
-    if (!Alive()) return status_;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(pid_, SIGKILL);
-  int st = 0;
-  waitpid(pid_, &st, 0);
-  status_ = -1;
-  pid_ = -1;
-  return -1;
+  if (process_->Alive()) process_->Stop(SIGKILL, 5000);
 }
 
 std::string Process::Log() const {

@@ -2,8 +2,11 @@
 // Real processes on loopback for integration tests: spawn a binary from the
 // build tree with its output in a log file, probe its /ready endpoint, stop it.
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/common/subprocess.h"
 
 namespace orca::testing {
 
@@ -15,17 +18,16 @@ class Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
-  int pid() const { return pid_; }
-  bool Alive();
-  /// Sends `sig` and waits up to `timeout_ms` for exit; returns the exit status (or -1).
-  int Stop(int sig = 15, int timeout_ms = 10000);
+  int pid() const { return process_->pid(); }
+  bool Alive() { return process_->Alive(); }
+  /// Sends `sig` and waits up to `timeout_ms` for exit (then SIGKILL); returns the exit status.
+  int Stop(int sig = 15, int timeout_ms = 10000) { return process_->Stop(sig, timeout_ms); }
   const std::string& log_path() const { return log_path_; }
   std::string Log() const;
 
  private:
-  int pid_ = -1;
-  int status_ = -1;
   std::string log_path_;
+  std::unique_ptr<Subprocess> process_;
 };
 
 /// A TCP port on 127.0.0.1 free right now.
