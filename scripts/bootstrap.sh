@@ -10,6 +10,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${ORCA_BUILD_DIR:-$ROOT/build}"
 say() { printf '\033[1;34m[bootstrap]\033[0m %s\n' "$*"; }
+die() { printf '\033[1;31m[bootstrap] error:\033[0m %s\n' "$*" >&2; exit 1; }
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git unzip curl
@@ -17,6 +18,9 @@ APT_PACKAGES=(
   libabsl-dev libdnnl-dev libgloo-dev nlohmann-json3-dev libcurl4-openssl-dev
   libyaml-cpp-dev libboost-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus gnuplot-nox yamllint libicu-dev
+  # Recommends we rely on (apt skips them with --no-install-recommends):
+  # dnnl-config.cmake calls find_package(OpenCL) even for a CPU-only oneDNN.
+  ocl-icd-opencl-dev opencl-c-headers
 )
 # Node.js comes with this machine kind; install Debian's only when it is absent.
 command -v node >/dev/null || APT_PACKAGES+=(nodejs npm)
@@ -30,6 +34,11 @@ if ((${#missing[@]})); then
   say "installing Debian packages: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  still=()
+  for p in "${missing[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || still+=("$p")
+  done
+  ((${#still[@]} == 0)) || die "apt-get did not install: ${still[*]}"
 else
   say "Debian packages: all present"
 fi
@@ -59,8 +68,18 @@ if [ ! -x "$HELM" ]; then
   rm -rf "$tmp"
 fi
 
+# Tools the build runs; a missing one is a missing package above, said before CMake says it worse.
+for tool in cmake ninja protoc grpc_cpp_plugin pkg-config; do
+  command -v "$tool" >/dev/null || die "'$tool' is not installed (add its Debian package to APT_PACKAGES in scripts/bootstrap.sh)"
+done
+
 say "configuring build in $BUILD_DIR"
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+mkdir -p "$BUILD_DIR"
+configure_log="$BUILD_DIR/configure.log"
+if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$configure_log" 2>&1; then
+  grep -E -A6 'CMake Error|Could NOT find|not found' "$configure_log" | head -40 >&2 || tail -40 "$configure_log" >&2
+  die "CMake configure failed (full log: $configure_log). A 'Could NOT find X' above is a Debian -dev package missing from APT_PACKAGES in scripts/bootstrap.sh (check the package's Recommends: apt installs none of them here)."
+fi
 say "building (ninja, $(nproc) cores)"
 ninja -C "$BUILD_DIR" ${ORCA_NINJA_TARGETS:-}
 say "done"
