@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/flags.h"
+#include "core/common/model_name.h"
 #include "core/common/subprocess.h"
 #include "core/common/ports.h"
 #include "services/cli/child_process.h"
@@ -59,7 +60,7 @@ int RunServe(int argc, char** argv) {
                 "Starts gateway, scheduler and worker(s) as separate processes on loopback and serves the\n"
                 "OpenAI-compatible API. The default model is synthesized on first run.");
   flags.AddString("model", &f.model, "HF checkpoint directory or .gguf file (default: synthetic ~25M Llama)");
-  flags.AddString("served-model-name", &f.served_model_name, "The model name clients send (default: basename of --model)");
+  flags.AddString("served-model-name", &f.served_model_name, "The model name clients send and metrics are labelled with (default: basename of --model without .gguf)");
   flags.AddString("host", &f.host, "Address the gateway listens on");
   flags.AddInt("port", &f.port, "Gateway HTTP port (OpenAI API, /health, /ready, /metrics)");
   flags.AddInt("grpc-port", &f.grpc_port, "Gateway gRPC port (orca.v1.Generation); 0 disables");
@@ -87,6 +88,8 @@ int RunServe(int argc, char** argv) {
   }
   if (!std::filesystem::exists(f.model)) return Fail("--model: " + f.model + " does not exist");
   f.model = std::filesystem::absolute(f.model).string();
+  // One name for every service: the gateway answers `"model"` with it and all label metrics with it.
+  const std::string name = f.served_model_name.empty() ? ServedModelNameFromPath(f.model) : f.served_model_name;
   if (!f.log_dir.empty()) std::filesystem::create_directories(f.log_dir);
   auto log_path = [&](const std::string& name) { return f.log_dir.empty() ? std::string() : f.log_dir + "/" + name + ".log"; };
   const std::string bin = ExecutableDir();
@@ -118,7 +121,7 @@ int RunServe(int argc, char** argv) {
         "--tensor-parallel=" + std::to_string(f.tensor_parallel), "--workers=" + absl::StrJoin(worker_addrs, ","),
         "--scheduler=" + Addr(sched_grpc), "--n-slots=" + std::to_string(f.n_slots), "--dtype=" + f.dtype,
         "--threads=" + std::to_string(threads), "--log-level=" + f.log_level};
-    if (!f.served_model_name.empty()) args.push_back("--model-name=" + f.served_model_name);
+    args.push_back("--model-name=" + name);
     children.push_back(std::make_unique<Subprocess>("worker-" + std::to_string(s), bin + "/orca-worker", args,
                                                     Subprocess::Options{.log_path = log_path("worker-" + std::to_string(s))}));
   }
@@ -127,13 +130,13 @@ int RunServe(int argc, char** argv) {
                                     "--n-slots=" + std::to_string(f.n_slots), "--policy=" + f.policy,
                                     "--log-level=" + f.log_level};
   if (f.n_workers > 0) sargs.push_back("--n-workers=" + std::to_string(f.n_workers));
-  if (!f.served_model_name.empty()) sargs.push_back("--model-name=" + f.served_model_name);
+  sargs.push_back("--model-name=" + name);
   children.push_back(std::make_unique<Subprocess>("scheduler", bin + "/orca-scheduler", sargs,
                                                   Subprocess::Options{.log_path = log_path("scheduler")}));
   std::vector<std::string> gargs = {"--listen=" + f.host + ":" + std::to_string(f.port), "--schedulers=" + Addr(sched_grpc),
                                     "--model=" + f.model, "--log-level=" + f.log_level};
   gargs.push_back(f.grpc_port > 0 ? "--grpc-listen=" + f.host + ":" + std::to_string(f.grpc_port) : "--grpc-listen=");
-  if (!f.served_model_name.empty()) gargs.push_back("--served-model-name=" + f.served_model_name);
+  gargs.push_back("--served-model-name=" + name);
   if (!f.api_keys.empty()) gargs.push_back("--api-keys=" + absl::StrJoin(f.api_keys, ","));
   children.push_back(std::make_unique<Subprocess>("gateway", bin + "/orca-gateway", gargs,
                                                   Subprocess::Options{.log_path = log_path("gateway")}));
@@ -166,12 +169,15 @@ int RunServe(int argc, char** argv) {
     if (services::WaitForTerminationSignal(std::chrono::milliseconds(100)) != 0) return stop_all(130);
   }
   const std::string url = absl::StrCat("http://", probe_host, ":", f.port);
-  const std::string name = f.served_model_name.empty() ? std::filesystem::path(f.model).filename().string() : f.served_model_name;
+  // Each process serves its own /metrics (as each pod does in a cluster): HTTP and request metrics at the
+  // gateway, the vLLM-named engine metrics (orca:num_requests_running, …) at the scheduler, per-stage ones at each worker.
+  std::string metrics = absl::StrCat("  gateway    ", url, "/metrics\n  scheduler  http://", Addr(sched_http), "/metrics\n");
+  for (int s = 0; s < P; ++s) absl::StrAppend(&metrics, "  worker-", s, "   http://", Addr(worker_http[s]), "/metrics\n");
   std::printf(
-      "Orca is ready: %s (OpenAI API), metrics at %s/metrics\n\nTry:\n  curl %s/v1/completions -H 'Content-Type: "
-      "application/json' \\\n    -d '{\"model\": \"%s\", \"prompt\": \"Once upon a time\", \"max_tokens\": 32}'\n\nCtrl-C "
-      "stops everything.\n",
-      url.c_str(), url.c_str(), url.c_str(), name.c_str());
+      "Orca is ready: %s (OpenAI API), model \"%s\"\n\nMetrics (Prometheus text):\n%s\nTry:\n  curl %s/v1/completions -H "
+      "'Content-Type: application/json' \\\n    -d '{\"model\": \"%s\", \"prompt\": \"Once upon a time\", \"max_tokens\": "
+      "32}'\n\nCtrl-C stops everything.\n",
+      url.c_str(), name.c_str(), metrics.c_str(), url.c_str(), name.c_str());
   std::fflush(stdout);
   while (true) {
     if (const int sig = services::WaitForTerminationSignal(std::chrono::milliseconds(200)); sig != 0) {

@@ -53,9 +53,4 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(const std::string&
   return server;
 }
 
-std::string ModelNameFromPath(std::string path) {
-  while (!path.empty() && path.back() == '/') path.pop_back();
-  return path.substr(path.find_last_of('/') + 1);
-}
-
 }  // namespace orca::services

@@ -32,7 +32,5 @@ absl::Status ConfigureLogging(const std::string& component, const LoggingFlags& 
 /// server reflection. Unavailable (naming the address) when it cannot listen.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(const std::string& address,
                                                               const std::vector<grpc::Service*>& services);
-/// "/models/llama-3/" → "llama-3": the default model name of a path.
-std::string ModelNameFromPath(std::string path);
 
 }  // namespace orca::services

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
+#include "core/common/model_name.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 #include "core/engine/gguf_file.h"
@@ -74,12 +75,7 @@ absl::StatusOr<std::unique_ptr<GatewayModel>> GatewayModel::Load(const Options& 
   if (options.max_model_len < 0) return absl::InvalidArgumentError("--max-model-len must be >= 0");
   std::unique_ptr<GatewayModel> model(new GatewayModel());
   model->name_ = options.served_model_name;
-  if (model->name_.empty()) {
-    fs::path path(options.model_path);
-    if (!path.has_filename()) path = path.parent_path();  // "dir/" -> "dir"
-    model->name_ = path.filename().string();
-    if (absl::EndsWith(model->name_, ".gguf")) model->name_.resize(model->name_.size() - 5);
-  }
+  if (model->name_.empty()) model->name_ = ServedModelNameFromPath(options.model_path);
   ORCA_ASSIGN_OR_RETURN(model->tokenizer_, text::Tokenizer::Load(options.model_path));
   ORCA_ASSIGN_OR_RETURN(model->chat_template_, LoadChatTemplate(options.model_path, options.chat_template));
   model->max_model_len_ = options.max_model_len;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
+#include "core/common/model_name.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
 #include "services/common/service_main.h"
@@ -118,7 +119,7 @@ int Main(int argc, char** argv) {
   lo.scheduler.max_queued_tokens = f.max_queued_tokens;
   lo.default_deadline = absl::Milliseconds(f.default_deadline_ms);
   lo.model_name = f.model_name;
-  if (lo.model_name.empty() && !f.model.empty()) lo.model_name = services::ModelNameFromPath(f.model);
+  if (lo.model_name.empty() && !f.model.empty()) lo.model_name = ServedModelNameFromPath(f.model);
 
   services::BlockTerminationSignals();
   metrics::Registry registry;

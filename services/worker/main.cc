@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
+#include "core/common/model_name.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
 #include "services/common/service_main.h"
@@ -93,7 +94,7 @@ int Main(int argc, char** argv) {
   }
   if (f.num_stages < 1 || f.stage < 0 || f.stage >= f.num_stages)
     return Fail(absl::InvalidArgumentError("--stage must be in [0, --num-stages)"));
-  if (f.model_name.empty()) f.model_name = services::ModelNameFromPath(f.model);
+  if (f.model_name.empty()) f.model_name = ServedModelNameFromPath(f.model);
   SetLogComponent("worker-" + std::to_string(f.stage));
   services::BlockTerminationSignals();
 

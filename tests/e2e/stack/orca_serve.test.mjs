@@ -1,0 +1,101 @@
+// `orca serve` as a user meets it: start it, read its banner, run the example
+// request exactly as printed, scrape every metrics URL it names, stop it with
+// Ctrl-C. On a synthesized HF checkpoint directory and, when ../shared is
+// present, on the real stories260K GGUF (whose served name drops ".gguf").
+//   ORCA_BIN_DIR=build/bin node --test tests/e2e/stack/orca_serve.test.mjs
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { binDir, freePort } from './stack.mjs';
+
+const sharedGguf = process.env.ORCA_SHARED_DIR && path.join(process.env.ORCA_SHARED_DIR, 'models', 'stories260K.gguf');
+
+/** Starts `orca serve` and resolves with its banner once it prints "Ctrl-C stops everything". */
+async function startServe(model, extraArgs = []) {
+  const port = await freePort();
+  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-serve-e2e-'));
+  const proc = spawn(path.join(binDir(), 'orca'),
+    ['serve', `--model=${model}`, `--port=${port}`, '--grpc-port=0', `--log-dir=${logDir}`, ...extraArgs],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  proc.stdout.on('data', (d) => { out += d; });
+  proc.stderr.on('data', (d) => { err += d; });
+  const banner = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no banner in 120 s; stderr:\n${err}`)), 120000);
+    const poll = setInterval(() => {
+      if (out.includes('Ctrl-C stops everything')) { clearInterval(poll); clearTimeout(timer); resolve(out); }
+    }, 50);
+    proc.on('exit', (code) => { clearInterval(poll); clearTimeout(timer); reject(new Error(`orca serve exited ${code}:\n${err}`)); });
+  });
+  return { proc, banner, logDir, stderr: () => err };
+}
+
+async function stopServe(s) {
+  const exited = new Promise((r) => s.proc.on('exit', (code, signal) => r({ code, signal })));
+  s.proc.kill('SIGINT');
+  const { code } = await exited;
+  fs.rmSync(s.logDir, { recursive: true, force: true });
+  return code;
+}
+
+/** The example curl, as printed: URL and JSON body. */
+function exampleRequest(banner) {
+  const url = banner.match(/curl (http:\/\/\S+)/)?.[1];
+  const body = banner.match(/-d '([^']*)'/)?.[1];
+  assert.ok(url && body, `banner has no example curl:\n${banner}`);
+  return { url, body };
+}
+
+function metricsUrls(banner) {
+  return [...banner.matchAll(/^\s+(\S+)\s+(http:\/\/\S+\/metrics)$/gm)].map((m) => ({ name: m[1], url: m[2] }));
+}
+
+async function checkServe(model, expectName) {
+  const s = await startServe(model);
+  try {
+    const { url, body } = exampleRequest(s.banner);
+    assert.equal(JSON.parse(body).model, expectName);
+    const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+    const text = await r.text();
+    assert.equal(r.status, 200, `the printed example answered ${r.status}: ${text}`);
+    const reply = JSON.parse(text);
+    assert.equal(reply.model, expectName);
+    assert.ok(reply.usage.completion_tokens > 0);
+
+    const urls = metricsUrls(s.banner);
+    assert.deepEqual(urls.map((u) => u.name), ['gateway', 'scheduler', 'worker-0']);
+    const labels = new Set();
+    let engineMetrics = false;
+    for (const { name, url: murl } of urls) {
+      const m = await fetch(murl);
+      assert.equal(m.status, 200, `${name} ${murl}`);
+      const page = await m.text();
+      for (const match of page.matchAll(/model_name="([^"]*)"/g)) labels.add(match[1]);
+      if (/^orca:num_requests_running\{/m.test(page)) engineMetrics = true;
+    }
+    assert.ok(engineMetrics, 'no URL the banner names exposes orca:num_requests_running');
+    assert.deepEqual([...labels], [expectName], 'every service labels metrics with the served name');
+  } finally {
+    assert.equal(await stopServe(s), 0, `orca serve did not stop cleanly:\n${s.stderr()}`);
+  }
+}
+
+test('the printed example works on a synthesized checkpoint directory', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-serve-model-'));
+  const model = path.join(dir, 'serve-tiny');
+  const synth = spawnSync(path.join(binDir(), 'orca'), ['model', 'synth', '--preset', 'tiny', '--vocab-size', '1024',
+    '--max-position', '1024', '--out', model], { encoding: 'utf8' });
+  assert.equal(synth.status, 0, synth.stderr);
+  try {
+    await checkServe(model + '/', 'serve-tiny');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the printed example works on a GGUF file (served name without .gguf)', { skip: !sharedGguf || !fs.existsSync(sharedGguf) }, async () => {
+  await checkServe(sharedGguf, 'stories260K');
+});
