@@ -26,11 +26,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/engine/ceilings.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
 #include "core/engine/engine.h"
 #include "core/engine/synthetic_checkpoint.h"
-#include "bench/engine/ceilings.h"
 
 namespace orca::bench {
 namespace {
@@ -86,9 +86,11 @@ ModelShape Shape(const std::string& name) {
   o.max_position = 2048;
   o.tie_word_embeddings = true;
   if (name == "25m") {
-    o.hidden_size = 512, o.num_layers = 8, o.num_heads = 8, o.num_kv_heads = 4, o.intermediate_size = 1408, o.vocab_size = 8192;
+    o.hidden_size = 512, o.num_layers = 8, o.num_heads = 8, o.num_kv_heads = 4, o.intermediate_size = 1408,
+    o.vocab_size = 8192;
   } else {  // 135m: SmolLM-135M's shape
-    o.hidden_size = 576, o.num_layers = 30, o.num_heads = 9, o.num_kv_heads = 3, o.intermediate_size = 1536, o.vocab_size = 49152;
+    o.hidden_size = 576, o.num_layers = 30, o.num_heads = 9, o.num_kv_heads = 3, o.intermediate_size = 1536,
+    o.vocab_size = 49152;
   }
   return s;
 }
@@ -201,7 +203,8 @@ int Run(const Args& args) {
           for (int r = 0; r < batch; ++r) {
             std::vector<int32_t> ids(prompt);
             for (auto& t : ids) t = std::uniform_int_distribution<int>(0, c.vocab_size - 1)(rng);
-            in.seqs.push_back({next_id++, ids, 0, true, NewRequestInfo{static_cast<int32_t>(prompt + args.gen), {}, {}}});
+            in.seqs.push_back(
+                {next_id++, ids, 0, true, NewRequestInfo{static_cast<int32_t>(prompt + args.gen), {}, {}}});
           }
           IterationOutput out;
           auto t0 = Clock::now();
@@ -210,7 +213,8 @@ int Run(const Args& args) {
             return 1;
           }
           const double prefill_s = Seconds(t0, Clock::now());
-          const double prefill_flops = ForwardFlops(c, 1.0 * batch * prompt, batch, batch * prompt * (prompt + 1) / 2.0);
+          const double prefill_flops =
+              ForwardFlops(c, 1.0 * batch * prompt, batch, batch * prompt * (prompt + 1) / 2.0);
           // Decode: gen - 1 increment iterations, one token per request at its own position,
           // between two probes of the bandwidth available at the time.
           const double bw_before = bandwidth.Measure(3);
@@ -218,7 +222,8 @@ int Run(const Args& args) {
           for (int g = 1; g < args.gen; ++g) {
             IterationInput next;
             for (size_t r = 0; r < in.seqs.size(); ++r)
-              next.seqs.push_back({in.seqs[r].request_id, {out.tokens[r].sample.token_id}, prompt + g - 1, true, std::nullopt});
+              next.seqs.push_back(
+                  {in.seqs[r].request_id, {out.tokens[r].sample.token_id}, prompt + g - 1, true, std::nullopt});
             auto t1 = Clock::now();
             if (absl::Status s = engine.Step(next, nullptr, &out); !s.ok()) {
               std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
@@ -234,10 +239,11 @@ int Run(const Args& args) {
           const double decode_tps = batch / decode_s;
           if (batch == 1) b1_tps = decode_tps;
           const double roofline_s = weight_gb / ceil.read_gbps;
-          std::printf("%-6d %-6d | %-10.1f %-13.0f %-5.0f%% | %-10.2f %-12.0f %-8.0f%% %-8.1f | %-8.1f %-5.0f%%\n", batch, prompt,
-                      prefill_s * 1e3, batch * prompt / prefill_s, 100 * prefill_flops / prefill_s / 1e9 / gemm_peak,
-                      decode_s * 1e3, decode_tps, 100 * roofline_s / decode_s, b1_tps > 0 ? decode_tps / b1_tps : 0.0,
-                      bw_now, 100 * weight_gb / bw_now / decode_s);
+          std::printf("%-6d %-6d | %-10.1f %-13.0f %-5.0f%% | %-10.2f %-12.0f %-8.0f%% %-8.1f | %-8.1f %-5.0f%%\n",
+                      batch, prompt, prefill_s * 1e3, batch * prompt / prefill_s,
+                      100 * prefill_flops / prefill_s / 1e9 / gemm_peak, decode_s * 1e3, decode_tps,
+                      100 * roofline_s / decode_s, b1_tps > 0 ? decode_tps / b1_tps : 0.0, bw_now,
+                      100 * weight_gb / bw_now / decode_s);
           std::fflush(stdout);
         }
       }
@@ -245,11 +251,12 @@ int Run(const Args& args) {
                   ResidentMiBWithoutProbe());
     }
   }
-  std::printf("\n# %%gemm: model FLOPs of the prefill iteration / time / measured GEMM peak of the dtype.\n"
-              "# %%bw_roof: (weight bytes / measured bandwidth) / decode iteration time (median).\n"
-              "# bw_now, %%bw_now: the same against the higher of two bandwidth probes taken right before and\n"
-              "#   right after this row's decode iterations (the bandwidth available at the time).\n"
-              "# x_b1: decode tokens/s relative to batch 1 at the same prompt length.\n");
+  std::printf(
+      "\n# %%gemm: model FLOPs of the prefill iteration / time / measured GEMM peak of the dtype.\n"
+      "# %%bw_roof: (weight bytes / measured bandwidth) / decode iteration time (median).\n"
+      "# bw_now, %%bw_now: the same against the higher of two bandwidth probes taken right before and\n"
+      "#   right after this row's decode iterations (the bandwidth available at the time).\n"
+      "# x_b1: decode tokens/s relative to batch 1 at the same prompt length.\n");
   return 0;
 }
 
@@ -258,15 +265,18 @@ int Run(const Args& args) {
 
 int main(int argc, char** argv) {
   orca::bench::Args args;
-  orca::FlagSet flags("engine_bench", "Engine microbenchmark: prefill and decode iterations against the machine's ceilings.");
+  orca::FlagSet flags("engine_bench",
+                      "Engine microbenchmark: prefill and decode iterations against the machine's ceilings.");
   flags.AddStringList("models", &args.models, "Model shapes: 25m, 135m");
   flags.AddStringList("dtypes", &args.dtypes, "Weight dtypes: bf16, f32");
   flags.AddStringList("batches", &args.batches, "Batch sizes");
   flags.AddStringList("prompts", &args.prompts, "Prompt lengths");
   flags.AddInt("gen", &args.gen, "Generated tokens per request");
   flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");
-  flags.AddInt("small-gemm-max-rows", &args.small_gemm_max_rows, "GEMMs up to this many rows use the AVX-512 streaming kernel (-1 = default)");
-  flags.AddInt("panel-gemm-max-rows", &args.panel_gemm_max_rows, "GEMMs up to this many rows use the AVX-512 panel kernel (-1 = default)");
+  flags.AddInt("small-gemm-max-rows", &args.small_gemm_max_rows,
+               "GEMMs up to this many rows use the AVX-512 streaming kernel (-1 = default)");
+  flags.AddInt("panel-gemm-max-rows", &args.panel_gemm_max_rows,
+               "GEMMs up to this many rows use the AVX-512 panel kernel (-1 = default)");
   args.model_dir = std::string(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") + "/.cache/orca/models";
   flags.AddString("model-dir", &args.model_dir, "Where synthetic benchmark models are written and reused");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {

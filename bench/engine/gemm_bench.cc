@@ -36,8 +36,10 @@ struct Shape {
   int64_t n, k;
 };
 // One layer of SmolLM-135M (hidden 576, 9 heads / 3 KV heads of 64, ffn 1536) and its LM head.
-constexpr Shape kShapes[] = {{"q/o 576x576", 576, 576},       {"k/v 192x576", 192, 576},
-                             {"gate/up 1536x576", 1536, 576}, {"down 576x1536", 576, 1536},
+constexpr Shape kShapes[] = {{"q/o 576x576", 576, 576},
+                             {"k/v 192x576", 192, 576},
+                             {"gate/up 1536x576", 1536, 576},
+                             {"down 576x1536", 576, 1536},
                              {"lm_head 49152x576", 49152, 576}};
 
 struct Args {
@@ -74,7 +76,8 @@ void ModelPass(const Args& args, int threads, double bw, DType dtype, int64_t m)
   };
   std::vector<Layer> layers;
   for (int l = 0; l < kLayers; ++l)
-    layers.push_back({make(kH, kH), make(kKv, kH), make(kKv, kH), make(kH, kH), make(kF, kH), make(kF, kH), make(kH, kF)});
+    layers.push_back(
+        {make(kH, kH), make(kKv, kH), make(kKv, kH), make(kH, kH), make(kF, kH), make(kF, kH), make(kH, kF)});
   const kernels::WeightView head = make(kVocab, kH);
   size_t bytes = head.ReadBytes();
   for (const Layer& l : layers)
@@ -83,7 +86,8 @@ void ModelPass(const Args& args, int threads, double bw, DType dtype, int64_t m)
       logits(static_cast<size_t>(m * kVocab));
   auto step = [&] {
     for (const Layer& l : layers) {
-      const kernels::Backend::LinearOut qkv[] = {{&l.q, nullptr, q.data()}, {&l.k, nullptr, k.data()}, {&l.v, nullptr, v.data()}};
+      const kernels::Backend::LinearOut qkv[] = {
+          {&l.q, nullptr, q.data()}, {&l.k, nullptr, k.data()}, {&l.v, nullptr, v.data()}};
       cpu->LinearMany(x.data(), m, qkv, 3);
       cpu->Linear(q.data(), m, l.o, nullptr, x.data(), true);
       const kernels::Backend::LinearOut gu[] = {{&l.gate, nullptr, f1.data()}, {&l.up, nullptr, f2.data()}};
@@ -113,8 +117,8 @@ int Run(const Args& args) {
   const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
   const double fma = MeasureFmaPeak(threads), bw = BandwidthProbe(threads).Measure();
   std::printf("# %d threads; ceilings: FMA peak %.0f GFLOP/s (f32), read bandwidth %.1f GB/s\n", threads, fma, bw);
-  std::printf("%-6s %-20s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%fma",
-              "GB/s", "%bw");
+  std::printf("%-6s %-20s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%fma", "GB/s",
+              "%bw");
   kernels::CpuBackend::Options o;
   o.num_threads = threads;
   std::mt19937 rng(7);
@@ -136,8 +140,10 @@ int Run(const Args& args) {
         auto* f = static_cast<float*>(p);
         for (int64_t i = 0; i < shape.n * shape.k; ++i) {
           const float v = dist(rng) * 0.05f;
-          if (dtype == DType::kBF16) u[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
-          else f[i] = v;
+          if (dtype == DType::kBF16)
+            u[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
+          else
+            f[i] = v;
         }
         storage.push_back(p);
         kernels::WeightView host{p, dtype, shape.n, shape.k, shape.k, false};
@@ -180,9 +186,10 @@ int Run(const Args& args) {
 
 int main(int argc, char** argv) {
   orca::bench::Args args;
-  orca::FlagSet flags("gemm_bench",
-                      "GEMM microbenchmark of the CPU backend's decode paths on SmolLM-135M's layer shapes, against the "
-                      "FMA peak and read bandwidth measured in the same run.");
+  orca::FlagSet flags(
+      "gemm_bench",
+      "GEMM microbenchmark of the CPU backend's decode paths on SmolLM-135M's layer shapes, against the "
+      "FMA peak and read bandwidth measured in the same run.");
   flags.AddStringList("rows", &args.rows, "Rows of x (tokens in the batch)");
   flags.AddStringList("dtypes", &args.dtypes, "Weight dtypes: bf16, f32");
   flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");

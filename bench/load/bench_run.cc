@@ -22,8 +22,7 @@ std::string Dump(const json& value, int indent = -1) {
 }
 
 json DistributionJson(const Distribution& d) {
-  return {{"count", d.count}, {"mean", d.mean}, {"p50", d.p50},
-          {"p90", d.p90},     {"p99", d.p99},   {"max", d.max}};
+  return {{"count", d.count}, {"mean", d.mean}, {"p50", d.p50}, {"p90", d.p90}, {"p99", d.p99}, {"max", d.max}};
 }
 
 json SummaryJson(const BenchSummary& s) {
@@ -77,10 +76,14 @@ std::string Ms(double seconds) { return absl::StrFormat("%.2f", seconds * 1e3); 
 
 const char* RequestOutcomeName(RequestOutcome outcome) {
   switch (outcome) {
-    case RequestOutcome::kOk: return "ok";
-    case RequestOutcome::kFailed: return "failed";
-    case RequestOutcome::kUnfinished: return "unfinished";
-    case RequestOutcome::kNotSent: return "not_sent";
+    case RequestOutcome::kOk:
+      return "ok";
+    case RequestOutcome::kFailed:
+      return "failed";
+    case RequestOutcome::kUnfinished:
+      return "unfinished";
+    case RequestOutcome::kNotSent:
+      return "not_sent";
   }
   return "unknown";
 }
@@ -89,8 +92,7 @@ absl::StatusOr<std::string> DiscoverModel(const std::string& base_url, const std
   const std::string url = JoinUrl(base_url, "/v1/models");
   ORCA_ASSIGN_OR_RETURN(HttpResponse response, HttpGet(url, absl::Seconds(10), api_key));
   if (response.status != 200) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("GET ", url, " answered ", response.status, "; pass --model"));
+    return absl::FailedPreconditionError(absl::StrCat("GET ", url, " answered ", response.status, "; pass --model"));
   }
   const json models = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (models.is_object()) {
@@ -103,13 +105,11 @@ absl::StatusOr<std::string> DiscoverModel(const std::string& base_url, const std
   return absl::FailedPreconditionError(absl::StrCat("GET ", url, " lists no model; pass --model"));
 }
 
-absl::StatusOr<BenchRunReport> RunBenchmark(const BenchRunOptions& options,
-                                            const std::string& label) {
+absl::StatusOr<BenchRunReport> RunBenchmark(const BenchRunOptions& options, const std::string& label) {
   ORCA_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, MakeLoadTrace(options.trace));
   LoadDriverOptions driver_options = options.driver;
   if (driver_options.model.empty()) {
-    ORCA_ASSIGN_OR_RETURN(driver_options.model,
-                          DiscoverModel(driver_options.base_url, driver_options.api_key));
+    ORCA_ASSIGN_OR_RETURN(driver_options.model, DiscoverModel(driver_options.base_url, driver_options.api_key));
   }
   PromptSourceOptions prompt_options = options.prompts;
   prompt_options.base_url = driver_options.base_url;
@@ -134,8 +134,7 @@ absl::StatusOr<BenchRunReport> RunBenchmark(const BenchRunOptions& options,
       {"logprobs", driver_options.logprobs ? "true" : "false"},
       {"max_concurrency", absl::StrCat(driver_options.max_concurrency)},
   };
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<LoadDriver> driver,
-                        LoadDriver::Create(driver_options, std::move(prompts)));
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<LoadDriver> driver, LoadDriver::Create(driver_options, std::move(prompts)));
   ORCA_ASSIGN_OR_RETURN(report.run, driver->Run(trace));
   report.summary = SummarizeRun(report.run.records, report.run.run_duration_s);
   return report;
@@ -148,13 +147,11 @@ std::string RecordsToCsv(const std::vector<RequestRecord>& records) {
       "itl_max_s,error\n";
   for (const RequestRecord& r : records) {
     const Distribution itl = Summarize(r.itl_s);
-    absl::StrAppend(&out, absl::StrFormat("%d,%.6f,%.6f,%d,%d,%s,%d,%s,%d,%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%s\n",
-                                          r.index, r.scheduled_s, r.sent_s, r.prompt_tokens,
-                                          r.max_tokens, RequestOutcomeName(r.outcome),
-                                          r.http_status, CsvCell(r.finish_reason),
-                                          r.output_tokens, r.usage_reported ? 1 : 0, r.num_chunks,
-                                          r.ttft_s, r.e2e_s, r.NormalizedLatencySeconds(),
-                                          itl.p50, itl.max, CsvCell(r.error)));
+    absl::StrAppend(&out, absl::StrFormat("%d,%.6f,%.6f,%d,%d,%s,%d,%s,%d,%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%s\n", r.index,
+                                          r.scheduled_s, r.sent_s, r.prompt_tokens, r.max_tokens,
+                                          RequestOutcomeName(r.outcome), r.http_status, CsvCell(r.finish_reason),
+                                          r.output_tokens, r.usage_reported ? 1 : 0, r.num_chunks, r.ttft_s, r.e2e_s,
+                                          r.NormalizedLatencySeconds(), itl.p50, itl.max, CsvCell(r.error)));
   }
   return out;
 }
@@ -182,24 +179,21 @@ std::string FormatReport(const BenchRunReport& report) {
   }
   absl::StrAppend(&out, absl::StrFormat("%-16s %s\n", "prompts", report.prompt_source));
   absl::StrAppend(
-      &out, absl::StrFormat("\nrequests: %d completed, %d failed, %d cut off, %d not sent of %d\n",
-                            s.num_completed, s.num_failed, s.num_unfinished, s.num_not_sent,
-                            s.num_requests));
-  absl::StrAppend(&out, absl::StrFormat(
-                            "throughput: %.3f req/s, %.1f output tokens/s, %.1f total tokens/s "
-                            "over %.2f s (max send lag %.1f ms)\n\n",
-                            s.throughput_rps, s.output_tokens_per_s, s.total_tokens_per_s,
-                            s.makespan_s, s.max_send_lag_s * 1e3));
-  absl::StrAppend(&out, absl::StrFormat("%-28s %10s %10s %10s %10s %10s\n", "latency (ms)", "mean",
-                                        "p50", "p90", "p99", "max"));
-  const std::pair<const char*, const Distribution*> rows[] = {
-      {"TTFT", &s.ttft_s},
-      {"ITL", &s.itl_s},
-      {"end-to-end", &s.e2e_s},
-      {"normalized (ms/token)", &s.normalized_latency_s}};
+      &out, absl::StrFormat("\nrequests: %d completed, %d failed, %d cut off, %d not sent of %d\n", s.num_completed,
+                            s.num_failed, s.num_unfinished, s.num_not_sent, s.num_requests));
+  absl::StrAppend(&out, absl::StrFormat("throughput: %.3f req/s, %.1f output tokens/s, %.1f total tokens/s "
+                                        "over %.2f s (max send lag %.1f ms)\n\n",
+                                        s.throughput_rps, s.output_tokens_per_s, s.total_tokens_per_s, s.makespan_s,
+                                        s.max_send_lag_s * 1e3));
+  absl::StrAppend(
+      &out, absl::StrFormat("%-28s %10s %10s %10s %10s %10s\n", "latency (ms)", "mean", "p50", "p90", "p99", "max"));
+  const std::pair<const char*, const Distribution*> rows[] = {{"TTFT", &s.ttft_s},
+                                                              {"ITL", &s.itl_s},
+                                                              {"end-to-end", &s.e2e_s},
+                                                              {"normalized (ms/token)", &s.normalized_latency_s}};
   for (const auto& [name, d] : rows) {
-    absl::StrAppend(&out, absl::StrFormat("%-28s %10s %10s %10s %10s %10s\n", name, Ms(d->mean),
-                                          Ms(d->p50), Ms(d->p90), Ms(d->p99), Ms(d->max)));
+    absl::StrAppend(&out, absl::StrFormat("%-28s %10s %10s %10s %10s %10s\n", name, Ms(d->mean), Ms(d->p50), Ms(d->p90),
+                                          Ms(d->p99), Ms(d->max)));
   }
   return out;
 }

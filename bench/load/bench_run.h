@@ -38,8 +38,7 @@ absl::StatusOr<std::string> DiscoverModel(const std::string& base_url, const std
 
 /// Runs one benchmark. Errors are setup failures (bad trace, server unreachable, no model);
 /// request failures are counted in the report.
-absl::StatusOr<BenchRunReport> RunBenchmark(const BenchRunOptions& options,
-                                            const std::string& label = "");
+absl::StatusOr<BenchRunReport> RunBenchmark(const BenchRunOptions& options, const std::string& label = "");
 
 /// Per-request rows: index, times, lengths, outcome, TTFT, e2e, normalized latency, ITL
 /// p50/max and the error, one header line first.

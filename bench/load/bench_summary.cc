@@ -37,10 +37,18 @@ BenchSummary SummarizeRun(absl::Span<const RequestRecord> records, double run_en
   double last_done = 0;
   for (const RequestRecord& r : records) {
     switch (r.outcome) {
-      case RequestOutcome::kOk: ++s.num_completed; break;
-      case RequestOutcome::kFailed: ++s.num_failed; break;
-      case RequestOutcome::kUnfinished: ++s.num_unfinished; break;
-      case RequestOutcome::kNotSent: ++s.num_not_sent; break;
+      case RequestOutcome::kOk:
+        ++s.num_completed;
+        break;
+      case RequestOutcome::kFailed:
+        ++s.num_failed;
+        break;
+      case RequestOutcome::kUnfinished:
+        ++s.num_unfinished;
+        break;
+      case RequestOutcome::kNotSent:
+        ++s.num_not_sent;
+        break;
     }
     if (r.outcome == RequestOutcome::kNotSent) continue;
     first_sent = std::min(first_sent, r.sent_s);
@@ -59,8 +67,7 @@ BenchSummary SummarizeRun(absl::Span<const RequestRecord> records, double run_en
     s.makespan_s = last_done - first_sent;
     s.throughput_rps = static_cast<double>(s.num_completed) / s.makespan_s;
     s.output_tokens_per_s = static_cast<double>(s.total_output_tokens) / s.makespan_s;
-    s.total_tokens_per_s =
-        static_cast<double>(s.total_prompt_tokens + s.total_output_tokens) / s.makespan_s;
+    s.total_tokens_per_s = static_cast<double>(s.total_prompt_tokens + s.total_output_tokens) / s.makespan_s;
   }
   s.ttft_s = Summarize(ttft);
   s.itl_s = Summarize(itl);

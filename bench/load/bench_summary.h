@@ -27,26 +27,26 @@ struct Distribution {
 Distribution Summarize(const std::vector<double>& values);
 
 struct BenchSummary {
-  int64_t num_requests = 0;    ///< In the trace.
-  int64_t num_completed = 0;   ///< RequestOutcome::kOk.
+  int64_t num_requests = 0;   ///< In the trace.
+  int64_t num_completed = 0;  ///< RequestOutcome::kOk.
   int64_t num_failed = 0;
   int64_t num_unfinished = 0;  ///< Cut off by the time limit.
   int64_t num_not_sent = 0;
   /// First request sent → last completion (or the end of the run when requests were cut
   /// off): the window throughput is measured over, as in core/sched/sim.
   double makespan_s = 0;
-  double throughput_rps = 0;           ///< Completed requests / makespan.
-  double output_tokens_per_s = 0;      ///< Generated tokens of completed requests / makespan.
-  double total_tokens_per_s = 0;       ///< (Prompt + generated) tokens / makespan.
-  int64_t total_prompt_tokens = 0;     ///< Of completed requests.
+  double throughput_rps = 0;        ///< Completed requests / makespan.
+  double output_tokens_per_s = 0;   ///< Generated tokens of completed requests / makespan.
+  double total_tokens_per_s = 0;    ///< (Prompt + generated) tokens / makespan.
+  int64_t total_prompt_tokens = 0;  ///< Of completed requests.
   int64_t total_output_tokens = 0;
   /// Worst lag between a request's trace arrival and its dispatch: large values mean the
   /// driver itself could not keep up with the offered load.
   double max_send_lag_s = 0;
   Distribution ttft_s;
-  Distribution itl_s;                  ///< Over every gap of every completed request.
+  Distribution itl_s;  ///< Over every gap of every completed request.
   Distribution e2e_s;
-  Distribution normalized_latency_s;   ///< Seconds per generated token (the paper's metric).
+  Distribution normalized_latency_s;  ///< Seconds per generated token (the paper's metric).
 };
 
 /// Latencies come from completed requests only; `run_end_s` (offset of the end of the run)

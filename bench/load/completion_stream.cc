@@ -31,8 +31,7 @@ std::optional<std::string> ErrorMessage(const json& chunk) {
   }
   if (auto it = chunk.find("object"); it != chunk.end() && it->is_string() && *it == "error") {
     auto message = chunk.find("message");
-    return message != chunk.end() && message->is_string() ? message->get<std::string>()
-                                                          : chunk.dump();
+    return message != chunk.end() && message->is_string() ? message->get<std::string>() : chunk.dump();
   }
   return std::nullopt;
 }
@@ -54,8 +53,7 @@ int32_t ChunkTokens(const json& choice) {
   }
   if (auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
     auto content = delta->find("content");
-    if (content != delta->end() && content->is_string() &&
-        !content->get_ref<const std::string&>().empty()) {
+    if (content != delta->end() && content->is_string() && !content->get_ref<const std::string&>().empty()) {
       return 1;
     }
   }
@@ -123,8 +121,7 @@ absl::Status CompletionStream::Finish(double elapsed_s, RequestRecord* record) c
   record->output_tokens = usage_completion_tokens_.value_or(counted_tokens_);
   record->finish_reason = finish_reason_;
   if (!done_) {
-    return absl::DataLossError(parser_.has_pending() ? "stream cut inside an event"
-                                                     : "stream ended without [DONE]");
+    return absl::DataLossError(parser_.has_pending() ? "stream cut inside an event" : "stream ended without [DONE]");
   }
   if (!first_token_s_.has_value()) return absl::DataLossError("stream carried no token");
   return absl::OkStatus();

@@ -29,8 +29,10 @@ std::string Ms(double seconds) { return absl::StrFormat("%.2f", seconds * 1e3); 
 std::string GnuplotQuote(const std::string& text) {
   std::string out = "'";
   for (char c : text) {
-    if (c == '\'') out += "''";
-    else out += c;
+    if (c == '\'')
+      out += "''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -46,10 +48,9 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
     int32_t max_bs = 0;
     if (parts.size() == 2) policy = sched::ParsePolicyKind(parts[0]);
     if (!policy.has_value() || !absl::SimpleAtoi(parts[1], &max_bs) || max_bs < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("configuration '", std::string(entry),
-                       "' must be POLICY:MAX_BS with POLICY orca or request-level and "
-                       "MAX_BS >= 1"));
+      return absl::InvalidArgumentError(absl::StrCat("configuration '", std::string(entry),
+                                                     "' must be POLICY:MAX_BS with POLICY orca or request-level and "
+                                                     "MAX_BS >= 1"));
     }
     SweepCurveSpec spec;
     spec.policy = *policy;
@@ -87,10 +88,8 @@ std::vector<sched::sim::SweepCurve> ToSimCurves(const std::vector<MeasuredCurve>
 
 }  // namespace
 
-std::vector<double> RatioTargets(const std::vector<MeasuredCurve>& curves,
-                                 const std::vector<double>& multiples) {
-  const std::optional<double> floor =
-      sched::sim::MinMedianLatency(ToSimCurves(curves), PolicyKind::kRequestLevel);
+std::vector<double> RatioTargets(const std::vector<MeasuredCurve>& curves, const std::vector<double>& multiples) {
+  const std::optional<double> floor = sched::sim::MinMedianLatency(ToSimCurves(curves), PolicyKind::kRequestLevel);
   std::vector<double> targets;
   if (!floor.has_value() || *floor <= 0) return targets;
   for (double m : multiples) targets.push_back(m * *floor);
@@ -101,10 +100,8 @@ double PeakRatio(const std::vector<MeasuredCurve>& curves, const std::vector<dou
   const std::vector<sched::sim::SweepCurve> sim = ToSimCurves(curves);
   double peak = 0;
   for (double target : targets) {
-    const std::optional<double> orca =
-        sched::sim::BestThroughputAtLatency(sim, PolicyKind::kOrca, target);
-    const std::optional<double> base =
-        sched::sim::BestThroughputAtLatency(sim, PolicyKind::kRequestLevel, target);
+    const std::optional<double> orca = sched::sim::BestThroughputAtLatency(sim, PolicyKind::kOrca, target);
+    const std::optional<double> base = sched::sim::BestThroughputAtLatency(sim, PolicyKind::kRequestLevel, target);
     if (orca.has_value() && base.has_value() && *base > 0) peak = std::max(peak, *orca / *base);
   }
   return peak;
@@ -118,42 +115,36 @@ std::string SweepToCsv(const std::vector<MeasuredCurve>& curves) {
   for (const MeasuredCurve& c : curves) {
     for (const MeasuredPoint& p : c.points) {
       const BenchSummary& s = p.summary;
-      absl::StrAppend(&out, absl::StrFormat(
-                                "\"%s\",%s,%d,%g,%.6f,%.3f,%d,%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
-                                c.spec.label, sched::PolicyKindName(c.spec.policy), c.spec.max_bs,
-                                p.arrival_rate, s.throughput_rps, s.output_tokens_per_s,
-                                s.num_completed, s.num_failed, s.num_unfinished + s.num_not_sent,
-                                s.normalized_latency_s.p50, s.normalized_latency_s.p99,
-                                s.ttft_s.p50, s.ttft_s.p99, s.itl_s.p50, s.itl_s.p99, s.e2e_s.p50));
+      absl::StrAppend(
+          &out, absl::StrFormat("\"%s\",%s,%d,%g,%.6f,%.3f,%d,%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", c.spec.label,
+                                sched::PolicyKindName(c.spec.policy), c.spec.max_bs, p.arrival_rate, s.throughput_rps,
+                                s.output_tokens_per_s, s.num_completed, s.num_failed, s.num_unfinished + s.num_not_sent,
+                                s.normalized_latency_s.p50, s.normalized_latency_s.p99, s.ttft_s.p50, s.ttft_s.p99,
+                                s.itl_s.p50, s.itl_s.p99, s.e2e_s.p50));
     }
   }
   return out;
 }
 
 std::string FormatSweepPoints(const std::vector<MeasuredCurve>& curves) {
-  std::string out = absl::StrFormat("%-24s %7s %10s %9s %10s %10s %9s %9s %8s %8s\n", "config",
-                                    "rate", "throughput", "done/all", "p50 norm", "p99 norm",
-                                    "TTFT p50", "TTFT p99", "ITL p50", "ITL p99");
-  absl::StrAppend(&out, absl::StrFormat("%-24s %7s %10s %9s %10s %10s %9s %9s %8s %8s\n", "",
-                                        "(req/s)", "(req/s)", "", "(ms/tok)", "(ms/tok)", "(ms)",
-                                        "(ms)", "(ms)", "(ms)"));
+  std::string out = absl::StrFormat("%-24s %7s %10s %9s %10s %10s %9s %9s %8s %8s\n", "config", "rate", "throughput",
+                                    "done/all", "p50 norm", "p99 norm", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99");
+  absl::StrAppend(&out, absl::StrFormat("%-24s %7s %10s %9s %10s %10s %9s %9s %8s %8s\n", "", "(req/s)", "(req/s)", "",
+                                        "(ms/tok)", "(ms/tok)", "(ms)", "(ms)", "(ms)", "(ms)"));
   for (const MeasuredCurve& c : curves) {
     for (const MeasuredPoint& p : c.points) {
       const BenchSummary& s = p.summary;
       absl::StrAppend(
-          &out, absl::StrFormat("%-24s %7.3g %10.3f %9s %10s %10s %9s %9s %8s %8s\n", c.spec.label,
-                                p.arrival_rate, s.throughput_rps,
-                                absl::StrCat(s.num_completed, "/", s.num_requests),
-                                Ms(s.normalized_latency_s.p50), Ms(s.normalized_latency_s.p99),
-                                Ms(s.ttft_s.p50), Ms(s.ttft_s.p99), Ms(s.itl_s.p50),
-                                Ms(s.itl_s.p99)));
+          &out, absl::StrFormat("%-24s %7.3g %10.3f %9s %10s %10s %9s %9s %8s %8s\n", c.spec.label, p.arrival_rate,
+                                s.throughput_rps, absl::StrCat(s.num_completed, "/", s.num_requests),
+                                Ms(s.normalized_latency_s.p50), Ms(s.normalized_latency_s.p99), Ms(s.ttft_s.p50),
+                                Ms(s.ttft_s.p99), Ms(s.itl_s.p50), Ms(s.itl_s.p99)));
     }
   }
   return out;
 }
 
-std::string FormatEqualLatencyTable(const std::vector<MeasuredCurve>& curves,
-                                    const std::vector<double>& multiples) {
+std::string FormatEqualLatencyTable(const std::vector<MeasuredCurve>& curves, const std::vector<double>& multiples) {
   const std::vector<double> targets = RatioTargets(curves, multiples);
   if (targets.empty()) return "no request-level baseline point: no ratio\n";
   std::string out = absl::StrFormat(
@@ -167,13 +158,13 @@ std::string FormatEqualLatencyTable(const std::vector<MeasuredCurve>& curves,
   return out;
 }
 
-std::string Fig10GnuplotScript(const std::vector<MeasuredCurve>& curves,
-                               const std::string& png_path, const std::string& title) {
+std::string Fig10GnuplotScript(const std::vector<MeasuredCurve>& curves, const std::string& png_path,
+                               const std::string& title) {
   std::string script = absl::StrCat(
       "# Fig. 10 of the ORCA paper, measured: median normalized latency vs throughput.\n"
       "set terminal pngcairo size 1100,750 font 'DejaVu Sans,11'\n"
-      "set output ", GnuplotQuote(png_path), "\n",
-      "set title ", GnuplotQuote(title), " noenhanced\n",
+      "set output ",
+      GnuplotQuote(png_path), "\n", "set title ", GnuplotQuote(title), " noenhanced\n",
       "set xlabel 'Throughput (req/s)'\n"
       "set ylabel 'Median normalized latency (ms/token)'\n"
       "set logscale y\n"
@@ -187,8 +178,8 @@ std::string Fig10GnuplotScript(const std::vector<MeasuredCurve>& curves,
     absl::StrAppend(&script, "$C", i, " << EOD\n");
     for (const MeasuredPoint& p : c.points) {
       if (p.summary.num_completed == 0) continue;
-      absl::StrAppend(&script, absl::StrFormat("%.6f %.6f\n", p.summary.throughput_rps,
-                                               p.summary.normalized_latency_s.p50 * 1e3));
+      absl::StrAppend(
+          &script, absl::StrFormat("%.6f %.6f\n", p.summary.throughput_rps, p.summary.normalized_latency_s.p50 * 1e3));
     }
     absl::StrAppend(&script, "EOD\n");
     const bool orca = c.spec.policy == PolicyKind::kOrca;
@@ -197,8 +188,7 @@ std::string Fig10GnuplotScript(const std::vector<MeasuredCurve>& curves,
     static constexpr const char* kBaseColors[] = {"#2471a3", "#17a589", "#566573", "#1f618d"};
     const char* color = orca ? kOrcaColors[orca_index++ % 4] : kBaseColors[base_index++ % 4];
     absl::StrAppend(&plot, i ? ", \\\n     " : "", "$C", i, " using 1:2 with linespoints lw 2 ",
-                    orca ? "dt 1 pt 7" : "dt 2 pt 5", " lc rgb '", color, "' title ",
-                    GnuplotQuote(c.spec.label));
+                    orca ? "dt 1 pt 7" : "dt 2 pt 5", " lc rgb '", color, "' title ", GnuplotQuote(c.spec.label));
   }
   absl::StrAppend(&script, plot, "\n");
   return script;
@@ -210,15 +200,13 @@ absl::Status RunGnuplot(const std::string& gnuplot, const std::string& script_pa
   pid_t pid = 0;
   if (int err = posix_spawnp(&pid, gnuplot.c_str(), nullptr, nullptr, argv, environ); err != 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot run ", gnuplot, " (", std::strerror(err),
-                     "); install gnuplot-nox or pass --gnuplot"));
+        absl::StrCat("cannot run ", gnuplot, " (", std::strerror(err), "); install gnuplot-nox or pass --gnuplot"));
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(gnuplot, " ", script_path, " failed (status ", status, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(gnuplot, " ", script_path, " failed (status ", status, ")"));
   }
   return absl::OkStatus();
 }

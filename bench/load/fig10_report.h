@@ -42,8 +42,7 @@ sched::sim::SweepCurve ToSimCurve(const MeasuredCurve& curve);
 
 /// Latency targets: `multiples` × the lowest median normalized latency the baseline reached
 /// (its lightly loaded floor), as bench/sched does. Empty when no baseline point exists.
-std::vector<double> RatioTargets(const std::vector<MeasuredCurve>& curves,
-                                 const std::vector<double>& multiples);
+std::vector<double> RatioTargets(const std::vector<MeasuredCurve>& curves, const std::vector<double>& multiples);
 
 /// The highest orca/baseline throughput ratio over `targets` (0 when none is defined).
 double PeakRatio(const std::vector<MeasuredCurve>& curves, const std::vector<double>& targets);
@@ -56,14 +55,13 @@ std::string SweepToCsv(const std::vector<MeasuredCurve>& curves);
 std::string FormatSweepPoints(const std::vector<MeasuredCurve>& curves);
 
 /// sim::FormatRatioTable over RatioTargets(curves, multiples), preceded by the floor.
-std::string FormatEqualLatencyTable(const std::vector<MeasuredCurve>& curves,
-                                    const std::vector<double>& multiples);
+std::string FormatEqualLatencyTable(const std::vector<MeasuredCurve>& curves, const std::vector<double>& multiples);
 
 /// A gnuplot script (data inline) that draws Fig. 10 into `png_path`: x = throughput
 /// (req/s), y = median normalized latency (ms/token), one line per curve, orca solid and the
 /// baseline dashed.
-std::string Fig10GnuplotScript(const std::vector<MeasuredCurve>& curves,
-                               const std::string& png_path, const std::string& title);
+std::string Fig10GnuplotScript(const std::vector<MeasuredCurve>& curves, const std::string& png_path,
+                               const std::string& title);
 
 /// Runs `gnuplot script_path` and waits. FAILED_PRECONDITION with gnuplot's exit status.
 absl::Status RunGnuplot(const std::string& gnuplot, const std::string& script_path);

@@ -29,8 +29,8 @@ size_t AppendBody(char* data, size_t size, size_t count, void* user) {
   return bytes;
 }
 
-absl::StatusOr<HttpResponse> Perform(const std::string& url, const std::string* post_body,
-                                     absl::Duration timeout, const std::string& api_key) {
+absl::StatusOr<HttpResponse> Perform(const std::string& url, const std::string* post_body, absl::Duration timeout,
+                                     const std::string& api_key) {
   EnsureCurlInitialized();
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   if (!curl) return absl::InternalError("curl_easy_init failed");
@@ -45,8 +45,7 @@ absl::StatusOr<HttpResponse> Perform(const std::string& url, const std::string* 
     add_header("Content-Type: application/json");
     curl_easy_setopt(curl.get(), CURLOPT_POST, 1L);
     curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDS, post_body->data());
-    curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE_LARGE,
-                     static_cast<curl_off_t>(post_body->size()));
+    curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(post_body->size()));
   }
   curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
@@ -70,13 +69,12 @@ void EnsureCurlInitialized() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-absl::StatusOr<HttpResponse> HttpGet(const std::string& url, absl::Duration timeout,
-                                     const std::string& api_key) {
+absl::StatusOr<HttpResponse> HttpGet(const std::string& url, absl::Duration timeout, const std::string& api_key) {
   return Perform(url, nullptr, timeout, api_key);
 }
 
-absl::StatusOr<HttpResponse> HttpPostJson(const std::string& url, const std::string& body,
-                                          absl::Duration timeout, const std::string& api_key) {
+absl::StatusOr<HttpResponse> HttpPostJson(const std::string& url, const std::string& body, absl::Duration timeout,
+                                          const std::string& api_key) {
   return Perform(url, &body, timeout, api_key);
 }
 

@@ -17,12 +17,10 @@ struct HttpResponse {
 
 /// GET `url`. A transport failure (refused, timeout) is UNAVAILABLE naming the url; any HTTP
 /// status is a response.
-absl::StatusOr<HttpResponse> HttpGet(const std::string& url, absl::Duration timeout,
-                                     const std::string& api_key = "");
+absl::StatusOr<HttpResponse> HttpGet(const std::string& url, absl::Duration timeout, const std::string& api_key = "");
 
 /// POST `body` as application/json to `url`.
-absl::StatusOr<HttpResponse> HttpPostJson(const std::string& url, const std::string& body,
-                                          absl::Duration timeout,
+absl::StatusOr<HttpResponse> HttpPostJson(const std::string& url, const std::string& body, absl::Duration timeout,
                                           const std::string& api_key = "");
 
 /// Initializes libcurl once per process (thread-safe); every function here calls it.

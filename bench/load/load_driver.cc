@@ -55,8 +55,7 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
 /// One Run(): the multi handle, the transfers in flight and the records.
 class LoadSession {
  public:
-  LoadSession(const LoadDriverOptions& options, const std::vector<TraceRequest>& trace,
-              std::vector<std::string> bodies)
+  LoadSession(const LoadDriverOptions& options, const std::vector<TraceRequest>& trace, std::vector<std::string> bodies)
       : options_(options),
         trace_(trace),
         bodies_(std::move(bodies)),
@@ -77,8 +76,7 @@ class LoadSession {
     headers_ = curl_slist_append(headers_, "Accept: text/event-stream");
     headers_ = curl_slist_append(headers_, "Expect:");  // no 100-continue round trip
     if (!options_.api_key.empty()) {
-      headers_ =
-          curl_slist_append(headers_, ("Authorization: Bearer " + options_.api_key).c_str());
+      headers_ = curl_slist_append(headers_, ("Authorization: Bearer " + options_.api_key).c_str());
     }
     result_.records.resize(trace_.size());
     for (size_t i = 0; i < trace_.size(); ++i) {
@@ -102,8 +100,7 @@ class LoadSession {
 
   bool CanLaunch() const {
     return next_ < trace_.size() &&
-           (options_.max_concurrency <= 0 ||
-            active_.size() < static_cast<size_t>(options_.max_concurrency));
+           (options_.max_concurrency <= 0 || active_.size() < static_cast<size_t>(options_.max_concurrency));
   }
 
   absl::Status Loop() {
@@ -130,8 +127,7 @@ class LoadSession {
       if (wait > 0) {
         // Round down so an arrival is never sent late by the poll's millisecond resolution.
         const int wait_ms = static_cast<int>(std::floor(wait * 1e3));
-        if (CURLMcode code = curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
-            code != CURLM_OK) {
+        if (CURLMcode code = curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr); code != CURLM_OK) {
           return absl::InternalError(absl::StrCat("curl_multi_poll: ", curl_multi_strerror(code)));
         }
       }
@@ -245,8 +241,7 @@ class LoadSession {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LoadDriver>> LoadDriver::Create(LoadDriverOptions options,
-                                                               PromptBuilder prompts) {
+absl::StatusOr<std::unique_ptr<LoadDriver>> LoadDriver::Create(LoadDriverOptions options, PromptBuilder prompts) {
   if (options.base_url.rfind("http://", 0) != 0 && options.base_url.rfind("https://", 0) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("url must start with http:// or https:// (got '", options.base_url, "')"));
@@ -256,8 +251,7 @@ absl::StatusOr<std::unique_ptr<LoadDriver>> LoadDriver::Create(LoadDriverOptions
     return absl::InvalidArgumentError("max_duration must be > 0");
   }
   if (options.max_concurrency < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_concurrency must be >= 0 (got ", options.max_concurrency, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("max_concurrency must be >= 0 (got ", options.max_concurrency, ")"));
   }
   if (options.request_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("request_timeout must be >= 0");

@@ -53,8 +53,7 @@ struct LoadRunResult {
 class LoadDriver {
  public:
   /// INVALID_ARGUMENT for bad options (the field named).
-  static absl::StatusOr<std::unique_ptr<LoadDriver>> Create(LoadDriverOptions options,
-                                                            PromptBuilder prompts);
+  static absl::StatusOr<std::unique_ptr<LoadDriver>> Create(LoadDriverOptions options, PromptBuilder prompts);
   ~LoadDriver();
   LoadDriver(const LoadDriver&) = delete;
   LoadDriver& operator=(const LoadDriver&) = delete;

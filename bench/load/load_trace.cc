@@ -40,23 +40,20 @@ absl::Status RowError(const std::string& source, int line, const std::string& wh
 
 absl::Status CheckRow(const Row& row, const std::string& source, int line) {
   if (!std::isfinite(row.arrival_s) || row.arrival_s < 0) {
-    return RowError(source, line, absl::StrCat("arrival must be a finite number >= 0 (got ",
-                                               row.arrival_s, ")"));
+    return RowError(source, line, absl::StrCat("arrival must be a finite number >= 0 (got ", row.arrival_s, ")"));
   }
   if (row.prompt_tokens < 1 || row.prompt_tokens > (int64_t{1} << 24)) {
-    return RowError(source, line, absl::StrCat("prompt tokens must be in [1, 16777216] (got ",
-                                               row.prompt_tokens, ")"));
+    return RowError(source, line, absl::StrCat("prompt tokens must be in [1, 16777216] (got ", row.prompt_tokens, ")"));
   }
   if (row.max_tokens < 1 || row.max_tokens > (int64_t{1} << 24)) {
-    return RowError(source, line, absl::StrCat("max tokens must be in [1, 16777216] (got ",
-                                               row.max_tokens, ")"));
+    return RowError(source, line, absl::StrCat("max tokens must be in [1, 16777216] (got ", row.max_tokens, ")"));
   }
   return absl::OkStatus();
 }
 
 /// The value of the first of `keys` present in `object`, as a number.
-absl::StatusOr<double> JsonNumber(const json& object, absl::Span<const char* const> keys,
-                                  const std::string& source, int line) {
+absl::StatusOr<double> JsonNumber(const json& object, absl::Span<const char* const> keys, const std::string& source,
+                                  int line) {
   for (const char* key : keys) {
     auto it = object.find(key);
     if (it == object.end()) continue;
@@ -66,16 +63,14 @@ absl::StatusOr<double> JsonNumber(const json& object, absl::Span<const char* con
   return RowError(source, line, absl::StrCat("missing '", keys[0], "'"));
 }
 
-absl::StatusOr<int64_t> WholeNumber(double value, const char* what, const std::string& source,
-                                    int line) {
+absl::StatusOr<int64_t> WholeNumber(double value, const char* what, const std::string& source, int line) {
   if (!std::isfinite(value) || value != std::floor(value) || std::fabs(value) > 1e15) {
     return RowError(source, line, absl::StrCat(what, " must be a whole number (got ", value, ")"));
   }
   return static_cast<int64_t>(value);
 }
 
-absl::StatusOr<std::vector<Row>> ParseJsonl(const std::vector<absl::string_view>& lines,
-                                            const std::string& source) {
+absl::StatusOr<std::vector<Row>> ParseJsonl(const std::vector<absl::string_view>& lines, const std::string& source) {
   std::vector<Row> rows;
   for (size_t i = 0; i < lines.size(); ++i) {
     const int line = static_cast<int>(i) + 1;
@@ -98,8 +93,7 @@ absl::StatusOr<std::vector<Row>> ParseJsonl(const std::vector<absl::string_view>
 }
 
 /// Index of the first header cell that is one of `keys`.
-std::optional<size_t> FindColumn(const std::vector<std::string>& header,
-                                 absl::Span<const char* const> keys) {
+std::optional<size_t> FindColumn(const std::vector<std::string>& header, absl::Span<const char* const> keys) {
   for (const char* key : keys) {
     auto it = std::find(header.begin(), header.end(), key);
     if (it != header.end()) return static_cast<size_t>(it - header.begin());
@@ -115,8 +109,7 @@ std::vector<std::string> SplitCsvLine(absl::string_view line) {
   return cells;
 }
 
-absl::StatusOr<std::vector<Row>> ParseCsv(const std::vector<absl::string_view>& lines,
-                                          const std::string& source) {
+absl::StatusOr<std::vector<Row>> ParseCsv(const std::vector<absl::string_view>& lines, const std::string& source) {
   size_t first = 0;
   while (first < lines.size() && absl::StripAsciiWhitespace(lines[first]).empty()) ++first;
   if (first == lines.size()) return std::vector<Row>{};
@@ -135,20 +128,17 @@ absl::StatusOr<std::vector<Row>> ParseCsv(const std::vector<absl::string_view>& 
     if (absl::StripAsciiWhitespace(lines[i]).empty()) continue;
     const std::vector<std::string> cells = SplitCsvLine(lines[i]);
     if (cells.size() != header.size()) {
-      return RowError(source, line, absl::StrCat("expected ", header.size(), " columns, got ",
-                                                 cells.size()));
+      return RowError(source, line, absl::StrCat("expected ", header.size(), " columns, got ", cells.size()));
     }
     Row row;
     if (!absl::SimpleAtod(cells[*arrival], &row.arrival_s)) {
       return RowError(source, line, absl::StrCat("arrival '", cells[*arrival], "' is not a number"));
     }
     if (!absl::SimpleAtoi(cells[*prompt], &row.prompt_tokens)) {
-      return RowError(source, line,
-                      absl::StrCat("prompt tokens '", cells[*prompt], "' is not an integer"));
+      return RowError(source, line, absl::StrCat("prompt tokens '", cells[*prompt], "' is not an integer"));
     }
     if (!absl::SimpleAtoi(cells[*output], &row.max_tokens)) {
-      return RowError(source, line,
-                      absl::StrCat("max tokens '", cells[*output], "' is not an integer"));
+      return RowError(source, line, absl::StrCat("max tokens '", cells[*output], "' is not an integer"));
     }
     ORCA_RETURN_IF_ERROR(CheckRow(row, source, line));
     rows.push_back(row);
@@ -158,8 +148,7 @@ absl::StatusOr<std::vector<Row>> ParseCsv(const std::vector<absl::string_view>& 
 
 absl::Status ValidateSynthetic(const LoadTraceOptions& options) {
   if (options.num_requests < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_requests must be >= 1 (got ", options.num_requests, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("num_requests must be >= 1 (got ", options.num_requests, ")"));
   }
   return absl::OkStatus();
 }
@@ -204,8 +193,7 @@ absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& 
         absl::StrCat("time_scale must be a positive number (got ", options.time_scale, ")"));
   }
   if (options.num_requests < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_requests must be >= 0 (got ", options.num_requests, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("num_requests must be >= 0 (got ", options.num_requests, ")"));
   }
   ORCA_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(options.trace));
   ORCA_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, ParseTraceText(text, options.trace));
@@ -216,8 +204,7 @@ absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& 
   return trace;
 }
 
-absl::StatusOr<std::vector<TraceRequest>> ParseTraceText(const std::string& text,
-                                                         const std::string& source) {
+absl::StatusOr<std::vector<TraceRequest>> ParseTraceText(const std::string& text, const std::string& source) {
   std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
   for (absl::string_view& line : lines) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -230,8 +217,7 @@ absl::StatusOr<std::vector<TraceRequest>> ParseTraceText(const std::string& text
     ORCA_ASSIGN_OR_RETURN(rows, ParseCsv(lines, source));
   }
   if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": no requests"));
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const Row& a, const Row& b) { return a.arrival_s < b.arrival_s; });
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.arrival_s < b.arrival_s; });
   const double origin = rows.front().arrival_s;
   std::vector<TraceRequest> trace;
   trace.reserve(rows.size());
@@ -248,8 +234,7 @@ std::string TraceToJsonl(const std::vector<TraceRequest>& trace) {
   std::string out;
   for (const TraceRequest& r : trace) {
     absl::StrAppend(&out, absl::StrFormat("{\"arrival_s\": %.9f, \"prompt_tokens\": %d, \"max_tokens\": %d}\n",
-                                          absl::ToDoubleSeconds(r.arrival), r.num_prompt_tokens,
-                                          r.max_new_tokens));
+                                          absl::ToDoubleSeconds(r.arrival), r.num_prompt_tokens, r.max_new_tokens));
   }
   return out;
 }

@@ -60,8 +60,7 @@ absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& 
 /// prompt `prompt_tokens` | `input_tokens`, output `max_tokens` | `output_tokens`; other
 /// columns are ignored. Rows are stably sorted by arrival and shifted so the first arrives
 /// at 0 (absolute timestamps work). Errors name `source` and the line.
-absl::StatusOr<std::vector<TraceRequest>> ParseTraceText(const std::string& text,
-                                                         const std::string& source);
+absl::StatusOr<std::vector<TraceRequest>> ParseTraceText(const std::string& text, const std::string& source);
 
 /// JSONL in the format ParseTraceText reads (round trip), for saving the trace of a run.
 std::string TraceToJsonl(const std::vector<TraceRequest>& trace);

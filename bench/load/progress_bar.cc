@@ -26,18 +26,16 @@ ProgressBar::ProgressBar(std::string label, int64_t total, double time_limit_s, 
 
 std::string ProgressBar::Render() const {
   const int64_t done = num_ok_ + num_failed_;
-  const int filled =
-      total_ > 0 ? static_cast<int>(kBarWidth * std::min<int64_t>(done, total_) / total_) : 0;
+  const int filled = total_ > 0 ? static_cast<int>(kBarWidth * std::min<int64_t>(done, total_) / total_) : 0;
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kBarWidth - filled), '.');
   const double rate = elapsed_s_ > 0 ? static_cast<double>(num_ok_) / elapsed_s_ : 0.0;
   return absl::StrFormat("%s[%s] %d/%d done (%d failed), %d in flight, %.1f/%.0f s, %.2f req/s",
-                         label_.empty() ? "" : label_ + " ", bar, done, total_, num_failed_,
-                         num_in_flight_, elapsed_s_, time_limit_s_, rate);
+                         label_.empty() ? "" : label_ + " ", bar, done, total_, num_failed_, num_in_flight_, elapsed_s_,
+                         time_limit_s_, rate);
 }
 
-void ProgressBar::Update(int64_t num_ok, int64_t num_failed, int64_t num_in_flight,
-                         double elapsed_s) {
+void ProgressBar::Update(int64_t num_ok, int64_t num_failed, int64_t num_in_flight, double elapsed_s) {
   num_ok_ = num_ok;
   num_failed_ = num_failed;
   num_in_flight_ = num_in_flight;
@@ -45,8 +43,7 @@ void ProgressBar::Update(int64_t num_ok, int64_t num_failed, int64_t num_in_flig
   if (!enabled_ || finished_) return;
   const auto now = std::chrono::steady_clock::now();
   const std::chrono::steady_clock::duration interval =
-      tty_ ? std::chrono::steady_clock::duration(kTtyInterval)
-           : std::chrono::steady_clock::duration(kLogInterval);
+      tty_ ? std::chrono::steady_clock::duration(kTtyInterval) : std::chrono::steady_clock::duration(kLogInterval);
   if (now - last_draw_ < interval) return;
   last_draw_ = now;
   if (tty_) {

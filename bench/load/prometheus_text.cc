@@ -49,12 +49,10 @@ absl::StatusOr<MetricSamples> ParsePrometheusText(const std::string& text) {
     absl::StatusOr<size_t> end = SeriesEnd(line);
     if (!end.ok()) return Annotate(end.status(), absl::StrCat("metrics line ", line_number));
     const std::string series = line.substr(0, *end);
-    std::vector<std::string> rest =
-        absl::StrSplit(line.substr(*end), absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    std::vector<std::string> rest = absl::StrSplit(line.substr(*end), absl::ByAnyChar(" \t"), absl::SkipEmpty());
     double value = 0;
     if (series.empty() || rest.empty() || !absl::SimpleAtod(rest.front(), &value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("metrics line ", line_number, " is not 'series value': ", line));
+      return absl::InvalidArgumentError(absl::StrCat("metrics line ", line_number, " is not 'series value': ", line));
     }
     samples[series] = value;
   }
@@ -69,8 +67,7 @@ double SumSeries(const MetricSamples& samples, const std::string& name) {
   return total;
 }
 
-HistogramTotals ReadHistogram(const MetricSamples& samples, const std::string& name,
-                              const std::string& label_filter) {
+HistogramTotals ReadHistogram(const MetricSamples& samples, const std::string& name, const std::string& label_filter) {
   HistogramTotals totals;
   const std::string sum_name = name + "_sum", count_name = name + "_count";
   for (const auto& [series, value] : samples) {

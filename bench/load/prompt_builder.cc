@@ -37,14 +37,12 @@ absl::StatusOr<std::vector<int32_t>> Tokenize(const PromptSourceOptions& options
   const std::string url = JoinUrl(options.base_url, "/tokenize");
   // Orca and vLLM: {"model", "prompt", "add_special_tokens"}; llama.cpp: {"content"}.
   const std::string bodies[] = {
-      json{{"model", options.model}, {"prompt", kCalibrationText}, {"add_special_tokens", false}}
-          .dump(),
+      json{{"model", options.model}, {"prompt", kCalibrationText}, {"add_special_tokens", false}}.dump(),
       json{{"content", kCalibrationText}, {"add_special", false}}.dump(),
   };
   absl::Status last = absl::NotFoundError("no tokenize attempt");
   for (const std::string& body : bodies) {
-    absl::StatusOr<HttpResponse> response =
-        HttpPostJson(url, body, options.timeout, options.api_key);
+    absl::StatusOr<HttpResponse> response = HttpPostJson(url, body, options.timeout, options.api_key);
     if (!response.ok()) return response.status();  // the server is down: no point retrying
     if (response->status != 200) {
       last = absl::NotFoundError(absl::StrCat("POST ", url, " answered ", response->status));
@@ -57,8 +55,7 @@ absl::StatusOr<std::vector<int32_t>> Tokenize(const PromptSourceOptions& options
 
 }  // namespace
 
-absl::StatusOr<PromptBuilder> PromptBuilder::FromCandidates(std::vector<int32_t> candidate_ids,
-                                                            std::string description,
+absl::StatusOr<PromptBuilder> PromptBuilder::FromCandidates(std::vector<int32_t> candidate_ids, std::string description,
                                                             uint64_t seed) {
   if (candidate_ids.empty()) return absl::InvalidArgumentError("no candidate prompt token ids");
   for (int32_t id : candidate_ids) {
@@ -94,8 +91,7 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenizeResponse(const std::string& bo
     if (token.is_array() && !token.empty()) id = &token.front();
     if (token.is_object() && token.contains("id")) id = &*token.find("id");
     if (!id->is_number_integer() || id->get<int64_t>() < 0 || id->get<int64_t>() > INT32_MAX) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("/tokenize returned a token that is not an id: ", token.dump()));
+      return absl::InvalidArgumentError(absl::StrCat("/tokenize returned a token that is not an id: ", token.dump()));
     }
     ids.push_back(id->get<int32_t>());
   }
@@ -106,17 +102,16 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenizeResponse(const std::string& bo
 absl::StatusOr<PromptBuilder> ResolvePromptBuilder(const PromptSourceOptions& options) {
   if (options.mode != "auto" && options.mode != "tokenize" && options.mode != "random") {
     return absl::InvalidArgumentError(
-        absl::StrCat("prompt token source must be auto, tokenize or random (got '", options.mode,
-                     "')"));
+        absl::StrCat("prompt token source must be auto, tokenize or random (got '", options.mode, "')"));
   }
   if (options.mode != "random") {
     absl::StatusOr<std::vector<int32_t>> ids = Tokenize(options);
     if (ids.ok()) {
       std::sort(ids->begin(), ids->end());
       ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
-      const std::string description = absl::StrCat(
-          "token-id prompts drawn from the ", ids->size(),
-          " distinct ids of a built-in English text tokenized by the server (POST /tokenize)");
+      const std::string description =
+          absl::StrCat("token-id prompts drawn from the ", ids->size(),
+                       " distinct ids of a built-in English text tokenized by the server (POST /tokenize)");
       return PromptBuilder::FromCandidates(*std::move(ids), description, options.seed);
     }
     if (options.mode == "tokenize") return Annotate(ids.status(), "prompt token source");
@@ -124,16 +119,14 @@ absl::StatusOr<PromptBuilder> ResolvePromptBuilder(const PromptSourceOptions& op
   }
   if (options.token_id_min < 0 || options.token_id_max < options.token_id_min ||
       options.token_id_max - options.token_id_min >= kMaxRandomIds) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token id range needs 0 <= min <= max < min + ", kMaxRandomIds, " (got ",
-                     options.token_id_min, ", ", options.token_id_max, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("token id range needs 0 <= min <= max < min + ", kMaxRandomIds,
+                                                   " (got ", options.token_id_min, ", ", options.token_id_max, ")"));
   }
   std::vector<int32_t> ids;
   for (int32_t id = options.token_id_min; id <= options.token_id_max; ++id) ids.push_back(id);
   return PromptBuilder::FromCandidates(
       std::move(ids),
-      absl::StrCat("token-id prompts of random ids in [", options.token_id_min, ", ",
-                   options.token_id_max, "]"),
+      absl::StrCat("token-id prompts of random ids in [", options.token_id_min, ", ", options.token_id_max, "]"),
       options.seed);
 }
 

@@ -15,8 +15,8 @@ class PromptBuilder {
  public:
   /// Draws every prompt token uniformly from `candidate_ids` (non-empty, each >= 0).
   /// `description` says where the ids came from (printed with the results).
-  static absl::StatusOr<PromptBuilder> FromCandidates(std::vector<int32_t> candidate_ids,
-                                                      std::string description, uint64_t seed);
+  static absl::StatusOr<PromptBuilder> FromCandidates(std::vector<int32_t> candidate_ids, std::string description,
+                                                      uint64_t seed);
 
   /// The prompt of trace request `index`: `length` ids, the same for the same seed, index and
   /// length (so a rate sweep replays identical prompts), and different across requests (no

@@ -38,8 +38,8 @@ absl::Status WarmUp(const ServingSweepOptions& options, const std::string& base_
 }
 
 /// Runs one point on a started stack; true when the curve is saturated after it.
-absl::StatusOr<bool> RunPoint(const ServingSweepOptions& options, const std::string& base_url,
-                              double rate, MeasuredCurve& curve) {
+absl::StatusOr<bool> RunPoint(const ServingSweepOptions& options, const std::string& base_url, double rate,
+                              MeasuredCurve& curve) {
   const SweepCurveSpec& spec = curve.spec;
   BenchRunOptions run = options.run;
   run.trace.arrival_rate = rate;
@@ -49,16 +49,15 @@ absl::StatusOr<bool> RunPoint(const ServingSweepOptions& options, const std::str
   report.config.emplace_back("policy", sched::PolicyKindName(spec.policy));
   report.config.emplace_back("max_bs", absl::StrCat(spec.max_bs));
   if (!options.out_dir.empty()) {
-    ORCA_RETURN_IF_ERROR(WriteReport(
-        report, absl::StrFormat("%s/%s/rate-%g", options.out_dir, LabelToFileName(spec.label), rate)));
+    ORCA_RETURN_IF_ERROR(
+        WriteReport(report, absl::StrFormat("%s/%s/rate-%g", options.out_dir, LabelToFileName(spec.label), rate)));
   }
   const BenchSummary& s = report.summary;
   curve.points.push_back(MeasuredPoint{rate, s});
-  std::fprintf(stderr, "  %s @ %g req/s: %.3f req/s, p50 normalized latency %.2f ms/token\n",
-               spec.label.c_str(), rate, s.throughput_rps, s.normalized_latency_s.p50 * 1e3);
+  std::fprintf(stderr, "  %s @ %g req/s: %.3f req/s, p50 normalized latency %.2f ms/token\n", spec.label.c_str(), rate,
+               s.throughput_rps, s.normalized_latency_s.p50 * 1e3);
   const bool cut_off = s.num_unfinished + s.num_not_sent > 0;
-  const bool saturated = options.saturation_latency_s > 0 &&
-                         s.normalized_latency_s.p50 > options.saturation_latency_s;
+  const bool saturated = options.saturation_latency_s > 0 && s.normalized_latency_s.p50 > options.saturation_latency_s;
   return cut_off || saturated || s.num_completed == 0;
 }
 
@@ -98,12 +97,10 @@ std::string LabelToFileName(const std::string& label) {
   return out.empty() ? "curve" : out;
 }
 
-absl::StatusOr<std::vector<MeasuredCurve>> RunServingSweep(const ServingSweepOptions& options,
-                                                           ServingStack& stack) {
+absl::StatusOr<std::vector<MeasuredCurve>> RunServingSweep(const ServingSweepOptions& options, ServingStack& stack) {
   if (options.arrival_rates.empty()) return absl::InvalidArgumentError("no arrival rates");
   for (size_t i = 0; i < options.arrival_rates.size(); ++i) {
-    if (!(options.arrival_rates[i] > 0) ||
-        (i > 0 && options.arrival_rates[i] <= options.arrival_rates[i - 1])) {
+    if (!(options.arrival_rates[i] > 0) || (i > 0 && options.arrival_rates[i] <= options.arrival_rates[i - 1])) {
       return absl::InvalidArgumentError("arrival rates must be positive and increasing");
     }
   }
@@ -146,8 +143,7 @@ absl::StatusOr<std::string> WriteSweepOutputs(const std::vector<MeasuredCurve>& 
   absl::StrAppend(&text, "\nwrote ", csv, ", ", script);
   if (!options.gnuplot.empty()) {
     const absl::Status plotted = RunGnuplot(options.gnuplot, script);
-    absl::StrAppend(&text, plotted.ok() ? absl::StrCat(", ", png)
-                                        : absl::StrCat(" (no PNG: ", plotted.message(), ")"));
+    absl::StrAppend(&text, plotted.ok() ? absl::StrCat(", ", png) : absl::StrCat(" (no PNG: ", plotted.message(), ")"));
   }
   absl::StrAppend(&text, "\n");
   return text;

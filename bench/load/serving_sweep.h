@@ -45,8 +45,7 @@ struct ServingSweepOptions {
 /// Runs the sweep. A setup error of any point stops the stack and is returned, naming the
 /// curve; request failures only show in the points. Curves keep their points in rate order
 /// either way.
-absl::StatusOr<std::vector<MeasuredCurve>> RunServingSweep(const ServingSweepOptions& options,
-                                                           ServingStack& stack);
+absl::StatusOr<std::vector<MeasuredCurve>> RunServingSweep(const ServingSweepOptions& options, ServingStack& stack);
 
 /// A file-name-safe form of a curve label ("orca(max_bs=8)" → "orca_max_bs_8").
 std::string LabelToFileName(const std::string& label);

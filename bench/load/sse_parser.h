@@ -23,8 +23,7 @@ class SseParser {
  public:
   /// An event (or a line) longer than `max_event_bytes` is an error: a misbehaving server
   /// must not grow the client's memory without bound.
-  explicit SseParser(size_t max_event_bytes = size_t{16} << 20)
-      : max_event_bytes_(max_event_bytes) {}
+  explicit SseParser(size_t max_event_bytes = size_t{16} << 20) : max_event_bytes_(max_event_bytes) {}
 
   /// Consumes `bytes` and appends every event they complete to `events`. Lines end with
   /// "\r\n", "\n" or "\r"; a blank line dispatches the event being built (events without

@@ -19,21 +19,17 @@ namespace orca::bench {
 absl::StatusOr<std::vector<std::string>> SynthFlags(const std::string& preset) {
   if (preset == "tiny" || preset == "25m") return std::vector<std::string>{"--preset=" + preset};
   if (preset == "4m") {
-    return std::vector<std::string>{"--preset=tiny",         "--hidden-size=256", "--num-layers=4",
-                                    "--num-heads=4",         "--num-kv-heads=2",  "--intermediate-size=704",
-                                    "--vocab-size=2048"};
+    return std::vector<std::string>{"--preset=tiny",    "--hidden-size=256",       "--num-layers=4",   "--num-heads=4",
+                                    "--num-kv-heads=2", "--intermediate-size=704", "--vocab-size=2048"};
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("preset must be tiny, 4m or 25m (got '", preset, "')"));
+  return absl::InvalidArgumentError(absl::StrCat("preset must be tiny, 4m or 25m (got '", preset, "')"));
 }
 
-absl::StatusOr<std::string> EnsureSyntheticModel(const std::string& bin_dir,
-                                                 const std::string& preset,
+absl::StatusOr<std::string> EnsureSyntheticModel(const std::string& bin_dir, const std::string& preset,
                                                  const std::string& model_dir) {
   ORCA_ASSIGN_OR_RETURN(std::vector<std::string> flags, SynthFlags(preset));
   const std::string dir = std::filesystem::absolute(model_dir + "/llama-" + preset).string();
-  if (std::filesystem::exists(dir + "/model.safetensors") &&
-      std::filesystem::exists(dir + "/tokenizer.json")) {
+  if (std::filesystem::exists(dir + "/model.safetensors") && std::filesystem::exists(dir + "/tokenizer.json")) {
     return dir;
   }
   std::error_code ec;
@@ -52,17 +48,14 @@ absl::Status RunToCompletion(const std::vector<std::string>& argv) {
   for (std::string& a : storage) args.push_back(a.data());
   args.push_back(nullptr);
   pid_t pid = 0;
-  if (int err = posix_spawn(&pid, storage[0].c_str(), nullptr, nullptr, args.data(), environ);
-      err != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot run ", storage[0], ": ", std::strerror(err)));
+  if (int err = posix_spawn(&pid, storage[0].c_str(), nullptr, nullptr, args.data(), environ); err != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot run ", storage[0], ": ", std::strerror(err)));
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(absl::StrJoin(argv, " "), " failed (status ", status, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(absl::StrJoin(argv, " "), " failed (status ", status, ")"));
   }
   return absl::OkStatus();
 }

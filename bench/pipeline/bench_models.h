@@ -15,8 +15,7 @@ namespace orca::bench {
 absl::StatusOr<std::vector<std::string>> SynthFlags(const std::string& preset);
 
 /// <model_dir>/llama-<preset>, written with <bin_dir>/orca the first time.
-absl::StatusOr<std::string> EnsureSyntheticModel(const std::string& bin_dir,
-                                                 const std::string& preset,
+absl::StatusOr<std::string> EnsureSyntheticModel(const std::string& bin_dir, const std::string& preset,
                                                  const std::string& model_dir);
 
 /// Runs `argv` (argv[0] is the executable path) with inherited stdio and waits.

@@ -13,11 +13,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,7 +67,8 @@ absl::StatusOr<std::vector<double>> ParseList(const std::string& text, const cha
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     double v = 0;
     if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
     }
     values.push_back(v);
   }
@@ -186,8 +187,8 @@ std::vector<sched::sim::SweepConfig> MakeConfigs(const std::vector<SweepCurveSpe
 /// the shared machine's background load then hits all curves alike. A configuration stops
 /// after its first point past options.saturation_latency.
 absl::StatusOr<std::vector<sched::sim::SweepCurve>> RunInterleaved(const sched::sim::SweepOptions& options,
-                                                                    const std::vector<sched::sim::SweepConfig>& configs,
-                                                                    Engine& engine) {
+                                                                   const std::vector<sched::sim::SweepConfig>& configs,
+                                                                   Engine& engine) {
   auto factory = [&engine](const sched::SchedulerOptions&) -> absl::StatusOr<std::unique_ptr<sched::sim::StepRunner>> {
     return std::make_unique<EngineStepRunner>(&engine);
   };
@@ -198,7 +199,8 @@ absl::StatusOr<std::vector<sched::sim::SweepCurve>> RunInterleaved(const sched::
       if (saturated[i]) continue;
       sched::sim::SweepOptions point = options;
       point.arrival_rates = {rate};
-      ORCA_ASSIGN_OR_RETURN(std::vector<sched::sim::SweepCurve> one, sched::sim::RunSweep(point, {configs[i]}, factory));
+      ORCA_ASSIGN_OR_RETURN(std::vector<sched::sim::SweepCurve> one,
+                            sched::sim::RunSweep(point, {configs[i]}, factory));
       curves[i].config = configs[i];
       curves[i].points.push_back(one.front().points.front());
       const sched::sim::SweepPoint& p = curves[i].points.back();
@@ -229,11 +231,12 @@ absl::Status Run(const Args& args) {
 
   std::printf("# %s, %lld compute thread(s)\n", EngineStepRunner(engine.get()).Describe().c_str(),
               static_cast<long long>(args.threads));
-  std::printf("# §6.2 trace: %lld requests per point, seed %lld, Poisson arrivals, prompt U(%lld,%lld), output U(%lld,%lld), "
-              "no early EOS\n\n",
-              static_cast<long long>(args.num_requests), static_cast<long long>(args.seed),
-              static_cast<long long>(args.min_prompt), static_cast<long long>(args.max_prompt),
-              static_cast<long long>(args.min_new), static_cast<long long>(args.max_new));
+  std::printf(
+      "# §6.2 trace: %lld requests per point, seed %lld, Poisson arrivals, prompt U(%lld,%lld), output U(%lld,%lld), "
+      "no early EOS\n\n",
+      static_cast<long long>(args.num_requests), static_cast<long long>(args.seed),
+      static_cast<long long>(args.min_prompt), static_cast<long long>(args.max_prompt),
+      static_cast<long long>(args.min_new), static_cast<long long>(args.max_new));
   std::fflush(stdout);
   ORCA_RETURN_IF_ERROR(Calibrate(*engine));
   const auto wall_start = std::chrono::steady_clock::now();
@@ -244,8 +247,8 @@ absl::Status Run(const Args& args) {
   const std::vector<MeasuredCurve> measured = ToMeasured(curves, specs);
   std::printf("Throughput at equal median normalized latency\n\n%s",
               FormatEqualLatencyTable(measured, multiples).c_str());
-  std::printf("\npeak ratio: %.2fx   (sweep wall time %.0f s)\n", PeakRatio(measured, RatioTargets(measured, multiples)),
-              wall_s);
+  std::printf("\npeak ratio: %.2fx   (sweep wall time %.0f s)\n",
+              PeakRatio(measured, RatioTargets(measured, multiples)), wall_s);
   if (args.out.empty()) return absl::OkStatus();
   SweepOutputOptions out;
   out.out_dir = args.out;
@@ -282,8 +285,10 @@ int main(int argc, char** argv) {
   flags.AddInt("max-prompt-tokens", &a.max_prompt, "Trace: longest prompt (paper: 512)");
   flags.AddInt("min-new-tokens", &a.min_new, "Trace: fewest generated tokens (paper: 1)");
   flags.AddInt("max-new-tokens", &a.max_new, "Trace: most generated tokens (paper: 128)");
-  flags.AddDouble("saturation-latency-ms", &a.saturation_ms, "Stop a curve past this median normalized latency (0 = off)");
-  flags.AddString("targets", &a.targets, "Ratio targets as multiples of the baseline's lowest median normalized latency");
+  flags.AddDouble("saturation-latency-ms", &a.saturation_ms,
+                  "Stop a curve past this median normalized latency (0 = off)");
+  flags.AddString("targets", &a.targets,
+                  "Ratio targets as multiples of the baseline's lowest median normalized latency");
   flags.AddString("out", &a.out, "Write sweep.csv, fig10.gp and fig10.png here");
   flags.AddString("gnuplot", &a.gnuplot, "gnuplot binary (empty: no PNG)");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {

@@ -32,8 +32,8 @@ absl::Status EngineStepRunner::Release(absl::Span<const sched::RequestId> reques
 }
 
 std::string EngineStepRunner::Describe() const {
-  return absl::StrCat("real CPU engine (", engine_->backend_name(), "): ",
-                      engine_->config().Summary(), ", ", engine_->kv_slots_total(), " KV slots");
+  return absl::StrCat("real CPU engine (", engine_->backend_name(), "): ", engine_->config().Summary(), ", ",
+                      engine_->kv_slots_total(), " KV slots");
 }
 
 }  // namespace orca::bench

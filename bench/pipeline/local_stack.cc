@@ -28,8 +28,8 @@ std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
 
 }  // namespace
 
-absl::Status LocalStack::Spawn(const std::string& name, const std::string& binary,
-                               const std::vector<std::string>& args, const std::string& log_dir) {
+absl::Status LocalStack::Spawn(const std::string& name, const std::string& binary, const std::vector<std::string>& args,
+                               const std::string& log_dir) {
   Process p;
   p.log_path = absl::StrCat(log_dir, "/", name, ".log");
   p.process = std::make_unique<Subprocess>(name, binary, args,
@@ -65,27 +65,28 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOp
   ORCA_ASSIGN_OR_RETURN(stack->gateway_http_port_, PickLoopbackPort());
   const std::string workers = absl::StrJoin(worker_addrs, ",");
   for (int s = 0; s < options.num_stages; ++s) {
-    ORCA_RETURN_IF_ERROR(stack->Spawn(
-        absl::StrCat("worker-", s), options.bin_dir + "/orca-worker",
-        {"--model=" + options.model, "--listen=" + worker_addrs[s],
-         "--http-listen=" + Loopback(stack->worker_http_ports_[s]), absl::StrCat("--stage=", s),
-         absl::StrCat("--num-stages=", options.num_stages), "--workers=" + workers,
-         "--scheduler=" + Loopback(sched_grpc), absl::StrCat("--n-slots=", options.n_slots),
-         absl::StrCat("--threads=", options.threads_per_worker), "--log-level=warning"},
-        options.log_dir));
+    ORCA_RETURN_IF_ERROR(
+        stack->Spawn(absl::StrCat("worker-", s), options.bin_dir + "/orca-worker",
+                     {"--model=" + options.model, "--listen=" + worker_addrs[s],
+                      "--http-listen=" + Loopback(stack->worker_http_ports_[s]), absl::StrCat("--stage=", s),
+                      absl::StrCat("--num-stages=", options.num_stages), "--workers=" + workers,
+                      "--scheduler=" + Loopback(sched_grpc), absl::StrCat("--n-slots=", options.n_slots),
+                      absl::StrCat("--threads=", options.threads_per_worker), "--log-level=warning"},
+                     options.log_dir));
   }
-  std::vector<std::string> scheduler_args = {
-      "--listen=" + Loopback(sched_grpc), "--http-listen=" + Loopback(stack->scheduler_http_port_),
-      "--workers=" + workers, "--policy=" + options.policy,
-      absl::StrCat("--max-bs=", options.max_bs), absl::StrCat("--n-slots=", options.n_slots),
-      "--log-level=warning"};
+  std::vector<std::string> scheduler_args = {"--listen=" + Loopback(sched_grpc),
+                                             "--http-listen=" + Loopback(stack->scheduler_http_port_),
+                                             "--workers=" + workers,
+                                             "--policy=" + options.policy,
+                                             absl::StrCat("--max-bs=", options.max_bs),
+                                             absl::StrCat("--n-slots=", options.n_slots),
+                                             "--log-level=warning"};
   if (options.n_workers > 0) scheduler_args.push_back(absl::StrCat("--n-workers=", options.n_workers));
-  ORCA_RETURN_IF_ERROR(stack->Spawn("scheduler", options.bin_dir + "/orca-scheduler",
-                                    scheduler_args, options.log_dir));
+  ORCA_RETURN_IF_ERROR(stack->Spawn("scheduler", options.bin_dir + "/orca-scheduler", scheduler_args, options.log_dir));
   ORCA_RETURN_IF_ERROR(stack->Spawn(
       "gateway", options.bin_dir + "/orca-gateway",
-      {"--listen=" + Loopback(stack->gateway_http_port_), "--grpc-listen=",
-       "--schedulers=" + Loopback(sched_grpc), "--model=" + options.model, "--log-level=warning"},
+      {"--listen=" + Loopback(stack->gateway_http_port_), "--grpc-listen=", "--schedulers=" + Loopback(sched_grpc),
+       "--model=" + options.model, "--log-level=warning"},
       options.log_dir));
 
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoSeconds(options.ready_timeout);
@@ -112,8 +113,10 @@ absl::Status LocalStack::Stop() {
   for (auto it = processes_.rbegin(); it != processes_.rend(); ++it) {
     Subprocess& p = *it->process;
     const int status = p.Alive() ? p.Stop(SIGTERM, kStopGraceMs) : p.exit_status();
-    if (p.killed()) unclean.push_back(p.name() + " (killed)");
-    else if (status != 0) unclean.push_back(absl::StrCat(p.name(), " (exit status ", status, ")"));
+    if (p.killed())
+      unclean.push_back(p.name() + " (killed)");
+    else if (status != 0)
+      unclean.push_back(absl::StrCat(p.name(), " (exit status ", status, ")"));
   }
   if (unclean.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("did not exit cleanly: ", absl::StrJoin(unclean, ", ")));

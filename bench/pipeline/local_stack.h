@@ -58,8 +58,8 @@ class LocalStack {
 
   LocalStack() = default;
   static std::string url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
-  absl::Status Spawn(const std::string& name, const std::string& binary,
-                     const std::vector<std::string>& args, const std::string& log_dir);
+  absl::Status Spawn(const std::string& name, const std::string& binary, const std::vector<std::string>& args,
+                     const std::string& log_dir);
   /// The first process that exited, or nullptr.
   const Process* FirstExited();
 

@@ -31,9 +31,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/load/bench_run.h"
+#include "bench/load/prometheus_text.h"
 #include "bench/pipeline/bench_models.h"
 #include "bench/pipeline/local_stack.h"
-#include "bench/load/prometheus_text.h"
 #include "core/common/flags.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
@@ -67,9 +67,7 @@ struct Row {
   HistogramTotals iteration;
   HistogramTotals batch_size;
   std::vector<HistogramTotals> compute, comm;  ///< Per stage.
-  double ControlSeconds() const {
-    return iteration.mean() - compute.back().mean() - comm.back().mean();
-  }
+  double ControlSeconds() const { return iteration.mean() - compute.back().mean() - comm.back().mean(); }
   double ComputeSeconds() const {
     double total = 0;
     for (const HistogramTotals& c : compute) total += c.mean();
@@ -95,8 +93,8 @@ absl::StatusOr<Scrape> ScrapeAll(const LocalStack& stack) {
 void FillMetrics(const Scrape& before, const Scrape& after, Row* row) {
   row->iteration = Delta(ReadHistogram(after.scheduler, "orca:iteration_duration_seconds"),
                          ReadHistogram(before.scheduler, "orca:iteration_duration_seconds"));
-  row->batch_size = Delta(ReadHistogram(after.scheduler, "orca:batch_size"),
-                          ReadHistogram(before.scheduler, "orca:batch_size"));
+  row->batch_size =
+      Delta(ReadHistogram(after.scheduler, "orca:batch_size"), ReadHistogram(before.scheduler, "orca:batch_size"));
   for (size_t s = 0; s < after.workers.size(); ++s) {
     row->compute.push_back(Delta(ReadHistogram(after.workers[s], "orca:stage_compute_seconds"),
                                  ReadHistogram(before.workers[s], "orca:stage_compute_seconds")));
@@ -110,7 +108,8 @@ absl::StatusOr<std::vector<double>> ParseList(const std::string& text, const cha
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     double v = 0;
     if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
     }
     values.push_back(v);
   }
@@ -132,13 +131,13 @@ std::string FormatRows(const std::vector<Row>& rows) {
                                         "(ms)", "(µs/iter)", ""));
   for (const Row& r : rows) {
     const double iter = r.iteration.mean();
-    absl::StrAppend(&out, absl::StrFormat("%-9d %6g %10.3f %9.1f %9.2f %9.2f %9.1f %7.2f %9.2f %9.2f %9.2f %10.0f %6.1f%%\n",
-                                          r.n_workers, r.rate, r.summary.throughput_rps, r.summary.output_tokens_per_s,
-                                          r.summary.normalized_latency_s.p50 * 1e3,
-                                          r.summary.normalized_latency_s.p99 * 1e3, r.summary.ttft_s.p50 * 1e3,
-                                          r.batch_size.mean(), iter * 1e3, r.ComputeSeconds() * 1e3,
-                                          (r.compute.back().mean() + r.comm.back().mean()) * 1e3,
-                                          r.ControlSeconds() * 1e6, iter > 0 ? 100 * r.ControlSeconds() / iter : 0.0));
+    absl::StrAppend(
+        &out, absl::StrFormat("%-9d %6g %10.3f %9.1f %9.2f %9.2f %9.1f %7.2f %9.2f %9.2f %9.2f %10.0f %6.1f%%\n",
+                              r.n_workers, r.rate, r.summary.throughput_rps, r.summary.output_tokens_per_s,
+                              r.summary.normalized_latency_s.p50 * 1e3, r.summary.normalized_latency_s.p99 * 1e3,
+                              r.summary.ttft_s.p50 * 1e3, r.batch_size.mean(), iter * 1e3, r.ComputeSeconds() * 1e3,
+                              (r.compute.back().mean() + r.comm.back().mean()) * 1e3, r.ControlSeconds() * 1e6,
+                              iter > 0 ? 100 * r.ControlSeconds() / iter : 0.0));
   }
   return out;
 }
@@ -149,10 +148,11 @@ std::string FormatGain(const std::vector<Row>& rows) {
     if (two.n_workers < 2) continue;
     for (const Row& one : rows) {
       if (one.n_workers != 1 || one.rate != two.rate || one.summary.throughput_rps <= 0) continue;
-      absl::StrAppend(&out, absl::StrFormat(
-                                "rate %g: n_workers %d / 1 = %.2fx throughput, p50 normalized latency %.2f -> %.2f ms/token\n",
-                                two.rate, two.n_workers, two.summary.throughput_rps / one.summary.throughput_rps,
-                                one.summary.normalized_latency_s.p50 * 1e3, two.summary.normalized_latency_s.p50 * 1e3));
+      absl::StrAppend(
+          &out, absl::StrFormat(
+                    "rate %g: n_workers %d / 1 = %.2fx throughput, p50 normalized latency %.2f -> %.2f ms/token\n",
+                    two.rate, two.n_workers, two.summary.throughput_rps / one.summary.throughput_rps,
+                    one.summary.normalized_latency_s.p50 * 1e3, two.summary.normalized_latency_s.p50 * 1e3));
     }
   }
   return out;
@@ -215,9 +215,11 @@ absl::Status Run(Args args) {
   }
   const std::string table = FormatRows(rows);
   const std::string gain = FormatGain(rows);
-  std::printf("# %lld-stage pipeline, %s, policy %s, max_bs %lld, %lld thread(s) per worker, paper §6.2 trace, %lld requests per run\n\n%s\n%s",
-              static_cast<long long>(args.stages), model.c_str(), args.policy.c_str(), static_cast<long long>(args.max_bs),
-              static_cast<long long>(args.threads), static_cast<long long>(args.num_requests), table.c_str(), gain.c_str());
+  std::printf(
+      "# %lld-stage pipeline, %s, policy %s, max_bs %lld, %lld thread(s) per worker, paper §6.2 trace, %lld requests "
+      "per run\n\n%s\n%s",
+      static_cast<long long>(args.stages), model.c_str(), args.policy.c_str(), static_cast<long long>(args.max_bs),
+      static_cast<long long>(args.threads), static_cast<long long>(args.num_requests), table.c_str(), gain.c_str());
   return WriteStringToFile(args.out + "/pipeline.txt", table + "\n" + gain);
 }
 

@@ -65,8 +65,7 @@ absl::StatusOr<std::vector<T>> ParseList(const std::vector<std::string>& items, 
       ok = absl::SimpleAtoi(item, &value) && value > 0;
     }
     if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", item, "' is not a positive number"));
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": '", item, "' is not a positive number"));
     }
     values.push_back(value);
   }
@@ -103,16 +102,14 @@ absl::StatusOr<BenchPlan> MakePlan(const BenchFlags& f) {
     ORCA_ASSIGN_OR_RETURN(plan.sweep.arrival_rates, ParseList<double>(f.rates, "rates"));
   }
   ORCA_ASSIGN_OR_RETURN(plan.target_multiples, ParseList<double>(f.targets, "targets"));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<int64_t> orca_bs,
-                        ParseList<int64_t>(f.orca_max_bs, "orca-max-bs"));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<int64_t> base_bs,
-                        ParseList<int64_t>(f.baseline_max_bs, "baseline-max-bs"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<int64_t> orca_bs, ParseList<int64_t>(f.orca_max_bs, "orca-max-bs"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<int64_t> base_bs, ParseList<int64_t>(f.baseline_max_bs, "baseline-max-bs"));
 
   SchedulerOptions base;
   base.n_slots = f.n_slots > 0 ? f.n_slots : plan.cost.kv_slots;
   base.n_workers = static_cast<int32_t>(f.n_workers > 0 ? f.n_workers : plan.cost.num_stages);
-  for (const auto& [policy, sizes] : {std::pair{PolicyKind::kOrca, orca_bs},
-                                      std::pair{PolicyKind::kRequestLevel, base_bs}}) {
+  for (const auto& [policy, sizes] :
+       {std::pair{PolicyKind::kOrca, orca_bs}, std::pair{PolicyKind::kRequestLevel, base_bs}}) {
     for (int64_t bs : sizes) {
       SchedulerOptions options = base;
       options.policy = policy;
@@ -123,8 +120,7 @@ absl::StatusOr<BenchPlan> MakePlan(const BenchFlags& f) {
   return plan;
 }
 
-absl::Status AppendCsv(const std::string& path, CostShape shape,
-                       const std::vector<SweepCurve>& curves, bool header) {
+absl::Status AppendCsv(const std::string& path, CostShape shape, const std::vector<SweepCurve>& curves, bool header) {
   std::ofstream out(path, header ? std::ios::trunc : std::ios::app);
   if (!out) return absl::UnavailableError(absl::StrCat("cannot write --csv ", path));
   if (header) {
@@ -133,10 +129,9 @@ absl::Status AppendCsv(const std::string& path, CostShape shape,
   }
   for (const SweepCurve& curve : curves) {
     for (const SweepPoint& p : curve.points) {
-      out << absl::StrFormat("%s,%s,%s,%d,%.6f,%.6f,%.6f,%.6f,%.3f,%d\n", CostShapeName(shape),
-                             curve.config.label, PolicyKindName(curve.config.scheduler.policy),
-                             curve.config.scheduler.max_bs, p.arrival_rate, p.throughput_rps,
-                             p.median_normalized_latency, p.p99_normalized_latency,
+      out << absl::StrFormat("%s,%s,%s,%d,%.6f,%.6f,%.6f,%.6f,%.3f,%d\n", CostShapeName(shape), curve.config.label,
+                             PolicyKindName(curve.config.scheduler.policy), curve.config.scheduler.max_bs,
+                             p.arrival_rate, p.throughput_rps, p.median_normalized_latency, p.p99_normalized_latency,
                              p.mean_batch_size, p.num_iterations);
     }
   }
@@ -155,21 +150,18 @@ absl::StatusOr<std::vector<SweepCurve>> RunShape(const BenchPlan& plan, CostShap
       "    n_slots %d, n_workers %d, %d requests per point, seed %d, prompt U(32,512), max new "
       "U(1,128), no early EOS\n\n",
       cost.description, CostShapeName(shape), cost.fixed_seconds * 1e3, cost.weight_seconds * 1e3,
-      cost.per_token_seconds * 1e3, cost.per_token_comm_seconds * 1e3,
-      cost.per_context_seconds * 1e6, cost.per_prompt_pair_seconds * 1e9, scheduler.n_slots,
-      scheduler.n_workers, plan.sweep.trace.num_requests, plan.sweep.trace.seed);
+      cost.per_token_seconds * 1e3, cost.per_token_comm_seconds * 1e3, cost.per_context_seconds * 1e6,
+      cost.per_prompt_pair_seconds * 1e9, scheduler.n_slots, scheduler.n_workers, plan.sweep.trace.num_requests,
+      plan.sweep.trace.seed);
 
-  RunnerFactory factory = [&cost](const SchedulerOptions& options)
-      -> absl::StatusOr<std::unique_ptr<StepRunner>> {
+  RunnerFactory factory = [&cost](const SchedulerOptions& options) -> absl::StatusOr<std::unique_ptr<StepRunner>> {
     SimulatedEngineOptions engine;
     engine.cost = cost;
     engine.n_slots = options.n_slots;
-    ORCA_ASSIGN_OR_RETURN(std::unique_ptr<SimulatedEngine> simulated,
-                          SimulatedEngine::Create(engine));
+    ORCA_ASSIGN_OR_RETURN(std::unique_ptr<SimulatedEngine> simulated, SimulatedEngine::Create(engine));
     return std::unique_ptr<StepRunner>(std::move(simulated));
   };
-  ORCA_ASSIGN_OR_RETURN(std::vector<SweepCurve> curves,
-                        RunSweep(plan.sweep, plan.configs, factory));
+  ORCA_ASSIGN_OR_RETURN(std::vector<SweepCurve> curves, RunSweep(plan.sweep, plan.configs, factory));
   std::cout << FormatSweepTable(curves) << "\n";
 
   const std::optional<double> floor = MinMedianLatency(curves, PolicyKind::kRequestLevel);
@@ -190,8 +182,7 @@ absl::StatusOr<std::vector<SweepCurve>> RunShape(const BenchPlan& plan, CostShap
   double best_target = 0;
   for (double target : targets) {
     const std::optional<double> orca = BestThroughputAtLatency(curves, PolicyKind::kOrca, target);
-    const std::optional<double> base =
-        BestThroughputAtLatency(curves, PolicyKind::kRequestLevel, target);
+    const std::optional<double> base = BestThroughputAtLatency(curves, PolicyKind::kRequestLevel, target);
     if (orca && base && *base > 0 && *orca / *base > best_ratio) {
       best_ratio = *orca / *base;
       best_target = target;
@@ -204,12 +195,9 @@ absl::StatusOr<std::vector<SweepCurve>> RunShape(const BenchPlan& plan, CostShap
 
 absl::Status Run(int argc, char** argv) {
   BenchFlags f;
-  FlagSet flags("orca_sched_bench",
-                "ORCA §6.2 on a simulated GPU engine: orca(max_bs) vs the request-level baseline.");
-  flags.AddString("model", &f.model,
-                  "Cost-model preset: gpt3-13b, gpt3-101b, gpt3-175b, gpt3-341b");
-  flags.AddString("cost-shape", &f.cost_shape,
-                  "linear (a + b*tokens), roofline (max(weights, b*tokens)) or both");
+  FlagSet flags("orca_sched_bench", "ORCA §6.2 on a simulated GPU engine: orca(max_bs) vs the request-level baseline.");
+  flags.AddString("model", &f.model, "Cost-model preset: gpt3-13b, gpt3-101b, gpt3-175b, gpt3-341b");
+  flags.AddString("cost-shape", &f.cost_shape, "linear (a + b*tokens), roofline (max(weights, b*tokens)) or both");
   flags.AddInt("num-requests", &f.num_requests, "Requests per (configuration, rate) run");
   flags.AddInt("seed", &f.seed, "Trace seed (same trace for every configuration)");
   flags.AddStringList("rates", &f.rates, "Arrival rates in req/s (default: 0.1 .. 32, 10 per decade)");

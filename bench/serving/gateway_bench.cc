@@ -13,8 +13,10 @@
 //
 //   gateway_bench --tokens 2000 --repeats 5 --streams 2000 --hold-seconds 5
 
+#include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -22,8 +24,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
-
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -33,13 +33,11 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
 #include "orca/v1/scheduler.grpc.pb.h"
-#include "absl/synchronization/notification.h"
 #include "services/gateway/gateway.h"
 #include "services/gateway/scheduler_call.h"
 #include "services/gateway/scheduler_router.h"
@@ -286,8 +284,8 @@ ConcurrencyResult MeasureConcurrentStreams(int streams, double hold_seconds, int
   std::vector<std::shared_ptr<StreamClient>> clients;
   const auto start = Clock::now();
   for (int i = 0; i < streams; ++i) {
-    clients.push_back(std::make_shared<StreamClient>(io, (*gateway)->http_port(), max_tokens, &result.established,
-                                                     &result.failed));
+    clients.push_back(
+        std::make_shared<StreamClient>(io, (*gateway)->http_port(), max_tokens, &result.established, &result.failed));
     clients.back()->Start(endpoint);
   }
   // Run until every stream is established (or failed), bounded.

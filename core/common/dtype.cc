@@ -4,18 +4,25 @@ namespace orca {
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
   }
   return "?";
 }
 
 bool ParseDType(std::string_view name, DType* out) {
-  if (name == "f32" || name == "float32" || name == "float") *out = DType::kF32;
-  else if (name == "f16" || name == "float16" || name == "half") *out = DType::kF16;
-  else if (name == "bf16" || name == "bfloat16") *out = DType::kBF16;
-  else return false;
+  if (name == "f32" || name == "float32" || name == "float")
+    *out = DType::kF32;
+  else if (name == "f16" || name == "float16" || name == "half")
+    *out = DType::kF16;
+  else if (name == "bf16" || name == "bfloat16")
+    *out = DType::kBF16;
+  else
+    return false;
   return true;
 }
 
@@ -50,7 +57,7 @@ uint16_t F32ToF16(float f) {
   std::memcpy(&bits, &f, 4);
   uint32_t sign = (bits >> 16) & 0x8000u;
   uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
   if (abs < 0x38800000u) {                                               // subnormal or zero
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);

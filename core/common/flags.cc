@@ -79,8 +79,7 @@ absl::Status FlagSet::Set(std::string_view raw_name, std::string_view raw_value)
     case Kind::kInt32: {
       int v;
       if (!absl::SimpleAtoi(value, &v))
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, ": expected a 32-bit integer, got '", value, "'"));
+        return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a 32-bit integer, got '", value, "'"));
       *static_cast<int*>(f.dst) = v;
       break;
     }
@@ -172,7 +171,8 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first, bool allow_positio
     for (const auto& [name, flag] : flags_) {
       if (flag.set) continue;  // command line or config file
       std::string var = env_prefix_;
-      for (char c : name) var.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+      for (char c : name)
+        var.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
       if (const char* value = std::getenv(var.c_str()); value != nullptr)
         ORCA_RETURN_IF_ERROR(Annotate(Set(name, value), "environment variable " + var));
     }
@@ -189,7 +189,8 @@ absl::Status FlagSet::LoadConfigFile(const std::string& path, const std::map<std
     return absl::InvalidArgumentError(absl::StrCat(path, ": not valid YAML/JSON: ", e.what()));
   }
   if (root.IsNull()) return absl::OkStatus();
-  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(path, ": expected a mapping of flag names to values"));
+  if (!root.IsMap())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": expected a mapping of flag names to values"));
   for (const auto& kv : root) {
     std::string key = Normalize(kv.first.as<std::string>());
     if (cli_set.count(key)) continue;  // command line wins
@@ -216,12 +217,22 @@ std::string FlagSet::Usage() const {
     const Flag& f = flags_.at(name);
     std::string type;
     switch (f.kind) {
-      case Kind::kString: type = "string"; break;
+      case Kind::kString:
+        type = "string";
+        break;
       case Kind::kInt:
-      case Kind::kInt32: type = "int"; break;
-      case Kind::kDouble: type = "number"; break;
-      case Kind::kBool: type = "bool"; break;
-      case Kind::kList: type = "list"; break;
+      case Kind::kInt32:
+        type = "int";
+        break;
+      case Kind::kDouble:
+        type = "number";
+        break;
+      case Kind::kBool:
+        type = "bool";
+        break;
+      case Kind::kList:
+        type = "list";
+        break;
     }
     os << "  --" << name << " <" << type << ">\n      " << f.help;
     if (!f.default_text.empty()) os << " (default: " << f.default_text << ")";

@@ -70,15 +70,13 @@ struct LogVoidify {
 #define ORCA_LOG_LEVEL_ERROR ::orca::LogLevel::kError
 #define ORCA_LOG_LEVEL_FATAL ::orca::LogLevel::kFatal
 
-#define ORCA_LOG(severity)                                               \
-  !(ORCA_LOG_LEVEL_##severity >= ::orca::GetLogLevel())                  \
-      ? (void)0                                                          \
-      : ::orca::LogVoidify() &                                           \
-            ::orca::LogMessage(ORCA_LOG_LEVEL_##severity, __FILE__, __LINE__)
+#define ORCA_LOG(severity)                              \
+  !(ORCA_LOG_LEVEL_##severity >= ::orca::GetLogLevel()) \
+      ? (void)0                                         \
+      : ::orca::LogVoidify() & ::orca::LogMessage(ORCA_LOG_LEVEL_##severity, __FILE__, __LINE__)
 
 /// Aborts with a message when an internal invariant is broken (never for user input).
-#define ORCA_CHECK(cond)                                                        \
-  (cond) ? (void)0                                                              \
-         : ::orca::LogVoidify() &                                               \
-               ::orca::LogMessage(::orca::LogLevel::kFatal, __FILE__, __LINE__) \
-                   << "Check failed: " #cond " "
+#define ORCA_CHECK(cond)                                                                           \
+  (cond) ? (void)0                                                                                 \
+         : ::orca::LogVoidify() & ::orca::LogMessage(::orca::LogLevel::kFatal, __FILE__, __LINE__) \
+                                      << "Check failed: " #cond " "

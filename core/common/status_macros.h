@@ -11,10 +11,10 @@
 #define ORCA_STATUS_CONCAT_INNER_(a, b) a##b
 #define ORCA_STATUS_CONCAT_(a, b) ORCA_STATUS_CONCAT_INNER_(a, b)
 
-#define ORCA_RETURN_IF_ERROR(expr)                       \
-  do {                                                   \
-    ::absl::Status orca_status_ = (expr);                \
-    if (!orca_status_.ok()) return orca_status_;         \
+#define ORCA_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::absl::Status orca_status_ = (expr);        \
+    if (!orca_status_.ok()) return orca_status_; \
   } while (0)
 
 #define ORCA_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

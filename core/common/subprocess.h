@@ -23,8 +23,7 @@ class Subprocess {
   /// Starts `path` with `args` (not including argv[0]). The signal mask is
   /// cleared in the child (owners often block termination signals to wait for
   /// them). If exec fails, the child writes why to its log and exits 127.
-  Subprocess(std::string name, const std::string& path, const std::vector<std::string>& args,
-             const Options& options);
+  Subprocess(std::string name, const std::string& path, const std::vector<std::string>& args, const Options& options);
   /// Stop(SIGTERM, 2000) if still running.
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;

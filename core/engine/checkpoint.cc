@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -27,79 +26,140 @@ std::string LayerName(const char* prefix, int32_t layer, const char* suffix) {
 std::string HfLlamaName(TensorRole role, int32_t l) {
   const char* p = "model.layers.";
   switch (role) {
-    case TensorRole::kTokenEmbedding: return "model.embed_tokens.weight";
-    case TensorRole::kFinalNorm: return "model.norm.weight";
-    case TensorRole::kLmHead: return "lm_head.weight";
-    case TensorRole::kAttnNorm: return LayerName(p, l, ".input_layernorm.weight");
-    case TensorRole::kQ: return LayerName(p, l, ".self_attn.q_proj.weight");
-    case TensorRole::kK: return LayerName(p, l, ".self_attn.k_proj.weight");
-    case TensorRole::kV: return LayerName(p, l, ".self_attn.v_proj.weight");
-    case TensorRole::kQBias: return LayerName(p, l, ".self_attn.q_proj.bias");
-    case TensorRole::kKBias: return LayerName(p, l, ".self_attn.k_proj.bias");
-    case TensorRole::kVBias: return LayerName(p, l, ".self_attn.v_proj.bias");
-    case TensorRole::kO: return LayerName(p, l, ".self_attn.o_proj.weight");
-    case TensorRole::kOBias: return LayerName(p, l, ".self_attn.o_proj.bias");
-    case TensorRole::kFfnNorm: return LayerName(p, l, ".post_attention_layernorm.weight");
-    case TensorRole::kGate: return LayerName(p, l, ".mlp.gate_proj.weight");
-    case TensorRole::kUp: return LayerName(p, l, ".mlp.up_proj.weight");
-    case TensorRole::kUpBias: return LayerName(p, l, ".mlp.up_proj.bias");
-    case TensorRole::kDown: return LayerName(p, l, ".mlp.down_proj.weight");
-    case TensorRole::kDownBias: return LayerName(p, l, ".mlp.down_proj.bias");
-    default: return "";
+    case TensorRole::kTokenEmbedding:
+      return "model.embed_tokens.weight";
+    case TensorRole::kFinalNorm:
+      return "model.norm.weight";
+    case TensorRole::kLmHead:
+      return "lm_head.weight";
+    case TensorRole::kAttnNorm:
+      return LayerName(p, l, ".input_layernorm.weight");
+    case TensorRole::kQ:
+      return LayerName(p, l, ".self_attn.q_proj.weight");
+    case TensorRole::kK:
+      return LayerName(p, l, ".self_attn.k_proj.weight");
+    case TensorRole::kV:
+      return LayerName(p, l, ".self_attn.v_proj.weight");
+    case TensorRole::kQBias:
+      return LayerName(p, l, ".self_attn.q_proj.bias");
+    case TensorRole::kKBias:
+      return LayerName(p, l, ".self_attn.k_proj.bias");
+    case TensorRole::kVBias:
+      return LayerName(p, l, ".self_attn.v_proj.bias");
+    case TensorRole::kO:
+      return LayerName(p, l, ".self_attn.o_proj.weight");
+    case TensorRole::kOBias:
+      return LayerName(p, l, ".self_attn.o_proj.bias");
+    case TensorRole::kFfnNorm:
+      return LayerName(p, l, ".post_attention_layernorm.weight");
+    case TensorRole::kGate:
+      return LayerName(p, l, ".mlp.gate_proj.weight");
+    case TensorRole::kUp:
+      return LayerName(p, l, ".mlp.up_proj.weight");
+    case TensorRole::kUpBias:
+      return LayerName(p, l, ".mlp.up_proj.bias");
+    case TensorRole::kDown:
+      return LayerName(p, l, ".mlp.down_proj.weight");
+    case TensorRole::kDownBias:
+      return LayerName(p, l, ".mlp.down_proj.bias");
+    default:
+      return "";
   }
 }
 
 std::string HfGpt2Name(const std::string& prefix, TensorRole role, int32_t l) {
   const std::string h = absl::StrCat(prefix, "h.", l, ".");
   switch (role) {
-    case TensorRole::kTokenEmbedding: return prefix + "wte.weight";
-    case TensorRole::kPositionEmbedding: return prefix + "wpe.weight";
-    case TensorRole::kFinalNorm: return prefix + "ln_f.weight";
-    case TensorRole::kFinalNormBias: return prefix + "ln_f.bias";
-    case TensorRole::kLmHead: return "lm_head.weight";
-    case TensorRole::kAttnNorm: return h + "ln_1.weight";
-    case TensorRole::kAttnNormBias: return h + "ln_1.bias";
-    case TensorRole::kQkv: return h + "attn.c_attn.weight";
-    case TensorRole::kQkvBias: return h + "attn.c_attn.bias";
-    case TensorRole::kO: return h + "attn.c_proj.weight";
-    case TensorRole::kOBias: return h + "attn.c_proj.bias";
-    case TensorRole::kFfnNorm: return h + "ln_2.weight";
-    case TensorRole::kFfnNormBias: return h + "ln_2.bias";
-    case TensorRole::kUp: return h + "mlp.c_fc.weight";
-    case TensorRole::kUpBias: return h + "mlp.c_fc.bias";
-    case TensorRole::kDown: return h + "mlp.c_proj.weight";
-    case TensorRole::kDownBias: return h + "mlp.c_proj.bias";
-    default: return "";
+    case TensorRole::kTokenEmbedding:
+      return prefix + "wte.weight";
+    case TensorRole::kPositionEmbedding:
+      return prefix + "wpe.weight";
+    case TensorRole::kFinalNorm:
+      return prefix + "ln_f.weight";
+    case TensorRole::kFinalNormBias:
+      return prefix + "ln_f.bias";
+    case TensorRole::kLmHead:
+      return "lm_head.weight";
+    case TensorRole::kAttnNorm:
+      return h + "ln_1.weight";
+    case TensorRole::kAttnNormBias:
+      return h + "ln_1.bias";
+    case TensorRole::kQkv:
+      return h + "attn.c_attn.weight";
+    case TensorRole::kQkvBias:
+      return h + "attn.c_attn.bias";
+    case TensorRole::kO:
+      return h + "attn.c_proj.weight";
+    case TensorRole::kOBias:
+      return h + "attn.c_proj.bias";
+    case TensorRole::kFfnNorm:
+      return h + "ln_2.weight";
+    case TensorRole::kFfnNormBias:
+      return h + "ln_2.bias";
+    case TensorRole::kUp:
+      return h + "mlp.c_fc.weight";
+    case TensorRole::kUpBias:
+      return h + "mlp.c_fc.bias";
+    case TensorRole::kDown:
+      return h + "mlp.c_proj.weight";
+    case TensorRole::kDownBias:
+      return h + "mlp.c_proj.bias";
+    default:
+      return "";
   }
 }
 
 std::string GgufName(TensorRole role, int32_t l) {
   const std::string b = absl::StrCat("blk.", l, ".");
   switch (role) {
-    case TensorRole::kTokenEmbedding: return "token_embd.weight";
-    case TensorRole::kPositionEmbedding: return "position_embd.weight";
-    case TensorRole::kFinalNorm: return "output_norm.weight";
-    case TensorRole::kFinalNormBias: return "output_norm.bias";
-    case TensorRole::kLmHead: return "output.weight";
-    case TensorRole::kAttnNorm: return b + "attn_norm.weight";
-    case TensorRole::kAttnNormBias: return b + "attn_norm.bias";
-    case TensorRole::kQ: return b + "attn_q.weight";
-    case TensorRole::kK: return b + "attn_k.weight";
-    case TensorRole::kV: return b + "attn_v.weight";
-    case TensorRole::kQBias: return b + "attn_q.bias";
-    case TensorRole::kKBias: return b + "attn_k.bias";
-    case TensorRole::kVBias: return b + "attn_v.bias";
-    case TensorRole::kQkv: return b + "attn_qkv.weight";
-    case TensorRole::kQkvBias: return b + "attn_qkv.bias";
-    case TensorRole::kO: return b + "attn_output.weight";
-    case TensorRole::kOBias: return b + "attn_output.bias";
-    case TensorRole::kFfnNorm: return b + "ffn_norm.weight";
-    case TensorRole::kFfnNormBias: return b + "ffn_norm.bias";
-    case TensorRole::kGate: return b + "ffn_gate.weight";
-    case TensorRole::kUp: return b + "ffn_up.weight";
-    case TensorRole::kUpBias: return b + "ffn_up.bias";
-    case TensorRole::kDown: return b + "ffn_down.weight";
-    case TensorRole::kDownBias: return b + "ffn_down.bias";
+    case TensorRole::kTokenEmbedding:
+      return "token_embd.weight";
+    case TensorRole::kPositionEmbedding:
+      return "position_embd.weight";
+    case TensorRole::kFinalNorm:
+      return "output_norm.weight";
+    case TensorRole::kFinalNormBias:
+      return "output_norm.bias";
+    case TensorRole::kLmHead:
+      return "output.weight";
+    case TensorRole::kAttnNorm:
+      return b + "attn_norm.weight";
+    case TensorRole::kAttnNormBias:
+      return b + "attn_norm.bias";
+    case TensorRole::kQ:
+      return b + "attn_q.weight";
+    case TensorRole::kK:
+      return b + "attn_k.weight";
+    case TensorRole::kV:
+      return b + "attn_v.weight";
+    case TensorRole::kQBias:
+      return b + "attn_q.bias";
+    case TensorRole::kKBias:
+      return b + "attn_k.bias";
+    case TensorRole::kVBias:
+      return b + "attn_v.bias";
+    case TensorRole::kQkv:
+      return b + "attn_qkv.weight";
+    case TensorRole::kQkvBias:
+      return b + "attn_qkv.bias";
+    case TensorRole::kO:
+      return b + "attn_output.weight";
+    case TensorRole::kOBias:
+      return b + "attn_output.bias";
+    case TensorRole::kFfnNorm:
+      return b + "ffn_norm.weight";
+    case TensorRole::kFfnNormBias:
+      return b + "ffn_norm.bias";
+    case TensorRole::kGate:
+      return b + "ffn_gate.weight";
+    case TensorRole::kUp:
+      return b + "ffn_up.weight";
+    case TensorRole::kUpBias:
+      return b + "ffn_up.bias";
+    case TensorRole::kDown:
+      return b + "ffn_down.weight";
+    case TensorRole::kDownBias:
+      return b + "ffn_down.bias";
   }
   return "";
 }
@@ -136,10 +196,13 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     ORCA_ASSIGN_OR_RETURN(ckpt->config_, ParseHfConfig(text, config_path));
     MergeGenerationConfigEos(path, &ckpt->config_);
     ORCA_ASSIGN_OR_RETURN(auto source, SafetensorsSource::Open(path));
-    if (ckpt->config_.arch == ModelArch::kGpt2 && source->Find("wte.weight") != nullptr) ckpt->gpt2_prefix_ = "";
-    else ckpt->gpt2_prefix_ = "transformer.";
+    if (ckpt->config_.arch == ModelArch::kGpt2 && source->Find("wte.weight") != nullptr)
+      ckpt->gpt2_prefix_ = "";
+    else
+      ckpt->gpt2_prefix_ = "transformer.";
     // Untied checkpoints carry an lm_head; tied ones may omit it even if config says otherwise.
-    if (!ckpt->config_.tie_word_embeddings && source->Find("lm_head.weight") == nullptr) ckpt->config_.tie_word_embeddings = true;
+    if (!ckpt->config_.tie_word_embeddings && source->Find("lm_head.weight") == nullptr)
+      ckpt->config_.tie_word_embeddings = true;
     ckpt->tensors_ = std::move(source);
     return ckpt;
   }
@@ -180,7 +243,8 @@ absl::StatusOr<const TensorInfo*> Checkpoint::FindOptional(TensorRole role, int3
 absl::StatusOr<const TensorInfo*> Checkpoint::Find(TensorRole role, int32_t layer) const {
   ORCA_ASSIGN_OR_RETURN(const TensorInfo* info, FindOptional(role, layer));
   if (info == nullptr)
-    return absl::NotFoundError(absl::StrCat(tensors_->Describe(), ": tensor '", TensorName(role, layer), "' is missing"));
+    return absl::NotFoundError(
+        absl::StrCat(tensors_->Describe(), ": tensor '", TensorName(role, layer), "' is missing"));
   return info;
 }
 

@@ -15,10 +15,30 @@ namespace orca {
 class GgufFile;
 
 enum class TensorRole : uint8_t {
-  kTokenEmbedding, kPositionEmbedding, kFinalNorm, kFinalNormBias, kLmHead,
-  kAttnNorm, kAttnNormBias, kQ, kK, kV, kQBias, kKBias, kVBias,
-  kQkv, kQkvBias,  // GPT-2 fused projection
-  kO, kOBias, kFfnNorm, kFfnNormBias, kGate, kUp, kUpBias, kDown, kDownBias,
+  kTokenEmbedding,
+  kPositionEmbedding,
+  kFinalNorm,
+  kFinalNormBias,
+  kLmHead,
+  kAttnNorm,
+  kAttnNormBias,
+  kQ,
+  kK,
+  kV,
+  kQBias,
+  kKBias,
+  kVBias,
+  kQkv,
+  kQkvBias,  // GPT-2 fused projection
+  kO,
+  kOBias,
+  kFfnNorm,
+  kFfnNormBias,
+  kGate,
+  kUp,
+  kUpBias,
+  kDown,
+  kDownBias,
 };
 
 class Checkpoint {

@@ -97,14 +97,17 @@ Engine::~Engine() {
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
   if (o.num_stages < 1 || o.stage < 0 || o.stage >= o.num_stages)
     return absl::InvalidArgumentError(absl::StrCat("stage ", o.stage, " of ", o.num_stages, " is invalid"));
-  if (o.tp_size < 1 || o.tp_size > 64) return absl::InvalidArgumentError(absl::StrCat("tensor parallelism must be in [1, 64], got ", o.tp_size));
+  if (o.tp_size < 1 || o.tp_size > 64)
+    return absl::InvalidArgumentError(absl::StrCat("tensor parallelism must be in [1, 64], got ", o.tp_size));
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = o;
   ORCA_ASSIGN_OR_RETURN(e->checkpoint_, Checkpoint::Open(o.model_path));
   const ModelConfig& c = e->checkpoint_->config();
   if (o.num_stages > c.num_layers)
-    return absl::InvalidArgumentError(absl::StrCat("cannot split ", c.num_layers, " layers over ", o.num_stages, " pipeline stages"));
-  const int total_threads = o.num_threads > 0 ? o.num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot split ", c.num_layers, " layers over ", o.num_stages, " pipeline stages"));
+  const int total_threads =
+      o.num_threads > 0 ? o.num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads_per_shard = std::max(1, total_threads / o.tp_size);
   for (int r = 0; r < o.tp_size; ++r) {
     auto shard = std::make_unique<Shard>();
@@ -227,16 +230,20 @@ absl::Status Engine::Validate(const IterationInput& in, std::vector<uint64_t>* r
   seen_.clear();  // member: no allocation per iteration once it has grown
   for (const ScheduledSeq& s : in.seqs) {
     if (!seen_.insert(s.request_id).second)
-      return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, " appears twice in iteration ", in.iteration_id));
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", s.request_id, " appears twice in iteration ", in.iteration_id));
     const int32_t n = static_cast<int32_t>(s.token_ids.size());
-    if (n == 0) return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, " has no tokens in iteration ", in.iteration_id));
+    if (n == 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", s.request_id, " has no tokens in iteration ", in.iteration_id));
     if (static_cast<int64_t>(s.start_position) + n > c.max_position)
       return absl::OutOfRangeError(absl::StrCat("request ", s.request_id, ": position ", s.start_position + n,
                                                 " exceeds the model's context of ", c.max_position));
     if (partition().has_embedding)
       for (int32_t t : s.token_ids)
         if (t < 0 || t >= c.vocab_size)
-          return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": token id ", t, " is outside the vocabulary [0, ", c.vocab_size, ")"));
+          return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": token id ", t,
+                                                         " is outside the vocabulary [0, ", c.vocab_size, ")"));
     if (s.new_request.has_value()) {
       const std::string err = s.new_request->sampling.Validate();
       if (!err.empty()) return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": ", err));
@@ -268,8 +275,10 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
     tokens += static_cast<int64_t>(s.token_ids.size());
   }
   const ModelConfig& c = config();
-  if (is_last_stage()) logits_.resize(static_cast<size_t>(samples) * c.vocab_size);
-  else out->hidden.resize(static_cast<size_t>(tokens) * c.hidden_size);
+  if (is_last_stage())
+    logits_.resize(static_cast<size_t>(samples) * c.vocab_size);
+  else
+    out->hidden.resize(static_cast<size_t>(tokens) * c.hidden_size);
   ForwardInput fin{seq_specs_, token_ids_, hidden_in};
   std::vector<ForwardTimings>& timings = timings_;
   timings.assign(shards_.size(), ForwardTimings{});
@@ -288,7 +297,8 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
   if (!is_last_stage()) return absl::OkStatus();
   for (const ScheduledSeq& s : in.seqs)
     if (s.new_request.has_value())
-      samplers_[s.request_id] = std::make_unique<Sampler>(s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids);
+      samplers_[s.request_id] =
+          std::make_unique<Sampler>(s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids);
   if (options_.keep_logits) out->logits = logits_;
   int64_t row = 0;
   for (const ScheduledSeq& s : in.seqs) {
@@ -296,7 +306,10 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
     auto it = samplers_.find(s.request_id);
     if (it == samplers_.end()) {
       // A request known to the KV cache but never announced here: greedy by default.
-      it = samplers_.emplace(s.request_id, std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{})).first;
+      it = samplers_
+               .emplace(s.request_id,
+                        std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{}))
+               .first;
     }
     out->tokens.push_back({s.request_id, it->second->Sample(logits_.data() + row * c.vocab_size, c.vocab_size)});
     ++row;

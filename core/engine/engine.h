@@ -73,19 +73,19 @@ struct IterationOutput {
 class Engine {
  public:
   struct Options {
-    std::string model_path;              ///< HF directory or .gguf
-    std::optional<DType> dtype;          ///< weight storage; nullopt = checkpoint's (f16 → bf16)
-    std::optional<DType> kv_dtype;       ///< nullopt = bf16 for bf16 weights, else f32
-    std::string device = "cpu";          ///< kernel backend: cpu or cuda (TP rank r uses GPU r)
+    std::string model_path;         ///< HF directory or .gguf
+    std::optional<DType> dtype;     ///< weight storage; nullopt = checkpoint's (f16 → bf16)
+    std::optional<DType> kv_dtype;  ///< nullopt = bf16 for bf16 weights, else f32
+    std::string device = "cpu";     ///< kernel backend: cpu or cuda (TP rank r uses GPU r)
     int32_t stage = 0;
     int32_t num_stages = 1;
     int32_t tp_size = 1;
-    int64_t n_slots = 8192;              ///< KV slots (tokens) per shard
+    int64_t n_slots = 8192;  ///< KV slots (tokens) per shard
     int32_t kv_block_size = 16;
-    int32_t num_threads = 0;             ///< compute threads in total (0 = all cores), split over shards
-    int64_t small_gemm_max_rows = 4;     ///< see CpuBackend::Options
-    int64_t panel_gemm_max_rows = 128;   ///< see CpuBackend::Options
-    bool keep_logits = false;            ///< copy logits into IterationOutput (tests)
+    int32_t num_threads = 0;            ///< compute threads in total (0 = all cores), split over shards
+    int64_t small_gemm_max_rows = 4;    ///< see CpuBackend::Options
+    int64_t panel_gemm_max_rows = 128;  ///< see CpuBackend::Options
+    bool keep_logits = false;           ///< copy logits into IterationOutput (tests)
     /// Data plane for tensor parallelism: a rendezvous store shared by the
     /// shards (nullptr: an in-process store, the shards being our threads).
     gloo::rendezvous::Store* tp_store = nullptr;

@@ -14,8 +14,19 @@ constexpr uint64_t kMaxStringBytes = 1ull << 30;
 constexpr uint64_t kMaxArrayElements = 1ull << 28;
 
 enum GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 // Bounds-checked little-endian cursor over the mapped file.
@@ -54,19 +65,80 @@ class Cursor {
 
 absl::Status ReadScalar(Cursor& c, uint32_t type, GgufValue* out, const char* what) {
   switch (type) {
-    case kU8: { uint8_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kI8: { int8_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kU16: { uint16_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kI16: { int16_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kU32: { uint32_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kI32: { int32_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = int64_t{v}; return absl::OkStatus(); }
-    case kU64: { uint64_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
-    case kI64: { int64_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
-    case kF32: { float v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = double{v}; return absl::OkStatus(); }
-    case kF64: { double v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v; return absl::OkStatus(); }
-    case kBool: { uint8_t v = 0; ORCA_RETURN_IF_ERROR(c.Read(&v, what)); out->value = v != 0; return absl::OkStatus(); }
-    case kString: { std::string s; ORCA_RETURN_IF_ERROR(c.ReadString(&s, what)); out->value = std::move(s); return absl::OkStatus(); }
-    default: return absl::DataLossError(absl::StrCat("unknown GGUF value type ", type, " for ", what));
+    case kU8: {
+      uint8_t v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = int64_t{v};
+      return absl::OkStatus();
+    }
+    case kI8: {
+      int8_t v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = int64_t{v};
+      return absl::OkStatus();
+    }
+    case kU16: {
+      uint16_t v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = int64_t{v};
+      return absl::OkStatus();
+    }
+    case kI16: {
+      int16_t v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = int64_t{v};
+      return absl::OkStatus();
+    }
+    case kU32: {
+      uint32_t v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = int64_t{v};
+      return absl::OkStatus();
+    }
+    case kI32: {
+      int32_t v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = int64_t{v};
+      return absl::OkStatus();
+    }
+    case kU64: {
+      uint64_t v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = v;
+      return absl::OkStatus();
+    }
+    case kI64: {
+      int64_t v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = v;
+      return absl::OkStatus();
+    }
+    case kF32: {
+      float v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = double{v};
+      return absl::OkStatus();
+    }
+    case kF64: {
+      double v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = v;
+      return absl::OkStatus();
+    }
+    case kBool: {
+      uint8_t v = 0;
+      ORCA_RETURN_IF_ERROR(c.Read(&v, what));
+      out->value = v != 0;
+      return absl::OkStatus();
+    }
+    case kString: {
+      std::string s;
+      ORCA_RETURN_IF_ERROR(c.ReadString(&s, what));
+      out->value = std::move(s);
+      return absl::OkStatus();
+    }
+    default:
+      return absl::DataLossError(absl::StrCat("unknown GGUF value type ", type, " for ", what));
   }
 }
 
@@ -85,7 +157,8 @@ absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* wha
       array = std::move(v);
       break;
     }
-    case kF32: case kF64: {
+    case kF32:
+    case kF64: {
       std::vector<double> v;
       v.reserve(count);
       for (uint64_t i = 0; i < count; ++i) {
@@ -107,14 +180,23 @@ absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* wha
       array = std::move(v);
       break;
     }
-    case kU8: case kI8: case kU16: case kI16: case kU32: case kI32: case kU64: case kI64: {
+    case kU8:
+    case kI8:
+    case kU16:
+    case kI16:
+    case kU32:
+    case kI32:
+    case kU64:
+    case kI64: {
       std::vector<int64_t> v;
       v.reserve(count);
       for (uint64_t i = 0; i < count; ++i) {
         GgufValue e;
         ORCA_RETURN_IF_ERROR(ReadScalar(c, elem_type, &e, what));
-        if (auto* u = std::get_if<uint64_t>(&e.value)) v.push_back(static_cast<int64_t>(*u));
-        else v.push_back(std::get<int64_t>(e.value));
+        if (auto* u = std::get_if<uint64_t>(&e.value))
+          v.push_back(static_cast<int64_t>(*u));
+        else
+          v.push_back(std::get<int64_t>(e.value));
       }
       array = std::move(v);
       break;
@@ -129,20 +211,27 @@ absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* wha
 // Bytes per element for the ggml types Orca computes with; 0 otherwise.
 size_t GgmlTypeSize(uint32_t type, DType* dtype) {
   switch (type) {
-    case 0: *dtype = DType::kF32; return 4;
-    case 1: *dtype = DType::kF16; return 2;
-    case 30: *dtype = DType::kBF16; return 2;
-    default: return 0;
+    case 0:
+      *dtype = DType::kF32;
+      return 4;
+    case 1:
+      *dtype = DType::kF16;
+      return 2;
+    case 30:
+      *dtype = DType::kBF16;
+      return 2;
+    default:
+      return 0;
   }
 }
 
 }  // namespace
 
 std::string GgufFile::GgmlTypeName(uint32_t type) {
-  static const char* kNames[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
-                                 "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
-                                 "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
-                                 "IQ1_M", "BF16"};
+  static const char* kNames[] = {"F32",     "F16",    "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
+                                 "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
+                                 "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+                                 "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16"};
   if (type < sizeof(kNames) / sizeof(kNames[0])) return kNames[type];
   return absl::StrCat("type#", type);
 }
@@ -173,7 +262,8 @@ absl::Status GgufFile::Parse() {
     uint32_t type = 0;
     ORCA_RETURN_IF_ERROR(c.Read(&type, "metadata type"));
     GgufValue value;
-    ORCA_RETURN_IF_ERROR(Annotate(ReadValue(c, type, &value, "metadata value"), absl::StrCat(path, ": key '", key, "'")));
+    ORCA_RETURN_IF_ERROR(
+        Annotate(ReadValue(c, type, &value, "metadata value"), absl::StrCat(path, ": key '", key, "'")));
     metadata_[key] = std::move(value);
   }
   struct Pending {
@@ -194,7 +284,8 @@ absl::Status GgufFile::Parse() {
     for (auto& d : ne) {
       uint64_t v = 0;
       ORCA_RETURN_IF_ERROR(c.Read(&v, "tensor dims"));
-      if (v == 0 || v > (1ull << 40)) return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' has invalid dimension ", v));
+      if (v == 0 || v > (1ull << 40))
+        return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' has invalid dimension ", v));
       d = static_cast<int64_t>(v);
     }
     t.shape.assign(ne.rbegin(), ne.rend());  // ggml ne[0] is innermost
@@ -306,8 +397,6 @@ absl::StatusOr<std::vector<double>> GgufFile::GetFloatArray(const std::string& k
   return WrongType(file_->path(), key, "an array of numbers");
 }
 
-std::string TensorInfo::ShapeString() const {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
+std::string TensorInfo::ShapeString() const { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
 }  // namespace orca

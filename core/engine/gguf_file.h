@@ -20,8 +20,7 @@ namespace orca {
 
 /// One metadata value. Arrays of scalars are stored flattened by kind.
 struct GgufValue {
-  using Array = std::variant<std::vector<int64_t>, std::vector<double>, std::vector<std::string>,
-                             std::vector<bool>>;
+  using Array = std::variant<std::vector<int64_t>, std::vector<double>, std::vector<std::string>, std::vector<bool>>;
   std::variant<int64_t, uint64_t, double, bool, std::string, Array> value;
 };
 

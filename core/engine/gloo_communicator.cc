@@ -48,7 +48,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const
     ctx->setTimeout(c->timeout_);
     c->context_ = ctx;
   } catch (const std::exception& e) {
-    return FromException(e, absl::StrCat("connecting data-plane group '", o.prefix, "' as rank ", o.rank, " of ", o.size));
+    return FromException(e,
+                         absl::StrCat("connecting data-plane group '", o.prefix, "' as rank ", o.rank, " of ", o.size));
   }
   return c;
 }
@@ -60,8 +61,7 @@ absl::Status GlooCommunicator::AllReduceSum(float* data, size_t count) {
   try {
     gloo::AllreduceOptions opts(context_);
     opts.setOutput(data, count);
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     opts.setTimeout(timeout_);
     gloo::allreduce(opts);
   } catch (const std::exception& e) {

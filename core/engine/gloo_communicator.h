@@ -26,12 +26,12 @@ class GlooCommunicator final : public Communicator {
  public:
   struct Options {
     gloo::rendezvous::Store* store = nullptr;  ///< must outlive Create()
-    std::string prefix;                          ///< group name, unique per group and generation
+    std::string prefix;                        ///< group name, unique per group and generation
     int32_t rank = 0;
     int32_t size = 1;
-    std::string hostname = "127.0.0.1";  ///< address peers use to reach this member
-    std::chrono::milliseconds timeout{10000};     ///< for forming the group
-    std::chrono::milliseconds op_timeout{0};      ///< per operation; 0 = `timeout`
+    std::string hostname = "127.0.0.1";        ///< address peers use to reach this member
+    std::chrono::milliseconds timeout{10000};  ///< for forming the group
+    std::chrono::milliseconds op_timeout{0};   ///< per operation; 0 = `timeout`
   };
   /// Connects the full mesh; blocks until every member has joined or the timeout passes.
   static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(const Options& options);

@@ -18,8 +18,8 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const Options& o, kerne
   if (kv->bytes_ > 0) {
     auto pool = backend->Allocate(kv->bytes_);
     if (!pool.ok())
-      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate the KV pool: ", kv->bytes_ / (1 << 20), " MiB for ",
-                                                       o.n_slots, " slots: ", pool.status().message()));
+      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate the KV pool: ", kv->bytes_ / (1 << 20),
+                                                       " MiB for ", o.n_slots, " slots: ", pool.status().message()));
     kv->pool_ = *pool;
   }
   kv->free_blocks_.reserve(static_cast<size_t>(kv->num_blocks_));
@@ -32,12 +32,15 @@ KvCache::~KvCache() {
 }
 
 absl::Status KvCache::Reserve(uint64_t id, int32_t max_tokens) {
-  if (max_tokens <= 0) return absl::InvalidArgumentError(absl::StrCat("request ", id, ": max_tokens must be positive, got ", max_tokens));
-  if (requests_.contains(id)) return absl::AlreadyExistsError(absl::StrCat("request ", id, " already holds a KV reservation"));
+  if (max_tokens <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("request ", id, ": max_tokens must be positive, got ", max_tokens));
+  if (requests_.contains(id))
+    return absl::AlreadyExistsError(absl::StrCat("request ", id, " already holds a KV reservation"));
   const int64_t need = (max_tokens + options_.block_size - 1) / options_.block_size;
   if (need > num_free_blocks())
-    return absl::ResourceExhaustedError(absl::StrCat("request ", id, " needs ", need, " KV blocks (", max_tokens, " tokens) but only ",
-                                                     num_free_blocks(), " of ", num_blocks_, " are free"));
+    return absl::ResourceExhaustedError(absl::StrCat("request ", id, " needs ", need, " KV blocks (", max_tokens,
+                                                     " tokens) but only ", num_free_blocks(), " of ", num_blocks_,
+                                                     " are free"));
   Entry e;
   e.max_tokens = max_tokens;
   e.blocks.resize(static_cast<size_t>(need));
@@ -65,12 +68,14 @@ void KvCache::ReleaseAll() {
 
 absl::Status KvCache::CheckWrite(uint64_t id, int32_t start, int32_t count) const {
   auto it = requests_.find(id);
-  if (it == requests_.end()) return absl::FailedPreconditionError(absl::StrCat("request ", id, " has no KV reservation"));
+  if (it == requests_.end())
+    return absl::FailedPreconditionError(absl::StrCat("request ", id, " has no KV reservation"));
   const Entry& e = it->second;
-  if (count <= 0) return absl::InvalidArgumentError(absl::StrCat("request ", id, ": an iteration needs at least one token"));
+  if (count <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("request ", id, ": an iteration needs at least one token"));
   if (start < 0 || start > e.num_cached)
-    return absl::InvalidArgumentError(absl::StrCat("request ", id, ": start position ", start, " skips past the ", e.num_cached,
-                                                   " cached tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", id, ": start position ", start, " skips past the ", e.num_cached, " cached tokens"));
   if (static_cast<int64_t>(start) + count > e.max_tokens)
     return absl::OutOfRangeError(absl::StrCat("request ", id, ": tokens up to position ", start + count,
                                               " exceed its KV reservation of ", e.max_tokens));

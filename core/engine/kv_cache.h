@@ -23,7 +23,7 @@ class KvCache {
     int32_t num_layers = 0;    ///< layers of this shard
     int32_t num_kv_heads = 0;  ///< KV heads of this shard
     int32_t head_dim = 0;
-    int64_t n_slots = 0;       ///< token budget (paper: n_slots)
+    int64_t n_slots = 0;  ///< token budget (paper: n_slots)
     int32_t block_size = 16;
     DType dtype = DType::kF32;
   };

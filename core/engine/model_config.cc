@@ -1,7 +1,6 @@
 #include "core/engine/model_config.h"
 
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -20,7 +19,8 @@ absl::StatusOr<int64_t> IntField(const json& j, const char* key, const std::stri
     if (dflt) return *dflt;
     return absl::InvalidArgumentError(absl::StrCat(src, ": missing required field '", key, "'"));
   }
-  if (!it->is_number_integer()) return absl::InvalidArgumentError(absl::StrCat(src, ": field '", key, "' must be an integer"));
+  if (!it->is_number_integer())
+    return absl::InvalidArgumentError(absl::StrCat(src, ": field '", key, "' must be an integer"));
   return it->get<int64_t>();
 }
 
@@ -56,8 +56,10 @@ absl::Status ParseRopeScaling(const json& j, const std::string& src, RopeScaling
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_object()) return absl::InvalidArgumentError(absl::StrCat(src, ": 'rope_scaling' must be an object"));
   std::string type;
-  if (auto t = it->find("rope_type"); t != it->end() && t->is_string()) type = t->get<std::string>();
-  else if (auto t2 = it->find("type"); t2 != it->end() && t2->is_string()) type = t2->get<std::string>();
+  if (auto t = it->find("rope_type"); t != it->end() && t->is_string())
+    type = t->get<std::string>();
+  else if (auto t2 = it->find("type"); t2 != it->end() && t2->is_string())
+    type = t2->get<std::string>();
   ORCA_ASSIGN_OR_RETURN(out->factor, NumField(*it, "factor", src, 1.0));
   if (type == "default") return absl::OkStatus();
   if (type == "linear") {
@@ -69,7 +71,8 @@ absl::Status ParseRopeScaling(const json& j, const std::string& src, RopeScaling
     ORCA_ASSIGN_OR_RETURN(out->original_max_position,
                           IntField(*it, "original_max_position_embeddings", src, int64_t{8192}));
   } else {
-    return absl::UnimplementedError(absl::StrCat(src, ": rope_scaling type '", type, "' is not supported (linear and llama3 are)"));
+    return absl::UnimplementedError(
+        absl::StrCat(src, ": rope_scaling type '", type, "' is not supported (linear and llama3 are)"));
   }
   return absl::OkStatus();
 }
@@ -106,9 +109,11 @@ absl::StatusOr<ModelConfig> ParseLlamaLike(const json& j, const std::string& src
   c.attention_bias = BoolField(j, "attention_bias", model_type == "qwen2");
   c.mlp_bias = BoolField(j, "mlp_bias", false);
   if (auto act = j.find("hidden_act"); act != j.end() && act->is_string() && act->get<std::string>() != "silu")
-    return absl::UnimplementedError(absl::StrCat(src, ": hidden_act '", act->get<std::string>(), "' is not supported (silu is)"));
+    return absl::UnimplementedError(
+        absl::StrCat(src, ": hidden_act '", act->get<std::string>(), "' is not supported (silu is)"));
   if (auto sw = j.find("sliding_window"); sw != j.end() && sw->is_number_integer() &&
-      BoolField(j, "use_sliding_window", model_type == "mistral") && sw->get<int64_t>() < max_pos)
+                                          BoolField(j, "use_sliding_window", model_type == "mistral") &&
+                                          sw->get<int64_t>() < max_pos)
     return absl::UnimplementedError(absl::StrCat(src, ": sliding-window attention is not supported"));
   ORCA_RETURN_IF_ERROR(ParseRopeScaling(j, src, &c.rope_scaling));
   return c;
@@ -128,7 +133,8 @@ absl::StatusOr<ModelConfig> ParseGpt2(const json& j, const std::string& src) {
   if (auto act = j.find("activation_function"); act != j.end() && act->is_string()) {
     std::string a = act->get<std::string>();
     if (a != "gelu_new" && a != "gelu_pytorch_tanh" && a != "gelu_fast")
-      return absl::UnimplementedError(absl::StrCat(src, ": activation_function '", a, "' is not supported (gelu_new is)"));
+      return absl::UnimplementedError(
+          absl::StrCat(src, ": activation_function '", a, "' is not supported (gelu_new is)"));
   }
   c.hidden_size = static_cast<int32_t>(hidden);
   c.num_layers = static_cast<int32_t>(layers);
@@ -152,14 +158,17 @@ const char* ModelArchName(ModelArch arch) { return arch == ModelArch::kGpt2 ? "g
 
 absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
   json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
+  if (j.is_discarded() || !j.is_object())
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not a JSON object"));
   std::string model_type;
   if (auto it = j.find("model_type"); it != j.end() && it->is_string()) model_type = it->get<std::string>();
   if (model_type.empty()) {
     if (auto it = j.find("architectures"); it != j.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
       std::string a = (*it)[0].get<std::string>();
-      if (a == "GPT2LMHeadModel") model_type = "gpt2";
-      else if (a == "LlamaForCausalLM") model_type = "llama";
+      if (a == "GPT2LMHeadModel")
+        model_type = "gpt2";
+      else if (a == "LlamaForCausalLM")
+        model_type = "llama";
     }
   }
   absl::StatusOr<ModelConfig> config;
@@ -168,8 +177,8 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const st
   } else if (model_type == "llama" || model_type == "qwen2" || model_type == "mistral") {
     config = ParseLlamaLike(j, source, model_type);
   } else {
-    return absl::UnimplementedError(absl::StrCat(source, ": model_type '", model_type,
-                                                 "' is not supported (gpt2, llama, qwen2, mistral are)"));
+    return absl::UnimplementedError(
+        absl::StrCat(source, ": model_type '", model_type, "' is not supported (gpt2, llama, qwen2, mistral are)"));
   }
   if (!config.ok()) return config.status();
   std::vector<int32_t> bos = IdList(j, "bos_token_id");
@@ -224,7 +233,8 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& g) {
     c.attention_bias = true;
     c.mlp_bias = true;
   } else {
-    return absl::UnimplementedError(absl::StrCat(src, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, gpt2 are)"));
+    return absl::UnimplementedError(
+        absl::StrCat(src, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, gpt2 are)"));
   }
   if (auto bos = g.GetInt("tokenizer.ggml.bos_token_id"); bos.ok()) c.bos_token_id = static_cast<int32_t>(*bos);
   if (auto eos = g.GetInt("tokenizer.ggml.eos_token_id"); eos.ok()) c.eos_token_ids = {static_cast<int32_t>(*eos)};
@@ -246,12 +256,15 @@ absl::Status ModelConfig::Validate() const {
   ORCA_RETURN_IF_ERROR(positive("intermediate_size", intermediate_size));
   ORCA_RETURN_IF_ERROR(positive("max_position", max_position));
   if (num_heads % num_kv_heads != 0)
-    return absl::InvalidArgumentError(absl::StrCat("num_heads (", num_heads, ") must be a multiple of num_kv_heads (", num_kv_heads, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_heads (", num_heads, ") must be a multiple of num_kv_heads (", num_kv_heads, ")"));
   if (arch == ModelArch::kGpt2 && head_dim * num_heads != hidden_size)
-    return absl::InvalidArgumentError(absl::StrCat("n_embd (", hidden_size, ") must be divisible by n_head (", num_heads, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("n_embd (", hidden_size, ") must be divisible by n_head (", num_heads, ")"));
   if (arch == ModelArch::kLlama) {
     if (rotary_dim <= 0 || rotary_dim > head_dim || rotary_dim % 2 != 0 || rotary_dim > 1024)
-      return absl::InvalidArgumentError(absl::StrCat("rotary dimension ", rotary_dim, " must be even and in (0, head_dim=", head_dim, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rotary dimension ", rotary_dim, " must be even and in (0, head_dim=", head_dim, "]"));
   }
   if (!(norm_eps > 0)) return absl::InvalidArgumentError("norm epsilon must be positive");
   return absl::OkStatus();
@@ -291,7 +304,8 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
       if (wavelen > low_wavelen) {
         f /= s.factor;
       } else if (wavelen >= high_wavelen) {
-        const double smooth = (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        const double smooth =
+            (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
         f = (1 - smooth) * f / s.factor + smooth * f;
       }
     }

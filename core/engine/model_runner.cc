@@ -10,7 +10,8 @@ namespace orca {
 namespace {
 
 int64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -84,7 +85,8 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
   }
   if (n == 0) return absl::InvalidArgumentError("empty iteration");
   if (w.partition().has_embedding && static_cast<int64_t>(in.token_ids.size()) != n)
-    return absl::InvalidArgumentError(absl::StrCat("iteration has ", n, " positions but ", in.token_ids.size(), " token ids"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("iteration has ", n, " positions but ", in.token_ids.size(), " token ids"));
   if (!w.partition().has_embedding && in.hidden_in == nullptr)
     return absl::InvalidArgumentError("a non-first stage needs the previous stage's hidden states");
   ORCA_RETURN_IF_ERROR(EnsureCapacity(n, samples, blocks));
@@ -98,7 +100,8 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
   for (size_t si = 0; si < in.seqs.size(); ++si) {
     const SeqSpec& s = in.seqs[si];
     const std::vector<int32_t>* table = o_.kv->BlockTable(s.request_id);
-    if (table == nullptr) return absl::FailedPreconditionError(absl::StrCat("request ", s.request_id, " has no KV reservation"));
+    if (table == nullptr)
+      return absl::FailedPreconditionError(absl::StrCat("request ", s.request_id, " has no KV reservation"));
     for (int32_t t = 0; t < s.num_tokens; ++t) {
       h_positions_[row + t] = s.start_pos + t;
       h_slots_[row + t] = o_.kv->Slot(s.request_id, s.start_pos + t);
@@ -171,9 +174,12 @@ absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
   const int64_t H = c.hidden_size;
   const bool gpt2 = c.arch == ModelArch::kGpt2;
 
-  if (gpt2) be.LayerNorm(F(x_), lw.attn_norm, lw.attn_norm_bias, n, H, c.norm_eps, F(h_));
-  else be.RmsNorm(F(x_), lw.attn_norm, n, H, c.norm_eps, F(h_));
-  const kernels::Backend::LinearOut qkv[] = {{&lw.q, lw.q_bias, F(q_)}, {&lw.k, lw.k_bias, F(k_)}, {&lw.v, lw.v_bias, F(v_)}};
+  if (gpt2)
+    be.LayerNorm(F(x_), lw.attn_norm, lw.attn_norm_bias, n, H, c.norm_eps, F(h_));
+  else
+    be.RmsNorm(F(x_), lw.attn_norm, n, H, c.norm_eps, F(h_));
+  const kernels::Backend::LinearOut qkv[] = {
+      {&lw.q, lw.q_bias, F(q_)}, {&lw.k, lw.k_bias, F(k_)}, {&lw.v, lw.v_bias, F(v_)}};
   be.LinearMany(F(h_), n, qkv, 3);
   if (!gpt2) {
     kernels::RopeParams rope;
@@ -201,8 +207,10 @@ absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
   be.Attention(attn);
   ORCA_RETURN_IF_ERROR(RowParallelOutput(F(attn_), n, lw.o, lw.o_bias, timings));
 
-  if (gpt2) be.LayerNorm(F(x_), lw.ffn_norm, lw.ffn_norm_bias, n, H, c.norm_eps, F(h_));
-  else be.RmsNorm(F(x_), lw.ffn_norm, n, H, c.norm_eps, F(h_));
+  if (gpt2)
+    be.LayerNorm(F(x_), lw.ffn_norm, lw.ffn_norm_bias, n, H, c.norm_eps, F(h_));
+  else
+    be.RmsNorm(F(x_), lw.ffn_norm, n, H, c.norm_eps, F(h_));
   const int64_t f = w.local_intermediate();
   if (gpt2) {
     be.Linear(F(h_), n, lw.up, lw.up_bias, F(ff1_));

@@ -9,8 +9,7 @@ namespace orca {
 
 using kernels::WeightView;
 
-Partition Partition::ForStage(int32_t stage, int32_t num_stages, int32_t num_layers, int32_t tp_rank,
-                              int32_t tp_size) {
+Partition Partition::ForStage(int32_t stage, int32_t num_stages, int32_t num_layers, int32_t tp_rank, int32_t tp_size) {
   Partition p;
   const int32_t base = num_layers / num_stages, extra = num_layers % num_stages;
   p.layer_begin = stage * base + std::min(stage, extra);
@@ -32,7 +31,8 @@ class ModelWeights::Loader {
                                     int64_t n, int64_t k0, int64_t k) {
     ORCA_ASSIGN_OR_RETURN(const TensorInfo* t, ckpt_.Find(role, layer));
     const bool transposed = ckpt_.IsTransposed(role);
-    std::vector<int64_t> want = transposed ? std::vector<int64_t>{k_total, n_total} : std::vector<int64_t>{n_total, k_total};
+    std::vector<int64_t> want =
+        transposed ? std::vector<int64_t>{k_total, n_total} : std::vector<int64_t>{n_total, k_total};
     if (t->shape != want) return ShapeError(*t, want);
     WeightView v;
     v.dtype = t->dtype;
@@ -52,7 +52,8 @@ class ModelWeights::Loader {
     ORCA_ASSIGN_OR_RETURN(const TensorInfo* t, ckpt_.FindOptional(role, layer));
     if (t == nullptr) {
       if (optional) return nullptr;
-      return absl::NotFoundError(absl::StrCat(ckpt_.tensors().Describe(), ": tensor '", ckpt_.TensorName(role, layer), "' is missing"));
+      return absl::NotFoundError(
+          absl::StrCat(ckpt_.tensors().Describe(), ": tensor '", ckpt_.TensorName(role, layer), "' is missing"));
     }
     if (t->shape != std::vector<int64_t>{total}) return ShapeError(*t, {total});
     std::vector<float> host(static_cast<size_t>(len));
@@ -86,7 +87,8 @@ class ModelWeights::Loader {
       std::vector<uint8_t> buf(static_cast<size_t>(rows * cols) * dst_es);
       std::vector<float> row(static_cast<size_t>(cols));
       for (int64_t r = 0; r < rows; ++r) {
-        ConvertToF32(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r * v.ld) * src_es, v.dtype, row.data(), row.size());
+        ConvertToF32(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r * v.ld) * src_es, v.dtype, row.data(),
+                     row.size());
         ConvertFromF32(row.data(), out_->dtype_, buf.data() + static_cast<size_t>(r * cols) * dst_es, row.size());
       }
       v.data = buf.data();
@@ -116,12 +118,15 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
   const ModelConfig& c = ckpt.config();
   const Partition& p = options.partition;
   if (p.layer_begin < 0 || p.layer_end > c.num_layers || p.layer_begin > p.layer_end)
-    return absl::InvalidArgumentError(absl::StrCat("layer range [", p.layer_begin, ", ", p.layer_end, ") is outside the model's ", c.num_layers, " layers"));
+    return absl::InvalidArgumentError(absl::StrCat("layer range [", p.layer_begin, ", ", p.layer_end,
+                                                   ") is outside the model's ", c.num_layers, " layers"));
   if (p.tp_size < 1 || p.tp_rank < 0 || p.tp_rank >= p.tp_size)
-    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", p.tp_rank, " of ", p.tp_size, " is invalid"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor-parallel rank ", p.tp_rank, " of ", p.tp_size, " is invalid"));
   if (c.num_heads % p.tp_size || c.num_kv_heads % p.tp_size || c.intermediate_size % p.tp_size)
-    return absl::InvalidArgumentError(absl::StrCat("tensor parallelism ", p.tp_size, " must divide the attention heads (", c.num_heads,
-                                                   "), KV heads (", c.num_kv_heads, ") and FFN size (", c.intermediate_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("tensor parallelism ", p.tp_size,
+                                                   " must divide the attention heads (", c.num_heads, "), KV heads (",
+                                                   c.num_kv_heads, ") and FFN size (", c.intermediate_size, ")"));
   std::unique_ptr<ModelWeights> w(new ModelWeights());
   w->config_ = c;
   w->partition_ = p;
@@ -164,11 +169,14 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
         ORCA_ASSIGN_OR_RETURN(lw.k_bias, ld.Vector(TensorRole::kKBias, l, kv_total, r * kv_local, kv_local));
         ORCA_ASSIGN_OR_RETURN(lw.v_bias, ld.Vector(TensorRole::kVBias, l, kv_total, r * kv_local, kv_local));
       }
-      ORCA_ASSIGN_OR_RETURN(lw.gate, ld.Matrix(TensorRole::kGate, l, c.intermediate_size, H, r * f_local, f_local, 0, H));
+      ORCA_ASSIGN_OR_RETURN(lw.gate,
+                            ld.Matrix(TensorRole::kGate, l, c.intermediate_size, H, r * f_local, f_local, 0, H));
       ORCA_ASSIGN_OR_RETURN(lw.up, ld.Matrix(TensorRole::kUp, l, c.intermediate_size, H, r * f_local, f_local, 0, H));
       if (c.mlp_bias) {
         ORCA_ASSIGN_OR_RETURN(lw.up_bias, ld.Vector(TensorRole::kUpBias, l, c.intermediate_size, r * f_local, f_local));
-        if (r == 0) { ORCA_ASSIGN_OR_RETURN(lw.down_bias, ld.Vector(TensorRole::kDownBias, l, H, 0, H)); }
+        if (r == 0) {
+          ORCA_ASSIGN_OR_RETURN(lw.down_bias, ld.Vector(TensorRole::kDownBias, l, H, 0, H));
+        }
       }
     }
     ORCA_ASSIGN_OR_RETURN(lw.o, ld.Matrix(TensorRole::kO, l, H, q_total, 0, H, r * q_local, q_local));
@@ -177,20 +185,29 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
   }
   const bool need_embedding = p.has_embedding || (p.has_head && c.tie_word_embeddings && r == 0);
   if (need_embedding) {
-    ORCA_ASSIGN_OR_RETURN(w->token_embedding_, ld.Matrix(TensorRole::kTokenEmbedding, 0, c.vocab_size, H, 0, c.vocab_size, 0, H));
+    ORCA_ASSIGN_OR_RETURN(w->token_embedding_,
+                          ld.Matrix(TensorRole::kTokenEmbedding, 0, c.vocab_size, H, 0, c.vocab_size, 0, H));
   }
   if (p.has_embedding && gpt2) {
-    ORCA_ASSIGN_OR_RETURN(w->position_embedding_, ld.Matrix(TensorRole::kPositionEmbedding, 0, c.max_position, H, 0, c.max_position, 0, H));
+    ORCA_ASSIGN_OR_RETURN(w->position_embedding_,
+                          ld.Matrix(TensorRole::kPositionEmbedding, 0, c.max_position, H, 0, c.max_position, 0, H));
   }
   if (p.has_head) {
     ORCA_ASSIGN_OR_RETURN(w->final_norm_, ld.Vector(TensorRole::kFinalNorm, 0, H, 0, H));
-    if (gpt2) { ORCA_ASSIGN_OR_RETURN(w->final_norm_bias_, ld.Vector(TensorRole::kFinalNormBias, 0, H, 0, H)); }
+    if (gpt2) {
+      ORCA_ASSIGN_OR_RETURN(w->final_norm_bias_, ld.Vector(TensorRole::kFinalNormBias, 0, H, 0, H));
+    }
     if (r == 0) {
-      if (c.tie_word_embeddings) w->lm_head_ = w->token_embedding_;
-      else { ORCA_ASSIGN_OR_RETURN(w->lm_head_, ld.Matrix(TensorRole::kLmHead, 0, c.vocab_size, H, 0, c.vocab_size, 0, H)); }
+      if (c.tie_word_embeddings)
+        w->lm_head_ = w->token_embedding_;
+      else {
+        ORCA_ASSIGN_OR_RETURN(w->lm_head_, ld.Matrix(TensorRole::kLmHead, 0, c.vocab_size, H, 0, c.vocab_size, 0, H));
+      }
     }
   }
-  if (c.arch == ModelArch::kLlama) { ORCA_ASSIGN_OR_RETURN(w->rope_inv_freq_, ld.UploadF32(RopeInverseFrequencies(c))); }
+  if (c.arch == ModelArch::kLlama) {
+    ORCA_ASSIGN_OR_RETURN(w->rope_inv_freq_, ld.UploadF32(RopeInverseFrequencies(c)));
+  }
   return w;
 }
 

@@ -40,7 +40,7 @@ struct LayerWeights {
   const float* q_bias = nullptr;
   const float* k_bias = nullptr;
   const float* v_bias = nullptr;
-  const float* o_bias = nullptr;  ///< only on tp rank 0 (added once after the all-reduce)
+  const float* o_bias = nullptr;       ///< only on tp rank 0 (added once after the all-reduce)
   kernels::WeightView gate, up, down;  ///< gate/up column-parallel, down row-parallel; GPT-2: up=c_fc, down=c_proj
   const float* up_bias = nullptr;
   const float* down_bias = nullptr;  ///< only on tp rank 0

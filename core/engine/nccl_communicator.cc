@@ -60,10 +60,11 @@ absl::Status PollUntil(ncclComm_t comm, Clock::time_point deadline, std::chrono:
     if (!finished.ok()) return finished.status();
     if (*finished) return absl::OkStatus();
     if (Clock::now() >= deadline)
-      return absl::DeadlineExceededError(
-          absl::StrCat(what, ": peers did not respond within ", budget.count(), " ms"));
-    if (polls < kSpinPolls) std::this_thread::yield();
-    else std::this_thread::sleep_for(kPollSleep);
+      return absl::DeadlineExceededError(absl::StrCat(what, ": peers did not respond within ", budget.count(), " ms"));
+    if (polls < kSpinPolls)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(kPollSleep);
   }
 }
 
@@ -80,8 +81,8 @@ absl::StatusOr<ncclUniqueId> ExchangeUniqueId(const NcclCommunicator::Options& o
       store.wait({kUniqueIdKey}, o.timeout);
       const std::vector<char> bytes = store.get(kUniqueIdKey);
       if (bytes.size() != sizeof(id.internal))
-        return absl::InternalError(absl::StrCat(what, ": the published NCCL id has ", bytes.size(), " bytes, expected ",
-                                                sizeof(id.internal)));
+        return absl::InternalError(
+            absl::StrCat(what, ": the published NCCL id has ", bytes.size(), " bytes, expected ", sizeof(id.internal)));
       std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
     }
   } catch (const std::exception& e) {
@@ -106,9 +107,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const
     return absl::InvalidArgumentError(absl::StrCat("invalid rank ", o.rank, " for group size ", o.size));
   if (o.timeout.count() <= 0)
     return absl::InvalidArgumentError(absl::StrCat("timeout must be positive, got ", o.timeout.count(), " ms"));
-  const std::string what =
-      absl::StrCat("forming NCCL group '", o.prefix, "' as rank ", o.rank, " of ", o.size, " on GPU ",
-                   o.backend->device_index());
+  const std::string what = absl::StrCat("forming NCCL group '", o.prefix, "' as rank ", o.rank, " of ", o.size,
+                                        " on GPU ", o.backend->device_index());
   const Clock::time_point deadline = Clock::now() + o.timeout;
   o.backend->MakeCurrent();
   ORCA_ASSIGN_OR_RETURN(ncclUniqueId id, ExchangeUniqueId(o, what));
@@ -141,8 +141,10 @@ NcclCommunicator::~NcclCommunicator() {
     if (s.ok())
       s = PollUntil(comm_, Clock::now() + op_timeout_, op_timeout_, "finalize",
                     [](ncclResult_t state) -> absl::StatusOr<bool> { return state == ncclSuccess; });
-    if (s.ok()) ncclCommDestroy(comm_);
-    else ncclCommAbort(comm_);
+    if (s.ok())
+      ncclCommDestroy(comm_);
+    else
+      ncclCommAbort(comm_);
   }
   if (done_ != nullptr) cudaEventDestroy(done_);
 }

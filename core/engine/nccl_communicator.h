@@ -41,7 +41,7 @@ class NcclCommunicator final : public Communicator {
  public:
   struct Options {
     gloo::rendezvous::Store* store = nullptr;  ///< must outlive Create()
-    std::string prefix;                          ///< group name, unique per group and generation
+    std::string prefix;                        ///< group name, unique per group and generation
     int32_t rank = 0;
     int32_t size = 1;
     /// This member's GPU and stream; must outlive the communicator.

@@ -3,9 +3,8 @@
 #include <sys/stat.h>
 
 #include <cstring>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
@@ -49,7 +48,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsSource>> SafetensorsSource::Open(const
       return absl::InvalidArgumentError(absl::StrCat(index, ": expected an object with a 'weight_map'"));
     std::set<std::string> shards;
     for (const auto& [tensor, file] : j["weight_map"].items()) {
-      if (!file.is_string()) return absl::InvalidArgumentError(absl::StrCat(index, ": weight_map['", tensor, "'] is not a file name"));
+      if (!file.is_string())
+        return absl::InvalidArgumentError(absl::StrCat(index, ": weight_map['", tensor, "'] is not a file name"));
       std::string f = file.get<std::string>();
       if (f.find('/') != std::string::npos || f.find("..") != std::string::npos)
         return absl::InvalidArgumentError(absl::StrCat(index, ": shard name '", f, "' must be a plain file name"));
@@ -58,7 +58,8 @@ absl::StatusOr<std::unique_ptr<SafetensorsSource>> SafetensorsSource::Open(const
     for (const auto& f : shards) ORCA_RETURN_IF_ERROR(src->AddFile(path + "/" + f));
     for (const auto& [tensor, file] : j["weight_map"].items())
       if (!src->tensors_.count(tensor))
-        return absl::DataLossError(absl::StrCat(index, ": tensor '", tensor, "' is listed for ", file.get<std::string>(), " but not found there"));
+        return absl::DataLossError(absl::StrCat(index, ": tensor '", tensor, "' is listed for ",
+                                                file.get<std::string>(), " but not found there"));
     return src;
   }
   if (Exists(single)) {
@@ -77,10 +78,12 @@ absl::Status SafetensorsSource::AddFile(const std::string& path) {
   uint64_t header_len;
   std::memcpy(&header_len, base, 8);
   if (header_len > size - 8 || header_len > (100u << 20))
-    return absl::DataLossError(absl::StrCat(path, ": corrupt safetensors header length ", header_len, " (file is ", size, " bytes)"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": corrupt safetensors header length ", header_len, " (file is ", size, " bytes)"));
   std::string header(reinterpret_cast<const char*>(base + 8), header_len);
   nlohmann::json j = nlohmann::json::parse(header, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return absl::DataLossError(absl::StrCat(path, ": safetensors header is not a JSON object"));
+  if (j.is_discarded() || !j.is_object())
+    return absl::DataLossError(absl::StrCat(path, ": safetensors header is not a JSON object"));
   const size_t data_start = 8 + header_len;
   const size_t data_size = size - data_start;
   for (const auto& [name, entry] : j.items()) {
@@ -101,7 +104,8 @@ absl::Status SafetensorsSource::AddFile(const std::string& path) {
     }
     info.dtype = *dtype;
     for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has a bad shape"));
+      if (!d.is_number_unsigned())
+        return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' has a bad shape"));
       info.shape.push_back(d.get<int64_t>());
     }
     const auto& off = entry["data_offsets"];
@@ -110,10 +114,12 @@ absl::Status SafetensorsSource::AddFile(const std::string& path) {
     const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
     const uint64_t expected = static_cast<uint64_t>(info.NumElements()) * DTypeSize(info.dtype);
     if (end < begin || end - begin != expected)
-      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' ", info.ShapeString(), " ", DTypeName(info.dtype),
-                                              " needs ", expected, " bytes but its data_offsets span ", end - begin));
+      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' ", info.ShapeString(), " ",
+                                              DTypeName(info.dtype), " needs ", expected,
+                                              " bytes but its data_offsets span ", end - begin));
     if (end > data_size)
-      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' ends at byte ", end, " past the end of the data (", data_size,
+      return absl::DataLossError(absl::StrCat(path, ": tensor '", name, "' ends at byte ", end,
+                                              " past the end of the data (", data_size,
                                               " bytes): the file is truncated"));
     info.data = base + data_start + begin;
     info.nbytes = expected;

@@ -63,8 +63,11 @@ SampleResult Sampler::Sample(float* logits, int32_t vocab) {
       candidates_.clear();
       for (int32_t i = 0; i < vocab; ++i) candidates_.emplace_back(logits[i], i);
       std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(),
-                        [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-      for (int32_t i = 0; i < k; ++i) result.top_logprobs.push_back({candidates_[i].second, candidates_[i].first - raw_lse});
+                        [](const auto& a, const auto& b) {
+                          return a.first > b.first || (a.first == b.first && a.second < b.second);
+                        });
+      for (int32_t i = 0; i < k; ++i)
+        result.top_logprobs.push_back({candidates_[i].second, candidates_[i].first - raw_lse});
     }
   }
   ApplyPenalties(logits, vocab);
@@ -90,7 +93,9 @@ int32_t Sampler::Draw(float* logits, int32_t vocab) {
     total += p;
     candidates_.emplace_back(p, i);
   }
-  auto by_prob = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_prob = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   size_t keep = candidates_.size();
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
     keep = static_cast<size_t>(params_.top_k);
@@ -102,8 +107,9 @@ int32_t Sampler::Draw(float* logits, int32_t vocab) {
   if (params_.min_p > 0.0f) {
     // Relative to the most likely token: p_max is exp(0) = 1 after the shift.
     const float threshold = params_.min_p;
-    candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(), [&](const auto& c) { return c.first < threshold; }),
-                      candidates_.end());
+    candidates_.erase(
+        std::remove_if(candidates_.begin(), candidates_.end(), [&](const auto& c) { return c.first < threshold; }),
+        candidates_.end());
     total = 0;
     for (const auto& c : candidates_) total += c.first;
   }

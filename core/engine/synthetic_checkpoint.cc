@@ -7,9 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/mapped_file.h"
@@ -134,10 +133,17 @@ std::vector<TensorSpec> Specs(const SyntheticModelOptions& o, const ModelConfig&
 nlohmann::json ConfigJson(const SyntheticModelOptions& o, const ModelConfig& c) {
   nlohmann::json j;
   if (o.arch == ModelArch::kGpt2) {
-    j = {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},       {"n_embd", c.hidden_size},
-         {"n_layer", c.num_layers},              {"n_head", c.num_heads},       {"n_inner", c.intermediate_size},
-         {"vocab_size", c.vocab_size},           {"n_positions", c.max_position}, {"n_ctx", c.max_position},
-         {"layer_norm_epsilon", 1e-5},           {"activation_function", "gelu_new"},
+    j = {{"architectures", {"GPT2LMHeadModel"}},
+         {"model_type", "gpt2"},
+         {"n_embd", c.hidden_size},
+         {"n_layer", c.num_layers},
+         {"n_head", c.num_heads},
+         {"n_inner", c.intermediate_size},
+         {"vocab_size", c.vocab_size},
+         {"n_positions", c.max_position},
+         {"n_ctx", c.max_position},
+         {"layer_norm_epsilon", 1e-5},
+         {"activation_function", "gelu_new"},
          {"tie_word_embeddings", c.tie_word_embeddings}};
   } else {
     j = {{"architectures", {o.attention_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
@@ -173,9 +179,12 @@ ModelConfig SyntheticModelOptions::ToConfig() const {
   c.num_heads = num_heads;
   c.num_kv_heads = arch == ModelArch::kGpt2 ? num_heads : num_kv_heads;
   c.head_dim = num_heads > 0 ? hidden_size / num_heads : 0;
-  if (intermediate_size > 0) c.intermediate_size = intermediate_size;
-  else if (arch == ModelArch::kGpt2) c.intermediate_size = 4 * hidden_size;
-  else c.intermediate_size = (hidden_size * 8 / 3 + 31) / 32 * 32;
+  if (intermediate_size > 0)
+    c.intermediate_size = intermediate_size;
+  else if (arch == ModelArch::kGpt2)
+    c.intermediate_size = 4 * hidden_size;
+  else
+    c.intermediate_size = (hidden_size * 8 / 3 + 31) / 32 * 32;
   c.vocab_size = vocab_size;
   c.max_position = max_position;
   c.tie_word_embeddings = tie_word_embeddings;
@@ -220,9 +229,15 @@ absl::Status WriteSyntheticCheckpoint(const SyntheticModelOptions& o, const std:
       Rng rng(Hash(t.name, o.seed));
       for (auto& v : values) {
         switch (t.init) {
-          case TensorSpec::Init::kNormal: v = static_cast<float>(rng.Normal() * t.stddev); break;
-          case TensorSpec::Init::kOnes: v = 1.0f; break;
-          case TensorSpec::Init::kZeros: v = 0.0f; break;
+          case TensorSpec::Init::kNormal:
+            v = static_cast<float>(rng.Normal() * t.stddev);
+            break;
+          case TensorSpec::Init::kOnes:
+            v = 1.0f;
+            break;
+          case TensorSpec::Init::kZeros:
+            v = 0.0f;
+            break;
         }
       }
       encoded.resize(static_cast<size_t>(n) * DTypeSize(o.dtype));

@@ -26,8 +26,8 @@ struct SyntheticModelOptions {
   bool tie_word_embeddings = true;
   bool attention_bias = false;  ///< llama: Qwen2-style Q/K/V biases
   double rope_theta = 10000.0;
-  int32_t bos_token_id = -1;    ///< -1: none
-  int32_t eos_token_id = -1;    ///< -1: none
+  int32_t bos_token_id = -1;  ///< -1: none
+  int32_t eos_token_id = -1;  ///< -1: none
 
   /// The config the checkpoint will have.
   ModelConfig ToConfig() const;

@@ -40,8 +40,7 @@ bool FamilyBase::Matches(const MetricSpec& spec) const {
     bounds = bounds.first(bounds.size() - 1);
   }
   return spec.type == type_ && name_ == spec.name && help_ == spec.help &&
-         std::equal(label_names_.begin(), label_names_.end(), spec.label_names.begin(),
-                    spec.label_names.end()) &&
+         std::equal(label_names_.begin(), label_names_.end(), spec.label_names.begin(), spec.label_names.end()) &&
          std::equal(buckets_->begin(), buckets_->end(), bounds.begin(), bounds.end());
 }
 
@@ -51,8 +50,7 @@ void FamilyBase::AppendText(std::string* out) const {
   AppendSamples(out);
 }
 
-absl::StatusOr<std::vector<std::string>> FamilyBase::ResolveLabelValues(
-    const Labels& labels) const {
+absl::StatusOr<std::vector<std::string>> FamilyBase::ResolveLabelValues(const Labels& labels) const {
   std::vector<std::string> values;
   values.reserve(label_names_.size());
   for (const std::string& label_name : label_names_) {
@@ -66,9 +64,8 @@ absl::StatusOr<std::vector<std::string>> FamilyBase::ResolveLabelValues(
   if (labels.size() != label_names_.size()) {
     for (const auto& [label_name, value] : labels) {
       if (std::find(label_names_.begin(), label_names_.end(), label_name) == label_names_.end()) {
-        return absl::InvalidArgumentError("metric '" + name_ + "': unexpected label '" +
-                                          label_name + "' (labels: " +
-                                          absl::StrJoin(label_names_, ", ") + ")");
+        return absl::InvalidArgumentError("metric '" + name_ + "': unexpected label '" + label_name +
+                                          "' (labels: " + absl::StrJoin(label_names_, ", ") + ")");
       }
     }
   }

@@ -137,8 +137,8 @@ class Family final : public FamilyBase {
     auto it = children_.find(*values);
     if (it != children_.end()) return it->second.metric.get();
     if (callbacks_.contains(*values)) {
-      return absl::AlreadyExistsError("metric '" + name() + "' series {" +
-                                      RenderLabels(*values) + "} is owned by a callback");
+      return absl::AlreadyExistsError("metric '" + name() + "' series {" + RenderLabels(*values) +
+                                      "} is owned by a callback");
     }
     Child child{RenderLabels(*values), NewChild()};
     T* metric = child.metric.get();
@@ -152,20 +152,16 @@ class Family final : public FamilyBase {
   /// Errors: InvalidArgument for wrong label names, AlreadyExists when the
   /// series already exists (as a callback or as a WithLabels() child).
   absl::StatusOr<CallbackRegistration> AddCallback(const Labels& labels,
-                                                   std::function<double()> read_value)
-    requires std::same_as<T, Gauge>
-  {
+                                                   std::function<double()> read_value) requires std::same_as<T, Gauge> {
     if (!read_value) return absl::InvalidArgumentError("metric '" + name() + "': empty callback");
     absl::StatusOr<std::vector<std::string>> values = ResolveLabelValues(labels);
     if (!values.ok()) return values.status();
     absl::MutexLock lock(&mu_);
     if (children_.contains(*values) || callbacks_.contains(*values)) {
-      return absl::AlreadyExistsError("metric '" + name() + "' series {" +
-                                      RenderLabels(*values) + "} already exists");
+      return absl::AlreadyExistsError("metric '" + name() + "' series {" + RenderLabels(*values) + "} already exists");
     }
     const uint64_t id = ++last_callback_id_;
-    callbacks_.emplace(std::move(*values),
-                       CallbackChild{RenderLabels(*values), id, std::move(read_value)});
+    callbacks_.emplace(std::move(*values), CallbackChild{RenderLabels(*values), id, std::move(read_value)});
     return CallbackRegistration(this, id);
   }
 
@@ -183,8 +179,7 @@ class Family final : public FamilyBase {
     std::function<double()> read_value;
   };
 
-  Family(const MetricSpec& spec, std::vector<double> buckets)
-      : FamilyBase(spec, std::move(buckets)) {}
+  Family(const MetricSpec& spec, std::vector<double> buckets) : FamilyBase(spec, std::move(buckets)) {}
 
   std::unique_ptr<T> NewChild() const {
     if constexpr (std::same_as<T, Histogram>) {

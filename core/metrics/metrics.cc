@@ -9,19 +9,16 @@
 
 namespace orca::metrics {
 
-void Counter::AppendSamples(std::string_view name, std::string_view labels,
-                            std::string* out) const {
+void Counter::AppendSamples(std::string_view name, std::string_view labels, std::string* out) const {
   AppendSampleLine(name, labels, FormatValue(Value()), out);
 }
 
-void Gauge::AppendSamples(std::string_view name, std::string_view labels,
-                          std::string* out) const {
+void Gauge::AppendSamples(std::string_view name, std::string_view labels, std::string* out) const {
   AppendSampleLine(name, labels, FormatValue(Value()), out);
 }
 
 Histogram::Histogram(std::shared_ptr<const std::vector<double>> upper_bounds)
-    : upper_bounds_(std::move(upper_bounds)),
-      bucket_counts_(new std::atomic<uint64_t>[upper_bounds_->size() + 1]) {
+    : upper_bounds_(std::move(upper_bounds)), bucket_counts_(new std::atomic<uint64_t>[upper_bounds_->size() + 1]) {
   for (size_t i = 0; i <= upper_bounds_->size(); ++i) {
     bucket_counts_[i].store(0, std::memory_order_relaxed);
   }
@@ -50,16 +47,15 @@ Histogram::Snapshot Histogram::Collect() const {
   return snapshot;
 }
 
-void Histogram::AppendSamples(std::string_view name, std::string_view labels,
-                              std::string* out) const {
+void Histogram::AppendSamples(std::string_view name, std::string_view labels, std::string* out) const {
   const Snapshot snapshot = Collect();
   const std::string bucket_name = std::string(name) + "_bucket";
   const std::string label_prefix = labels.empty() ? std::string() : std::string(labels) + ",";
   const std::vector<double>& bounds = *upper_bounds_;
   for (size_t i = 0; i <= bounds.size(); ++i) {
     const std::string le = i < bounds.size() ? FormatValue(bounds[i]) : "+Inf";
-    AppendSampleLine(bucket_name, label_prefix + "le=\"" + le + "\"",
-                     std::to_string(snapshot.cumulative_counts[i]), out);
+    AppendSampleLine(bucket_name, label_prefix + "le=\"" + le + "\"", std::to_string(snapshot.cumulative_counts[i]),
+                     out);
   }
   AppendSampleLine(std::string(name) + "_sum", labels, FormatValue(snapshot.sum), out);
   AppendSampleLine(std::string(name) + "_count", labels, std::to_string(snapshot.count), out);

@@ -40,30 +40,23 @@ absl::Status RegisterCatalog(Registry* registry) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<SchedulerMetrics>> SchedulerMetrics::Create(
-    Registry* registry, const std::string& model_name) {
+absl::StatusOr<std::unique_ptr<SchedulerMetrics>> SchedulerMetrics::Create(Registry* registry,
+                                                                           const std::string& model_name) {
   if (registry == nullptr) return absl::InvalidArgumentError("SchedulerMetrics: null registry");
   std::unique_ptr<SchedulerMetrics> m(new SchedulerMetrics());
   m->model_name_ = model_name;
   Registry& r = *registry;
-  ORCA_ASSIGN_OR_RETURN(m->num_requests_running_,
-                        ModelChild(r.AddGauge(kNumRequestsRunning), model_name));
-  ORCA_ASSIGN_OR_RETURN(m->num_requests_waiting_,
-                        ModelChild(r.AddGauge(kNumRequestsWaiting), model_name));
-  ORCA_ASSIGN_OR_RETURN(m->kv_cache_usage_perc_,
-                        ModelChild(r.AddGauge(kKvCacheUsagePerc), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->num_requests_running_, ModelChild(r.AddGauge(kNumRequestsRunning), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->num_requests_waiting_, ModelChild(r.AddGauge(kNumRequestsWaiting), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->kv_cache_usage_perc_, ModelChild(r.AddGauge(kKvCacheUsagePerc), model_name));
   ORCA_ASSIGN_OR_RETURN(m->kv_slots_used_, ModelChild(r.AddGauge(kKvSlotsUsed), model_name));
   ORCA_ASSIGN_OR_RETURN(m->kv_slots_capacity_, ModelChild(r.AddGauge(kKvSlotsCapacity), model_name));
-  ORCA_ASSIGN_OR_RETURN(m->prompt_tokens_,
-                        ModelChild(r.AddCounter(kPromptTokensTotal), model_name));
-  ORCA_ASSIGN_OR_RETURN(m->generation_tokens_,
-                        ModelChild(r.AddCounter(kGenerationTokensTotal), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->prompt_tokens_, ModelChild(r.AddCounter(kPromptTokensTotal), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->generation_tokens_, ModelChild(r.AddCounter(kGenerationTokensTotal), model_name));
   ORCA_ASSIGN_OR_RETURN(m->request_success_family_, r.AddCounter(kRequestSuccessTotal));
   for (size_t i = 0; i < std::size(kFinishedReasons); ++i) {
-    const Labels labels = {{kModelNameLabel, model_name},
-                           {kFinishedReasonLabel, kFinishedReasons[i]}};
-    ORCA_ASSIGN_OR_RETURN(m->request_success_[i],
-                          m->request_success_family_->TryWithLabels(labels));
+    const Labels labels = {{kModelNameLabel, model_name}, {kFinishedReasonLabel, kFinishedReasons[i]}};
+    ORCA_ASSIGN_OR_RETURN(m->request_success_[i], m->request_success_family_->TryWithLabels(labels));
   }
   ORCA_ASSIGN_OR_RETURN(m->time_to_first_token_seconds_,
                         ModelChild(r.AddHistogram(kTimeToFirstTokenSeconds), model_name));
@@ -77,8 +70,7 @@ absl::StatusOr<std::unique_ptr<SchedulerMetrics>> SchedulerMetrics::Create(
                         ModelChild(r.AddHistogram(kRequestPrefillTimeSeconds), model_name));
   ORCA_ASSIGN_OR_RETURN(m->request_decode_time_seconds_,
                         ModelChild(r.AddHistogram(kRequestDecodeTimeSeconds), model_name));
-  ORCA_ASSIGN_OR_RETURN(m->iteration_tokens_,
-                        ModelChild(r.AddHistogram(kIterationTokens), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->iteration_tokens_, ModelChild(r.AddHistogram(kIterationTokens), model_name));
   ORCA_ASSIGN_OR_RETURN(m->batch_size_, ModelChild(r.AddHistogram(kBatchSize), model_name));
   ORCA_ASSIGN_OR_RETURN(m->iteration_duration_seconds_,
                         ModelChild(r.AddHistogram(kIterationDurationSeconds), model_name));
@@ -96,54 +88,48 @@ Counter& SchedulerMetrics::request_success(std::string_view finished_reason) con
 void SchedulerMetrics::SetKvSlots(int64_t used, int64_t total) const {
   kv_slots_used_->Set(static_cast<double>(used));
   kv_slots_capacity_->Set(static_cast<double>(total));
-  kv_cache_usage_perc_->Set(total > 0 ? static_cast<double>(used) / static_cast<double>(total)
-                                      : 0.0);
+  kv_cache_usage_perc_->Set(total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0);
 }
 
-absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(
-    Registry* registry, const std::string& model_name, int stage) {
+absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(Registry* registry, const std::string& model_name,
+                                                                     int stage) {
   if (registry == nullptr) return absl::InvalidArgumentError("WorkerMetrics: null registry");
   if (stage < 0) {
-    return absl::InvalidArgumentError("WorkerMetrics: stage must be >= 0, got " +
-                                      std::to_string(stage));
+    return absl::InvalidArgumentError("WorkerMetrics: stage must be >= 0, got " + std::to_string(stage));
   }
   std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
   const Labels labels = {{kModelNameLabel, model_name}, {kStageLabel, std::to_string(stage)}};
   ORCA_ASSIGN_OR_RETURN(Family<Histogram> * compute, registry->AddHistogram(kStageComputeSeconds));
-  ORCA_ASSIGN_OR_RETURN(Family<Histogram> * communication,
-                        registry->AddHistogram(kStageCommunicationSeconds));
+  ORCA_ASSIGN_OR_RETURN(Family<Histogram> * communication, registry->AddHistogram(kStageCommunicationSeconds));
   ORCA_ASSIGN_OR_RETURN(m->stage_compute_seconds_, compute->TryWithLabels(labels));
   ORCA_ASSIGN_OR_RETURN(m->stage_communication_seconds_, communication->TryWithLabels(labels));
   return m;
 }
 
-absl::StatusOr<std::unique_ptr<GatewayMetrics>> GatewayMetrics::Create(
-    Registry* registry, const std::string& model_name) {
+absl::StatusOr<std::unique_ptr<GatewayMetrics>> GatewayMetrics::Create(Registry* registry,
+                                                                       const std::string& model_name) {
   if (registry == nullptr) return absl::InvalidArgumentError("GatewayMetrics: null registry");
   std::unique_ptr<GatewayMetrics> m(new GatewayMetrics());
   m->model_name_ = model_name;
   ORCA_ASSIGN_OR_RETURN(m->http_requests_, registry->AddCounter(kHttpRequestsTotal));
-  ORCA_ASSIGN_OR_RETURN(m->http_request_duration_seconds_,
-                        registry->AddHistogram(kHttpRequestDurationSeconds));
+  ORCA_ASSIGN_OR_RETURN(m->http_request_duration_seconds_, registry->AddHistogram(kHttpRequestDurationSeconds));
   return m;
 }
 
-Counter& GatewayMetrics::http_requests(const std::string& route, const std::string& method,
-                                       int status) const {
+Counter& GatewayMetrics::http_requests(const std::string& route, const std::string& method, int status) const {
   return http_requests_->WithLabels({{kModelNameLabel, model_name_},
                                      {kRouteLabel, route},
                                      {kMethodLabel, method},
                                      {kStatusLabel, std::to_string(status)}});
 }
 
-Histogram& GatewayMetrics::http_request_duration_seconds(const std::string& route,
-                                                         const std::string& method) const {
+Histogram& GatewayMetrics::http_request_duration_seconds(const std::string& route, const std::string& method) const {
   return http_request_duration_seconds_->WithLabels(
       {{kModelNameLabel, model_name_}, {kRouteLabel, route}, {kMethodLabel, method}});
 }
 
-void GatewayMetrics::RecordRequest(const std::string& route, const std::string& method,
-                                   int status, double seconds) const {
+void GatewayMetrics::RecordRequest(const std::string& route, const std::string& method, int status,
+                                   double seconds) const {
   http_requests(route, method, status).Increment();
   http_request_duration_seconds(route, method).Observe(seconds);
 }

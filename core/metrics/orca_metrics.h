@@ -38,8 +38,7 @@ inline constexpr char kStatusLabel[] = "status";
 inline constexpr const char* kModelLabels[] = {kModelNameLabel};
 inline constexpr const char* kFinishedReasonLabels[] = {kModelNameLabel, kFinishedReasonLabel};
 inline constexpr const char* kStageLabels[] = {kModelNameLabel, kStageLabel};
-inline constexpr const char* kHttpRequestLabels[] = {kModelNameLabel, kRouteLabel, kMethodLabel,
-                                                     kStatusLabel};
+inline constexpr const char* kHttpRequestLabels[] = {kModelNameLabel, kRouteLabel, kMethodLabel, kStatusLabel};
 inline constexpr const char* kHttpDurationLabels[] = {kModelNameLabel, kRouteLabel, kMethodLabel};
 
 /// Values of `finished_reason` (orca.v1.FinishReason without the prefix).
@@ -48,86 +47,74 @@ inline constexpr const char* kFinishedReasons[] = {"stop", "length", "cancelled"
 // ---- Buckets -----------------------------------------------------------------
 
 /// vLLM's time_to_first_token_seconds buckets.
-inline constexpr double kTimeToFirstTokenBuckets[] = {
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,  0.75,
-    1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+inline constexpr double kTimeToFirstTokenBuckets[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                                      0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                                      20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
 /// vLLM's time_per_output_token / inter_token_latency buckets.
-inline constexpr double kInterTokenLatencyBuckets[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
-                                                       0.3,  0.4,   0.5,  0.75,  1.0, 2.5,  5.0,
-                                                       7.5,  10.0,  20.0, 40.0,  80.0};
+inline constexpr double kInterTokenLatencyBuckets[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                                       0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
 /// vLLM's request latency buckets (e2e, queue, prefill, decode).
-inline constexpr double kRequestLatencyBuckets[] = {
-    0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,   10.0,  15.0,   20.0,
-    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+inline constexpr double kRequestLatencyBuckets[] = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                                    5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                                    60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 /// vLLM's iteration_tokens_total buckets.
-inline constexpr double kIterationTokensBuckets[] = {1,    8,    16,   32,   64,   128,  256,
-                                                     512, 1024, 2048, 4096, 8192, 16384};
+inline constexpr double kIterationTokensBuckets[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 /// Requests per iteration, up to well past the default max_bs (16).
 inline constexpr double kBatchSizeBuckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 /// One iteration or one stage's share of it: 100 us (a loopback hop) to 30 s
 /// (a large prefill on CPU).
-inline constexpr double kIterationTimeBuckets[] = {
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
-    0.15,   0.2,     0.3,    0.5,   0.75,   1.0,   2.5,  5.0,   10.0, 30.0};
+inline constexpr double kIterationTimeBuckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                   0.025,  0.05,    0.075,  0.1,   0.15,   0.2,   0.3,
+                                                   0.5,    0.75,    1.0,    2.5,   5.0,    10.0,  30.0};
 /// Gateway requests: fast errors to long streamed completions.
-inline constexpr double kHttpDurationBuckets[] = {0.001, 0.005, 0.01, 0.025, 0.05,  0.1,
-                                                  0.25,  0.5,   1.0,  2.5,   5.0,   10.0,
-                                                  30.0,  60.0,  120.0, 300.0, 600.0};
+inline constexpr double kHttpDurationBuckets[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1,   0.25,  0.5,  1.0,
+                                                  2.5,   5.0,   10.0, 30.0,  60.0, 120.0, 300.0, 600.0};
 
 // ---- Families: scheduler (engine master) ------------------------------------
 
 inline constexpr MetricSpec kNumRequestsRunning{
     MetricType::kGauge, "orca:num_requests_running",
-    "Requests admitted to the engine (KV slots reserved), in an iteration or waiting for the next.",
-    kModelLabels};
-inline constexpr MetricSpec kNumRequestsWaiting{
-    MetricType::kGauge, "orca:num_requests_waiting",
-    "Requests queued for admission (no KV slots reserved yet).", kModelLabels};
+    "Requests admitted to the engine (KV slots reserved), in an iteration or waiting for the next.", kModelLabels};
+inline constexpr MetricSpec kNumRequestsWaiting{MetricType::kGauge, "orca:num_requests_waiting",
+                                                "Requests queued for admission (no KV slots reserved yet).",
+                                                kModelLabels};
 inline constexpr MetricSpec kKvCacheUsagePerc{
     MetricType::kGauge, "orca:kv_cache_usage_perc",
     "Fraction of the KV slot budget reserved by admitted requests, from 0 to 1.", kModelLabels};
-inline constexpr MetricSpec kKvSlotsUsed{
-    MetricType::kGauge, "orca:kv_slots_used",
-    "KV slots (tokens) reserved by admitted requests (paper: n_rsrv).", kModelLabels};
+inline constexpr MetricSpec kKvSlotsUsed{MetricType::kGauge, "orca:kv_slots_used",
+                                         "KV slots (tokens) reserved by admitted requests (paper: n_rsrv).",
+                                         kModelLabels};
 /// The issue sketch called this `kv_slots_total`; a gauge must not end in
 /// `_total` (the counter suffix), so it is `kv_slots_capacity`.
 inline constexpr MetricSpec kKvSlotsCapacity{MetricType::kGauge, "orca:kv_slots_capacity",
-                                             "KV slot budget in tokens (paper: n_slots).",
-                                             kModelLabels};
-inline constexpr MetricSpec kPromptTokensTotal{
-    MetricType::kCounter, "orca:prompt_tokens_total",
-    "Prompt tokens processed by initiation-phase (prefill) iterations.", kModelLabels};
-inline constexpr MetricSpec kGenerationTokensTotal{MetricType::kCounter,
-                                                   "orca:generation_tokens_total",
+                                             "KV slot budget in tokens (paper: n_slots).", kModelLabels};
+inline constexpr MetricSpec kPromptTokensTotal{MetricType::kCounter, "orca:prompt_tokens_total",
+                                               "Prompt tokens processed by initiation-phase (prefill) iterations.",
+                                               kModelLabels};
+inline constexpr MetricSpec kGenerationTokensTotal{MetricType::kCounter, "orca:generation_tokens_total",
                                                    "Output tokens generated.", kModelLabels};
-inline constexpr MetricSpec kRequestSuccessTotal{
-    MetricType::kCounter, "orca:request_success_total",
-    "Finished requests by finish reason (stop, length, cancelled, error).",
-    kFinishedReasonLabels};
+inline constexpr MetricSpec kRequestSuccessTotal{MetricType::kCounter, "orca:request_success_total",
+                                                 "Finished requests by finish reason (stop, length, cancelled, error).",
+                                                 kFinishedReasonLabels};
 inline constexpr MetricSpec kTimeToFirstTokenSeconds{
     MetricType::kHistogram, "orca:time_to_first_token_seconds",
-    "Time from a request's arrival to its first output token, in seconds.", kModelLabels,
-    kTimeToFirstTokenBuckets};
+    "Time from a request's arrival to its first output token, in seconds.", kModelLabels, kTimeToFirstTokenBuckets};
 inline constexpr MetricSpec kInterTokenLatencySeconds{
     MetricType::kHistogram, "orca:inter_token_latency_seconds",
-    "Time between consecutive output tokens of one request, in seconds.", kModelLabels,
-    kInterTokenLatencyBuckets};
-inline constexpr MetricSpec kE2eRequestLatencySeconds{
-    MetricType::kHistogram, "orca:e2e_request_latency_seconds",
-    "Time from a request's arrival to its finish, in seconds.", kModelLabels,
-    kRequestLatencyBuckets};
+    "Time between consecutive output tokens of one request, in seconds.", kModelLabels, kInterTokenLatencyBuckets};
+inline constexpr MetricSpec kE2eRequestLatencySeconds{MetricType::kHistogram, "orca:e2e_request_latency_seconds",
+                                                      "Time from a request's arrival to its finish, in seconds.",
+                                                      kModelLabels, kRequestLatencyBuckets};
 inline constexpr MetricSpec kRequestQueueTimeSeconds{
     MetricType::kHistogram, "orca:request_queue_time_seconds",
-    "Time from a request's arrival to its admission (KV slots reserved), in seconds.",
-    kModelLabels, kRequestLatencyBuckets};
+    "Time from a request's arrival to its admission (KV slots reserved), in seconds.", kModelLabels,
+    kRequestLatencyBuckets};
 inline constexpr MetricSpec kRequestPrefillTimeSeconds{
     MetricType::kHistogram, "orca:request_prefill_time_seconds",
-    "Time from a request's admission to its first output token, in seconds.", kModelLabels,
-    kRequestLatencyBuckets};
+    "Time from a request's admission to its first output token, in seconds.", kModelLabels, kRequestLatencyBuckets};
 inline constexpr MetricSpec kRequestDecodeTimeSeconds{
     MetricType::kHistogram, "orca:request_decode_time_seconds",
-    "Time from a request's first output token to its finish, in seconds.", kModelLabels,
-    kRequestLatencyBuckets};
+    "Time from a request's first output token to its finish, in seconds.", kModelLabels, kRequestLatencyBuckets};
 /// vLLM calls this histogram `vllm:iteration_tokens_total`; Orca drops the
 /// `_total` suffix, which Prometheus reserves for counters (promtool flags
 /// it, and it would make `_total_bucket` series).
@@ -136,13 +123,12 @@ inline constexpr MetricSpec kIterationTokens{
     "Tokens per engine iteration: prompt tokens of initiation-phase requests plus one per "
     "increment-phase request.",
     kModelLabels, kIterationTokensBuckets};
-inline constexpr MetricSpec kBatchSize{MetricType::kHistogram, "orca:batch_size",
-                                       "Requests per engine iteration.", kModelLabels,
-                                       kBatchSizeBuckets};
+inline constexpr MetricSpec kBatchSize{MetricType::kHistogram, "orca:batch_size", "Requests per engine iteration.",
+                                       kModelLabels, kBatchSizeBuckets};
 inline constexpr MetricSpec kIterationDurationSeconds{
     MetricType::kHistogram, "orca:iteration_duration_seconds",
-    "Time from scheduling an iteration to its sampled tokens returning, in seconds.",
-    kModelLabels, kIterationTimeBuckets};
+    "Time from scheduling an iteration to its sampled tokens returning, in seconds.", kModelLabels,
+    kIterationTimeBuckets};
 
 // ---- Families: worker (one pipeline stage) -----------------------------------
 
@@ -152,15 +138,14 @@ inline constexpr MetricSpec kStageComputeSeconds{
     kIterationTimeBuckets};
 inline constexpr MetricSpec kStageCommunicationSeconds{
     MetricType::kHistogram, "orca:stage_communication_seconds",
-    "Per iteration, time a pipeline stage spends sending and receiving activations, in seconds.",
-    kStageLabels, kIterationTimeBuckets};
+    "Per iteration, time a pipeline stage spends sending and receiving activations, in seconds.", kStageLabels,
+    kIterationTimeBuckets};
 
 // ---- Families: gateway -------------------------------------------------------
 
 inline constexpr MetricSpec kHttpRequestsTotal{
     MetricType::kCounter, "orca:http_requests_total",
-    "HTTP requests answered by the gateway, by route template, method and status code.",
-    kHttpRequestLabels};
+    "HTTP requests answered by the gateway, by route template, method and status code.", kHttpRequestLabels};
 inline constexpr MetricSpec kHttpRequestDurationSeconds{
     MetricType::kHistogram, "orca:http_request_duration_seconds",
     "Time from an HTTP request's arrival to the end of its response (streams included), in "
@@ -169,13 +154,27 @@ inline constexpr MetricSpec kHttpRequestDurationSeconds{
 
 /// Every family above, in exposition order.
 inline constexpr const MetricSpec* kMetricCatalog[] = {
-    &kNumRequestsRunning,       &kNumRequestsWaiting,        &kKvCacheUsagePerc,
-    &kKvSlotsUsed,              &kKvSlotsCapacity,              &kPromptTokensTotal,
-    &kGenerationTokensTotal,    &kRequestSuccessTotal,       &kTimeToFirstTokenSeconds,
-    &kInterTokenLatencySeconds, &kE2eRequestLatencySeconds,  &kRequestQueueTimeSeconds,
-    &kRequestPrefillTimeSeconds, &kRequestDecodeTimeSeconds, &kIterationTokens,
-    &kBatchSize,                &kIterationDurationSeconds,  &kStageComputeSeconds,
-    &kStageCommunicationSeconds, &kHttpRequestsTotal,        &kHttpRequestDurationSeconds,
+    &kNumRequestsRunning,
+    &kNumRequestsWaiting,
+    &kKvCacheUsagePerc,
+    &kKvSlotsUsed,
+    &kKvSlotsCapacity,
+    &kPromptTokensTotal,
+    &kGenerationTokensTotal,
+    &kRequestSuccessTotal,
+    &kTimeToFirstTokenSeconds,
+    &kInterTokenLatencySeconds,
+    &kE2eRequestLatencySeconds,
+    &kRequestQueueTimeSeconds,
+    &kRequestPrefillTimeSeconds,
+    &kRequestDecodeTimeSeconds,
+    &kIterationTokens,
+    &kBatchSize,
+    &kIterationDurationSeconds,
+    &kStageComputeSeconds,
+    &kStageCommunicationSeconds,
+    &kHttpRequestsTotal,
+    &kHttpRequestDurationSeconds,
 };
 
 /// The catalog entry named `name` (e.g. "orca:batch_size"), or nullptr.
@@ -192,8 +191,7 @@ class SchedulerMetrics {
  public:
   /// Registers (or reuses) the scheduler families in `registry`, which must
   /// outlive the result, and creates the children for `model_name`.
-  static absl::StatusOr<std::unique_ptr<SchedulerMetrics>> Create(Registry* registry,
-                                                                  const std::string& model_name);
+  static absl::StatusOr<std::unique_ptr<SchedulerMetrics>> Create(Registry* registry, const std::string& model_name);
 
   Gauge& num_requests_running() const { return *num_requests_running_; }
   Gauge& num_requests_waiting() const { return *num_requests_waiting_; }
@@ -250,8 +248,7 @@ class WorkerMetrics {
   /// Registers (or reuses) the worker families in `registry`, which must
   /// outlive the result, and creates the children for (`model_name`, `stage`).
   /// InvalidArgument if `stage` is negative.
-  static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Create(Registry* registry,
-                                                               const std::string& model_name,
+  static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Create(Registry* registry, const std::string& model_name,
                                                                int stage);
 
   Histogram& stage_compute_seconds() const { return *stage_compute_seconds_; }
@@ -269,20 +266,17 @@ class GatewayMetrics {
  public:
   /// Registers (or reuses) the gateway families in `registry`, which must
   /// outlive the result.
-  static absl::StatusOr<std::unique_ptr<GatewayMetrics>> Create(Registry* registry,
-                                                                const std::string& model_name);
+  static absl::StatusOr<std::unique_ptr<GatewayMetrics>> Create(Registry* registry, const std::string& model_name);
 
   /// Counts one answered request and observes its duration. `route` must be
   /// a route template from a bounded set (e.g. "/v1/completions", or "other"
   /// for unknown paths), never a raw client path. Takes a family lock per call
   /// (one lookup per HTTP request, not per token).
-  void RecordRequest(const std::string& route, const std::string& method, int status,
-                     double seconds) const;
+  void RecordRequest(const std::string& route, const std::string& method, int status, double seconds) const;
 
   /// The children RecordRequest() uses, for callers that cache them.
   Counter& http_requests(const std::string& route, const std::string& method, int status) const;
-  Histogram& http_request_duration_seconds(const std::string& route,
-                                           const std::string& method) const;
+  Histogram& http_request_duration_seconds(const std::string& route, const std::string& method) const;
 
  private:
   GatewayMetrics() = default;

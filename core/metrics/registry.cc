@@ -15,8 +15,8 @@ absl::StatusOr<std::vector<double>> ValidateSpec(const MetricSpec& spec, MetricT
   const std::string name = spec.name == nullptr ? "" : spec.name;
   const std::string where = "metric '" + name + "'";
   if (spec.type != expected) {
-    return absl::InvalidArgumentError(where + ": spec type is " + MetricTypeName(spec.type) +
-                                      ", expected " + MetricTypeName(expected));
+    return absl::InvalidArgumentError(where + ": spec type is " + MetricTypeName(spec.type) + ", expected " +
+                                      MetricTypeName(expected));
   }
   if (!IsValidMetricName(name)) {
     return absl::InvalidArgumentError(where + ": name must match [a-zA-Z_:][a-zA-Z0-9_:]*");
@@ -53,14 +53,13 @@ absl::StatusOr<std::vector<double>> ValidateSpec(const MetricSpec& spec, MetricT
   if (!bounds.empty() && std::isinf(bounds.back()) && bounds.back() > 0) bounds.pop_back();
   for (size_t i = 0; i < bounds.size(); ++i) {
     if (!std::isfinite(bounds[i])) {
-      return absl::InvalidArgumentError(where + ": bucket " + std::to_string(i) + " is " +
-                                        FormatValue(bounds[i]) + ", bounds must be finite");
+      return absl::InvalidArgumentError(where + ": bucket " + std::to_string(i) + " is " + FormatValue(bounds[i]) +
+                                        ", bounds must be finite");
     }
     if (i > 0 && !(bounds[i] > bounds[i - 1])) {
-      return absl::InvalidArgumentError(where + ": bucket " + std::to_string(i) + " (" +
-                                        FormatValue(bounds[i]) +
-                                        ") is not greater than the previous bound (" +
-                                        FormatValue(bounds[i - 1]) + ")");
+      return absl::InvalidArgumentError(where + ": bucket " + std::to_string(i) + " (" + FormatValue(bounds[i]) +
+                                        ") is not greater than the previous bound (" + FormatValue(bounds[i - 1]) +
+                                        ")");
     }
   }
   return bounds;
@@ -87,9 +86,8 @@ absl::StatusOr<Family<T>*> Registry::Add(const MetricSpec& spec, MetricType expe
       // the downcast is safe.
       return static_cast<Family<T>*>(const_cast<FamilyBase*>(owner));
     }
-    return absl::AlreadyExistsError("metric '" + name + "': sample name '" + sample_name +
-                                    "' is already used by " + MetricTypeName(owner->type()) +
-                                    " '" + owner->name() +
+    return absl::AlreadyExistsError("metric '" + name + "': sample name '" + sample_name + "' is already used by " +
+                                    MetricTypeName(owner->type()) + " '" + owner->name() +
                                     "' (a family may only be re-registered with an identical "
                                     "spec)");
   }

@@ -124,8 +124,7 @@ std::string FormatValue(double value) {
   return std::string(buffer, result.ptr);
 }
 
-void AppendSampleLine(std::string_view name, std::string_view labels, std::string_view value,
-                      std::string* out) {
+void AppendSampleLine(std::string_view name, std::string_view labels, std::string_view value, std::string* out) {
   out->append(name);
   if (!labels.empty()) {
     out->push_back('{');

@@ -34,7 +34,6 @@ std::string FormatValue(double value);
 
 /// Appends one sample line, `name{labels} value\n`, or `name value\n` when
 /// `labels` is empty. `labels` is already rendered and escaped: `a="x",b="y"`.
-void AppendSampleLine(std::string_view name, std::string_view labels, std::string_view value,
-                      std::string* out);
+void AppendSampleLine(std::string_view name, std::string_view labels, std::string_view value, std::string* out);
 
 }  // namespace orca::metrics

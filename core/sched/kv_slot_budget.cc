@@ -13,13 +13,11 @@ absl::StatusOr<KvSlotBudget> KvSlotBudget::Create(int64_t n_slots, int32_t kv_bl
     return absl::InvalidArgumentError(absl::StrCat("n_slots must be >= 1 (got ", n_slots, ")"));
   }
   if (kv_block_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kv_block_size must be >= 1 (got ", kv_block_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("kv_block_size must be >= 1 (got ", kv_block_size, ")"));
   }
   if (n_slots % kv_block_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("n_slots (", n_slots,
-                                                   ") must be a multiple of kv_block_size (",
-                                                   kv_block_size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("n_slots (", n_slots, ") must be a multiple of kv_block_size (", kv_block_size, ")"));
   }
   return KvSlotBudget(n_slots, kv_block_size);
 }

@@ -31,8 +31,7 @@ class KvSlotBudget {
   int32_t kv_block_size() const { return kv_block_size_; }
 
  private:
-  KvSlotBudget(int64_t n_slots, int32_t kv_block_size)
-      : n_slots_(n_slots), kv_block_size_(kv_block_size) {}
+  KvSlotBudget(int64_t n_slots, int32_t kv_block_size) : n_slots_(n_slots), kv_block_size_(kv_block_size) {}
 
   int64_t n_slots_;
   int32_t kv_block_size_;

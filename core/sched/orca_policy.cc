@@ -2,8 +2,7 @@
 
 namespace orca::sched {
 
-std::vector<RequestId> OrcaPolicy::Select(const RequestPool& pool, const KvSlotBudget& budget,
-                                          int32_t max_bs) {
+std::vector<RequestId> OrcaPolicy::Select(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs) {
   std::vector<RequestId> batch;
   if (max_bs <= 0) return batch;
   // Slots this selection would add on top of budget.n_rsrv(); the Scheduler reserves them

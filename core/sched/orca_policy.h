@@ -27,9 +27,7 @@ class OrcaPolicy final : public SchedulingPolicy {
   PolicyKind kind() const override { return PolicyKind::kOrca; }
   [[nodiscard]] std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget,
                                               int32_t max_bs) override;
-  [[nodiscard]] std::vector<RequestId> OnRequestFinished(const Request& request) override {
-    return {request.id()};
-  }
+  [[nodiscard]] std::vector<RequestId> OnRequestFinished(const Request& request) override { return {request.id()}; }
 };
 
 }  // namespace orca::sched

@@ -14,8 +14,7 @@ bool Contains(const std::vector<int32_t>& ids, int32_t id) {
 
 }  // namespace
 
-Request::Request(RequestId id, RequestSpec spec, int32_t max_new_tokens, int64_t reservation,
-                 absl::Time arrival_time)
+Request::Request(RequestId id, RequestSpec spec, int32_t max_new_tokens, int64_t reservation, absl::Time arrival_time)
     : id_(id),
       spec_(std::move(spec)),
       max_new_tokens_(max_new_tokens),
@@ -23,8 +22,7 @@ Request::Request(RequestId id, RequestSpec spec, int32_t max_new_tokens, int64_t
       arrival_time_(arrival_time) {}
 
 void Request::Admit(absl::Time now) {
-  ORCA_CHECK(state_ == RequestState::kQueued)
-      << "request " << id_ << " admitted in state " << RequestStateName(state_);
+  ORCA_CHECK(state_ == RequestState::kQueued) << "request " << id_ << " admitted in state " << RequestStateName(state_);
   state_ = RequestState::kWaitingNextIteration;
   admitted_time_ = now;
 }

@@ -20,8 +20,7 @@ class Request {
  public:
   /// `max_new_tokens` is the effective limit (spec's, capped by the context);
   /// `reservation` the KV slots it reserves once admitted.
-  Request(RequestId id, RequestSpec spec, int32_t max_new_tokens, int64_t reservation,
-          absl::Time arrival_time);
+  Request(RequestId id, RequestSpec spec, int32_t max_new_tokens, int64_t reservation, absl::Time arrival_time);
 
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
@@ -34,9 +33,7 @@ class Request {
   bool admitted() const { return IsAdmitted(state_); }
   bool in_flight() const { return state_ == RequestState::kRunning; }
   /// Phase of its next iteration: initiation until its first iteration was scheduled.
-  Phase next_phase() const {
-    return num_iterations_scheduled_ == 0 ? Phase::kInitiation : Phase::kIncrement;
-  }
+  Phase next_phase() const { return num_iterations_scheduled_ == 0 ? Phase::kInitiation : Phase::kIncrement; }
   int32_t num_prompt_tokens() const { return static_cast<int32_t>(spec_.prompt_token_ids.size()); }
   int32_t num_generated_tokens() const { return num_generated_; }
   /// Effective max new tokens (spec's value capped by the model context).

@@ -4,11 +4,10 @@
 
 namespace orca::sched {
 
-RequestLevelPolicy::RequestLevelPolicy(int32_t num_microbatches)
-    : num_microbatches_(std::max(1, num_microbatches)) {}
+RequestLevelPolicy::RequestLevelPolicy(int32_t num_microbatches) : num_microbatches_(std::max(1, num_microbatches)) {}
 
-std::vector<RequestId> RequestLevelPolicy::RunnableMembers(
-    const RequestPool& pool, const std::vector<RequestId>& microbatch) {
+std::vector<RequestId> RequestLevelPolicy::RunnableMembers(const RequestPool& pool,
+                                                           const std::vector<RequestId>& microbatch) {
   std::vector<RequestId> runnable;
   for (RequestId id : microbatch) {
     const Request* request = pool.Find(id);
@@ -19,8 +18,8 @@ std::vector<RequestId> RequestLevelPolicy::RunnableMembers(
   return runnable;
 }
 
-std::vector<RequestId> RequestLevelPolicy::FormBatch(const RequestPool& pool,
-                                                     const KvSlotBudget& budget, int32_t max_bs) {
+std::vector<RequestId> RequestLevelPolicy::FormBatch(const RequestPool& pool, const KvSlotBudget& budget,
+                                                     int32_t max_bs) {
   std::vector<RequestId> members;
   int64_t new_reservations = 0;
   for (const auto& [id, request] : pool) {
@@ -33,8 +32,7 @@ std::vector<RequestId> RequestLevelPolicy::FormBatch(const RequestPool& pool,
   return members;
 }
 
-std::vector<RequestId> RequestLevelPolicy::Select(const RequestPool& pool,
-                                                  const KvSlotBudget& budget, int32_t max_bs) {
+std::vector<RequestId> RequestLevelPolicy::Select(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs) {
   if (max_bs <= 0) return {};
   if (batch_.has_value()) {
     // The running batch owns the engine: its next microbatch whose iteration returned goes.

@@ -44,11 +44,9 @@ class RequestLevelPolicy final : public SchedulingPolicy {
   };
 
   // The microbatch's unfinished members, or empty when one of them is in flight.
-  static std::vector<RequestId> RunnableMembers(const RequestPool& pool,
-                                                const std::vector<RequestId>& microbatch);
+  static std::vector<RequestId> RunnableMembers(const RequestPool& pool, const std::vector<RequestId>& microbatch);
   // Up to max_bs QUEUED requests that fit together, in arrival order.
-  static std::vector<RequestId> FormBatch(const RequestPool& pool, const KvSlotBudget& budget,
-                                          int32_t max_bs);
+  static std::vector<RequestId> FormBatch(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs);
   bool Contains(RequestId id) const;
 
   int32_t num_microbatches_;

@@ -8,8 +8,7 @@ namespace orca::sched {
 
 void RequestPool::Add(std::unique_ptr<Request> request) {
   const RequestId id = request->id();
-  ORCA_CHECK(id > last_id_) << "request ids must increase in arrival order: " << id
-                            << " after " << last_id_;
+  ORCA_CHECK(id > last_id_) << "request ids must increase in arrival order: " << id << " after " << last_id_;
   last_id_ = id;
   if (!request->caller_id().empty()) by_caller_id_[request->caller_id()] = id;
   requests_.emplace(id, std::move(request));

@@ -115,35 +115,52 @@ inline RequestState FinishedStateFor(FinishCause cause) {
 
 inline const char* RequestStateName(RequestState state) {
   switch (state) {
-    case RequestState::kQueued: return "QUEUED";
-    case RequestState::kRunning: return "RUNNING";
-    case RequestState::kWaitingNextIteration: return "WAITING_NEXT_ITERATION";
-    case RequestState::kFinishedStop: return "FINISHED_STOP";
-    case RequestState::kFinishedLength: return "FINISHED_LENGTH";
-    case RequestState::kFinishedCancelled: return "FINISHED_CANCELLED";
-    case RequestState::kFinishedError: return "FINISHED_ERROR";
+    case RequestState::kQueued:
+      return "QUEUED";
+    case RequestState::kRunning:
+      return "RUNNING";
+    case RequestState::kWaitingNextIteration:
+      return "WAITING_NEXT_ITERATION";
+    case RequestState::kFinishedStop:
+      return "FINISHED_STOP";
+    case RequestState::kFinishedLength:
+      return "FINISHED_LENGTH";
+    case RequestState::kFinishedCancelled:
+      return "FINISHED_CANCELLED";
+    case RequestState::kFinishedError:
+      return "FINISHED_ERROR";
   }
   return "UNKNOWN";
 }
 
 inline const char* FinishCauseName(FinishCause cause) {
   switch (cause) {
-    case FinishCause::kNone: return "none";
-    case FinishCause::kStopToken: return "stop_token";
-    case FinishCause::kEosToken: return "eos_token";
-    case FinishCause::kMaxNewTokens: return "max_new_tokens";
-    case FinishCause::kContextLimit: return "context_limit";
-    case FinishCause::kCancelled: return "cancelled";
-    case FinishCause::kDeadlineExceeded: return "deadline_exceeded";
-    case FinishCause::kError: return "error";
+    case FinishCause::kNone:
+      return "none";
+    case FinishCause::kStopToken:
+      return "stop_token";
+    case FinishCause::kEosToken:
+      return "eos_token";
+    case FinishCause::kMaxNewTokens:
+      return "max_new_tokens";
+    case FinishCause::kContextLimit:
+      return "context_limit";
+    case FinishCause::kCancelled:
+      return "cancelled";
+    case FinishCause::kDeadlineExceeded:
+      return "deadline_exceeded";
+    case FinishCause::kError:
+      return "error";
   }
   return "unknown";
 }
 
 inline const char* PhaseName(Phase phase) {
   switch (phase) {
-    case Phase::kInitiation: return "initiation";
-    case Phase::kIncrement: return "increment";
+    case Phase::kInitiation:
+      return "initiation";
+    case Phase::kIncrement:
+      return "increment";
   }
   return "unknown";
 }

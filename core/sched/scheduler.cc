@@ -35,13 +35,11 @@ namespace {
 absl::Status CheckTokenIds(const std::vector<int32_t>& ids, const char* field, int32_t vocab_size) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, "[", i, "] = ", ids[i], " is negative"));
+      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] = ", ids[i], " is negative"));
     }
     if (vocab_size > 0 && ids[i] >= vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] = ", ids[i],
-                                                     " is out of range for vocab_size (",
-                                                     vocab_size, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "] = ", ids[i], " is out of range for vocab_size (", vocab_size, ")"));
     }
   }
   return absl::OkStatus();
@@ -55,12 +53,10 @@ std::string ErrorText(const absl::Status& error, const char* fallback) {
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions options) {
   if (options.max_bs < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_bs must be >= 1 (got ", options.max_bs, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("max_bs must be >= 1 (got ", options.max_bs, ")"));
   }
   if (options.n_workers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("n_workers must be >= 1 (got ", options.n_workers, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("n_workers must be >= 1 (got ", options.n_workers, ")"));
   }
   if (options.max_context < 0) {
     return absl::InvalidArgumentError(
@@ -71,19 +67,17 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
         absl::StrCat("vocab_size must be >= 0, 0 = unchecked (got ", options.vocab_size, ")"));
   }
   if (options.max_queued_requests < 0 || options.max_queued_tokens < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_queued_requests and max_queued_tokens must be >= 0, 0 = unlimited (got ",
-        options.max_queued_requests, " and ", options.max_queued_tokens, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_queued_requests and max_queued_tokens must be >= 0, 0 = unlimited (got ",
+                     options.max_queued_requests, " and ", options.max_queued_tokens, ")"));
   }
-  ORCA_ASSIGN_OR_RETURN(KvSlotBudget budget,
-                        KvSlotBudget::Create(options.n_slots, options.kv_block_size));
+  ORCA_ASSIGN_OR_RETURN(KvSlotBudget budget, KvSlotBudget::Create(options.n_slots, options.kv_block_size));
   std::unique_ptr<SchedulingPolicy> policy = CreatePolicy(options.policy, options.n_workers);
   if (policy == nullptr) return absl::InvalidArgumentError("unknown scheduling policy");
   return std::unique_ptr<Scheduler>(new Scheduler(options, budget, std::move(policy)));
 }
 
-Scheduler::Scheduler(SchedulerOptions options, KvSlotBudget budget,
-                     std::unique_ptr<SchedulingPolicy> policy)
+Scheduler::Scheduler(SchedulerOptions options, KvSlotBudget budget, std::unique_ptr<SchedulingPolicy> policy)
     : options_(options), budget_(budget), policy_(std::move(policy)) {}
 
 absl::Status Scheduler::ValidateSpec(const RequestSpec& spec) const {
@@ -91,20 +85,17 @@ absl::Status Scheduler::ValidateSpec(const RequestSpec& spec) const {
     return absl::InvalidArgumentError("prompt_token_ids must not be empty");
   }
   if (spec.prompt_token_ids.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt_token_ids has ", spec.prompt_token_ids.size(), " tokens"));
+    return absl::InvalidArgumentError(absl::StrCat("prompt_token_ids has ", spec.prompt_token_ids.size(), " tokens"));
   }
   ORCA_RETURN_IF_ERROR(CheckTokenIds(spec.prompt_token_ids, "prompt_token_ids", options_.vocab_size));
   ORCA_RETURN_IF_ERROR(CheckTokenIds(spec.stop_token_ids, "stop_token_ids", 0));
   ORCA_RETURN_IF_ERROR(CheckTokenIds(spec.eos_token_ids, "eos_token_ids", 0));
   if (spec.max_new_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_new_tokens must be >= 1 (got ", spec.max_new_tokens, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens must be >= 1 (got ", spec.max_new_tokens, ")"));
   }
   if (spec.min_new_tokens < 0 || spec.min_new_tokens > spec.max_new_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("min_new_tokens (", spec.min_new_tokens,
-                                                   ") must be in [0, max_new_tokens (",
-                                                   spec.max_new_tokens, ")]"));
+                                                   ") must be in [0, max_new_tokens (", spec.max_new_tokens, ")]"));
   }
   if (std::string problem = spec.sampling.Validate(); !problem.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling: ", problem));
@@ -121,27 +112,24 @@ absl::StatusOr<int32_t> Scheduler::EffectiveMaxNewTokens(const RequestSpec& spec
                                               "the model context (max_context ",
                                               options_.max_context, ")"));
   }
-  return static_cast<int32_t>(
-      std::min<int64_t>(spec.max_new_tokens, options_.max_context - prompt));
+  return static_cast<int32_t>(std::min<int64_t>(spec.max_new_tokens, options_.max_context - prompt));
 }
 
 absl::Status Scheduler::CheckQueueLimits(const RequestSpec& spec) const {
   const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
   if (options_.max_queued_tokens > 0 && prompt > options_.max_queued_tokens) {
     // Could never be queued, however empty the queue: not a transient condition.
-    return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt,
-                                                   " tokens) exceeds max_queued_tokens (",
-                                                   options_.max_queued_tokens, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt (", prompt, " tokens) exceeds max_queued_tokens (", options_.max_queued_tokens, ")"));
   }
   if (options_.max_queued_requests > 0 && num_queued_ >= options_.max_queued_requests) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("queue is full: ", num_queued_, " requests waiting (max_queued_requests ",
-                     options_.max_queued_requests, ")"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "queue is full: ", num_queued_, " requests waiting (max_queued_requests ", options_.max_queued_requests, ")"));
   }
   if (options_.max_queued_tokens > 0 && queued_tokens_ + prompt > options_.max_queued_tokens) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "queue is full: ", queued_tokens_, " prompt tokens waiting + ", prompt,
-        " would exceed max_queued_tokens (", options_.max_queued_tokens, ")"));
+    return absl::ResourceExhaustedError(absl::StrCat("queue is full: ", queued_tokens_, " prompt tokens waiting + ",
+                                                     prompt, " would exceed max_queued_tokens (",
+                                                     options_.max_queued_tokens, ")"));
   }
   return absl::OkStatus();
 }
@@ -156,16 +144,13 @@ absl::StatusOr<RequestId> Scheduler::Submit(RequestSpec spec, absl::Time now) {
   const int64_t max_tokens = prompt + max_new_tokens;
   const int64_t reservation = budget_.ReservationFor(max_tokens);
   if (reservation > budget_.n_slots()) {
-    std::string message = absl::StrCat("prompt (", prompt, " tokens) + max_new_tokens (",
-                                       spec.max_new_tokens);
+    std::string message = absl::StrCat("prompt (", prompt, " tokens) + max_new_tokens (", spec.max_new_tokens);
     if (max_new_tokens != spec.max_new_tokens) {
-      absl::StrAppend(&message, ", capped to ", max_new_tokens, " by max_context ",
-                      options_.max_context);
+      absl::StrAppend(&message, ", capped to ", max_new_tokens, " by max_context ", options_.max_context);
     }
     absl::StrAppend(&message, ") = ", max_tokens);
     if (reservation != max_tokens) {
-      absl::StrAppend(&message, " (", reservation, " rounded up to kv_block_size ",
-                      budget_.kv_block_size(), ")");
+      absl::StrAppend(&message, " (", reservation, " rounded up to kv_block_size ", budget_.kv_block_size(), ")");
     }
     absl::StrAppend(&message, " exceeds n_slots (", budget_.n_slots(), ")");
     return absl::InvalidArgumentError(message);
@@ -174,8 +159,7 @@ absl::StatusOr<RequestId> Scheduler::Submit(RequestSpec spec, absl::Time now) {
     return absl::DeadlineExceededError("deadline had already passed at submit");
   }
   if (!spec.caller_id.empty() && pool_.FindByCallerId(spec.caller_id).has_value()) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("request id '", spec.caller_id, "' is already in use"));
+    return absl::AlreadyExistsError(absl::StrCat("request id '", spec.caller_id, "' is already in use"));
   }
   ORCA_RETURN_IF_ERROR(CheckQueueLimits(spec));
 
@@ -201,8 +185,7 @@ std::optional<IterationPlan> Scheduler::Schedule(absl::Time now) {
     ORCA_CHECK(request != nullptr && !request->finished() && !request->in_flight())
         << "policy selected request " << id << " which is not selectable";
     if (request->state() == RequestState::kQueued) {
-      ORCA_CHECK(budget_.TryReserve(request->reservation()))
-          << "policy admitted request " << id << " beyond n_slots";
+      ORCA_CHECK(budget_.TryReserve(request->reservation())) << "policy admitted request " << id << " beyond n_slots";
       request->Admit(now);
       --num_queued_;
       queued_tokens_ -= request->num_prompt_tokens();
@@ -217,8 +200,9 @@ std::optional<IterationPlan> Scheduler::Schedule(absl::Time now) {
   return plan;
 }
 
-absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(
-    IterationId iteration_id, absl::Span<const RequestResult> results, absl::Time now) {
+absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId iteration_id,
+                                                                     absl::Span<const RequestResult> results,
+                                                                     absl::Time now) {
   auto it = in_flight_.find(iteration_id);
   if (it == in_flight_.end()) {
     return absl::NotFoundError(absl::StrCat("iteration ", iteration_id, " is not in flight"));
@@ -245,17 +229,16 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(
     auto found = tokens.find(id);
     if (found == tokens.end()) {
       FinishRequest(*request, FinishCause::kError,
-                    absl::StrCat("the engine returned no token for request ", id,
-                                 " in iteration ", iteration_id),
-                    now, events);
+                    absl::StrCat("the engine returned no token for request ", id, " in iteration ", iteration_id), now,
+                    events);
       continue;
     }
     const SampledToken& token = *found->second;
     if (token.token_id < 0 || (options_.vocab_size > 0 && token.token_id >= options_.vocab_size)) {
-      FinishRequest(*request, FinishCause::kError,
-                    absl::StrCat("the engine returned token id ", token.token_id,
-                                 " outside the vocabulary for request ", id),
-                    now, events);
+      FinishRequest(
+          *request, FinishCause::kError,
+          absl::StrCat("the engine returned token id ", token.token_id, " outside the vocabulary for request ", id),
+          now, events);
       continue;
     }
     const FinishCause cause = request->CompleteIteration(token, now);
@@ -266,8 +249,7 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(
 }
 
 absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationFailed(IterationId iteration_id,
-                                                                       const absl::Status& error,
-                                                                       absl::Time now) {
+                                                                       const absl::Status& error, absl::Time now) {
   auto it = in_flight_.find(iteration_id);
   if (it == in_flight_.end()) {
     return absl::NotFoundError(absl::StrCat("iteration ", iteration_id, " is not in flight"));
@@ -295,8 +277,8 @@ std::vector<RequestEvent> Scheduler::FailAll(const absl::Status& error, absl::Ti
   return std::move(events).Take();
 }
 
-void Scheduler::FailBatch(const std::vector<RequestId>& members, const std::string& error_message,
-                          absl::Time now, EventList& events) {
+void Scheduler::FailBatch(const std::vector<RequestId>& members, const std::string& error_message, absl::Time now,
+                          EventList& events) {
   for (RequestId id : members) {
     Request* request = pool_.Find(id);
     if (request == nullptr || request->finished()) continue;
@@ -343,8 +325,8 @@ std::vector<RequestEvent> Scheduler::ExpireDeadlines(absl::Time now) {
   return events;
 }
 
-void Scheduler::FinishRequest(Request& request, FinishCause cause, std::string error_message,
-                              absl::Time now, EventList& events) {
+void Scheduler::FinishRequest(Request& request, FinishCause cause, std::string error_message, absl::Time now,
+                              EventList& events) {
   const RequestState before = request.state();
   if (before == RequestState::kQueued) {
     --num_queued_;

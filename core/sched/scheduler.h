@@ -43,8 +43,8 @@ struct SchedulerOptions {
 
 /// A snapshot for metrics and the service's GetStats.
 struct SchedulerStats {
-  int32_t num_queued = 0;   ///< QUEUED (wire: num_requests_waiting).
-  int32_t num_running = 0;  ///< Admitted: RUNNING + WAITING_NEXT_ITERATION (wire: num_requests_running).
+  int32_t num_queued = 0;              ///< QUEUED (wire: num_requests_waiting).
+  int32_t num_running = 0;             ///< Admitted: RUNNING + WAITING_NEXT_ITERATION (wire: num_requests_running).
   int32_t num_in_flight_requests = 0;  ///< RUNNING.
   int32_t num_batches_in_flight = 0;
   int64_t n_rsrv = 0;  ///< Reserved KV slots (wire: kv_slots_used).
@@ -122,13 +122,11 @@ class Scheduler {
   /// for requests not in the batch are ignored. Returns the events to stream, in batch
   /// order. NOT_FOUND when the iteration is not in flight (unknown, or dropped by FailAll).
   absl::StatusOr<std::vector<RequestEvent>> OnIterationDone(IterationId iteration_id,
-                                                            absl::Span<const RequestResult> results,
-                                                            absl::Time now);
+                                                            absl::Span<const RequestResult> results, absl::Time now);
 
   /// The iteration failed in the pipeline: each member finishes ERROR with `error`'s message
   /// (CANCELLED if it was cancelled meanwhile). NOT_FOUND as for OnIterationDone.
-  absl::StatusOr<std::vector<RequestEvent>> OnIterationFailed(IterationId iteration_id,
-                                                              const absl::Status& error,
+  absl::StatusOr<std::vector<RequestEvent>> OnIterationFailed(IterationId iteration_id, const absl::Status& error,
                                                               absl::Time now);
 
   /// The pipeline is dead: every in-flight iteration is dropped and every admitted request
@@ -168,8 +166,7 @@ class Scheduler {
  private:
   class EventList;
 
-  Scheduler(SchedulerOptions options, KvSlotBudget budget,
-            std::unique_ptr<SchedulingPolicy> policy);
+  Scheduler(SchedulerOptions options, KvSlotBudget budget, std::unique_ptr<SchedulingPolicy> policy);
 
   absl::Status ValidateSpec(const RequestSpec& spec) const;
   // Effective max new tokens after the context cap; OUT_OF_RANGE when nothing fits.
@@ -177,11 +174,10 @@ class Scheduler {
   absl::Status CheckQueueLimits(const RequestSpec& spec) const;
   // Finishes `request` with `cause`, releases its slots, queues its id for the workers and
   // delivers whatever the policy says became visible.
-  void FinishRequest(Request& request, FinishCause cause, std::string error_message,
-                     absl::Time now, EventList& events);
+  void FinishRequest(Request& request, FinishCause cause, std::string error_message, absl::Time now, EventList& events);
   // Finishes every member of a dropped or failed iteration.
-  void FailBatch(const std::vector<RequestId>& members, const std::string& error_message,
-                 absl::Time now, EventList& events);
+  void FailBatch(const std::vector<RequestId>& members, const std::string& error_message, absl::Time now,
+                 EventList& events);
   CancelResult CancelWithCause(RequestId id, FinishCause cause, absl::Time now);
 
   SchedulerOptions options_;

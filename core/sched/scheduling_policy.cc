@@ -7,8 +7,10 @@ namespace orca::sched {
 
 const char* PolicyKindName(PolicyKind kind) {
   switch (kind) {
-    case PolicyKind::kOrca: return "orca";
-    case PolicyKind::kRequestLevel: return "request-level";
+    case PolicyKind::kOrca:
+      return "orca";
+    case PolicyKind::kRequestLevel:
+      return "request-level";
   }
   return "unknown";
 }
@@ -21,8 +23,10 @@ std::optional<PolicyKind> ParsePolicyKind(const std::string& name) {
 
 std::unique_ptr<SchedulingPolicy> CreatePolicy(PolicyKind kind, int32_t n_workers) {
   switch (kind) {
-    case PolicyKind::kOrca: return std::make_unique<OrcaPolicy>();
-    case PolicyKind::kRequestLevel: return std::make_unique<RequestLevelPolicy>(n_workers);
+    case PolicyKind::kOrca:
+      return std::make_unique<OrcaPolicy>();
+    case PolicyKind::kRequestLevel:
+      return std::make_unique<RequestLevelPolicy>(n_workers);
   }
   return nullptr;
 }

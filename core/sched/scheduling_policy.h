@@ -35,8 +35,7 @@ class SchedulingPolicy {
   /// Returns the ids of the next batch in batch order, at most `max_bs`; empty when nothing
   /// is selectable. In-flight and finished requests are never selected. QUEUED requests in
   /// the result fit in `budget` together.
-  [[nodiscard]] virtual std::vector<RequestId> Select(const RequestPool& pool,
-                                                      const KvSlotBudget& budget,
+  [[nodiscard]] virtual std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget,
                                                       int32_t max_bs) = 0;
 
   /// `request` has just reached a FINISHED state. Returns the ids (finished, still in the

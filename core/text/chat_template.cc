@@ -2,9 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -102,7 +101,8 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromModel(const std:
   const fs::path path(model_path);
   if (fs::is_regular_file(path, ec) && path.extension() == ".gguf") {
     ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(model_path));
-    if (!gguf->Has("tokenizer.chat_template")) return absl::NotFoundError(model_path + " has no tokenizer.chat_template");
+    if (!gguf->Has("tokenizer.chat_template"))
+      return absl::NotFoundError(model_path + " has no tokenizer.chat_template");
     ORCA_ASSIGN_OR_RETURN(std::string source, gguf->GetString("tokenizer.chat_template"));
     return FromSource(std::move(source));
   }

@@ -103,7 +103,8 @@ class PrependNormalizer : public Normalizer {
 
 class ReplaceNormalizer : public Normalizer {
  public:
-  ReplaceNormalizer(std::unique_ptr<Regex> re, std::string content) : re_(std::move(re)), content_(std::move(content)) {}
+  ReplaceNormalizer(std::unique_ptr<Regex> re, std::string content)
+      : re_(std::move(re)), content_(std::move(content)) {}
   std::string Normalize(std::string_view text) const override { return ReplaceAll(text, *re_, content_); }
 
  private:
@@ -135,8 +136,10 @@ class StripNormalizer : public Normalizer {
     std::vector<size_t> offsets;
     std::vector<char32_t> cps = DecodeUtf8(text, &offsets);
     size_t b = 0, e = cps.size();
-    if (left_) while (b < e && IsWhiteSpace(cps[b])) ++b;
-    if (right_) while (e > b && IsWhiteSpace(cps[e - 1])) --e;
+    if (left_)
+      while (b < e && IsWhiteSpace(cps[b])) ++b;
+    if (right_)
+      while (e > b && IsWhiteSpace(cps[e - 1])) --e;
     return std::string(text.substr(offsets[b], offsets[e] - offsets[b]));
   }
 
@@ -246,7 +249,9 @@ class MetaspacePreTokenizer : public PreTokenizer {
  public:
   enum class Prepend { kAlways, kFirst, kNever };
   MetaspacePreTokenizer(std::string replacement, Prepend prepend, bool split)
-      : replacement_(std::move(replacement)), prepend_(prepend), split_(split),
+      : replacement_(std::move(replacement)),
+        prepend_(prepend),
+        split_(split),
         splitter_(Regex::Literal(replacement_)) {}
   void PreTokenize(std::string_view piece, int section_index, std::vector<std::string>* out) const override {
     std::string text = absl::StrReplaceAll(std::string(piece), {{" ", replacement_}});
@@ -279,8 +284,7 @@ absl::StatusOr<SplitBehavior> ParseBehavior(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("unknown Split behavior '", name, "'"));
 }
 
-absl::StatusOr<std::unique_ptr<PreTokenizer>> MakeSplit(std::string_view pattern, SplitBehavior behavior,
-                                                        bool invert) {
+absl::StatusOr<std::unique_ptr<PreTokenizer>> MakeSplit(std::string_view pattern, SplitBehavior behavior, bool invert) {
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<Regex> re, Regex::Compile(pattern));
   return std::unique_ptr<PreTokenizer>(new SplitPreTokenizer(std::move(re), behavior, invert));
 }
@@ -306,7 +310,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizerImpl(const json& 
     if (GetBool(j, "use_regex", true)) {
       ORCA_ASSIGN_OR_RETURN(re, Regex::Compile(kGpt2Pattern));
     }
-    return std::unique_ptr<PreTokenizer>(new ByteLevelPreTokenizer(GetBool(j, "add_prefix_space", false), std::move(re)));
+    return std::unique_ptr<PreTokenizer>(
+        new ByteLevelPreTokenizer(GetBool(j, "add_prefix_space", false), std::move(re)));
   }
   if (type == "Metaspace") {
     MetaspacePreTokenizer::Prepend prepend = MetaspacePreTokenizer::Prepend::kAlways;
@@ -317,8 +322,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizerImpl(const json& 
       } else if (scheme == "never") {
         prepend = MetaspacePreTokenizer::Prepend::kNever;
       } else if (scheme != "always") {
-        return absl::InvalidArgumentError("Metaspace prepend_scheme must be always, first or never, got '" +
-                                          scheme + "'");
+        return absl::InvalidArgumentError("Metaspace prepend_scheme must be always, first or never, got '" + scheme +
+                                          "'");
       }
     } else if (!GetBool(j, "add_prefix_space", true)) {
       prepend = MetaspacePreTokenizer::Prepend::kNever;
@@ -351,8 +356,7 @@ std::string BytesToUnicodeString(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> SplitWithPattern(std::string_view text, const Regex& re, SplitBehavior behavior,
-                                          bool invert) {
+std::vector<std::string> SplitWithPattern(std::string_view text, const Regex& re, SplitBehavior behavior, bool invert) {
   std::vector<size_t> offsets;
   std::vector<char32_t> cps = DecodeUtf8(text, &offsets);
   struct Segment {

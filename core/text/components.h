@@ -6,11 +6,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "core/text/regex.h"
@@ -43,8 +42,7 @@ enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWith
 
 /// Splits `text` around the matches of `re` (code point offsets), as HF's
 /// `NormalizedString::split` does. Empty pieces are dropped.
-std::vector<std::string> SplitWithPattern(std::string_view text, const Regex& re, SplitBehavior behavior,
-                                          bool invert);
+std::vector<std::string> SplitWithPattern(std::string_view text, const Regex& re, SplitBehavior behavior, bool invert);
 
 class PreTokenizer {
  public:

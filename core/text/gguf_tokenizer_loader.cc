@@ -106,8 +106,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& 
   if (f->Has("tokenizer.ggml.token_type")) {
     ORCA_ASSIGN_OR_RETURN(types, f->GetIntArray("tokenizer.ggml.token_type"));
     if (types.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("tokenizer.ggml.token_type has ", types.size(),
-                                                     " entries for ", n, " tokens"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer.ggml.token_type has ", types.size(), " entries for ", n, " tokens"));
     }
   }
   const bool is_spm = model == "llama";

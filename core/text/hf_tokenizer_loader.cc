@@ -1,7 +1,6 @@
 #include "core/text/hf_tokenizer_loader.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/container/flat_hash_set.h"
@@ -82,7 +81,9 @@ absl::Status ParseModel(const json& model, TokenizerSpec* spec, Vocab* vocab_out
     auto it = vocab.find(model.at("unk_token").get<std::string>());
     if (it != vocab.end()) options.unk_id = it->second;
   }
-  auto flag = [&](const char* key) { return model.contains(key) && model.at(key).is_boolean() && model.at(key).get<bool>(); };
+  auto flag = [&](const char* key) {
+    return model.contains(key) && model.at(key).is_boolean() && model.at(key).get<bool>();
+  };
   auto str = [&](const char* key) {
     return model.contains(key) && model.at(key).is_string() ? model.at(key).get<std::string>() : std::string();
   };
@@ -135,9 +136,9 @@ absl::Status ParsePostProcessor(const json& pp, std::vector<int32_t>* prefix, st
     }
     return absl::OkStatus();
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "unsupported post_processor type '", type,
-      "' (supported: TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence)"));
+  return absl::UnimplementedError(
+      absl::StrCat("unsupported post_processor type '", type,
+                   "' (supported: TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing, Sequence)"));
 }
 
 // One decoder step, applied to every token (before Fuse) or to the joined text.
@@ -186,9 +187,9 @@ absl::Status FlattenDecoder(const json& d, std::vector<DecoderStep>* steps) {
                         !d.at("add_prefix_space").get<bool>());
     step.prepend = scheme != "never" && add_prefix;
   } else {
-    return absl::UnimplementedError(absl::StrCat(
-        "unsupported decoder type '", type,
-        "' (supported: Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)"));
+    return absl::UnimplementedError(
+        absl::StrCat("unsupported decoder type '", type,
+                     "' (supported: Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)"));
   }
   steps->push_back(std::move(step));
   return absl::OkStatus();
@@ -398,8 +399,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Build(const json& tj, const json& con
   }
   ORCA_ASSIGN_OR_RETURN(spec.normalizer, ParseNormalizer(tj.value("normalizer", json())));
   ORCA_ASSIGN_OR_RETURN(spec.pre_tokenizer, ParsePreTokenizer(tj.value("pre_tokenizer", json())));
-  ORCA_RETURN_IF_ERROR(Annotate(ParsePostProcessor(tj.value("post_processor", json()), &spec.prefix_ids,
-                                                   &spec.suffix_ids), "post_processor"));
+  ORCA_RETURN_IF_ERROR(Annotate(
+      ParsePostProcessor(tj.value("post_processor", json()), &spec.prefix_ids, &spec.suffix_ids), "post_processor"));
   ORCA_RETURN_IF_ERROR(Annotate(PlanDecoding(tj.value("decoder", json()), added_contents, &spec), "decoder"));
   spec.decode_rules.clean_up_tokenization_spaces = ConfigBool(config, "clean_up_tokenization_spaces").value_or(false);
 

@@ -42,8 +42,8 @@ class IncrementalDetokenizer {
   bool skip_special_tokens_;
   Tokenizer::DecodeRules rules_;
   Utf8StreamDecoder utf8_;
-  int strip_remaining_ = 0;   // leading strip_chars still to drop
-  std::string pending_;       // text held back by the clean-up stage
+  int strip_remaining_ = 0;  // leading strip_chars still to drop
+  std::string pending_;      // text held back by the clean-up stage
   size_t num_tokens_ = 0;
 };
 

@@ -21,8 +21,23 @@ struct Position {
 
 struct Expr {
   enum class Kind {
-    kLiteral, kName, kList, kTuple, kDict, kAttr, kItem, kSlice, kCall, kFilter, kTest,
-    kUnary, kBinary, kAnd, kOr, kNot, kTernary
+    kLiteral,
+    kName,
+    kList,
+    kTuple,
+    kDict,
+    kAttr,
+    kItem,
+    kSlice,
+    kCall,
+    kFilter,
+    kTest,
+    kUnary,
+    kBinary,
+    kAnd,
+    kOr,
+    kNot,
+    kTernary
   };
   Kind kind = Kind::kLiteral;
   Position pos;
@@ -46,8 +61,8 @@ struct Stmt {
   std::vector<std::string> targets;  // kFor / kSet / kSetBlock names; kMacro name
   std::string attr;                  // kSet `ns.attr = ...`
   std::vector<std::pair<std::unique_ptr<Expr>, std::vector<std::unique_ptr<Stmt>>>> branches;  // kIf
-  std::vector<std::unique_ptr<Stmt>> body;       // kFor, kSetBlock, kMacro
-  std::vector<std::unique_ptr<Stmt>> else_body;  // kIf, kFor
+  std::vector<std::unique_ptr<Stmt>> body;                            // kFor, kSetBlock, kMacro
+  std::vector<std::unique_ptr<Stmt>> else_body;                       // kIf, kFor
   std::vector<std::pair<std::string, std::unique_ptr<Expr>>> params;  // kMacro (default may be null)
 };
 

@@ -45,7 +45,8 @@ std::string Title(const std::string& s, bool first_only) {
       seen_first = true;
       continue;
     }
-    out += cased ? (prev_cased ? CaseMap(one, false) : EncodeUtf8(static_cast<char32_t>(u_totitle(static_cast<UChar32>(c)))))
+    out += cased ? (prev_cased ? CaseMap(one, false)
+                               : EncodeUtf8(static_cast<char32_t>(u_totitle(static_cast<UChar32>(c)))))
                  : one;
     prev_cased = cased;
   }
@@ -96,7 +97,8 @@ std::vector<std::string> Split(const std::string& s, const Value* sep, int64_t m
   const std::string& d = sep->str();
   size_t start = 0;
   while (true) {
-    size_t pos = (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) ? std::string::npos : s.find(d, start);
+    size_t pos =
+        (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) ? std::string::npos : s.find(d, start);
     if (pos == std::string::npos) {
       parts.push_back(s.substr(start));
       return parts;
@@ -288,15 +290,18 @@ std::string PyStrip(const std::string& s, const Value* chars, int mode) {
     return whitespace ? IsPySpace(c) : std::find(set.begin(), set.end(), c) != set.end();
   };
   size_t b = 0, e = cps.size();
-  if (mode != 2) while (b < e && strip(cps[b])) ++b;
-  if (mode != 1) while (e > b && strip(cps[e - 1])) --e;
+  if (mode != 2)
+    while (b < e && strip(cps[b])) ++b;
+  if (mode != 1)
+    while (e > b && strip(cps[e - 1])) --e;
   return s.substr(offsets[b], offsets[e] - offsets[b]);
 }
 
 absl::StatusOr<std::vector<Value>> Iterate(const Value& v) {
   std::vector<Value> out;
   switch (v.type()) {
-    case Value::Type::kList: return v.list();
+    case Value::Type::kList:
+      return v.list();
     case Value::Type::kDict:
       for (const auto& [k, val] : v.dict().items) out.push_back(Value::String(k));
       return out;
@@ -304,8 +309,10 @@ absl::StatusOr<std::vector<Value>> Iterate(const Value& v) {
       for (char32_t c : DecodeUtf8(v.str())) out.push_back(Value::String(EncodeUtf8(c)));
       return out;
     case Value::Type::kUndefined:
-    case Value::Type::kNone: return out;
-    default: return TypeError("value is not iterable", v);
+    case Value::Type::kNone:
+      return out;
+    default:
+      return TypeError("value is not iterable", v);
   }
 }
 
@@ -344,7 +351,8 @@ absl::StatusOr<Value> CallMethod(const Value& target, std::string_view name, con
     }
     if (name == "index") {
       for (size_t i = 0; i < target.list().size(); ++i) {
-        if (!a.positional.empty() && target.list()[i].Equals(a.positional[0])) return Value::Int(static_cast<int64_t>(i));
+        if (!a.positional.empty() && target.list()[i].Equals(a.positional[0]))
+          return Value::Int(static_cast<int64_t>(i));
       }
       return absl::InvalidArgumentError("list.index(x): x not in list");
     }
@@ -431,12 +439,23 @@ absl::StatusOr<Value> StringFilter(std::string_view name, const Value& v, const 
     std::string out;
     for (char c : v.ToString()) {
       switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&#34;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
+        case '&':
+          out += "&amp;";
+          break;
+        case '<':
+          out += "&lt;";
+          break;
+        case '>':
+          out += "&gt;";
+          break;
+        case '"':
+          out += "&#34;";
+          break;
+        case '\'':
+          out += "&#39;";
+          break;
+        default:
+          out += c;
       }
     }
     return Value::String(std::move(out));

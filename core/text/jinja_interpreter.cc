@@ -36,30 +36,32 @@ class Interpreter {
     Scope& g = scopes_.back();
     g.try_emplace("range", Builtin(Range));
     g.try_emplace("namespace", Builtin([](const CallArgs& a) -> absl::StatusOr<Value> {
-      Value::Dict d;
-      d.is_namespace = true;
-      for (const auto& [k, v] : a.keyword) d.Set(k, v);
-      return Value::MakeDict(std::move(d));
-    }));
+                    Value::Dict d;
+                    d.is_namespace = true;
+                    for (const auto& [k, v] : a.keyword) d.Set(k, v);
+                    return Value::MakeDict(std::move(d));
+                  }));
     g.try_emplace("dict", Builtin([](const CallArgs& a) -> absl::StatusOr<Value> {
-      Value::Dict d;
-      for (const auto& [k, v] : a.keyword) d.Set(k, v);
-      return Value::MakeDict(std::move(d));
-    }));
+                    Value::Dict d;
+                    for (const auto& [k, v] : a.keyword) d.Set(k, v);
+                    return Value::MakeDict(std::move(d));
+                  }));
     g.try_emplace("raise_exception", Builtin([](const CallArgs& a) -> absl::StatusOr<Value> {
-      std::string msg = a.positional.empty() ? "template raised an exception" : a.positional[0].ToString();
-      return absl::InvalidArgumentError("template error: " + msg);
-    }));
+                    std::string msg =
+                        a.positional.empty() ? "template raised an exception" : a.positional[0].ToString();
+                    return absl::InvalidArgumentError("template error: " + msg);
+                  }));
     g.try_emplace("strftime_now", Builtin([](const CallArgs& a) -> absl::StatusOr<Value> {
-      const Value* fmt = a.Get(0, "format");
-      if (fmt == nullptr || !fmt->IsString()) return absl::InvalidArgumentError("strftime_now needs a format string");
-      std::time_t now = std::time(nullptr);
-      std::tm tm{};
-      localtime_r(&now, &tm);
-      char buf[256];
-      size_t n = std::strftime(buf, sizeof(buf), fmt->str().c_str(), &tm);
-      return Value::String(std::string(buf, n));
-    }));
+                    const Value* fmt = a.Get(0, "format");
+                    if (fmt == nullptr || !fmt->IsString())
+                      return absl::InvalidArgumentError("strftime_now needs a format string");
+                    std::time_t now = std::time(nullptr);
+                    std::tm tm{};
+                    localtime_r(&now, &tm);
+                    char buf[256];
+                    size_t n = std::strftime(buf, sizeof(buf), fmt->str().c_str(), &tm);
+                    return Value::String(std::string(buf, n));
+                  }));
   }
 
   absl::StatusOr<Flow> ExecBody(const std::vector<std::unique_ptr<Stmt>>& body, std::string* out) {
@@ -106,8 +108,8 @@ class Interpreter {
     if (!s.attr.empty()) {
       Value target = Lookup(s.targets[0]);
       if (!target.IsDict() || !target.dict().is_namespace) {
-        return ErrorAt(s.pos, "cannot set attribute '" + s.attr + "' of '" + s.targets[0] +
-                                  "', which is not a namespace()");
+        return ErrorAt(s.pos,
+                       "cannot set attribute '" + s.attr + "' of '" + s.targets[0] + "', which is not a namespace()");
       }
       target.dict().Set(s.attr, value);
       return absl::OkStatus();
@@ -217,9 +219,9 @@ class Interpreter {
       loop.Set("previtem", i > 0 ? items[i - 1] : Value());
       loop.Set("nextitem", i + 1 < n ? items[i + 1] : Value());
       loop.Set("cycle", Builtin([i](const CallArgs& a) -> absl::StatusOr<Value> {
-        if (a.positional.empty()) return absl::InvalidArgumentError("loop.cycle needs arguments");
-        return a.positional[static_cast<size_t>(i) % a.positional.size()];
-      }));
+                 if (a.positional.empty()) return absl::InvalidArgumentError("loop.cycle needs arguments");
+                 return a.positional[static_cast<size_t>(i) % a.positional.size()];
+               }));
       scopes_.back()["loop"] = Value::MakeDict(std::move(loop));
       absl::StatusOr<Flow> flow = ExecBody(s.body, out);
       if (!flow.ok()) {
@@ -240,7 +242,8 @@ class Interpreter {
     }
     absl::StatusOr<std::vector<Value>> parts = Iterate(item);
     if (!parts.ok() || parts->size() != s.targets.size()) {
-      return ErrorAt(s.pos, absl::StrCat("cannot unpack a ", item.TypeName(), " into ", s.targets.size(), " loop variables"));
+      return ErrorAt(s.pos,
+                     absl::StrCat("cannot unpack a ", item.TypeName(), " into ", s.targets.size(), " loop variables"));
     }
     for (size_t i = 0; i < parts->size(); ++i) scopes_.back()[s.targets[i]] = (*parts)[i];
     return absl::OkStatus();
@@ -366,7 +369,7 @@ absl::StatusOr<Value> Interpreter::EvalCall(const Expr& e) {
   ORCA_ASSIGN_OR_RETURN(Value fn, Eval(callee));
   if (fn.type() != Value::Type::kFunction) {
     return absl::InvalidArgumentError(callee.kind == Expr::Kind::kName ? "'" + callee.name + "' is not callable"
-                                                                     : "value is not callable");
+                                                                       : "value is not callable");
   }
   return fn.function()(args);
 }
@@ -415,7 +418,8 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e) {
     }
     case Expr::Kind::kUnary: {
       ORCA_ASSIGN_OR_RETURN(Value v, Eval(*e.args[0]));
-      if (!v.IsNumber()) return absl::InvalidArgumentError(absl::StrCat("bad operand type for unary ", e.name, ": ", v.TypeName()));
+      if (!v.IsNumber())
+        return absl::InvalidArgumentError(absl::StrCat("bad operand type for unary ", e.name, ": ", v.TypeName()));
       if (e.name == "+") return v;
       return v.type() == Value::Type::kFloat ? Value::Float(-v.AsFloat()) : Value::Int(-v.AsInt());
     }
@@ -486,7 +490,8 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const Expr& e) {
       return Value::String(std::move(s));
     }
     Value::List items;
-    for (int64_t i = 0; i < r.AsInt() && items.size() < (1u << 20); ++i) items.insert(items.end(), l.list().begin(), l.list().end());
+    for (int64_t i = 0; i < r.AsInt() && items.size() < (1u << 20); ++i)
+      items.insert(items.end(), l.list().begin(), l.list().end());
     return Value::MakeList(std::move(items));
   }
   if (!l.IsNumber() || !r.IsNumber()) {

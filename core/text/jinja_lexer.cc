@@ -48,7 +48,8 @@ class Lexer {
       if (open_dash) {
         while (end > begin && IsSpace(src_[end - 1])) --end;
       }
-      if (end > begin) tokens_.push_back({Token::Kind::kText, std::string(src_.substr(begin, end - begin)), Pos(begin)});
+      if (end > begin)
+        tokens_.push_back({Token::Kind::kText, std::string(src_.substr(begin, end - begin)), Pos(begin)});
       if (!has_tag) break;
       // --- the tag itself ---
       size_t p = open + 2 + ((open_dash || open_plus) ? 1 : 0);
@@ -174,16 +175,36 @@ class Lexer {
       if (*p >= src_.size()) break;
       char e = src_[(*p)++];
       switch (e) {
-        case 'n': out += '\n'; break;
-        case 't': out += '\t'; break;
-        case 'r': out += '\r'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'v': out += '\v'; break;
-        case '0': out += '\0'; break;
-        case '\\': out += '\\'; break;
-        case '\'': out += '\''; break;
-        case '"': out += '"'; break;
+        case 'n':
+          out += '\n';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'v':
+          out += '\v';
+          break;
+        case '0':
+          out += '\0';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '\'':
+          out += '\'';
+          break;
+        case '"':
+          out += '"';
+          break;
         case 'x':
         case 'u': {
           const size_t len = e == 'x' ? 2 : 4;
@@ -191,7 +212,10 @@ class Lexer {
           char32_t v = 0;
           for (size_t k = 0; k < len; ++k) {
             char h = src_[*p + k];
-            int d = IsDigit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+            int d = IsDigit(h)               ? h - '0'
+                    : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                    : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                             : -1;
             if (d < 0) return Error(*p, "bad hexadecimal escape in string");
             v = v * 16 + static_cast<char32_t>(d);
           }

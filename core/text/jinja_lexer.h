@@ -11,10 +11,7 @@
 namespace orca::text::jinja {
 
 struct Token {
-  enum class Kind {
-    kText, kExprOpen, kExprClose, kStmtOpen, kStmtClose,
-    kName, kString, kInt, kFloat, kOp, kEnd
-  };
+  enum class Kind { kText, kExprOpen, kExprClose, kStmtOpen, kStmtClose, kName, kString, kInt, kFloat, kOp, kEnd };
   Kind kind = Kind::kEnd;
   std::string text;  // text, name, string value, number literal, operator
   Position pos;

@@ -43,14 +43,22 @@ class Parser {
   }
   static std::string Describe(const Token& tok) {
     switch (tok.kind) {
-      case Kind::kEnd: return "end of template";
-      case Kind::kText: return "text";
-      case Kind::kExprClose: return "'}}'";
-      case Kind::kStmtClose: return "'%}'";
-      case Kind::kExprOpen: return "'{{'";
-      case Kind::kStmtOpen: return "'{%'";
-      case Kind::kString: return "string literal";
-      default: return "'" + tok.text + "'";
+      case Kind::kEnd:
+        return "end of template";
+      case Kind::kText:
+        return "text";
+      case Kind::kExprClose:
+        return "'}}'";
+      case Kind::kStmtClose:
+        return "'%}'";
+      case Kind::kExprOpen:
+        return "'{{'";
+      case Kind::kStmtOpen:
+        return "'{%'";
+      case Kind::kString:
+        return "string literal";
+      default:
+        return "'" + tok.text + "'";
     }
   }
   absl::Status ExpectOp(std::string_view op) {
@@ -79,8 +87,7 @@ class Parser {
 
   // Parses statements until `{% <one of ends> ...`; stores the keyword met in
   // *end (leaving the rest of that tag unconsumed). With no ends: until EOF.
-  absl::Status ParseBody(std::initializer_list<std::string_view> ends, std::vector<StmtPtr>* body,
-                         std::string* end) {
+  absl::Status ParseBody(std::initializer_list<std::string_view> ends, std::vector<StmtPtr>* body, std::string* end) {
     while (true) {
       const Token& tok = Peek();
       if (tok.kind == Kind::kEnd) {
@@ -407,8 +414,8 @@ class Parser {
         if (IsOp("(")) {
           ORCA_RETURN_IF_ERROR(ParseCallArgs(t.get()));
         } else if (Peek().kind == Kind::kInt || Peek().kind == Kind::kFloat || Peek().kind == Kind::kString ||
-                   (Peek().kind == Kind::kName && !IsName("and") && !IsName("or") && !IsName("else") &&
-                    !IsName("if") && !IsName("not") && !IsName("in") && !IsName("is"))) {
+                   (Peek().kind == Kind::kName && !IsName("and") && !IsName("or") && !IsName("else") && !IsName("if") &&
+                    !IsName("not") && !IsName("in") && !IsName("is"))) {
           ORCA_ASSIGN_OR_RETURN(ExprPtr arg, ParsePrimary());
           t->args.push_back(std::move(arg));
         }

@@ -3,7 +3,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -86,28 +85,38 @@ Value Value::MakeFunction(Function f) {
 
 int64_t Value::AsInt() const {
   switch (type_) {
-    case Type::kInt: return i_;
-    case Type::kFloat: return static_cast<int64_t>(f_);
-    case Type::kBool: return b_ ? 1 : 0;
-    default: return 0;
+    case Type::kInt:
+      return i_;
+    case Type::kFloat:
+      return static_cast<int64_t>(f_);
+    case Type::kBool:
+      return b_ ? 1 : 0;
+    default:
+      return 0;
   }
 }
 
-double Value::AsFloat() const {
-  return type_ == Type::kFloat ? f_ : static_cast<double>(AsInt());
-}
+double Value::AsFloat() const { return type_ == Type::kFloat ? f_ : static_cast<double>(AsInt()); }
 
 bool Value::Truthy() const {
   switch (type_) {
     case Type::kUndefined:
-    case Type::kNone: return false;
-    case Type::kBool: return b_;
-    case Type::kInt: return i_ != 0;
-    case Type::kFloat: return f_ != 0;
-    case Type::kString: return !s_.empty();
-    case Type::kList: return !list_->empty();
-    case Type::kDict: return !dict_->items.empty();
-    case Type::kFunction: return true;
+    case Type::kNone:
+      return false;
+    case Type::kBool:
+      return b_;
+    case Type::kInt:
+      return i_ != 0;
+    case Type::kFloat:
+      return f_ != 0;
+    case Type::kString:
+      return !s_.empty();
+    case Type::kList:
+      return !list_->empty();
+    case Type::kDict:
+      return !dict_->items.empty();
+    case Type::kFunction:
+      return true;
   }
   return false;
 }
@@ -148,13 +157,27 @@ void JsonString(const std::string& s, std::string* out) {
   *out += '"';
   for (unsigned char c : s) {
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -172,20 +195,29 @@ void JsonString(const std::string& s, std::string* out) {
 
 std::string Value::ToString() const {
   switch (type_) {
-    case Type::kUndefined: return "";
-    case Type::kString: return s_;
-    default: return Repr();
+    case Type::kUndefined:
+      return "";
+    case Type::kString:
+      return s_;
+    default:
+      return Repr();
   }
 }
 
 std::string Value::Repr() const {
   switch (type_) {
-    case Type::kUndefined: return "";
-    case Type::kNone: return "None";
-    case Type::kBool: return b_ ? "True" : "False";
-    case Type::kInt: return std::to_string(i_);
-    case Type::kFloat: return FloatRepr(f_);
-    case Type::kString: return PyQuote(s_);
+    case Type::kUndefined:
+      return "";
+    case Type::kNone:
+      return "None";
+    case Type::kBool:
+      return b_ ? "True" : "False";
+    case Type::kInt:
+      return std::to_string(i_);
+    case Type::kFloat:
+      return FloatRepr(f_);
+    case Type::kString:
+      return PyQuote(s_);
     case Type::kList: {
       std::string out = "[";
       for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].Repr();
@@ -198,7 +230,8 @@ std::string Value::Repr() const {
       }
       return out + "}";
     }
-    case Type::kFunction: return "<function>";
+    case Type::kFunction:
+      return "<function>";
   }
   return "";
 }
@@ -210,11 +243,17 @@ std::string Value::ToJson(int indent, int depth) const {
   const char* sep = indent >= 0 ? "," : ", ";
   switch (type_) {
     case Type::kUndefined:
-    case Type::kNone: return "null";
-    case Type::kBool: return b_ ? "true" : "false";
-    case Type::kInt: return std::to_string(i_);
-    case Type::kFloat: return FloatRepr(f_);
-    case Type::kString: JsonString(s_, &out); return out;
+    case Type::kNone:
+      return "null";
+    case Type::kBool:
+      return b_ ? "true" : "false";
+    case Type::kInt:
+      return std::to_string(i_);
+    case Type::kFloat:
+      return FloatRepr(f_);
+    case Type::kString:
+      JsonString(s_, &out);
+      return out;
     case Type::kList:
       if (list_->empty()) return "[]";
       out = "[";
@@ -229,7 +268,8 @@ std::string Value::ToJson(int indent, int depth) const {
         out += ": " + dict_->items[i].second.ToJson(indent, depth + 1);
       }
       return out + end_pad + "}";
-    case Type::kFunction: return "null";
+    case Type::kFunction:
+      return "null";
   }
   return "null";
 }
@@ -242,8 +282,10 @@ bool Value::Equals(const Value& o) const {
   if (type_ != o.type_) return false;
   switch (type_) {
     case Type::kUndefined:
-    case Type::kNone: return true;
-    case Type::kString: return s_ == o.s_;
+    case Type::kNone:
+      return true;
+    case Type::kString:
+      return s_ == o.s_;
     case Type::kList:
       if (list_->size() != o.list_->size()) return false;
       for (size_t i = 0; i < list_->size(); ++i) {
@@ -257,22 +299,33 @@ bool Value::Equals(const Value& o) const {
         if (ov == nullptr || !v.Equals(*ov)) return false;
       }
       return true;
-    case Type::kFunction: return fn_ == o.fn_;
-    default: return false;
+    case Type::kFunction:
+      return fn_ == o.fn_;
+    default:
+      return false;
   }
 }
 
 const char* Value::TypeName() const {
   switch (type_) {
-    case Type::kUndefined: return "undefined";
-    case Type::kNone: return "none";
-    case Type::kBool: return "bool";
-    case Type::kInt: return "int";
-    case Type::kFloat: return "float";
-    case Type::kString: return "string";
-    case Type::kList: return "list";
-    case Type::kDict: return dict_->is_namespace ? "namespace" : "dict";
-    case Type::kFunction: return "function";
+    case Type::kUndefined:
+      return "undefined";
+    case Type::kNone:
+      return "none";
+    case Type::kBool:
+      return "bool";
+    case Type::kInt:
+      return "int";
+    case Type::kFloat:
+      return "float";
+    case Type::kString:
+      return "string";
+    case Type::kList:
+      return "list";
+    case Type::kDict:
+      return dict_->is_namespace ? "namespace" : "dict";
+    case Type::kFunction:
+      return "function";
   }
   return "?";
 }
@@ -280,12 +333,17 @@ const char* Value::TypeName() const {
 namespace {
 Value FromJson(const nlohmann::json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::None();
-    case nlohmann::json::value_t::boolean: return Value::Bool(j.get<bool>());
+    case nlohmann::json::value_t::null:
+      return Value::None();
+    case nlohmann::json::value_t::boolean:
+      return Value::Bool(j.get<bool>());
     case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return Value::Int(j.get<int64_t>());
-    case nlohmann::json::value_t::number_float: return Value::Float(j.get<double>());
-    case nlohmann::json::value_t::string: return Value::String(j.get<std::string>());
+    case nlohmann::json::value_t::number_unsigned:
+      return Value::Int(j.get<int64_t>());
+    case nlohmann::json::value_t::number_float:
+      return Value::Float(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return Value::String(j.get<std::string>());
     case nlohmann::json::value_t::array: {
       Value::List items;
       for (const auto& x : j) items.push_back(FromJson(x));
@@ -296,7 +354,8 @@ Value FromJson(const nlohmann::json& j) {
       for (const auto& [k, v] : j.items()) d.items.emplace_back(k, FromJson(v));
       return Value::MakeDict(std::move(d));
     }
-    default: return Value();
+    default:
+      return Value();
   }
 }
 }  // namespace

@@ -50,7 +50,7 @@ char32_t CharAt(std::string_view text, size_t i) {
 
 std::string Tokenizer::CleanUpTokenizationSpaces(std::string_view text) {
   static const std::pair<const char*, const char*> kRules[] = {
-      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
   };
   std::string s(text);
@@ -75,8 +75,8 @@ absl::StatusOr<std::unique_ptr<PipelineTokenizer>> PipelineTokenizer::Create(Tok
   for (size_t i = 0; i < s.added_tokens.size(); ++i) {
     const AddedToken& a = s.added_tokens[i];
     if (a.id < 0 || static_cast<size_t>(a.id) >= n) {
-      return absl::InvalidArgumentError(absl::StrCat("added token '", a.content, "' has id ", a.id,
-                                                     " outside the vocabulary (size ", n, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("added token '", a.content, "' has id ", a.id, " outside the vocabulary (size ", n, ")"));
     }
     const bool normalized = a.normalized && s.normalizer != nullptr;
     t->match_text_[i] = normalized ? s.normalizer->Normalize(a.content) : a.content;
@@ -85,9 +85,8 @@ absl::StatusOr<std::unique_ptr<PipelineTokenizer>> PipelineTokenizer::Create(Tok
   }
   for (int m = 0; m < 2; ++m) {
     for (auto& list : t->by_first_byte_[m]) {
-      std::stable_sort(list.begin(), list.end(), [&](int a, int b) {
-        return t->match_text_[a].size() > t->match_text_[b].size();
-      });
+      std::stable_sort(list.begin(), list.end(),
+                       [&](int a, int b) { return t->match_text_[a].size() > t->match_text_[b].size(); });
     }
   }
   return t;
@@ -174,8 +173,8 @@ absl::StatusOr<std::string> PipelineTokenizer::Decode(absl::Span<const int32_t> 
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t id = ids[i];
     if (id < 0 || id >= vocab_size() || !spec_.present[id]) {
-      return absl::InvalidArgumentError(absl::StrCat("token id ", id, " at position ", i,
-                                                     " is outside the vocabulary (size ", vocab_size(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " at position ", i, " is outside the vocabulary (size ", vocab_size(), ")"));
     }
     if (skip_special_tokens && spec_.special[id]) continue;
     joined += spec_.pieces[id];
@@ -208,8 +207,6 @@ std::optional<int32_t> PipelineTokenizer::TokenToId(std::string_view token) cons
   return it->second;
 }
 
-bool PipelineTokenizer::IsSpecial(int32_t id) const {
-  return id >= 0 && id < vocab_size() && spec_.special[id];
-}
+bool PipelineTokenizer::IsSpecial(int32_t id) const { return id >= 0 && id < vocab_size() && spec_.special[id]; }
 
 }  // namespace orca::text

@@ -13,8 +13,19 @@ namespace orca::text {
 namespace regex_internal {
 
 enum class Kind {
-  kEmpty, kChar, kClass, kAny, kSeq, kAlt, kRepeat, kLookahead, kAtomic,
-  kLineStart, kLineEnd, kTextStart, kTextEnd
+  kEmpty,
+  kChar,
+  kClass,
+  kAny,
+  kSeq,
+  kAlt,
+  kRepeat,
+  kLookahead,
+  kAtomic,
+  kLineStart,
+  kLineEnd,
+  kTextStart,
+  kTextEnd
 };
 enum class RepeatMode { kGreedy, kLazy, kPossessive };
 
@@ -50,12 +61,24 @@ bool IsWordChar(char32_t c) {
 bool ItemMatches(const ClassItem& item, char32_t c) {
   bool r = false;
   switch (item.type) {
-    case ClassItem::Type::kRange: r = c >= item.lo && c <= item.hi; break;
-    case ClassItem::Type::kCategory: r = (GeneralCategoryMask(c) & item.mask) != 0; break;
-    case ClassItem::Type::kWhiteSpace: r = IsWhiteSpace(c); break;
-    case ClassItem::Type::kWord: r = IsWordChar(c); break;
-    case ClassItem::Type::kAlphabetic: r = IsAlphabetic(c); break;
-    case ClassItem::Type::kAny: r = true; break;
+    case ClassItem::Type::kRange:
+      r = c >= item.lo && c <= item.hi;
+      break;
+    case ClassItem::Type::kCategory:
+      r = (GeneralCategoryMask(c) & item.mask) != 0;
+      break;
+    case ClassItem::Type::kWhiteSpace:
+      r = IsWhiteSpace(c);
+      break;
+    case ClassItem::Type::kWord:
+      r = IsWordChar(c);
+      break;
+    case ClassItem::Type::kAlphabetic:
+      r = IsAlphabetic(c);
+      break;
+    case ClassItem::Type::kAny:
+      r = true;
+      break;
   }
   return r != item.negate;
 }
@@ -93,9 +116,7 @@ bool MatchOne(const Node& n, char32_t c) {
   }
 }
 
-bool IsSingleChar(const Node* n) {
-  return n->kind == Kind::kChar || n->kind == Kind::kClass || n->kind == Kind::kAny;
-}
+bool IsSingleChar(const Node* n) { return n->kind == Kind::kChar || n->kind == Kind::kClass || n->kind == Kind::kAny; }
 
 // A non-owning reference to a continuation `bool(size_t end)`.
 class Cont {
@@ -152,7 +173,11 @@ class Matcher {
       }
       case Kind::kAtomic: {
         size_t end = 0;
-        if (!Match(n->child, i, [&end](size_t e) { end = e; return true; })) return false;
+        if (!Match(n->child, i, [&end](size_t e) {
+              end = e;
+              return true;
+            }))
+          return false;
         return k(end);
       }
       case Kind::kLineStart:
@@ -215,7 +240,13 @@ class Matcher {
       int c = count;
       while (n->max < 0 || c < n->max) {
         size_t end = pos;
-        if (!Match(n->child, pos, [&end](size_t e) { end = e; return true; }) || end == pos) break;
+        if (!Match(n->child, pos,
+                   [&end](size_t e) {
+                     end = e;
+                     return true;
+                   }) ||
+            end == pos)
+          break;
         pos = end;
         ++c;
       }
@@ -259,8 +290,7 @@ class RegexCompiler {
   }
   absl::Status Error(std::string_view what) const {
     return absl::InvalidArgumentError(
-        absl::StrCat("regex error at character ", pos_, ": ", std::string(what), " in pattern '", re_->pattern_,
-                     "'"));
+        absl::StrCat("regex error at character ", pos_, ": ", std::string(what), " in pattern '", re_->pattern_, "'"));
   }
   bool AtEnd() const { return pos_ >= p_.size(); }
   char32_t Peek(size_t ahead = 0) const { return pos_ + ahead < p_.size() ? p_[pos_ + ahead] : 0; }
@@ -435,8 +465,10 @@ class RegexCompiler {
     size_t count = 0;
     while (!AtEnd() && (braced ? Peek() != '}' : count < digits)) {
       char32_t c = Peek();
-      int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-              : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+      int d = (c >= '0' && c <= '9')   ? c - '0'
+              : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+              : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                       : -1;
       if (d < 0) return Error("bad hex escape");
       v = v * 16 + static_cast<char32_t>(d);
       ++pos_;
@@ -470,17 +502,17 @@ class RegexCompiler {
       uint32_t mask;
     };
     static const Cat kCats[] = {
-        {"L", U_GC_L_MASK}, {"Letter", U_GC_L_MASK}, {"Lu", U_GC_LU_MASK}, {"Ll", U_GC_LL_MASK},
-        {"Lt", U_GC_LT_MASK}, {"Lm", U_GC_LM_MASK}, {"Lo", U_GC_LO_MASK}, {"M", U_GC_M_MASK},
-        {"Mark", U_GC_M_MASK}, {"Mn", U_GC_MN_MASK}, {"Mc", U_GC_MC_MASK}, {"Me", U_GC_ME_MASK},
-        {"N", U_GC_N_MASK}, {"Number", U_GC_N_MASK}, {"Nd", U_GC_ND_MASK}, {"Nl", U_GC_NL_MASK},
-        {"No", U_GC_NO_MASK}, {"P", U_GC_P_MASK}, {"Punctuation", U_GC_P_MASK}, {"Pc", U_GC_PC_MASK},
-        {"Pd", U_GC_PD_MASK}, {"Ps", U_GC_PS_MASK}, {"Pe", U_GC_PE_MASK}, {"Pi", U_GC_PI_MASK},
-        {"Pf", U_GC_PF_MASK}, {"Po", U_GC_PO_MASK}, {"S", U_GC_S_MASK}, {"Symbol", U_GC_S_MASK},
-        {"Sm", U_GC_SM_MASK}, {"Sc", U_GC_SC_MASK}, {"Sk", U_GC_SK_MASK}, {"So", U_GC_SO_MASK},
-        {"Z", U_GC_Z_MASK}, {"Zs", U_GC_ZS_MASK}, {"Zl", U_GC_ZL_MASK}, {"Zp", U_GC_ZP_MASK},
-        {"C", U_GC_C_MASK}, {"Cc", U_GC_CC_MASK}, {"Cf", U_GC_CF_MASK}, {"Co", U_GC_CO_MASK},
-        {"Cs", U_GC_CS_MASK}, {"Cn", U_GC_CN_MASK},
+        {"L", U_GC_L_MASK},    {"Letter", U_GC_L_MASK}, {"Lu", U_GC_LU_MASK},         {"Ll", U_GC_LL_MASK},
+        {"Lt", U_GC_LT_MASK},  {"Lm", U_GC_LM_MASK},    {"Lo", U_GC_LO_MASK},         {"M", U_GC_M_MASK},
+        {"Mark", U_GC_M_MASK}, {"Mn", U_GC_MN_MASK},    {"Mc", U_GC_MC_MASK},         {"Me", U_GC_ME_MASK},
+        {"N", U_GC_N_MASK},    {"Number", U_GC_N_MASK}, {"Nd", U_GC_ND_MASK},         {"Nl", U_GC_NL_MASK},
+        {"No", U_GC_NO_MASK},  {"P", U_GC_P_MASK},      {"Punctuation", U_GC_P_MASK}, {"Pc", U_GC_PC_MASK},
+        {"Pd", U_GC_PD_MASK},  {"Ps", U_GC_PS_MASK},    {"Pe", U_GC_PE_MASK},         {"Pi", U_GC_PI_MASK},
+        {"Pf", U_GC_PF_MASK},  {"Po", U_GC_PO_MASK},    {"S", U_GC_S_MASK},           {"Symbol", U_GC_S_MASK},
+        {"Sm", U_GC_SM_MASK},  {"Sc", U_GC_SC_MASK},    {"Sk", U_GC_SK_MASK},         {"So", U_GC_SO_MASK},
+        {"Z", U_GC_Z_MASK},    {"Zs", U_GC_ZS_MASK},    {"Zl", U_GC_ZL_MASK},         {"Zp", U_GC_ZP_MASK},
+        {"C", U_GC_C_MASK},    {"Cc", U_GC_CC_MASK},    {"Cf", U_GC_CF_MASK},         {"Co", U_GC_CO_MASK},
+        {"Cs", U_GC_CS_MASK},  {"Cn", U_GC_CN_MASK},
     };
     for (const Cat& cat : kCats) {
       if (name == cat.name) {
@@ -514,20 +546,24 @@ class RegexCompiler {
     char32_t c = p_[pos_++];
     *is_item = true;
     switch (c) {
-      case 's': case 'S':
+      case 's':
+      case 'S':
         item->type = ClassItem::Type::kWhiteSpace;
         item->negate = c == 'S';
         return absl::OkStatus();
-      case 'd': case 'D':
+      case 'd':
+      case 'D':
         item->type = ClassItem::Type::kCategory;
         item->mask = U_GC_ND_MASK;
         item->negate = c == 'D';
         return absl::OkStatus();
-      case 'w': case 'W':
+      case 'w':
+      case 'W':
         item->type = ClassItem::Type::kWord;
         item->negate = c == 'W';
         return absl::OkStatus();
-      case 'p': case 'P': {
+      case 'p':
+      case 'P': {
         absl::StatusOr<ClassItem> prop = ParseProperty(c == 'P');
         if (!prop.ok()) return prop.status();
         *item = *prop;
@@ -538,14 +574,30 @@ class RegexCompiler {
     }
     *is_item = false;
     switch (c) {
-      case 'n': *literal = '\n'; break;
-      case 'r': *literal = '\r'; break;
-      case 't': *literal = '\t'; break;
-      case 'f': *literal = '\f'; break;
-      case 'v': *literal = '\v'; break;
-      case 'a': *literal = 0x07; break;
-      case 'e': *literal = 0x1B; break;
-      case '0': *literal = 0; break;
+      case 'n':
+        *literal = '\n';
+        break;
+      case 'r':
+        *literal = '\r';
+        break;
+      case 't':
+        *literal = '\t';
+        break;
+      case 'f':
+        *literal = '\f';
+        break;
+      case 'v':
+        *literal = '\v';
+        break;
+      case 'a':
+        *literal = 0x07;
+        break;
+      case 'e':
+        *literal = 0x1B;
+        break;
+      case '0':
+        *literal = 0;
+        break;
       case 'x': {
         bool braced = Peek() == '{';
         if (braced) ++pos_;
@@ -639,7 +691,9 @@ class RegexCompiler {
       case '$':
         ++pos_;
         return New(Kind::kLineEnd);
-      case '*': case '+': case '?':
+      case '*':
+      case '+':
+      case '?':
         return Error("quantifier without a target");
       case '\\': {
         ++pos_;
@@ -710,7 +764,10 @@ bool Regex::Search(const std::vector<char32_t>& text, size_t from, Match* match)
   regex_internal::Matcher matcher(text);
   for (size_t start = from; start <= text.size(); ++start) {
     size_t end = 0;
-    if (matcher.Match(root_, start, [&end](size_t e) { end = e; return true; })) {
+    if (matcher.Match(root_, start, [&end](size_t e) {
+          end = e;
+          return true;
+        })) {
       match->begin = start;
       match->end = end;
       return true;

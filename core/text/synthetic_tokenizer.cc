@@ -1,10 +1,9 @@
 #include "core/text/synthetic_tokenizer.h"
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -35,7 +34,8 @@ constexpr const char* kTrainingText[] = {
     "them together, and the results are streamed back to the clients as soon as each token is ready. ",
     "def add(a, b):\n    return a + b\n\n\nclass Counter:\n    def __init__(self):\n        self.count = 0\n\n"
     "    def increment(self, step=1):\n        self.count += step\n        return self.count\n\n",
-    "for i in range(10):\n    if i % 2 == 0:\n        print(f\"{i} is even\")\n    else:\n        print(f\"{i} is odd\")\n",
+    "for i in range(10):\n    if i % 2 == 0:\n        print(f\"{i} is even\")\n    else:\n        print(f\"{i} is "
+    "odd\")\n",
     "#include <stdio.h>\n\nint main(int argc, char** argv) {\n  for (int i = 0; i < argc; ++i) {\n"
     "    printf(\"%d: %s\\n\", i, argv[i]);\n  }\n  return 0;\n}\n",
     "const items = [1, 2, 3, 4, 5];\nconst total = items.map((x) => x * 2).reduce((a, b) => a + b, 0);\n"
@@ -144,11 +144,16 @@ absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t 
   const char* kSpecials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   json added = json::array();
   for (int k = 0; k < 3; ++k) {
-    added.push_back({{"id", num_regular + k}, {"content", kSpecials[k]}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added.push_back({{"id", num_regular + k},
+                     {"content", kSpecials[k]},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   }
-  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
-                           {"use_regex", true}};
+  const json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   json tokenizer = {
       {"version", "1.0"},
       {"truncation", nullptr},
@@ -159,9 +164,16 @@ absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t 
       {"post_processor", byte_level},
       {"decoder", byte_level},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
-        {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
-        {"vocab", vocab}, {"merges", merges}}},
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", ""},
+        {"end_of_word_suffix", ""},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", false},
+        {"vocab", vocab},
+        {"merges", merges}}},
   };
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<ChatTemplate> chatml, ChatTemplate::Builtin("chatml"));
   json config = {

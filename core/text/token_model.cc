@@ -52,13 +52,12 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Create(
     auto ia = vocab.find(a);
     auto ib = vocab.find(b);
     if (ia == vocab.end() || ib == vocab.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("model.merges[", rank, "] ('", a, "', '", b,
-                                                     "') uses a token missing from model.vocab"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.merges[", rank, "] ('", a, "', '", b, "') uses a token missing from model.vocab"));
     }
     std::string merged = a;
-    merged += (prefix_len > 0 && b.compare(0, prefix_len, options.continuing_subword_prefix) == 0)
-                  ? b.substr(prefix_len)
-                  : b;
+    merged +=
+        (prefix_len > 0 && b.compare(0, prefix_len, options.continuing_subword_prefix) == 0) ? b.substr(prefix_len) : b;
     auto im = vocab.find(merged);
     if (im == vocab.end()) {
       return absl::InvalidArgumentError(
@@ -147,8 +146,9 @@ void BpeModel::Encode(std::string_view word, std::vector<int32_t>* ids) const {
 
 // ---- SentencePiece (score-based) ------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<SentencePieceModel>> SentencePieceModel::Create(
-    const std::vector<std::string>& tokens, std::vector<float> scores, std::optional<int32_t> unk_id) {
+absl::StatusOr<std::unique_ptr<SentencePieceModel>> SentencePieceModel::Create(const std::vector<std::string>& tokens,
+                                                                               std::vector<float> scores,
+                                                                               std::optional<int32_t> unk_id) {
   if (scores.size() != tokens.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("vocabulary has ", tokens.size(), " tokens but ", scores.size(), " scores"));

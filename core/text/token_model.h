@@ -51,9 +51,8 @@ class BpeModel : public TokenModel {
  public:
   /// `merges` in rank order. InvalidArgument names a merge whose parts or
   /// result are missing from `vocab`.
-  static absl::StatusOr<std::unique_ptr<BpeModel>> Create(Vocab vocab,
-                                                          const std::vector<std::pair<std::string, std::string>>& merges,
-                                                          BpeOptions options);
+  static absl::StatusOr<std::unique_ptr<BpeModel>> Create(
+      Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
   void Encode(std::string_view word, std::vector<int32_t>* ids) const override;
 
  private:

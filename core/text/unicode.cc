@@ -199,16 +199,24 @@ absl::StatusOr<std::string> Normalize(std::string_view text, NormalizationForm f
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* normalizer = nullptr;
   switch (form) {
-    case NormalizationForm::kNfc: normalizer = icu::Normalizer2::getNFCInstance(status); break;
-    case NormalizationForm::kNfd: normalizer = icu::Normalizer2::getNFDInstance(status); break;
-    case NormalizationForm::kNfkc: normalizer = icu::Normalizer2::getNFKCInstance(status); break;
-    case NormalizationForm::kNfkd: normalizer = icu::Normalizer2::getNFKDInstance(status); break;
+    case NormalizationForm::kNfc:
+      normalizer = icu::Normalizer2::getNFCInstance(status);
+      break;
+    case NormalizationForm::kNfd:
+      normalizer = icu::Normalizer2::getNFDInstance(status);
+      break;
+    case NormalizationForm::kNfkc:
+      normalizer = icu::Normalizer2::getNFKCInstance(status);
+      break;
+    case NormalizationForm::kNfkd:
+      normalizer = icu::Normalizer2::getNFKDInstance(status);
+      break;
   }
   if (U_FAILURE(status) || normalizer == nullptr) {
     return absl::InternalError(std::string("ICU normalizer unavailable: ") + u_errorName(status));
   }
-  icu::UnicodeString source = icu::UnicodeString::fromUTF8(
-      icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
+  icu::UnicodeString source =
+      icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
   if (normalizer->isNormalized(source, status) && U_SUCCESS(status)) return std::string(text);
   status = U_ZERO_ERROR;
   icu::UnicodeString result = normalizer->normalize(source, status);
@@ -221,8 +229,7 @@ absl::StatusOr<std::string> Normalize(std::string_view text, NormalizationForm f
 }
 
 std::string ToLower(std::string_view text) {
-  icu::UnicodeString s = icu::UnicodeString::fromUTF8(
-      icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
+  icu::UnicodeString s = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
   s.toLower();
   std::string out;
   s.toUTF8String(out);

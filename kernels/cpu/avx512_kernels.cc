@@ -167,7 +167,8 @@ struct F32TileFn {
   }
 };
 
-using TileFn = void (*)(const float*, int64_t, const void*, int64_t, int64_t, float*, int64_t, const float*, bool, bool);
+using TileFn = void (*)(const float*, int64_t, const void*, int64_t, int64_t, float*, int64_t, const float*, bool,
+                        bool);
 
 template <template <int, int> class T>
 TileFn PickTile(int mr, int nr) {
@@ -314,9 +315,12 @@ void PanelRows(const float* x, int64_t m, int64_t k, const P* panel, const float
         else
           PanelKernel<MR, 0>(x + r * k + k0, k, pk, kc, y + r * ldy, ldy, nr, b, load_y, nullptr);
       };
-      if (m >= 8) first_block(std::integral_constant<int, 8>{}), r = 8;
-      else if (m >= 4) first_block(std::integral_constant<int, 4>{}), r = 4;
-      else first_block(std::integral_constant<int, 1>{}), r = 1;
+      if (m >= 8)
+        first_block(std::integral_constant<int, 8>{}), r = 8;
+      else if (m >= 4)
+        first_block(std::integral_constant<int, 4>{}), r = 4;
+      else
+        first_block(std::integral_constant<int, 1>{}), r = 1;
       for (; r + 8 <= m; r += 8) PanelKernel<8, 0>(x + r * k + k0, k, pk, kc, y + r * ldy, ldy, nr, b, load_y, nullptr);
       for (; r + 4 <= m; r += 4) PanelKernel<4, 0>(x + r * k + k0, k, pk, kc, y + r * ldy, ldy, nr, b, load_y, nullptr);
       for (; r < m; ++r) PanelKernel<1, 0>(x + r * k + k0, k, pk, kc, y + r * ldy, ldy, nr, b, load_y, nullptr);
@@ -324,8 +328,9 @@ void PanelRows(const float* x, int64_t m, int64_t k, const P* panel, const float
     if (widen) {
       const auto* src = reinterpret_cast<const uint16_t*>(panel + k0 * 32);
       for (int64_t i = 0; i < kc * 32; i += 16)
-        _mm512_store_ps(wide + i, _mm512_castsi512_ps(_mm512_slli_epi32(
-                                      _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(src + i))), 16)));
+        _mm512_store_ps(wide + i,
+                        _mm512_castsi512_ps(_mm512_slli_epi32(
+                            _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(src + i))), 16)));
       rows(static_cast<const float*>(wide));
     } else {
       rows(panel + k0 * 32);
@@ -415,8 +420,8 @@ void PackX(const float* x, int64_t m, int64_t k, DType weight_dtype, float* pack
   }
 }
 
-void SmallGemm(const float* packed_x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld,
-               const float* bias, float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end) {
+void SmallGemm(const float* packed_x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld, const float* bias,
+               float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end) {
   const int64_t kp = RoundUp(k, kKStep);
   const size_t esize = DTypeSize(w_dtype);
   const bool bf16 = w_dtype == DType::kBF16;
@@ -429,7 +434,8 @@ void SmallGemm(const float* packed_x, int64_t m, int64_t k, const void* w, DType
       TileFn fn = bf16 ? PickTile<Bf16TileFn>(mr, nr) : PickTile<F32TileFn>(mr, nr);
       // The first row tile streams W from memory and prefetches the blocks ahead; the others hit L1.
       const bool prefetch = m0 == 0 && n0 + kNR + kPrefetchRows <= n_end;
-      fn(packed_x + m0 * kp, kp, wblock, ld, k, y + m0 * ldy + n0, ldy, bias ? bias + n0 : nullptr, accumulate, prefetch);
+      fn(packed_x + m0 * kp, kp, wblock, ld, k, y + m0 * ldy + n0, ldy, bias ? bias + n0 : nullptr, accumulate,
+         prefetch);
     }
   }
 }
@@ -469,12 +475,23 @@ inline void Accumulate(const float* p, const T* v, int32_t count, float* out) {
 template <typename T>
 bool AccumulateInRegisters(const float* p, const T* v, int32_t head_dim, int32_t count, float* out) {
   switch (head_dim) {
-    case 32: Accumulate<2>(p, v, count, out); return true;
-    case 64: Accumulate<4>(p, v, count, out); return true;
-    case 80: Accumulate<5>(p, v, count, out); return true;
-    case 96: Accumulate<6>(p, v, count, out); return true;
-    case 128: Accumulate<8>(p, v, count, out); return true;
-    default: return false;
+    case 32:
+      Accumulate<2>(p, v, count, out);
+      return true;
+    case 64:
+      Accumulate<4>(p, v, count, out);
+      return true;
+    case 80:
+      Accumulate<5>(p, v, count, out);
+      return true;
+    case 96:
+      Accumulate<6>(p, v, count, out);
+      return true;
+    case 128:
+      Accumulate<8>(p, v, count, out);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -513,14 +530,24 @@ void GroupScores16Any(const float* q, int32_t group, int32_t head_dim, const T* 
   const float* qg = q + g * head_dim;
   float* sg = scores + g * ld_scores;
   switch (group - g) {
-    case 1: _mm512_mask_storeu_ps(sg, static_cast<__mmask16>((1u << count) - 1u),
-                                  _mm512_mul_ps(Scores16(qg, k, head_dim), _mm512_set1_ps(scale)));
-            break;
-    case 2: GroupScores16<2>(qg, head_dim, k, count, scale, sg, ld_scores); break;
-    case 3: GroupScores16<3>(qg, head_dim, k, count, scale, sg, ld_scores); break;
-    case 4: GroupScores16<4>(qg, head_dim, k, count, scale, sg, ld_scores); break;
-    case 5: GroupScores16<5>(qg, head_dim, k, count, scale, sg, ld_scores); break;
-    default: break;
+    case 1:
+      _mm512_mask_storeu_ps(sg, static_cast<__mmask16>((1u << count) - 1u),
+                            _mm512_mul_ps(Scores16(qg, k, head_dim), _mm512_set1_ps(scale)));
+      break;
+    case 2:
+      GroupScores16<2>(qg, head_dim, k, count, scale, sg, ld_scores);
+      break;
+    case 3:
+      GroupScores16<3>(qg, head_dim, k, count, scale, sg, ld_scores);
+      break;
+    case 4:
+      GroupScores16<4>(qg, head_dim, k, count, scale, sg, ld_scores);
+      break;
+    case 5:
+      GroupScores16<5>(qg, head_dim, k, count, scale, sg, ld_scores);
+      break;
+    default:
+      break;
   }
 }
 
@@ -549,37 +576,54 @@ void GroupAccumulateAny(const float* p, int64_t ld_p, int32_t group, const T* v,
   constexpr int kChunk = std::min(8, 30 / D16 - 1);
   constexpr int64_t kDim = 16 * D16;
   int32_t g = 0;
-  for (; g + kChunk <= group; g += kChunk)
-    GroupAccumulate<kChunk, D16>(p + g * ld_p, ld_p, v, count, out + g * kDim);
+  for (; g + kChunk <= group; g += kChunk) GroupAccumulate<kChunk, D16>(p + g * ld_p, ld_p, v, count, out + g * kDim);
   const int32_t rest = group - g;
   p += g * ld_p;
   out += g * kDim;
-  if constexpr (kChunk > 1) if (rest == 1) return GroupAccumulate<1, D16>(p, ld_p, v, count, out);
-  if constexpr (kChunk > 2) if (rest == 2) return GroupAccumulate<2, D16>(p, ld_p, v, count, out);
-  if constexpr (kChunk > 3) if (rest == 3) return GroupAccumulate<3, D16>(p, ld_p, v, count, out);
-  if constexpr (kChunk > 4) if (rest == 4) return GroupAccumulate<4, D16>(p, ld_p, v, count, out);
-  if constexpr (kChunk > 5) if (rest == 5) return GroupAccumulate<5, D16>(p, ld_p, v, count, out);
-  if constexpr (kChunk > 6) if (rest == 6) return GroupAccumulate<6, D16>(p, ld_p, v, count, out);
-  if constexpr (kChunk > 7) if (rest == 7) return GroupAccumulate<7, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 1)
+    if (rest == 1) return GroupAccumulate<1, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 2)
+    if (rest == 2) return GroupAccumulate<2, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 3)
+    if (rest == 3) return GroupAccumulate<3, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 4)
+    if (rest == 4) return GroupAccumulate<4, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 5)
+    if (rest == 5) return GroupAccumulate<5, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 6)
+    if (rest == 6) return GroupAccumulate<6, D16>(p, ld_p, v, count, out);
+  if constexpr (kChunk > 7)
+    if (rest == 7) return GroupAccumulate<7, D16>(p, ld_p, v, count, out);
 }
 
 template <typename T>
 bool GroupAccumulateInRegisters(const float* p, int64_t ld_p, int32_t group, const T* v, int32_t head_dim,
                                 int32_t count, float* out) {
   switch (head_dim) {
-    case 32: GroupAccumulateAny<2>(p, ld_p, group, v, count, out); return true;
-    case 64: GroupAccumulateAny<4>(p, ld_p, group, v, count, out); return true;
-    case 80: GroupAccumulateAny<5>(p, ld_p, group, v, count, out); return true;
-    case 96: GroupAccumulateAny<6>(p, ld_p, group, v, count, out); return true;
-    case 128: GroupAccumulateAny<8>(p, ld_p, group, v, count, out); return true;
-    default: return false;
+    case 32:
+      GroupAccumulateAny<2>(p, ld_p, group, v, count, out);
+      return true;
+    case 64:
+      GroupAccumulateAny<4>(p, ld_p, group, v, count, out);
+      return true;
+    case 80:
+      GroupAccumulateAny<5>(p, ld_p, group, v, count, out);
+      return true;
+    case 96:
+      GroupAccumulateAny<6>(p, ld_p, group, v, count, out);
+      return true;
+    case 128:
+      GroupAccumulateAny<8>(p, ld_p, group, v, count, out);
+      return true;
+    default:
+      return false;
   }
 }
 
 }  // namespace
 
-void GroupBlockScores(const float* q, int32_t group, const void* kt, DType dtype, int32_t head_dim,
-                      int32_t block_size, int32_t count, float scale, float* scores, int64_t ld_scores) {
+void GroupBlockScores(const float* q, int32_t group, const void* kt, DType dtype, int32_t head_dim, int32_t block_size,
+                      int32_t count, float scale, float* scores, int64_t ld_scores) {
   if (block_size != 16) {
     for (int32_t g = 0; g < group; ++g)
       BlockScores(q + g * head_dim, kt, dtype, head_dim, block_size, count, scale, scores + g * ld_scores);
@@ -593,9 +637,10 @@ void GroupBlockScores(const float* q, int32_t group, const void* kt, DType dtype
 
 void GroupBlockAccumulate(const float* p, int64_t ld_p, int32_t group, const void* v, DType dtype, int32_t head_dim,
                           int32_t count, float* out) {
-  const bool done = dtype == DType::kBF16
-                        ? GroupAccumulateInRegisters(p, ld_p, group, static_cast<const uint16_t*>(v), head_dim, count, out)
-                        : GroupAccumulateInRegisters(p, ld_p, group, static_cast<const float*>(v), head_dim, count, out);
+  const bool done =
+      dtype == DType::kBF16
+          ? GroupAccumulateInRegisters(p, ld_p, group, static_cast<const uint16_t*>(v), head_dim, count, out)
+          : GroupAccumulateInRegisters(p, ld_p, group, static_cast<const float*>(v), head_dim, count, out);
   if (done) return;
   for (int32_t g = 0; g < group; ++g) BlockAccumulate(p + g * ld_p, v, dtype, head_dim, count, out + g * head_dim);
 }
@@ -692,7 +737,8 @@ void RmsNormRow(const float* x, const float* weight, int64_t h, float eps, float
   const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(h)) + eps));
   for (j = 0; j < h; j += 16) {
     const __mmask16 m = h - j >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (h - j)) - 1u);
-    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), inv), _mm512_maskz_loadu_ps(m, weight + j));
+    const __m512 v =
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), inv), _mm512_maskz_loadu_ps(m, weight + j));
     _mm512_mask_storeu_ps(y + j, m, v);
   }
 }

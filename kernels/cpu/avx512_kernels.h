@@ -17,8 +17,8 @@ int64_t PackedXFloats(int64_t m, int64_t k);
 /// weight with row stride ld, computing rows [n_begin, n_end) of the output.
 /// `packed_x` must come from PackX (same m, k, weight dtype).
 void PackX(const float* x, int64_t m, int64_t k, DType weight_dtype, float* packed_x);
-void SmallGemm(const float* packed_x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld,
-               const float* bias, float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end);
+void SmallGemm(const float* packed_x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t ld, const float* bias,
+               float* y, int64_t ldy, bool accumulate, int64_t n_begin, int64_t n_end);
 
 /// The same product for a few dozen rows (decode batches): each 32-row block of
 /// W is converted to f32 and transposed into a [k][32] panel once, then every
@@ -53,8 +53,8 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 void GeluTanh(float* x, int64_t n);
 /// BlockScores for `group` query heads sharing one KV head (adjacent in q,
 /// head_dim apart): scores[g * ld_scores + j]. Each key is read once for all.
-void GroupBlockScores(const float* q, int32_t group, const void* kt, DType dtype, int32_t head_dim,
-                      int32_t block_size, int32_t count, float scale, float* scores, int64_t ld_scores);
+void GroupBlockScores(const float* q, int32_t group, const void* kt, DType dtype, int32_t head_dim, int32_t block_size,
+                      int32_t count, float scale, float* scores, int64_t ld_scores);
 /// BlockAccumulate for `group` heads: out[g * head_dim + d] += Σ_j p[g * ld_p + j] · V[j][d].
 void GroupBlockAccumulate(const float* p, int64_t ld_p, int32_t group, const void* v, DType dtype, int32_t head_dim,
                           int32_t count, float* out);

@@ -24,16 +24,21 @@ constexpr int32_t kQueryChunk = 16;
 
 inline float LoadAs(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
-    case DType::kF32: return static_cast<const float*>(base)[i];
-    case DType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(base)[i]);
-    case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(base)[i];
+    case DType::kBF16:
+      return Bf16ToF32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(base)[i]);
   }
   return 0;
 }
 
 inline void StoreAs(void* base, DType dtype, int64_t i, float v) {
-  if (dtype == DType::kBF16) static_cast<uint16_t*>(base)[i] = F32ToBf16(v);
-  else static_cast<float*>(base)[i] = v;
+  if (dtype == DType::kBF16)
+    static_cast<uint16_t*>(base)[i] = F32ToBf16(v);
+  else
+    static_cast<float*>(base)[i] = v;
 }
 
 // Copies one row of an [*, k] table (any dtype, row stride ld) into f32.
@@ -50,8 +55,7 @@ std::unique_ptr<CpuBackend> CpuBackend::Create(const Options& options) {
 }
 
 CpuBackend::CpuBackend(const Options& options)
-    : num_threads_(options.num_threads > 0 ? options.num_threads
-                                           : std::max(1u, std::thread::hardware_concurrency())),
+    : num_threads_(options.num_threads > 0 ? options.num_threads : std::max(1u, std::thread::hardware_concurrency())),
       small_gemm_max_rows_(options.small_gemm_max_rows),
       panel_gemm_max_rows_(options.panel_gemm_max_rows),
       panel_cache_bytes_(options.panel_cache_bytes),
@@ -64,8 +68,8 @@ CpuBackend::~CpuBackend() {
 
 std::string CpuBackend::name() const {
   const auto& f = GetCpuFeatures();
-  return absl::StrCat("cpu(", num_threads_, " threads", f.avx512 ? ", avx512" : "", f.avx512_bf16 ? ", avx512_bf16" : "",
-                      f.amx_bf16 ? ", amx" : "", ")");
+  return absl::StrCat("cpu(", num_threads_, " threads", f.avx512 ? ", avx512" : "",
+                      f.avx512_bf16 ? ", avx512_bf16" : "", f.amx_bf16 ? ", amx" : "", ")");
 }
 
 absl::StatusOr<void*> CpuBackend::Allocate(size_t bytes) {
@@ -87,8 +91,7 @@ absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void
   return host;
 }
 
-void CpuBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
-                        bool accumulate) {
+void CpuBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) {
   if (m <= 0) return;
   if (avx512_ && !w.transposed && w.dtype != DType::kF16) {
     if (m <= small_gemm_max_rows_) {

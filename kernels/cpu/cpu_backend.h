@@ -48,8 +48,7 @@ class CpuBackend final : public Backend {
   absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage) override;
   void Synchronize() override {}
 
-  void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
-              bool accumulate) override;
+  void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) override;
   void LinearMany(const float* x, int64_t m, const LinearOut* outs, int count) override;
   void Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) override;
   void AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) override;

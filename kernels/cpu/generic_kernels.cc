@@ -24,8 +24,8 @@ void BlockAccumulate(const float* p, const void* v, DType dtype, int32_t head_di
     for (int32_t d = 0; d < head_dim; ++d) out[d] += p[j] * Load(v, dtype, static_cast<int64_t>(j) * head_dim + d);
 }
 
-void GroupBlockScores(const float* q, int32_t group, const void* kt, DType dtype, int32_t head_dim,
-                      int32_t block_size, int32_t count, float scale, float* scores, int64_t ld_scores) {
+void GroupBlockScores(const float* q, int32_t group, const void* kt, DType dtype, int32_t head_dim, int32_t block_size,
+                      int32_t count, float scale, float* scores, int64_t ld_scores) {
   for (int32_t g = 0; g < group; ++g)
     BlockScores(q + g * head_dim, kt, dtype, head_dim, block_size, count, scale, scores + g * ld_scores);
 }

@@ -14,9 +14,12 @@ constexpr size_t kMaxCachedPrimitives = 512;
 
 dnnl::memory::data_type ToDnnl(DType t) {
   switch (t) {
-    case DType::kF32: return dnnl::memory::data_type::f32;
-    case DType::kBF16: return dnnl::memory::data_type::bf16;
-    case DType::kF16: return dnnl::memory::data_type::f16;
+    case DType::kF32:
+      return dnnl::memory::data_type::f32;
+    case DType::kBF16:
+      return dnnl::memory::data_type::bf16;
+    case DType::kF16:
+      return dnnl::memory::data_type::f16;
   }
   return dnnl::memory::data_type::f32;
 }
@@ -46,8 +49,7 @@ struct OnednnGemm::Impl {
     const dt src_dt = w.dtype == DType::kF32 ? dt::f32 : wdt;
     dnnl::memory::desc src({m, w.k}, src_dt, dnnl::memory::dims{w.k, 1});
     // Logical weights are [k, n]; a row-major [n, k] tensor is its transpose.
-    dnnl::memory::desc wei({w.k, w.n}, wdt,
-                           w.transposed ? dnnl::memory::dims{w.ld, 1} : dnnl::memory::dims{1, w.ld});
+    dnnl::memory::desc wei({w.k, w.n}, wdt, w.transposed ? dnnl::memory::dims{w.ld, 1} : dnnl::memory::dims{1, w.ld});
     dnnl::memory::desc dst({m, w.n}, dt::f32, dnnl::memory::dims{w.n, 1});
     dnnl::primitive_attr attr;
     if (accumulate) {
@@ -91,8 +93,7 @@ void OnednnGemm::Run(const float* x, int64_t m, const WeightView& w, const float
     dnnl::memory src(e.pd.src_desc(), eng, const_cast<void*>(src_ptr));
     dnnl::memory wei(e.pd.weights_desc(), eng, const_cast<void*>(w.data));
     dnnl::memory dst(e.pd.dst_desc(), eng, y);
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
     if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.pd.bias_desc(), eng, const_cast<float*>(bias)));
     e.prim.execute(impl_->stream, args);
     impl_->stream.wait();

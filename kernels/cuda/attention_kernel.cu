@@ -45,8 +45,10 @@ __device__ __forceinline__ int FindSequence(const AttentionSeqDesc* seqs, int nu
   int lo = 0, hi = num_seqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (seqs[mid].tile_begin <= b) lo = mid;
-    else hi = mid - 1;
+    if (seqs[mid].tile_begin <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -57,14 +59,14 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(AttentionLaunch
   const int D = p.kv.head_dim;
   const int R = p.tiling.rows_per_tile;
   const int rows_per_warp = R / kWarps;
-  float* q_s = shared;                 // [R][D], pre-scaled
-  float* o_s = q_s + R * D;            // [R][D]
-  float* k_s = o_s + R * D;            // [D][kKeys]
-  float* v_s = k_s + kKeys * D;        // [kKeys][D]
-  float* p_s = v_s + kKeys * D;        // [R][kKeys]
-  float* m_s = p_s + R * kKeys;        // running max
-  float* l_s = m_s + R;                // running sum
-  float* alpha_s = l_s + R;            // rescale of this chunk
+  float* q_s = shared;                               // [R][D], pre-scaled
+  float* o_s = q_s + R * D;                          // [R][D]
+  float* k_s = o_s + R * D;                          // [D][kKeys]
+  float* v_s = k_s + kKeys * D;                      // [kKeys][D]
+  float* p_s = v_s + kKeys * D;                      // [R][kKeys]
+  float* m_s = p_s + R * kKeys;                      // running max
+  float* l_s = m_s + R;                              // running sum
+  float* alpha_s = l_s + R;                          // rescale of this chunk
   int* ctx_s = reinterpret_cast<int*>(alpha_s + R);  // keys visible to the row
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;

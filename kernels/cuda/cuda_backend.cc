@@ -25,9 +25,8 @@ constexpr size_t kMinAllocation = 256;
 // A failed CUDA/cuBLAS call inside an op: see the header for why this aborts.
 void CheckCuda(cudaError_t e, const char* what, int device, const char* file, int line) {
   if (e == cudaSuccess) return;
-  LogMessage(LogLevel::kFatal, file, line).stream()
-      << "CUDA error on device " << device << " in " << what << ": " << cudaGetErrorName(e) << " ("
-      << cudaGetErrorString(e) << ")";
+  LogMessage(LogLevel::kFatal, file, line).stream() << "CUDA error on device " << device << " in " << what << ": "
+                                                    << cudaGetErrorName(e) << " (" << cudaGetErrorString(e) << ")";
 }
 
 void CheckCublas(cublasStatus_t s, const char* what, int device, const char* file, int line) {
@@ -42,16 +41,18 @@ void CheckCublas(cublasStatus_t s, const char* what, int device, const char* fil
 absl::Status CudaStatus(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return absl::OkStatus();
   cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
-  if (e == cudaErrorMemoryAllocation)
-    return absl::ResourceExhaustedError(absl::StrCat(what, ": out of device memory"));
+  if (e == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(absl::StrCat(what, ": out of device memory"));
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
 }
 
 cudaDataType CudaType(DType t) {
   switch (t) {
-    case DType::kF32: return CUDA_R_32F;
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
+    case DType::kF32:
+      return CUDA_R_32F;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    case DType::kF16:
+      return CUDA_R_16F;
   }
   return CUDA_R_32F;
 }
@@ -134,8 +135,8 @@ CudaBackend::~CudaBackend() {
 }
 
 std::string CudaBackend::name() const {
-  return absl::StrCat("cuda:", device_, " (", device_name_, ", sm_", compute_capability_, ", ",
-                      total_memory_ >> 30, " GiB)");
+  return absl::StrCat("cuda:", device_, " (", device_name_, ", sm_", compute_capability_, ", ", total_memory_ >> 30,
+                      " GiB)");
 }
 
 void CudaBackend::MakeCurrent() const { ORCA_CUDA_CHECK(cudaSetDevice(device_)); }
@@ -183,8 +184,8 @@ absl::StatusOr<WeightView> CudaBackend::UploadWeight(const WeightView& host, voi
   if (host.empty()) return host;
   const int64_t rows = host.transposed ? host.k : host.n, cols = host.transposed ? host.n : host.k;
   if (rows <= 0 || cols <= 0 || host.ld < cols)
-    return absl::InvalidArgumentError(absl::StrCat("weight view [", host.n, ", ", host.k, "] has row stride ", host.ld,
-                                                   " < ", cols, " columns"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight view [", host.n, ", ", host.k, "] has row stride ", host.ld, " < ", cols, " columns"));
   if (host.n > INT_MAX || host.k > INT_MAX)
     return absl::InvalidArgumentError(absl::StrCat("weight [", host.n, ", ", host.k, "] exceeds cuBLAS's int32 dims"));
   const size_t es = DTypeSize(host.dtype);
@@ -228,8 +229,7 @@ void* CudaBackend::Scratch(void** buffer, size_t* capacity, size_t bytes) {
 // Row-major y[m, n] = x[m, k] · Wᵀ is column-major yᵀ[n, m] = op(W) · xᵀ, where
 // the row-major [n, k] weight read column-major is Wᵀ (so op = T) and the
 // transposed [k, n] layout read column-major is W itself (op = N).
-void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
-                         bool accumulate) {
+void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) {
   if (m <= 0 || w.n <= 0) return;
   MakeCurrent();
   ORCA_CHECK(m <= INT_MAX && w.n <= INT_MAX && w.k <= INT_MAX && w.ld <= INT_MAX)
@@ -249,9 +249,9 @@ void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const f
     ORCA_CUDA_CHECK(cuda::LaunchBroadcastBias(y, bias, m, w.n, accumulate, stream_));
     beta = 1.0f;
   }
-  ORCA_CUBLAS_CHECK(cublasGemmEx(cublas_, w.transposed ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N,
-                                 static_cast<int>(w.n), static_cast<int>(m), static_cast<int>(w.k), &alpha, w.data,
-                                 type, static_cast<int>(w.ld), xb, type, static_cast<int>(w.k), &beta, y, CUDA_R_32F,
+  ORCA_CUBLAS_CHECK(cublasGemmEx(cublas_, w.transposed ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.n),
+                                 static_cast<int>(m), static_cast<int>(w.k), &alpha, w.data, type,
+                                 static_cast<int>(w.ld), xb, type, static_cast<int>(w.k), &beta, y, CUDA_R_32F,
                                  static_cast<int>(w.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -259,8 +259,8 @@ void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const f
 
 void CudaBackend::Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) {
   MakeCurrent();
-  ORCA_CUDA_CHECK(cuda::LaunchGatherTableRows(ids, m, table.data, table.dtype, table.k, table.ld, /*add=*/false, out,
-                                              stream_));
+  ORCA_CUDA_CHECK(
+      cuda::LaunchGatherTableRows(ids, m, table.data, table.dtype, table.k, table.ld, /*add=*/false, out, stream_));
 }
 
 void CudaBackend::AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) {

@@ -59,8 +59,7 @@ class CudaBackend final : public Backend {
   absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage) override;
   void Synchronize() override;
 
-  void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
-              bool accumulate) override;
+  void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) override;
   void Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) override;
   void AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y) override;

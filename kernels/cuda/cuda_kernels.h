@@ -29,8 +29,8 @@ cudaError_t LaunchBroadcastBias(float* y, const float* bias, int64_t m, int64_t 
                                 cudaStream_t stream);
 
 /// out[i, :] (+)= f32(table[rows[i] * ld : + k]) for i < m; `add` selects +=.
-cudaError_t LaunchGatherTableRows(const int32_t* rows, int64_t m, const void* table, DType dtype, int64_t k,
-                                  int64_t ld, bool add, float* out, cudaStream_t stream);
+cudaError_t LaunchGatherTableRows(const int32_t* rows, int64_t m, const void* table, DType dtype, int64_t k, int64_t ld,
+                                  bool add, float* out, cudaStream_t stream);
 
 cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y,
                           cudaStream_t stream);

@@ -26,7 +26,10 @@ cudaError_t Launch(void (*kernel)(Params...), unsigned grid, unsigned block, siz
 #ifdef ORCA_CUDA_EMULATION
   return EmulatedLaunch(grid, block, shared, stream, [=] { kernel(args...); });
 #else
+  // clang-format 14 would split the launch brackets into "> > >".
+  // clang-format off
   kernel<<<grid, block, shared, stream>>>(args...);
+  // clang-format on
   return cudaGetLastError();
 #endif
 }
@@ -58,9 +61,12 @@ __device__ __forceinline__ uint16_t F32ToF16Bits(float f) { return __half_as_ush
 // the block, so the switch does not diverge).
 __device__ __forceinline__ float LoadAsF32(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
-    case DType::kF32: return static_cast<const float*>(base)[i];
-    case DType::kBF16: return Bf16BitsToF32(static_cast<const uint16_t*>(base)[i]);
-    case DType::kF16: return F16BitsToF32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(base)[i];
+    case DType::kBF16:
+      return Bf16BitsToF32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF16:
+      return F16BitsToF32(static_cast<const uint16_t*>(base)[i]);
   }
   return 0.0f;
 }

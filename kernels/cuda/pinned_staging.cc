@@ -14,8 +14,8 @@ constexpr size_t kCopyAlignment = 256;
 absl::StatusOr<std::unique_ptr<PinnedStaging>> PinnedStaging::Create(cudaStream_t stream, size_t segment_bytes,
                                                                      int num_segments) {
   if (segment_bytes == 0 || segment_bytes % kCopyAlignment != 0 || num_segments < 2)
-    return absl::InvalidArgumentError(absl::StrCat("pinned staging needs >= 2 segments of a multiple of ",
-                                                   kCopyAlignment, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pinned staging needs >= 2 segments of a multiple of ", kCopyAlignment, " bytes"));
   std::unique_ptr<PinnedStaging> s(new PinnedStaging(stream, segment_bytes));
   const size_t total = segment_bytes * static_cast<size_t>(num_segments);
   if (cudaError_t e = cudaMallocHost(&s->host_, total); e != cudaSuccess) {

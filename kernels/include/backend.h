@@ -63,9 +63,9 @@ struct KvLayerView {
 
 /// One request of a selectively batched iteration, as attention sees it.
 struct AttentionSeq {
-  int32_t q_offset = 0;     ///< first row of this request in q/k/v/out
-  int32_t num_tokens = 0;   ///< L: tokens of this iteration
-  int32_t start_pos = 0;    ///< position of its first token; it attends to [0, start_pos + t]
+  int32_t q_offset = 0;                  ///< first row of this request in q/k/v/out
+  int32_t num_tokens = 0;                ///< L: tokens of this iteration
+  int32_t start_pos = 0;                 ///< position of its first token; it attends to [0, start_pos + t]
   const int32_t* block_table = nullptr;  ///< device pointer: KV blocks in position order
 };
 
@@ -133,8 +133,8 @@ class Backend {
   /// x = gelu_tanh(x) (GPT-2's "gelu_new"), in place over n values.
   virtual void GeluTanh(float* x, int64_t n) = 0;
   /// Rotates q [m, num_q_heads, head_dim] and k [m, num_kv_heads, head_dim] in place.
-  virtual void Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
-                    int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) = 0;
+  virtual void Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads, int32_t num_kv_heads,
+                    int32_t head_dim, const RopeParams& rope) = 0;
   virtual void KvWrite(const KvWriteParams& params) = 0;
   /// Causal attention of each sequence against its own cached K/V (paper §4.1:
   /// the only op split per request).

@@ -11,9 +11,9 @@
 namespace orca::kernels {
 
 struct BackendOptions {
-  std::string device = "cpu";  ///< "cpu" or "cuda"
-  int device_index = 0;        ///< GPU ordinal (cuda); a TP shard uses its rank's GPU
-  int num_threads = 0;         ///< CPU: OpenMP threads per op (0 = all cores)
+  std::string device = "cpu";         ///< "cpu" or "cuda"
+  int device_index = 0;               ///< GPU ordinal (cuda); a TP shard uses its rank's GPU
+  int num_threads = 0;                ///< CPU: OpenMP threads per op (0 = all cores)
   int64_t small_gemm_max_rows = 4;    ///< CPU: see CpuBackend::Options
   int64_t panel_gemm_max_rows = 128;  ///< CPU: see CpuBackend::Options
 };

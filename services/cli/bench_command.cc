@@ -21,10 +21,10 @@
 #include "bench/load/load_trace.h"
 #include "bench/load/serving_sweep.h"
 #include "core/common/flags.h"
-#include "core/common/subprocess.h"
 #include "core/common/mapped_file.h"
 #include "core/common/ports.h"
 #include "core/common/status_macros.h"
+#include "core/common/subprocess.h"
 #include "services/cli/child_process.h"
 #include "services/cli/commands.h"
 
@@ -64,7 +64,8 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
     flags.AddDouble("rate", &f.rate, "Arrival rate λ (requests/s, Poisson) of paper/homogeneous traces");
   }
   flags.AddString("api-key", &f.api_key, "Bearer token, if the server wants one");
-  flags.AddString("trace", &f.trace, "paper (§6.2: prompt U(32,512), output U(1,128)), homogeneous, or a JSONL/CSV file");
+  flags.AddString("trace", &f.trace,
+                  "paper (§6.2: prompt U(32,512), output U(1,128)), homogeneous, or a JSONL/CSV file");
   flags.AddInt("num-requests", &f.num_requests, "Requests of a synthetic trace (file: first N, 0 = all)");
   flags.AddDouble("max-duration", &f.max_duration_s, "Seconds after which a run stops by itself (per run)");
   flags.AddInt("seed", &f.seed, "Trace and prompt seed");
@@ -82,7 +83,8 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
   flags.AddBool("include-usage", &f.include_usage, "stream_options.include_usage (exact token counts)");
   flags.AddBool("ignore-eos", &f.ignore_eos, "Generate exactly max_tokens (the paper's setup)");
   flags.AddDouble("temperature", &f.temperature, "Sampling temperature (negative = the server's default)");
-  flags.AddString("prompt-source", &f.prompt_source, "auto, tokenize (ids from POST /tokenize of built-in text) or random");
+  flags.AddString("prompt-source", &f.prompt_source,
+                  "auto, tokenize (ids from POST /tokenize of built-in text) or random");
   flags.AddInt("token-id-min", &f.token_id_min, "random prompt ids: smallest");
   flags.AddInt("token-id-max", &f.token_id_max, "random prompt ids: largest");
   flags.AddBool("progress", &f.progress, "Progress bar on stderr");
@@ -122,20 +124,18 @@ bench::BenchRunOptions ToRunOptions(const LoadFlags& f) {
 /// Range checks the library cannot do (int64 flags narrowed to int32 fields).
 absl::Status CheckLoadFlags(const LoadFlags& f) {
   const std::pair<const char*, int64_t> narrowed[] = {
-      {"num-requests", f.num_requests},       {"min-prompt-tokens", f.min_prompt_tokens},
+      {"num-requests", f.num_requests},           {"min-prompt-tokens", f.min_prompt_tokens},
       {"max-prompt-tokens", f.max_prompt_tokens}, {"min-new-tokens", f.min_new_tokens},
-      {"max-new-tokens", f.max_new_tokens},   {"prompt-tokens", f.prompt_tokens},
-      {"output-tokens", f.output_tokens},     {"max-concurrency", f.max_concurrency},
-      {"token-id-min", f.token_id_min},       {"token-id-max", f.token_id_max}};
+      {"max-new-tokens", f.max_new_tokens},       {"prompt-tokens", f.prompt_tokens},
+      {"output-tokens", f.output_tokens},         {"max-concurrency", f.max_concurrency},
+      {"token-id-min", f.token_id_min},           {"token-id-max", f.token_id_max}};
   for (const auto& [name, value] : narrowed) {
     if (value < 0 || value > (int64_t{1} << 30)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, " must be in [0, 1073741824] (got ", value, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be in [0, 1073741824] (got ", value, ")"));
     }
   }
   if (!(f.max_duration_s > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max-duration must be > 0 seconds (got ", f.max_duration_s, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--max-duration must be > 0 seconds (got ", f.max_duration_s, ")"));
   }
   if (f.request_timeout_s < 0) return absl::InvalidArgumentError("--request-timeout must be >= 0");
   return absl::OkStatus();
@@ -180,9 +180,13 @@ class OrcaServeStack : public bench::ServingStack {
     std::error_code ec;
     std::filesystem::create_directories(logs, ec);
     if (ec) return absl::FailedPreconditionError(absl::StrCat(logs, ": ", ec.message()));
-    std::vector<std::string> args = {"serve", "--model=" + options_.model, "--port=" + std::to_string(port),
-                                     "--grpc-port=0", absl::StrCat("--policy=", sched::PolicyKindName(spec.policy)),
-                                     "--max-bs=" + std::to_string(spec.max_bs), "--log-dir=" + logs};
+    std::vector<std::string> args = {"serve",
+                                     "--model=" + options_.model,
+                                     "--port=" + std::to_string(port),
+                                     "--grpc-port=0",
+                                     absl::StrCat("--policy=", sched::PolicyKindName(spec.policy)),
+                                     "--max-bs=" + std::to_string(spec.max_bs),
+                                     "--log-dir=" + logs};
     if (options_.n_slots > 0) args.push_back("--n-slots=" + std::to_string(options_.n_slots));
     if (options_.threads > 0) args.push_back("--threads=" + std::to_string(options_.threads));
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
@@ -195,8 +199,8 @@ class OrcaServeStack : public bench::ServingStack {
                                                    ") during startup; see ", logs, "/serve.log"));
       }
       if (std::chrono::steady_clock::now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("orca serve was not ready after ", options_.ready_timeout_s,
-                                                        " s; see ", logs));
+        return absl::DeadlineExceededError(
+            absl::StrCat("orca serve was not ready after ", options_.ready_timeout_s, " s; see ", logs));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -246,14 +250,16 @@ int RunSweepCommand(int argc, char** argv) {
   flags.AddString("model", &f.model, "Checkpoint for orca serve (default: the ~25M synthetic default model)");
   flags.AddString("configs", &configs, "Curves: POLICY:MAX_BS,... (POLICY orca or request-level)");
   flags.AddString("rates", &rates, "Arrival rates λ (req/s), increasing");
-  flags.AddDouble("saturation-latency-ms", &saturation_ms, "Stop a curve past this median normalized latency (ms/token; 0 = off)");
+  flags.AddDouble("saturation-latency-ms", &saturation_ms,
+                  "Stop a curve past this median normalized latency (ms/token; 0 = off)");
   flags.AddInt("warmup", &warmup, "Unmeasured requests after each stack start");
   flags.AddBool("interleave", &interleave,
                 "Rate by rate, each config on a fresh stack (fair under drifting background load); "
                 "--no-interleave: one stack per config");
   flags.AddInt("n-slots", &n_slots, "orca serve --n-slots (0 = its default)");
   flags.AddInt("threads", &threads, "orca serve --threads (0 = its default)");
-  flags.AddStringList("serve-arg", &serve_args, "Extra argument for orca serve (repeatable), e.g. --serve-arg=--dtype=f32");
+  flags.AddStringList("serve-arg", &serve_args,
+                      "Extra argument for orca serve (repeatable), e.g. --serve-arg=--dtype=f32");
   flags.AddString("targets", &targets, "Ratio targets as multiples of the baseline's lowest median normalized latency");
   flags.AddString("gnuplot", &gnuplot, "gnuplot binary (empty: no PNG)");
   flags.AddString("title", &title, "Plot title");

@@ -41,7 +41,8 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
   std::vector<int32_t> ids;
   for (auto part : absl::StrSplit(text, absl::ByAnyChar(", "), absl::SkipEmpty())) {
     int32_t v;
-    if (!absl::SimpleAtoi(part, &v)) return absl::InvalidArgumentError("--prompt-tokens: '" + std::string(part) + "' is not a token id");
+    if (!absl::SimpleAtoi(part, &v))
+      return absl::InvalidArgumentError("--prompt-tokens: '" + std::string(part) + "' is not a token id");
     ids.push_back(v);
   }
   if (ids.empty()) return absl::InvalidArgumentError("--prompt-tokens: no token ids given");
@@ -85,7 +86,8 @@ int RunGenerate(int argc, char** argv) {
     f.model = EnsureDefaultModel();
     if (f.model.empty()) return 1;
   }
-  if (f.prompt.empty() == f.prompt_tokens.empty()) return Fail(absl::InvalidArgumentError("give exactly one of --prompt or --prompt-tokens"));
+  if (f.prompt.empty() == f.prompt_tokens.empty())
+    return Fail(absl::InvalidArgumentError("give exactly one of --prompt or --prompt-tokens"));
   if (f.max_tokens < 1) return Fail(absl::InvalidArgumentError("--max-tokens must be at least 1"));
 
   SamplingParams sp;

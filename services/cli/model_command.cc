@@ -1,10 +1,11 @@
 // `orca model synth` and `orca model info`.
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/flags.h"
@@ -28,10 +29,8 @@ struct Preset {
 // 25m shape with the tokenizer's natural vocabulary (vocab 0 below), so every
 // token it can sample decodes to real text.
 constexpr Preset kPresets[] = {
-    {"tiny", "llama", 64, 2, 4, 2, 192, 512},
-    {"default", "llama", 512, 8, 8, 4, 1408, 0},
-    {"25m", "llama", 512, 8, 8, 4, 1408, 8192},
-    {"135m", "llama", 576, 30, 9, 3, 1536, 49152},
+    {"tiny", "llama", 64, 2, 4, 2, 192, 512},     {"default", "llama", 512, 8, 8, 4, 1408, 0},
+    {"25m", "llama", 512, 8, 8, 4, 1408, 8192},   {"135m", "llama", 576, 30, 9, 3, 1536, 49152},
     {"gpt2-tiny", "gpt2", 64, 2, 4, 4, 256, 512},
 };
 
@@ -44,8 +43,10 @@ absl::Status WriteTokenizer(const std::string& dir, int32_t vocab_size, int32_t*
   auto files = text::MakeSyntheticByteLevelTokenizer(vocab_size);
   if (!files.ok()) return files.status();
   if (absl::Status s = WriteStringToFile(dir + "/tokenizer.json", files->tokenizer_json); !s.ok()) return s;
-  if (absl::Status s = WriteStringToFile(dir + "/tokenizer_config.json", files->tokenizer_config_json); !s.ok()) return s;
-  if (absl::Status s = WriteStringToFile(dir + "/generation_config.json", files->generation_config_json); !s.ok()) return s;
+  if (absl::Status s = WriteStringToFile(dir + "/tokenizer_config.json", files->tokenizer_config_json); !s.ok())
+    return s;
+  if (absl::Status s = WriteStringToFile(dir + "/generation_config.json", files->generation_config_json); !s.ok())
+    return s;
   // The model's config.json names the same BOS/EOS as the tokenizer.
   auto tok = text::Tokenizer::FromJson(files->tokenizer_json, files->tokenizer_config_json);
   if (!tok.ok()) return tok.status();
@@ -96,9 +97,12 @@ int RunSynth(int argc, char** argv) {
     o.intermediate_size = p->ffn;
     o.vocab_size = p->vocab > 0 ? p->vocab : text::SyntheticNaturalVocabSize();
   }
-  if (arch == "llama") o.arch = ModelArch::kLlama;
-  else if (arch == "gpt2") o.arch = ModelArch::kGpt2;
-  else return Fail(absl::InvalidArgumentError("--arch must be llama or gpt2"));
+  if (arch == "llama")
+    o.arch = ModelArch::kLlama;
+  else if (arch == "gpt2")
+    o.arch = ModelArch::kGpt2;
+  else
+    return Fail(absl::InvalidArgumentError("--arch must be llama or gpt2"));
   if (hidden) o.hidden_size = static_cast<int32_t>(hidden);
   if (layers) o.num_layers = static_cast<int32_t>(layers);
   if (heads) o.num_heads = static_cast<int32_t>(heads);
@@ -112,10 +116,12 @@ int RunSynth(int argc, char** argv) {
   o.attention_bias = attention_bias;
   if (!ParseDType(dtype, &o.dtype)) return Fail(absl::InvalidArgumentError("--dtype must be f32, bf16 or f16"));
   if (o.hidden_size <= 0 || o.num_layers <= 0 || o.num_heads <= 0 || o.vocab_size <= 0)
-    return Fail(absl::InvalidArgumentError("give a --preset or --hidden-size, --num-layers, --num-heads and --vocab-size"));
+    return Fail(
+        absl::InvalidArgumentError("give a --preset or --hidden-size, --num-layers, --num-heads and --vocab-size"));
   if (o.hidden_size % o.num_heads != 0)
     return Fail(absl::InvalidArgumentError("--hidden-size must be divisible by --num-heads"));
-  if (::mkdir(out.c_str(), 0755) != 0 && errno != EEXIST) return Fail(absl::FailedPreconditionError(out + ": cannot create"));
+  if (::mkdir(out.c_str(), 0755) != 0 && errno != EEXIST)
+    return Fail(absl::FailedPreconditionError(out + ": cannot create"));
   int32_t bos = -1, eos = -1;
   if (absl::Status s = WriteTokenizer(out, o.vocab_size, &bos, &eos); !s.ok()) return Fail(s);
   o.bos_token_id = bos;
@@ -127,7 +133,8 @@ int RunSynth(int argc, char** argv) {
 
 int RunInfo(int argc, char** argv) {
   bool tensors = false;
-  FlagSet flags("orca model info", "Prints a checkpoint's configuration (and tensors with --tensors).\nUsage: orca model info PATH");
+  FlagSet flags("orca model info",
+                "Prints a checkpoint's configuration (and tensors with --tensors).\nUsage: orca model info PATH");
   flags.AddBool("tensors", &tensors, "List every tensor with shape and dtype");
   if (absl::Status s = flags.Parse(argc, argv, 1, /*allow_positional=*/true); !s.ok()) return Fail(s);
   if (flags.help_requested()) {

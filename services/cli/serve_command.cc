@@ -16,8 +16,8 @@
 #include "absl/strings/str_join.h"
 #include "core/common/flags.h"
 #include "core/common/model_name.h"
-#include "core/common/subprocess.h"
 #include "core/common/ports.h"
+#include "core/common/subprocess.h"
 #include "services/cli/child_process.h"
 #include "services/cli/commands.h"
 #include "services/common/signals.h"
@@ -60,11 +60,14 @@ int RunServe(int argc, char** argv) {
                 "Starts gateway, scheduler and worker(s) as separate processes on loopback and serves the\n"
                 "OpenAI-compatible API. The default model is synthesized on first run.");
   flags.AddString("model", &f.model, "HF checkpoint directory or .gguf file (default: synthetic ~25M Llama)");
-  flags.AddString("served-model-name", &f.served_model_name, "The model name clients send and metrics are labelled with (default: basename of --model without .gguf)");
+  flags.AddString(
+      "served-model-name", &f.served_model_name,
+      "The model name clients send and metrics are labelled with (default: basename of --model without .gguf)");
   flags.AddString("host", &f.host, "Address the gateway listens on");
   flags.AddInt("port", &f.port, "Gateway HTTP port (OpenAI API, /health, /ready, /metrics)");
   flags.AddInt("grpc-port", &f.grpc_port, "Gateway gRPC port (orca.v1.Generation); 0 disables");
-  flags.AddInt("pipeline-parallel", &f.pipeline_parallel, "Pipeline stages: worker processes (paper: inter-layer partitions)");
+  flags.AddInt("pipeline-parallel", &f.pipeline_parallel,
+               "Pipeline stages: worker processes (paper: inter-layer partitions)");
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "Tensor-parallel shards per stage (threads; paper: intra-layer)");
   flags.AddInt("max-bs", &f.max_bs, "Paper's max_bs: requests per iteration");
   flags.AddInt("n-slots", &f.n_slots, "Paper's n_slots: KV slots (tokens) per stage");
@@ -81,7 +84,8 @@ int RunServe(int argc, char** argv) {
     std::cout << flags.Usage();
     return 0;
   }
-  if (f.pipeline_parallel < 1 || f.tensor_parallel < 1) return Fail("--pipeline-parallel and --tensor-parallel must be >= 1");
+  if (f.pipeline_parallel < 1 || f.tensor_parallel < 1)
+    return Fail("--pipeline-parallel and --tensor-parallel must be >= 1");
   if (f.model.empty()) {
     f.model = EnsureDefaultModel();
     if (f.model.empty()) return 1;
@@ -91,7 +95,9 @@ int RunServe(int argc, char** argv) {
   // One name for every service: the gateway answers `"model"` with it and all label metrics with it.
   const std::string name = f.served_model_name.empty() ? ServedModelNameFromPath(f.model) : f.served_model_name;
   if (!f.log_dir.empty()) std::filesystem::create_directories(f.log_dir);
-  auto log_path = [&](const std::string& name) { return f.log_dir.empty() ? std::string() : f.log_dir + "/" + name + ".log"; };
+  auto log_path = [&](const std::string& name) {
+    return f.log_dir.empty() ? std::string() : f.log_dir + "/" + name + ".log";
+  };
   const std::string bin = ExecutableDir();
   services::BlockTerminationSignals();
 
@@ -115,26 +121,37 @@ int RunServe(int argc, char** argv) {
   const int64_t threads = f.threads > 0 ? f.threads : std::max<int64_t>(f.tensor_parallel, cores / P);
   std::vector<std::unique_ptr<Subprocess>> children;
   for (int s = 0; s < P; ++s) {
-    std::vector<std::string> args = {
-        "--model=" + f.model, "--listen=" + worker_addrs[s], "--http-listen=" + Addr(worker_http[s]),
-        "--stage=" + std::to_string(s), "--num-stages=" + std::to_string(P),
-        "--tensor-parallel=" + std::to_string(f.tensor_parallel), "--workers=" + absl::StrJoin(worker_addrs, ","),
-        "--scheduler=" + Addr(sched_grpc), "--n-slots=" + std::to_string(f.n_slots), "--dtype=" + f.dtype,
-        "--threads=" + std::to_string(threads), "--log-level=" + f.log_level};
+    std::vector<std::string> args = {"--model=" + f.model,
+                                     "--listen=" + worker_addrs[s],
+                                     "--http-listen=" + Addr(worker_http[s]),
+                                     "--stage=" + std::to_string(s),
+                                     "--num-stages=" + std::to_string(P),
+                                     "--tensor-parallel=" + std::to_string(f.tensor_parallel),
+                                     "--workers=" + absl::StrJoin(worker_addrs, ","),
+                                     "--scheduler=" + Addr(sched_grpc),
+                                     "--n-slots=" + std::to_string(f.n_slots),
+                                     "--dtype=" + f.dtype,
+                                     "--threads=" + std::to_string(threads),
+                                     "--log-level=" + f.log_level};
     args.push_back("--model-name=" + name);
-    children.push_back(std::make_unique<Subprocess>("worker-" + std::to_string(s), bin + "/orca-worker", args,
-                                                    Subprocess::Options{.log_path = log_path("worker-" + std::to_string(s))}));
+    children.push_back(
+        std::make_unique<Subprocess>("worker-" + std::to_string(s), bin + "/orca-worker", args,
+                                     Subprocess::Options{.log_path = log_path("worker-" + std::to_string(s))}));
   }
-  std::vector<std::string> sargs = {"--listen=" + Addr(sched_grpc), "--http-listen=" + Addr(sched_http),
-                                    "--workers=" + absl::StrJoin(worker_addrs, ","), "--max-bs=" + std::to_string(f.max_bs),
-                                    "--n-slots=" + std::to_string(f.n_slots), "--policy=" + f.policy,
+  std::vector<std::string> sargs = {"--listen=" + Addr(sched_grpc),
+                                    "--http-listen=" + Addr(sched_http),
+                                    "--workers=" + absl::StrJoin(worker_addrs, ","),
+                                    "--max-bs=" + std::to_string(f.max_bs),
+                                    "--n-slots=" + std::to_string(f.n_slots),
+                                    "--policy=" + f.policy,
                                     "--log-level=" + f.log_level};
   if (f.n_workers > 0) sargs.push_back("--n-workers=" + std::to_string(f.n_workers));
   sargs.push_back("--model-name=" + name);
   children.push_back(std::make_unique<Subprocess>("scheduler", bin + "/orca-scheduler", sargs,
                                                   Subprocess::Options{.log_path = log_path("scheduler")}));
-  std::vector<std::string> gargs = {"--listen=" + f.host + ":" + std::to_string(f.port), "--schedulers=" + Addr(sched_grpc),
-                                    "--model=" + f.model, "--log-level=" + f.log_level};
+  std::vector<std::string> gargs = {"--listen=" + f.host + ":" + std::to_string(f.port),
+                                    "--schedulers=" + Addr(sched_grpc), "--model=" + f.model,
+                                    "--log-level=" + f.log_level};
   gargs.push_back(f.grpc_port > 0 ? "--grpc-listen=" + f.host + ":" + std::to_string(f.grpc_port) : "--grpc-listen=");
   gargs.push_back("--served-model-name=" + name);
   if (!f.api_keys.empty()) gargs.push_back("--api-keys=" + absl::StrJoin(f.api_keys, ","));
@@ -170,12 +187,17 @@ int RunServe(int argc, char** argv) {
   }
   const std::string url = absl::StrCat("http://", probe_host, ":", f.port);
   // Each process serves its own /metrics (as each pod does in a cluster): HTTP and request metrics at the
-  // gateway, the vLLM-named engine metrics (orca:num_requests_running, …) at the scheduler, per-stage ones at each worker.
-  std::string metrics = absl::StrCat("  gateway    ", url, "/metrics\n  scheduler  http://", Addr(sched_http), "/metrics\n");
-  for (int s = 0; s < P; ++s) absl::StrAppend(&metrics, "  worker-", s, "   http://", Addr(worker_http[s]), "/metrics\n");
+  // gateway, the vLLM-named engine metrics (orca:num_requests_running, …) at the scheduler, per-stage ones at each
+  // worker.
+  std::string metrics =
+      absl::StrCat("  gateway    ", url, "/metrics\n  scheduler  http://", Addr(sched_http), "/metrics\n");
+  for (int s = 0; s < P; ++s)
+    absl::StrAppend(&metrics, "  worker-", s, "   http://", Addr(worker_http[s]), "/metrics\n");
   std::printf(
-      "Orca is ready: %s (OpenAI API), model \"%s\"\n\nMetrics (Prometheus text):\n%s\nTry:\n  curl %s/v1/completions -H "
-      "'Content-Type: application/json' \\\n    -d '{\"model\": \"%s\", \"prompt\": \"Once upon a time\", \"max_tokens\": "
+      "Orca is ready: %s (OpenAI API), model \"%s\"\n\nMetrics (Prometheus text):\n%s\nTry:\n  curl %s/v1/completions "
+      "-H "
+      "'Content-Type: application/json' \\\n    -d '{\"model\": \"%s\", \"prompt\": \"Once upon a time\", "
+      "\"max_tokens\": "
       "32}'\n\nCtrl-C stops everything.\n",
       url.c_str(), name.c_str(), metrics.c_str(), url.c_str(), name.c_str());
   std::fflush(stdout);
@@ -185,7 +207,8 @@ int RunServe(int argc, char** argv) {
       return stop_all(0);
     }
     if (Subprocess* c = dead_child()) {
-      std::fprintf(stderr, "orca serve: %s exited (status %d); stopping the stack\n", c->name().c_str(), c->exit_status());
+      std::fprintf(stderr, "orca serve: %s exited (status %d); stopping the stack\n", c->name().c_str(),
+                   c->exit_status());
       return stop_all(1);
     }
   }

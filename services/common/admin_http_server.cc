@@ -3,23 +3,22 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdint>
-#include <exception>
-#include <limits>
-#include <optional>
-#include <string_view>
-#include <system_error>
-#include <thread>
-#include <utility>
-#include <vector>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cstdint>
+#include <exception>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -68,8 +67,7 @@ absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& address) {
     port_text = address.substr(colon + 1);
   }
   if (parsed.host.empty()) return error("empty host");
-  if (port_text.empty() || port_text.size() > 5 ||
-      port_text.find_first_not_of("0123456789") != std::string::npos) {
+  if (port_text.empty() || port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) {
     return error("port must be a number from 0 to 65535");
   }
   const int port = std::stoi(port_text);
@@ -102,8 +100,7 @@ Reply TextReply(http::status status, std::string body) {
 
 class AdminHttpServer::Impl {
  public:
-  Impl(Options options, ListenAddress address)
-      : options_(std::move(options)), address_(std::move(address)) {}
+  Impl(Options options, ListenAddress address) : options_(std::move(options)), address_(std::move(address)) {}
   ~Impl() { Stop(); }
 
   absl::Status Start();
@@ -144,8 +141,7 @@ class AdminHttpServer::Impl {
 // One connection: read a request, write its reply, repeat while keep-alive.
 class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const Impl& server)
-      : stream_(std::move(socket)), server_(server) {}
+  Session(tcp::socket socket, const Impl& server) : stream_(std::move(socket)), server_(server) {}
 
   void Run() { ReadRequest(); }
 
@@ -163,15 +159,12 @@ class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Sessi
     parser_->body_limit(server_.options().max_body_bytes);
     stream_.expires_after(server_.options().idle_timeout);
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->OnRead(ec);
-                     });
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
     if (ec == http::error::header_limit) {
-      return SendFinal(TextReply(http::status::request_header_fields_too_large,
-                                 "request header fields too large\n"));
+      return SendFinal(TextReply(http::status::request_header_fields_too_large, "request header fields too large\n"));
     }
     if (ec == http::error::body_limit) {
       return SendFinal(TextReply(http::status::payload_too_large, "request body too large\n"));
@@ -185,8 +178,8 @@ class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Sessi
     if (ec) return Close();  // timeout, reset, shutdown
     const http::request<http::string_body>& request = parser_->get();
     const beast::string_view target = request.target();
-    Send(server_.Handle(request.method(), std::string_view(target.data(), target.size())),
-         request.version(), request.keep_alive(), request.method() == http::verb::head);
+    Send(server_.Handle(request.method(), std::string_view(target.data(), target.size())), request.version(),
+         request.keep_alive(), request.method() == http::verb::head);
   }
 
   // Replies to a request that cannot be followed by another.
@@ -205,12 +198,11 @@ class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Sessi
     response_.content_length(reply.body.size());
     if (!head_only) response_.body() = std::move(reply.body);
     stream_.expires_after(server_.options().idle_timeout);
-    http::async_write(stream_, response_,
-                      [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
-                        if (ec) return self->Close();
-                        if (!keep_alive) return self->Linger();
-                        self->ReadRequest();
-                      });
+    http::async_write(stream_, response_, [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      if (!keep_alive) return self->Linger();
+      self->ReadRequest();
+    });
   }
 
   // Half-closes, then discards input until the client closes too (bounded in
@@ -223,14 +215,12 @@ class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Sessi
 
   void DrainInput() {
     if (lingered_bytes_ > kMaxLingerBytes) return Close();
-    stream_.expires_after(std::min<std::chrono::milliseconds>(kMaxLingerTime,
-                                                              server_.options().idle_timeout));
-    stream_.async_read_some(asio::buffer(drain_buffer_),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
-                              if (ec) return self->Close();
-                              self->lingered_bytes_ += n;
-                              self->DrainInput();
-                            });
+    stream_.expires_after(std::min<std::chrono::milliseconds>(kMaxLingerTime, server_.options().idle_timeout));
+    stream_.async_read_some(asio::buffer(drain_buffer_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      if (ec) return self->Close();
+      self->lingered_bytes_ += n;
+      self->DrainInput();
+    });
   }
 
   beast::tcp_stream stream_;
@@ -250,9 +240,8 @@ absl::Status AdminHttpServer::Impl::Start() {
   const std::string where = FormatHostPort(address_.host, address_.port);
   beast::error_code ec;
   tcp::resolver resolver(io_context_);
-  const tcp::resolver::results_type endpoints =
-      resolver.resolve(address_.host, std::to_string(address_.port),
-                       tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  const tcp::resolver::results_type endpoints = resolver.resolve(
+      address_.host, std::to_string(address_.port), tcp::resolver::passive | tcp::resolver::numeric_service, ec);
   if (ec || endpoints.empty()) {
     return absl::UnavailableError("admin HTTP server cannot resolve '" + address_.host +
                                   "': " + (ec ? ec.message() : "no addresses"));
@@ -261,8 +250,7 @@ absl::Status AdminHttpServer::Impl::Start() {
   const auto fail = [&](const char* step) {
     beast::error_code ignored;
     acceptor_.close(ignored);
-    return absl::UnavailableError("admin HTTP server cannot listen on " + where + " (" + step +
-                                  "): " + ec.message());
+    return absl::UnavailableError("admin HTTP server cannot listen on " + where + " (" + step + "): " + ec.message());
   };
   acceptor_.open(endpoint.protocol(), ec);
   if (ec) return fail("open");
@@ -283,12 +271,10 @@ absl::Status AdminHttpServer::Impl::Start() {
     beast::error_code ignored;
     acceptor_.close(ignored);
     port_.store(0);
-    return absl::ResourceExhaustedError(std::string("admin HTTP server: cannot start thread: ") +
-                                        e.what());
+    return absl::ResourceExhaustedError(std::string("admin HTTP server: cannot start thread: ") + e.what());
   }
   started_ = true;
-  ORCA_LOG(INFO) << "admin HTTP server listening on "
-                 << FormatHostPort(local.address().to_string(), local.port());
+  ORCA_LOG(INFO) << "admin HTTP server listening on " << FormatHostPort(local.address().to_string(), local.port());
   return absl::OkStatus();
 }
 
@@ -315,9 +301,7 @@ void AdminHttpServer::Impl::Run() {
 }
 
 void AdminHttpServer::Impl::Accept() {
-  acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
-    OnAccept(ec, std::move(socket));
-  });
+  acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) { OnAccept(ec, std::move(socket)); });
 }
 
 void AdminHttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
@@ -333,8 +317,7 @@ void AdminHttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
   }
   std::erase_if(sessions_, [](const std::weak_ptr<Session>& s) { return s.expired(); });
   if (static_cast<int>(sessions_.size()) >= options_.max_connections) {
-    ORCA_LOG(DEBUG) << "admin HTTP server: " << sessions_.size()
-                    << " connections open, closing a new one";
+    ORCA_LOG(DEBUG) << "admin HTTP server: " << sessions_.size() << " connections open, closing a new one";
     beast::error_code ignored;
     socket.close(ignored);
   } else {
@@ -393,14 +376,12 @@ Reply AdminHttpServer::Impl::Handle(http::verb method, std::string_view target) 
 absl::StatusOr<std::unique_ptr<AdminHttpServer>> AdminHttpServer::Create(Options options) {
   absl::StatusOr<ListenAddress> address = ParseListenAddress(options.listen_address);
   if (!address.ok()) return address.status();
-  if (options.max_header_bytes < 256 ||
-      options.max_header_bytes > std::numeric_limits<std::uint32_t>::max()) {
+  if (options.max_header_bytes < 256 || options.max_header_bytes > std::numeric_limits<std::uint32_t>::max()) {
     return absl::InvalidArgumentError("max_header_bytes must be in [256, 4294967295], got " +
                                       std::to_string(options.max_header_bytes));
   }
   if (options.max_connections < 1) {
-    return absl::InvalidArgumentError("max_connections must be >= 1, got " +
-                                      std::to_string(options.max_connections));
+    return absl::InvalidArgumentError("max_connections must be >= 1, got " + std::to_string(options.max_connections));
   }
   if (options.idle_timeout.count() <= 0) {
     return absl::InvalidArgumentError("idle_timeout must be positive, got " +

@@ -42,7 +42,8 @@ IterationInput PlanToIterationInput(const sched::IterationPlan& plan) {
     s.start_position = r.start_position;
     s.sample = true;
     if (r.new_request.has_value())
-      s.new_request = NewRequestInfo{r.new_request->max_tokens, r.new_request->sampling, r.new_request->prompt_token_ids};
+      s.new_request =
+          NewRequestInfo{r.new_request->max_tokens, r.new_request->sampling, r.new_request->prompt_token_ids};
     in.seqs.push_back(std::move(s));
   }
   return in;
@@ -62,7 +63,8 @@ void PlanToControlMessage(const sched::IterationPlan& plan, v1::ControlMessage* 
       v1::NewRequestInfo* n = s->mutable_new_request();
       n->set_max_tokens(r.new_request->max_tokens);
       SamplingToProto(r.new_request->sampling, n->mutable_sampling());
-      n->mutable_prompt_token_ids()->Add(r.new_request->prompt_token_ids.begin(), r.new_request->prompt_token_ids.end());
+      n->mutable_prompt_token_ids()->Add(r.new_request->prompt_token_ids.begin(),
+                                         r.new_request->prompt_token_ids.end());
     }
   }
 }
@@ -125,7 +127,8 @@ std::vector<sched::RequestResult> ProtoToResults(const v1::IterationResult& resu
     rr.request_id = r.request_id();
     rr.token.token_id = r.token().token_id();
     rr.token.logprob = r.token().logprob();
-    for (const v1::TopLogprob& lp : r.token().top_logprobs()) rr.token.top_logprobs.push_back({lp.token_id(), lp.logprob()});
+    for (const v1::TopLogprob& lp : r.token().top_logprobs())
+      rr.token.top_logprobs.push_back({lp.token_id(), lp.logprob()});
     out.push_back(std::move(rr));
   }
   return out;

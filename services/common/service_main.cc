@@ -32,7 +32,8 @@ std::optional<int> ParseFlagsOrExit(FlagSet& flags, int argc, char** argv, const
 absl::Status ConfigureLogging(const std::string& component, const LoggingFlags& flags) {
   LogLevel level;
   if (!ParseLogLevel(flags.log_level, &level))
-    return absl::InvalidArgumentError("--log-level must be debug, info, warning or error, got '" + flags.log_level + "'");
+    return absl::InvalidArgumentError("--log-level must be debug, info, warning or error, got '" + flags.log_level +
+                                      "'");
   SetLogComponent(component);
   SetLogLevel(level);
   if (flags.log_json) SetLogFormat(LogFormat::kJson);

@@ -1,7 +1,6 @@
 #include "services/gateway/api_error.h"
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 
 #include "absl/strings/cord.h"

@@ -25,7 +25,7 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ApiKeyAuthenticator>> ApiKeyAuthenticator::Create(const std::vector<std::string>& keys,
-                                                                                const std::string& keys_file) {
+                                                                                 const std::string& keys_file) {
   std::vector<std::string> all;
   for (const std::string& key : keys) {
     std::string k(absl::StripAsciiWhitespace(key));

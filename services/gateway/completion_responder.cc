@@ -40,8 +40,8 @@ void CompletionResponder::StartStreamIfNeeded() {
 }
 
 void CompletionResponder::OnDelta(const ChoiceDelta& delta) {
-  const bool first = delta.index >= 0 && static_cast<size_t>(delta.index) < choice_started_.size() &&
-                     !choice_started_[delta.index];
+  const bool first =
+      delta.index >= 0 && static_cast<size_t>(delta.index) < choice_started_.size() && !choice_started_[delta.index];
   ChoiceDelta out = delta;
   if (options_.format.api == OpenAiApi::kCompletions) {
     out.text = TakeEcho(delta.index) + delta.text;
@@ -62,8 +62,11 @@ void CompletionResponder::OnDelta(const ChoiceDelta& delta) {
 
 void CompletionResponder::OnComplete(const GenerationUsage& usage) {
   ticket_.Release();
-  ORCA_LOG(INFO).With("request_id", options_.request_id).With("prompt_tokens", usage.prompt_tokens)
-          .With("completion_tokens", usage.completion_tokens).With("stream", options_.stream ? "true" : "false")
+  ORCA_LOG(INFO)
+          .With("request_id", options_.request_id)
+          .With("prompt_tokens", usage.prompt_tokens)
+          .With("completion_tokens", usage.completion_tokens)
+          .With("stream", options_.stream ? "true" : "false")
       << "request finished";
   if (!options_.stream) {
     HttpResponse response;

@@ -38,8 +38,7 @@ class Gateway {
   /// /ready reports them.
   static absl::StatusOr<std::unique_ptr<Gateway>> Create(Options options);
   /// Like Create, with an already loaded model (tests).
-  static absl::StatusOr<std::unique_ptr<Gateway>> CreateWithModel(Options options,
-                                                                  std::unique_ptr<GatewayModel> model);
+  static absl::StatusOr<std::unique_ptr<Gateway>> CreateWithModel(Options options, std::unique_ptr<GatewayModel> model);
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;

@@ -1,16 +1,15 @@
 #include "services/gateway/gateway_model.h"
 
-#include <nlohmann/json.hpp>
-
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
-#include "core/common/model_name.h"
 #include "core/common/mapped_file.h"
+#include "core/common/model_name.h"
 #include "core/common/status_macros.h"
 #include "core/engine/gguf_file.h"
 
@@ -83,8 +82,8 @@ absl::StatusOr<std::unique_ptr<GatewayModel>> GatewayModel::Load(const Options& 
   if (declared.ok()) {
     if (model->max_model_len_ == 0 || model->max_model_len_ > *declared) {
       if (model->max_model_len_ > *declared) {
-        ORCA_LOG(WARNING) << "--max-model-len " << model->max_model_len_ << " exceeds the model's context "
-                          << *declared << "; using " << *declared;
+        ORCA_LOG(WARNING) << "--max-model-len " << model->max_model_len_ << " exceeds the model's context " << *declared
+                          << "; using " << *declared;
       }
       model->max_model_len_ = *declared;
     }

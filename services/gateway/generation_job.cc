@@ -106,8 +106,7 @@ void GenerationJob::CancelCalls() {
 
 bool GenerationJob::IsStopToken(int32_t id) const {
   if (!request_.ignore_eos && std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end()) return true;
-  return std::find(request_.stop_token_ids.begin(), request_.stop_token_ids.end(), id) !=
-         request_.stop_token_ids.end();
+  return std::find(request_.stop_token_ids.begin(), request_.stop_token_ids.end(), id) != request_.stop_token_ids.end();
 }
 
 GeneratedToken GenerationJob::MakeToken(const orca::v1::SampledToken& sampled) const {
@@ -204,7 +203,8 @@ void GenerationJob::Deliver(Choice& choice, ChoiceDelta& delta) {
   observer_->OnDelta(delta);
   if (num_finished_ < static_cast<int>(choices_.size())) return;
   GenerationUsage usage;
-  for (const PromptInput& prompt : request_.prompts) usage.prompt_tokens += static_cast<int32_t>(prompt.token_ids.size());
+  for (const PromptInput& prompt : request_.prompts)
+    usage.prompt_tokens += static_cast<int32_t>(prompt.token_ids.size());
   for (const Choice& c : choices_) usage.completion_tokens += c.completion_tokens;
   terminated_ = true;
   std::shared_ptr<GenerationObserver> observer = std::move(observer_);
@@ -232,7 +232,9 @@ void GenerationJob::OnSchedulerDone(int index, const grpc::Status& status) {
       } else if (status.error_code() == grpc::StatusCode::CANCELLED) {
         Fail(absl::UnavailableError("The scheduler cancelled the request"));
       } else {
-        ORCA_LOG(WARNING).With("request_id", request_.request_id).With("scheduler", choice.call ? choice.call->scheduler_address() : "")
+        ORCA_LOG(WARNING)
+                .With("request_id", request_.request_id)
+                .With("scheduler", choice.call ? choice.call->scheduler_address() : "")
             << "scheduler call failed: " << status.error_message();
         Fail(services::FromGrpcStatus(status));
       }

@@ -30,8 +30,8 @@ class GenerationJob : public GenerationHandle,
                       public SchedulerCallListener,
                       public std::enable_shared_from_this<GenerationJob> {
  public:
-  GenerationJob(uint64_t id, GenerationPipeline* pipeline, const text::Tokenizer* tokenizer,
-                GenerationRequest request, std::shared_ptr<GenerationObserver> observer);
+  GenerationJob(uint64_t id, GenerationPipeline* pipeline, const text::Tokenizer* tokenizer, GenerationRequest request,
+                std::shared_ptr<GenerationObserver> observer);
   ~GenerationJob() override;
 
   /// Reserves a scheduler per choice (all or nothing), then starts the calls.

@@ -56,9 +56,7 @@ struct GeneratedToken {
 
 enum class FinishReason { kStop, kLength };
 
-inline const char* FinishReasonName(FinishReason reason) {
-  return reason == FinishReason::kStop ? "stop" : "length";
-}
+inline const char* FinishReasonName(FinishReason reason) { return reason == FinishReason::kStop ? "stop" : "length"; }
 
 /// New output of one choice. Text is final (never retracted): partial UTF-8 and
 /// possible stop-string prefixes are held back until decided.

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
-#include "services/gateway/api_error.h"
 #include "services/common/grpc_status.h"
+#include "services/gateway/api_error.h"
 
 namespace orca::gateway {
 namespace {
@@ -196,7 +196,8 @@ std::string NewRequestId() {
 }
 
 absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* options) {
-  if (request.max_tokens() < 0) return InvalidFieldError("max_tokens", "'max_tokens' must be >= 0 (0: the rest of the context)");
+  if (request.max_tokens() < 0)
+    return InvalidFieldError("max_tokens", "'max_tokens' must be >= 0 (0: the rest of the context)");
   if (request.max_tokens() > 0) options->max_tokens = request.max_tokens();
   if (request.n() < 0 || request.n() > kMaxChoicesPerRequest) {
     return InvalidFieldError("n", absl::StrCat("'n' must be in [0, ", kMaxChoicesPerRequest, "], got ", request.n()));
@@ -241,7 +242,8 @@ absl::Status GrpcGenerationService::CheckCall(grpc::CallbackServerContext* conte
   if (options_.authenticator != nullptr && options_.authenticator->enabled()) {
     std::string header;
     const auto& metadata = context->client_metadata();
-    if (auto it = metadata.find("authorization"); it != metadata.end()) header.assign(it->second.data(), it->second.size());
+    if (auto it = metadata.find("authorization"); it != metadata.end())
+      header.assign(it->second.data(), it->second.size());
     ORCA_RETURN_IF_ERROR(options_.authenticator->Authenticate(header));
   }
   if (!model.empty() && model != options_.model->name()) {

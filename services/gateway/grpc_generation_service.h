@@ -37,11 +37,9 @@ class GrpcGenerationService final : public orca::v1::Generation::CallbackService
       grpc::CallbackServerContext* context, const orca::v1::TextGenerateRequest* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context, const orca::v1::TokenizeRequest* request,
                                      orca::v1::TokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
-                                       const orca::v1::DetokenizeRequest* request,
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context, const orca::v1::DetokenizeRequest* request,
                                        orca::v1::DetokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
-                                       const orca::v1::ListModelsRequest* request,
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context, const orca::v1::ListModelsRequest* request,
                                        orca::v1::ListModelsResponse* response) override;
 
  private:

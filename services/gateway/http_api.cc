@@ -1,10 +1,9 @@
 #include "services/gateway/http_api.h"
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
@@ -91,9 +90,9 @@ bool NeedsApiKey(const std::string& path) { return path != "/health" && path != 
 HttpApi::HttpApi(Options options) : options_(options), resolver_(options.model) {}
 
 const char* HttpApi::RouteTemplate(const std::string& path) {
-  static constexpr const char* kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
-                                            "/tokenize",       "/detokenize",          "/health",
-                                            "/ready",          "/metrics"};
+  static constexpr const char* kRoutes[] = {
+      "/v1/completions", "/v1/chat/completions", "/v1/models", "/tokenize", "/detokenize", "/health", "/ready",
+      "/metrics"};
   for (const char* route : kRoutes) {
     if (path == route) return route;
   }
@@ -232,8 +231,8 @@ absl::StatusOr<int32_t> HttpApi::MaxModelLen() const {
 
 HttpResponse HttpApi::Models(const std::string& path) const {
   const GatewayModel& model = *options_.model;
-  json card = {{"id", model.name()},      {"object", "model"}, {"created", model.created()},
-               {"owned_by", "orca"},       {"root", model.name()}, {"parent", nullptr}};
+  json card = {{"id", model.name()}, {"object", "model"},    {"created", model.created()},
+               {"owned_by", "orca"}, {"root", model.name()}, {"parent", nullptr}};
   absl::StatusOr<int32_t> max_len = MaxModelLen();
   card["max_model_len"] = max_len.ok() ? json(*max_len) : json(nullptr);
   if (path != "/v1/models") {

@@ -50,8 +50,8 @@ class HttpApi {
 
  private:
   void HandleGeneration(OpenAiApi api, const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
-  absl::Status StartGeneration(OpenAiApi api, const HttpRequest& request,
-                               const std::shared_ptr<HttpExchange>& exchange, AdmissionTicket& ticket);
+  absl::Status StartGeneration(OpenAiApi api, const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                               AdmissionTicket& ticket);
   HttpResponse Models(const std::string& path) const;
   absl::StatusOr<HttpResponse> Tokenize(const HttpRequest& request) const;
   absl::StatusOr<HttpResponse> Detokenize(const HttpRequest& request) const;

@@ -15,9 +15,9 @@ namespace orca::gateway {
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string target;  // as sent, query included
-  std::string path;    // target without the query
+  std::string method;   // "GET", "POST", ...
+  std::string target;   // as sent, query included
+  std::string path;     // target without the query
   HttpHeaders headers;  // names lower-cased
   std::string body;
   std::string peer;  // "ip:port"

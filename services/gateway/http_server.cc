@@ -4,7 +4,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -91,10 +90,10 @@ class HttpServer::Listener : public std::enable_shared_from_this<Listener> {
 
  private:
   void DoAccept() {
-    acceptor_.async_accept(net::make_strand(io_), [self = shared_from_this()](boost::system::error_code ec,
-                                                                             tcp::socket socket) {
-      self->OnAccept(ec, std::move(socket));
-    });
+    acceptor_.async_accept(net::make_strand(io_),
+                           [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
+                             self->OnAccept(ec, std::move(socket));
+                           });
   }
 
   void OnAccept(boost::system::error_code ec, tcp::socket socket) {
@@ -139,8 +138,7 @@ class HttpServer::Listener : public std::enable_shared_from_this<Listener> {
   size_t live_hint_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(net::io_context& io, Options options,
-                                                               Handler handler) {
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(net::io_context& io, Options options, Handler handler) {
   if (!handler) return absl::InvalidArgumentError("HttpServer needs a handler");
   auto config = std::make_shared<HttpSessionConfig>();
   config->max_body_bytes = options.max_body_bytes;

@@ -100,9 +100,10 @@ void HttpSession::OnHeader(beast::error_code ec) {
   if (ec == http::error::body_limit) {
     // Beast checks Content-Length against the limit as soon as the header is in.
     auto length = parser_->content_length();
-    SendServerError(413, length ? absl::StrCat("Request body of ", *length, " bytes exceeds the limit of ",
-                                               config_->max_body_bytes, " bytes")
-                                : absl::StrCat("Request body exceeds the limit of ", config_->max_body_bytes, " bytes"));
+    SendServerError(413, length
+                             ? absl::StrCat("Request body of ", *length, " bytes exceeds the limit of ",
+                                            config_->max_body_bytes, " bytes")
+                             : absl::StrCat("Request body exceeds the limit of ", config_->max_body_bytes, " bytes"));
     return;
   }
   if (ec == http::error::header_limit) {
@@ -169,8 +170,7 @@ void HttpSession::Dispatch() {
   const size_t query = request.target.find('?');
   request.path = request.target.substr(0, query);
   for (const auto& field : message.base()) {
-    request.headers.emplace_back(absl::AsciiStrToLower(std::string(field.name_string())),
-                                 std::string(field.value()));
+    request.headers.emplace_back(absl::AsciiStrToLower(std::string(field.name_string())), std::string(field.value()));
   }
   request.body = std::move(message.body());
   request.peer = peer_;
@@ -259,9 +259,9 @@ void HttpSession::SendServerError(int status, std::string message) {
   ++seq_;
   on_disconnect_ = nullptr;
   state_ = State::kWriting;
-  QueueWrite(SerializeHead(response.status, response.content_type, response.headers, response.body.size()) +
-                 response.body,
-             /*last=*/true);
+  QueueWrite(
+      SerializeHead(response.status, response.content_type, response.headers, response.body.size()) + response.body,
+      /*last=*/true);
 }
 
 void HttpSession::Respond(uint64_t seq, HttpResponse response) {

@@ -14,15 +14,14 @@
 /// client that closes the connection is noticed at once (pipelined bytes that
 /// arrive meanwhile are kept for the next request).
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 
 #include "services/gateway/http_server.h"
 

@@ -1,9 +1,8 @@
 #include "services/gateway/json_fields.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "services/gateway/api_error.h"

@@ -9,10 +9,9 @@
 ///   'n' must be at least 1, got 0
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "absl/status/status.h"
 
@@ -48,7 +47,6 @@ class JsonFieldReader {
 };
 
 /// Validates one JSON value as an integer in [min, max]; `field` names it in messages.
-absl::Status ReadInteger(const nlohmann::json& value, const std::string& field, int64_t min, int64_t max,
-                         int64_t* out);
+absl::Status ReadInteger(const nlohmann::json& value, const std::string& field, int64_t min, int64_t max, int64_t* out);
 
 }  // namespace orca::gateway

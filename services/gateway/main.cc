@@ -24,7 +24,8 @@ int Run(int argc, char** argv) {
   flags.AddString("grpc-listen", &options.grpc_listen,
                   "gRPC address: orca.v1.Generation, health, reflection (empty disables)");
   flags.AddString("schedulers", &schedulers, "comma-separated scheduler addresses (engine replicas)");
-  flags.AddString("model", &options.model.model_path, "model path: tokenizer, chat template, context length (required)");
+  flags.AddString("model", &options.model.model_path,
+                  "model path: tokenizer, chat template, context length (required)");
   flags.AddString("served-model-name", &options.model.served_model_name,
                   "the `model` clients send (default: basename of --model)");
   flags.AddStringList("api-keys", &api_keys, "comma-separated accepted API keys (empty = no auth)");

@@ -1,8 +1,7 @@
 #include "services/gateway/openai_request.h"
 
-#include <nlohmann/json.hpp>
-
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
@@ -31,12 +30,12 @@ absl::Status ParseStop(const JsonFieldReader& reader, std::vector<std::string>* 
     return absl::OkStatus();
   }
   if (!stop->is_array()) {
-    return InvalidFieldError("stop", absl::StrCat("'stop' must be a string or an array of strings, got ",
-                                                  DescribeJsonValue(*stop)));
+    return InvalidFieldError(
+        "stop", absl::StrCat("'stop' must be a string or an array of strings, got ", DescribeJsonValue(*stop)));
   }
   if (stop->size() > static_cast<size_t>(kMaxStopStrings)) {
-    return InvalidFieldError("stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings,
-                                                  " sequences, got ", stop->size()));
+    return InvalidFieldError(
+        "stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings, " sequences, got ", stop->size()));
   }
   for (size_t i = 0; i < stop->size(); ++i) {
     const json& s = (*stop)[i];
@@ -53,12 +52,12 @@ absl::Status ParseStop(const JsonFieldReader& reader, std::vector<std::string>* 
 
 absl::Status ParseIntArray(const json& array, const std::string& field, size_t max_size, std::vector<int32_t>* out) {
   if (!array.is_array()) {
-    return InvalidFieldError(field, absl::StrCat("'", field, "' must be an array of integers, got ",
-                                                 DescribeJsonValue(array)));
+    return InvalidFieldError(
+        field, absl::StrCat("'", field, "' must be an array of integers, got ", DescribeJsonValue(array)));
   }
   if (array.size() > max_size) {
-    return InvalidFieldError(field, absl::StrCat("'", field, "' may hold at most ", max_size, " entries, got ",
-                                                 array.size()));
+    return InvalidFieldError(field,
+                             absl::StrCat("'", field, "' may hold at most ", max_size, " entries, got ", array.size()));
   }
   out->reserve(array.size());
   for (size_t i = 0; i < array.size(); ++i) {
@@ -139,8 +138,9 @@ absl::Status ParsePrompt(const json& body, CompletionRequest* out) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return InvalidFieldError("prompt", "'prompt' is required");
   const json& prompt = *it;
-  const std::string kShape = "'prompt' must be a string, an array of strings, an array of token ids or an array "
-                             "of arrays of token ids";
+  const std::string kShape =
+      "'prompt' must be a string, an array of strings, an array of token ids or an array "
+      "of arrays of token ids";
   if (prompt.is_string()) {
     out->prompt_texts.push_back(prompt.get<std::string>());
     return absl::OkStatus();
@@ -153,23 +153,22 @@ absl::Status ParsePrompt(const json& body, CompletionRequest* out) {
     return ParseIntArray(prompt, "prompt", std::numeric_limits<int32_t>::max(), &out->prompt_token_ids.back());
   }
   if (prompt.size() > static_cast<size_t>(kMaxChoicesPerRequest)) {
-    return InvalidFieldError("prompt", absl::StrCat("'prompt' may hold at most ", kMaxChoicesPerRequest,
-                                                    " prompts, got ", prompt.size()));
+    return InvalidFieldError(
+        "prompt", absl::StrCat("'prompt' may hold at most ", kMaxChoicesPerRequest, " prompts, got ", prompt.size()));
   }
   for (size_t i = 0; i < prompt.size(); ++i) {
     const json& p = prompt[i];
     const std::string field = absl::StrCat("prompt[", i, "]");
     if (first.is_string()) {
-      if (!p.is_string()) return InvalidFieldError("prompt", absl::StrCat(kShape, "; '", field, "' is ",
-                                                                          DescribeJsonValue(p)));
+      if (!p.is_string())
+        return InvalidFieldError("prompt", absl::StrCat(kShape, "; '", field, "' is ", DescribeJsonValue(p)));
       out->prompt_texts.push_back(p.get<std::string>());
     } else if (first.is_array()) {
-      if (!p.is_array()) return InvalidFieldError("prompt", absl::StrCat(kShape, "; '", field, "' is ",
-                                                                         DescribeJsonValue(p)));
+      if (!p.is_array())
+        return InvalidFieldError("prompt", absl::StrCat(kShape, "; '", field, "' is ", DescribeJsonValue(p)));
       if (p.empty()) return InvalidFieldError("prompt", absl::StrCat("'", field, "' must not be empty"));
       out->prompt_token_ids.emplace_back();
-      ORCA_RETURN_IF_ERROR(ParseIntArray(p, field, std::numeric_limits<int32_t>::max(),
-                                         &out->prompt_token_ids.back()));
+      ORCA_RETURN_IF_ERROR(ParseIntArray(p, field, std::numeric_limits<int32_t>::max(), &out->prompt_token_ids.back()));
     } else {
       return InvalidFieldError("prompt", absl::StrCat(kShape, "; '", field, "' is ", DescribeJsonValue(p)));
     }
@@ -184,15 +183,17 @@ absl::Status ParseContent(const json& content, const std::string& field, std::st
     return absl::OkStatus();
   }
   if (!content.is_array()) {
-    return InvalidFieldError("messages", absl::StrCat("'", field, "' must be a string or an array of content "
-                                                      "parts, got ", DescribeJsonValue(content)));
+    return InvalidFieldError("messages", absl::StrCat("'", field,
+                                                      "' must be a string or an array of content "
+                                                      "parts, got ",
+                                                      DescribeJsonValue(content)));
   }
   for (size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     const std::string part_field = absl::StrCat(field, "[", i, "]");
     if (!part.is_object()) {
-      return InvalidFieldError("messages", absl::StrCat("'", part_field, "' must be an object, got ",
-                                                        DescribeJsonValue(part)));
+      return InvalidFieldError("messages",
+                               absl::StrCat("'", part_field, "' must be an object, got ", DescribeJsonValue(part)));
     }
     JsonFieldReader r(part, part_field + ".");
     std::string type;
@@ -265,8 +266,9 @@ absl::Status ParseChatOnlyFields(const json& body, ChatRequest* out) {
       return Unsupported("response_format", absl::StrCat("'response_format' of type '", type, "'"));
     }
     if (type != "text") {
-      return InvalidFieldError("response_format", "'response_format.type' must be 'text', 'json_object' or "
-                                                  "'json_schema'");
+      return InvalidFieldError("response_format",
+                               "'response_format.type' must be 'text', 'json_object' or "
+                               "'json_schema'");
     }
   }
   std::string tool_choice;
@@ -342,8 +344,8 @@ std::optional<size_t> FindInvalidUtf8(std::string_view text) {
 
 absl::StatusOr<json> ParseJsonObject(std::string_view body) {
   if (std::optional<size_t> bad = FindInvalidUtf8(body)) {
-    return absl::InvalidArgumentError(absl::StrCat("Request body is not valid UTF-8 (invalid byte sequence at offset ",
-                                                   *bad, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Request body is not valid UTF-8 (invalid byte sequence at offset ", *bad, ")"));
   }
   json parsed;
   try {
@@ -357,7 +359,8 @@ absl::StatusOr<json> ParseJsonObject(std::string_view body) {
     return absl::InvalidArgumentError(absl::StrCat("Invalid JSON body: ", e.what()));
   }
   if (!parsed.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("Request body must be a JSON object, got ", DescribeJsonValue(parsed)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Request body must be a JSON object, got ", DescribeJsonValue(parsed)));
   }
   return parsed;
 }
@@ -399,9 +402,9 @@ absl::StatusOr<ChatRequest> ParseChatRequest(const json& body) {
   ORCA_RETURN_IF_ERROR(ParseOptions(body, &out.options));
   ORCA_RETURN_IF_ERROR(ParseChatOnlyFields(body, &out));
   if (out.options.max_tokens && out.options.min_tokens > *out.options.max_tokens) {
-    return InvalidFieldError("min_tokens", absl::StrCat("'min_tokens' (", out.options.min_tokens,
-                                                        ") must not exceed the completion limit (",
-                                                        *out.options.max_tokens, ")"));
+    return InvalidFieldError(
+        "min_tokens", absl::StrCat("'min_tokens' (", out.options.min_tokens, ") must not exceed the completion limit (",
+                                   *out.options.max_tokens, ")"));
   }
   out.options.sampling.logprobs = out.logprobs;
   out.options.sampling.top_logprobs = out.logprobs ? out.top_logprobs : 0;

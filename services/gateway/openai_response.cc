@@ -102,9 +102,10 @@ json OpenAiResponseBuilder::UsageJson(const GenerationUsage& usage) {
 
 std::string OpenAiResponseBuilder::RoleChunk(int index) const {
   json chunk = ChunkEnvelope();
-  chunk["choices"] = json::array(
-      {{{"index", index}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
-        {"finish_reason", nullptr}}});
+  chunk["choices"] = json::array({{{"index", index},
+                                   {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                   {"logprobs", nullptr},
+                                   {"finish_reason", nullptr}}});
   return SseEvent(chunk);
 }
 

@@ -8,10 +8,9 @@
 /// choices, an optional usage chunk with empty `choices`, then `data: [DONE]`.
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "services/gateway/api_error.h"
 #include "services/gateway/generation_request.h"

@@ -28,10 +28,11 @@ absl::StatusOr<PromptInput> RequestResolver::MakePrompt(std::vector<int32_t> ids
   const int64_t prompt_len = static_cast<int64_t>(ids.size());
   if (prompt_len >= max_model_len) {
     return WithErrorCode(
-        InvalidFieldError(prompt_field,
-                          absl::StrCat("This model's maximum context length is ", max_model_len,
-                                       " tokens. However, your request has ", prompt_len, " input tokens. Please "
-                                       "reduce the length of the input ", chat ? "messages." : "prompt.")),
+        InvalidFieldError(prompt_field, absl::StrCat("This model's maximum context length is ", max_model_len,
+                                                     " tokens. However, your request has ", prompt_len,
+                                                     " input tokens. Please "
+                                                     "reduce the length of the input ",
+                                                     chat ? "messages." : "prompt.")),
         "context_length_exceeded");
   }
   PromptInput prompt;
@@ -39,12 +40,12 @@ absl::StatusOr<PromptInput> RequestResolver::MakePrompt(std::vector<int32_t> ids
     const int64_t requested = prompt_len + *options.max_tokens;
     if (requested > max_model_len) {
       return WithErrorCode(
-          InvalidFieldError(max_tokens_field,
-                            absl::StrCat("This model's maximum context length is ", max_model_len,
-                                         " tokens. However, you requested ", requested, " tokens (", prompt_len,
-                                         " in the ", chat ? "messages" : "prompt", ", ", *options.max_tokens,
-                                         " in the completion). Please reduce the length of the ",
-                                         chat ? "messages" : "prompt", " or completion.")),
+          InvalidFieldError(
+              max_tokens_field,
+              absl::StrCat("This model's maximum context length is ", max_model_len, " tokens. However, you requested ",
+                           requested, " tokens (", prompt_len, " in the ", chat ? "messages" : "prompt", ", ",
+                           *options.max_tokens, " in the completion). Please reduce the length of the ",
+                           chat ? "messages" : "prompt", " or completion.")),
           "context_length_exceeded");
     }
     prompt.max_new_tokens = *options.max_tokens;
@@ -68,8 +69,7 @@ GenerationRequest RequestResolver::BaseRequest(const GenerationOptions& options)
   return out;
 }
 
-absl::StatusOr<GenerationRequest> RequestResolver::Completion(const CompletionRequest& request,
-                                                              int32_t max_model_len,
+absl::StatusOr<GenerationRequest> RequestResolver::Completion(const CompletionRequest& request, int32_t max_model_len,
                                                               std::vector<std::string>* echo_texts) const {
   ORCA_RETURN_IF_ERROR(CheckTokenIds(request.options.stop_token_ids, "stop_token_ids"));
   GenerationRequest out = BaseRequest(request.options);

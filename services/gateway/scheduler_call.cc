@@ -10,8 +10,8 @@ SchedulerCall::SchedulerCall(SchedulerLease lease, orca::v1::GenerateRequest req
       choice_(choice),
       listener_(std::move(listener)) {}
 
-std::shared_ptr<SchedulerCall> SchedulerCall::Start(SchedulerLease lease, orca::v1::GenerateRequest request,
-                                                    int choice, std::shared_ptr<SchedulerCallListener> listener) {
+std::shared_ptr<SchedulerCall> SchedulerCall::Start(SchedulerLease lease, orca::v1::GenerateRequest request, int choice,
+                                                    std::shared_ptr<SchedulerCallListener> listener) {
   std::shared_ptr<SchedulerCall> call(
       new SchedulerCall(std::move(lease), std::move(request), choice, std::move(listener)));
   call->self_ = call;

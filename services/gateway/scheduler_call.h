@@ -5,9 +5,9 @@
 /// (the scheduler treats a cancelled call as a cancelled request and frees its
 /// KV slots).
 
-#include <memory>
-
 #include <grpcpp/grpcpp.h>
+
+#include <memory>
 
 #include "orca/v1/scheduler.grpc.pb.h"
 #include "services/gateway/scheduler_router.h"

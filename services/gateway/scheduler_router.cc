@@ -110,34 +110,29 @@ void SchedulerRouter::PollNow() {
   absl::BlockingCounter pending(static_cast<int>(backends_.size()));
   for (size_t i = 0; i < backends_.size(); ++i) {
     Poll& poll = polls[i];
-    poll.context.set_deadline(std::chrono::system_clock::now() +
-                              absl::ToChronoMilliseconds(options_.stats_timeout));
+    poll.context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.stats_timeout));
     Backend* backend = backends_[i].get();
-    backend->stub->async()->GetStats(&poll.context, &poll.request, &poll.response,
-                                     [backend, &poll, &pending](grpc::Status status) {
-                                       absl::MutexLock lock(&backend->mu);
-                                       const bool was_ready = backend->ready;
-                                       if (status.ok()) {
-                                         backend->stats = poll.response;
-                                         backend->has_stats = true;
-                                         backend->ready = poll.response.ready() && !poll.response.draining();
-                                         backend->not_ready_reason =
-                                             backend->ready ? ""
-                                             : poll.response.draining()
-                                                 ? "draining"
-                                                 : "not ready: " + poll.response.not_ready_reason();
-                                       } else {
-                                         backend->ready = false;
-                                         backend->not_ready_reason =
-                                             absl::StrCat("GetStats failed: ", status.error_message());
-                                       }
-                                       if (was_ready != backend->ready) {
-                                         ORCA_LOG(INFO).With("scheduler", backend->address)
-                                             << (backend->ready ? "scheduler ready"
-                                                                : "scheduler not ready: " + backend->not_ready_reason);
-                                       }
-                                       pending.DecrementCount();
-                                     });
+    backend->stub->async()->GetStats(
+        &poll.context, &poll.request, &poll.response, [backend, &poll, &pending](grpc::Status status) {
+          absl::MutexLock lock(&backend->mu);
+          const bool was_ready = backend->ready;
+          if (status.ok()) {
+            backend->stats = poll.response;
+            backend->has_stats = true;
+            backend->ready = poll.response.ready() && !poll.response.draining();
+            backend->not_ready_reason = backend->ready             ? ""
+                                        : poll.response.draining() ? "draining"
+                                                                   : "not ready: " + poll.response.not_ready_reason();
+          } else {
+            backend->ready = false;
+            backend->not_ready_reason = absl::StrCat("GetStats failed: ", status.error_message());
+          }
+          if (was_ready != backend->ready) {
+            ORCA_LOG(INFO).With("scheduler", backend->address)
+                << (backend->ready ? "scheduler ready" : "scheduler not ready: " + backend->not_ready_reason);
+          }
+          pending.DecrementCount();
+        });
   }
   pending.Wait();
 }

@@ -20,7 +20,10 @@ Reconciler::Options WithMetrics(Reconciler::Options options, OperatorMetrics* me
 }  // namespace
 
 Controller::Controller(KubeClient* client, EventRecorder* events, OperatorMetrics* metrics, Options options)
-    : client_(client), metrics_(metrics), options_(std::move(options)), reconciler_(client, events, WithMetrics(options_.reconciler, metrics)) {
+    : client_(client),
+      metrics_(metrics),
+      options_(std::move(options)),
+      reconciler_(client, events, WithMetrics(options_.reconciler, metrics)) {
   auto informer = [&](const std::string& api_version, const std::string& plural, const std::string& selector,
                       bool owner_from_labels) {
     Informer::Options o;
@@ -74,8 +77,8 @@ void Controller::ProcessOne(const std::string& key) {
   absl::Duration delay = options_.retry_base;
   for (int i = 1; i < failures && delay < options_.retry_max; ++i) delay *= 2;
   delay = std::min(delay, options_.retry_max);
-  ORCA_LOG(WARNING).With("orcadeployment", key) << "reconcile failed (retry in " << absl::FormatDuration(delay)
-                                                << "): " << st.message();
+  ORCA_LOG(WARNING).With("orcadeployment", key)
+      << "reconcile failed (retry in " << absl::FormatDuration(delay) << "): " << st.message();
   queue_.AddAfter(key, delay);
 }
 

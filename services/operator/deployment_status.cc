@@ -98,8 +98,8 @@ json ComputeStatus(const OrcaDeployment* d, int64_t generation, const ReconcileR
   if (result.kind == ReconcileResult::Kind::kInvalidSpec || d == nullptr) {
     // The children were left as they were: keep what is known about them.
     SetCondition(conditions, "Degraded", "True", "InvalidSpec", result.message, generation, now);
-    SetCondition(conditions, "Progressing", "False", "InvalidSpec",
-                 "the spec is invalid; fix it to resume reconciling", generation, now);
+    SetCondition(conditions, "Progressing", "False", "InvalidSpec", "the spec is invalid; fix it to resume reconciling",
+                 generation, now);
     if (!FindCondition(status, "Available")) {
       SetCondition(conditions, "Available", "Unknown", "InvalidSpec", "nothing was deployed", generation, now);
     }
@@ -131,13 +131,12 @@ json ComputeStatus(const OrcaDeployment* d, int64_t generation, const ReconcileR
     SetCondition(conditions, "Available", "False", "ScaledToZero", "spec.replicas is 0", generation, now);
   } else if (ready >= 1 && gateway_ok) {
     SetCondition(conditions, "Available", "True", "MinimumReplicasAvailable",
-                 absl::StrCat(ready, "/", d->replicas, " engine replicas ready, ", observed.gateway_available,
-                              "/", observed.gateway_desired, " gateway pods available"),
+                 absl::StrCat(ready, "/", d->replicas, " engine replicas ready, ", observed.gateway_available, "/",
+                              observed.gateway_desired, " gateway pods available"),
                  generation, now);
   } else if (ready == 0) {
     SetCondition(conditions, "Available", "False", "NoReplicaReady",
-                 absl::StrCat("0/", d->replicas, " engine replicas ready (scheduler and all ", d->pipeline,
-                              " stages)"),
+                 absl::StrCat("0/", d->replicas, " engine replicas ready (scheduler and all ", d->pipeline, " stages)"),
                  generation, now);
   } else {
     SetCondition(conditions, "Available", "False", "GatewayUnavailable",
@@ -146,8 +145,7 @@ json ComputeStatus(const OrcaDeployment* d, int64_t generation, const ReconcileR
 
   if (result.kind == ReconcileResult::Kind::kApplyFailed) {
     SetCondition(conditions, "Degraded", "True", "ApplyFailed", result.message, generation, now);
-    SetCondition(conditions, "Progressing", "True", "ApplyFailed", "retrying the objects that failed", generation,
-                 now);
+    SetCondition(conditions, "Progressing", "True", "ApplyFailed", "retrying the objects that failed", generation, now);
   } else {
     SetCondition(conditions, "Degraded", "False", "AsExpected", "all objects applied", generation, now);
     if (all_current && ready == d->replicas) {
@@ -155,8 +153,8 @@ json ComputeStatus(const OrcaDeployment* d, int64_t generation, const ReconcileR
                    absl::StrCat("generation ", generation, " is fully rolled out"), generation, now);
     } else {
       SetCondition(conditions, "Progressing", "True", "RolloutInProgress",
-                   absl::StrCat(ready, "/", d->replicas, " engine replicas ready, ", observed.gateway_available,
-                                "/", observed.gateway_desired, " gateway pods available"),
+                   absl::StrCat(ready, "/", d->replicas, " engine replicas ready, ", observed.gateway_available, "/",
+                                observed.gateway_desired, " gateway pods available"),
                    generation, now);
     }
   }

@@ -26,7 +26,7 @@ struct ChildObservation {
     int32_t stages = 0;        // desired pipeline pods
     int32_t ready_stages = 0;  // StatefulSet status.readyReplicas
     bool scheduler_ready = false;
-    bool current = false;      // both workloads have observed their latest spec and are updated
+    bool current = false;  // both workloads have observed their latest spec and are updated
     bool Ready() const { return scheduler_ready && ready_stages >= stages && stages > 0; }
   };
   std::vector<Replica> replicas;
@@ -60,8 +60,7 @@ struct ConditionChange {
 /// is metadata.generation; `previous` is the current status (may be null/{});
 /// `now` is an RFC 3339 timestamp used for changed conditions only.
 nlohmann::json ComputeStatus(const OrcaDeployment* d, int64_t generation, const ReconcileResult& result,
-                             const ChildObservation& observed, const nlohmann::json& previous,
-                             const std::string& now);
+                             const ChildObservation& observed, const nlohmann::json& previous, const std::string& now);
 
 /// Conditions whose status differs between `previous` and `next` status objects.
 std::vector<ConditionChange> ConditionChanges(const nlohmann::json& previous, const nlohmann::json& next);
@@ -69,8 +68,7 @@ std::vector<ConditionChange> ConditionChanges(const nlohmann::json& previous, co
 /// Sets condition `type` in `conditions` (an array), keeping lastTransitionTime
 /// when the status is unchanged.
 void SetCondition(nlohmann::json& conditions, const std::string& type, const std::string& status,
-                  const std::string& reason, const std::string& message, int64_t generation,
-                  const std::string& now);
+                  const std::string& reason, const std::string& message, int64_t generation, const std::string& now);
 
 /// Current UTC time as RFC 3339 with seconds ("2024-05-01T12:00:00Z").
 std::string NowRfc3339();

@@ -15,8 +15,9 @@ namespace orca::k8s {
 class EventRecorder {
  public:
   /// `component` is source.component/reportingComponent; `instance` this replica (pod name).
-  EventRecorder(KubeClient* client, std::string component, std::string instance,
-                std::function<absl::Time()> clock = [] { return absl::Now(); });
+  EventRecorder(
+      KubeClient* client, std::string component, std::string instance,
+      std::function<absl::Time()> clock = [] { return absl::Now(); });
 
   /// Records an Event of `type` (Normal or Warning) on `object` (a full object with metadata).
   absl::Status Record(const nlohmann::json& object, const std::string& type, const std::string& reason,

@@ -70,7 +70,8 @@ bool IsEmptyCollection(const json& v) { return (v.is_object() || v.is_array()) &
 // Keys print plain when YAML would read them back as the same string.
 std::string KeyText(const std::string& key) {
   static const std::regex kPlain("^[A-Za-z_][A-Za-z0-9_./-]*$");
-  static const std::regex kReserved("^(y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|null|Null|NULL)$");
+  static const std::regex kReserved(
+      "^(y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|null|Null|NULL)$");
   if (std::regex_match(key, kPlain) && !std::regex_match(key, kReserved)) return key;
   return json(key).dump();
 }

@@ -34,15 +34,25 @@ std::string UrlEncode(const std::string& s) {
 
 absl::StatusCode CodeForHttp(int code, const std::string& reason) {
   switch (code) {
-    case 400: case 422: return absl::StatusCode::kInvalidArgument;
-    case 401: return absl::StatusCode::kUnauthenticated;
-    case 403: return absl::StatusCode::kPermissionDenied;
-    case 404: return absl::StatusCode::kNotFound;
-    case 409: return reason == "AlreadyExists" ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kAborted;
-    case 410: return absl::StatusCode::kFailedPrecondition;
-    case 429: return absl::StatusCode::kResourceExhausted;
-    case 504: return absl::StatusCode::kDeadlineExceeded;
-    default: return code >= 500 ? absl::StatusCode::kUnavailable : absl::StatusCode::kUnknown;
+    case 400:
+    case 422:
+      return absl::StatusCode::kInvalidArgument;
+    case 401:
+      return absl::StatusCode::kUnauthenticated;
+    case 403:
+      return absl::StatusCode::kPermissionDenied;
+    case 404:
+      return absl::StatusCode::kNotFound;
+    case 409:
+      return reason == "AlreadyExists" ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kAborted;
+    case 410:
+      return absl::StatusCode::kFailedPrecondition;
+    case 429:
+      return absl::StatusCode::kResourceExhausted;
+    case 504:
+      return absl::StatusCode::kDeadlineExceeded;
+    default:
+      return code >= 500 ? absl::StatusCode::kUnavailable : absl::StatusCode::kUnknown;
   }
 }
 
@@ -121,7 +131,7 @@ absl::Status HttpError(int code, const std::string& reason, const std::string& m
 std::string ResourcePath(const std::string& api_version, const std::string& plural, const std::string& namespace_,
                          const std::string& name, const std::string& subresource) {
   std::string path = api_version.find('/') == std::string::npos ? absl::StrCat("/api/", api_version)
-                                                                 : absl::StrCat("/apis/", api_version);
+                                                                : absl::StrCat("/apis/", api_version);
   if (!namespace_.empty()) absl::StrAppend(&path, "/namespaces/", namespace_);
   absl::StrAppend(&path, "/", plural);
   if (!name.empty()) absl::StrAppend(&path, "/", name);
@@ -131,9 +141,15 @@ std::string ResourcePath(const std::string& api_version, const std::string& plur
 
 std::string PluralForKind(const std::string& kind) {
   static const std::pair<const char*, const char*> kKinds[] = {
-      {"ConfigMap", "configmaps"},       {"Service", "services"},     {"StatefulSet", "statefulsets"},
-      {"Deployment", "deployments"},     {"ServiceMonitor", "servicemonitors"}, {"Lease", "leases"},
-      {"Event", "events"},               {"OrcaDeployment", "orcadeployments"}, {"Secret", "secrets"},
+      {"ConfigMap", "configmaps"},
+      {"Service", "services"},
+      {"StatefulSet", "statefulsets"},
+      {"Deployment", "deployments"},
+      {"ServiceMonitor", "servicemonitors"},
+      {"Lease", "leases"},
+      {"Event", "events"},
+      {"OrcaDeployment", "orcadeployments"},
+      {"Secret", "secrets"},
   };
   for (const auto& [k, plural] : kKinds) {
     if (kind == k) return plural;
@@ -163,10 +179,11 @@ absl::StatusOr<std::unique_ptr<KubeClient>> KubeClient::Create(Options options) 
 
 KubeClient::~KubeClient() = default;
 
-absl::StatusOr<KubeClient::Response> KubeClient::Perform(
-    const std::string& method, const std::string& path_and_query, const std::string& body,
-    const std::string& content_type, int timeout_seconds, const std::function<bool(const char*, size_t, long)>& on_data,
-    const absl::Notification* cancel) {
+absl::StatusOr<KubeClient::Response> KubeClient::Perform(const std::string& method, const std::string& path_and_query,
+                                                         const std::string& body, const std::string& content_type,
+                                                         int timeout_seconds,
+                                                         const std::function<bool(const char*, size_t, long)>& on_data,
+                                                         const absl::Notification* cancel) {
   const KubeConfig& cfg = options_.config;
   std::string token = cfg.token;
   if (token.empty() && !cfg.token_file.empty()) {
@@ -223,7 +240,8 @@ absl::StatusOr<KubeClient::Response> KubeClient::Perform(
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &response.code);
   response.body = std::move(transfer.body);
   if (rc == CURLE_WRITE_ERROR && transfer.stopped_by_callback) return response;
-  if (rc == CURLE_ABORTED_BY_CALLBACK) return absl::CancelledError(absl::StrCat(method, " ", path_and_query, ": cancelled"));
+  if (rc == CURLE_ABORTED_BY_CALLBACK)
+    return absl::CancelledError(absl::StrCat(method, " ", path_and_query, ": cancelled"));
   if (rc != CURLE_OK) {
     return absl::UnavailableError(absl::StrCat(method, " ", url, ": ", curl_easy_strerror(rc)));
   }
@@ -244,7 +262,8 @@ absl::StatusOr<json> KubeClient::Get(const std::string& path) { return JsonCall(
 absl::StatusOr<json> KubeClient::List(const std::string& collection_path, const ListOptions& options) {
   std::string query;
   if (!options.label_selector.empty()) absl::StrAppend(&query, "&labelSelector=", UrlEncode(options.label_selector));
-  if (!options.resource_version.empty()) absl::StrAppend(&query, "&resourceVersion=", UrlEncode(options.resource_version));
+  if (!options.resource_version.empty())
+    absl::StrAppend(&query, "&resourceVersion=", UrlEncode(options.resource_version));
   if (!query.empty()) query[0] = '?';
   return JsonCall("GET", collection_path + query, "", "");
 }
@@ -255,7 +274,8 @@ absl::Status KubeClient::Watch(const std::string& collection_path, const WatchOp
   std::string query = absl::StrCat("?watch=1&timeoutSeconds=", options.timeout_seconds);
   if (options.allow_bookmarks) absl::StrAppend(&query, "&allowWatchBookmarks=true");
   if (!options.label_selector.empty()) absl::StrAppend(&query, "&labelSelector=", UrlEncode(options.label_selector));
-  if (!options.resource_version.empty()) absl::StrAppend(&query, "&resourceVersion=", UrlEncode(options.resource_version));
+  if (!options.resource_version.empty())
+    absl::StrAppend(&query, "&resourceVersion=", UrlEncode(options.resource_version));
 
   std::string pending;  // bytes of an incomplete line
   absl::Status stream_error;
@@ -268,7 +288,8 @@ absl::Status KubeClient::Watch(const std::string& collection_path, const WatchOp
       if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
       auto parsed = ParseJson(line);
       if (!parsed.ok() || !parsed->is_object()) {
-        stream_error = absl::DataLossError(absl::StrCat("watch ", collection_path, ": bad event line: ", line.substr(0, 200)));
+        stream_error =
+            absl::DataLossError(absl::StrCat("watch ", collection_path, ": bad event line: ", line.substr(0, 200)));
         return false;
       }
       WatchEvent event{parsed->value("type", ""), parsed->contains("object") ? (*parsed)["object"] : json::object()};
@@ -283,8 +304,8 @@ absl::Status KubeClient::Watch(const std::string& collection_path, const WatchOp
     pending.erase(0, start);
     return true;
   };
-  ORCA_ASSIGN_OR_RETURN(Response r, Perform("GET", collection_path + query, "", "", options.timeout_seconds + 30,
-                                            on_data, cancel));
+  ORCA_ASSIGN_OR_RETURN(Response r,
+                        Perform("GET", collection_path + query, "", "", options.timeout_seconds + 30, on_data, cancel));
   if (r.code / 100 != 2) return ErrorFromResponse(r.code, r.body, "watch " + collection_path);
   return stream_error;
 }

@@ -79,7 +79,8 @@ class KubeClient {
   /// (Cancelled) or an error occurs. A 410 Gone, as HTTP status or ERROR
   /// event, is returned as an error with HttpCodeOf() == 410.
   absl::Status Watch(const std::string& collection_path, const WatchOptions& options,
-                     const std::function<bool(const WatchEvent&)>& on_event, const absl::Notification* cancel = nullptr);
+                     const std::function<bool(const WatchEvent&)>& on_event,
+                     const absl::Notification* cancel = nullptr);
   absl::StatusOr<nlohmann::json> Create(const std::string& collection_path, const nlohmann::json& object);
   /// PUT: full replacement guarded by metadata.resourceVersion (409 on conflict).
   absl::StatusOr<nlohmann::json> Replace(const std::string& path, const nlohmann::json& object);

@@ -64,7 +64,8 @@ absl::StatusOr<KubeConfig> ParseKubeConfigNode(const YAML::Node& root, const std
 
   KubeConfig cfg;
   cfg.server = Str(cluster, "server");
-  if (cfg.server.empty()) return absl::InvalidArgumentError(absl::StrCat("kubeconfig: cluster '", cluster_name, "' has no server"));
+  if (cfg.server.empty())
+    return absl::InvalidArgumentError(absl::StrCat("kubeconfig: cluster '", cluster_name, "' has no server"));
   while (!cfg.server.empty() && cfg.server.back() == '/') cfg.server.pop_back();
   cfg.ca_file = Resolve(Str(cluster, "certificate-authority"), base_dir);
   ORCA_ASSIGN_OR_RETURN(cfg.ca_data, Base64Field(cluster, "certificate-authority-data"));
@@ -124,13 +125,14 @@ absl::StatusOr<KubeConfig> LoadInClusterConfig(const std::string& sa_dir,
   cfg.token_file = sa_dir + "/token";
   cfg.ca_file = sa_dir + "/ca.crt";
   if (!std::filesystem::exists(cfg.token_file)) {
-    return absl::FailedPreconditionError(absl::StrCat("in-cluster: ", cfg.token_file,
-                                                      " is missing (automountServiceAccountToken off?)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("in-cluster: ", cfg.token_file, " is missing (automountServiceAccountToken off?)"));
   }
   auto ns = ReadFileToString(sa_dir + "/namespace");
   if (ns.ok()) {
     cfg.namespace_ = *ns;
-    while (!cfg.namespace_.empty() && isspace(static_cast<unsigned char>(cfg.namespace_.back()))) cfg.namespace_.pop_back();
+    while (!cfg.namespace_.empty() && isspace(static_cast<unsigned char>(cfg.namespace_.back())))
+      cfg.namespace_.pop_back();
   }
   return cfg;
 }

@@ -121,7 +121,9 @@ absl::Status Run(const Flags& flags) {
     return controller.HasSynced() ? absl::OkStatus() : absl::UnavailableError("informers have not synced yet");
   };
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<OperatorAdminServer> admin, OperatorAdminServer::Start(admin_options));
-  ORCA_LOG(INFO).With("server", client_options.config.server).With("namespace", flags.namespace_.empty() ? "*" : flags.namespace_)
+  ORCA_LOG(INFO)
+          .With("server", client_options.config.server)
+          .With("namespace", flags.namespace_.empty() ? "*" : flags.namespace_)
       << "orca-operator started; admin HTTP on port " << admin->port();
 
   absl::Status result = absl::OkStatus();
@@ -131,8 +133,8 @@ absl::Status Run(const Flags& flags) {
   } else {
     LeaderElector::Options le;
     le.namespace_ = flags.leader_election_namespace.empty()
-                        ? EnvOr("POD_NAMESPACE", client_options.config.namespace_.empty() ? "default"
-                                                                                          : client_options.config.namespace_)
+                        ? EnvOr("POD_NAMESPACE",
+                                client_options.config.namespace_.empty() ? "default" : client_options.config.namespace_)
                         : flags.leader_election_namespace;
     le.lease_name = flags.leader_election_id;
     le.identity = identity;

@@ -27,24 +27,29 @@ absl::Status SetSyntheticParam(const std::string& key, const std::string& value,
     int64_t max;
   };
   const IntParam params[] = {
-      {"layers", &m->num_layers, 1, 1024},          {"hidden", &m->hidden_size, 1, 65536},
-      {"heads", &m->num_heads, 1, 1024},            {"kvHeads", &m->num_kv_heads, 1, 1024},
-      {"intermediate", &m->intermediate_size, 1, 1 << 20}, {"vocab", &m->vocab_size, 260, 1 << 22},
-      {"maxPosition", &m->max_position, 1, 1 << 22}, {"seed", &m->seed, 0, INT64_MAX},
+      {"layers", &m->num_layers, 1, 1024},
+      {"hidden", &m->hidden_size, 1, 65536},
+      {"heads", &m->num_heads, 1, 1024},
+      {"kvHeads", &m->num_kv_heads, 1, 1024},
+      {"intermediate", &m->intermediate_size, 1, 1 << 20},
+      {"vocab", &m->vocab_size, 260, 1 << 22},
+      {"maxPosition", &m->max_position, 1, 1 << 22},
+      {"seed", &m->seed, 0, INT64_MAX},
   };
   for (const IntParam& p : params) {
     if (key != p.name) continue;
     int64_t v = 0;
     if (!absl::SimpleAtoi(value, &v) || v < p.min || v > p.max) {
-      return absl::InvalidArgumentError(absl::StrCat(kField, ": synthetic parameter '", key, "' must be an integer in [",
-                                                     p.min, ", ", p.max, "], got '", value, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(kField, ": synthetic parameter '", key,
+                                                     "' must be an integer in [", p.min, ", ", p.max, "], got '", value,
+                                                     "'"));
     }
     *p.dst = v;
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      kField, ": unknown synthetic parameter '", key,
-      "' (known: layers, hidden, heads, kvHeads, intermediate, vocab, maxPosition, seed, dtype)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(kField, ": unknown synthetic parameter '", key,
+                   "' (known: layers, hidden, heads, kvHeads, intermediate, vocab, maxPosition, seed, dtype)"));
 }
 
 absl::StatusOr<ModelSource> ParseSynthetic(const std::string& rest) {
@@ -73,8 +78,8 @@ absl::StatusOr<ModelSource> ParseSynthetic(const std::string& rest) {
   }
   const int64_t kv_heads = m.num_kv_heads == 0 ? m.num_heads : m.num_kv_heads;
   if (m.num_heads % kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(kField, ": synthetic heads (", m.num_heads,
-                                                   ") must be a multiple of kvHeads (", kv_heads, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kField, ": synthetic heads (", m.num_heads, ") must be a multiple of kvHeads (", kv_heads, ")"));
   }
   if (m.arch == "gpt2" && m.num_kv_heads != 0 && m.num_kv_heads != m.num_heads) {
     return absl::InvalidArgumentError(absl::StrCat(kField, ": gpt2 has no grouped-query attention; drop kvHeads"));
@@ -136,17 +141,18 @@ absl::StatusOr<ModelSource> ParseModelUri(const std::string& uri) {
           absl::StrCat(kField, ": '", source.claim, "' is not a valid PersistentVolumeClaim name (pvc://CLAIM/PATH)"));
     }
     for (absl::string_view part : absl::StrSplit(source.sub_path, '/')) {
-      if (part == "..") return absl::InvalidArgumentError(absl::StrCat(kField, ": the path inside the claim must not contain '..'"));
+      if (part == "..")
+        return absl::InvalidArgumentError(absl::StrCat(kField, ": the path inside the claim must not contain '..'"));
     }
     return source;
   }
   std::string path = uri;
   if (path.rfind("file://", 0) == 0) path = path.substr(7);
   if (path.empty() || path[0] != '/') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kField, ": '", uri,
-        "' is not supported; use pvc://CLAIM/PATH, an absolute path (/models/x or file:///models/x) or "
-        "synthetic://llama?layers=N&hidden=N"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kField, ": '", uri,
+                     "' is not supported; use pvc://CLAIM/PATH, an absolute path (/models/x or file:///models/x) or "
+                     "synthetic://llama?layers=N&hidden=N"));
   }
   ModelSource source;
   source.kind = ModelSource::Kind::kPath;

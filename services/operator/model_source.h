@@ -20,9 +20,9 @@ struct SyntheticModel {
   int64_t num_layers = 2;
   int64_t hidden_size = 64;
   int64_t num_heads = 4;
-  int64_t num_kv_heads = 0;  // 0 = num_heads
+  int64_t num_kv_heads = 0;       // 0 = num_heads
   int64_t intermediate_size = 0;  // 0 = 4 * hidden_size (gpt2) or the synth default
-  int64_t vocab_size = 512;  // >= 260: the synthetic tokenizer is byte-level
+  int64_t vocab_size = 512;       // >= 260: the synthetic tokenizer is byte-level
   int64_t max_position = 2048;
   int64_t seed = 0;
   std::string dtype = "f32";

@@ -20,8 +20,11 @@ inline constexpr MetricSpec kReconciles{MetricType::kCounter, "orca:operator_rec
                                         kResultLabel};
 inline constexpr MetricSpec kInvalidSpecs{MetricType::kCounter, "orca:operator_invalid_specs_total",
                                           "Reconciles that found an invalid spec (reported in status)."};
-inline constexpr MetricSpec kDuration{MetricType::kHistogram, "orca:operator_reconcile_duration_seconds",
-                                      "Time one reconcile takes (apply, prune, status).", {}, kDurationBuckets};
+inline constexpr MetricSpec kDuration{MetricType::kHistogram,
+                                      "orca:operator_reconcile_duration_seconds",
+                                      "Time one reconcile takes (apply, prune, status).",
+                                      {},
+                                      kDurationBuckets};
 inline constexpr MetricSpec kQueueDepth{MetricType::kGauge, "orca:operator_queue_depth",
                                         "OrcaDeployment keys waiting in the work queue."};
 inline constexpr MetricSpec kIsLeader{MetricType::kGauge, "orca:operator_is_leader",

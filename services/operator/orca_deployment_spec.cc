@@ -244,7 +244,8 @@ void ReadGateway(SpecReader& r, const json& spec, OrcaDeployment& d) {
   const json& g = r.Object(spec, "gateway", "spec.gateway");
   r.Int(g, "replicas", "spec.gateway.replicas", 0, 1024, &d.gateway.replicas);
   const json& svc = r.Object(g, "service", "spec.gateway.service");
-  r.String(svc, "type", "spec.gateway.service.type", &d.gateway.service_type, {"ClusterIP", "NodePort", "LoadBalancer"});
+  r.String(svc, "type", "spec.gateway.service.type", &d.gateway.service_type,
+           {"ClusterIP", "NodePort", "LoadBalancer"});
   r.Int(svc, "port", "spec.gateway.service.port", 1, 65535, &d.gateway.port);
   r.StringMap(svc, "annotations", "spec.gateway.service.annotations", &d.gateway.service_annotations);
   if (g.contains("apiKeys") && !g["apiKeys"].is_null()) {

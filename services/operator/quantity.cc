@@ -10,10 +10,20 @@ namespace {
 
 double SuffixMultiplier(const std::string& suffix) {
   static const std::pair<const char*, double> kSuffixes[] = {
-      {"", 1.0},       {"m", 1e-3},          {"k", 1e3},           {"M", 1e6},
-      {"G", 1e9},      {"T", 1e12},          {"P", 1e15},          {"E", 1e18},
-      {"Ki", 1024.0},  {"Mi", 1048576.0},    {"Gi", 1073741824.0}, {"Ti", 1099511627776.0},
-      {"Pi", 1125899906842624.0}, {"Ei", 1152921504606846976.0},
+      {"", 1.0},
+      {"m", 1e-3},
+      {"k", 1e3},
+      {"M", 1e6},
+      {"G", 1e9},
+      {"T", 1e12},
+      {"P", 1e15},
+      {"E", 1e18},
+      {"Ki", 1024.0},
+      {"Mi", 1048576.0},
+      {"Gi", 1073741824.0},
+      {"Ti", 1099511627776.0},
+      {"Pi", 1125899906842624.0},
+      {"Ei", 1152921504606846976.0},
   };
   for (const auto& [name, mult] : kSuffixes) {
     if (suffix == name) return mult;
@@ -30,7 +40,8 @@ absl::StatusOr<int64_t> ParseQuantity(const nlohmann::json& value, const std::st
     return v;
   }
   if (!value.is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": expected a quantity such as 4Gi or 512Mi, got ", value.dump()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected a quantity such as 4Gi or 512Mi, got ", value.dump()));
   }
   const std::string text = value.get<std::string>();
   static const std::regex kQuantity(R"(^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$)");

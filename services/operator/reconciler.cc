@@ -74,8 +74,9 @@ std::vector<json> Reconciler::ApplyAll(const std::vector<json>& desired, std::st
     }
     std::string why(result.status().message());
     if (object.value("kind", "") == "ServiceMonitor" && HttpCodeOf(result.status()) == 404) {
-      why = "the monitoring.coreos.com/v1 API is not installed (Prometheus Operator); "
-            "install it or set monitoring.serviceMonitor.enabled=false";
+      why =
+          "the monitoring.coreos.com/v1 API is not installed (Prometheus Operator); "
+          "install it or set monitoring.serviceMonitor.enabled=false";
     }
     errors.push_back(absl::StrCat(ObjectId(object), ": ", why));
   }
@@ -119,9 +120,9 @@ absl::Status Reconciler::WriteStatus(json object, const std::function<json(const
     if (written.ok()) {
       for (const ConditionChange& c : ConditionChanges(previous, next)) {
         // Warn about breakage; a deployment that is still starting is not news.
-        const bool bad = (c.type == "Degraded" && c.status == "True") ||
-                         (c.type == "Available" && c.status == "False" && c.previous_status == "True" &&
-                          c.reason != "ScaledToZero");
+        const bool bad =
+            (c.type == "Degraded" && c.status == "True") ||
+            (c.type == "Available" && c.status == "False" && c.previous_status == "True" && c.reason != "ScaledToZero");
         Event(object, bad ? "Warning" : "Normal", c.reason, absl::StrCat(c.type, "=", c.status, ": ", c.message));
       }
       return absl::OkStatus();
@@ -133,9 +134,8 @@ absl::Status Reconciler::WriteStatus(json object, const std::function<json(const
     if (!fresh.ok()) return fresh.status();
     object = *std::move(fresh);
   }
-  return absl::AbortedError(
-      absl::StrCat("status of ", Meta(object, "name"), ": still conflicting after ", options_.max_status_attempts,
-                   " attempts"));
+  return absl::AbortedError(absl::StrCat("status of ", Meta(object, "name"), ": still conflicting after ",
+                                         options_.max_status_attempts, " attempts"));
 }
 
 absl::Status Reconciler::Reconcile(const json& object) {

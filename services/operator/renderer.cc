@@ -36,12 +36,9 @@ std::string FlagFile(const FlagList& flags) {
 
 json Labels(const OrcaDeployment& d, const std::string& component, int replica = -1) {
   json labels = {
-      {"app.kubernetes.io/name", "orca"},
-      {"app.kubernetes.io/instance", d.name},
-      {"app.kubernetes.io/component", component},
-      {"app.kubernetes.io/part-of", "orca"},
-      {kLabelManagedBy, kManagedByValue},
-      {kLabelDeployment, d.name},
+      {"app.kubernetes.io/name", "orca"},         {"app.kubernetes.io/instance", d.name},
+      {"app.kubernetes.io/component", component}, {"app.kubernetes.io/part-of", "orca"},
+      {kLabelManagedBy, kManagedByValue},         {kLabelDeployment, d.name},
   };
   if (replica >= 0) labels[kLabelReplica] = std::to_string(replica);
   return labels;
@@ -49,9 +46,8 @@ json Labels(const OrcaDeployment& d, const std::string& component, int replica =
 
 // The stable subset used in selectors (selectors are immutable on workloads).
 json SelectorLabels(const OrcaDeployment& d, const std::string& component, int replica = -1) {
-  json labels = {{"app.kubernetes.io/instance", d.name},
-                 {"app.kubernetes.io/component", component},
-                 {kLabelDeployment, d.name}};
+  json labels = {
+      {"app.kubernetes.io/instance", d.name}, {"app.kubernetes.io/component", component}, {kLabelDeployment, d.name}};
   if (replica >= 0) labels[kLabelReplica] = std::to_string(replica);
   return labels;
 }
@@ -246,8 +242,8 @@ json RenderPipelineService(const OrcaDeployment& d, int r) {
 
 json RenderPipeline(const OrcaDeployment& d, int r, const json& config_data) {
   const std::string image = ImageFor(d, d.worker.image);
-  json container = MainContainer(d, "worker", image, "orca-worker", absl::StrCat("worker-r", r, ".yaml"),
-                                 d.worker.resources);
+  json container =
+      MainContainer(d, "worker", image, "orca-worker", absl::StrCat("worker-r", r, ".yaml"), d.worker.resources);
   // $(POD_IP) is expanded by the kubelet: the data plane (Gloo) binds to the pod address.
   container["args"].push_back("--data-plane-host=$(POD_IP)");
   container["env"] = json::array({
@@ -339,21 +335,26 @@ json RenderGateway(const OrcaDeployment& d, const json& config_data) {
 json RenderServiceMonitor(const OrcaDeployment& d) {
   json labels = Labels(d, "monitoring");
   for (const auto& [k, v] : d.monitoring.labels) labels[k] = v;
-  return {{"apiVersion", "monitoring.coreos.com/v1"},
-          {"kind", "ServiceMonitor"},
-          {"metadata", Metadata(d, d.name, labels)},
-          {"spec",
-           {{"selector", {{"matchLabels", {{"app.kubernetes.io/instance", d.name}, {kLabelDeployment, d.name}}}}},
-            {"namespaceSelector", {{"matchNames", json::array({d.namespace_})}}},
-            {"endpoints", json::array({{{"port", "http"}, {"path", "/metrics"}, {"interval", d.monitoring.interval}}})}}}};
+  return {
+      {"apiVersion", "monitoring.coreos.com/v1"},
+      {"kind", "ServiceMonitor"},
+      {"metadata", Metadata(d, d.name, labels)},
+      {"spec",
+       {{"selector", {{"matchLabels", {{"app.kubernetes.io/instance", d.name}, {kLabelDeployment, d.name}}}}},
+        {"namespaceSelector", {{"matchNames", json::array({d.namespace_})}}},
+        {"endpoints", json::array({{{"port", "http"}, {"path", "/metrics"}, {"interval", d.monitoring.interval}}})}}}};
 }
 
 }  // namespace
 
 std::string ConfigMapName(const OrcaDeployment& d) { return d.name + "-config"; }
 std::string GatewayName(const OrcaDeployment& d) { return d.name + "-gateway"; }
-std::string SchedulerName(const OrcaDeployment& d, int replica) { return absl::StrCat(d.name, "-r", replica, "-scheduler"); }
-std::string PipelineName(const OrcaDeployment& d, int replica) { return absl::StrCat(d.name, "-r", replica, "-pipeline"); }
+std::string SchedulerName(const OrcaDeployment& d, int replica) {
+  return absl::StrCat(d.name, "-r", replica, "-scheduler");
+}
+std::string PipelineName(const OrcaDeployment& d, int replica) {
+  return absl::StrCat(d.name, "-r", replica, "-pipeline");
+}
 
 std::string StageAddress(const OrcaDeployment& d, int replica, int stage, const RenderOptions& o) {
   const std::string sts = PipelineName(d, replica);

@@ -54,7 +54,8 @@ void InProcessEngineClient::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](InProcessEngineClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->stop_ || !c->queue_.empty(); },
+          +[](InProcessEngineClient* c)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) { return c->stop_ || !c->queue_.empty(); },
           this));
       if (stop_) return;
       work = std::move(queue_.front());

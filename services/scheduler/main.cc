@@ -60,7 +60,8 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
     if (!c.ok()) return c.status();
     return std::unique_ptr<EngineClient>(std::move(*c));
   }
-  if (f.model.empty()) return absl::InvalidArgumentError("give --workers (remote pipeline) or --model (in-process engine)");
+  if (f.model.empty())
+    return absl::InvalidArgumentError("give --workers (remote pipeline) or --model (in-process engine)");
   Engine::Options eo;
   eo.model_path = f.model;
   eo.n_slots = f.n_slots;
@@ -69,7 +70,8 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
   eo.tp_size = static_cast<int32_t>(f.tensor_parallel);
   if (f.dtype != "auto") {
     DType dt;
-    if (!ParseDType(f.dtype, &dt) || dt == DType::kF16) return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16");
+    if (!ParseDType(f.dtype, &dt) || dt == DType::kF16)
+      return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16");
     eo.dtype = dt;
   }
   if (f.device != "cpu" && f.device != "cuda") return absl::InvalidArgumentError("--device must be cpu or cuda");
@@ -94,22 +96,28 @@ int Main(int argc, char** argv) {
   flags.AddInt("n-slots", &f.n_slots, "Paper's n_slots: KV slot budget (tokens)");
   flags.AddInt("n-workers", &f.n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
   flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size; reservations round up to it");
-  flags.AddInt("max-queued-requests", &f.max_queued_requests, "Queued requests beyond which Generate fails RESOURCE_EXHAUSTED");
-  flags.AddInt("max-queued-tokens", &f.max_queued_tokens, "Queued prompt tokens beyond which Generate fails RESOURCE_EXHAUSTED");
+  flags.AddInt("max-queued-requests", &f.max_queued_requests,
+               "Queued requests beyond which Generate fails RESOURCE_EXHAUSTED");
+  flags.AddInt("max-queued-tokens", &f.max_queued_tokens,
+               "Queued prompt tokens beyond which Generate fails RESOURCE_EXHAUSTED");
   flags.AddInt("default-deadline-ms", &f.default_deadline_ms, "Deadline for requests without one (0 = none)");
-  flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds, "On SIGTERM: time to finish in-flight work before cancelling it");
-  flags.AddInt("worker-timeout-ms", &f.worker_timeout_ms, "An iteration not back in this long marks the pipeline failed");
+  flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds,
+                  "On SIGTERM: time to finish in-flight work before cancelling it");
+  flags.AddInt("worker-timeout-ms", &f.worker_timeout_ms,
+               "An iteration not back in this long marks the pipeline failed");
   flags.AddString("dtype", &f.dtype, "In-process engine weight dtype: auto, f32, bf16");
   flags.AddString("device", &f.device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "In-process engine tensor-parallel shards (threads)");
   services::AddLoggingFlags(&flags, &f.logging);
-  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler", "ORCA_SCHEDULER_")) return *exit_code;
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler", "ORCA_SCHEDULER_"))
+    return *exit_code;
   if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
 
   SchedulerLoop::Options lo;
   auto policy = sched::ParsePolicyKind(f.policy);
-  if (!policy) return Fail(absl::InvalidArgumentError("--policy must be orca or request-level, got '" + f.policy + "'"));
+  if (!policy)
+    return Fail(absl::InvalidArgumentError("--policy must be orca or request-level, got '" + f.policy + "'"));
   lo.scheduler.policy = *policy;
   lo.scheduler.max_bs = static_cast<int32_t>(f.max_bs);
   lo.scheduler.n_slots = f.n_slots;
@@ -142,8 +150,8 @@ int Main(int argc, char** argv) {
   auto admin = services::AdminHttpServer::Create(ao);
   if (!admin.ok()) return Fail(admin.status());
   if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);
-  ORCA_LOG(INFO) << "orca-scheduler serving gRPC on " << f.listen << ", HTTP on " << f.http_listen
-                 << "; policy " << f.policy << ", max_bs " << f.max_bs << ", n_slots " << f.n_slots << ", n_workers "
+  ORCA_LOG(INFO) << "orca-scheduler serving gRPC on " << f.listen << ", HTTP on " << f.http_listen << "; policy "
+                 << f.policy << ", max_bs " << f.max_bs << ", n_slots " << f.n_slots << ", n_workers "
                  << lo.scheduler.n_workers;
 
   int sig = 0;

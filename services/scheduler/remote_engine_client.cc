@@ -45,7 +45,8 @@ struct RemoteEngineClient::Session {
 absl::StatusOr<std::unique_ptr<RemoteEngineClient>> RemoteEngineClient::Create(Options options) {
   if (options.workers.empty()) return absl::InvalidArgumentError("no worker addresses");
   std::vector<std::unique_ptr<v1::Worker::Stub>> stubs;
-  for (const std::string& addr : options.workers) stubs.push_back(v1::Worker::NewStub(services::CreateInternalChannel(addr)));
+  for (const std::string& addr : options.workers)
+    stubs.push_back(v1::Worker::NewStub(services::CreateInternalChannel(addr)));
   const absl::Time start = absl::Now();
   absl::Time last_log = start;
   std::vector<v1::WorkerInfo> infos(stubs.size());
@@ -56,10 +57,12 @@ absl::StatusOr<std::unique_ptr<RemoteEngineClient>> RemoteEngineClient::Create(O
       if (!info.ok()) {
         // A fresh channel connects at once; a failed one waits out gRPC's reconnect backoff.
         stubs[i] = v1::Worker::NewStub(services::CreateInternalChannel(options.workers[i]));
-        all = absl::UnavailableError(absl::StrCat("stage ", i, " (", options.workers[i], "): ", info.status().message()));
+        all =
+            absl::UnavailableError(absl::StrCat("stage ", i, " (", options.workers[i], "): ", info.status().message()));
       } else if (info->stage() != static_cast<int32_t>(i) || info->num_stages() != static_cast<int32_t>(stubs.size())) {
-        return absl::FailedPreconditionError(absl::StrCat(options.workers[i], " is stage ", info->stage(), " of ", info->num_stages(),
-                                                          " but is listed as stage ", i, " of ", stubs.size()));
+        return absl::FailedPreconditionError(absl::StrCat(options.workers[i], " is stage ", info->stage(), " of ",
+                                                          info->num_stages(), " but is listed as stage ", i, " of ",
+                                                          stubs.size()));
       } else {
         infos[i] = *info;
       }
@@ -81,7 +84,8 @@ absl::StatusOr<std::unique_ptr<RemoteEngineClient>> RemoteEngineClient::Create(O
   info.num_stages = static_cast<int32_t>(infos.size());
   info.kv_slots = last.kv_slots_total();
   for (const auto& i : infos) info.kv_slots = std::min<int64_t>(info.kv_slots, i.kv_slots_total());
-  return std::unique_ptr<RemoteEngineClient>(new RemoteEngineClient(std::move(options), std::move(stubs), std::move(info)));
+  return std::unique_ptr<RemoteEngineClient>(
+      new RemoteEngineClient(std::move(options), std::move(stubs), std::move(info)));
 }
 
 RemoteEngineClient::~RemoteEngineClient() { Stop(); }
@@ -121,8 +125,10 @@ absl::Status RemoteEngineClient::AllLoaded() {
   for (size_t i = 0; i < stubs_.size(); ++i) {
     auto info = GetInfo(stubs_[i].get(), absl::Seconds(2));
     if (!info.ok()) {
-      stubs_[i] = v1::Worker::NewStub(services::CreateInternalChannel(options_.workers[i]));  // skip the reconnect backoff
-      return absl::UnavailableError(absl::StrCat("stage ", i, " (", options_.workers[i], ") unreachable: ", info.status().message()));
+      stubs_[i] =
+          v1::Worker::NewStub(services::CreateInternalChannel(options_.workers[i]));  // skip the reconnect backoff
+      return absl::UnavailableError(
+          absl::StrCat("stage ", i, " (", options_.workers[i], ") unreachable: ", info.status().message()));
     }
     if (!info->loaded()) return absl::UnavailableError(absl::StrCat("stage ", i, " still loading"));
   }
@@ -132,10 +138,13 @@ absl::Status RemoteEngineClient::AllLoaded() {
 absl::Status RemoteEngineClient::Probe(uint64_t session_id) {
   for (size_t i = 0; i < stubs_.size(); ++i) {
     auto info = GetInfo(stubs_[i].get(), std::max(options_.probe_interval, absl::Seconds(1)));
-    if (!info.ok()) return absl::UnavailableError(absl::StrCat("stage ", i, " (", options_.workers[i], ") unreachable: ", info.status().message()));
+    if (!info.ok())
+      return absl::UnavailableError(
+          absl::StrCat("stage ", i, " (", options_.workers[i], ") unreachable: ", info.status().message()));
     if (info->session_id() != session_id && info->session_id() != 0)
       return absl::UnavailableError(absl::StrCat("stage ", i, " joined another session"));
-    if (info->session_id() == 0) return absl::UnavailableError(absl::StrCat("stage ", i, " (", options_.workers[i], ") restarted"));
+    if (info->session_id() == 0)
+      return absl::UnavailableError(absl::StrCat("stage ", i, " (", options_.workers[i], ") restarted"));
   }
   return absl::OkStatus();
 }
@@ -166,15 +175,20 @@ void RemoteEngineClient::ReadResults(Session* session) {
   while (session->results->Read(&r)) {
     if (r.iteration_id() == 0) {
       absl::MutexLock lock(&mu_);
-      if (!r.error().empty()) broken_ = absl::StrCat("forming the data plane failed: ", r.error());
-      else session_ready_ = true;
+      if (!r.error().empty())
+        broken_ = absl::StrCat("forming the data plane failed: ", r.error());
+      else
+        session_ready_ = true;
       continue;
     }
     IterationOutcome outcome;
     outcome.iteration_id = r.iteration_id();
-    if (!r.error().empty()) outcome.status = absl::InternalError(r.error());
-    else outcome.results = services::ProtoToResults(r);
-    for (const auto& t : r.stage_timings()) outcome.stage_timings.push_back({t.stage(), t.compute_micros(), t.comm_micros()});
+    if (!r.error().empty())
+      outcome.status = absl::InternalError(r.error());
+    else
+      outcome.results = services::ProtoToResults(r);
+    for (const auto& t : r.stage_timings())
+      outcome.stage_timings.push_back({t.stage(), t.compute_micros(), t.comm_micros()});
     {
       absl::MutexLock lock(&mu_);
       outstanding_.erase(r.iteration_id());
@@ -184,8 +198,8 @@ void RemoteEngineClient::ReadResults(Session* session) {
   grpc::Status status = session->results->Finish();
   absl::MutexLock lock(&mu_);
   if (broken_.empty())
-    broken_ = absl::StrCat("results stream from the last stage (", options_.workers.back(), ") ended: ",
-                           status.ok() ? "closed" : status.error_message());
+    broken_ = absl::StrCat("results stream from the last stage (", options_.workers.back(),
+                           ") ended: ", status.ok() ? "closed" : status.error_message());
 }
 
 absl::Status RemoteEngineClient::RunSession(uint64_t session_id) {
@@ -209,18 +223,24 @@ absl::Status RemoteEngineClient::RunSession(uint64_t session_id) {
   };
   v1::ControlMessage hello;
   hello.set_session_id(session_id);
-  if (!session.control->Write(hello)) return teardown(absl::UnavailableError("cannot open the control stream to stage 0"));
+  if (!session.control->Write(hello))
+    return teardown(absl::UnavailableError("cannot open the control stream to stage 0"));
   // Wait until every stage has connected its peers (the last stage answers iteration 0).
   // Teardown joins the reader, which takes mu_: never call it under the lock.
   const absl::Time session_deadline = absl::Now() + options_.session_timeout;
   absl::Status failed;
   while (failed.ok()) {
     absl::MutexLock lock(&mu_);
-    if (stop_) failed = absl::CancelledError("stopping");
-    else if (!broken_.empty()) failed = absl::UnavailableError(broken_);
-    else if (session_ready_) break;
-    else if (absl::Now() > session_deadline) failed = absl::DeadlineExceededError("the pipeline did not connect in time");
-    else mu_.AwaitWithTimeout(absl::Condition(&session_ready_), kPoll);
+    if (stop_)
+      failed = absl::CancelledError("stopping");
+    else if (!broken_.empty())
+      failed = absl::UnavailableError(broken_);
+    else if (session_ready_)
+      break;
+    else if (absl::Now() > session_deadline)
+      failed = absl::DeadlineExceededError("the pipeline did not connect in time");
+    else
+      mu_.AwaitWithTimeout(absl::Condition(&session_ready_), kPoll);
   }
   if (!failed.ok()) return teardown(failed);
   ready_ = true;
@@ -239,8 +259,10 @@ absl::Status RemoteEngineClient::RunSession(uint64_t session_id) {
                                this),
                            kPoll);
       const absl::Time now = absl::Now();
-      if (stop_) failed = absl::CancelledError("stopping");
-      else if (!broken_.empty()) failed = absl::UnavailableError(broken_);
+      if (stop_)
+        failed = absl::CancelledError("stopping");
+      else if (!broken_.empty())
+        failed = absl::UnavailableError(broken_);
       for (const auto& [id, sent] : outstanding_)
         if (failed.ok() && now - sent > options_.worker_timeout)
           failed = absl::DeadlineExceededError(absl::StrCat("iteration ", id, " not back after ",
@@ -263,7 +285,8 @@ absl::Status RemoteEngineClient::RunSession(uint64_t session_id) {
         for (sched::RequestId id : std::get<std::vector<sched::RequestId>>(o)) msg.add_released_request_ids(id);
       }
       if (!session.control->Write(msg))
-        return teardown(absl::UnavailableError(absl::StrCat("control stream to stage 0 (", options_.workers.front(), ") broke")));
+        return teardown(
+            absl::UnavailableError(absl::StrCat("control stream to stage 0 (", options_.workers.front(), ") broke")));
     }
     if (absl::Now() >= next_probe) {
       if (absl::Status p = Probe(session_id); !p.ok()) return teardown(p);

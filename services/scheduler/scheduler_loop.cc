@@ -12,21 +12,26 @@ constexpr absl::Duration kIdleWake = absl::Milliseconds(20);
 
 const char* FinishedReason(sched::RequestState state) {
   switch (state) {
-    case sched::RequestState::kFinishedStop: return "stop";
-    case sched::RequestState::kFinishedLength: return "length";
-    case sched::RequestState::kFinishedCancelled: return "cancelled";
-    default: return "error";
+    case sched::RequestState::kFinishedStop:
+      return "stop";
+    case sched::RequestState::kFinishedLength:
+      return "length";
+    case sched::RequestState::kFinishedCancelled:
+      return "cancelled";
+    default:
+      return "error";
   }
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options options, std::unique_ptr<EngineClient> engine,
+absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options options,
+                                                                     std::unique_ptr<EngineClient> engine,
                                                                      metrics::Registry* registry) {
   const EngineInfo info = engine->info();
   if (info.kv_slots > 0 && options.scheduler.n_slots > info.kv_slots)
-    return absl::InvalidArgumentError(absl::StrCat("n_slots (", options.scheduler.n_slots, ") exceeds the ", info.kv_slots,
-                                                   " KV slots each engine stage holds"));
+    return absl::InvalidArgumentError(absl::StrCat("n_slots (", options.scheduler.n_slots, ") exceeds the ",
+                                                   info.kv_slots, " KV slots each engine stage holds"));
   options.scheduler.max_context = info.max_context;
   options.scheduler.vocab_size = info.vocab_size;
   if (options.model_name.empty()) options.model_name = info.model_name;
@@ -38,8 +43,12 @@ absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options opt
 }
 
 SchedulerLoop::SchedulerLoop(Options options, std::unique_ptr<EngineClient> engine,
-                             std::unique_ptr<sched::Scheduler> scheduler, std::unique_ptr<metrics::SchedulerMetrics> metrics)
-    : options_(std::move(options)), engine_(std::move(engine)), scheduler_(std::move(scheduler)), metrics_(std::move(metrics)) {
+                             std::unique_ptr<sched::Scheduler> scheduler,
+                             std::unique_ptr<metrics::SchedulerMetrics> metrics)
+    : options_(std::move(options)),
+      engine_(std::move(engine)),
+      scheduler_(std::move(scheduler)),
+      metrics_(std::move(metrics)) {
   Publish();
 }
 
@@ -47,7 +56,9 @@ SchedulerLoop::~SchedulerLoop() { Stop(); }
 
 absl::Status SchedulerLoop::Start() {
   ORCA_RETURN_IF_ERROR(engine_->Start([this](IterationOutcome o) { Post(std::move(o)); },
-                                      [this](bool ready, const std::string& reason) { Post(StateCmd{ready, reason}); }));
+                                      [this](bool ready, const std::string& reason) {
+                                        Post(StateCmd{ready, reason});
+                                      }));
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
 }
@@ -98,12 +109,11 @@ void SchedulerLoop::Run() {
     std::deque<Command> commands;
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](SchedulerLoop* l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(l->mu_) {
-                                 return l->stop_ || !l->inbox_.empty();
-                               },
-                               this),
-                           kIdleWake);
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](SchedulerLoop* l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(l->mu_) { return l->stop_ || !l->inbox_.empty(); },
+              this),
+          kIdleWake);
       if (stop_) break;
       commands.swap(inbox_);
     }
@@ -265,8 +275,11 @@ void SchedulerLoop::Deliver(std::vector<sched::RequestEvent> events, absl::Time 
     }
     if (e.finish.has_value()) {
       const sched::FinishInfo& f = *e.finish;
-      ORCA_LOG(INFO).With("request_id", e.caller_id).With("engine_request_id", e.request_id)
-              .With("finish", FinishedReason(f.state)).With("prompt_tokens", f.num_prompt_tokens)
+      ORCA_LOG(INFO)
+              .With("request_id", e.caller_id)
+              .With("engine_request_id", e.request_id)
+              .With("finish", FinishedReason(f.state))
+              .With("prompt_tokens", f.num_prompt_tokens)
               .With("generated_tokens", f.num_generated_tokens)
               .With("queue_ms", absl::ToDoubleMilliseconds(f.timings.queue))
               .With("ttft_ms", absl::ToDoubleMilliseconds(f.timings.ttft))

@@ -100,7 +100,8 @@ class SchedulerLoop {
   };
   struct DrainCmd {};
   struct CancelAllCmd {};
-  using Command = std::variant<SubmitCmd, CancelCmd, CancelCallerCmd, IterationOutcome, StateCmd, DrainCmd, CancelAllCmd>;
+  using Command =
+      std::variant<SubmitCmd, CancelCmd, CancelCallerCmd, IterationOutcome, StateCmd, DrainCmd, CancelAllCmd>;
 
   struct Tracked {
     Ticket ticket = 0;

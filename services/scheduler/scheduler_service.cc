@@ -16,10 +16,14 @@ constexpr size_t kMaxStoreValueBytes = 1 << 20;
 
 v1::FinishReason ToWire(sched::RequestState state) {
   switch (state) {
-    case sched::RequestState::kFinishedStop: return v1::FINISH_REASON_STOP;
-    case sched::RequestState::kFinishedLength: return v1::FINISH_REASON_LENGTH;
-    case sched::RequestState::kFinishedCancelled: return v1::FINISH_REASON_CANCELLED;
-    default: return v1::FINISH_REASON_ERROR;
+    case sched::RequestState::kFinishedStop:
+      return v1::FINISH_REASON_STOP;
+    case sched::RequestState::kFinishedLength:
+      return v1::FINISH_REASON_LENGTH;
+    case sched::RequestState::kFinishedCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    default:
+      return v1::FINISH_REASON_ERROR;
   }
 }
 
@@ -76,7 +80,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
       r.set_queue_seconds(absl::ToDoubleSeconds(f.timings.queue));
       r.set_prefill_seconds(absl::ToDoubleSeconds(f.timings.prefill));
       r.set_decode_seconds(absl::ToDoubleSeconds(f.timings.decode));
-      if (f.matched_stop_token_id.has_value()) r.set_matched_stop_token_id(static_cast<uint32_t>(*f.matched_stop_token_id));
+      if (f.matched_stop_token_id.has_value())
+        r.set_matched_stop_token_id(static_cast<uint32_t>(*f.matched_stop_token_id));
       finish_after_writes_ = true;
     }
     MaybeWriteLocked();
@@ -99,8 +104,10 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   }
   void OnCancel() override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ticket_ == 0) cancel_before_ticket_ = true;
-    else loop_->Cancel(ticket_);
+    if (ticket_ == 0)
+      cancel_before_ticket_ = true;
+    else
+      loop_->Cancel(ticket_);
     // Every call must end with Finish; a write in progress finishes it in OnWriteDone.
     if (!writing_) FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
   }
@@ -157,17 +164,17 @@ absl::StatusOr<sched::RequestSpec> SpecFromProto(const v1::GenerateRequest& req,
   spec.stop_token_ids.assign(req.stop_token_ids().begin(), req.stop_token_ids().end());
   spec.ignore_eos = req.ignore_eos();
   spec.deadline = grpc_deadline;
-  if (req.deadline_unix_millis() > 0) spec.deadline = std::min(spec.deadline, absl::FromUnixMillis(req.deadline_unix_millis()));
+  if (req.deadline_unix_millis() > 0)
+    spec.deadline = std::min(spec.deadline, absl::FromUnixMillis(req.deadline_unix_millis()));
   return spec;
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* SchedulerService::Generate(grpc::CallbackServerContext* context,
-                                                                            const v1::GenerateRequest* request) {
+                                                                           const v1::GenerateRequest* request) {
   auto stream = std::make_shared<GenerateStream>(loop_);
   const auto deadline = context->deadline();
-  const absl::Time grpc_deadline = deadline == std::chrono::system_clock::time_point::max()
-                                       ? absl::InfiniteFuture()
-                                       : absl::FromChrono(deadline);
+  const absl::Time grpc_deadline =
+      deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture() : absl::FromChrono(deadline);
   absl::StatusOr<sched::RequestSpec> spec = SpecFromProto(*request, grpc_deadline);
   if (!spec.ok()) {
     stream->Reject(stream, spec.status());
@@ -177,8 +184,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* SchedulerService::Generate(grpc:
   return stream.get();
 }
 
-grpc::ServerUnaryReactor* SchedulerService::Cancel(grpc::CallbackServerContext* context, const v1::CancelRequest* request,
-                                                   v1::CancelResponse* response) {
+grpc::ServerUnaryReactor* SchedulerService::Cancel(grpc::CallbackServerContext* context,
+                                                   const v1::CancelRequest* request, v1::CancelResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   loop_->CancelByCallerId(request->request_id(), [reactor, response](bool found) {
     response->set_found(found);
@@ -211,8 +218,8 @@ grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext
   return reactor;
 }
 
-grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext* context, const v1::StoreSetRequest* req,
-                                                     v1::StoreSetResponse*) {
+grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext* context,
+                                                     const v1::StoreSetRequest* req, v1::StoreSetResponse*) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (req->key().empty() || req->value().size() > kMaxStoreValueBytes) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key must be non-empty and value at most 1 MiB"));
@@ -223,8 +230,8 @@ grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext
   return reactor;
 }
 
-grpc::ServerUnaryReactor* SchedulerService::StoreGet(grpc::CallbackServerContext* context, const v1::StoreGetRequest* req,
-                                                     v1::StoreGetResponse* resp) {
+grpc::ServerUnaryReactor* SchedulerService::StoreGet(grpc::CallbackServerContext* context,
+                                                     const v1::StoreGetRequest* req, v1::StoreGetResponse* resp) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const int64_t wait = std::clamp<int64_t>(req->wait_millis(), 0, kMaxStoreWaitMillis);
   store_.Get(req->key(), absl::Milliseconds(wait), [reactor, resp](std::optional<std::string> value) {

@@ -17,7 +17,7 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
   explicit SchedulerService(SchedulerLoop* loop) : loop_(loop) {}
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
-                                                            const v1::GenerateRequest* request) override;
+                                                           const v1::GenerateRequest* request) override;
   grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* context, const v1::CancelRequest* request,
                                    v1::CancelResponse* response) override;
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest* request,

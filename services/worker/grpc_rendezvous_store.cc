@@ -57,7 +57,8 @@ void GrpcRendezvousStore::wait(const std::vector<std::string>& keys, const std::
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (const std::string& key : keys) {
     while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) throw gloo::IoException("Timed out waiting for rendezvous key '" + key + "'");
       if (Fetch(key, std::min(left, std::chrono::milliseconds(2000)), nullptr)) break;
     }

@@ -71,7 +71,8 @@ int Main(int argc, char** argv) {
   flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32, bf16");
   flags.AddString("device", &f.device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
   flags.AddInt("stage", &f.stage, "Pipeline stage index");
-  flags.AddBool("stage-from-hostname", &f.stage_from_hostname, "Take the stage from the hostname's trailing -N (StatefulSet ordinal)");
+  flags.AddBool("stage-from-hostname", &f.stage_from_hostname,
+                "Take the stage from the hostname's trailing -N (StatefulSet ordinal)");
   flags.AddInt("num-stages", &f.num_stages, "Pipeline depth");
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "Tensor-parallel shards (threads) in this process");
   flags.AddStringList("workers", &f.workers, "gRPC addresses of all stages in order");
@@ -111,7 +112,8 @@ int Main(int argc, char** argv) {
   o.engine.peer_timeout_ms = f.peer_timeout_ms;
   if (f.dtype != "auto") {
     DType dt;
-    if (!ParseDType(f.dtype, &dt) || dt == DType::kF16) return Fail(absl::InvalidArgumentError("--dtype must be auto, f32 or bf16"));
+    if (!ParseDType(f.dtype, &dt) || dt == DType::kF16)
+      return Fail(absl::InvalidArgumentError("--dtype must be auto, f32 or bf16"));
     o.engine.dtype = dt;
   }
   if (f.device != "cpu" && f.device != "cuda") return Fail(absl::InvalidArgumentError("--device must be cpu or cuda"));
@@ -146,8 +148,8 @@ int Main(int argc, char** argv) {
   auto server_or = services::StartGrpcServer(f.listen, {&service});
   if (!server_or.ok()) return Fail(server_or.status());
   std::unique_ptr<grpc::Server> server = std::move(*server_or);
-  ORCA_LOG(INFO) << "orca-worker stage " << f.stage << "/" << f.num_stages << " serving gRPC on " << f.listen << ", HTTP on "
-                 << f.http_listen;
+  ORCA_LOG(INFO) << "orca-worker stage " << f.stage << "/" << f.num_stages << " serving gRPC on " << f.listen
+                 << ", HTTP on " << f.http_listen;
   int sig = 0;
   while ((sig = services::WaitForTerminationSignal(std::chrono::milliseconds(1000))) == 0) {
   }

@@ -37,7 +37,8 @@ constexpr size_t kMaxUnsubscribedResults = 1024;
 absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(Options options, metrics::Registry* registry) {
   const int32_t P = options.engine.num_stages, stage = options.engine.stage;
   if (P > 1 && static_cast<int32_t>(options.workers.size()) != P)
-    return absl::InvalidArgumentError(absl::StrCat("--workers lists ", options.workers.size(), " addresses but there are ", P, " stages"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers lists ", options.workers.size(), " addresses but there are ", P, " stages"));
   if (P > 1 && options.scheduler_address.empty())
     return absl::InvalidArgumentError("a multi-stage pipeline needs --scheduler (the data-plane rendezvous store)");
   ORCA_ASSIGN_OR_RETURN(auto engine, Engine::Create(options.engine));
@@ -45,12 +46,10 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(Options options, 
   std::unique_ptr<WorkerNode> node(new WorkerNode(std::move(options), std::move(engine), std::move(metrics)));
   if (P > 1) {
     node->store_ = std::make_unique<GrpcRendezvousStore>(
-        services::CreateInternalChannel(node->options_.scheduler_address),
-        node->options_.rendezvous_timeout);
+        services::CreateInternalChannel(node->options_.scheduler_address), node->options_.rendezvous_timeout);
   }
   if (stage + 1 < P) {
-    node->downstream_ =
-        v1::Worker::NewStub(services::CreateInternalChannel(node->options_.workers[stage + 1]));
+    node->downstream_ = v1::Worker::NewStub(services::CreateInternalChannel(node->options_.workers[stage + 1]));
   }
   return node;
 }
@@ -110,7 +109,8 @@ void WorkerNode::ForwardLoop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](WorkerNode* n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(n->mu_) { return n->stop_ || !n->forward_queue_.empty(); }, this));
+          +[](WorkerNode* n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(n->mu_) { return n->stop_ || !n->forward_queue_.empty(); },
+          this));
       if (stop_) break;
       msg = std::move(forward_queue_.front());
       forward_queue_.pop_front();
@@ -128,8 +128,8 @@ void WorkerNode::ForwardLoop() {
       stream_session = msg.session_id();
     }
     if (!writer->Write(msg)) {
-      ORCA_LOG(WARNING) << "control stream to stage " << next << " (" << options_.workers[next]
-                        << ") broke; session " << stream_session << " is lost";
+      ORCA_LOG(WARNING) << "control stream to stage " << next << " (" << options_.workers[next] << ") broke; session "
+                        << stream_session << " is lost";
       writer.reset();
     }
   }
@@ -159,7 +159,8 @@ void WorkerNode::ComputeLoop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](WorkerNode* n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(n->mu_) { return n->stop_ || !n->compute_queue_.empty(); }, this));
+          +[](WorkerNode* n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(n->mu_) { return n->stop_ || !n->compute_queue_.empty(); },
+          this));
       if (stop_) return;
       msg = std::move(compute_queue_.front());
       compute_queue_.pop_front();
@@ -179,8 +180,10 @@ void WorkerNode::ComputeLoop() {
         connected_ = s.ok();
         session_error_ = s.ok() ? "" : std::string(s.message());
       }
-      if (!s.ok()) ORCA_LOG(ERROR) << "session " << current << ": " << s;
-      else ORCA_LOG(INFO) << "stage " << options_.engine.stage << ": session " << current << " connected";
+      if (!s.ok())
+        ORCA_LOG(ERROR) << "session " << current << ": " << s;
+      else
+        ORCA_LOG(INFO) << "stage " << options_.engine.stage << ": session " << current << " connected";
       if (is_last_stage()) {
         v1::IterationResult ready;
         ready.set_iteration_id(0);
@@ -312,7 +315,8 @@ v1::WorkerInfo WorkerNode::Info() const {
   absl::MutexLock lock(&mu_);
   info.set_session_id(session_);
   info.set_ready(connected_);
-  info.set_status_message(connected_ ? "ready" : (session_ == 0 ? "loaded; waiting for the engine master's session" : session_error_));
+  info.set_status_message(
+      connected_ ? "ready" : (session_ == 0 ? "loaded; waiting for the engine master's session" : session_error_));
   return info;
 }
 
@@ -320,7 +324,8 @@ absl::Status WorkerNode::Ready() const {
   absl::MutexLock lock(&mu_);
   if (connected_) return absl::OkStatus();
   if (session_ == 0) return absl::UnavailableError("loaded; waiting for the engine master to start a session");
-  return absl::UnavailableError(absl::StrCat("session ", session_, ": ", session_error_.empty() ? "connecting peers" : session_error_));
+  return absl::UnavailableError(
+      absl::StrCat("session ", session_, ": ", session_error_.empty() ? "connecting peers" : session_error_));
 }
 
 }  // namespace orca::worker

@@ -42,10 +42,10 @@ class ResultSink {
 class WorkerNode {
  public:
   struct Options {
-    Engine::Options engine;               ///< model, stage, num_stages, tp_size, n_slots, ...
-    std::vector<std::string> workers;     ///< gRPC addresses of all stages, in order
-    std::string scheduler_address;        ///< rendezvous store (needed when num_stages > 1)
-    std::string deployment_id = "orca";   ///< rendezvous namespace of this engine replica
+    Engine::Options engine;              ///< model, stage, num_stages, tp_size, n_slots, ...
+    std::vector<std::string> workers;    ///< gRPC addresses of all stages, in order
+    std::string scheduler_address;       ///< rendezvous store (needed when num_stages > 1)
+    std::string deployment_id = "orca";  ///< rendezvous namespace of this engine replica
     std::string data_plane_host = "127.0.0.1";
     std::chrono::milliseconds peer_timeout{10000};        ///< per data-plane operation
     std::chrono::milliseconds rendezvous_timeout{60000};  ///< forming a session's data plane
@@ -93,8 +93,8 @@ class WorkerNode {
   std::deque<v1::ControlMessage> forward_queue_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::ControlMessage> compute_queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;      // session being computed
-  bool connected_ ABSL_GUARDED_BY(mu_) = false;    // its data plane is up
+  uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;    // session being computed
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;  // its data plane is up
   std::string session_error_ ABSL_GUARDED_BY(mu_);
   uint64_t subscribed_session_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<ResultSink> results_ ABSL_GUARDED_BY(mu_);

@@ -102,12 +102,12 @@ class ResultsWriter final : public grpc::ServerWriteReactor<v1::IterationResult>
 }  // namespace
 
 grpc::ServerReadReactor<v1::ControlMessage>* WorkerService::Control(grpc::CallbackServerContext*,
-                                                                     v1::ControlSummary* summary) {
+                                                                    v1::ControlSummary* summary) {
   return new ControlReader(node_, summary);
 }
 
 grpc::ServerWriteReactor<v1::IterationResult>* WorkerService::Results(grpc::CallbackServerContext*,
-                                                                       const v1::ResultsRequest* request) {
+                                                                      const v1::ResultsRequest* request) {
   auto writer = std::make_shared<ResultsWriter>(node_);
   writer->Begin(writer, request->session_id());
   return writer.get();

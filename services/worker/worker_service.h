@@ -13,9 +13,9 @@ class WorkerService final : public v1::Worker::CallbackService {
   explicit WorkerService(WorkerNode* node) : node_(node) {}
 
   grpc::ServerReadReactor<v1::ControlMessage>* Control(grpc::CallbackServerContext* context,
-                                                        v1::ControlSummary* summary) override;
+                                                       v1::ControlSummary* summary) override;
   grpc::ServerWriteReactor<v1::IterationResult>* Results(grpc::CallbackServerContext* context,
-                                                          const v1::ResultsRequest* request) override;
+                                                         const v1::ResultsRequest* request) override;
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context, const v1::WorkerInfoRequest* request,
                                     v1::WorkerInfo* response) override;
 

@@ -22,7 +22,8 @@ Cluster::~Cluster() {
 
 void Cluster::StartWorker(int s) {
   std::string addrs;
-  for (int i = 0; i < o_.pipeline; ++i) addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(worker_grpc_[i]);
+  for (int i = 0; i < o_.pipeline; ++i)
+    addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(worker_grpc_[i]);
   std::vector<std::string> args = {
       "--model=" + o_.model,
       "--listen=127.0.0.1:" + std::to_string(worker_grpc_[s]),
@@ -39,7 +40,8 @@ void Cluster::StartWorker(int s) {
       "--rendezvous-timeout-ms=20000",
   };
   if (workers_[s]) workers_[s]->Stop(9, 2000);
-  workers_[s] = std::make_unique<Process>("orca-worker", args, TempPath(o_.name + "-worker" + std::to_string(s) + ".log"));
+  workers_[s] =
+      std::make_unique<Process>("orca-worker", args, TempPath(o_.name + "-worker" + std::to_string(s) + ".log"));
 }
 
 bool Cluster::Start(int timeout_ms) {
@@ -59,7 +61,8 @@ bool Cluster::Start(int timeout_ms) {
     args.push_back("--threads=2");
   } else {
     std::string addrs;
-    for (int i = 0; i < o_.pipeline; ++i) addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(worker_grpc_[i]);
+    for (int i = 0; i < o_.pipeline; ++i)
+      addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(worker_grpc_[i]);
     args.push_back("--workers=" + addrs);
   }
   args.insert(args.end(), o_.extra_scheduler_flags.begin(), o_.extra_scheduler_flags.end());

@@ -3,11 +3,11 @@
 // (stage per process, T tensor-parallel threads each) and a scheduler, all on
 // loopback ports, or a scheduler with the in-process engine.
 
+#include <grpcpp/grpcpp.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "orca/v1/scheduler.grpc.pb.h"
 #include "tests/integration/process.h"
@@ -16,11 +16,11 @@ namespace orca::testing {
 
 struct ClusterOptions {
   std::string model;
-  int pipeline = 1;           // 0: in-process engine in the scheduler
+  int pipeline = 1;  // 0: in-process engine in the scheduler
   int tensor_parallel = 1;
   int64_t n_slots = 2048;
   int max_bs = 16;
-  int n_workers = 0;          // 0: the scheduler's default (number of stages)
+  int n_workers = 0;  // 0: the scheduler's default (number of stages)
   int worker_timeout_ms = 5000;
   int peer_timeout_ms = 3000;
   std::string policy = "orca";

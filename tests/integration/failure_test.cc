@@ -53,7 +53,8 @@ TEST_P(FailureTest, DeadOrHungWorkerFailsItsRequestsReleasesSlotsAndRecovers) {
       [&] {
         grpc::ClientContext ctx;
         v1::SchedulerStats s;
-        return stub->GetStats(&ctx, v1::StatsRequest(), &s).ok() && s.num_requests_running() == 1 && s.iterations() > 10;
+        return stub->GetStats(&ctx, v1::StatsRequest(), &s).ok() && s.num_requests_running() == 1 &&
+               s.iterations() > 10;
       },
       10000));  // mid-generation
   const auto t0 = std::chrono::steady_clock::now();
@@ -86,8 +87,9 @@ TEST_P(FailureTest, DeadOrHungWorkerFailsItsRequestsReleasesSlotsAndRecovers) {
   EXPECT_EQ(ok.tokens.size(), 8u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Signals, FailureTest, ::testing::Values(SIGKILL, SIGSTOP),
-                         [](const auto& info) { return info.param == SIGKILL ? std::string("Killed") : std::string("Hung"); });
+INSTANTIATE_TEST_SUITE_P(Signals, FailureTest, ::testing::Values(SIGKILL, SIGSTOP), [](const auto& info) {
+  return info.param == SIGKILL ? std::string("Killed") : std::string("Hung");
+});
 
 TEST(DrainTest, SigtermFinishesInFlightWorkRejectsNewAndExitsCleanly) {
   ClusterOptions co;

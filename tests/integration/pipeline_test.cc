@@ -60,7 +60,8 @@ TEST_P(PipelineTest, GreedyOutputIsTokenIdenticalToTheSingleProcessEngine) {
   const std::string model = ModelPath(model_name);
   struct stat st {};
   if (::stat(model.c_str(), &st) != 0) GTEST_SKIP() << model << " is absent";
-  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5, 6, 7}, {42}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12, 13}, {100, 200}};
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 2, 3, 4, 5, 6, 7}, {42}, {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12, 13}, {100, 200}};
   const int n = 24;
   std::vector<std::vector<int32_t>> want;
   for (const auto& p : prompts) want.push_back(ReferenceGreedy(model, p, n));
@@ -75,7 +76,8 @@ TEST_P(PipelineTest, GreedyOutputIsTokenIdenticalToTheSingleProcessEngine) {
   auto stub = cluster.NewStub();
   // Concurrent requests: they share iterations (selective batching) across the pipeline.
   std::vector<std::future<GenerateResult>> futures;
-  for (const auto& p : prompts) futures.push_back(std::async(std::launch::async, [&, p] { return Generate(stub.get(), p, n); }));
+  for (const auto& p : prompts)
+    futures.push_back(std::async(std::launch::async, [&, p] { return Generate(stub.get(), p, n); }));
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateResult r = futures[i].get();
     ASSERT_TRUE(r.status.ok()) << r.status.error_message() << "\n" << cluster.Logs();
@@ -88,15 +90,18 @@ TEST_P(PipelineTest, GreedyOutputIsTokenIdenticalToTheSingleProcessEngine) {
   EXPECT_EQ(stats.num_requests_running(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Topologies, PipelineTest,
-    ::testing::Values(std::make_tuple("llama", Topology{"inproc", 0, 1}), std::make_tuple("llama", Topology{"pp1", 1, 1}),
-                      std::make_tuple("llama", Topology{"pp2", 2, 1}), std::make_tuple("llama", Topology{"tp2", 1, 2}),
-                      std::make_tuple("llama", Topology{"pp2tp2", 2, 2}), std::make_tuple("gpt2", Topology{"pp2", 2, 1}),
-                      std::make_tuple("gpt2", Topology{"tp2", 1, 2}), std::make_tuple("gpt2", Topology{"pp2tp2", 2, 2}),
-                      std::make_tuple("stories260K", Topology{"pp2", 2, 1}),
-                      std::make_tuple("stories260K", Topology{"pp2tp2", 2, 2})),
-    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
+INSTANTIATE_TEST_SUITE_P(Topologies, PipelineTest,
+                         ::testing::Values(std::make_tuple("llama", Topology{"inproc", 0, 1}),
+                                           std::make_tuple("llama", Topology{"pp1", 1, 1}),
+                                           std::make_tuple("llama", Topology{"pp2", 2, 1}),
+                                           std::make_tuple("llama", Topology{"tp2", 1, 2}),
+                                           std::make_tuple("llama", Topology{"pp2tp2", 2, 2}),
+                                           std::make_tuple("gpt2", Topology{"pp2", 2, 1}),
+                                           std::make_tuple("gpt2", Topology{"tp2", 1, 2}),
+                                           std::make_tuple("gpt2", Topology{"pp2tp2", 2, 2}),
+                                           std::make_tuple("stories260K", Topology{"pp2", 2, 1}),
+                                           std::make_tuple("stories260K", Topology{"pp2tp2", 2, 2})),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
 }  // namespace
 }  // namespace orca::testing

@@ -13,17 +13,16 @@ constexpr double kBytesPerValue = 2.0;  // fp16 weights, activations and KV
 
 }  // namespace
 
-absl::StatusOr<CostModel> CostModel::ForGpus(const TransformerShape& shape, const GpuSpec& gpu,
-                                            int32_t tensor_parallel, int32_t pipeline_stages) {
+absl::StatusOr<CostModel> CostModel::ForGpus(const TransformerShape& shape, const GpuSpec& gpu, int32_t tensor_parallel,
+                                             int32_t pipeline_stages) {
   if (tensor_parallel < 1 || pipeline_stages < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor_parallel and pipeline_stages must be >= 1 (got ", tensor_parallel, ", ",
-        pipeline_stages, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("tensor_parallel and pipeline_stages must be >= 1 (got ",
+                                                   tensor_parallel, ", ", pipeline_stages, ")"));
   }
   if (shape.num_params <= 0 || shape.num_layers < pipeline_stages || shape.hidden_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model shape '", shape.name, "' needs params > 0, hidden_size >= 1 and at least one ",
-        "layer per pipeline stage"));
+    return absl::InvalidArgumentError(absl::StrCat("model shape '", shape.name,
+                                                   "' needs params > 0, hidden_size >= 1 and at least one ",
+                                                   "layer per pipeline stage"));
   }
   const double gpus = static_cast<double>(tensor_parallel) * pipeline_stages;
   const double hbm = gpu.hbm_bytes_per_second * gpu.hbm_efficiency;
@@ -45,18 +44,14 @@ absl::StatusOr<CostModel> CostModel::ForGpus(const TransformerShape& shape, cons
   model.weight_seconds = shape.num_params * kBytesPerValue / tp / hbm;
   model.per_token_seconds = 2.0 * shape.num_params / tp / gemm_flops;
   // Ring all-reduce moves 2(T-1)/T of the [tokens, hidden] activation per participant.
-  const double allreduce_bytes_per_token =
-      tensor_parallel > 1 ? 2.0 * (tp - 1.0) / tp * hidden * kBytesPerValue : 0.0;
-  model.per_token_comm_seconds =
-      allreduces * allreduce_bytes_per_token / gpu.allreduce_bytes_per_second;
+  const double allreduce_bytes_per_token = tensor_parallel > 1 ? 2.0 * (tp - 1.0) / tp * hidden * kBytesPerValue : 0.0;
+  model.per_token_comm_seconds = allreduces * allreduce_bytes_per_token / gpu.allreduce_bytes_per_second;
   model.per_context_seconds = 2.0 * layers * hidden * kBytesPerValue / tp / hbm;
   model.per_prompt_pair_seconds = 4.0 * hidden * layers / tp / attention_flops;
   // HBM left after the weights, over the K and V of one token in every layer.
-  const double free_bytes =
-      gpus * gpu.memory_bytes * gpu.memory_utilization - shape.num_params * kBytesPerValue;
+  const double free_bytes = gpus * gpu.memory_bytes * gpu.memory_utilization - shape.num_params * kBytesPerValue;
   if (free_bytes <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("the weights of '", shape.name,
-                                                   "' do not fit on ", gpus, " GPUs"));
+    return absl::InvalidArgumentError(absl::StrCat("the weights of '", shape.name, "' do not fit on ", gpus, " GPUs"));
   }
   model.kv_slots = static_cast<int64_t>(free_bytes / (2.0 * layers * hidden * kBytesPerValue));
   return model;
@@ -70,8 +65,8 @@ absl::StatusOr<CostModel> CostModel::Preset(const std::string& name) {
   if (name == "gpt3-101b") return ForGpus({"GPT-3 101B", 101e9, 80, 10240}, a100, 8, 1);
   if (name == "gpt3-175b") return ForGpus({"GPT-3 175B", 175e9, 96, 12288}, a100, 8, 2);
   if (name == "gpt3-341b") return ForGpus({"GPT-3 341B", 341e9, 120, 15360}, a100, 8, 4);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown cost model '", name, "' (known: gpt3-13b, gpt3-101b, gpt3-175b, gpt3-341b)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown cost model '", name, "' (known: gpt3-13b, gpt3-101b, gpt3-175b, gpt3-341b)"));
 }
 
 absl::Duration CostModel::IterationTime(const IterationPlan& plan) const {
@@ -98,8 +93,10 @@ absl::Duration CostModel::IterationTime(const IterationPlan& plan) const {
 
 const char* CostShapeName(CostShape shape) {
   switch (shape) {
-    case CostShape::kLinear: return "linear";
-    case CostShape::kRoofline: return "roofline";
+    case CostShape::kLinear:
+      return "linear";
+    case CostShape::kRoofline:
+      return "roofline";
   }
   return "unknown";
 }

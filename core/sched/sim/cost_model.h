@@ -78,8 +78,8 @@ struct CostModel {
   int64_t kv_slots = 0;
 
   /// Derives the coefficients for `shape` split over tensor_parallel × pipeline_stages GPUs.
-  static absl::StatusOr<CostModel> ForGpus(const TransformerShape& shape, const GpuSpec& gpu,
-                                           int32_t tensor_parallel, int32_t pipeline_stages);
+  static absl::StatusOr<CostModel> ForGpus(const TransformerShape& shape, const GpuSpec& gpu, int32_t tensor_parallel,
+                                           int32_t pipeline_stages);
   /// Presets of the paper's §6 setups: "gpt3-13b" (1 GPU), "gpt3-101b" (8 GPUs, TP 8),
   /// "gpt3-175b" (16 GPUs, TP 8 × PP 2), "gpt3-341b" (32 GPUs, TP 8 × PP 4).
   static absl::StatusOr<CostModel> Preset(const std::string& name);

@@ -11,20 +11,16 @@
 
 namespace orca::sched::sim {
 
-absl::StatusOr<std::unique_ptr<SimulatedEngine>> SimulatedEngine::Create(
-    SimulatedEngineOptions options) {
+absl::StatusOr<std::unique_ptr<SimulatedEngine>> SimulatedEngine::Create(SimulatedEngineOptions options) {
   if (options.cost.num_stages < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cost.num_stages must be >= 1 (got ", options.cost.num_stages, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("cost.num_stages must be >= 1 (got ", options.cost.num_stages, ")"));
   }
   if (options.n_slots < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("n_slots must be >= 0 (got ", options.n_slots, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("n_slots must be >= 0 (got ", options.n_slots, ")"));
   }
-  if (options.vocab_size < 1 ||
-      static_cast<int64_t>(options.avoid_token_ids.size()) >= options.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vocab_size (", options.vocab_size, ") must exceed the number of avoided tokens"));
+  if (options.vocab_size < 1 || static_cast<int64_t>(options.avoid_token_ids.size()) >= options.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab_size (", options.vocab_size, ") must exceed the number of avoided tokens"));
   }
   return std::unique_ptr<SimulatedEngine>(new SimulatedEngine(std::move(options)));
 }
@@ -38,8 +34,7 @@ int32_t SimulatedEngine::DefaultToken(RequestId request_id, int32_t index) const
   }
 }
 
-absl::Status SimulatedEngine::Validate(const ScheduledRequest& request,
-                                       const LiveRequest* live) const {
+absl::Status SimulatedEngine::Validate(const ScheduledRequest& request, const LiveRequest* live) const {
   const RequestId id = request.request_id;
   const auto num_inputs = static_cast<int32_t>(request.input_token_ids.size());
   if (request.new_request.has_value()) {
@@ -54,9 +49,8 @@ absl::Status SimulatedEngine::Validate(const ScheduledRequest& request,
           absl::StrCat("request ", id, " first schedule is not the initiation of its prompt"));
     }
     if (num_inputs < 1 || num_inputs >= data.max_tokens) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "request ", id, " prompt (", num_inputs, ") leaves no room in max_tokens (",
-          data.max_tokens, ")"));
+      return absl::FailedPreconditionError(absl::StrCat("request ", id, " prompt (", num_inputs,
+                                                        ") leaves no room in max_tokens (", data.max_tokens, ")"));
     }
     return absl::OkStatus();
   }
@@ -65,23 +59,19 @@ absl::Status SimulatedEngine::Validate(const ScheduledRequest& request,
         absl::StrCat("request ", id, " scheduled without NewRequestData and unknown to workers"));
   }
   if (request.phase != Phase::kIncrement || num_inputs != 1) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("request ", id, " must be an increment of one token"));
+    return absl::FailedPreconditionError(absl::StrCat("request ", id, " must be an increment of one token"));
   }
   if (request.start_position != live->next_position) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("request ", id, " at position ", request.start_position,
-                     " but its KV ends at ", live->next_position));
+    return absl::FailedPreconditionError(absl::StrCat("request ", id, " at position ", request.start_position,
+                                                      " but its KV ends at ", live->next_position));
   }
   if (request.input_token_ids[0] != live->last_token_id) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("request ", id, " fed token ", request.input_token_ids[0],
-                     " but generated ", live->last_token_id));
+    return absl::FailedPreconditionError(absl::StrCat("request ", id, " fed token ", request.input_token_ids[0],
+                                                      " but generated ", live->last_token_id));
   }
   if (request.start_position + 1 > live->max_tokens) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("request ", id, " position ", request.start_position,
-                     " beyond its reservation of ", live->max_tokens));
+    return absl::FailedPreconditionError(absl::StrCat("request ", id, " position ", request.start_position,
+                                                      " beyond its reservation of ", live->max_tokens));
   }
   return absl::OkStatus();
 }
@@ -94,8 +84,8 @@ absl::StatusOr<StepOutcome> SimulatedEngine::Run(const IterationPlan& plan) {
   absl::flat_hash_set<RequestId> seen;
   for (const ScheduledRequest& request : plan.requests) {
     if (!seen.insert(request.request_id).second) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "request ", request.request_id, " appears twice in iteration ", plan.iteration_id));
+      return absl::FailedPreconditionError(
+          absl::StrCat("request ", request.request_id, " appears twice in iteration ", plan.iteration_id));
     }
     auto it = live_.find(request.request_id);
     ORCA_RETURN_IF_ERROR(Validate(request, it == live_.end() ? nullptr : &it->second));
@@ -108,9 +98,9 @@ absl::StatusOr<StepOutcome> SimulatedEngine::Run(const IterationPlan& plan) {
     if (request.new_request.has_value()) {
       const int32_t max_tokens = request.new_request->max_tokens;
       if (options_.n_slots > 0 && num_allocated_slots_ + max_tokens > options_.n_slots) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "request ", request.request_id, " needs ", max_tokens, " KV slots; ",
-            num_allocated_slots_, " of ", options_.n_slots, " already allocated"));
+        return absl::ResourceExhaustedError(absl::StrCat("request ", request.request_id, " needs ", max_tokens,
+                                                         " KV slots; ", num_allocated_slots_, " of ", options_.n_slots,
+                                                         " already allocated"));
       }
       num_allocated_slots_ += max_tokens;
       live = &live_[request.request_id];
@@ -118,8 +108,7 @@ absl::StatusOr<StepOutcome> SimulatedEngine::Run(const IterationPlan& plan) {
     } else {
       live = &live_[request.request_id];
     }
-    live->next_position = request.start_position +
-                          static_cast<int32_t>(request.input_token_ids.size());
+    live->next_position = request.start_position + static_cast<int32_t>(request.input_token_ids.size());
     const int32_t token = options_.token_fn ? options_.token_fn(request.request_id, live->num_generated)
                                             : DefaultToken(request.request_id, live->num_generated);
     ++live->num_generated;

@@ -79,9 +79,7 @@ double SimulationResult::NormalizedLatencyQuantile(double q) const {
 }
 
 double SimulationResult::MeanBatchSize() const {
-  return num_iterations > 0
-             ? static_cast<double>(num_batched_requests) / static_cast<double>(num_iterations)
-             : 0.0;
+  return num_iterations > 0 ? static_cast<double>(num_batched_requests) / static_cast<double>(num_iterations) : 0.0;
 }
 
 namespace {
@@ -91,11 +89,7 @@ class SimulationLoop {
  public:
   SimulationLoop(const std::vector<TraceRequest>& trace, Scheduler& scheduler, StepRunner& runner,
                  const SimulationOptions& options)
-      : trace_(trace),
-        scheduler_(scheduler),
-        runner_(runner),
-        options_(options),
-        pipeline_(runner.num_stages()) {
+      : trace_(trace), scheduler_(scheduler), runner_(runner), options_(options), pipeline_(runner.num_stages()) {
     result_.requests.resize(trace.size());
     index_of_.reserve(trace.size());
   }
@@ -109,19 +103,18 @@ class SimulationLoop {
       const std::optional<absl::Duration> next = NextEventTime();
       if (!next.has_value()) break;
       if (*next > options_.max_simulated_time) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "simulation passed max_simulated_time (",
-            absl::FormatDuration(options_.max_simulated_time), ") with ",
-            trace_.size() - num_finished_, " requests unfinished"));
+        return absl::DeadlineExceededError(absl::StrCat("simulation passed max_simulated_time (",
+                                                        absl::FormatDuration(options_.max_simulated_time), ") with ",
+                                                        trace_.size() - num_finished_, " requests unfinished"));
       }
       now_ = *next;
     }
     if (num_finished_ != trace_.size()) {
       const SchedulerStats stats = scheduler_.stats();
-      return absl::FailedPreconditionError(absl::StrCat(
-          "simulation stalled at t=", absl::FormatDuration(now_), " with ",
-          trace_.size() - num_finished_, " requests unfinished (queued ", stats.num_queued,
-          ", running ", stats.num_running, ", n_rsrv ", stats.n_rsrv, "/", stats.n_slots, ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("simulation stalled at t=", absl::FormatDuration(now_), " with ", trace_.size() - num_finished_,
+                       " requests unfinished (queued ", stats.num_queued, ", running ", stats.num_running, ", n_rsrv ",
+                       stats.n_rsrv, "/", stats.n_slots, ")"));
     }
     ORCA_RETURN_IF_ERROR(runner_.Release(scheduler_.TakeReleasedRequestIds()));
     if (!trace_.empty()) {
@@ -149,8 +142,7 @@ class SimulationLoop {
   absl::Status SubmitArrivals() {
     while (next_arrival_ < trace_.size() && trace_[next_arrival_].arrival <= now_) {
       const TraceRequest& request = trace_[next_arrival_];
-      absl::StatusOr<RequestId> id =
-          scheduler_.Submit(MakeSpec(request, next_arrival_, options_), Now());
+      absl::StatusOr<RequestId> id = scheduler_.Submit(MakeSpec(request, next_arrival_, options_), Now());
       if (!id.ok()) return Annotate(id.status(), absl::StrCat("trace request ", next_arrival_));
       index_of_[*id] = next_arrival_;
       RequestRecord& r = result_.requests[next_arrival_];
@@ -168,9 +160,8 @@ class SimulationLoop {
       ++result_.num_iterations;
       result_.num_batched_requests += static_cast<int64_t>(plan->requests.size());
       result_.engine_time += outcome.elapsed;
-      in_flight_.push_back(InFlightIteration{plan->iteration_id,
-                                             pipeline_.Enter(now_, outcome.elapsed),
-                                             std::move(outcome.results)});
+      in_flight_.push_back(
+          InFlightIteration{plan->iteration_id, pipeline_.Enter(now_, outcome.elapsed), std::move(outcome.results)});
     }
     return absl::OkStatus();
   }
@@ -213,19 +204,16 @@ class SimulationLoop {
 
 }  // namespace
 
-absl::StatusOr<SimulationResult> RunSimulation(const std::vector<TraceRequest>& trace,
-                                               Scheduler& scheduler, StepRunner& runner,
-                                               const SimulationOptions& options) {
+absl::StatusOr<SimulationResult> RunSimulation(const std::vector<TraceRequest>& trace, Scheduler& scheduler,
+                                               StepRunner& runner, const SimulationOptions& options) {
   if (scheduler.HasRequests()) {
     return absl::FailedPreconditionError("the scheduler already holds requests");
   }
   if (runner.num_stages() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("runner has ", runner.num_stages(), " pipeline stages"));
+    return absl::InvalidArgumentError(absl::StrCat("runner has ", runner.num_stages(), " pipeline stages"));
   }
   if (options.vocab_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("vocab_size must be >= 1 (got ", options.vocab_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("vocab_size must be >= 1 (got ", options.vocab_size, ")"));
   }
   return SimulationLoop(trace, scheduler, runner, options).Run();
 }

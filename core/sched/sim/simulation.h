@@ -61,8 +61,7 @@ struct SimulationResult {
 /// The scheduler must be fresh (no requests) and configured as the caller wants; every
 /// request must finish (FAILED_PRECONDITION names the stall otherwise). Requests are
 /// submitted with caller_id "trace-<index>".
-absl::StatusOr<SimulationResult> RunSimulation(const std::vector<TraceRequest>& trace,
-                                               Scheduler& scheduler, StepRunner& runner,
-                                               const SimulationOptions& options = {});
+absl::StatusOr<SimulationResult> RunSimulation(const std::vector<TraceRequest>& trace, Scheduler& scheduler,
+                                               StepRunner& runner, const SimulationOptions& options = {});
 
 }  // namespace orca::sched::sim

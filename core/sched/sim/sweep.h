@@ -50,12 +50,10 @@ struct SweepOptions {
 };
 
 /// A fresh engine for one run of `scheduler` (a simulated engine, or the real one reset).
-using RunnerFactory =
-    std::function<absl::StatusOr<std::unique_ptr<StepRunner>>(const SchedulerOptions& scheduler)>;
+using RunnerFactory = std::function<absl::StatusOr<std::unique_ptr<StepRunner>>(const SchedulerOptions& scheduler)>;
 
 /// Runs every configuration over the arrival rates.
-absl::StatusOr<std::vector<SweepCurve>> RunSweep(const SweepOptions& options,
-                                                 const std::vector<SweepConfig>& configs,
+absl::StatusOr<std::vector<SweepCurve>> RunSweep(const SweepOptions& options, const std::vector<SweepConfig>& configs,
                                                  const RunnerFactory& make_runner);
 
 /// Highest throughput the curve reaches at median normalized latency <= `target` (s/token):
@@ -65,8 +63,7 @@ std::optional<double> ThroughputAtLatency(const SweepCurve& curve, double target
 
 /// ThroughputAtLatency maximized over the curves of one policy (each max_bs is one curve; the
 /// paper compares the best configuration of each system). nullopt if no curve reaches it.
-std::optional<double> BestThroughputAtLatency(const std::vector<SweepCurve>& curves,
-                                              PolicyKind policy, double target);
+std::optional<double> BestThroughputAtLatency(const std::vector<SweepCurve>& curves, PolicyKind policy, double target);
 
 /// Lowest median normalized latency any curve of `policy` reaches (its lightest load).
 std::optional<double> MinMedianLatency(const std::vector<SweepCurve>& curves, PolicyKind policy);
@@ -75,7 +72,6 @@ std::optional<double> MinMedianLatency(const std::vector<SweepCurve>& curves, Po
 std::string FormatSweepTable(const std::vector<SweepCurve>& curves);
 
 /// For each latency target: best orca throughput, best baseline throughput and their ratio.
-std::string FormatRatioTable(const std::vector<SweepCurve>& curves,
-                             const std::vector<double>& targets);
+std::string FormatRatioTable(const std::vector<SweepCurve>& curves, const std::vector<double>& targets);
 
 }  // namespace orca::sched::sim

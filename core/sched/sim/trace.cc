@@ -15,18 +15,16 @@ absl::StatusOr<std::vector<TraceRequest>> GeneratePoissonTrace(const TraceOption
         absl::StrCat("arrival_rate must be a positive number (got ", options.arrival_rate, ")"));
   }
   if (options.num_requests < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_requests must be >= 0 (got ", options.num_requests, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("num_requests must be >= 0 (got ", options.num_requests, ")"));
   }
   if (options.min_prompt_tokens < 1 || options.max_prompt_tokens < options.min_prompt_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt lengths need 1 <= min_prompt_tokens <= max_prompt_tokens (got ",
-        options.min_prompt_tokens, ", ", options.max_prompt_tokens, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt lengths need 1 <= min_prompt_tokens <= max_prompt_tokens (got ", options.min_prompt_tokens,
+                     ", ", options.max_prompt_tokens, ")"));
   }
   if (options.min_new_tokens < 1 || options.max_new_tokens < options.min_new_tokens) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("output lengths need 1 <= min_new_tokens <= max_new_tokens (got ",
-                     options.min_new_tokens, ", ", options.max_new_tokens, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("output lengths need 1 <= min_new_tokens <= max_new_tokens (got ",
+                                                   options.min_new_tokens, ", ", options.max_new_tokens, ")"));
   }
   // Separate streams: the arrival process must not shift the lengths when the rate changes.
   SplitMix64 arrivals(options.seed * 2 + 1);
@@ -38,10 +36,9 @@ absl::StatusOr<std::vector<TraceRequest>> GeneratePoissonTrace(const TraceOption
     t += arrivals.NextExponential(options.arrival_rate);
     TraceRequest request;
     request.arrival = absl::Seconds(t);
-    request.num_prompt_tokens = static_cast<int32_t>(
-        lengths.NextInt(options.min_prompt_tokens, options.max_prompt_tokens));
-    request.max_new_tokens =
-        static_cast<int32_t>(lengths.NextInt(options.min_new_tokens, options.max_new_tokens));
+    request.num_prompt_tokens =
+        static_cast<int32_t>(lengths.NextInt(options.min_prompt_tokens, options.max_prompt_tokens));
+    request.max_new_tokens = static_cast<int32_t>(lengths.NextInt(options.min_new_tokens, options.max_new_tokens));
     trace.push_back(request);
   }
   return trace;

@@ -1,8 +1,7 @@
 #include "services/gateway/testing/byte_level_model.h"
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
@@ -38,8 +37,8 @@ std::string ByteToUnicode(int b) {
 std::string ByteLevelTokenizerJson() {
   nlohmann::json vocab = nlohmann::json::object();
   for (int b = 0; b < 256; ++b) vocab[ByteToUnicode(b)] = b;
-  nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
-                               {"use_regex", true}};
+  nlohmann::json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   nlohmann::json tokenizer = {
       {"version", "1.0"},
       {"truncation", nullptr},

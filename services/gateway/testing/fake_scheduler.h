@@ -11,14 +11,14 @@
 /// A cancelled call (client disconnect, stop string) releases its KV slots at
 /// the next iteration, as the real scheduler does.
 
+#include <grpcpp/grpcpp.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"

@@ -18,7 +18,7 @@ TEST(PercentileTest, InterpolatesLinearlyBetweenClosestRanks) {
   EXPECT_DOUBLE_EQ(Percentile({1, 2, 3, 4}, 1.0), 4.0);
   std::vector<double> ten;
   for (int i = 1; i <= 10; ++i) ten.push_back(i);
-  EXPECT_NEAR(Percentile(ten, 0.9), 9.1, 1e-12);   // NumPy: np.percentile(1..10, 90) = 9.1
+  EXPECT_NEAR(Percentile(ten, 0.9), 9.1, 1e-12);  // NumPy: np.percentile(1..10, 90) = 9.1
   EXPECT_NEAR(Percentile(ten, 0.99), 9.91, 1e-12);
   EXPECT_DOUBLE_EQ(Percentile({1, 2}, 7.0), 2.0);  // q is clamped
   EXPECT_DOUBLE_EQ(Percentile({1, 2}, -1.0), 1.0);
@@ -47,8 +47,7 @@ RequestRecord Done(double sent, double e2e, int32_t tokens, std::vector<double> 
 }
 
 TEST(SummarizeRunTest, ThroughputOverTheMakespanOfCompletedRequests) {
-  std::vector<RequestRecord> records = {Done(1.0, 2.0, 4, {0.1, 0.2}), Done(2.0, 3.0, 6, {0.3}),
-                                        Done(3.0, 1.0, 2)};
+  std::vector<RequestRecord> records = {Done(1.0, 2.0, 4, {0.1, 0.2}), Done(2.0, 3.0, 6, {0.3}), Done(3.0, 1.0, 2)};
   RequestRecord failed = Done(1.5, 0.5, 0);
   failed.outcome = RequestOutcome::kFailed;
   records.push_back(failed);

@@ -20,8 +20,7 @@ std::string Chunk(const std::string& text) {
   return "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"" + text +
          "\",\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}\n\n";
 }
-const char kFinal[] =
-    "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n";
+const char kFinal[] = "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n";
 const char kUsage[] =
     "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":4,\"total_tokens\":9}}\n\n";
 const char kDone[] = "data: [DONE]\n\n";
@@ -53,9 +52,8 @@ TEST(CompletionStreamTest, UsageWinsOverChunksThatHeldBackText) {
   // The server held back a partial UTF-8 character: 3 tokens, 2 text chunks.
   CompletionStream stream;
   ASSERT_TRUE(stream.OnBytes(Chunk("x") + Chunk("") + Chunk("y"), 0.1).ok());
-  ASSERT_TRUE(stream.OnBytes(
-                  "data: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\ndata: [DONE]\n\n", 0.2)
-                  .ok());
+  ASSERT_TRUE(
+      stream.OnBytes("data: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\ndata: [DONE]\n\n", 0.2).ok());
   RequestRecord r;
   ASSERT_TRUE(stream.Finish(0.2, &r).ok());
   EXPECT_EQ(r.counted_tokens, 2);
@@ -85,10 +83,11 @@ TEST(CompletionStreamTest, CountsChunksWithoutUsageAndLogprobTokensExactly) {
 
 TEST(CompletionStreamTest, ReadsChatDeltasToo) {
   CompletionStream stream;
-  ASSERT_TRUE(stream.OnBytes("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n"
-                             "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"
-                             "data: [DONE]\n\n",
-                             0.5)
+  ASSERT_TRUE(stream
+                  .OnBytes("data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n"
+                           "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"
+                           "data: [DONE]\n\n",
+                           0.5)
                   .ok());
   RequestRecord r;
   ASSERT_TRUE(stream.Finish(0.5, &r).ok());
@@ -110,10 +109,10 @@ TEST(CompletionStreamTest, SameResultWhereverTheBodyIsSplit) {
 }
 
 TEST(CompletionStreamTest, ErrorEventsFailTheRequest) {
-  for (const std::string& event : {
-           std::string("data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n"),
-           std::string("data: {\"object\":\"error\",\"message\":\"overloaded\"}\n\n"),
-           std::string("data: {\"error\":\"overloaded\"}\n\n")}) {
+  for (const std::string& event :
+       {std::string("data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\"}}\n\n"),
+        std::string("data: {\"object\":\"error\",\"message\":\"overloaded\"}\n\n"),
+        std::string("data: {\"error\":\"overloaded\"}\n\n")}) {
     CompletionStream stream;
     ASSERT_TRUE(stream.OnBytes(Chunk("a"), 0.1).ok());
     const absl::Status status = stream.OnBytes(event, 0.2);

@@ -39,14 +39,16 @@ bool SendChunked(int fd, const std::string& payload, size_t piece) {
 }
 
 std::string Response(int status, const std::string& reason, const std::string& body) {
-  return absl::StrCat("HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: application/json\r\nContent-Length: ",
-                      body.size(), "\r\nConnection: close\r\n\r\n", body);
+  return absl::StrCat("HTTP/1.1 ", status, " ", reason,
+                      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+                      "\r\nConnection: close\r\n\r\n", body);
 }
 
 std::string TokenChunk(int i) {
-  return "data: " + json{{"object", "text_completion"},
-                         {"choices", json::array({{{"index", 0}, {"text", absl::StrCat("t", i)}, {"finish_reason", nullptr}}})}}
-                        .dump() +
+  return "data: " +
+         json{{"object", "text_completion"},
+              {"choices", json::array({{{"index", 0}, {"text", absl::StrCat("t", i)}, {"finish_reason", nullptr}}})}}
+             .dump() +
          "\n\n";
 }
 
@@ -141,11 +143,13 @@ void FakeOpenAiServer::Serve(int fd) {
 void FakeOpenAiServer::StreamCompletion(int fd, const json& body) {
   const int max_tokens = body.value("max_tokens", 16);
   if (max_tokens == kHttpError) {
-    SendAll(fd, Response(500, "Internal Server Error", R"({"error":{"message":"engine exploded","type":"server_error"}})"));
+    SendAll(fd,
+            Response(500, "Internal Server Error", R"({"error":{"message":"engine exploded","type":"server_error"}})"));
     return;
   }
-  if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-                   "Connection: close\r\n\r\n")) {
+  if (!SendAll(fd,
+               "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+               "Connection: close\r\n\r\n")) {
     return;
   }
   if (max_tokens == kErrorEvent) {
@@ -168,7 +172,8 @@ void FakeOpenAiServer::StreamCompletion(int fd, const json& body) {
   stream += "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n";
   const auto options = body.find("stream_options");
   if (options != body.end() && options->is_object() && options->value("include_usage", false)) {
-    const json usage = {{"prompt_tokens", body.value("prompt", json::array()).size()}, {"completion_tokens", max_tokens}};
+    const json usage = {{"prompt_tokens", body.value("prompt", json::array()).size()},
+                        {"completion_tokens", max_tokens}};
     stream += "data: " + json{{"choices", json::array()}, {"usage", usage}}.dump() + "\n\n";
   }
   stream += "data: [DONE]\n\n";

@@ -17,9 +17,9 @@ namespace orca::bench::testing {
 class FakeOpenAiServer {
  public:
   /// max_tokens values that script a misbehaving request.
-  static constexpr int kHttpError = 999;    ///< HTTP 500 with an OpenAI error body.
-  static constexpr int kErrorEvent = 997;   ///< One token, then an error event.
-  static constexpr int kHang = 998;         ///< One token, then nothing until the client leaves.
+  static constexpr int kHttpError = 999;   ///< HTTP 500 with an OpenAI error body.
+  static constexpr int kErrorEvent = 997;  ///< One token, then an error event.
+  static constexpr int kHang = 998;        ///< One token, then nothing until the client leaves.
 
   /// `serve_tokenize` false: POST /tokenize answers 404 (as servers without it do).
   explicit FakeOpenAiServer(bool serve_tokenize = true);

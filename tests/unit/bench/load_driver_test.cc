@@ -20,8 +20,8 @@
 namespace orca::bench {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeOpenAiServer;
+using ::testing::HasSubstr;
 using json = nlohmann::json;
 
 TraceRequest At(double seconds, int32_t prompt, int32_t max_tokens) {
@@ -91,8 +91,8 @@ TEST(LoadDriverTest, RecordsFailuresCutsOffAtTheTimeLimitAndSkipsLateArrivals) {
   absl::StatusOr<std::unique_ptr<LoadDriver>> driver = LoadDriver::Create(options, Prompts(server.url()));
   ASSERT_TRUE(driver.ok());
   const std::vector<TraceRequest> trace = {At(0, 4, 3), At(0, 4, FakeOpenAiServer::kHttpError),
-                                           At(0, 4, FakeOpenAiServer::kErrorEvent),
-                                           At(0, 4, FakeOpenAiServer::kHang), At(3600, 4, 3)};
+                                           At(0, 4, FakeOpenAiServer::kErrorEvent), At(0, 4, FakeOpenAiServer::kHang),
+                                           At(3600, 4, 3)};
   absl::StatusOr<LoadRunResult> run = (*driver)->Run(trace);
   ASSERT_TRUE(run.ok()) << run.status();
   const std::vector<RequestRecord>& r = run->records;
@@ -119,8 +119,7 @@ TEST(LoadDriverTest, RefusedConnectionsAreFailedRequests) {
     FakeOpenAiServer gone;
     url = gone.url();
   }  // nothing listens there any more
-  absl::StatusOr<PromptBuilder> prompts =
-      PromptBuilder::FromCandidates({1, 2, 3}, "test ids", /*seed=*/1);
+  absl::StatusOr<PromptBuilder> prompts = PromptBuilder::FromCandidates({1, 2, 3}, "test ids", /*seed=*/1);
   ASSERT_TRUE(prompts.ok());
   absl::StatusOr<std::unique_ptr<LoadDriver>> driver = LoadDriver::Create(Options(url), *std::move(prompts));
   ASSERT_TRUE(driver.ok());
@@ -209,7 +208,8 @@ TEST(PromptBuilderTest, ParsesTokenizeResponsesOfDifferentServers) {
   EXPECT_EQ(*ParseTokenizeResponse(R"({"tokens":[1,2,3],"count":3})"), (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(*ParseTokenizeResponse(R"({"tokens":[[4,"a"],[5,"b"]]})"), (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(*ParseTokenizeResponse(R"({"tokens":[{"id":6,"piece":"c"}]})"), (std::vector<int32_t>{6}));
-  for (const char* bad : {"", "[]", R"({"tokens":[]})", R"({"tokens":["x"]})", R"({"tokens":[-3]})", R"({"ids":[1]})"}) {
+  for (const char* bad :
+       {"", "[]", R"({"tokens":[]})", R"({"tokens":["x"]})", R"({"tokens":[-3]})", R"({"ids":[1]})"}) {
     EXPECT_FALSE(ParseTokenizeResponse(bad).ok()) << bad;
   }
 }

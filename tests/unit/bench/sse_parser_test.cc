@@ -26,16 +26,16 @@ std::vector<std::string> Data(const std::vector<SseEvent>& events) {
 }
 
 TEST(SseParserTest, ParsesDataEventsCommentsAndFields) {
-  const std::vector<SseEvent> events = ParseAll(
-      {": keep-alive\n"
-       "data: {\"a\":1}\n\n"
-       "event: update\n"
-       "id: 7\n"
-       "data:no-space\n"
-       "data:  two spaces\n"
-       "retry: 100\n"
-       "\n"
-       "data: [DONE]\n\n"});
+  const std::vector<SseEvent> events =
+      ParseAll({": keep-alive\n"
+                "data: {\"a\":1}\n\n"
+                "event: update\n"
+                "id: 7\n"
+                "data:no-space\n"
+                "data:  two spaces\n"
+                "retry: 100\n"
+                "\n"
+                "data: [DONE]\n\n"});
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].data, "{\"a\":1}");
   EXPECT_EQ(events[0].event, "");
@@ -46,8 +46,7 @@ TEST(SseParserTest, ParsesDataEventsCommentsAndFields) {
 }
 
 TEST(SseParserTest, AcceptsEveryLineEnding) {
-  EXPECT_EQ(Data(ParseAll({"data: a\r\n\r\ndata: b\r\rdata: c\n\n"})),
-            (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(Data(ParseAll({"data: a\r\n\r\ndata: b\r\rdata: c\n\n"})), (std::vector<std::string>{"a", "b", "c"}));
 }
 
 TEST(SseParserTest, EmptyDataDispatchesAndEventsWithoutDataAreDropped) {

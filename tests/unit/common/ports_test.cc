@@ -1,14 +1,13 @@
 #include "core/common/ports.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <set>
-
-#include <gtest/gtest.h>
 
 namespace orca {
 namespace {

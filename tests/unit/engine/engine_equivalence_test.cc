@@ -25,7 +25,8 @@ struct Case {
 class EngineEquivalenceTest : public ::testing::TestWithParam<Case> {
  protected:
   SyntheticModelOptions Options() const {
-    return GetParam().arch == ModelArch::kGpt2 ? testing::SmallGpt2(GetParam().dtype) : testing::SmallLlama(GetParam().dtype);
+    return GetParam().arch == ModelArch::kGpt2 ? testing::SmallGpt2(GetParam().dtype)
+                                               : testing::SmallLlama(GetParam().dtype);
   }
   std::unique_ptr<Engine> MakeEngine(const std::string& path, int tp = 1) {
     Engine::Options o;
@@ -174,8 +175,11 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
     IterationInput next;
     for (size_t i = 0; i < in.seqs.size(); ++i) {
       const auto& s = in.seqs[i];
-      next.seqs.push_back({s.request_id, {a.tokens[i].sample.token_id},
-                           s.start_position + static_cast<int32_t>(s.token_ids.size()), true, std::nullopt});
+      next.seqs.push_back({s.request_id,
+                           {a.tokens[i].sample.token_id},
+                           s.start_position + static_cast<int32_t>(s.token_ids.size()),
+                           true,
+                           std::nullopt});
     }
     in = next;
   }

@@ -19,10 +19,12 @@ class GgufBuilder {
   void F32(const std::string& key, float v) { Key(key, 6), Pod(v), ++kv_; }
   void Str(const std::string& key, const std::string& v) { Key(key, 8), S(v), ++kv_; }
   // A tensor given row-major (outermost first) with f32 values, stored as `ggml_type` (0 f32, 1 f16, 30 bf16).
-  void Tensor(const std::string& name, const std::vector<int64_t>& shape, const std::vector<float>& v, uint32_t ggml_type) {
+  void Tensor(const std::string& name, const std::vector<int64_t>& shape, const std::vector<float>& v,
+              uint32_t ggml_type) {
     std::string bytes;
     for (float f : v) {
-      if (ggml_type == 0) bytes.append(reinterpret_cast<const char*>(&f), 4);
+      if (ggml_type == 0)
+        bytes.append(reinterpret_cast<const char*>(&f), 4);
       else {
         const uint16_t h = ggml_type == 1 ? F32ToF16(f) : F32ToBf16(f);
         bytes.append(reinterpret_cast<const char*>(&h), 2);
@@ -56,7 +58,9 @@ class GgufBuilder {
 
  private:
   template <typename T>
-  void Pod(T v) { kvs_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+  void Pod(T v) {
+    kvs_.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
   void S(const std::string& s) { Pod(static_cast<uint64_t>(s.size())), kvs_ += s; }
   void Key(const std::string& k, uint32_t type) { S(k), Pod(type); }
   std::string kvs_, infos_, data_;
@@ -105,16 +109,19 @@ TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
   g.F32("qwen2.attention.layer_norm_rms_epsilon", c.norm_eps);
   g.F32("qwen2.rope.freq_base", static_cast<float>(c.rope_theta));
   const uint32_t type = GetParam();
-  const char* hf_to_gguf[][2] = {{"self_attn.q_proj", "attn_q"}, {"self_attn.k_proj", "attn_k"}, {"self_attn.v_proj", "attn_v"},
-                                 {"self_attn.o_proj", "attn_output"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
-                                 {"mlp.down_proj", "ffn_down"}, {"input_layernorm", "attn_norm"},
-                                 {"post_attention_layernorm", "ffn_norm"}};
+  const char* hf_to_gguf[][2] = {
+      {"self_attn.q_proj", "attn_q"},      {"self_attn.k_proj", "attn_k"},   {"self_attn.v_proj", "attn_v"},
+      {"self_attn.o_proj", "attn_output"}, {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"},       {"input_layernorm", "attn_norm"}, {"post_attention_layernorm", "ffn_norm"}};
   for (const std::string& name : (*ckpt)->tensors().Names()) {
     const TensorInfo* t = (*ckpt)->tensors().Find(name);
     std::string out;
-    if (name == "model.embed_tokens.weight") out = "token_embd.weight";
-    else if (name == "model.norm.weight") out = "output_norm.weight";
-    else if (name == "lm_head.weight") out = "output.weight";
+    if (name == "model.embed_tokens.weight")
+      out = "token_embd.weight";
+    else if (name == "model.norm.weight")
+      out = "output_norm.weight";
+    else if (name == "lm_head.weight")
+      out = "output.weight";
     else {
       const size_t dot = name.find('.', 13);  // model.layers.N.
       const std::string layer = name.substr(13, dot - 13), rest = name.substr(dot + 1);
@@ -125,7 +132,8 @@ TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
     const bool norm = t->shape.size() == 1;  // norms stay f32, as llama.cpp's converter keeps them
     g.Tensor(out, t->shape, ToF32(*t), norm ? 0 : type);
   }
-  const std::string path = testing::TempDir() + "/synthetic-" + std::to_string(type) + "-" + std::to_string(::getpid()) + ".gguf";
+  const std::string path =
+      testing::TempDir() + "/synthetic-" + std::to_string(type) + "-" + std::to_string(::getpid()) + ".gguf";
   g.Write(path);
   const std::vector<float> want = Logits(hf), got = Logits(path);
   ASSERT_EQ(want.size(), got.size());
@@ -134,7 +142,7 @@ TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
     max_diff = std::max(max_diff, static_cast<double>(std::abs(want[i] - got[i])));
     scale = std::max(scale, static_cast<double>(std::abs(want[i])));
   }
-  EXPECT_GT(max_diff, 0.0);                                     // the weights really were rounded
+  EXPECT_GT(max_diff, 0.0);  // the weights really were rounded
   EXPECT_LT(max_diff, (type == 1 ? 5e-3 : 5e-2) * scale) << "max |diff| " << max_diff;
 }
 

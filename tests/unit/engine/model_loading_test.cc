@@ -1,9 +1,8 @@
 // Loading checkpoints: formats, partitions, and precise errors for corrupt,
 // truncated or mismatched files.
 
-#include <fstream>
 #include <cstring>
-
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/common/mapped_file.h"
@@ -51,7 +50,8 @@ TEST(ModelLoadingTest, TruncatedSafetensorsNamesFileAndTensor) {
 
 TEST(ModelLoadingTest, GarbageHeaderIsRejected) {
   const std::string dir = CopyModel(testing::SyntheticModel(testing::SmallLlama()), "garbage");
-  ASSERT_TRUE(WriteStringToFile(dir + "/model.safetensors", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{{{", 11)).ok());
+  ASSERT_TRUE(
+      WriteStringToFile(dir + "/model.safetensors", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{{{", 11)).ok());
   absl::Status s = Load(dir);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
 }
@@ -107,11 +107,11 @@ TEST(ModelLoadingTest, PartitionsLoadOnlyTheirLayersAndShard) {
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ((*w)->num_local_layers(), 1);  // layers [2, 3)
   EXPECT_EQ((*w)->partition().layer_begin, 2);
-  EXPECT_TRUE((*w)->token_embedding().empty());  // rank 1 of the last stage: no LM head
-  EXPECT_EQ((*w)->layer(0).q.n, 32);             // 2 of 4 heads × 16
-  EXPECT_EQ((*w)->layer(0).o.k, 32);             // row-parallel slice
-  EXPECT_EQ((*w)->layer(0).o.ld, 64);            // a strided view of the mapped tensor: no copy
-  EXPECT_LT((*w)->owned_bytes(), 4096u);            // only norms and RoPE tables are copied
+  EXPECT_TRUE((*w)->token_embedding().empty());      // rank 1 of the last stage: no LM head
+  EXPECT_EQ((*w)->layer(0).q.n, 32);                 // 2 of 4 heads × 16
+  EXPECT_EQ((*w)->layer(0).o.k, 32);                 // row-parallel slice
+  EXPECT_EQ((*w)->layer(0).o.ld, 64);                // a strided view of the mapped tensor: no copy
+  EXPECT_LT((*w)->owned_bytes(), 4096u);             // only norms and RoPE tables are copied
   o.partition = Partition::ForStage(0, 1, 3, 0, 3);  // 3 does not divide 4 heads
   EXPECT_EQ(ModelWeights::Load(**ckpt, o, backend.get()).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -170,7 +170,9 @@ void Shard(const std::string& src, const std::string& dst) {
     const uint64_t len = h.size();
     std::string out(reinterpret_cast<const char*>(&len), 8);
     out += h + shard_data[s];
-    ASSERT_TRUE(WriteStringToFile(dst + (s == 0 ? "/model-00001-of-00002.safetensors" : "/model-00002-of-00002.safetensors"), out).ok());
+    ASSERT_TRUE(WriteStringToFile(
+                    dst + (s == 0 ? "/model-00001-of-00002.safetensors" : "/model-00002-of-00002.safetensors"), out)
+                    .ok());
   }
   ASSERT_TRUE(WriteStringToFile(dst + "/model.safetensors.index.json", index.dump()).ok());
 }

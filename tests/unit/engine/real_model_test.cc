@@ -1,9 +1,9 @@
 // Real checkpoints no one here wrote, against outputs of independent
 // implementations (../shared/models; skipped when absent).
 
-#include <fstream>
 #include <sys/stat.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/engine/engine.h"
@@ -28,7 +28,8 @@ std::vector<int32_t> Greedy(Engine& engine, uint64_t id, const std::vector<int32
                             std::vector<float>* first_logits = nullptr) {
   std::vector<int32_t> out;
   IterationInput in;
-  in.seqs.push_back({id, prompt, 0, true, NewRequestInfo{static_cast<int32_t>(prompt.size()) + new_tokens, {}, prompt}});
+  in.seqs.push_back(
+      {id, prompt, 0, true, NewRequestInfo{static_cast<int32_t>(prompt.size()) + new_tokens, {}, prompt}});
   int32_t pos = 0;
   for (int i = 0; i < new_tokens; ++i) {
     IterationOutput o;

@@ -29,9 +29,10 @@ inline std::string SharedModelsDir() {
 /// A small synthetic model written once per process and options.
 inline std::string SyntheticModel(const SyntheticModelOptions& o) {
   static std::map<std::string, std::string> cache;
-  const std::string key = absl::StrCat(ModelArchName(o.arch), "-h", o.hidden_size, "-l", o.num_layers, "-a", o.num_heads, "-kv",
-                                       o.num_kv_heads, "-v", o.vocab_size, "-", DTypeName(o.dtype), "-s", o.seed, "-t",
-                                       o.tie_word_embeddings, "-b", o.attention_bias, "-f", o.intermediate_size);
+  const std::string key =
+      absl::StrCat(ModelArchName(o.arch), "-h", o.hidden_size, "-l", o.num_layers, "-a", o.num_heads, "-kv",
+                   o.num_kv_heads, "-v", o.vocab_size, "-", DTypeName(o.dtype), "-s", o.seed, "-t",
+                   o.tie_word_embeddings, "-b", o.attention_bias, "-f", o.intermediate_size);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   const std::string dir = absl::StrCat(TempDir(), "/orca-synth-", ::getpid(), "-", key);
@@ -95,9 +96,12 @@ class ReferenceModel {
           v.emplace_back(row.begin() + 2 * H, row.end());
         }
       } else {
-        q = Linear(h, TensorRole::kQ, c_.attention_bias ? TensorRole::kQBias : TensorRole::kQkvBias, l, Q, H, c_.attention_bias);
-        k = Linear(h, TensorRole::kK, c_.attention_bias ? TensorRole::kKBias : TensorRole::kQkvBias, l, KV, H, c_.attention_bias);
-        v = Linear(h, TensorRole::kV, c_.attention_bias ? TensorRole::kVBias : TensorRole::kQkvBias, l, KV, H, c_.attention_bias);
+        q = Linear(h, TensorRole::kQ, c_.attention_bias ? TensorRole::kQBias : TensorRole::kQkvBias, l, Q, H,
+                   c_.attention_bias);
+        k = Linear(h, TensorRole::kK, c_.attention_bias ? TensorRole::kKBias : TensorRole::kQkvBias, l, KV, H,
+                   c_.attention_bias);
+        v = Linear(h, TensorRole::kV, c_.attention_bias ? TensorRole::kVBias : TensorRole::kQkvBias, l, KV, H,
+                   c_.attention_bias);
         for (int64_t t = 0; t < T; ++t) {
           Rope(q[t], c_.num_heads, t);
           Rope(k[t], c_.num_kv_heads, t);
@@ -168,8 +172,8 @@ class ReferenceModel {
   double Vec(TensorRole role, int layer, int64_t i) const { return At(role, layer, 0, i); }
 
   // y = x Wᵀ + b for a logical [n, k] weight (Conv1D tensors are stored [k, n]).
-  std::vector<std::vector<double>> Linear(const std::vector<std::vector<double>>& x, TensorRole w, TensorRole b, int layer,
-                                          int64_t n, int64_t k, bool bias = true) const {
+  std::vector<std::vector<double>> Linear(const std::vector<std::vector<double>>& x, TensorRole w, TensorRole b,
+                                          int layer, int64_t n, int64_t k, bool bias = true) const {
     const bool tr = ckpt_.IsTransposed(w);
     std::vector<std::vector<double>> y(x.size(), std::vector<double>(n));
     for (size_t t = 0; t < x.size(); ++t)
@@ -181,7 +185,8 @@ class ReferenceModel {
     return y;
   }
 
-  std::vector<std::vector<double>> Norm(const std::vector<std::vector<double>>& x, TensorRole w, TensorRole b, int layer) const {
+  std::vector<std::vector<double>> Norm(const std::vector<std::vector<double>>& x, TensorRole w, TensorRole b,
+                                        int layer) const {
     const int64_t H = c_.hidden_size;
     std::vector<std::vector<double>> y = x;
     for (auto& row : y) {
@@ -191,7 +196,8 @@ class ReferenceModel {
         mean /= H;
         for (double e : row) var += (e - mean) * (e - mean);
         var /= H;
-        for (int64_t j = 0; j < H; ++j) row[j] = (row[j] - mean) / std::sqrt(var + c_.norm_eps) * Vec(w, layer, j) + Vec(b, layer, j);
+        for (int64_t j = 0; j < H; ++j)
+          row[j] = (row[j] - mean) / std::sqrt(var + c_.norm_eps) * Vec(w, layer, j) + Vec(b, layer, j);
       } else {
         double ss = 0;
         for (double e : row) ss += e * e;

@@ -65,7 +65,9 @@ TEST(ApiErrorTest, GrpcCodesRoundTrip) {
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(status.message(), "KV slots exhausted");
   EXPECT_EQ(ApiError::FromStatus(status).http_status, 429);
-  EXPECT_EQ(ApiError::FromStatus(services::FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "x"))).http_status, 503);
+  EXPECT_EQ(
+      ApiError::FromStatus(services::FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "x"))).http_status,
+      503);
   EXPECT_EQ(services::ToGrpcStatus(absl::NotFoundError("m")).error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_TRUE(services::FromGrpcStatus(grpc::Status::OK).ok());
 }

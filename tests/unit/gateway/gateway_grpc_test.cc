@@ -12,12 +12,12 @@
 namespace orca::gateway {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::GatewayFixture;
+using ::testing::HasSubstr;
 
 std::unique_ptr<orca::v1::Generation::Stub> Connect(GatewayFixture& f) {
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.gateway().grpc_port()),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(f.gateway().grpc_port()), grpc::InsecureChannelCredentials());
   return orca::v1::Generation::NewStub(channel);
 }
 
@@ -200,8 +200,8 @@ grpc::Status RawUnary(grpc::Channel* channel, const std::string& method, const s
 
 TEST(GatewayGrpcTest, HealthCheckingFollowsSchedulerReadiness) {
   GatewayFixture f;
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.gateway().grpc_port()),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(f.gateway().grpc_port()), grpc::InsecureChannelCredentials());
   std::string response;
   // grpc.health.v1.HealthCheckRequest{service: ""} is empty; SERVING is `08 01`.
   ASSERT_TRUE(RawUnary(channel.get(), "/grpc.health.v1.Health/Check", "", &response).ok());
@@ -218,8 +218,8 @@ TEST(GatewayGrpcTest, HealthCheckingFollowsSchedulerReadiness) {
 
 TEST(GatewayGrpcTest, ReflectionListsTheGenerationService) {
   GatewayFixture f;
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(f.gateway().grpc_port()),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(f.gateway().grpc_port()), grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));

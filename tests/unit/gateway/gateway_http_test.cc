@@ -11,12 +11,12 @@
 namespace orca::gateway {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using nlohmann::json;
 using testing::GatewayFixture;
+using ::testing::HasSubstr;
 using testing::HttpResult;
 using testing::SseData;
+using ::testing::StartsWith;
 using testing::TestHttpClient;
 
 constexpr char kKey[] = "sk-test-key";
@@ -217,30 +217,70 @@ TEST(GatewayHttpTest, BadInputTableWhileAConcurrentStreamGoesOnUnharmed) {
   const std::string big_prompt(2000, 'x');
   const std::vector<BadRequestCase> cases = {
       {"malformed json", "/v1/completions", R"({"prompt": "x",)", {auth}, 400, "Invalid JSON body: parse error"},
-      {"wrong type", "/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})", {auth}, 400,
+      {"wrong type",
+       "/v1/completions",
+       R"({"prompt": "x", "max_tokens": "ten"})",
+       {auth},
+       400,
        "'max_tokens' must be an integer"},
-      {"temperature type", "/v1/chat/completions", R"({"messages": [{"role":"user","content":"x"}], "temperature": "hot"})",
-       {auth}, 400, "'temperature' must be a number"},
-      {"negative max_tokens", "/v1/completions", R"({"prompt": "x", "max_tokens": -1})", {auth}, 400,
+      {"temperature type",
+       "/v1/chat/completions",
+       R"({"messages": [{"role":"user","content":"x"}], "temperature": "hot"})",
+       {auth},
+       400,
+       "'temperature' must be a number"},
+      {"negative max_tokens",
+       "/v1/completions",
+       R"({"prompt": "x", "max_tokens": -1})",
+       {auth},
+       400,
        "'max_tokens' must be at least 1, got -1"},
-      {"huge max_tokens", "/v1/completions", R"({"prompt": "abc", "max_tokens": 100000})", {auth}, 400,
+      {"huge max_tokens",
+       "/v1/completions",
+       R"({"prompt": "abc", "max_tokens": 100000})",
+       {auth},
+       400,
        "maximum context length is 1024 tokens. However, you requested 100003 tokens (3 in the prompt, 100000 in the "
        "completion)"},
-      {"prompt over the context", "/v1/completions", R"({"prompt": ")" + big_prompt + R"("})", {auth}, 400,
+      {"prompt over the context",
+       "/v1/completions",
+       R"({"prompt": ")" + big_prompt + R"("})",
+       {auth},
+       400,
        "maximum context length is 1024 tokens. However, your request has 2000 input tokens"},
-      {"empty messages", "/v1/chat/completions", R"({"messages": []})", {auth}, 400,
+      {"empty messages",
+       "/v1/chat/completions",
+       R"({"messages": []})",
+       {auth},
+       400,
        "'messages' must contain at least one message"},
       {"invalid utf-8", "/v1/completions", "{\"prompt\": \"a\xc3(\"}", {auth}, 400, "not valid UTF-8"},
       {"n zero", "/v1/completions", R"({"prompt": "x", "n": 0})", {auth}, 400, "'n' must be at least 1"},
       {"stop number", "/v1/completions", R"({"prompt": "x", "stop": 5})", {auth}, 400, "'stop' must be a string"},
-      {"token id out of vocab", "/v1/completions", R"({"prompt": [1, 300]})", {auth}, 400,
+      {"token id out of vocab",
+       "/v1/completions",
+       R"({"prompt": [1, 300]})",
+       {auth},
+       400,
        "Token id 300 at 'prompt[1]' is outside the vocabulary [0, 257)"},
-      {"oversized body", "/v1/completions", R"({"prompt": ")" + std::string(70000, 'y') + R"("})", {auth}, 413,
+      {"oversized body",
+       "/v1/completions",
+       R"({"prompt": ")" + std::string(70000, 'y') + R"("})",
+       {auth},
+       413,
        "exceeds the limit of 65536 bytes"},
-      {"wrong api key", "/v1/completions", R"({"prompt": "x"})", {{"Authorization", "Bearer nope"}}, 401,
+      {"wrong api key",
+       "/v1/completions",
+       R"({"prompt": "x"})",
+       {{"Authorization", "Bearer nope"}},
+       401,
        "Incorrect API key"},
       {"missing api key", "/v1/completions", R"({"prompt": "x"})", {}, 401, "Missing API key"},
-      {"unknown model", "/v1/completions", R"({"model": "gpt-9", "prompt": "x"})", {auth}, 404,
+      {"unknown model",
+       "/v1/completions",
+       R"({"model": "gpt-9", "prompt": "x"})",
+       {auth},
+       404,
        "The model `gpt-9` does not exist."},
       {"unknown route", "/v2/whatever", "{}", {auth}, 404, "Not found: /v2/whatever"},
   };
@@ -436,7 +476,10 @@ TEST(GatewayHttpTest, MetricsCountRequestsByRouteAndStatus) {
   HttpResult m = f.Client().Request("GET", "/metrics");
   ASSERT_EQ(m.status, 200);
   EXPECT_THAT(m.Header("content-type"), StartsWith("text/plain; version=0.0.4"));
-  EXPECT_THAT(m.body, HasSubstr(R"(orca:http_requests_total{model_name="byte-model",route="/v1/completions",method="POST",status="200"} 1)"));
+  EXPECT_THAT(
+      m.body,
+      HasSubstr(
+          R"(orca:http_requests_total{model_name="byte-model",route="/v1/completions",method="POST",status="200"} 1)"));
   EXPECT_THAT(m.body, HasSubstr(R"(route="/v1/completions",method="POST",status="400"} 1)"));
   EXPECT_THAT(m.body, HasSubstr(R"(route="other",method="GET",status="404"} 1)"));
   EXPECT_THAT(m.body, HasSubstr("orca:http_request_duration_seconds_bucket"));

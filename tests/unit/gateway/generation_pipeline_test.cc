@@ -7,11 +7,10 @@
 
 #include <set>
 
-#include "services/gateway/openai_request.h"
-
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/gateway/openai_request.h"
 #include "services/gateway/testing/byte_level_model.h"
 #include "services/gateway/testing/fake_scheduler.h"
 #include "tests/unit/gateway/gateway_test_util.h"
@@ -19,9 +18,9 @@
 namespace orca::gateway {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::Bytes;
 using testing::FakeScheduler;
+using ::testing::HasSubstr;
 
 class RecordingObserver : public GenerationObserver {
  public:

@@ -12,8 +12,8 @@
 namespace orca::gateway {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 absl::StatusOr<CompletionRequest> Completion(const std::string& body) {
   absl::StatusOr<json> parsed = ParseJsonObject(body);
@@ -52,7 +52,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadInput{"MalformedJson", R"({"prompt": "x",)", "", "Invalid JSON body: parse error at line 1, column 16"},
         BadInput{"NotAnObject", R"([1, 2])", "", "must be a JSON object, got an array"},
-        BadInput{"InvalidUtf8", "{\"prompt\": \"\xff\xfe\"}", "", "not valid UTF-8 (invalid byte sequence at offset 12)"},
+        BadInput{"InvalidUtf8", "{\"prompt\": \"\xff\xfe\"}", "",
+                 "not valid UTF-8 (invalid byte sequence at offset 12)"},
         BadInput{"LoneSurrogateEscape", R"({"prompt": "\ud800"})", "", "Invalid JSON body"},
         BadInput{"MissingPrompt", R"({"max_tokens": 3})", "prompt", "'prompt' is required"},
         BadInput{"PromptNumber", R"({"prompt": 5})", "prompt", "got a number (5)"},
@@ -88,9 +89,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "'stop' must be a string or an array of strings, got a number (5)"},
         BadInput{"StopArrayOfNumbers", R"({"prompt": "x", "stop": ["a", 3]})", "stop", "'stop[1]' must be a string"},
         BadInput{"StopEmptyString", R"({"prompt": "x", "stop": ["a", ""]})", "stop", "'stop[1]' must not be empty"},
-        BadInput{"StopTooMany",
-                 R"({"prompt": "x", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})",
-                 "stop", "at most 16 sequences, got 17"},
+        BadInput{
+            "StopTooMany",
+            R"({"prompt": "x", "stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})",
+            "stop", "at most 16 sequences, got 17"},
         BadInput{"StreamString", R"({"prompt": "x", "stream": "yes"})", "stream", "'stream' must be a boolean"},
         BadInput{"StreamOptionsWithoutStream", R"({"prompt": "x", "stream_options": {"include_usage": true}})",
                  "stream_options", "only allowed when 'stream' is true"},
@@ -155,9 +157,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"JsonSchemaFormat",
                  R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})",
                  "response_format", "not supported"},
-        BadInput{"Tools",
-                 R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})",
-                 "tools", "Tool calling ('tools') is not supported"},
+        BadInput{
+            "Tools",
+            R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})",
+            "tools", "Tool calling ('tools') is not supported"},
         BadInput{"MaxCompletionTokensNegative",
                  R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
                  "max_completion_tokens", "at least 1, got -1"}),
@@ -243,11 +246,11 @@ TEST(OpenAiRequestTest, DeeplyNestedJsonIsHandled) {
 TEST(OpenAiRequestTest, FindInvalidUtf8) {
   EXPECT_EQ(FindInvalidUtf8("plain ascii"), std::nullopt);
   EXPECT_EQ(FindInvalidUtf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"), std::nullopt);
-  EXPECT_EQ(FindInvalidUtf8("ab\xc3"), 2u);           // truncated
-  EXPECT_EQ(FindInvalidUtf8("a\xc0\xafz"), 1u);       // overlong '/'
-  EXPECT_EQ(FindInvalidUtf8("a\xed\xa0\x80z"), 1u);   // UTF-16 surrogate
+  EXPECT_EQ(FindInvalidUtf8("ab\xc3"), 2u);            // truncated
+  EXPECT_EQ(FindInvalidUtf8("a\xc0\xafz"), 1u);        // overlong '/'
+  EXPECT_EQ(FindInvalidUtf8("a\xed\xa0\x80z"), 1u);    // UTF-16 surrogate
   EXPECT_EQ(FindInvalidUtf8("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
-  EXPECT_EQ(FindInvalidUtf8("x\x80"), 1u);            // stray continuation byte
+  EXPECT_EQ(FindInvalidUtf8("x\x80"), 1u);             // stray continuation byte
 }
 
 TEST(OpenAiRequestTest, TokenizeAndDetokenize) {

@@ -90,7 +90,8 @@ TEST(OpenAiResponseTest, CompletionLogprobsShape) {
   OpenAiResponseBuilder builder(Format(OpenAiApi::kCompletions, /*logprobs=*/true));
   ChoiceDelta delta;
   delta.text = "ab";
-  delta.tokens = {Token(97, -0.5f, "a", {{97, -0.5f, "a"}, {98, -1.5f, "b"}}), Token(98, -0.25f, "b", {{99, -0.1f, "c"}})};
+  delta.tokens = {Token(97, -0.5f, "a", {{97, -0.5f, "a"}, {98, -1.5f, "b"}}),
+                  Token(98, -0.25f, "b", {{99, -0.1f, "c"}})};
   const json lp = ParseChunk(builder.DeltaChunk(delta))["choices"][0]["logprobs"];
   EXPECT_EQ(lp["tokens"], json({"a", "b"}));
   EXPECT_EQ(lp["token_logprobs"], json({-0.5, -0.25}));
@@ -112,7 +113,7 @@ TEST(OpenAiResponseTest, ChatLogprobsShapeWithPartialUtf8Bytes) {
   ASSERT_EQ(lp["content"].size(), 1u);
   const json& entry = lp["content"][0];
   EXPECT_EQ(entry["token"], "\xef\xbf\xbd");  // U+FFFD: a partial sequence is not valid JSON text
-  EXPECT_EQ(entry["bytes"], json({0xC3}));     // the exact bytes survive
+  EXPECT_EQ(entry["bytes"], json({0xC3}));    // the exact bytes survive
   EXPECT_EQ(entry["logprob"], -0.5);
   EXPECT_EQ(entry["top_logprobs"][0]["bytes"], json({0xC3}));
 }
@@ -130,8 +131,11 @@ TEST(OpenAiResponseTest, FullCompletionResponse) {
   const json body = json::parse(builder.FullResponse(choices, {3, 9}));
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["id"], "cmpl-1");
-  EXPECT_EQ(body["choices"][0], json({{"index", 0}, {"text", "one"}, {"logprobs", nullptr},
-                                      {"finish_reason", "length"}, {"stop_reason", nullptr}}));
+  EXPECT_EQ(body["choices"][0], json({{"index", 0},
+                                      {"text", "one"},
+                                      {"logprobs", nullptr},
+                                      {"finish_reason", "length"},
+                                      {"stop_reason", nullptr}}));
   EXPECT_EQ(body["choices"][1]["stop_reason"], 50256);
   EXPECT_EQ(body["usage"]["total_tokens"], 12);
 }

@@ -87,7 +87,8 @@ TEST(CpuGemmPathTest, PrepackedPanelsMatchOnTheFlyPanelsAcrossCalls) {
     EXPECT_EQ(first, second);
     EXPECT_EQ(first, on_the_fly);
     const double tol = dt == DType::kF32 ? 2e-6 : 8e-3;
-    for (size_t i = 0; i < first.size(); ++i) ASSERT_NEAR(first[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << "m " << m << " i " << i;
+    for (size_t i = 0; i < first.size(); ++i)
+      ASSERT_NEAR(first[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << "m " << m << " i " << i;
   }
 }
 
@@ -292,7 +293,6 @@ TEST_P(CpuAttentionTest, MatchesCausalReferencePerSequence) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, CpuAttentionTest, ::testing::ValuesIn(testing::StandardAttentionCases()),
                          [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
-
 
 // ---- softmax pieces ------------------------------------------------------------------
 

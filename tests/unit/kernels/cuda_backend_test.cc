@@ -60,8 +60,8 @@ class CudaTest {
   std::unique_ptr<CpuBackend> cpu_;
 };
 
-#define ORCA_SKIP_WITHOUT_GPU()                                  \
-  do {                                                           \
+#define ORCA_SKIP_WITHOUT_GPU()                                    \
+  do {                                                             \
     if (!MakeBackends()) GTEST_SKIP() << "no CUDA device visible"; \
   } while (0)
 

@@ -119,8 +119,8 @@ inline void PrintTo(const GemmCase& c, std::ostream* os) { *os << c.name; }
 /// Host data of one GEMM case (weights stored in their dtype, strided).
 struct GemmData {
   std::vector<float> x, w_logical, bias, y0;  ///< w_logical: [n, k], values as stored
-  std::vector<uint8_t> w_bytes;                ///< stored layout, row stride ld
-  WeightView view;                             ///< over w_bytes (host)
+  std::vector<uint8_t> w_bytes;               ///< stored layout, row stride ld
+  WeightView view;                            ///< over w_bytes (host)
 };
 
 inline GemmData MakeGemmData(const GemmCase& c, uint32_t seed) {
@@ -430,13 +430,12 @@ inline std::vector<AttentionCase> StandardAttentionCases() {
 /// Largest |a - b| / (atol + rtol·|b|) over the vectors (≤ 1 passes), with the index.
 template <typename A, typename B>
 ::testing::AssertionResult AllClose(const std::vector<A>& a, const std::vector<B>& b, double atol, double rtol) {
-  if (a.size() != b.size())
-    return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
   for (size_t i = 0; i < a.size(); ++i) {
     const double x = static_cast<double>(a[i]), y = static_cast<double>(b[i]);
     if (!(std::abs(x - y) <= atol + rtol * std::abs(y)))  // also fails on NaN
-      return ::testing::AssertionFailure() << "element " << i << ": " << x << " vs " << y << " (atol " << atol
-                                           << ", rtol " << rtol << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << x << " vs " << y << " (atol " << atol << ", rtol " << rtol << ")";
   }
   return ::testing::AssertionSuccess();
 }

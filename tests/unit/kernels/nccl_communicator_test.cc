@@ -90,8 +90,7 @@ TEST_F(NcclCommunicatorTest, AllReduceSumsDeviceBuffersOfEveryMember) {
   for (int r = 0; r < size; ++r) data[r] = Upload(*backends_[r], std::vector<float>(kCount, static_cast<float>(r + 1)));
   std::vector<absl::Status> status(size);
   std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] { status[r] = comms[r]->AllReduceSum(data[r], kCount); });
+  for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { status[r] = comms[r]->AllReduceSum(data[r], kCount); });
   for (auto& t : threads) t.join();
   const float want = static_cast<float>(size * (size + 1) / 2);
   for (int r = 0; r < size; ++r) {

@@ -5,13 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/metrics/orca_metrics.h"
 #include "gmock/gmock.h"
@@ -80,8 +79,7 @@ const nlohmann::json& ArrayMember(const nlohmann::json& obj, const char* key) {
 
 // Every PromQL text in a dashboard: panel targets (also inside rows) and
 // label_values(<selector>, <label>) variable queries.
-void CollectQueries(const std::string& file, const nlohmann::json& dashboard,
-                    std::vector<Query>* queries) {
+void CollectQueries(const std::string& file, const nlohmann::json& dashboard, std::vector<Query>* queries) {
   std::vector<const nlohmann::json*> panels;
   for (const auto& panel : ArrayMember(dashboard, "panels")) {
     panels.push_back(&panel);
@@ -90,14 +88,13 @@ void CollectQueries(const std::string& file, const nlohmann::json& dashboard,
   for (const nlohmann::json* panel : panels) {
     for (const auto& target : ArrayMember(*panel, "targets")) {
       if (!target.is_object() || !target.contains("expr") || !target["expr"].is_string()) continue;
-      queries->push_back({file + " panel " + std::to_string(panel->value("id", -1)) + " '" +
-                              panel->value("title", "") + "' " + target.value("refId", ""),
+      queries->push_back({file + " panel " + std::to_string(panel->value("id", -1)) + " '" + panel->value("title", "") +
+                              "' " + target.value("refId", ""),
                           target["expr"].get<std::string>()});
     }
   }
   const nlohmann::json& templating =
-      dashboard.is_object() && dashboard.contains("templating") ? dashboard["templating"]
-                                                                 : nlohmann::json::object();
+      dashboard.is_object() && dashboard.contains("templating") ? dashboard["templating"] : nlohmann::json::object();
   for (const auto& variable : ArrayMember(templating, "list")) {
     if (!variable.is_object() || variable.value("type", "") != "query") continue;
     const nlohmann::json query = variable.value("query", nlohmann::json());
@@ -214,12 +211,10 @@ TEST(DashboardCheckTest, CatchesUnknownMetricsAndLabels) {
               ElementsAre(HasSubstr("'orca:batch_size' is not in the metric catalog")));
   EXPECT_THAT(CheckQuery({"t", "orca:batch_size_count{stage=\"0\"}"}, &used),
               ElementsAre(HasSubstr("has no label 'stage'")));
-  EXPECT_THAT(CheckQuery({"t", "orca:batch_size_sum{le=\"1\"}"}, &used),
-              ElementsAre(HasSubstr("has no label 'le'")));
+  EXPECT_THAT(CheckQuery({"t", "orca:batch_size_sum{le=\"1\"}"}, &used), ElementsAre(HasSubstr("has no label 'le'")));
   EXPECT_THAT(CheckQuery({"t", "sum by (route) (orca:kv_slots_used)"}, &used),
               ElementsAre(HasSubstr("groups by 'route'")));
-  EXPECT_THAT(CheckQuery({"t", "sum by (le) (rate(orca:batch_size_bucket[1m]))"}, &used),
-              ::testing::IsEmpty());
+  EXPECT_THAT(CheckQuery({"t", "sum by (le) (rate(orca:batch_size_bucket[1m]))"}, &used), ::testing::IsEmpty());
   EXPECT_TRUE(used.contains("orca:batch_size"));
 }
 

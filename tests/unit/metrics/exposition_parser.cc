@@ -10,8 +10,7 @@ namespace orca::metrics::testing {
 namespace {
 
 absl::Status LineError(int line_number, const std::string& line, const std::string& what) {
-  return absl::InvalidArgumentError("line " + std::to_string(line_number) + " '" + line +
-                                    "': " + what);
+  return absl::InvalidArgumentError("line " + std::to_string(line_number) + " '" + line + "': " + what);
 }
 
 // Parses `{a="x",b="y"}` starting at line[pos] == '{'; returns the index just
@@ -20,8 +19,8 @@ size_t SkipLabels(const std::string& line, size_t pos) {
   ++pos;  // '{'
   while (pos < line.size() && line[pos] != '}') {
     const size_t eq = line.find('=', pos);
-    if (eq == std::string::npos || !IsValidLabelName(line.substr(pos, eq - pos)) ||
-        eq + 1 >= line.size() || line[eq + 1] != '"') {
+    if (eq == std::string::npos || !IsValidLabelName(line.substr(pos, eq - pos)) || eq + 1 >= line.size() ||
+        line[eq + 1] != '"') {
       return std::string::npos;
     }
     size_t i = eq + 2;

@@ -14,9 +14,7 @@ namespace {
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-std::vector<double> Buckets(const MetricSpec& spec) {
-  return {spec.buckets.begin(), spec.buckets.end()};
-}
+std::vector<double> Buckets(const MetricSpec& spec) { return {spec.buckets.begin(), spec.buckets.end()}; }
 
 TEST(MetricCatalogTest, NamesArePrefixedUniqueAndLabelledByModel) {
   std::set<std::string> names;
@@ -38,16 +36,15 @@ TEST(MetricCatalogTest, NamesArePrefixedUniqueAndLabelledByModel) {
 
 TEST(MetricCatalogTest, UsesVllmBucketsForVllmFamilies) {
   EXPECT_THAT(Buckets(kTimeToFirstTokenSeconds),
-              ElementsAreArray({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-                                1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}));
+              ElementsAreArray({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                                1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}));
   EXPECT_THAT(Buckets(kInterTokenLatencySeconds),
-              ElementsAreArray({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
-                                1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}));
-  const std::vector<double> request_latency = {0.3,   0.5,   0.8,   1.0,   1.5,    2.0,   2.5,
-                                               5.0,   10.0,  15.0,  20.0,  30.0,   40.0,  50.0,
-                                               60.0,  120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
-  for (const MetricSpec* spec : {&kE2eRequestLatencySeconds, &kRequestQueueTimeSeconds,
-                                 &kRequestPrefillTimeSeconds, &kRequestDecodeTimeSeconds}) {
+              ElementsAreArray({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                                20.0, 40.0, 80.0}));
+  const std::vector<double> request_latency = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                                               30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+  for (const MetricSpec* spec : {&kE2eRequestLatencySeconds, &kRequestQueueTimeSeconds, &kRequestPrefillTimeSeconds,
+                                 &kRequestDecodeTimeSeconds}) {
     EXPECT_EQ(Buckets(*spec), request_latency) << spec->name;
   }
   EXPECT_THAT(Buckets(kIterationTokens),
@@ -68,15 +65,14 @@ TEST(MetricCatalogTest, RegisterCatalogIsIdempotentAndExposesEveryFamily) {
 
 TEST(SchedulerMetricsTest, ExportsEveryReasonFromZeroAndCachesChildren) {
   Registry registry;
-  absl::StatusOr<std::unique_ptr<SchedulerMetrics>> metrics =
-      SchedulerMetrics::Create(&registry, "tiny");
+  absl::StatusOr<std::unique_ptr<SchedulerMetrics>> metrics = SchedulerMetrics::Create(&registry, "tiny");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   SchedulerMetrics& m = **metrics;
   absl::StatusOr<testing::ParsedPage> page = testing::ParsePage(registry.Serialize());
   ASSERT_TRUE(page.ok()) << page.status();
   for (const char* reason : kFinishedReasons) {
-    const std::string series = std::string("orca:request_success_total{model_name=\"tiny\",") +
-                               "finished_reason=\"" + reason + "\"}";
+    const std::string series =
+        std::string("orca:request_success_total{model_name=\"tiny\",") + "finished_reason=\"" + reason + "\"}";
     EXPECT_EQ(page->samples.count(series), 1u) << series;
   }
   EXPECT_EQ(&m.request_success("stop"), &m.request_success("stop"));
@@ -117,15 +113,10 @@ TEST(SchedulerMetricsTest, TwoModelsShareOneRegistry) {
 TEST(SchedulerMetricsTest, FailsWhenANameIsTakenWithAnotherSpec) {
   Registry registry;
   constexpr const char* kOtherLabels[] = {"pod"};
-  ASSERT_TRUE(registry
-                  .AddGauge({MetricType::kGauge, kNumRequestsRunning.name, "Something else.",
-                             kOtherLabels})
-                  .ok());
-  absl::StatusOr<std::unique_ptr<SchedulerMetrics>> metrics =
-      SchedulerMetrics::Create(&registry, "m");
+  ASSERT_TRUE(registry.AddGauge({MetricType::kGauge, kNumRequestsRunning.name, "Something else.", kOtherLabels}).ok());
+  absl::StatusOr<std::unique_ptr<SchedulerMetrics>> metrics = SchedulerMetrics::Create(&registry, "m");
   EXPECT_EQ(metrics.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(SchedulerMetrics::Create(nullptr, "m").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SchedulerMetrics::Create(nullptr, "m").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(WorkerMetricsTest, LabelsTheStage) {
@@ -139,8 +130,7 @@ TEST(WorkerMetricsTest, LabelsTheStage) {
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_EQ(page->samples.at("orca:stage_compute_seconds_count{model_name=\"m\",stage=\"1\"}"), 1);
   EXPECT_EQ(page->samples.at("orca:stage_compute_seconds_count{model_name=\"m\",stage=\"0\"}"), 0);
-  EXPECT_EQ(page->samples.at(
-                "orca:stage_communication_seconds_bucket{model_name=\"m\",stage=\"1\",le=\"0.00025\"}"),
+  EXPECT_EQ(page->samples.at("orca:stage_communication_seconds_bucket{model_name=\"m\",stage=\"1\",le=\"0.00025\"}"),
             1);
   absl::Status negative = WorkerMetrics::Create(&registry, "m", -1).status();
   EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);

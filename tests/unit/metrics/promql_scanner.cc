@@ -8,30 +8,95 @@ namespace {
 
 // Functions and aggregation operators: identifiers that are never metrics.
 const std::set<std::string>& FunctionNames() {
-  static const std::set<std::string> names = {
-      "abs", "absent", "absent_over_time", "acos", "acosh", "asin", "asinh", "atan", "atanh",
-      "avg", "avg_over_time", "bottomk", "ceil", "changes", "clamp", "clamp_max", "clamp_min",
-      "cos", "cosh", "count", "count_over_time", "count_values", "day_of_month", "day_of_week",
-      "day_of_year", "days_in_month", "deg", "delta", "deriv", "exp", "floor", "group",
-      "histogram_quantile", "holt_winters", "hour", "idelta", "increase", "irate",
-      "label_join", "label_replace", "last_over_time", "ln", "log10", "log2", "max",
-      "max_over_time", "min", "min_over_time", "minute", "month", "predict_linear",
-      "present_over_time", "quantile", "quantile_over_time", "rad", "rate", "resets", "round",
-      "scalar", "sgn", "sin", "sinh", "sort", "sort_desc", "sqrt", "stddev",
-      "stddev_over_time", "stdvar", "stdvar_over_time", "sum", "sum_over_time", "tan", "tanh",
-      "time", "timestamp", "topk", "vector", "year"};
+  static const std::set<std::string> names = {"abs",
+                                              "absent",
+                                              "absent_over_time",
+                                              "acos",
+                                              "acosh",
+                                              "asin",
+                                              "asinh",
+                                              "atan",
+                                              "atanh",
+                                              "avg",
+                                              "avg_over_time",
+                                              "bottomk",
+                                              "ceil",
+                                              "changes",
+                                              "clamp",
+                                              "clamp_max",
+                                              "clamp_min",
+                                              "cos",
+                                              "cosh",
+                                              "count",
+                                              "count_over_time",
+                                              "count_values",
+                                              "day_of_month",
+                                              "day_of_week",
+                                              "day_of_year",
+                                              "days_in_month",
+                                              "deg",
+                                              "delta",
+                                              "deriv",
+                                              "exp",
+                                              "floor",
+                                              "group",
+                                              "histogram_quantile",
+                                              "holt_winters",
+                                              "hour",
+                                              "idelta",
+                                              "increase",
+                                              "irate",
+                                              "label_join",
+                                              "label_replace",
+                                              "last_over_time",
+                                              "ln",
+                                              "log10",
+                                              "log2",
+                                              "max",
+                                              "max_over_time",
+                                              "min",
+                                              "min_over_time",
+                                              "minute",
+                                              "month",
+                                              "predict_linear",
+                                              "present_over_time",
+                                              "quantile",
+                                              "quantile_over_time",
+                                              "rad",
+                                              "rate",
+                                              "resets",
+                                              "round",
+                                              "scalar",
+                                              "sgn",
+                                              "sin",
+                                              "sinh",
+                                              "sort",
+                                              "sort_desc",
+                                              "sqrt",
+                                              "stddev",
+                                              "stddev_over_time",
+                                              "stdvar",
+                                              "stdvar_over_time",
+                                              "sum",
+                                              "sum_over_time",
+                                              "tan",
+                                              "tanh",
+                                              "time",
+                                              "timestamp",
+                                              "topk",
+                                              "vector",
+                                              "year"};
   return names;
 }
 
 const std::set<std::string>& GroupingKeywords() {
-  static const std::set<std::string> words = {"by",     "without",    "on",
-                                              "ignoring", "group_left", "group_right"};
+  static const std::set<std::string> words = {"by", "without", "on", "ignoring", "group_left", "group_right"};
   return words;
 }
 
 const std::set<std::string>& OtherKeywords() {
-  static const std::set<std::string> words = {"and", "or", "unless", "bool", "offset",
-                                              "atan2", "inf", "nan", "Inf", "NaN"};
+  static const std::set<std::string> words = {"and",   "or",  "unless", "bool", "offset",
+                                              "atan2", "inf", "nan",    "Inf",  "NaN"};
   return words;
 }
 
@@ -108,8 +173,7 @@ class Scanner {
   void SkipNumber() {
     while (i_ < s_.size()) {
       const char c = s_[i_];
-      const bool exponent_sign =
-          (c == '+' || c == '-') && i_ > 0 && (s_[i_ - 1] == 'e' || s_[i_ - 1] == 'E');
+      const bool exponent_sign = (c == '+' || c == '-') && i_ > 0 && (s_[i_ - 1] == 'e' || s_[i_ - 1] == 'E');
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && !exponent_sign) break;
       ++i_;
     }

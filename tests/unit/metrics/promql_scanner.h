@@ -12,7 +12,7 @@
 namespace orca::metrics::testing {
 
 struct MetricReference {
-  std::string name;                  // as written, e.g. "orca:batch_size_bucket"
+  std::string name;                         // as written, e.g. "orca:batch_size_bucket"
   std::vector<std::string> matcher_labels;  // label names inside {...}
 };
 

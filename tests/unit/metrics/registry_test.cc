@@ -40,8 +40,8 @@ testing::ParsedPage Parse(const Registry& registry) {
 
 TEST(RegistryTest, WithLabelsReturnsOneStableChildPerLabelValues) {
   Registry registry;
-  Family<Counter>* family = *registry.AddCounter(
-      {MetricType::kCounter, "orca:request_success_total", "Finished.", kModelReason});
+  Family<Counter>* family =
+      *registry.AddCounter({MetricType::kCounter, "orca:request_success_total", "Finished.", kModelReason});
   Counter& stop = family->WithLabels({{"model_name", "m"}, {"finished_reason", "stop"}});
   Counter& length = family->WithLabels({{"model_name", "m"}, {"finished_reason", "length"}});
   EXPECT_NE(&stop, &length);
@@ -56,12 +56,8 @@ TEST(RegistryTest, WithLabelsReturnsOneStableChildPerLabelValues) {
   stop.Increment(2);
   length.Increment();
   const testing::ParsedPage page = Parse(registry);
-  EXPECT_EQ(page.samples.at(
-                "orca:request_success_total{model_name=\"m\",finished_reason=\"stop\"}"),
-            3);
-  EXPECT_EQ(page.samples.at(
-                "orca:request_success_total{model_name=\"m\",finished_reason=\"length\"}"),
-            1);
+  EXPECT_EQ(page.samples.at("orca:request_success_total{model_name=\"m\",finished_reason=\"stop\"}"), 3);
+  EXPECT_EQ(page.samples.at("orca:request_success_total{model_name=\"m\",finished_reason=\"length\"}"), 1);
   EXPECT_EQ(page.types.at("orca:request_success_total"), "counter");
 }
 
@@ -87,16 +83,14 @@ TEST(RegistryDeathTest, WithLabelsAbortsOnWrongLabelNames) {
 
 TEST(RegistryTest, FamilyWithoutLabelsHasOneUnlabelledChild) {
   Registry registry;
-  Family<Gauge>* family =
-      *registry.AddGauge({MetricType::kGauge, "up_like", "One series.", {}});
+  Family<Gauge>* family = *registry.AddGauge({MetricType::kGauge, "up_like", "One series.", {}});
   family->WithLabels({}).Set(7);
   EXPECT_EQ(registry.Serialize(), "# HELP up_like One series.\n# TYPE up_like gauge\nup_like 7\n");
 }
 
 TEST(RegistryTest, CounterIgnoresNegativeAndNanIncrements) {
   Registry registry;
-  Counter& counter = (*registry.AddCounter(CounterSpec("orca:c_total")))->WithLabels(
-      {{"model_name", "m"}});
+  Counter& counter = (*registry.AddCounter(CounterSpec("orca:c_total")))->WithLabels({{"model_name", "m"}});
   counter.Increment(1.5);
   counter.Increment(-1);
   counter.Increment(std::nan(""));
@@ -117,15 +111,14 @@ TEST(RegistryTest, GaugeGoesUpAndDown) {
 
 TEST(RegistryTest, HistogramBucketsIncludeTheirUpperBound) {
   Registry registry;
-  Histogram& h = (*registry.AddHistogram(HistogramSpec("orca:h_seconds")))->WithLabels(
-      {{"model_name", "m"}});
+  Histogram& h = (*registry.AddHistogram(HistogramSpec("orca:h_seconds")))->WithLabels({{"model_name", "m"}});
   // Bounds 0.5, 1, 2.5, +Inf.
-  for (double v : {-1.0, 0.0, 0.5}) h.Observe(v);   // <= 0.5
-  for (double v : {0.5000001, 1.0}) h.Observe(v);   // (0.5, 1]
-  h.Observe(2.5);                                   // (1, 2.5]
-  for (double v : {2.5000001, 1e9}) h.Observe(v);   // +Inf only
+  for (double v : {-1.0, 0.0, 0.5}) h.Observe(v);  // <= 0.5
+  for (double v : {0.5000001, 1.0}) h.Observe(v);  // (0.5, 1]
+  h.Observe(2.5);                                  // (1, 2.5]
+  for (double v : {2.5000001, 1e9}) h.Observe(v);  // +Inf only
   h.Observe(std::numeric_limits<double>::infinity());
-  h.Observe(std::nan(""));                          // ignored
+  h.Observe(std::nan(""));  // ignored
 
   const Histogram::Snapshot snapshot = h.Collect();
   EXPECT_EQ(snapshot.cumulative_counts, (std::vector<uint64_t>{3, 5, 6, 9}));
@@ -178,8 +171,8 @@ TEST(RegistryTest, TrailingInfBoundIsDroppedAndReRegistrationStillMatches) {
 
 TEST(RegistryTest, ExpositionEscapesHelpAndLabelValues) {
   Registry registry;
-  Family<Gauge>* family = *registry.AddGauge(
-      {MetricType::kGauge, "orca:g", "Line one\nback\\slash \"quoted\".", kModel});
+  Family<Gauge>* family =
+      *registry.AddGauge({MetricType::kGauge, "orca:g", "Line one\nback\\slash \"quoted\".", kModel});
   family->WithLabels({{"model_name", "a\"b\\c\nd"}}).Set(1);
   family->WithLabels({{"model_name", "bad\xFFutf8"}}).Set(2);
   const std::string page = registry.Serialize();
@@ -247,26 +240,24 @@ TEST_P(RegistryBadSpecTest, IsRejectedWithAPreciseMessage) {
 
 INSTANTIATE_TEST_SUITE_P(
     Specs, RegistryBadSpecTest,
-    ::testing::Values(
-        BadSpecCase{"EmptyName", CounterSpec(""), "name must match"},
-        BadSpecCase{"DashInName", GaugeSpec("orca:a-b"), "name must match"},
-        BadSpecCase{"CounterWithoutTotal", CounterSpec("orca:tokens"), "must end in '_total'"},
-        BadSpecCase{"GaugeWithTotal", GaugeSpec("orca:x_total"), "only counter names"},
-        BadSpecCase{"HistogramWithTotal", HistogramSpec("orca:iteration_tokens_total"),
-                    "only counter names"},
-        BadSpecCase{"DuplicateLabel", GaugeSpec("g", kDuplicateLabels), "duplicate label 'a'"},
-        BadSpecCase{"ReservedLabel", GaugeSpec("g", kReservedLabel), "invalid label name '__x'"},
-        BadSpecCase{"ColonLabel", GaugeSpec("g", kColonLabel), "invalid label name 'a:b'"},
-        BadSpecCase{"LeOnHistogram", HistogramSpec("h", kBounds, kLeLabel), "'le' is reserved"},
-        BadSpecCase{"UnsortedBuckets", HistogramSpec("h", kUnsorted),
-                    "bucket 2 (2) is not greater than the previous bound (3)"},
-        BadSpecCase{"RepeatedBucket", HistogramSpec("h", kRepeated), "bucket 1 (1)"},
-        BadSpecCase{"NanBucket", HistogramSpec("h", kNanBound), "bucket 1 is NaN"},
-        BadSpecCase{"InfInsideBuckets", HistogramSpec("h", kInfInside), "bucket 1 is +Inf"},
-        BadSpecCase{"MinusInfBucket", HistogramSpec("h", kMinusInf), "bucket 0 is -Inf"},
-        BadSpecCase{"BucketsOnGauge",
-                    MetricSpec{MetricType::kGauge, "g", "x", kModel, kBounds},
-                    "buckets are only allowed on histograms"}),
+    ::testing::Values(BadSpecCase{"EmptyName", CounterSpec(""), "name must match"},
+                      BadSpecCase{"DashInName", GaugeSpec("orca:a-b"), "name must match"},
+                      BadSpecCase{"CounterWithoutTotal", CounterSpec("orca:tokens"), "must end in '_total'"},
+                      BadSpecCase{"GaugeWithTotal", GaugeSpec("orca:x_total"), "only counter names"},
+                      BadSpecCase{"HistogramWithTotal", HistogramSpec("orca:iteration_tokens_total"),
+                                  "only counter names"},
+                      BadSpecCase{"DuplicateLabel", GaugeSpec("g", kDuplicateLabels), "duplicate label 'a'"},
+                      BadSpecCase{"ReservedLabel", GaugeSpec("g", kReservedLabel), "invalid label name '__x'"},
+                      BadSpecCase{"ColonLabel", GaugeSpec("g", kColonLabel), "invalid label name 'a:b'"},
+                      BadSpecCase{"LeOnHistogram", HistogramSpec("h", kBounds, kLeLabel), "'le' is reserved"},
+                      BadSpecCase{"UnsortedBuckets", HistogramSpec("h", kUnsorted),
+                                  "bucket 2 (2) is not greater than the previous bound (3)"},
+                      BadSpecCase{"RepeatedBucket", HistogramSpec("h", kRepeated), "bucket 1 (1)"},
+                      BadSpecCase{"NanBucket", HistogramSpec("h", kNanBound), "bucket 1 is NaN"},
+                      BadSpecCase{"InfInsideBuckets", HistogramSpec("h", kInfInside), "bucket 1 is +Inf"},
+                      BadSpecCase{"MinusInfBucket", HistogramSpec("h", kMinusInf), "bucket 0 is -Inf"},
+                      BadSpecCase{"BucketsOnGauge", MetricSpec{MetricType::kGauge, "g", "x", kModel, kBounds},
+                                  "buckets are only allowed on histograms"}),
     [](const ::testing::TestParamInfo<BadSpecCase>& info) { return info.param.test_name; });
 
 TEST(RegistryTest, SpecTypeMustMatchTheAddMethod) {
@@ -290,12 +281,10 @@ TEST(RegistryTest, ConflictingReRegistrationIsAlreadyExists) {
   Registry registry;
   ASSERT_TRUE(registry.AddGauge(GaugeSpec("orca:g")).ok());
   // Different help text.
-  absl::Status status =
-      registry.AddGauge({MetricType::kGauge, "orca:g", "Other help.", kModel}).status();
+  absl::Status status = registry.AddGauge({MetricType::kGauge, "orca:g", "Other help.", kModel}).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists);
   // Different labels.
-  EXPECT_EQ(registry.AddGauge(GaugeSpec("orca:g", kModelReason)).status().code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(registry.AddGauge(GaugeSpec("orca:g", kModelReason)).status().code(), absl::StatusCode::kAlreadyExists);
   // Different type.
   status = registry.AddHistogram(HistogramSpec("orca:g")).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists);
@@ -307,12 +296,10 @@ TEST(RegistryTest, HistogramSampleNamesCannotBeTakenByOtherFamilies) {
   ASSERT_TRUE(registry.AddHistogram(HistogramSpec("orca:latency_seconds")).ok());
   absl::Status status = registry.AddGauge(GaugeSpec("orca:latency_seconds_count")).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(std::string(status.message()),
-              HasSubstr("'orca:latency_seconds_count' is already used by histogram"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("'orca:latency_seconds_count' is already used by histogram"));
   // And the other way round.
   ASSERT_TRUE(registry.AddGauge(GaugeSpec("orca:size_sum")).ok());
-  EXPECT_EQ(registry.AddHistogram(HistogramSpec("orca:size")).status().code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(registry.AddHistogram(HistogramSpec("orca:size")).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
 TEST(RegistryTest, GaugeCallbackIsReadAtEveryScrape) {
@@ -320,11 +307,10 @@ TEST(RegistryTest, GaugeCallbackIsReadAtEveryScrape) {
   Family<Gauge>* family = *registry.AddGauge(GaugeSpec("orca:kv_slots_used"));
   std::atomic<int> used{3};
   int calls = 0;
-  absl::StatusOr<CallbackRegistration> registration =
-      family->AddCallback({{"model_name", "m"}}, [&] {
-        ++calls;
-        return static_cast<double>(used.load());
-      });
+  absl::StatusOr<CallbackRegistration> registration = family->AddCallback({{"model_name", "m"}}, [&] {
+    ++calls;
+    return static_cast<double>(used.load());
+  });
   ASSERT_TRUE(registration.ok()) << registration.status();
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(Parse(registry).samples.at("orca:kv_slots_used{model_name=\"m\"}"), 3);
@@ -343,8 +329,7 @@ TEST(RegistryTest, GaugeCallbackUnregistersWhenItsRegistrationDies) {
   {
     CallbackRegistration outer;
     {
-      absl::StatusOr<CallbackRegistration> inner =
-          family->AddCallback({{"model_name", "m"}}, [] { return 1.0; });
+      absl::StatusOr<CallbackRegistration> inner = family->AddCallback({{"model_name", "m"}}, [] { return 1.0; });
       ASSERT_TRUE(inner.ok());
       outer = std::move(*inner);  // moved-from registration must not unregister
     }
@@ -361,15 +346,12 @@ TEST(RegistryTest, GaugeCallbackCannotDuplicateASeries) {
   family->WithLabels({{"model_name", "plain"}});
   EXPECT_EQ(family->AddCallback({{"model_name", "plain"}}, [] { return 1.0; }).status().code(),
             absl::StatusCode::kAlreadyExists);
-  absl::StatusOr<CallbackRegistration> callback =
-      family->AddCallback({{"model_name", "cb"}}, [] { return 1.0; });
+  absl::StatusOr<CallbackRegistration> callback = family->AddCallback({{"model_name", "cb"}}, [] { return 1.0; });
   ASSERT_TRUE(callback.ok());
   EXPECT_EQ(family->AddCallback({{"model_name", "cb"}}, [] { return 1.0; }).status().code(),
             absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(family->TryWithLabels({{"model_name", "cb"}}).status().code(),
-            absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(family->AddCallback({{"model_name", "x"}}, nullptr).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(family->TryWithLabels({{"model_name", "cb"}}).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(family->AddCallback({{"model_name", "x"}}, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(family->AddCallback({{"stage", "x"}}, [] { return 1.0; }).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

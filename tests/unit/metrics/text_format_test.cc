@@ -67,11 +67,13 @@ TEST(TextFormatTest, SanitizeUtf8KeepsValidText) {
 
 TEST(TextFormatTest, SanitizeUtf8ReplacesEachInvalidByte) {
   const std::string replacement = "\xEF\xBF\xBD";
-  EXPECT_EQ(SanitizeUtf8("a\xFF" "b"), "a" + replacement + "b");
-  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), replacement + replacement);          // overlong '/'
+  EXPECT_EQ(SanitizeUtf8("a\xFF"
+                         "b"),
+            "a" + replacement + "b");
+  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), replacement + replacement);                    // overlong '/'
   EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), replacement + replacement + replacement);  // surrogate
-  EXPECT_EQ(SanitizeUtf8("\xF4\x90\x80\x80").size(), 4 * replacement.size());  // > U+10FFFF
-  EXPECT_EQ(SanitizeUtf8("x\xE2\x82"), "x" + replacement + replacement);  // truncated
+  EXPECT_EQ(SanitizeUtf8("\xF4\x90\x80\x80").size(), 4 * replacement.size());        // > U+10FFFF
+  EXPECT_EQ(SanitizeUtf8("x\xE2\x82"), "x" + replacement + replacement);             // truncated
 }
 
 TEST(TextFormatTest, AppendSampleLineOmitsEmptyBraces) {

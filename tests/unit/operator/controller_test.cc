@@ -1,9 +1,9 @@
 #include "services/operator/controller.h"
 
-#include <thread>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "tests/unit/operator/orca_deployment_builder.h"
 #include "tests/unit/operator/test_util.h"
@@ -73,8 +73,10 @@ TEST_F(ControllerTest, ReconcilesWhatItWatchesAndFollowsChildren) {
                            "/apis/apps/v1/namespaces/team-a/deployments/demo-gateway"}) {
     const json o = *server_->Get(path);
     const int n = o["spec"]["replicas"];
-    server_->SetStatus(path, {{"observedGeneration", o["metadata"]["generation"]}, {"readyReplicas", n},
-                              {"availableReplicas", n}, {"updatedReplicas", n}});
+    server_->SetStatus(path, {{"observedGeneration", o["metadata"]["generation"]},
+                              {"readyReplicas", n},
+                              {"availableReplicas", n},
+                              {"updatedReplicas", n}});
   }
   ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Available") == "True"; }));
   EXPECT_EQ((*Cr())["status"]["readyReplicas"], 1);

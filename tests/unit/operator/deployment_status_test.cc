@@ -25,19 +25,26 @@ std::vector<json> Workloads(const OrcaDeployment& d, const std::vector<int>& rea
                             int gateway_available) {
   std::vector<json> out;
   for (int r = 0; r < d.replicas; ++r) {
-    out.push_back({{"kind", "StatefulSet"},
-                   {"metadata", {{"name", PipelineName(d, r)}, {"generation", 2}}},
-                   {"status", {{"observedGeneration", 2}, {"readyReplicas", ready_stages[r]},
-                               {"updatedReplicas", ready_stages[r]}}}});
+    out.push_back(
+        {{"kind", "StatefulSet"},
+         {"metadata", {{"name", PipelineName(d, r)}, {"generation", 2}}},
+         {"status",
+          {{"observedGeneration", 2}, {"readyReplicas", ready_stages[r]}, {"updatedReplicas", ready_stages[r]}}}});
     out.push_back({{"kind", "Deployment"},
                    {"metadata", {{"name", SchedulerName(d, r)}, {"generation", 1}}},
-                   {"status", {{"observedGeneration", 1}, {"availableReplicas", schedulers_ready ? 1 : 0},
-                               {"readyReplicas", schedulers_ready ? 1 : 0}, {"updatedReplicas", 1}}}});
+                   {"status",
+                    {{"observedGeneration", 1},
+                     {"availableReplicas", schedulers_ready ? 1 : 0},
+                     {"readyReplicas", schedulers_ready ? 1 : 0},
+                     {"updatedReplicas", 1}}}});
   }
   out.push_back({{"kind", "Deployment"},
                  {"metadata", {{"name", GatewayName(d)}, {"generation", 1}}},
-                 {"status", {{"observedGeneration", 1}, {"availableReplicas", gateway_available},
-                             {"readyReplicas", gateway_available}, {"updatedReplicas", gateway_available}}}});
+                 {"status",
+                  {{"observedGeneration", 1},
+                   {"availableReplicas", gateway_available},
+                   {"readyReplicas", gateway_available},
+                   {"updatedReplicas", gateway_available}}}});
   return out;
 }
 
@@ -114,8 +121,8 @@ TEST_F(DeploymentStatusTest, ApplyFailureIsDegraded) {
 TEST_F(DeploymentStatusTest, InvalidSpecKeepsWhatIsKnownAndSaysWhy) {
   const OrcaDeployment d = Deployment(1, 1);
   json good = Status(d, Workloads(d, {1}, true, 1), json::object(), "t1");
-  json bad = ComputeStatus(nullptr, 6, {ReconcileResult::Kind::kInvalidSpec, "spec.replicas: must be in [0, 64]"},
-                           {}, good, "t2");
+  json bad = ComputeStatus(nullptr, 6, {ReconcileResult::Kind::kInvalidSpec, "spec.replicas: must be in [0, 64]"}, {},
+                           good, "t2");
   EXPECT_EQ(bad["observedGeneration"], 6);
   EXPECT_EQ(bad["readyReplicas"], 1);
   EXPECT_EQ(Condition(bad, "Degraded")["status"], "True");

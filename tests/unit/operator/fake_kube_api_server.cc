@@ -102,31 +102,45 @@ bool MatchesSelector(const json& object, const std::string& selector) {
 }
 
 json StatusBody(int code, const std::string& reason, const std::string& message) {
-  return {{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
-          {"message", message}, {"reason", reason}, {"code", code}};
+  return {{"kind", "Status"},   {"apiVersion", "v1"}, {"status", "Failure"},
+          {"message", message}, {"reason", reason},   {"code", code}};
 }
 
 const char* ReasonPhrase(int code) {
   switch (code) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 409: return "Conflict";
-    case 410: return "Gone";
-    case 415: return "Unsupported Media Type";
-    case 500: return "Internal Server Error";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 415:
+      return "Unsupported Media Type";
+    case 500:
+      return "Internal Server Error";
+    default:
+      return "Status";
   }
 }
 
 std::string ReasonFor(int code) {
   switch (code) {
-    case 404: return "NotFound";
-    case 409: return "Conflict";
-    case 410: return "Expired";
-    case 400: return "BadRequest";
-    default: return "InternalError";
+    case 404:
+      return "NotFound";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Expired";
+    case 400:
+      return "BadRequest";
+    default:
+      return "InternalError";
   }
 }
 
@@ -265,9 +279,9 @@ void FakeKubeApiServer::Serve(int fd) {
       }
       Response res = Handle(req);
       const std::string body = res.body.dump();
-      const std::string head_out = absl::StrCat("HTTP/1.1 ", res.code, " ", ReasonPhrase(res.code),
-                                                "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-                                                "\r\n\r\n");
+      const std::string head_out =
+          absl::StrCat("HTTP/1.1 ", res.code, " ", ReasonPhrase(res.code),
+                       "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(), "\r\n\r\n");
       if (!SendAll(fd, head_out + body)) break;
     }
   }
@@ -313,8 +327,11 @@ FakeKubeApiServer::Response FakeKubeApiServer::Handle(const Request& req) {
       if (!MatchesSelector(obj, query.count("labelSelector") ? query.at("labelSelector") : "")) continue;
       items.push_back(obj);
     }
-    return {200, {{"kind", "List"}, {"apiVersion", "v1"},
-                  {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items}}};
+    return {200,
+            {{"kind", "List"},
+             {"apiVersion", "v1"},
+             {"metadata", {{"resourceVersion", std::to_string(rv_)}}},
+             {"items", items}}};
   }
   auto it = objects_.find(key);
   if (req.method == "GET") {
@@ -330,7 +347,8 @@ FakeKubeApiServer::Response FakeKubeApiServer::Handle(const Request& req) {
     return {200, StatusBody(200, "", "deleted")};
   }
   json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) return {400, StatusBody(400, "BadRequest", "body is not a JSON object")};
+  if (body.is_discarded() || !body.is_object())
+    return {400, StatusBody(400, "BadRequest", "body is not a JSON object")};
 
   if (req.method == "POST") {
     json& meta = body["metadata"];
@@ -350,7 +368,9 @@ FakeKubeApiServer::Response FakeKubeApiServer::Handle(const Request& req) {
     const std::string want_rv = body.value("metadata", json::object()).value("resourceVersion", "");
     const std::string have_rv = it->second["metadata"].value("resourceVersion", "");
     if (!want_rv.empty() && want_rv != have_rv) {
-      return {409, StatusBody(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again")};
+      return {409, StatusBody(
+                       409, "Conflict",
+                       "the object has been modified; please apply your changes to the latest version and try again")};
     }
     json next = it->second;
     if (p.sub == "status") {
@@ -412,17 +432,20 @@ void FakeKubeApiServer::StreamWatch(int fd, const Request& req) {
   for (Fault& f : faults_) {
     if (f.times > 0 && f.method == "WATCH" && req.path.find(f.path_part) != std::string::npos) {
       --f.times;
-      const std::string line = json{{"type", "ERROR"}, {"object", StatusBody(f.code, ReasonFor(f.code), "injected")}}.dump() + "\n";
+      const std::string line =
+          json{{"type", "ERROR"}, {"object", StatusBody(f.code, ReasonFor(f.code), "injected")}}.dump() + "\n";
       lock.unlock();
       SendAll(fd, Chunk(line) + "0\r\n\r\n");
       return;
     }
   }
   if (since < compacted_below_) {
-    const std::string line = json{{"type", "ERROR"},
-                                  {"object", StatusBody(410, "Expired", absl::StrCat("too old resource version: ", since,
-                                                                                     " (", compacted_below_, ")"))}}
-                                 .dump() + "\n";
+    const std::string line =
+        json{{"type", "ERROR"},
+             {"object", StatusBody(410, "Expired",
+                                   absl::StrCat("too old resource version: ", since, " (", compacted_below_, ")"))}}
+            .dump() +
+        "\n";
     lock.unlock();
     SendAll(fd, Chunk(line) + "0\r\n\r\n");
     return;
@@ -446,7 +469,8 @@ void FakeKubeApiServer::StreamWatch(int fd, const Request& req) {
       last = std::max(last, rv_);
       out += Chunk(json{{"type", "BOOKMARK"},
                         {"object", {{"kind", "Bookmark"}, {"metadata", {{"resourceVersion", std::to_string(rv_)}}}}}}
-                       .dump() + "\n");
+                       .dump() +
+                   "\n");
     }
     if (!out.empty()) {
       lock.unlock();

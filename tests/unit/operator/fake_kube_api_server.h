@@ -114,7 +114,7 @@ class FakeKubeApiServer {
   bool stopping_ = false;
   int64_t rv_ = 100;
   int64_t compacted_below_ = 0;
-  int64_t watch_epoch_ = 0;     // EndWatches() bumps it
+  int64_t watch_epoch_ = 0;  // EndWatches() bumps it
   bool hold_watches_ = false;
   int64_t bookmark_epoch_ = 0;  // SendBookmark() bumps it
   int open_watches_ = 0;

@@ -1,9 +1,9 @@
 #include "services/operator/informer.h"
 
-#include <thread>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "tests/unit/operator/test_util.h"
@@ -82,7 +82,8 @@ TEST_F(InformerTest, ResumesFromItsVersionWhenAWatchEnds) {
 
 TEST_F(InformerTest, BookmarksAdvanceTheVersion) {
   StartInformer();
-  server_->Upsert(json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "other"}, {"namespace", "ns"}}}});
+  server_->Upsert(
+      json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "other"}, {"namespace", "ns"}}}});
   server_->SendBookmark();
   ASSERT_TRUE(Eventually([&] { return informer_->resource_version() == std::to_string(server_->resource_version()); }));
   EXPECT_TRUE(Seen().empty());

@@ -1,10 +1,10 @@
 #include "services/operator/json_yaml.h"
 
-#include <filesystem>
-#include <fstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "services/operator/kube_config.h"
 #include "services/operator/quantity.h"
@@ -65,7 +65,8 @@ TEST(QuantityTest, ParsesBinaryAndDecimalSuffixes) {
   EXPECT_EQ(*ParseQuantity(json("500m"), "f"), 1);  // rounded up
   EXPECT_EQ(*ParseQuantity(json(1024), "f"), 1024);
   EXPECT_EQ(*ParseQuantity(json("7"), "f"), 7);
-  EXPECT_THAT(std::string(ParseQuantity(json("4GB"), "spec.x").status().message()), HasSubstr("spec.x: '4GB' is not a quantity"));
+  EXPECT_THAT(std::string(ParseQuantity(json("4GB"), "spec.x").status().message()),
+              HasSubstr("spec.x: '4GB' is not a quantity"));
   EXPECT_FALSE(ParseQuantity(json(-1), "f").ok());
   EXPECT_FALSE(ParseQuantity(json(true), "f").ok());
   EXPECT_FALSE(ParseQuantity(json("100Ei"), "f").ok());
@@ -139,7 +140,9 @@ users: [{name: u, user: {exec: {command: aws}}}]
 current-context: k
 clusters: [{name: c, cluster: {server: "https://x", certificate-authority-data: "%%%"}}]
 contexts: [{name: k, context: {cluster: c}}]
-)", "").ok());
+)",
+                               "")
+                   .ok());
 }
 
 TEST(KubeConfigTest, InClusterNeedsTheServiceEnvironment) {

@@ -1,10 +1,10 @@
 #include "services/operator/kube_client.h"
 
-#include <atomic>
-#include <thread>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
 
 #include "tests/unit/operator/fake_kube_api_server.h"
 #include "tests/unit/operator/test_util.h"
@@ -13,10 +13,10 @@ namespace orca::k8s {
 namespace {
 
 using nlohmann::json;
-using ::testing::HasSubstr;
 using testing::ClientFor;
 using testing::Eventually;
 using testing::FakeKubeApiServer;
+using ::testing::HasSubstr;
 
 json ConfigMap(const std::string& name, const std::string& app = "orca") {
   return {{"apiVersion", "v1"},
@@ -122,11 +122,11 @@ TEST_F(KubeClientTest, WatchStreamsEventsAfterTheResourceVersion) {
     server_->Upsert(ConfigMap("two"));
     server_->Remove("/api/v1/namespaces/ns/configmaps/one");
   });
-  absl::Status st = client_->Watch("/api/v1/namespaces/ns/configmaps", {.resource_version = rv},
-                                   [&](const WatchEvent& e) {
-                                     seen.push_back(e.type + " " + e.object["metadata"]["name"].get<std::string>());
-                                     return seen.size() < 3;
-                                   });
+  absl::Status st =
+      client_->Watch("/api/v1/namespaces/ns/configmaps", {.resource_version = rv}, [&](const WatchEvent& e) {
+        seen.push_back(e.type + " " + e.object["metadata"]["name"].get<std::string>());
+        return seen.size() < 3;
+      });
   writer.join();
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_THAT(seen, ::testing::ElementsAre("ADDED one", "ADDED two", "DELETED one"));
@@ -154,7 +154,8 @@ TEST_F(KubeClientTest, WatchEndsWhenTheServerEndsItAndOnCancel) {
     ASSERT_TRUE(Eventually([&] { return server_->OpenWatches() == 1; }));
     cancel.Notify();
   });
-  absl::Status st = client_->Watch("/api/v1/namespaces/ns/configmaps", {}, [](const WatchEvent&) { return true; }, &cancel);
+  absl::Status st = client_->Watch(
+      "/api/v1/namespaces/ns/configmaps", {}, [](const WatchEvent&) { return true; }, &cancel);
   canceller.join();
   EXPECT_TRUE(absl::IsCancelled(st)) << st;
 }

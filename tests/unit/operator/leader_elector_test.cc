@@ -1,9 +1,9 @@
 #include "services/operator/leader_elector.h"
 
-#include <thread>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "tests/unit/operator/test_util.h"
 
@@ -62,11 +62,11 @@ TEST_F(LeaderElectorTest, OthersWaitForTheLeaseToExpireOnTheirOwnClock) {
   ASSERT_TRUE(*a.TryAcquireOrRenew());
   EXPECT_FALSE(*b.TryAcquireOrRenew());  // b first sees the record now
   clock_.now += absl::Seconds(10);
-  ASSERT_TRUE(*a.TryAcquireOrRenew());   // a renews: a new record
+  ASSERT_TRUE(*a.TryAcquireOrRenew());  // a renews: a new record
   clock_.now += absl::Seconds(10);
   EXPECT_FALSE(*b.TryAcquireOrRenew());  // renewed 10 s ago (b's clock) < 15 s
   EXPECT_EQ(Holder(), "a");
-  clock_.now += absl::Seconds(16);       // a stopped renewing
+  clock_.now += absl::Seconds(16);  // a stopped renewing
   EXPECT_TRUE(*b.TryAcquireOrRenew());
   EXPECT_EQ(Holder(), "b");
   EXPECT_EQ((*server_->Get(kLeasePath))["spec"]["leaseTransitions"], 1);
@@ -96,7 +96,10 @@ TEST_F(LeaderElectorTest, RunLeadsUntilStoppedThenReleases) {
   LeaderElector a(client_.get(), Options("a"));
   absl::Notification stop, started;
   bool stopped_leading = false;
-  std::thread t([&] { a.Run(&stop, [&] { started.Notify(); }, [&] { stopped_leading = true; }); });
+  std::thread t([&] {
+    a.Run(
+        &stop, [&] { started.Notify(); }, [&] { stopped_leading = true; });
+  });
   ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(20)));
   ASSERT_TRUE(Eventually([&] { return server_->CountRequests("PUT", "/leases/") >= 2; }));  // renewing
   stop.Notify();
@@ -108,7 +111,10 @@ TEST_F(LeaderElectorTest, RunLeadsUntilStoppedThenReleases) {
 TEST_F(LeaderElectorTest, RunStepsDownWhenAnotherTakesOver) {
   LeaderElector a(client_.get(), Options("a"));
   absl::Notification stop, started, lost;
-  std::thread t([&] { a.Run(&stop, [&] { started.Notify(); }, [&] { lost.Notify(); }); });
+  std::thread t([&] {
+    a.Run(
+        &stop, [&] { started.Notify(); }, [&] { lost.Notify(); });
+  });
   ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(20)));
   // Someone else overwrites the Lease (e.g. after a partition).
   json lease = *server_->Get(kLeasePath);

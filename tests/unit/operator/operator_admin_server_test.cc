@@ -1,7 +1,6 @@
 #include "services/operator/operator_admin_server.h"
 
 #include <curl/curl.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -24,10 +23,11 @@ HttpResult HttpGet(int port, const std::string& path) {
   const std::string url = absl::StrCat("http://127.0.0.1:", port, path);
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
-    static_cast<std::string*>(u)->append(d, s * n);
-    return s * n;
-  });
+  curl_easy_setopt(
+      curl, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
+        static_cast<std::string*>(u)->append(d, s * n);
+        return s * n;
+      });
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &result.body);
   if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &result.code);
   curl_easy_cleanup(curl);

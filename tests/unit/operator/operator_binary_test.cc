@@ -1,18 +1,17 @@
 // Runs the real orca-operator binary against the in-test API server: kubeconfig
 // loading, leader election, the controller, the admin endpoints, and a clean
 // SIGTERM shutdown that releases the Lease.
+#include <curl/curl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
-
-#include <curl/curl.h>
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/ports.h"
@@ -23,9 +22,9 @@ namespace orca::k8s {
 namespace {
 
 using nlohmann::json;
-using ::testing::HasSubstr;
 using testing::Eventually;
 using testing::FakeKubeApiServer;
+using ::testing::HasSubstr;
 using testing::OrcaDeploymentBuilder;
 
 constexpr char kCrPath[] = "/apis/serving.orca.dev/v1alpha1/namespaces/team-a/orcadeployments/demo";
@@ -43,10 +42,11 @@ std::string HttpGet(int port, const std::string& path, long* code) {
   const std::string url = absl::StrCat("http://127.0.0.1:", port, path);
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, 5L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
-    static_cast<std::string*>(u)->append(d, s * n);
-    return s * n;
-  });
+  curl_easy_setopt(
+      curl, CURLOPT_WRITEFUNCTION, +[](char* d, size_t s, size_t n, void* u) {
+        static_cast<std::string*>(u)->append(d, s * n);
+        return s * n;
+      });
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
   *code = 0;
   if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, code);

@@ -44,10 +44,11 @@ TEST(OrcaDeploymentSpecTest, KvSlotsAreDerivedFromTheMemoryBudget) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->scheduler.kv_bytes_per_token, 1024);
   EXPECT_EQ(d->scheduler.kv_slots, 1024);
-  auto explicit_rate = ParseOrcaDeployment(OrcaDeploymentBuilder()
-                                               .Uri("pvc://models/llama")
-                                               .Set("/spec/scheduler/kvMemory", {{"size", "4Gi"}, {"bytesPerToken", 131072}})
-                                               .Build());
+  auto explicit_rate =
+      ParseOrcaDeployment(OrcaDeploymentBuilder()
+                              .Uri("pvc://models/llama")
+                              .Set("/spec/scheduler/kvMemory", {{"size", "4Gi"}, {"bytesPerToken", 131072}})
+                              .Build());
   ASSERT_TRUE(explicit_rate.ok()) << explicit_rate.status();
   EXPECT_EQ(explicit_rate->scheduler.kv_slots, 32768);
   EXPECT_EQ(*explicit_rate->scheduler.kv_memory_bytes, int64_t{4} << 30);
@@ -62,8 +63,8 @@ TEST(OrcaDeploymentSpecTest, ModelUriForms) {
   auto file = ParseOrcaDeployment(OrcaDeploymentBuilder().Uri("file:///opt/models/tiny").Build());
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(file->model.source.ContainerModelPath(), "/opt/models/tiny");
-  auto gguf = ParseOrcaDeployment(
-      OrcaDeploymentBuilder().Uri("/models/q.gguf").Set("/spec/model/format", "gguf").Build());
+  auto gguf =
+      ParseOrcaDeployment(OrcaDeploymentBuilder().Uri("/models/q.gguf").Set("/spec/model/format", "gguf").Build());
   EXPECT_TRUE(gguf.ok()) << gguf.status();
   auto synth = ParseOrcaDeployment(OrcaDeploymentBuilder().Uri("synthetic://gpt2?layers=2&hidden=32&heads=2").Build());
   ASSERT_TRUE(synth.ok()) << synth.status();
@@ -90,17 +91,22 @@ INSTANTIATE_TEST_SUITE_P(
     Table, InvalidSpecTest,
     ::testing::Values(
         InvalidCase{"NoModel", OrcaDeploymentBuilder().Remove("/spec/model/uri"), "spec.model.uri: is required"},
-        InvalidCase{"ZeroPipeline", OrcaDeploymentBuilder().Pipeline(0), "spec.parallelism.pipeline: must be in [1, 64], got 0"},
-        InvalidCase{"HugeTensor", OrcaDeploymentBuilder().Tensor(32), "spec.parallelism.tensor: must be in [1, 16], got 32"},
+        InvalidCase{"ZeroPipeline", OrcaDeploymentBuilder().Pipeline(0),
+                    "spec.parallelism.pipeline: must be in [1, 64], got 0"},
+        InvalidCase{"HugeTensor", OrcaDeploymentBuilder().Tensor(32),
+                    "spec.parallelism.tensor: must be in [1, 16], got 32"},
         InvalidCase{"NegativeReplicas", OrcaDeploymentBuilder().Replicas(-1), "spec.replicas: must be in [0, 64]"},
-        InvalidCase{"StringReplicas", OrcaDeploymentBuilder().Set("/spec/replicas", "two"), "spec.replicas: must be an integer"},
+        InvalidCase{"StringReplicas", OrcaDeploymentBuilder().Set("/spec/replicas", "two"),
+                    "spec.replicas: must be an integer"},
         InvalidCase{"BadPolicy", OrcaDeploymentBuilder().Set("/spec/scheduler/policy", "fifo"),
                     "spec.scheduler.policy: must be one of orca, request-level; got 'fifo'"},
         InvalidCase{"SlotsBelowBatch",
                     OrcaDeploymentBuilder().Set("/spec/scheduler/kvSlots", 8).Set("/spec/scheduler/maxBatchSize", 16),
                     "gives 8 KV slots, fewer than maxBatchSize (16)"},
         InvalidCase{"SlotsAndMemory",
-                    OrcaDeploymentBuilder().Set("/spec/scheduler/kvSlots", 64).Set("/spec/scheduler/kvMemory", {{"size", "1Gi"}}),
+                    OrcaDeploymentBuilder()
+                        .Set("/spec/scheduler/kvSlots", 64)
+                        .Set("/spec/scheduler/kvMemory", {{"size", "1Gi"}}),
                     "set kvSlots or kvMemory, not both"},
         InvalidCase{"MemoryWithoutRate",
                     OrcaDeploymentBuilder().Uri("pvc://m/x").Set("/spec/scheduler/kvMemory", {{"size", "1Gi"}}),
@@ -109,14 +115,21 @@ INSTANTIATE_TEST_SUITE_P(
                     "spec.scheduler.kvMemory.size: 'lots' is not a quantity"},
         InvalidCase{"TinyMemory", OrcaDeploymentBuilder().Set("/spec/scheduler/kvMemory", {{"size", "100"}}),
                     "100 bytes hold no token at 1024 bytes per token"},
-        InvalidCase{"HttpUri", OrcaDeploymentBuilder().Uri("https://huggingface.co/x"), "spec.model.uri: 'https://huggingface.co/x' is not supported"},
-        InvalidCase{"BadClaim", OrcaDeploymentBuilder().Uri("pvc://Bad_Claim/x"), "is not a valid PersistentVolumeClaim name"},
+        InvalidCase{"HttpUri", OrcaDeploymentBuilder().Uri("https://huggingface.co/x"),
+                    "spec.model.uri: 'https://huggingface.co/x' is not supported"},
+        InvalidCase{"BadClaim", OrcaDeploymentBuilder().Uri("pvc://Bad_Claim/x"),
+                    "is not a valid PersistentVolumeClaim name"},
         InvalidCase{"DotDot", OrcaDeploymentBuilder().Uri("pvc://c/../etc"), "must not contain '..'"},
-        InvalidCase{"SynthArch", OrcaDeploymentBuilder().Uri("synthetic://mamba"), "synthetic architecture must be llama or gpt2"},
-        InvalidCase{"SynthParam", OrcaDeploymentBuilder().Uri("synthetic://llama?layerz=2"), "unknown synthetic parameter 'layerz'"},
-        InvalidCase{"SynthHeads", OrcaDeploymentBuilder().Uri("synthetic://llama?hidden=60&heads=8"), "must be divisible by heads"},
-        InvalidCase{"SynthGqa", OrcaDeploymentBuilder().Uri("synthetic://llama?heads=4&kvHeads=3"), "must be a multiple of kvHeads"},
-        InvalidCase{"GgufNeedsFile", OrcaDeploymentBuilder().Uri("/models/dir").Set("/spec/model/format", "gguf"), "needs the path of a .gguf file"},
+        InvalidCase{"SynthArch", OrcaDeploymentBuilder().Uri("synthetic://mamba"),
+                    "synthetic architecture must be llama or gpt2"},
+        InvalidCase{"SynthParam", OrcaDeploymentBuilder().Uri("synthetic://llama?layerz=2"),
+                    "unknown synthetic parameter 'layerz'"},
+        InvalidCase{"SynthHeads", OrcaDeploymentBuilder().Uri("synthetic://llama?hidden=60&heads=8"),
+                    "must be divisible by heads"},
+        InvalidCase{"SynthGqa", OrcaDeploymentBuilder().Uri("synthetic://llama?heads=4&kvHeads=3"),
+                    "must be a multiple of kvHeads"},
+        InvalidCase{"GgufNeedsFile", OrcaDeploymentBuilder().Uri("/models/dir").Set("/spec/model/format", "gguf"),
+                    "needs the path of a .gguf file"},
         InvalidCase{"GpusNotTensor",
                     OrcaDeploymentBuilder().Tensor(2).Set("/spec/worker/resources/limits", {{"nvidia.com/gpu", 1}}),
                     "spec.worker.resources.limits[nvidia.com/gpu]: is 1 but parallelism.tensor is 2"},
@@ -124,18 +137,25 @@ INSTANTIATE_TEST_SUITE_P(
                     "spec.worker.resources.requests[cpu]: 'two' is not a quantity"},
         InvalidCase{"ServiceType", OrcaDeploymentBuilder().Set("/spec/gateway/service/type", "Ingress"),
                     "spec.gateway.service.type: must be one of ClusterIP, NodePort, LoadBalancer"},
-        InvalidCase{"Port", OrcaDeploymentBuilder().Set("/spec/gateway/service/port", 70000), "spec.gateway.service.port: must be in [1, 65535]"},
-        InvalidCase{"ApiKeysSecret", OrcaDeploymentBuilder().Set("/spec/gateway/apiKeys", {{"key", "k"}}), "spec.gateway.apiKeys.secretName: is required"},
-        InvalidCase{"Interval", OrcaDeploymentBuilder().Set("/spec/monitoring/serviceMonitor/interval", "soon"), "'soon' is not a duration"},
-        InvalidCase{"PullPolicy", OrcaDeploymentBuilder().Set("/spec/image/pullPolicy", "Sometimes"), "spec.image.pullPolicy: must be one of"},
-        InvalidCase{"NotAnObject", OrcaDeploymentBuilder().Set("/spec/scheduler", 3), "spec.scheduler: must be an object"},
+        InvalidCase{"Port", OrcaDeploymentBuilder().Set("/spec/gateway/service/port", 70000),
+                    "spec.gateway.service.port: must be in [1, 65535]"},
+        InvalidCase{"ApiKeysSecret", OrcaDeploymentBuilder().Set("/spec/gateway/apiKeys", {{"key", "k"}}),
+                    "spec.gateway.apiKeys.secretName: is required"},
+        InvalidCase{"Interval", OrcaDeploymentBuilder().Set("/spec/monitoring/serviceMonitor/interval", "soon"),
+                    "'soon' is not a duration"},
+        InvalidCase{"PullPolicy", OrcaDeploymentBuilder().Set("/spec/image/pullPolicy", "Sometimes"),
+                    "spec.image.pullPolicy: must be one of"},
+        InvalidCase{"NotAnObject", OrcaDeploymentBuilder().Set("/spec/scheduler", 3),
+                    "spec.scheduler: must be an object"},
         InvalidCase{"LongName", OrcaDeploymentBuilder("a-very-long-orca-deployment-name-for-tests-x").Replicas(10),
-                    "StatefulSet 'a-very-long-orca-deployment-name-for-tests-x-r9-pipeline' would have 56 characters, the limit is 52"},
+                    "StatefulSet 'a-very-long-orca-deployment-name-for-tests-x-r9-pipeline' would have 56 characters, "
+                    "the limit is 52"},
         InvalidCase{"UpperName", OrcaDeploymentBuilder("Chat"), "metadata.name: 'Chat' must be a DNS label"}),
     [](const ::testing::TestParamInfo<InvalidCase>& info) { return std::string(info.param.name); });
 
 TEST(OrcaDeploymentSpecTest, ReportsEveryProblemAtOnce) {
-  auto d = ParseOrcaDeployment(OrcaDeploymentBuilder().Pipeline(0).Tensor(0).Set("/spec/scheduler/policy", "x").Build());
+  auto d =
+      ParseOrcaDeployment(OrcaDeploymentBuilder().Pipeline(0).Tensor(0).Set("/spec/scheduler/policy", "x").Build());
   ASSERT_FALSE(d.ok());
   const std::string message(d.status().message());
   EXPECT_THAT(message, HasSubstr("spec.parallelism.pipeline"));

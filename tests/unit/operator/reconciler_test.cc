@@ -11,9 +11,9 @@ namespace orca::k8s {
 namespace {
 
 using nlohmann::json;
-using ::testing::HasSubstr;
 using testing::ClientFor;
 using testing::FakeKubeApiServer;
+using ::testing::HasSubstr;
 using testing::OrcaDeploymentBuilder;
 
 constexpr char kCrPath[] = "/apis/serving.orca.dev/v1alpha1/namespaces/team-a/orcadeployments/demo";
@@ -135,12 +135,13 @@ TEST_F(ReconcilerTest, ScalingDownPrunesTheReplicasNoLongerWanted) {
   ASSERT_TRUE(Reconcile(OrcaDeploymentBuilder().Replicas(3)).ok());
   EXPECT_EQ(server_->List("/apis/apps/v1/namespaces/team-a/statefulsets").size(), 3u);
   // An unrelated object with our labels but another owner must survive.
-  server_->Upsert({{"apiVersion", "v1"},
-                   {"kind", "ConfigMap"},
-                   {"metadata",
-                    {{"name", "foreign"},
-                     {"namespace", "team-a"},
-                     {"labels", {{"app.kubernetes.io/managed-by", "orca-operator"}, {"serving.orca.dev/deployment", "demo"}}}}}});
+  server_->Upsert(
+      {{"apiVersion", "v1"},
+       {"kind", "ConfigMap"},
+       {"metadata",
+        {{"name", "foreign"},
+         {"namespace", "team-a"},
+         {"labels", {{"app.kubernetes.io/managed-by", "orca-operator"}, {"serving.orca.dev/deployment", "demo"}}}}}});
   ASSERT_TRUE(Reconcile(OrcaDeploymentBuilder().Replicas(1)).ok());
   EXPECT_EQ(server_->List("/apis/apps/v1/namespaces/team-a/statefulsets").size(), 1u);
   EXPECT_FALSE(server_->Get("/apis/apps/v1/namespaces/team-a/deployments/demo-r2-scheduler").has_value());

@@ -30,7 +30,8 @@ std::vector<json> Render(const OrcaDeploymentBuilder& b) { return RenderDesiredO
 
 std::vector<std::string> Ids(const std::vector<json>& objects) {
   std::vector<std::string> ids;
-  for (const json& o : objects) ids.push_back(o["kind"].get<std::string>() + "/" + o["metadata"]["name"].get<std::string>());
+  for (const json& o : objects)
+    ids.push_back(o["kind"].get<std::string>() + "/" + o["metadata"]["name"].get<std::string>());
   return ids;
 }
 
@@ -65,23 +66,26 @@ TEST_P(TopologyTest, RendersExactlyTheseObjectsInApplyOrder) {
 
 INSTANTIATE_TEST_SUITE_P(
     Table, TopologyTest,
-    ::testing::Values(
-        TopologyCase{"OneReplica", OrcaDeploymentBuilder(),
-                     {"ConfigMap/demo-config", "Service/demo-r0-pipeline", "StatefulSet/demo-r0-pipeline",
-                      "Service/demo-r0-scheduler", "Deployment/demo-r0-scheduler", "Service/demo-gateway",
-                      "Deployment/demo-gateway"}},
-        TopologyCase{"TwoReplicas", OrcaDeploymentBuilder().Replicas(2).Pipeline(3),
-                     {"ConfigMap/demo-config", "Service/demo-r0-pipeline", "StatefulSet/demo-r0-pipeline",
-                      "Service/demo-r0-scheduler", "Deployment/demo-r0-scheduler", "Service/demo-r1-pipeline",
-                      "StatefulSet/demo-r1-pipeline", "Service/demo-r1-scheduler", "Deployment/demo-r1-scheduler",
-                      "Service/demo-gateway", "Deployment/demo-gateway"}},
-        TopologyCase{"ScaledToZero", OrcaDeploymentBuilder().Replicas(0),
-                     {"ConfigMap/demo-config", "Service/demo-gateway", "Deployment/demo-gateway"}},
-        TopologyCase{"WithServiceMonitor",
-                     OrcaDeploymentBuilder().Set("/spec/monitoring/serviceMonitor/enabled", true),
-                     {"ConfigMap/demo-config", "Service/demo-r0-pipeline", "StatefulSet/demo-r0-pipeline",
-                      "Service/demo-r0-scheduler", "Deployment/demo-r0-scheduler", "Service/demo-gateway",
-                      "Deployment/demo-gateway", "ServiceMonitor/demo"}}),
+    ::testing::Values(TopologyCase{"OneReplica",
+                                   OrcaDeploymentBuilder(),
+                                   {"ConfigMap/demo-config", "Service/demo-r0-pipeline", "StatefulSet/demo-r0-pipeline",
+                                    "Service/demo-r0-scheduler", "Deployment/demo-r0-scheduler", "Service/demo-gateway",
+                                    "Deployment/demo-gateway"}},
+                      TopologyCase{
+                          "TwoReplicas",
+                          OrcaDeploymentBuilder().Replicas(2).Pipeline(3),
+                          {"ConfigMap/demo-config", "Service/demo-r0-pipeline", "StatefulSet/demo-r0-pipeline",
+                           "Service/demo-r0-scheduler", "Deployment/demo-r0-scheduler", "Service/demo-r1-pipeline",
+                           "StatefulSet/demo-r1-pipeline", "Service/demo-r1-scheduler", "Deployment/demo-r1-scheduler",
+                           "Service/demo-gateway", "Deployment/demo-gateway"}},
+                      TopologyCase{"ScaledToZero",
+                                   OrcaDeploymentBuilder().Replicas(0),
+                                   {"ConfigMap/demo-config", "Service/demo-gateway", "Deployment/demo-gateway"}},
+                      TopologyCase{"WithServiceMonitor",
+                                   OrcaDeploymentBuilder().Set("/spec/monitoring/serviceMonitor/enabled", true),
+                                   {"ConfigMap/demo-config", "Service/demo-r0-pipeline", "StatefulSet/demo-r0-pipeline",
+                                    "Service/demo-r0-scheduler", "Deployment/demo-r0-scheduler", "Service/demo-gateway",
+                                    "Deployment/demo-gateway", "ServiceMonitor/demo"}}),
     [](const ::testing::TestParamInfo<TopologyCase>& info) { return std::string(info.param.name); });
 
 struct ParallelismCase {
@@ -152,14 +156,15 @@ TEST(RendererTest, SchedulerFlagsCarryThePaperKnobs) {
 TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
   // docs/services.md is the contract; a key outside it would make the binary refuse its config.
   const std::map<std::string, std::set<std::string>> allowed = {
-      {"worker", {"listen", "http-listen", "model", "dtype", "stage", "stage-from-hostname", "num-stages",
-                  "tensor-parallel", "workers", "scheduler", "deployment-id", "data-plane-host", "n-slots", "threads",
-                  "peer-timeout-ms"}},
-      {"scheduler", {"listen", "http-listen", "workers", "model", "model-name", "policy", "max-bs", "n-slots",
-                     "n-workers", "max-queued-requests", "max-queued-tokens", "default-deadline-ms",
-                     "drain-grace-seconds", "worker-timeout-ms"}},
-      {"gateway", {"listen", "grpc-listen", "schedulers", "model", "served-model-name", "api-keys", "api-keys-file",
-                   "max-body-bytes", "max-concurrent-requests", "chat-template", "max-model-len"}}};
+      {"worker",
+       {"listen", "http-listen", "model", "dtype", "stage", "stage-from-hostname", "num-stages", "tensor-parallel",
+        "workers", "scheduler", "deployment-id", "data-plane-host", "n-slots", "threads", "peer-timeout-ms"}},
+      {"scheduler",
+       {"listen", "http-listen", "workers", "model", "model-name", "policy", "max-bs", "n-slots", "n-workers",
+        "max-queued-requests", "max-queued-tokens", "default-deadline-ms", "drain-grace-seconds", "worker-timeout-ms"}},
+      {"gateway",
+       {"listen", "grpc-listen", "schedulers", "model", "served-model-name", "api-keys", "api-keys-file",
+        "max-body-bytes", "max-concurrent-requests", "chat-template", "max-model-len"}}};
   const auto objects = Render(OrcaDeploymentBuilder()
                                   .Replicas(2)
                                   .Set("/spec/worker/threads", 4)
@@ -308,9 +313,8 @@ TEST(RendererTest, GatewayServiceAndApiKeys) {
 }
 
 TEST(RendererTest, ServiceMonitorScrapesEveryHttpPort) {
-  const auto objects = Render(OrcaDeploymentBuilder()
-                                  .Set("/spec/monitoring/serviceMonitor", {{"enabled", true}, {"interval", "15s"},
-                                                                          {"labels", {{"release", "kps"}}}}));
+  const auto objects = Render(OrcaDeploymentBuilder().Set(
+      "/spec/monitoring/serviceMonitor", {{"enabled", true}, {"interval", "15s"}, {"labels", {{"release", "kps"}}}}));
   const json& sm = Find(objects, "ServiceMonitor", "demo");
   EXPECT_EQ(sm["apiVersion"], "monitoring.coreos.com/v1");
   EXPECT_EQ(sm["metadata"]["labels"]["release"], "kps");
@@ -321,7 +325,8 @@ TEST(RendererTest, ServiceMonitorScrapesEveryHttpPort) {
     bool has_http = false;
     for (const json& p : o["spec"]["ports"]) has_http = has_http || p["name"] == "http";
     EXPECT_TRUE(has_http) << o["metadata"]["name"];
-    for (auto it = sm["spec"]["selector"]["matchLabels"].begin(); it != sm["spec"]["selector"]["matchLabels"].end(); ++it) {
+    for (auto it = sm["spec"]["selector"]["matchLabels"].begin(); it != sm["spec"]["selector"]["matchLabels"].end();
+         ++it) {
       EXPECT_EQ(o["metadata"]["labels"][it.key()], it.value());
     }
   }

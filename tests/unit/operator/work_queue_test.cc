@@ -26,7 +26,7 @@ TEST(WorkQueueTest, AKeyReAddedWhileProcessingComesBackAfterDone) {
   std::string key;
   q.Add("a");
   ASSERT_TRUE(q.Get(&stop, &key));
-  q.Add("a");  // changed while being reconciled
+  q.Add("a");                 // changed while being reconciled
   EXPECT_EQ(q.Length(), 0u);  // not handed out twice at once
   q.Done("a");
   EXPECT_EQ(q.Length(), 1u);

@@ -51,8 +51,7 @@ std::vector<IterationPlan> SchedulerHarness::ScheduleAll() {
   while (std::optional<IterationPlan> plan = scheduler_->Schedule(now_)) {
     absl::StatusOr<sim::StepOutcome> outcome = engine_->Run(*plan);
     if (!outcome.ok()) {
-      ADD_FAILURE() << "engine rejected iteration " << plan->iteration_id << ": "
-                    << outcome.status();
+      ADD_FAILURE() << "engine rejected iteration " << plan->iteration_id << ": " << outcome.status();
       break;
     }
     pipeline_.push_back(InFlight{plan->iteration_id, std::move(outcome->results)});
@@ -66,8 +65,7 @@ bool SchedulerHarness::CompleteOldest() {
   if (pipeline_.empty()) return false;
   InFlight done = std::move(pipeline_.front());
   pipeline_.pop_front();
-  absl::StatusOr<std::vector<RequestEvent>> events =
-      scheduler_->OnIterationDone(done.iteration_id, done.results, now_);
+  absl::StatusOr<std::vector<RequestEvent>> events = scheduler_->OnIterationDone(done.iteration_id, done.results, now_);
   if (!events.ok()) {
     ADD_FAILURE() << "OnIterationDone: " << events.status();
     return false;
@@ -80,8 +78,7 @@ bool SchedulerHarness::FailOldest(const absl::Status& error) {
   if (pipeline_.empty()) return false;
   InFlight done = std::move(pipeline_.front());
   pipeline_.pop_front();
-  absl::StatusOr<std::vector<RequestEvent>> events =
-      scheduler_->OnIterationFailed(done.iteration_id, error, now_);
+  absl::StatusOr<std::vector<RequestEvent>> events = scheduler_->OnIterationFailed(done.iteration_id, error, now_);
   if (!events.ok()) {
     ADD_FAILURE() << "OnIterationFailed: " << events.status();
     return false;
@@ -185,8 +182,8 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
     return absl::StrCat("n_rsrv ", stats.n_rsrv, " outside [0, n_slots ", stats.n_slots, "]");
   }
   if (stats.num_batches_in_flight != num_in_flight()) {
-    return absl::StrCat("scheduler counts ", stats.num_batches_in_flight,
-                        " batches in flight, the pipeline holds ", num_in_flight());
+    return absl::StrCat("scheduler counts ", stats.num_batches_in_flight, " batches in flight, the pipeline holds ",
+                        num_in_flight());
   }
   if (num_in_flight() > options.n_workers) {
     return absl::StrCat(num_in_flight(), " batches in flight with n_workers ", options.n_workers);
@@ -206,11 +203,10 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
   for (RequestId id : submitted_) {
     const RequestLog& log = logs_.at(id);
     if (log.finishes.size() > 1 || log.num_events_after_finish > 0) {
-      return absl::StrCat("request ", id, " got ", log.finishes.size(), " finishes and ",
-                          log.num_events_after_finish, " events after its finish");
+      return absl::StrCat("request ", id, " got ", log.finishes.size(), " finishes and ", log.num_events_after_finish,
+                          " events after its finish");
     }
-    if (!log.finishes.empty() &&
-        static_cast<int32_t>(log.tokens.size()) != log.finishes[0].num_generated_tokens) {
+    if (!log.finishes.empty() && static_cast<int32_t>(log.tokens.size()) != log.finishes[0].num_generated_tokens) {
       return absl::StrCat("request ", id, " streamed ", log.tokens.size(), " tokens, finished with ",
                           log.finishes[0].num_generated_tokens);
     }
@@ -229,8 +225,8 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
       case RequestState::kRunning:
       case RequestState::kWaitingNextIteration:
         if (first_queued.has_value()) {
-          return absl::StrCat("request ", id, " was admitted before the earlier request ",
-                              first_queued->id, " (FCFS admission broken)");
+          return absl::StrCat("request ", id, " was admitted before the earlier request ", first_queued->id,
+                              " (FCFS admission broken)");
         }
         if (snapshot->state == RequestState::kRunning) ++num_in_flight_requests;
         if (snapshot->state == RequestState::kWaitingNextIteration && !waiting) waiting = id;
@@ -250,21 +246,18 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
     return absl::StrCat("n_rsrv ", stats.n_rsrv, " but admitted requests reserve ", reserved);
   }
   if (num_queued != stats.num_queued || num_running != stats.num_running ||
-      num_in_flight_requests != stats.num_in_flight_requests ||
-      queued_tokens != stats.queued_tokens) {
-    return absl::StrCat("stats disagree with the requests: queued ", stats.num_queued, " vs ",
-                        num_queued, ", running ", stats.num_running, " vs ", num_running,
-                        ", in flight ", stats.num_in_flight_requests, " vs ",
-                        num_in_flight_requests, ", queued tokens ", stats.queued_tokens, " vs ",
-                        queued_tokens);
+      num_in_flight_requests != stats.num_in_flight_requests || queued_tokens != stats.queued_tokens) {
+    return absl::StrCat("stats disagree with the requests: queued ", stats.num_queued, " vs ", num_queued, ", running ",
+                        stats.num_running, " vs ", num_running, ", in flight ", stats.num_in_flight_requests, " vs ",
+                        num_in_flight_requests, ", queued tokens ", stats.queued_tokens, " vs ", queued_tokens);
   }
   if (options.policy == PolicyKind::kOrca) {
     // Iteration-level FCFS: an earlier request has run at least as many iterations.
     for (size_t i = 1; i < admitted.size(); ++i) {
       if (admitted[i - 1].num_iterations_scheduled < admitted[i].num_iterations_scheduled) {
         return absl::StrCat("iteration-level FCFS broken: request ", admitted[i - 1].id, " ran ",
-                            admitted[i - 1].num_iterations_scheduled, " iterations, later ",
-                            admitted[i].id, " ran ", admitted[i].num_iterations_scheduled);
+                            admitted[i - 1].num_iterations_scheduled, " iterations, later ", admitted[i].id, " ran ",
+                            admitted[i].num_iterations_scheduled);
       }
     }
   }
@@ -275,10 +268,8 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
     }
     // The request-level baseline admits only when its whole batch has ended.
     const bool may_admit = options.policy == PolicyKind::kOrca || num_running == 0;
-    if (may_admit && first_queued.has_value() &&
-        stats.n_rsrv + first_queued->reservation <= stats.n_slots) {
-      return absl::StrCat("a pipeline slot is idle while queued request ", first_queued->id,
-                          " fits");
+    if (may_admit && first_queued.has_value() && stats.n_rsrv + first_queued->reservation <= stats.n_slots) {
+      return absl::StrCat("a pipeline slot is idle while queued request ", first_queued->id, " fits");
     }
   }
   return "";

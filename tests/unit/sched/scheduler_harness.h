@@ -21,8 +21,8 @@ namespace orca::sched::testing {
 struct RequestLog {
   std::string label;  ///< Caller id, or "#<id>".
   std::vector<int32_t> tokens;
-  std::vector<FinishInfo> finishes;  ///< Exactly one once delivered.
-  int64_t submitted_before_plan = 0;  ///< Plans issued before it was submitted.
+  std::vector<FinishInfo> finishes;             ///< Exactly one once delivered.
+  int64_t submitted_before_plan = 0;            ///< Plans issued before it was submitted.
   std::optional<int64_t> delivered_after_plan;  ///< Plans issued when its finish arrived.
   int64_t num_events_after_finish = 0;
 };

@@ -53,12 +53,11 @@ std::string RunWorkload(uint64_t seed, PolicyKind policy, WorkloadSummary& summa
   // EOS with a per-workload probability, deterministic per (request, index).
   SchedulerHarness h(options, [seed, eos_per_mille](RequestId id, int32_t index) {
     SplitMix64 token_rng(seed ^ (id * 1000003ULL + static_cast<uint64_t>(index)));
-    return token_rng.NextInt(0, 999) < eos_per_mille ? kEos
-                                                     : static_cast<int32_t>(token_rng.NextInt(1, 999));
+    return token_rng.NextInt(0, 999) < eos_per_mille ? kEos : static_cast<int32_t>(token_rng.NextInt(1, 999));
   });
-  const std::string context = absl::StrCat("seed ", seed, " policy ", PolicyKindName(policy),
-                                           " max_bs ", options.max_bs, " n_workers ",
-                                           options.n_workers, " n_slots ", options.n_slots, ": ");
+  const std::string context =
+      absl::StrCat("seed ", seed, " policy ", PolicyKindName(policy), " max_bs ", options.max_bs, " n_workers ",
+                   options.n_workers, " n_slots ", options.n_slots, ": ");
   const int64_t num_requests = rng.NextInt(4, 30);
   int64_t submitted = 0;
   std::vector<RequestId> ids;
@@ -96,8 +95,8 @@ std::string RunWorkload(uint64_t seed, PolicyKind policy, WorkloadSummary& summa
       const int64_t blocks = (prompt + max_new + options.kv_block_size - 1) / options.kv_block_size;
       const bool fits = fits_context && blocks * options.kv_block_size <= options.n_slots;
       if (id.ok() != fits) {
-        return absl::StrCat(context, "Submit returned ", id.status().ToString(), " for prompt ",
-                            prompt, " max_new ", spec.max_new_tokens);
+        return absl::StrCat(context, "Submit returned ", id.status().ToString(), " for prompt ", prompt, " max_new ",
+                            spec.max_new_tokens);
       }
       if (id.ok()) ids.push_back(*id);
       problem = check("submit");
@@ -130,15 +129,14 @@ std::string RunWorkload(uint64_t seed, PolicyKind policy, WorkloadSummary& summa
     if (finish.state == RequestState::kFinishedError) ++summary.num_failed;
   }
   const SchedulerStats stats = h.scheduler().stats();
-  if (stats.n_rsrv != 0 || stats.num_queued != 0 || stats.num_running != 0 ||
-      h.scheduler().HasRequests()) {
-    return absl::StrCat(context, "leftovers: n_rsrv ", stats.n_rsrv, " queued ", stats.num_queued,
-                        " running ", stats.num_running);
+  if (stats.n_rsrv != 0 || stats.num_queued != 0 || stats.num_running != 0 || h.scheduler().HasRequests()) {
+    return absl::StrCat(context, "leftovers: n_rsrv ", stats.n_rsrv, " queued ", stats.num_queued, " running ",
+                        stats.num_running);
   }
   h.FlushReleases();
   if (h.engine().num_allocated_slots() != 0 || h.engine().num_live_requests() != 0) {
-    return absl::StrCat(context, "workers still hold ", h.engine().num_allocated_slots(),
-                        " slots of ", h.engine().num_live_requests(), " requests");
+    return absl::StrCat(context, "workers still hold ", h.engine().num_allocated_slots(), " slots of ",
+                        h.engine().num_live_requests(), " requests");
   }
   // Admission order is arrival order: the first iteration of each request never precedes
   // the first iteration of an earlier one.
@@ -178,9 +176,7 @@ void RunMany(PolicyKind policy, uint64_t first_seed, int num_workloads) {
   EXPECT_GT(summary.num_failed, 0);
 }
 
-TEST(SchedulerPropertyTest, OrcaInvariantsHoldOnRandomizedWorkloads) {
-  RunMany(PolicyKind::kOrca, 1, 2000);
-}
+TEST(SchedulerPropertyTest, OrcaInvariantsHoldOnRandomizedWorkloads) { RunMany(PolicyKind::kOrca, 1, 2000); }
 
 TEST(SchedulerPropertyTest, RequestLevelInvariantsHoldOnRandomizedWorkloads) {
   RunMany(PolicyKind::kRequestLevel, 100000, 1000);

@@ -60,8 +60,7 @@ TEST(SchedulerCreateTest, RejectsBadOptionsNamingTheField) {
 
 TEST(SchedulerSubmitTest, RejectsARequestThatCanNeverFitWithTheNumbers) {
   auto scheduler = MakeScheduler(Options(4, 512));
-  absl::StatusOr<RequestId> id =
-      scheduler->Submit(RequestBuilder().Prompt(600).MaxNewTokens(100).Build(), kT0);
+  absl::StatusOr<RequestId> id = scheduler->Submit(RequestBuilder().Prompt(600).MaxNewTokens(100).Build(), kT0);
   EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Message(id.status()), "prompt (600 tokens) + max_new_tokens (100) = 700 exceeds n_slots (512)");
   // Exactly n_slots fits.
@@ -72,8 +71,7 @@ TEST(SchedulerSubmitTest, NamesTheBlockRoundingWhenItIsWhatDoesNotFit) {
   SchedulerOptions options = Options(4, 512);
   options.kv_block_size = 16;
   auto scheduler = MakeScheduler(options);
-  absl::StatusOr<RequestId> id =
-      scheduler->Submit(RequestBuilder().Prompt(500).MaxNewTokens(13).Build(), kT0);
+  absl::StatusOr<RequestId> id = scheduler->Submit(RequestBuilder().Prompt(500).MaxNewTokens(13).Build(), kT0);
   EXPECT_EQ(Message(id.status()),
             "prompt (500 tokens) + max_new_tokens (13) = 513 (528 rounded up to kv_block_size 16) "
             "exceeds n_slots (512)");
@@ -83,14 +81,12 @@ TEST(SchedulerSubmitTest, RejectsPromptsThatFillTheContextAndCapsTheRest) {
   SchedulerOptions options = Options(4, 4096);
   options.max_context = 1024;
   auto scheduler = MakeScheduler(options);
-  absl::StatusOr<RequestId> full =
-      scheduler->Submit(RequestBuilder().Prompt(1024).MaxNewTokens(1).Build(), kT0);
+  absl::StatusOr<RequestId> full = scheduler->Submit(RequestBuilder().Prompt(1024).MaxNewTokens(1).Build(), kT0);
   EXPECT_EQ(full.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(Message(full.status()), HasSubstr("prompt (1024 tokens)"));
   EXPECT_THAT(Message(full.status()), HasSubstr("max_context 1024"));
 
-  absl::StatusOr<RequestId> capped =
-      scheduler->Submit(RequestBuilder().Prompt(1000).MaxNewTokens(100).Build(), kT0);
+  absl::StatusOr<RequestId> capped = scheduler->Submit(RequestBuilder().Prompt(1000).MaxNewTokens(100).Build(), kT0);
   ASSERT_TRUE(capped.ok()) << capped.status();
   EXPECT_EQ(scheduler->GetRequest(*capped)->max_new_tokens, 24);
   EXPECT_EQ(scheduler->GetRequest(*capped)->reservation, 1024);
@@ -106,8 +102,7 @@ TEST(SchedulerSubmitTest, RejectsMalformedSpecsNamingTheField) {
     return Message(status);
   };
   EXPECT_THAT(error(RequestBuilder().PromptIds({}).Build()), HasSubstr("prompt_token_ids must not be empty"));
-  EXPECT_THAT(error(RequestBuilder().PromptIds({1, -2}).Build()),
-              HasSubstr("prompt_token_ids[1] = -2 is negative"));
+  EXPECT_THAT(error(RequestBuilder().PromptIds({1, -2}).Build()), HasSubstr("prompt_token_ids[1] = -2 is negative"));
   EXPECT_THAT(error(RequestBuilder().PromptIds({1000}).Build()),
               HasSubstr("prompt_token_ids[0] = 1000 is out of range for vocab_size (1000)"));
   EXPECT_THAT(error(RequestBuilder().MaxNewTokens(0).Build()), HasSubstr("max_new_tokens must be >= 1 (got 0)"));
@@ -387,7 +382,7 @@ TEST(SchedulerDeadlineTest, ExpiresRequestsInEveryState) {
   RequestId b = h.Submit(RequestBuilder().MaxNewTokens(50).Deadline(deadline).Build());
   RequestId c = h.Submit(RequestBuilder().MaxNewTokens(50).Deadline(deadline).Build());
   RequestId d = h.Submit(RequestBuilder().MaxNewTokens(50).Build());
-  h.ScheduleAll();     // [a], [b]
+  h.ScheduleAll();  // [a], [b]
   h.Advance(absl::Milliseconds(6));
   h.CompleteOldest();  // a waits for its next iteration, b is still in flight
   ASSERT_EQ(h.state(a), RequestState::kWaitingNextIteration);
@@ -432,8 +427,7 @@ TEST(SchedulerFailureTest, MemberWithoutAResultFailsAndOthersContinue) {
   std::vector<IterationPlan> plans = h.ScheduleAll();
   ASSERT_EQ(plans.size(), 1u);
   absl::StatusOr<std::vector<RequestEvent>> events = h.scheduler().OnIterationDone(
-      plans[0].iteration_id, {RequestResult{b, SampledToken{9, 0.f, {}}}, RequestResult{77, {}}},
-      h.now());
+      plans[0].iteration_id, {RequestResult{b, SampledToken{9, 0.f, {}}}, RequestResult{77, {}}}, h.now());
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 2u);
   EXPECT_EQ((*events)[0].request_id, a);
@@ -465,8 +459,7 @@ TEST(SchedulerFailureTest, FailAllFailsAdmittedRequestsAndKeepsQueuedOnes) {
   EXPECT_EQ(h.state(c), RequestState::kQueued);
   EXPECT_EQ(h.scheduler().stats().n_rsrv, 0);
   EXPECT_EQ(h.scheduler().stats().num_batches_in_flight, 0);
-  EXPECT_EQ(h.scheduler().OnIterationDone(stale, {}, h.now()).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(h.scheduler().OnIterationDone(stale, {}, h.now()).status().code(), absl::StatusCode::kNotFound);
   // The pipeline comes back: the queued request runs, releases of the failed ones go first.
   std::vector<IterationPlan> plans = h.ScheduleAll();
   ASSERT_FALSE(plans.empty());

@@ -34,12 +34,11 @@ SchedulerOptions Options(PolicyKind policy, int32_t max_bs, int64_t n_slots, int
   return options;
 }
 
-void ExpectStates(const SchedulerHarness& h,
-                  const std::vector<std::pair<RequestId, RequestState>>& expected, int iteration,
-                  bool scheduled_all = true) {
+void ExpectStates(const SchedulerHarness& h, const std::vector<std::pair<RequestId, RequestState>>& expected,
+                  int iteration, bool scheduled_all = true) {
   for (const auto& [id, state] : expected) {
-    EXPECT_EQ(h.state(id), state) << "request " << h.log(id).label << " after iteration "
-                                  << iteration << ": " << RequestStateName(h.state(id));
+    EXPECT_EQ(h.state(id), state) << "request " << h.log(id).label << " after iteration " << iteration << ": "
+                                  << RequestStateName(h.state(id));
   }
   EXPECT_EQ(h.CheckInvariants(scheduled_all), "") << "after iteration " << iteration;
 }
@@ -95,14 +94,14 @@ TEST(OrcaTimelineTest, SlotPressureAdmitsInArrivalOrderAndNobodyOvertakes) {
   EXPECT_EQ(h.scheduler().stats().n_rsrv, 16);
 
   const std::vector<std::vector<std::pair<RequestId, RequestState>>> after = {
-      {{a, kRunning}, {b, kRunning}, {c, kQueued}, {d, kQueued}},        // 1
-      {{a, kRunning}, {b, kLength}, {c, kRunning}, {d, kQueued}},        // 2: b out, c in
-      {{a, kRunning}, {c, kRunning}, {d, kQueued}},                      // 3
-      {{a, kRunning}, {c, kRunning}, {d, kQueued}},                      // 4
-      {{a, kRunning}, {c, kRunning}, {d, kQueued}},                      // 5
-      {{a, kLength}, {c, kRunning}, {d, kRunning}},                      // 6: a out, d in
-      {{c, kRunning}, {d, kRunning}},                                    // 7
-      {{c, kLength}, {d, kLength}},                                      // 8
+      {{a, kRunning}, {b, kRunning}, {c, kQueued}, {d, kQueued}},  // 1
+      {{a, kRunning}, {b, kLength}, {c, kRunning}, {d, kQueued}},  // 2: b out, c in
+      {{a, kRunning}, {c, kRunning}, {d, kQueued}},                // 3
+      {{a, kRunning}, {c, kRunning}, {d, kQueued}},                // 4
+      {{a, kRunning}, {c, kRunning}, {d, kQueued}},                // 5
+      {{a, kLength}, {c, kRunning}, {d, kRunning}},                // 6: a out, d in
+      {{c, kRunning}, {d, kRunning}},                              // 7
+      {{c, kLength}, {d, kLength}},                                // 8
   };
   const std::vector<int64_t> n_rsrv = {16, 20, 20, 20, 20, 14, 14, 0};
   for (size_t i = 0; i < after.size(); ++i) {

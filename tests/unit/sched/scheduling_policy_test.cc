@@ -1,7 +1,7 @@
 // The selection functors on hand-built pools, without the Scheduler around them.
 
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <memory>
 
@@ -24,8 +24,8 @@ class PolicyTest : public ::testing::Test {
 
   // Adds a QUEUED request reserving `reservation` slots once admitted.
   Request& AddQueued(RequestId id, int64_t reservation) {
-    auto request = std::make_unique<Request>(id, RequestBuilder().Prompt(4).MaxNewTokens(8).Build(),
-                                             8, reservation, kT0);
+    auto request =
+        std::make_unique<Request>(id, RequestBuilder().Prompt(4).MaxNewTokens(8).Build(), 8, reservation, kT0);
     Request& ref = *request;
     pool_.Add(std::move(request));
     return ref;

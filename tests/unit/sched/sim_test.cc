@@ -8,8 +8,8 @@
 #include <cmath>
 #include <memory>
 
-#include "core/sched/scheduler.h"
 #include "core/common/status_macros.h"
+#include "core/sched/scheduler.h"
 #include "core/sched/sim/cost_model.h"
 #include "core/sched/sim/simulated_engine.h"
 #include "core/sched/sim/simulation.h"
@@ -153,8 +153,7 @@ TEST(CostModelTest, PipelinePresetsSplitOverStages) {
   EXPECT_FALSE(CostModel::Preset("gpt5").ok());
 }
 
-std::unique_ptr<SimulatedEngine> Engine(int64_t n_slots, double seconds_per_iteration = 0.01,
-                                        int32_t stages = 1) {
+std::unique_ptr<SimulatedEngine> Engine(int64_t n_slots, double seconds_per_iteration = 0.01, int32_t stages = 1) {
   SimulatedEngineOptions options;
   options.cost.fixed_seconds = seconds_per_iteration;
   options.cost.num_stages = stages;

@@ -10,9 +10,8 @@
 #include <cerrno>
 #include <map>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "core/metrics/orca_metrics.h"
@@ -25,7 +24,7 @@ namespace {
 using ::testing::HasSubstr;
 
 struct HttpResponse {
-  int status = 0;  // 0: no (complete) response
+  int status = 0;                              // 0: no (complete) response
   std::map<std::string, std::string> headers;  // lower-cased names
   std::string body;
 };
@@ -88,9 +87,7 @@ class TestConnection {
       response.headers[absl::AsciiStrToLower(line.substr(0, colon))] = value;
     }
     const size_t length =
-        head ? 0 : std::stoul(response.headers.count("content-length")
-                                  ? response.headers["content-length"]
-                                  : "0");
+        head ? 0 : std::stoul(response.headers.count("content-length") ? response.headers["content-length"] : "0");
     while (buffer_.size() < length) {
       if (!Fill()) return {};
     }
@@ -208,8 +205,7 @@ TEST_F(AdminHttpServerTest, MetricsServesTheRegistryPage) {
   scheduler_metrics_->request_success("stop").Increment(2);
   metrics::Family<metrics::Gauge>* waiting = *registry_.AddGauge(metrics::kNumRequestsWaiting);
   std::atomic<int> queue_length{7};
-  auto callback =
-      waiting->AddCallback({{"model_name", "other"}}, [&] { return double(queue_length.load()); });
+  auto callback = waiting->AddCallback({{"model_name", "other"}}, [&] { return double(queue_length.load()); });
   ASSERT_TRUE(callback.ok());
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
@@ -220,9 +216,8 @@ TEST_F(AdminHttpServerTest, MetricsServesTheRegistryPage) {
   EXPECT_EQ(response.headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_EQ(response.body, registry_.Serialize());
   EXPECT_THAT(response.body, HasSubstr("orca:num_requests_running{model_name=\"tiny\"} 5\n"));
-  EXPECT_THAT(response.body,
-              HasSubstr("orca:request_success_total{model_name=\"tiny\",finished_reason=\"stop\"} "
-                        "2\n"));
+  EXPECT_THAT(response.body, HasSubstr("orca:request_success_total{model_name=\"tiny\",finished_reason=\"stop\"} "
+                                       "2\n"));
   EXPECT_THAT(response.body, HasSubstr("orca:num_requests_waiting{model_name=\"other\"} 7\n"));
   // Callbacks are read at scrape time.
   queue_length = 9;
@@ -245,8 +240,7 @@ TEST_F(AdminHttpServerTest, UnknownPathsAndMethodsAreRejected) {
   EXPECT_EQ(Request(server->port(), Get("/")).status, 404);
   EXPECT_EQ(Request(server->port(), Get("/healthz")).status, 404);
   EXPECT_EQ(Request(server->port(), Get("/metrics/x")).status, 404);
-  HttpResponse post = Request(
-      server->port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+  HttpResponse post = Request(server->port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
   ASSERT_NE(post.status, 0) << "no response";
   EXPECT_EQ(post.status, 405);
   EXPECT_EQ(post.headers["allow"], "GET, HEAD");
@@ -317,9 +311,8 @@ TEST_F(AdminHttpServerTest, OversizedHeadersGet431AndTheConnectionCloses) {
 TEST_F(AdminHttpServerTest, OversizedBodyGets413) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
-  HttpResponse response =
-      Request(server->port(), "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" +
-                                  std::string(100000, 'b'));
+  HttpResponse response = Request(
+      server->port(), "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + std::string(100000, 'b'));
   ASSERT_NE(response.status, 0) << "no response";
   EXPECT_EQ(response.status, 413);
 }
@@ -386,8 +379,7 @@ TEST_F(AdminHttpServerTest, StartFailsOnAPortInUse) {
   auto second = *AdminHttpServer::Create(options);
   const absl::Status status = second->Start();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(status.message()),
-              HasSubstr("cannot listen on " + options.listen_address));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("cannot listen on " + options.listen_address));
   EXPECT_EQ(second->port(), 0);
   EXPECT_EQ(second->Start().code(), absl::StatusCode::kUnavailable);  // may be retried
 }
@@ -402,12 +394,11 @@ TEST(AdminHttpServerOptionsTest, RejectsBadOptionsNamingTheField) {
   const auto create_error = [](AdminHttpServer::Options options) {
     return std::string(AdminHttpServer::Create(std::move(options)).status().message());
   };
-  for (const char* address : {"", "localhost", "127.0.0.1:", ":80", "127.0.0.1:65536",
-                              "127.0.0.1:-1", "127.0.0.1:80x", "[::1", "[::1]", "::1:80"}) {
+  for (const char* address : {"", "localhost", "127.0.0.1:", ":80", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:80x",
+                              "[::1", "[::1]", "::1:80"}) {
     AdminHttpServer::Options options;
     options.listen_address = address;
-    EXPECT_THAT(create_error(options), HasSubstr("listen_address '" + std::string(address) + "'"))
-        << address;
+    EXPECT_THAT(create_error(options), HasSubstr("listen_address '" + std::string(address) + "'")) << address;
   }
   AdminHttpServer::Options options;
   options.max_header_bytes = 10;

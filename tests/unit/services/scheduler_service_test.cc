@@ -3,6 +3,8 @@
 // errors, cancellation (RPC and client disconnect), deadlines, engine
 // failures, readiness, the rendezvous store and metrics.
 
+#include "services/scheduler/scheduler_service.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -12,7 +14,6 @@
 #include "absl/synchronization/mutex.h"
 #include "core/metrics/registry.h"
 #include "gtest/gtest.h"
-#include "services/scheduler/scheduler_service.h"
 
 namespace orca::scheduler {
 namespace {
@@ -67,9 +68,11 @@ class ScriptedEngine final : public EngineClient {
       sched::IterationPlan plan;
       {
         absl::MutexLock lock(&mu_);
-        if (!mu_.AwaitWithTimeout(absl::Condition(+[](ScriptedEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-                                    return e->stop_ || !e->plans_.empty();
-                                  }, this),
+        if (!mu_.AwaitWithTimeout(absl::Condition(
+                                      +[](ScriptedEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+                                        return e->stop_ || !e->plans_.empty();
+                                      },
+                                      this),
                                   absl::Milliseconds(50)))
           continue;
         if (stop_) return;
@@ -121,7 +124,8 @@ class SchedulerServiceTest : public ::testing::Test {
     b.RegisterService(service_.get());
     server_ = b.BuildAndStart();
     ASSERT_GT(port, 0);
-    stub_ = v1::Scheduler::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    stub_ = v1::Scheduler::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
   }
   void TearDown() override {
     if (loop_) loop_->CancelAll();
@@ -194,7 +198,8 @@ TEST_F(SchedulerServiceTest, StreamsTokensAndFinishesWithLengthAndUsage) {
   EXPECT_EQ(r.last.completion_tokens(), 5);
   const std::string page = registry_.Serialize();
   EXPECT_NE(page.find("orca:generation_tokens_total{model_name=\"scripted\"} 5"), std::string::npos) << page;
-  EXPECT_NE(page.find("orca:request_success_total{model_name=\"scripted\",finished_reason=\"length\"} 1"), std::string::npos);
+  EXPECT_NE(page.find("orca:request_success_total{model_name=\"scripted\",finished_reason=\"length\"} 1"),
+            std::string::npos);
   EXPECT_EQ(Stats().kv_slots_used(), 0);
 }
 
@@ -263,7 +268,9 @@ TEST_F(SchedulerServiceTest, CancelRpcAndClientDisconnectReleaseEverything) {
   EXPECT_LT(r.tokens.size(), 200u);
 
   grpc::ClientContext ctx;
-  auto dropped = std::async(std::launch::async, [&] { return Generate(Req({1, 2}, 200), std::chrono::seconds(20), &ctx); });
+  auto dropped = std::async(std::launch::async, [&] {
+    return Generate(Req({1, 2}, 200), std::chrono::seconds(20), &ctx);
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   ctx.TryCancel();  // the client goes away
   EXPECT_EQ(dropped.get().status.error_code(), grpc::StatusCode::CANCELLED);

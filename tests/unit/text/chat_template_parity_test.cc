@@ -3,12 +3,12 @@
 // built-ins, Llama-2/3.1, Mistral, Gemma, Zephyr, Phi-3, ...) over a set of
 // conversations; every render here must match byte for byte, and a template
 // that raises there must raise here with the same message.
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/text/chat_template.h"
 

@@ -1,9 +1,9 @@
 #include "core/text/chat_template.h"
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 namespace orca::text {
 namespace {
@@ -45,7 +45,8 @@ TEST(JinjaTest, SyntaxErrorsCarryLineAndColumn) {
 }
 
 TEST(JinjaTest, RuntimeErrorsCarryPositionAndRaiseException) {
-  EXPECT_EQ(Render("{{ x | nosuchfilter }}"), "RENDER ERROR: chat template: line 1, column 6: unknown filter 'nosuchfilter'");
+  EXPECT_EQ(Render("{{ x | nosuchfilter }}"),
+            "RENDER ERROR: chat template: line 1, column 6: unknown filter 'nosuchfilter'");
   EXPECT_EQ(Render("\n {{ raise_exception('bad role') }}"),
             "RENDER ERROR: chat template: line 2, column 5: template error: bad role");
   EXPECT_NE(Render("{{ 1 + 'a' }}").find("unsupported operand types for +"), std::string::npos);

@@ -1,14 +1,14 @@
 // The vocabulary embedded in ../shared/models/stories260K.gguf (SentencePiece
 // "llama" model with scores and byte tokens) against llama2.c/llama.cpp
 // references: prompt ids (with BOS) and decoded greedy continuations.
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "core/text/chat_template.h"
 #include "core/text/incremental_detokenizer.h"
@@ -94,9 +94,21 @@ TEST_F(Stories260KTest, StreamingMatchesFullDecodeOnRandomIds) {
 // Minimal GGUF v3 writer (metadata only, no tensors).
 class GgufWriter {
  public:
-  void String(const std::string& key, const std::string& v) { Key(key, 8); Str(v); ++count_; }
-  void U32(const std::string& key, uint32_t v) { Key(key, 4); Pod(v); ++count_; }
-  void Bool(const std::string& key, bool v) { Key(key, 7); Pod(static_cast<uint8_t>(v)); ++count_; }
+  void String(const std::string& key, const std::string& v) {
+    Key(key, 8);
+    Str(v);
+    ++count_;
+  }
+  void U32(const std::string& key, uint32_t v) {
+    Key(key, 4);
+    Pod(v);
+    ++count_;
+  }
+  void Bool(const std::string& key, bool v) {
+    Key(key, 7);
+    Pod(static_cast<uint8_t>(v));
+    ++count_;
+  }
   void Strings(const std::string& key, const std::vector<std::string>& v) {
     Key(key, 9);
     Pod(uint32_t{8});
@@ -132,9 +144,17 @@ class GgufWriter {
 
  private:
   template <typename T>
-  void Pod(T v) { body_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
-  void Str(const std::string& s) { Pod(static_cast<uint64_t>(s.size())); body_ += s; }
-  void Key(const std::string& k, uint32_t type) { Str(k); Pod(type); }
+  void Pod(T v) {
+    body_.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  void Str(const std::string& s) {
+    Pod(static_cast<uint64_t>(s.size()));
+    body_ += s;
+  }
+  void Key(const std::string& k, uint32_t type) {
+    Str(k);
+    Pod(type);
+  }
   std::string body_;
   uint64_t count_ = 0;
 };

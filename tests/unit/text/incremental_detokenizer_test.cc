@@ -1,10 +1,10 @@
 #include "core/text/incremental_detokenizer.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <random>
-
-#include <gtest/gtest.h>
 
 #include "core/text/tokenizer.h"
 

@@ -17,13 +17,13 @@ std::vector<std::string> Pieces(std::string_view pattern, std::string_view text)
 using V = std::vector<std::string>;
 
 TEST(RegexTest, Gpt2Pattern) {
-  EXPECT_EQ(Pieces(kGpt2Pattern, "Hello world's 123  x\n\n"),
-            (V{"Hello", " world", "'s", " 123", " ", " x", "\n\n"}));
+  EXPECT_EQ(Pieces(kGpt2Pattern, "Hello world's 123  x\n\n"), (V{"Hello", " world", "'s", " 123", " ", " x", "\n\n"}));
   EXPECT_EQ(Pieces(kGpt2Pattern, "I'M"), (V{"I", "'", "M"}));  // case-sensitive contractions
 }
 
 TEST(RegexTest, Llama3PatternCaseInsensitiveContractionsAndDigitGroups) {
-  EXPECT_EQ(Pieces(kLlama3Pattern, "I'M 1234567 (hi)\n  x"), (V{"I", "'M", " ", "123", "456", "7", " (", "hi", ")\n", " ", " x"}));
+  EXPECT_EQ(Pieces(kLlama3Pattern, "I'M 1234567 (hi)\n  x"),
+            (V{"I", "'M", " ", "123", "456", "7", " (", "hi", ")\n", " ", " x"}));
   EXPECT_EQ(Pieces(kQwen2Pattern, "ab12"), (V{"ab", "1", "2"}));
   EXPECT_EQ(Pieces(kLlama3Pattern, "Привет,мир"), (V{"Привет", ",мир"}));
 }
@@ -62,9 +62,18 @@ TEST(RegexTest, SplitBehaviors) {
 
 TEST(UnicodeTest, LossyDecodingReplacesMaximalSubparts) {
   // Truncated 3-byte sequence, lone continuation, overlong, surrogate, valid.
-  const std::string bytes = "a\xE2\x82" "b\x80" "c\xC0\xAF" "d\xED\xA0\x80" "e\xE2\x82\xAC";
-  EXPECT_EQ(SanitizeUtf8(bytes), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c\xEF\xBF\xBD\xEF\xBF\xBD"
-                                 "d\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD" "e\xE2\x82\xAC");
+  const std::string bytes =
+      "a\xE2\x82"
+      "b\x80"
+      "c\xC0\xAF"
+      "d\xED\xA0\x80"
+      "e\xE2\x82\xAC";
+  EXPECT_EQ(SanitizeUtf8(bytes),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD"
+            "c\xEF\xBF\xBD\xEF\xBF\xBD"
+            "d\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+            "e\xE2\x82\xAC");
   EXPECT_TRUE(IsValidUtf8("héllo 👍"));
   EXPECT_FALSE(IsValidUtf8("\xE2\x82"));
   // Streaming in any split gives the same text.

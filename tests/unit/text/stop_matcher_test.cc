@@ -1,8 +1,8 @@
 #include "core/text/stop_matcher.h"
 
-#include <random>
-
 #include <gtest/gtest.h>
+
+#include <random>
 
 namespace orca::text {
 namespace {
@@ -87,8 +87,8 @@ TEST(StopMatcherTest, NoStopsPassesEverythingThrough) {
 TEST(StopMatcherTest, RandomSplitsAgreeWithWholeTextReference) {
   std::mt19937 rng(42);
   const std::string alphabet = "ab\n<>é";
-  const std::vector<std::vector<std::string>> stop_sets = {
-      {"ab"}, {"aab", "b<"}, {"\n\n"}, {"<>", "a"}, {"ééa"}, {"abab", "bab"}, {"zzz"}};
+  const std::vector<std::vector<std::string>> stop_sets = {{"ab"},  {"aab", "b<"},   {"\n\n"}, {"<>", "a"},
+                                                           {"ééa"}, {"abab", "bab"}, {"zzz"}};
   for (int trial = 0; trial < 2000; ++trial) {
     std::string text;
     const int len = static_cast<int>(rng() % 24);

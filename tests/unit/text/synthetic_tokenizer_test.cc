@@ -39,8 +39,9 @@ TEST_P(SyntheticTokenizerTest, LayoutAndSpecialTokens) {
 
 TEST_P(SyntheticTokenizerTest, RoundTripsText) {
   auto t = Build(GetParam());
-  for (const std::string text : {"Hello, world!", "def f(x):\n    return x * 2\n", "  spaces  and\ttabs\n\n",
-                                 "Привет мир, 你好, émoji 👍🏽", "<|im_start|>user\nhi<|im_end|>\n", "a", ""}) {
+  for (const std::string text :
+       {"Hello, world!", "def f(x):\n    return x * 2\n", "  spaces  and\ttabs\n\n",
+        "Привет мир, 你好, émoji 👍🏽", "<|im_start|>user\nhi<|im_end|>\n", "a", ""}) {
     std::vector<int32_t> ids = t->Encode(text, true);
     EXPECT_EQ(*t->Decode(ids, false), text);
     IncrementalDetokenizer detok(*t, {}, false);

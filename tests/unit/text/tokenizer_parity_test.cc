@@ -1,12 +1,12 @@
 // Parity with @huggingface/tokenizers: the reference ids and decodes are
 // produced by tests/text_parity/tokenizer_reference.mjs (run first as a CTest
 // fixture) for real tokenizer files (Llama-2, Llama-3, Qwen3, GPT-2, tiny-gpt2).
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/text/incremental_detokenizer.h"
 #include "core/text/tokenizer.h"

@@ -3,6 +3,7 @@
 #include "core/text/tokenizer.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "core/text/hf_tokenizer_loader.h"
@@ -20,7 +21,9 @@ json ByteLevelJson() {
   for (const char* p = printable; *p; ++p) vocab[std::string(1, *p)] = id++;
   vocab["\xC4\xA0"] = id++;  // "Ġ" (space)
   vocab["ab"] = id++;
-  vocab["\xC4\xA0" "ab"] = id++;
+  vocab
+      ["\xC4\xA0"
+       "ab"] = id++;
   json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
   return {
       {"added_tokens",
@@ -56,7 +59,9 @@ TEST(TokenizerTest, BpeMergesAndPostProcessorBos) {
   EXPECT_EQ(t->bos_id(), 100);
   EXPECT_EQ(*t->Decode({100, 27, 28}, false), "<bos>ab ab");
   EXPECT_EQ(*t->Decode({100, 27, 28}, true), "ab ab");
-  EXPECT_EQ(t->IdToToken(28), "\xC4\xA0" "ab");
+  EXPECT_EQ(t->IdToToken(28),
+            "\xC4\xA0"
+            "ab");
   EXPECT_EQ(t->TokenBytes(28), " ab");
 }
 
@@ -96,12 +101,22 @@ TEST(TokenizerTest, DecodeRejectsIdsOutsideTheVocabulary) {
 
 TEST(TokenizerTest, InvalidUtf8InputIsSanitizedNotFatal) {
   auto t = Load(ByteLevelJson());
-  std::vector<int32_t> ids = t->Encode("a\xFF" "b", false);
+  std::vector<int32_t> ids = t->Encode(
+      "a\xFF"
+      "b",
+      false);
   EXPECT_FALSE(ids.empty());
 }
 
 TEST(TokenizerTest, SentencePieceStyleByteFallback) {
-  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}, {"\xE2\x96\x81", 3}, {"a", 4}, {"\xE2\x96\x81" "a", 5}};
+  json vocab = {{"<unk>", 0},
+                {"<s>", 1},
+                {"</s>", 2},
+                {"\xE2\x96\x81", 3},
+                {"a", 4},
+                {"\xE2\x96\x81"
+                 "a",
+                 5}};
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
@@ -111,17 +126,23 @@ TEST(TokenizerTest, SentencePieceStyleByteFallback) {
       {"added_tokens", json::array({{{"id", 1}, {"content", "<s>"}, {"special", true}, {"normalized", false}}})},
       {"normalizer",
        {{"type", "Sequence"},
-        {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
-                                     {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}})}}},
+        {"normalizers",
+         json::array({{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},
+                      {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}})}}},
       {"pre_tokenizer", nullptr},
       {"post_processor", nullptr},
       {"decoder",
        {{"type", "Sequence"},
         {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}},
-                                  {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                  {{"type", "ByteFallback"}},
+                                  {{"type", "Fuse"}},
                                   {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
-      {"model", {{"type", "BPE"}, {"byte_fallback", true}, {"unk_token", "<unk>"}, {"vocab", vocab},
-                 {"merges", json::array({"\xE2\x96\x81 a"})}}},
+      {"model",
+       {{"type", "BPE"},
+        {"byte_fallback", true},
+        {"unk_token", "<unk>"},
+        {"vocab", vocab},
+        {"merges", json::array({"\xE2\x96\x81 a"})}}},
   };
   auto t = Load(j, {{"bos_token", "<s>"}, {"add_bos_token", true}});
   // "a é" -> ▁a ▁ <0xC3> <0xA9>

@@ -137,9 +137,12 @@ void RunBlock(unsigned b, unsigned block, size_t shared) {
 
 float Load(const void* p, cudaDataType type, long i) {
   switch (type) {
-    case CUDA_R_32F: return static_cast<const float*>(p)[i];
-    case CUDA_R_16BF: return orca::Bf16ToF32(static_cast<const uint16_t*>(p)[i]);
-    case CUDA_R_16F: return orca::F16ToF32(static_cast<const uint16_t*>(p)[i]);
+    case CUDA_R_32F:
+      return static_cast<const float*>(p)[i];
+    case CUDA_R_16BF:
+      return orca::Bf16ToF32(static_cast<const uint16_t*>(p)[i]);
+    case CUDA_R_16F:
+      return orca::F16ToF32(static_cast<const uint16_t*>(p)[i]);
   }
   std::abort();
 }
@@ -276,12 +279,18 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaGetLastError() { return cudaSuccess; }
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
   }
   return "cudaErrorUnknown";
 }
@@ -303,9 +312,12 @@ cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
 }
 const char* cublasGetStatusString(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
