@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
-#include "core/engine/gguf_file.h"
-#include "core/engine/safetensors_file.h"
+#include "core/formats/gguf_file.h"
+#include "core/formats/safetensors_file.h"
 
 namespace orca {
 namespace {
@@ -195,7 +195,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     ORCA_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
     ORCA_ASSIGN_OR_RETURN(ckpt->config_, ParseHfConfig(text, config_path));
     MergeGenerationConfigEos(path, &ckpt->config_);
-    ORCA_ASSIGN_OR_RETURN(auto source, SafetensorsSource::Open(path));
+    ORCA_ASSIGN_OR_RETURN(auto source, formats::SafetensorsSource::Open(path));
     if (ckpt->config_.arch == ModelArch::kGpt2 && source->Find("wte.weight") != nullptr)
       ckpt->gpt2_prefix_ = "";
     else
@@ -208,7 +208,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   }
   if (path.size() >= 5 && path.substr(path.size() - 5) == ".gguf") {
     ckpt->format_ = Format::kGguf;
-    ORCA_ASSIGN_OR_RETURN(auto gguf, GgufFile::Open(path));
+    ORCA_ASSIGN_OR_RETURN(auto gguf, formats::GgufFile::Open(path));
     ORCA_ASSIGN_OR_RETURN(ckpt->config_, ConfigFromGguf(*gguf));
     ckpt->tensors_ = std::move(gguf);
     return ckpt;
@@ -217,8 +217,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
       absl::StrCat(path, ": not a model directory (config.json + safetensors) nor a .gguf file"));
 }
 
-const GgufFile* Checkpoint::gguf() const {
-  return format_ == Format::kGguf ? static_cast<const GgufFile*>(tensors_.get()) : nullptr;
+const formats::GgufFile* Checkpoint::gguf() const {
+  return format_ == Format::kGguf ? static_cast<const formats::GgufFile*>(tensors_.get()) : nullptr;
 }
 
 std::string Checkpoint::TensorName(TensorRole role, int32_t layer) const {
@@ -233,15 +233,15 @@ bool Checkpoint::IsTransposed(TensorRole role) const {
   return role == TensorRole::kQkv || role == TensorRole::kO || role == TensorRole::kUp || role == TensorRole::kDown;
 }
 
-absl::StatusOr<const TensorInfo*> Checkpoint::FindOptional(TensorRole role, int32_t layer) const {
+absl::StatusOr<const formats::TensorInfo*> Checkpoint::FindOptional(TensorRole role, int32_t layer) const {
   const std::string name = TensorName(role, layer);
-  const TensorInfo* info = name.empty() ? nullptr : tensors_->Find(name);
+  const formats::TensorInfo* info = name.empty() ? nullptr : tensors_->Find(name);
   if (info != nullptr && !info->unsupported.empty()) return absl::UnimplementedError(info->unsupported);
   return info;
 }
 
-absl::StatusOr<const TensorInfo*> Checkpoint::Find(TensorRole role, int32_t layer) const {
-  ORCA_ASSIGN_OR_RETURN(const TensorInfo* info, FindOptional(role, layer));
+absl::StatusOr<const formats::TensorInfo*> Checkpoint::Find(TensorRole role, int32_t layer) const {
+  ORCA_ASSIGN_OR_RETURN(const formats::TensorInfo* info, FindOptional(role, layer));
   if (info == nullptr)
     return absl::NotFoundError(
         absl::StrCat(tensors_->Describe(), ": tensor '", TensorName(role, layer), "' is missing"));

@@ -8,11 +8,13 @@
 
 #include "absl/status/statusor.h"
 #include "core/engine/model_config.h"
-#include "core/engine/tensor_source.h"
+#include "core/formats/tensor_source.h"
 
 namespace orca {
 
+namespace formats {
 class GgufFile;
+}  // namespace formats
 
 enum class TensorRole : uint8_t {
   kTokenEmbedding,
@@ -53,9 +55,9 @@ class Checkpoint {
   const std::string& path() const { return path_; }
   Format format() const { return format_; }
   const ModelConfig& config() const { return config_; }
-  const TensorSource& tensors() const { return *tensors_; }
+  const formats::TensorSource& tensors() const { return *tensors_; }
   /// The GGUF file (metadata, vocabulary) or nullptr for HF checkpoints.
-  const GgufFile* gguf() const;
+  const formats::GgufFile* gguf() const;
 
   /// The checkpoint's name for a role (layer ignored for global tensors).
   std::string TensorName(TensorRole role, int32_t layer) const;
@@ -63,9 +65,9 @@ class Checkpoint {
   bool IsTransposed(TensorRole role) const;
   /// Looks a role up; NotFound names the tensor and file, and a present but
   /// unusable tensor (quantized dtype) reports why.
-  absl::StatusOr<const TensorInfo*> Find(TensorRole role, int32_t layer) const;
+  absl::StatusOr<const formats::TensorInfo*> Find(TensorRole role, int32_t layer) const;
   /// Same, but nullptr (not an error) when the checkpoint does not have it.
-  absl::StatusOr<const TensorInfo*> FindOptional(TensorRole role, int32_t layer) const;
+  absl::StatusOr<const formats::TensorInfo*> FindOptional(TensorRole role, int32_t layer) const;
 
  private:
   Checkpoint() = default;
@@ -73,7 +75,7 @@ class Checkpoint {
   std::string path_;
   Format format_ = Format::kHuggingFace;
   ModelConfig config_;
-  std::unique_ptr<TensorSource> tensors_;
+  std::unique_ptr<formats::TensorSource> tensors_;
   std::string gpt2_prefix_;  // "transformer." or ""
 };
 

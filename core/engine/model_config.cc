@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
-#include "core/engine/gguf_file.h"
+#include "core/formats/gguf_file.h"
 
 namespace orca {
 namespace {
@@ -188,7 +188,7 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const st
   return config;
 }
 
-absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& g) {
+absl::StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
   const std::string src = g.Describe();
   ORCA_ASSIGN_OR_RETURN(std::string arch, g.GetString("general.architecture"));
   ModelConfig c;
@@ -213,7 +213,7 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& g) {
   c.intermediate_size = static_cast<int32_t>(ffn);
   c.max_position = static_cast<int32_t>(opt_int("context_length", 2048));
   c.head_dim = heads > 0 ? static_cast<int32_t>(opt_int("attention.key_length", hidden / heads)) : 0;
-  if (const TensorInfo* emb = g.Find("token_embd.weight"); emb != nullptr && emb->shape.size() == 2)
+  if (const formats::TensorInfo* emb = g.Find("token_embd.weight"); emb != nullptr && emb->shape.size() == 2)
     c.vocab_size = static_cast<int32_t>(emb->shape[0]);
   else
     c.vocab_size = static_cast<int32_t>(opt_int("vocab_size", 0));

@@ -11,7 +11,9 @@
 
 namespace orca {
 
+namespace formats {
 class GgufFile;
+}  // namespace formats
 
 enum class ModelArch : uint8_t {
   kGpt2,   ///< LayerNorm, GELU (tanh), learned positions, fused QKV with biases
@@ -60,7 +62,7 @@ struct ModelConfig {
 /// Parses config.json text. `source` names the file in errors.
 absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source);
 /// Reads the hyper-parameters of a GGUF file (general.architecture llama, qwen2 or gpt2).
-absl::StatusOr<ModelConfig> ConfigFromGguf(const GgufFile& gguf);
+absl::StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& gguf);
 /// Inverse RoPE frequencies (rotary_dim / 2 values) with rope scaling applied.
 std::vector<float> RopeInverseFrequencies(const ModelConfig& config);
 

@@ -29,7 +29,7 @@ class ModelWeights::Loader {
   // A [n_total, k_total] matrix; returns rows [n0, n0+n) × cols [k0, k0+k).
   absl::StatusOr<WeightView> Matrix(TensorRole role, int32_t layer, int64_t n_total, int64_t k_total, int64_t n0,
                                     int64_t n, int64_t k0, int64_t k) {
-    ORCA_ASSIGN_OR_RETURN(const TensorInfo* t, ckpt_.Find(role, layer));
+    ORCA_ASSIGN_OR_RETURN(const formats::TensorInfo* t, ckpt_.Find(role, layer));
     const bool transposed = ckpt_.IsTransposed(role);
     std::vector<int64_t> want =
         transposed ? std::vector<int64_t>{k_total, n_total} : std::vector<int64_t>{n_total, k_total};
@@ -49,7 +49,7 @@ class ModelWeights::Loader {
   // A vector of `total` values; returns [offset, offset+len) as device f32.
   absl::StatusOr<const float*> Vector(TensorRole role, int32_t layer, int64_t total, int64_t offset, int64_t len,
                                       bool optional = false) {
-    ORCA_ASSIGN_OR_RETURN(const TensorInfo* t, ckpt_.FindOptional(role, layer));
+    ORCA_ASSIGN_OR_RETURN(const formats::TensorInfo* t, ckpt_.FindOptional(role, layer));
     if (t == nullptr) {
       if (optional) return nullptr;
       return absl::NotFoundError(
@@ -70,8 +70,8 @@ class ModelWeights::Loader {
   }
 
  private:
-  absl::Status ShapeError(const TensorInfo& t, const std::vector<int64_t>& want) {
-    TensorInfo w;
+  absl::Status ShapeError(const formats::TensorInfo& t, const std::vector<int64_t>& want) {
+    formats::TensorInfo w;
     w.shape = want;
     return absl::InvalidArgumentError(absl::StrCat(t.file, ": tensor '", t.name, "' has shape ", t.ShapeString(), " ",
                                                    DTypeName(t.dtype), ", expected ", w.ShapeString(), " for ",
@@ -131,7 +131,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
   w->config_ = c;
   w->partition_ = p;
   w->backend_ = backend;
-  ORCA_ASSIGN_OR_RETURN(const TensorInfo* emb, ckpt.Find(TensorRole::kTokenEmbedding, 0));
+  ORCA_ASSIGN_OR_RETURN(const formats::TensorInfo* emb, ckpt.Find(TensorRole::kTokenEmbedding, 0));
   w->dtype_ = options.dtype.value_or(emb->dtype == DType::kF32 ? DType::kF32 : DType::kBF16);
   if (w->dtype_ == DType::kF16) return absl::InvalidArgumentError("f16 compute is not supported; use bf16 or f32");
   Loader ld(ckpt, w.get());

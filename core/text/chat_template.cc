@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
-#include "core/engine/gguf_file.h"
+#include "core/formats/gguf_file.h"
 #include "core/text/jinja_ast.h"
 #include "core/text/jinja_interpreter.h"
 
@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromModel(const std:
   std::error_code ec;
   const fs::path path(model_path);
   if (fs::is_regular_file(path, ec) && path.extension() == ".gguf") {
-    ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(model_path));
+    ORCA_ASSIGN_OR_RETURN(std::unique_ptr<formats::GgufFile> gguf, formats::GgufFile::Open(model_path));
     if (!gguf->Has("tokenizer.chat_template"))
       return absl::NotFoundError(model_path + " has no tokenizer.chat_template");
     ORCA_ASSIGN_OR_RETURN(std::string source, gguf->GetString("tokenizer.chat_template"));

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "core/common/status_macros.h"
-#include "core/engine/gguf_file.h"
+#include "core/formats/gguf_file.h"
 #include "core/text/components.h"
 #include "core/text/hf_tokenizer_loader.h"
 #include "core/text/pipeline_tokenizer.h"
@@ -20,13 +20,13 @@ namespace {
 // llama.cpp token types.
 enum TokenType : int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
-std::optional<int32_t> OptionalId(const GgufFile& f, const std::string& key, size_t n) {
+std::optional<int32_t> OptionalId(const formats::GgufFile& f, const std::string& key, size_t n) {
   absl::StatusOr<int64_t> v = f.GetInt(key);
   if (!v.ok() || *v < 0 || static_cast<size_t>(*v) >= n) return std::nullopt;
   return static_cast<int32_t>(*v);
 }
 
-absl::StatusOr<std::string_view> PrePattern(const GgufFile& f) {
+absl::StatusOr<std::string_view> PrePattern(const formats::GgufFile& f) {
   absl::StatusOr<std::string> pre = f.GetString("tokenizer.ggml.pre");
   const std::string name = pre.ok() ? *pre : "default";
   if (name == "default" || name == "gpt2" || name == "gpt-2") return kGpt2Pattern;
@@ -74,9 +74,10 @@ void FillTokenTables(const std::vector<std::string>& tokens, const std::vector<i
 }
 
 // BOS/EOS (and EOT) ids and whether Encode adds them.
-void ResolveSpecialIds(const GgufFile& gguf, const std::vector<std::string>& tokens, bool is_spm, TokenizerSpec* out) {
+void ResolveSpecialIds(const formats::GgufFile& gguf, const std::vector<std::string>& tokens, bool is_spm,
+                       TokenizerSpec* out) {
   TokenizerSpec& spec = *out;
-  const GgufFile* f = &gguf;
+  const formats::GgufFile* f = &gguf;
   const size_t n = tokens.size();
   spec.bos_id = OptionalId(*f, "tokenizer.ggml.bos_token_id", n);
   std::optional<int32_t> eos = OptionalId(*f, "tokenizer.ggml.eos_token_id", n);
@@ -98,7 +99,7 @@ void ResolveSpecialIds(const GgufFile& gguf, const std::vector<std::string>& tok
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& path) {
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> f, GgufFile::Open(path));
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<formats::GgufFile> f, formats::GgufFile::Open(path));
   ORCA_ASSIGN_OR_RETURN(std::string model, f->GetString("tokenizer.ggml.model"));
   ORCA_ASSIGN_OR_RETURN(std::vector<std::string> tokens, f->GetStringArray("tokenizer.ggml.tokens"));
   const size_t n = tokens.size();

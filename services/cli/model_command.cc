@@ -147,7 +147,7 @@ int RunInfo(int argc, char** argv) {
   std::cout << (*ckpt)->config().Summary() << "\n";
   if (tensors)
     for (const auto& name : (*ckpt)->tensors().Names()) {
-      const TensorInfo* t = (*ckpt)->tensors().Find(name);
+      const formats::TensorInfo* t = (*ckpt)->tensors().Find(name);
       std::cout << "  " << name << " " << t->ShapeString() << " "
                 << (t->unsupported.empty() ? DTypeName(t->dtype) : "unsupported") << "\n";
     }

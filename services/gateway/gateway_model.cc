@@ -2,16 +2,13 @@
 
 #include <ctime>
 #include <filesystem>
-#include <limits>
-#include <nlohmann/json.hpp>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/mapped_file.h"
 #include "core/common/model_name.h"
 #include "core/common/status_macros.h"
-#include "core/engine/gguf_file.h"
+#include "core/formats/context_length.h"
 
 namespace orca::gateway {
 namespace {
@@ -47,28 +44,6 @@ absl::StatusOr<std::unique_ptr<text::ChatTemplate>> LoadChatTemplate(const std::
 
 }  // namespace
 
-absl::StatusOr<int32_t> ReadModelContextLength(const std::string& model_path) {
-  std::error_code ec;
-  if (fs::is_directory(model_path, ec)) {
-    const std::string config_path = (fs::path(model_path) / "config.json").string();
-    ORCA_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
-    nlohmann::json config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!config.is_object()) return absl::InvalidArgumentError(config_path + " is not a JSON object");
-    for (const char* key : {"max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "seq_length"}) {
-      auto it = config.find(key);
-      if (it != config.end() && it->is_number_integer() && it->get<int64_t>() > 0) {
-        return static_cast<int32_t>(std::min<int64_t>(it->get<int64_t>(), std::numeric_limits<int32_t>::max()));
-      }
-    }
-    return absl::NotFoundError(config_path + " declares no context length");
-  }
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(model_path));
-  ORCA_ASSIGN_OR_RETURN(std::string arch, gguf->GetString("general.architecture"));
-  ORCA_ASSIGN_OR_RETURN(int64_t context, gguf->GetInt(arch + ".context_length"));
-  if (context <= 0) return absl::NotFoundError(model_path + ": non-positive context_length");
-  return static_cast<int32_t>(std::min<int64_t>(context, std::numeric_limits<int32_t>::max()));
-}
-
 absl::StatusOr<std::unique_ptr<GatewayModel>> GatewayModel::Load(const Options& options) {
   if (options.model_path.empty()) return absl::InvalidArgumentError("--model is required");
   if (options.max_model_len < 0) return absl::InvalidArgumentError("--max-model-len must be >= 0");
@@ -78,7 +53,7 @@ absl::StatusOr<std::unique_ptr<GatewayModel>> GatewayModel::Load(const Options& 
   ORCA_ASSIGN_OR_RETURN(model->tokenizer_, text::Tokenizer::Load(options.model_path));
   ORCA_ASSIGN_OR_RETURN(model->chat_template_, LoadChatTemplate(options.model_path, options.chat_template));
   model->max_model_len_ = options.max_model_len;
-  absl::StatusOr<int32_t> declared = ReadModelContextLength(options.model_path);
+  absl::StatusOr<int32_t> declared = formats::ReadModelContextLength(options.model_path);
   if (declared.ok()) {
     if (model->max_model_len_ == 0 || model->max_model_len_ > *declared) {
       if (model->max_model_len_ > *declared) {

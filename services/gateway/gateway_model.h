@@ -52,9 +52,4 @@ class GatewayModel {
   int64_t created_ = 0;
 };
 
-/// The context length a model declares: config.json (max_position_embeddings,
-/// n_positions, n_ctx, max_seq_len, seq_length) or GGUF `<arch>.context_length`.
-/// NotFound when it declares none.
-absl::StatusOr<int32_t> ReadModelContextLength(const std::string& model_path);
-
 }  // namespace orca::gateway

@@ -67,7 +67,7 @@ class GgufBuilder {
   int kv_ = 0, tensors_ = 0;
 };
 
-std::vector<float> ToF32(const TensorInfo& t) {
+std::vector<float> ToF32(const formats::TensorInfo& t) {
   std::vector<float> v(t.NumElements());
   ConvertToF32(t.data, t.dtype, v.data(), v.size());
   return v;
@@ -114,7 +114,7 @@ TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
       {"self_attn.o_proj", "attn_output"}, {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},
       {"mlp.down_proj", "ffn_down"},       {"input_layernorm", "attn_norm"}, {"post_attention_layernorm", "ffn_norm"}};
   for (const std::string& name : (*ckpt)->tensors().Names()) {
-    const TensorInfo* t = (*ckpt)->tensors().Find(name);
+    const formats::TensorInfo* t = (*ckpt)->tensors().Find(name);
     std::string out;
     if (name == "model.embed_tokens.weight")
       out = "token_embd.weight";

@@ -7,8 +7,8 @@
 
 #include "core/common/mapped_file.h"
 #include "core/engine/engine.h"
-#include "core/engine/gguf_file.h"
 #include "core/engine/model_weights.h"
+#include "core/formats/gguf_file.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/unit/engine/test_models.h"
@@ -84,7 +84,7 @@ TEST(ModelLoadingTest, MissingFilesAndBadConfigAreClear) {
 TEST(ModelLoadingTest, CorruptGgufIsRejected) {
   const std::string path = testing::TempDir() + "/bad-" + std::to_string(::getpid()) + ".gguf";
   ASSERT_TRUE(WriteStringToFile(path, std::string("GGUF\x03\x00\x00\x00\xff\xff", 10)).ok());
-  auto g = GgufFile::Open(path);
+  auto g = formats::GgufFile::Open(path);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("truncated or corrupt"), std::string::npos) << g.status();
   const std::string real = testing::SharedModelsDir() + "/stories260K.gguf";
@@ -124,7 +124,7 @@ TEST(ModelLoadingTest, WeightsOfTheComputeDtypeAreUsedInPlace) {
   o.partition = Partition::Whole(3);
   auto same = ModelWeights::Load(**ckpt, o, backend.get());
   ASSERT_TRUE(same.ok());
-  const TensorInfo* q = (*ckpt)->tensors().Find("model.layers.0.self_attn.q_proj.weight");
+  const formats::TensorInfo* q = (*ckpt)->tensors().Find("model.layers.0.self_attn.q_proj.weight");
   EXPECT_EQ((*same)->layer(0).q.data, q->data);  // points into the mapping
   o.dtype = DType::kF32;
   auto converted = ModelWeights::Load(**ckpt, o, backend.get());

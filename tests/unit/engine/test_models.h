@@ -162,7 +162,7 @@ class ReferenceModel {
     const auto key = std::make_pair(static_cast<int>(role), layer);
     auto it = cache_.find(key);
     if (it == cache_.end()) {
-      const TensorInfo* t = *ckpt_.Find(role, layer);
+      const formats::TensorInfo* t = *ckpt_.Find(role, layer);
       Tensor f32{std::vector<float>(t->NumElements()), t->shape.back()};
       ConvertToF32(t->data, t->dtype, f32.values.data(), f32.values.size());
       it = cache_.emplace(key, std::move(f32)).first;

@@ -1,4 +1,4 @@
-#include "core/engine/safetensors_file.h"
+#include "core/formats/safetensors_file.h"
 
 #include <sys/stat.h>
 
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 
-namespace orca {
+namespace orca::formats {
 namespace {
 
 bool IsDirectory(const std::string& path) {
@@ -140,4 +140,4 @@ std::vector<std::string> SafetensorsSource::Names() const {
   return out;
 }
 
-}  // namespace orca
+}  // namespace orca::formats

@@ -10,9 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/common/mapped_file.h"
-#include "core/engine/tensor_source.h"
+#include "core/formats/tensor_source.h"
 
-namespace orca {
+namespace orca::formats {
 
 class SafetensorsSource : public TensorSource {
  public:
@@ -31,4 +31,4 @@ class SafetensorsSource : public TensorSource {
   std::string describe_;
 };
 
-}  // namespace orca
+}  // namespace orca::formats

@@ -9,7 +9,7 @@
 
 #include "core/common/dtype.h"
 
-namespace orca {
+namespace orca::formats {
 
 struct TensorInfo {
   std::string name;
@@ -42,4 +42,4 @@ class TensorSource {
   virtual std::string Describe() const = 0;
 };
 
-}  // namespace orca
+}  // namespace orca::formats

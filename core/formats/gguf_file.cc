@@ -1,4 +1,4 @@
-#include "core/engine/gguf_file.h"
+#include "core/formats/gguf_file.h"
 
 #include <cstring>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "core/common/status_macros.h"
 
-namespace orca {
+namespace orca::formats {
 namespace {
 
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
@@ -399,4 +399,4 @@ absl::StatusOr<std::vector<double>> GgufFile::GetFloatArray(const std::string& k
 
 std::string TensorInfo::ShapeString() const { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
 
-}  // namespace orca
+}  // namespace orca::formats

@@ -14,9 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/common/mapped_file.h"
-#include "core/engine/tensor_source.h"
+#include "core/formats/tensor_source.h"
 
-namespace orca {
+namespace orca::formats {
 
 /// One metadata value. Arrays of scalars are stored flattened by kind.
 struct GgufValue {
@@ -63,4 +63,4 @@ class GgufFile : public TensorSource {
   std::vector<std::string> order_;
 };
 
-}  // namespace orca
+}  // namespace orca::formats
