@@ -18,7 +18,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
-namespace orca {
+namespace orca::engine {
 
 struct Engine::Shard {
   std::unique_ptr<kernels::Backend> backend;
@@ -224,11 +224,11 @@ void Engine::ReleaseAll() {
   samplers_.clear();
 }
 
-absl::Status Engine::Validate(const IterationInput& in, std::vector<uint64_t>* reserved) {
+absl::Status Engine::Validate(const StepInput& in, std::vector<uint64_t>* reserved) {
   const ModelConfig& c = config();
   KvCache& kv0 = *shards_[0]->kv;
   seen_.clear();  // member: no allocation per iteration once it has grown
-  for (const ScheduledSeq& s : in.seqs) {
+  for (const StepSequence& s : in.seqs) {
     if (!seen_.insert(s.request_id).second)
       return absl::InvalidArgumentError(
           absl::StrCat("request ", s.request_id, " appears twice in iteration ", in.iteration_id));
@@ -255,7 +255,7 @@ absl::Status Engine::Validate(const IterationInput& in, std::vector<uint64_t>* r
   return absl::OkStatus();
 }
 
-absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, IterationOutput* out) {
+absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutput* out) {
   out->Clear();
   for (uint64_t id : in.released_ids) Release(id);
   if (in.seqs.empty()) return absl::OkStatus();
@@ -268,7 +268,7 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
   seq_specs_.clear();
   token_ids_.clear();
   int64_t samples = 0, tokens = 0;
-  for (const ScheduledSeq& s : in.seqs) {
+  for (const StepSequence& s : in.seqs) {
     seq_specs_.push_back({s.request_id, static_cast<int32_t>(s.token_ids.size()), s.start_position, s.sample});
     token_ids_.insert(token_ids_.end(), s.token_ids.begin(), s.token_ids.end());
     samples += s.sample ? 1 : 0;
@@ -295,13 +295,13 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
   for (auto& shard : shards_)
     for (const SeqSpec& s : seq_specs_) shard->kv->CommitWrite(s.request_id, s.start_pos, s.num_tokens);
   if (!is_last_stage()) return absl::OkStatus();
-  for (const ScheduledSeq& s : in.seqs)
+  for (const StepSequence& s : in.seqs)
     if (s.new_request.has_value())
       samplers_[s.request_id] =
           std::make_unique<Sampler>(s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids);
   if (options_.keep_logits) out->logits = logits_;
   int64_t row = 0;
-  for (const ScheduledSeq& s : in.seqs) {
+  for (const StepSequence& s : in.seqs) {
     if (!s.sample) continue;
     auto it = samplers_.find(s.request_id);
     if (it == samplers_.end()) {
@@ -311,10 +311,10 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
                         std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{}))
                .first;
     }
-    out->tokens.push_back({s.request_id, it->second->Sample(logits_.data() + row * c.vocab_size, c.vocab_size)});
+    out->samples.push_back({s.request_id, it->second->Sample(logits_.data() + row * c.vocab_size, c.vocab_size)});
     ++row;
   }
   return absl::OkStatus();
 }
 
-}  // namespace orca
+}  // namespace orca::engine

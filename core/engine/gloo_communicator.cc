@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 // Gloo reports failures by exception; they stop here.
@@ -96,4 +96,4 @@ std::unique_ptr<gloo::rendezvous::Store> GlooCommunicator::MakeLocalStore() {
   return std::make_unique<gloo::rendezvous::HashStore>();
 }
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -20,7 +20,7 @@ class Device;
 }
 }  // namespace gloo
 
-namespace orca {
+namespace orca::engine {
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -56,4 +56,4 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<gloo::Context> context_;
 };
 
-}  // namespace orca
+}  // namespace orca::engine

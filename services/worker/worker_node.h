@@ -42,7 +42,7 @@ class ResultSink {
 class WorkerNode {
  public:
   struct Options {
-    Engine::Options engine;              ///< model, stage, num_stages, tp_size, n_slots, ...
+    engine::Engine::Options engine;      ///< model, stage, num_stages, tp_size, n_slots, ...
     std::vector<std::string> workers;    ///< gRPC addresses of all stages, in order
     std::string scheduler_address;       ///< rendezvous store (needed when num_stages > 1)
     std::string deployment_id = "orca";  ///< rendezvous namespace of this engine replica
@@ -73,7 +73,7 @@ class WorkerNode {
   bool is_last_stage() const { return options_.engine.stage == options_.engine.num_stages - 1; }
 
  private:
-  WorkerNode(Options options, std::unique_ptr<Engine> engine, std::unique_ptr<metrics::WorkerMetrics> metrics);
+  WorkerNode(Options options, std::unique_ptr<engine::Engine> engine, std::unique_ptr<metrics::WorkerMetrics> metrics);
   void ForwardLoop();
   void ComputeLoop();
   absl::Status BeginSession(uint64_t session);
@@ -81,12 +81,12 @@ class WorkerNode {
   void Publish(v1::IterationResult result);
 
   Options options_;
-  std::unique_ptr<Engine> engine_;  // compute thread only
+  std::unique_ptr<engine::Engine> engine_;  // compute thread only
   std::unique_ptr<metrics::WorkerMetrics> metrics_;
   std::unique_ptr<gloo::rendezvous::Store> store_;
-  std::unique_ptr<Communicator> pipeline_;  // compute thread only
+  std::unique_ptr<engine::Communicator> pipeline_;  // compute thread only
   std::unique_ptr<v1::Worker::Stub> downstream_;
-  IterationOutput output_;
+  engine::StepOutput output_;
   std::vector<float> hidden_in_;
 
   mutable absl::Mutex mu_;
