@@ -96,6 +96,24 @@ function sweepStale() {
   }
 }
 
+// `ip netns add` makes /run/netns a mount point (a bind mount of itself). Inside a chroot (the fresh-machine check)
+// that mount sits in the machine's mount table under the chroot's directory, where it would keep the directory from
+// being deleted: the last Network of a process inside a chroot takes it down again once no namespace is left.
+function inChroot() {
+  try {
+    const root = fs.statSync("/"), init = fs.statSync("/proc/1/root");
+    return root.dev !== init.dev || root.ino !== init.ino;
+  } catch {
+    return false;  // /proc/1/root not readable: not ours to judge
+  }
+}
+
+function releaseRunDir() {
+  if (!inChroot()) return;
+  const mounted = fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n").some((l) => l.split(" ")[4] === "/run/netns");
+  if (mounted && fs.readdirSync("/run/netns").length === 0) sh(["umount", "/run/netns"], { allowFail: true });
+}
+
 const live = new Set();
 let hooksInstalled = false;
 function installExitHooks() {
@@ -271,6 +289,7 @@ export class Network {
     this.dns?.kill("SIGKILL");
     for (const ns of [...[...this.hosts.values()].map((h) => h.ns), this.router]) removeNamespace(ns);
     fs.rmSync(this.workDir, { recursive: true, force: true });
+    if (!live.size) releaseRunDir();
   }
 
   /** Namespaces and /etc/netns entries of this network still present (empty after destroy()). */
