@@ -157,9 +157,9 @@ test("good specs at every edge pass every rule and the operator", () => {
 
 test("CEL and the operator agree on a grid of kvSlots x maxBatchSize x GPUs x tensor x name length", () => {
   let refused = 0, total = 0;
-  for (const kvSlots of [undefined, 1, 8, 16, 17]) {
-    for (const maxBatchSize of [undefined, 8, 16]) {
-      for (const [tensor, gpus] of [[1, undefined], [2, 2], [2, 1], [4, "4"], [1, 0]]) {
+  for (const kvSlots of [undefined, 1, 16, 17]) {
+    for (const maxBatchSize of [undefined, 16]) {
+      for (const [tensor, gpus] of [[1, undefined], [2, 2], [2, 1], [4, "4"]]) {
         for (const [name, replicas] of [["demo", 3], ["a".repeat(34), 10], ["a".repeat(34), 11]]) {
           const cr = base(name);
           cr.spec.replicas = replicas;
