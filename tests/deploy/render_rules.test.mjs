@@ -176,9 +176,9 @@ test("D5: with DNS discovery scaling never changes the gateway; with the list, e
   assert.deepEqual(gatewayOf(renderObjects([changed])), gatewayOf(renderObjects([cr])));
 });
 
-// Flags rendered ahead of the binaries that will have them (issue 10, sibling work):
-// a worker with a fixed data-plane port, a gateway that re-resolves the schedulers' Service.
-const PENDING = { "orca-worker": ["data-plane-port"], "orca-gateway": ["schedulers-dns"] };
+// Flags rendered ahead of the binaries that will have them: none now (the worker's
+// --data-plane-port and the gateway's --schedulers-dns have landed).
+const PENDING = {};
 
 test("every flag-file key is a flag of the binary that reads it (its --help)", (t) => {
   const known = {};
