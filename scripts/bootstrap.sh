@@ -42,6 +42,8 @@ TEST_PACKAGES=(
   prometheus gnuplot-nox yamllint
   # Network-namespace hosts (tests/netns): ip netns/veth/bridge, iptables, mount.
   iproute2 iptables mount
+  # The sanitizer stage (scripts/sanitize.sh): clang with its ASan/UBSan/libFuzzer runtimes.
+  clang libclang-rt-14-dev
 )
 
 install_packages() {

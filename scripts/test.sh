@@ -2,12 +2,18 @@
 # README command (b): set everything up on a fresh Debian 12 machine and run
 # every test (unit, integration, e2e; GPU tests skip without a device).
 #
-#   scripts/test.sh                 # everything
-#   scripts/test.sh -L unit         # extra arguments go to ctest
+#   scripts/test.sh                 # everything, then the sanitizer stage
+#   scripts/test.sh -L unit         # extra arguments go to ctest (no sanitizer stage)
+#
+# The sanitizer stage (scripts/sanitize.sh): unit and integration tests under
+# ASan+UBSan, and every fuzz target. ORCA_SKIP_SANITIZE=1 skips it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${ORCA_BUILD_DIR:-$ROOT/build}"
 "$ROOT/scripts/bootstrap.sh"
 printf '\033[1;34m[test]\033[0m running ctest in %s\n' "$BUILD_DIR"
 # Two at a time: this is a 2-core machine and the integration tests start real processes.
-exec ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 900 "$@"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 900 "$@"
+if [ $# -eq 0 ] && [ -z "${ORCA_SKIP_SANITIZE:-}" ]; then
+  exec "$ROOT/scripts/sanitize.sh"
+fi

@@ -1,0 +1,26 @@
+# Sanitizer and fuzzing builds (a separate build tree; see scripts/sanitize.sh).
+#
+#   -DORCA_SANITIZE=address,undefined   ASan + UBSan on everything Orca compiles
+#   -DORCA_SANITIZE=thread              TSan
+#   -DORCA_FUZZ=ON                      libFuzzer targets in tests/fuzz (clang only)
+#
+# Only Orca's own code is instrumented; system libraries (gRPC, Abseil, oneDNN) are not.
+set(ORCA_SANITIZE "" CACHE STRING "Sanitizers for Orca's code: address,undefined | thread | empty")
+option(ORCA_FUZZ "Build the libFuzzer targets (requires clang)" OFF)
+set(ORCA_FUZZ_SECONDS 30 CACHE STRING "How long each fuzz test fuzzes after replaying its seeds")
+
+if(ORCA_SANITIZE)
+  if(ORCA_SANITIZE MATCHES "thread" AND ORCA_SANITIZE MATCHES "address")
+    message(FATAL_ERROR "ORCA_SANITIZE: thread cannot be combined with address")
+  endif()
+  # Frame pointers give readable reports; -fno-sanitize-recover makes every UBSan finding fatal.
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${ORCA_SANITIZE}>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=all>)
+  add_link_options(-fsanitize=${ORCA_SANITIZE})
+  message(STATUS "Orca sanitizers: ${ORCA_SANITIZE}")
+endif()
+
+if(ORCA_FUZZ AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  message(FATAL_ERROR "ORCA_FUZZ=ON needs clang (libFuzzer); configure with CC=clang CXX=clang++")
+endif()
