@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "bench/load/http_client.h"
 #include "core/common/ports.h"
 #include "core/common/status_macros.h"
+#include "core/loadgen/http_client.h"
 
 namespace orca::bench {
 namespace {
@@ -91,7 +91,7 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOp
 
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoSeconds(options.ready_timeout);
   for (;;) {
-    absl::StatusOr<HttpResponse> ready = HttpGet(stack->gateway_url() + "/ready", absl::Seconds(1));
+    absl::StatusOr<loadgen::HttpResponse> ready = loadgen::HttpGet(stack->gateway_url() + "/ready", absl::Seconds(1));
     if (ready.ok() && ready->status == 200) return stack;
     if (const Process* dead = stack->FirstExited()) {
       return absl::UnavailableError(
