@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "services/common/grpc_status.h"
+#include "services/common/sampling_proto.h"
 #include "services/gateway/api_error.h"
 
 namespace orca::gateway {
@@ -203,18 +204,7 @@ absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* op
     return InvalidFieldError("n", absl::StrCat("'n' must be in [0, ", kMaxChoicesPerRequest, "], got ", request.n()));
   }
   options->n = request.n() == 0 ? 1 : request.n();
-  const orca::v1::SamplingParams& s = request.sampling();
-  SamplingParams sampling;  // proto defaults (all zero) mean greedy
-  sampling.temperature = s.temperature();
-  sampling.top_k = s.top_k();
-  sampling.top_p = s.top_p() == 0.0f ? 1.0f : s.top_p();
-  sampling.min_p = s.min_p();
-  if (s.has_seed()) sampling.seed = s.seed();
-  sampling.repetition_penalty = s.repetition_penalty() == 0.0f ? 1.0f : s.repetition_penalty();
-  sampling.presence_penalty = s.presence_penalty();
-  sampling.frequency_penalty = s.frequency_penalty();
-  sampling.logprobs = s.logprobs() || s.top_logprobs() > 0;
-  sampling.top_logprobs = s.top_logprobs();
+  const SamplingParams sampling = services::SamplingFromProto(request.sampling());  // all zero: greedy
   if (std::string problem = sampling.Validate(); !problem.empty()) {
     return InvalidFieldError("sampling", "sampling." + problem);
   }
