@@ -31,6 +31,7 @@
 #include "core/common/logging.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "core/common/subprocess.h"
 #include "core/engine/engine.h"
 #include "core/loadgen/fig10_report.h"
 #include "core/loadgen/serving_sweep.h"
@@ -59,21 +60,7 @@ struct Args {
 
 absl::StatusOr<std::string> ResolveModel(const Args& args) {
   if (!args.model.empty()) return args.model;
-  return EnsureSyntheticModel(ExecutableDirectory(), args.preset, args.model_dir);
-}
-
-absl::StatusOr<std::vector<double>> ParseList(const std::string& text, const char* flag) {
-  std::vector<double> values;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    double v = 0;
-    if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
-    }
-    values.push_back(v);
-  }
-  if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
-  return values;
+  return EnsureSyntheticModel(ExecutableDir(), args.preset, args.model_dir);
 }
 
 /// Wall time of one Step() over `input` (best of `repeats`), releasing its requests after.
@@ -158,11 +145,7 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> CreateEngine(const Args& args, c
   o.model_path = model;
   o.n_slots = args.n_slots;
   o.num_threads = static_cast<int32_t>(args.threads);
-  if (args.dtype != "auto") {
-    DType dtype;
-    if (!ParseDType(args.dtype, &dtype)) return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16");
-    o.dtype = dtype;
-  }
+  ORCA_RETURN_IF_ERROR(engine::SetDTypeAndDeviceFromFlags(args.dtype, "cpu", &o));
   return engine::Engine::Create(o);
 }
 
@@ -216,8 +199,8 @@ absl::Status Run(const Args& args) {
   ORCA_ASSIGN_OR_RETURN(const std::string model, ResolveModel(args));
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine, CreateEngine(args, model));
   ORCA_ASSIGN_OR_RETURN(const std::vector<loadgen::SweepCurveSpec> specs, loadgen::ParseCurveSpecs(args.configs));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParseList(args.rates, "rates"));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> multiples, ParseList(args.targets, "targets"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParsePositiveNumberList(args.rates, "rates"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> multiples, ParsePositiveNumberList(args.targets, "targets"));
   sim::SweepOptions options;
   options.trace.seed = static_cast<uint64_t>(args.seed);
   options.trace.num_requests = static_cast<int32_t>(args.num_requests);

@@ -35,6 +35,7 @@
 #include "core/common/flags.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "core/common/subprocess.h"
 #include "core/loadgen/bench_run.h"
 #include "core/loadgen/prometheus_text.h"
 
@@ -103,20 +104,6 @@ void FillMetrics(const Scrape& before, const Scrape& after, Row* row) {
   }
 }
 
-absl::StatusOr<std::vector<double>> ParseList(const std::string& text, const char* flag) {
-  std::vector<double> values;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    double v = 0;
-    if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
-    }
-    values.push_back(v);
-  }
-  if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
-  return values;
-}
-
 absl::StatusOr<std::string> ResolveModel(const Args& args) {
   if (!args.model.empty()) return std::filesystem::absolute(args.model).string();
   return EnsureSyntheticModel(args.bin_dir, args.preset, args.model_dir);
@@ -160,11 +147,11 @@ std::string FormatGain(const std::vector<Row>& rows) {
 
 absl::Status Run(Args args) {
   if (args.bin_dir.empty()) {
-    args.bin_dir = ExecutableDirectory();
+    args.bin_dir = ExecutableDir();
   }
   ORCA_ASSIGN_OR_RETURN(const std::string model, ResolveModel(args));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> n_workers_list, ParseList(args.n_workers, "n-workers"));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParseList(args.rates, "rates"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> n_workers_list, ParsePositiveNumberList(args.n_workers, "n-workers"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParsePositiveNumberList(args.rates, "rates"));
   std::vector<Row> rows;
   for (double nw : n_workers_list) {
     LocalStackOptions so;

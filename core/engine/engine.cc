@@ -181,6 +181,24 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
   return e;
 }
 
+absl::Status SetDTypeAndDeviceFromFlags(const std::string& dtype, const std::string& device, Engine::Options* options) {
+  if (dtype == "auto") {
+    options->dtype.reset();
+  } else {
+    DType parsed;
+    // f16 weights would be converted for compute anyway; bf16 is the 16-bit choice.
+    if (!ParseDType(dtype, &parsed) || parsed == DType::kF16) {
+      return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16, got '" + dtype + "'");
+    }
+    options->dtype = parsed;
+  }
+  if (device != "cpu" && device != "cuda") {
+    return absl::InvalidArgumentError("--device must be cpu or cuda, got '" + device + "'");
+  }
+  options->device = device;
+  return absl::OkStatus();
+}
+
 const ModelConfig& Engine::config() const { return checkpoint_->config(); }
 const Partition& Engine::partition() const { return shards_[0]->weights->partition(); }
 int64_t Engine::kv_slots_total() const { return shards_[0]->kv->slots_total(); }

@@ -1,8 +1,5 @@
 #include "core/loadgen/fig10_report.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -15,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/common/subprocess.h"
 
 extern char** environ;
 
@@ -195,20 +193,11 @@ std::string Fig10GnuplotScript(const std::vector<MeasuredCurve>& curves, const s
 }
 
 absl::Status RunGnuplot(const std::string& gnuplot, const std::string& script_path) {
-  std::string arg0 = gnuplot, arg1 = script_path;
-  char* argv[] = {arg0.data(), arg1.data(), nullptr};
-  pid_t pid = 0;
-  if (int err = posix_spawnp(&pid, gnuplot.c_str(), nullptr, nullptr, argv, environ); err != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot run ", gnuplot, " (", std::strerror(err), "); install gnuplot-nox or pass --gnuplot"));
+  absl::Status status = RunToCompletion({gnuplot, script_path});
+  if (absl::IsNotFound(status)) {
+    return absl::FailedPreconditionError(absl::StrCat(status.message(), "; install gnuplot-nox or pass --gnuplot"));
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(gnuplot, " ", script_path, " failed (status ", status, ")"));
-  }
-  return absl::OkStatus();
+  return status;
 }
 
 }  // namespace orca::loadgen

@@ -105,13 +105,7 @@ int RunGenerate(int argc, char** argv) {
   eo.model_path = f.model;
   eo.num_threads = static_cast<int32_t>(f.threads);
   eo.tp_size = static_cast<int32_t>(f.tensor_parallel);
-  if (f.dtype != "auto") {
-    DType dt;
-    if (!ParseDType(f.dtype, &dt)) return Fail(absl::InvalidArgumentError("--dtype must be auto, f32 or bf16"));
-    eo.dtype = dt;
-  }
-  if (f.device != "cpu" && f.device != "cuda") return Fail(absl::InvalidArgumentError("--device must be cpu or cuda"));
-  eo.device = f.device;
+  if (absl::Status s = engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &eo); !s.ok()) return Fail(s);
   SetLogLevel(LogLevel::kWarning);
   std::unique_ptr<text::Tokenizer> tokenizer;
   if (auto tok = text::Tokenizer::Load(f.model); tok.ok()) {
