@@ -4,9 +4,7 @@
 #include <optional>
 #include <set>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "services/common/grpc_status.h"
 #include "services/common/sampling_proto.h"
@@ -191,11 +189,6 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-std::string NewRequestId() {
-  static thread_local absl::BitGen gen;
-  return absl::StrFormat("gen-%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
-}
-
 absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* options) {
   if (request.max_tokens() < 0)
     return InvalidFieldError("max_tokens", "'max_tokens' must be >= 0 (0: the rest of the context)");
@@ -226,7 +219,8 @@ absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* op
 
 }  // namespace
 
-GrpcGenerationService::GrpcGenerationService(Options options) : options_(options), resolver_(options.model) {}
+GrpcGenerationService::GrpcGenerationService(Options options)
+    : options_(options), resolver_(options.model, options.router) {}
 
 absl::Status GrpcGenerationService::CheckCall(grpc::CallbackServerContext* context, const std::string& model) const {
   if (options_.authenticator != nullptr && options_.authenticator->enabled()) {
@@ -236,24 +230,14 @@ absl::Status GrpcGenerationService::CheckCall(grpc::CallbackServerContext* conte
       header.assign(it->second.data(), it->second.size());
     ORCA_RETURN_IF_ERROR(options_.authenticator->Authenticate(header));
   }
-  if (!model.empty() && model != options_.model->name()) {
-    return absl::NotFoundError(absl::StrCat("The model `", model, "` does not exist."));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int32_t> GrpcGenerationService::MaxModelLen() const {
-  if (options_.model->max_model_len() > 0) return options_.model->max_model_len();
-  const int32_t from_schedulers = options_.router->MaxContext();
-  if (from_schedulers > 0) return from_schedulers;
-  return absl::UnavailableError("The context length is not known yet (no scheduler has reported it)");
+  return resolver_.CheckModel(model);
 }
 
 absl::StatusOr<GenerationRequest> GrpcGenerationService::Resolve(const TextGenerateRequest& request,
                                                                  std::vector<std::string>* echo_texts) const {
   GenerationOptions options;
   ORCA_RETURN_IF_ERROR(ToOptions(request, &options));
-  ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, MaxModelLen());
+  ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, resolver_.MaxModelLen());
   GenerationRequest out;
   switch (request.input_case()) {
     case TextGenerateRequest::kPrompt:
@@ -286,7 +270,7 @@ absl::StatusOr<GenerationRequest> GrpcGenerationService::Resolve(const TextGener
     default:
       return InvalidFieldError("input", "one of 'prompt', 'messages' or 'prompt_token_ids' is required");
   }
-  out.request_id = NewRequestId();
+  out.request_id = NewRequestId("gen-");
   return out;
 }
 
@@ -324,7 +308,7 @@ grpc::ServerUnaryReactor* GrpcGenerationService::Tokenize(grpc::CallbackServerCo
     std::vector<int32_t> ids = options_.model->tokenizer().Encode(request->text(), request->add_special_tokens());
     response->mutable_token_ids()->Assign(ids.begin(), ids.end());
     response->set_count(static_cast<int32_t>(ids.size()));
-    absl::StatusOr<int32_t> max_len = MaxModelLen();
+    absl::StatusOr<int32_t> max_len = resolver_.MaxModelLen();
     response->set_max_model_len(max_len.ok() ? *max_len : 0);
   }
   return FinishUnary(context, status);
@@ -358,7 +342,7 @@ grpc::ServerUnaryReactor* GrpcGenerationService::ListModels(grpc::CallbackServer
     card->set_id(options_.model->name());
     card->set_created(options_.model->created());
     card->set_owned_by("orca");
-    absl::StatusOr<int32_t> max_len = MaxModelLen();
+    absl::StatusOr<int32_t> max_len = resolver_.MaxModelLen();
     card->set_max_model_len(max_len.ok() ? *max_len : 0);
   }
   return FinishUnary(context, status);
