@@ -50,6 +50,8 @@ absl::StatusOr<HttpResponse> Perform(const std::string& url, const std::string* 
   curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(curl.get(), CURLOPT_NOSIGNAL, 1L);
+  // Local stacks are probed here: loopback never goes through an http_proxy from the environment.
+  curl_easy_setopt(curl.get(), CURLOPT_NOPROXY, "127.0.0.1,localhost,::1");
   curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT_MS,
                    static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
   curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, &AppendBody);

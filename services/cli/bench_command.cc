@@ -23,9 +23,9 @@
 #include "core/common/status_macros.h"
 #include "core/common/subprocess.h"
 #include "core/loadgen/bench_run.h"
+#include "core/loadgen/http_client.h"
 #include "core/loadgen/load_trace.h"
 #include "core/loadgen/serving_sweep.h"
-#include "services/cli/child_process.h"
 #include "services/cli/commands.h"
 
 namespace orca::cli {
@@ -146,20 +146,6 @@ int Fail(const std::string& command, const absl::Status& status) {
   return 1;
 }
 
-absl::StatusOr<std::vector<double>> ParseDoubleList(const std::string& text, const char* flag) {
-  std::vector<double> values;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    double v = 0;
-    if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
-    }
-    values.push_back(v);
-  }
-  if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
-  return values;
-}
-
 /// `orca serve` as the stack of one sweep curve, on a free loopback port.
 class OrcaServeStack : public loadgen::ServingStack {
  public:
@@ -193,7 +179,10 @@ class OrcaServeStack : public loadgen::ServingStack {
     child_ = std::make_unique<Subprocess>("orca serve", ExecutableDir() + "/orca", args,
                                           Subprocess::Options{.log_path = logs + "/serve.log"});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.ready_timeout_s);
-    while (HttpStatus("127.0.0.1", port, "/ready") != 200) {
+    const std::string url = absl::StrCat("http://127.0.0.1:", port);
+    for (;;) {
+      absl::StatusOr<loadgen::HttpResponse> ready = loadgen::HttpGet(url + "/ready", absl::Seconds(1));
+      if (ready.ok() && ready->status == 200) return url;
       if (!child_->Alive()) {
         return absl::UnavailableError(absl::StrCat("orca serve exited (status ", child_->exit_status(),
                                                    ") during startup; see ", logs, "/serve.log"));
@@ -204,7 +193,6 @@ class OrcaServeStack : public loadgen::ServingStack {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    return absl::StrCat("http://127.0.0.1:", port);
   }
 
   absl::Status Stop() override {
@@ -274,8 +262,8 @@ int RunSweepCommand(int argc, char** argv) {
   loadgen::ServingSweepOptions options;
   options.run = ToRunOptions(f);
   options.run.driver.model = "";  // the served name: discovered from each stack
-  absl::StatusOr<std::vector<double>> rate_list = ParseDoubleList(rates, "rates");
-  absl::StatusOr<std::vector<double>> target_list = ParseDoubleList(targets, "targets");
+  absl::StatusOr<std::vector<double>> rate_list = ParsePositiveNumberList(rates, "rates");
+  absl::StatusOr<std::vector<double>> target_list = ParsePositiveNumberList(targets, "targets");
   absl::StatusOr<std::vector<loadgen::SweepCurveSpec>> curves = loadgen::ParseCurveSpecs(configs);
   for (const absl::Status& s : {rate_list.status(), target_list.status(), curves.status()}) {
     if (!s.ok()) return Fail(command, s);
