@@ -13,12 +13,19 @@
 #include "core/common/status_macros.h"
 #include "core/engine/gloo_communicator.h"
 #include "kernels/include/backend_factory.h"
-#ifdef ORCA_WITH_CUDA
+#ifdef ORCA_WITH_NCCL
 #include "core/engine/nccl_communicator.h"
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
 namespace orca::engine {
+
+// GPU shards all-reduce over NCCL; a CUDA build without it (ORCA_NCCL off) runs one shard per process.
+#ifdef ORCA_WITH_NCCL
+constexpr bool kHaveNccl = true;
+#else
+constexpr bool kHaveNccl = false;
+#endif
 
 struct Engine::Shard {
   std::unique_ptr<kernels::Backend> backend;
@@ -99,6 +106,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     return absl::InvalidArgumentError(absl::StrCat("stage ", o.stage, " of ", o.num_stages, " is invalid"));
   if (o.tp_size < 1 || o.tp_size > 64)
     return absl::InvalidArgumentError(absl::StrCat("tensor parallelism must be in [1, 64], got ", o.tp_size));
+  if (o.device == "cuda" && o.tp_size > 1 && !kHaveNccl && kernels::CudaAvailable())
+    return absl::FailedPreconditionError(
+        absl::StrCat("tensor parallelism ", o.tp_size,
+                     " on GPUs needs NCCL, and this build has none (NCCL was not found or "
+                     "ORCA_ENABLE_NCCL=OFF when it was configured): run tensor parallelism 1, or a build with NCCL"));
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = o;
   ORCA_ASSIGN_OR_RETURN(e->checkpoint_, Checkpoint::Open(o.model_path));
@@ -142,7 +154,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     // Every shard joins its group at once: the mesh forms only when all have.
     Engine* raw = e.get();
     ORCA_RETURN_IF_ERROR(e->pool_->RunAll([&](int r) -> absl::Status {
-#ifdef ORCA_WITH_CUDA
+#ifdef ORCA_WITH_NCCL
       if (o.device == "cuda") {  // GPUs all-reduce over NCCL (id exchanged through the same store)
         NcclCommunicator::Options no;
         no.store = store;

@@ -18,8 +18,10 @@ absl::StatusOr<LocalStackPorts> LocalStackPorts::Pick(int num_stages) {
   for (int s = 0; s < num_stages; ++s) {
     ORCA_ASSIGN_OR_RETURN(const int grpc, PickLoopbackPort());
     ORCA_ASSIGN_OR_RETURN(const int http, PickLoopbackPort());
+    ORCA_ASSIGN_OR_RETURN(const int data_plane, PickLoopbackPort());
     ports.worker_grpc.push_back(grpc);
     ports.worker_http.push_back(http);
+    ports.worker_data_plane.push_back(data_plane);
   }
   return ports;
 }
@@ -40,6 +42,7 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
   std::vector<std::string> args = {"--model=" + o.model,
                                    "--listen=" + LoopbackAddress(ports_.worker_grpc[stage]),
                                    "--http-listen=" + LoopbackAddress(ports_.worker_http[stage]),
+                                   absl::StrCat("--data-plane-port=", ports_.worker_data_plane[stage]),
                                    absl::StrCat("--stage=", stage),
                                    absl::StrCat("--num-stages=", o.num_stages),
                                    absl::StrCat("--tensor-parallel=", o.tensor_parallel),

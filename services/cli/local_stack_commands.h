@@ -20,8 +20,9 @@ namespace orca::cli {
 struct LocalStackPorts {
   int scheduler_grpc = 0;
   int scheduler_http = 0;
-  std::vector<int> worker_grpc;  ///< One per stage.
-  std::vector<int> worker_http;  ///< One per stage.
+  std::vector<int> worker_grpc;        ///< One per stage.
+  std::vector<int> worker_http;        ///< One per stage.
+  std::vector<int> worker_data_plane;  ///< One per stage: --data-plane-port.
 
   /// Picks every port of a stack with `num_stages` workers (0: none).
   static absl::StatusOr<LocalStackPorts> Pick(int num_stages);

@@ -26,6 +26,9 @@ void AddFlags(FlagSet& flags, Flags& f) {
   flags.AddString("grpc-listen", &o.grpc_listen,
                   "gRPC address: orca.v1.Generation, health, reflection (empty disables)");
   flags.AddString("schedulers", &f.schedulers, "comma-separated scheduler addresses (engine replicas)");
+  flags.AddString("schedulers-dns", &o.schedulers_dns,
+                  "HOST:PORT: discover the schedulers as HOST's DNS addresses (e.g. a headless Service), "
+                  "re-resolved every poll; replaces --schedulers");
   flags.AddString("model", &o.model.model_path, "model path: tokenizer, chat template, context length (required)");
   flags.AddString("served-model-name", &o.model.served_model_name,
                   "the `model` clients send (default: basename of --model)");
@@ -55,8 +58,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   f.gateway.schedulers.clear();
-  for (absl::string_view address : absl::StrSplit(f.schedulers, ',', absl::SkipWhitespace())) {
-    f.gateway.schedulers.emplace_back(address);
+  if (f.gateway.schedulers_dns.empty()) {
+    for (absl::string_view address : absl::StrSplit(f.schedulers, ',', absl::SkipWhitespace())) {
+      f.gateway.schedulers.emplace_back(address);
+    }
   }
 
   // Before any thread starts, so that only the wait below sees the signals.

@@ -147,6 +147,7 @@ absl::Status WorkerNode::BeginSession(uint64_t session) {
   o.rank = options_.engine.stage;
   o.size = options_.engine.num_stages;
   o.hostname = options_.data_plane_host;
+  o.port = options_.data_plane_port;
   o.timeout = options_.rendezvous_timeout;
   o.op_timeout = options_.peer_timeout;
   ORCA_ASSIGN_OR_RETURN(pipeline_, engine::GlooCommunicator::Create(o));

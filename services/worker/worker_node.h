@@ -47,6 +47,7 @@ class WorkerNode {
     std::string scheduler_address;       ///< rendezvous store (needed when num_stages > 1)
     std::string deployment_id = "orca";  ///< rendezvous namespace of this engine replica
     std::string data_plane_host = "127.0.0.1";
+    int32_t data_plane_port = 0;  ///< the pipeline's Gloo pairs all listen here (0 = ephemeral; orca-worker: 7200)
     std::chrono::milliseconds peer_timeout{10000};        ///< per data-plane operation
     std::chrono::milliseconds rendezvous_timeout{60000};  ///< forming a session's data plane
     std::string model_name;

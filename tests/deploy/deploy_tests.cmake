@@ -11,13 +11,13 @@ find_program(ORCA_NODE node)
 if(NOT ORCA_NODE)
   message(WARNING "node not found: the deploy validation tests (tests/deploy) are not registered; run scripts/bootstrap.sh")
 else()
-  foreach(name chart crd_operator docker)
+  foreach(name chart crd_operator docker render_rules cel)
     add_test(NAME deploy_${name}_test
              COMMAND ${ORCA_NODE} --test ${CMAKE_SOURCE_DIR}/tests/deploy/${name}.test.mjs
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(deploy_${name}_test PROPERTIES
       LABELS "e2e;deploy"
-      TIMEOUT 300
+      TIMEOUT 600
       ENVIRONMENT "ORCA_SOURCE_DIR=${CMAKE_SOURCE_DIR};ORCA_BINARY_DIR=${CMAKE_BINARY_DIR}")
   endforeach()
 endif()
