@@ -2,10 +2,10 @@
 #include <cstdint>
 #include <string>
 
-#include "bench/load/prometheus_text.h"
+#include "core/loadgen/prometheus_text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto samples = orca::bench::ParsePrometheusText(std::string(reinterpret_cast<const char*>(data), size));
-  if (samples.ok()) (void)orca::bench::SumSeries(*samples, "vllm:e2e_request_latency_seconds_count");
+  auto samples = orca::loadgen::ParsePrometheusText(std::string(reinterpret_cast<const char*>(data), size));
+  if (samples.ok()) (void)orca::loadgen::SumSeries(*samples, "vllm:e2e_request_latency_seconds_count");
   return 0;
 }

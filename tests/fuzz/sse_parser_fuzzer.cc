@@ -6,10 +6,10 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/load/sse_parser.h"
+#include "core/loadgen/sse_parser.h"
 
 namespace {
-bool Same(const std::vector<orca::bench::SseEvent>& a, const std::vector<orca::bench::SseEvent>& b) {
+bool Same(const std::vector<orca::loadgen::SseEvent>& a, const std::vector<orca::loadgen::SseEvent>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].event != b[i].event || a[i].data != b[i].data || a[i].id != b[i].id) return false;
@@ -23,8 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t step = 1 + data[0] % 7;
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   constexpr size_t kMaxEvent = 1 << 12;
-  orca::bench::SseParser whole(kMaxEvent), chunked(kMaxEvent);
-  std::vector<orca::bench::SseEvent> a, b;
+  orca::loadgen::SseParser whole(kMaxEvent), chunked(kMaxEvent);
+  std::vector<orca::loadgen::SseEvent> a, b;
   const bool whole_ok = whole.Feed(bytes, &a).ok();
   bool chunked_ok = true;
   for (size_t at = 0; at < bytes.size() && chunked_ok; at += step) {
