@@ -17,6 +17,8 @@ SAN_DIR="${ORCA_SAN_BUILD_DIR:-$ROOT/build-asan}"
 say() { printf '\033[1;34m[sanitize]\033[0m %s\n' "$*"; }
 die() { printf '\033[1;31m[sanitize]\033[0m %s\n' "$*" >&2; exit 1; }
 
+# Paths relative to the checkout in ccache's keys, so a clean clone elsewhere reuses the cache.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 command -v clang++ >/dev/null || die "clang++ is not installed (scripts/bootstrap.sh installs clang and libclang-rt-14-dev)"
 say "configuring the ASan+UBSan build in $SAN_DIR"
 mkdir -p "$SAN_DIR"
