@@ -43,6 +43,8 @@ void AppendTokens(const std::vector<sched::SampledToken>& tokens, v1::GenerateRe
 // One Generate stream. The loop (via the sink) enqueues responses; writes go
 // out one at a time, and tokens that arrive while a write is in progress are
 // coalesced into the next message so a slow client never grows the queue.
+// Keeps gRPC's reactor rules (services/common/server_stream_writer.h) with its
+// own queue, for the coalescing.
 class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
                              public RequestSink,
                              public std::enable_shared_from_this<GenerateStream> {

@@ -25,6 +25,7 @@
 #include "core/engine/engine.h"
 #include "core/metrics/orca_metrics.h"
 #include "orca/v1/worker.grpc.pb.h"
+#include "services/worker/results_writer.h"
 
 namespace gloo::rendezvous {
 class Store;
@@ -32,14 +33,7 @@ class Store;
 
 namespace orca::worker {
 
-/// Receives the last stage's results (the Results stream). Must not block.
-class ResultSink {
- public:
-  virtual ~ResultSink() = default;
-  virtual void Push(v1::IterationResult result) = 0;
-};
-
-class WorkerNode {
+class WorkerNode final : public ResultSource {
  public:
   struct Options {
     Engine::Options engine;              ///< model, stage, num_stages, tp_size, n_slots, ...
@@ -54,7 +48,7 @@ class WorkerNode {
 
   /// Loads the stage's weights. The returned node is loaded but not connected.
   static absl::StatusOr<std::unique_ptr<WorkerNode>> Create(Options options, metrics::Registry* registry);
-  ~WorkerNode();
+  ~WorkerNode() override;
 
   void Start();
   void Stop();
@@ -64,8 +58,8 @@ class WorkerNode {
   void OnControl(v1::ControlMessage msg);
   /// The engine master subscribes to `session`'s results (last stage only);
   /// replaces an earlier subscriber. Results of other sessions are dropped.
-  absl::Status SubscribeResults(uint64_t session, std::shared_ptr<ResultSink> sink);
-  void Unsubscribe(const ResultSink* sink);
+  absl::Status SubscribeResults(uint64_t session, std::shared_ptr<ResultSink> sink) override;
+  void Unsubscribe(const ResultSink* sink) override;
 
   v1::WorkerInfo Info() const;
   /// OK when loaded and the current session's peers are connected.
