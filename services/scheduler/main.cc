@@ -38,6 +38,7 @@ struct Flags {
   int64_t default_deadline_ms = 0;
   double drain_grace_seconds = 30;
   int64_t worker_timeout_ms = 5000;
+  int64_t engine_down_wait_ms = 10000;
   std::string dtype = "auto";
   std::string device = "cpu";
   int64_t threads = 0;
@@ -55,6 +56,7 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
     RemoteEngineClient::Options o;
     o.workers = f.workers;
     o.worker_timeout = absl::Milliseconds(f.worker_timeout_ms);
+    o.kv_block_size = static_cast<int32_t>(f.kv_block_size);
     o.model_name = model_name;
     auto c = RemoteEngineClient::Create(o);
     if (!c.ok()) return c.status();
@@ -104,7 +106,11 @@ int Main(int argc, char** argv) {
   flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds,
                   "On SIGTERM: time to finish in-flight work before cancelling it");
   flags.AddInt("worker-timeout-ms", &f.worker_timeout_ms,
-               "An iteration not back in this long marks the pipeline failed");
+               "A worker silent (no heartbeat) this long is dead, stopped or cut off: its pipeline session fails. "
+               "The only bound on silence; iterations may compute for as long as they take");
+  flags.AddInt("engine-down-wait-ms", &f.engine_down_wait_ms,
+               "While the worker pipeline is down (restarting), queued requests wait this long for it before "
+               "failing UNAVAILABLE (the gateway answers 503 + Retry-After); 0 = fail at once");
   flags.AddString("dtype", &f.dtype, "In-process engine weight dtype: auto, f32, bf16");
   flags.AddString("device", &f.device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
@@ -126,6 +132,7 @@ int Main(int argc, char** argv) {
   lo.scheduler.max_queued_requests = f.max_queued_requests;
   lo.scheduler.max_queued_tokens = f.max_queued_tokens;
   lo.default_deadline = absl::Milliseconds(f.default_deadline_ms);
+  lo.engine_down_wait = absl::Milliseconds(std::max<int64_t>(0, f.engine_down_wait_ms));
   lo.model_name = f.model_name;
   if (lo.model_name.empty() && !f.model.empty()) lo.model_name = ServedModelNameFromPath(f.model);
 

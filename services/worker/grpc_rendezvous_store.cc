@@ -10,6 +10,12 @@ namespace orca::worker {
 GrpcRendezvousStore::GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout)
     : stub_(v1::Scheduler::NewStub(std::move(channel))), timeout_(timeout) {}
 
+void GrpcRendezvousStore::ThrowIfCancelled(const std::string& key) const {
+  if (cancelled_ && cancelled_())
+    throw gloo::IoException("rendezvous on '" + key +
+                            "' abandoned: a newer session started (or the worker is stopping)");
+}
+
 void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& data) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
@@ -21,6 +27,7 @@ void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& d
     v1::StoreSetResponse resp;
     grpc::Status s = stub_->StoreSet(&ctx, req, &resp);
     if (s.ok()) return;
+    ThrowIfCancelled(key);
     if (std::chrono::steady_clock::now() > deadline)
       throw gloo::IoException("rendezvous store set '" + key + "' failed: " + s.error_message());
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -59,8 +66,9 @@ void GrpcRendezvousStore::wait(const std::vector<std::string>& keys, const std::
     while (true) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      ThrowIfCancelled(key);
       if (left.count() <= 0) throw gloo::IoException("Timed out waiting for rendezvous key '" + key + "'");
-      if (Fetch(key, std::min(left, std::chrono::milliseconds(2000)), nullptr)) break;
+      if (Fetch(key, std::min(left, std::chrono::milliseconds(250)), nullptr)) break;
     }
   }
 }

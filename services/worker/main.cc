@@ -37,7 +37,7 @@ struct Flags {
   int64_t n_slots = 8192;
   int64_t kv_block_size = 16;
   int64_t threads = 0;
-  int64_t peer_timeout_ms = 10000;
+  int64_t peer_timeout_ms = 300000;
   int64_t rendezvous_timeout_ms = 60000;
   services::LoggingFlags logging;
 };
@@ -82,7 +82,9 @@ int Main(int argc, char** argv) {
   flags.AddInt("n-slots", &f.n_slots, "KV slots (tokens) this stage pre-allocates");
   flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens)");
   flags.AddInt("threads", &f.threads, "Compute threads in total (0 = all cores)");
-  flags.AddInt("peer-timeout-ms", &f.peer_timeout_ms, "Data-plane operation timeout");
+  flags.AddInt("peer-timeout-ms", &f.peer_timeout_ms,
+               "Backstop on one data-plane operation. A peer that is dead or cut off is found by the engine "
+               "master's heartbeats (--worker-timeout-ms), which ends the session and aborts the wait");
   flags.AddInt("rendezvous-timeout-ms", &f.rendezvous_timeout_ms, "Time to form a session's data plane");
   services::AddLoggingFlags(&flags, &f.logging);
   if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-worker", "ORCA_WORKER_")) return *exit_code;

@@ -43,6 +43,11 @@ grpc::ServerWriteReactor<v1::IterationResult>* WorkerService::Results(grpc::Call
   return ResultsWriter::Start(node_, request->session_id());
 }
 
+grpc::ServerWriteReactor<v1::Heartbeat>* WorkerService::Heartbeats(grpc::CallbackServerContext*,
+                                                                   const v1::HeartbeatRequest* request) {
+  return HeartbeatWriter::Start(node_, *request);
+}
+
 grpc::ServerUnaryReactor* WorkerService::GetInfo(grpc::CallbackServerContext* context, const v1::WorkerInfoRequest*,
                                                  v1::WorkerInfo* response) {
   *response = node_->Info();

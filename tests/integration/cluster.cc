@@ -35,10 +35,10 @@ void Cluster::StartWorker(int s) {
       "--scheduler=" + scheduler_address(),
       "--deployment-id=" + o_.name,
       "--n-slots=" + std::to_string(o_.n_slots),
-      "--threads=" + std::to_string(o_.tensor_parallel),
-      "--peer-timeout-ms=" + std::to_string(o_.peer_timeout_ms),
+      "--threads=" + std::to_string(o_.worker_threads > 0 ? o_.worker_threads : o_.tensor_parallel),
       "--rendezvous-timeout-ms=20000",
   };
+  if (o_.peer_timeout_ms > 0) args.push_back("--peer-timeout-ms=" + std::to_string(o_.peer_timeout_ms));
   if (workers_[s]) workers_[s]->Stop(9, 2000);
   workers_[s] =
       std::make_unique<Process>("orca-worker", args, TempPath(o_.name + "-worker" + std::to_string(s) + ".log"));

@@ -22,10 +22,11 @@ struct ClusterOptions {
   int max_bs = 16;
   int n_workers = 0;  // 0: the scheduler's default (number of stages)
   int worker_timeout_ms = 5000;
-  int peer_timeout_ms = 3000;
+  int peer_timeout_ms = 0;  // 0: the worker's default (a backstop; liveness comes from heartbeats)
   std::string policy = "orca";
   std::string name = "cluster";
   std::vector<std::string> extra_scheduler_flags;
+  int worker_threads = 0;  // 0: tensor_parallel
 };
 
 class Cluster {
