@@ -36,7 +36,7 @@
 #include "services/worker/heartbeat_writer.h"
 #include "services/worker/results_writer.h"
 
-namespace orca {
+namespace orca::engine {
 class GlooCommunicator;
 }
 
@@ -47,11 +47,12 @@ class GrpcRendezvousStore;
 class WorkerNode final : public ResultSource, public HeartbeatSource {
  public:
   struct Options {
-    Engine::Options engine;              ///< model, stage, num_stages, tp_size, n_slots, ...
+    engine::Engine::Options engine;      ///< model, stage, num_stages, tp_size, n_slots, ...
     std::vector<std::string> workers;    ///< gRPC addresses of all stages, in order
     std::string scheduler_address;       ///< rendezvous store (needed when num_stages > 1)
     std::string deployment_id = "orca";  ///< rendezvous namespace of this engine replica
     std::string data_plane_host = "127.0.0.1";
+    int32_t data_plane_port = 0;  ///< the pipeline's Gloo pairs all listen here (0 = ephemeral; orca-worker: 7200)
     /// Per data-plane operation: a backstop only. A wait for a peer that is
     /// dead or cut off ends when the engine master starts a new session.
     std::chrono::milliseconds peer_timeout{300000};
@@ -83,7 +84,7 @@ class WorkerNode final : public ResultSource, public HeartbeatSource {
   bool is_last_stage() const { return options_.engine.stage == options_.engine.num_stages - 1; }
 
  private:
-  WorkerNode(Options options, std::unique_ptr<Engine> engine, std::unique_ptr<metrics::WorkerMetrics> metrics);
+  WorkerNode(Options options, std::unique_ptr<engine::Engine> engine, std::unique_ptr<metrics::WorkerMetrics> metrics);
   struct HeartbeatSubscriber {
     std::shared_ptr<HeartbeatSink> sink;
     absl::Duration interval;
@@ -106,11 +107,11 @@ class WorkerNode final : public ResultSource, public HeartbeatSource {
   void SetProgress(uint64_t last_iteration_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   Options options_;
-  std::unique_ptr<Engine> engine_;  // compute thread only
+  std::unique_ptr<engine::Engine> engine_;  // compute thread only
   std::unique_ptr<metrics::WorkerMetrics> metrics_;
   std::unique_ptr<GrpcRendezvousStore> store_;
   std::unique_ptr<v1::Worker::Stub> downstream_;
-  IterationOutput output_;
+  engine::StepOutput output_;
   std::vector<float> hidden_in_;
 
   mutable absl::Mutex mu_;
@@ -137,9 +138,9 @@ class WorkerNode final : public ResultSource, public HeartbeatSource {
   // The data plane of the session being computed. Replaced by the compute
   // thread only; other threads may Abort() it. Lock order: comm_mu_, then mu_.
   mutable absl::Mutex comm_mu_;
-  std::unique_ptr<GlooCommunicator> pipeline_ ABSL_GUARDED_BY(comm_mu_);
+  std::unique_ptr<engine::GlooCommunicator> pipeline_ ABSL_GUARDED_BY(comm_mu_);
   uint64_t pipeline_session_ ABSL_GUARDED_BY(comm_mu_) = 0;
-  GlooCommunicator* compute_pipeline_ = nullptr;  // compute thread's copy of pipeline_
+  engine::GlooCommunicator* compute_pipeline_ = nullptr;  // compute thread's copy of pipeline_
 
   std::thread forward_thread_;
   std::thread compute_thread_;

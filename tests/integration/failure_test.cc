@@ -19,8 +19,11 @@
 namespace orca::testing {
 namespace {
 
+using engine::testing::SmallLlama;
+using engine::testing::SyntheticModel;
+
 std::string Model() {
-  SyntheticModelOptions o = SmallLlama(DType::kF32);
+  engine::SyntheticModelOptions o = SmallLlama(DType::kF32);
   o.max_position = 4096;
   return SyntheticModel(o);
 }
@@ -142,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Stages, ShortStallTest, ::testing::Values(0, 1));
 // long prompt on a big model; here a 6000-token prompt with a 1 s timeout) is
 // a busy worker, not a dead one.
 TEST(LongIterationTest, AnIterationLongerThanTheWorkerTimeoutIsNotADeath) {
-  SyntheticModelOptions mo = SmallLlama(DType::kF32);
+  engine::SyntheticModelOptions mo = SmallLlama(DType::kF32);
   mo.hidden_size = 256;
   mo.num_layers = 4;
   mo.num_heads = 4;
