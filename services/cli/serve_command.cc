@@ -4,6 +4,8 @@
 // until the gateway is ready, prints an example request, and stops
 // everything on Ctrl-C / SIGTERM (or when any process dies).
 
+#include <signal.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -43,6 +45,7 @@ struct ServeFlags {
   std::string log_dir;
   std::string log_level = "warning";
   int64_t ready_timeout_s = 300;
+  int64_t drain_grace_s = 30;
 };
 
 int Fail(const std::string& msg) {
@@ -79,6 +82,9 @@ int RunServe(int argc, char** argv) {
   flags.AddString("log-dir", &f.log_dir, "Write each process's log to a file here (default: this terminal)");
   flags.AddString("log-level", &f.log_level, "Log level of the services");
   flags.AddInt("ready-timeout", &f.ready_timeout_s, "Seconds to wait for the stack to become ready");
+  flags.AddInt("drain-grace-seconds", &f.drain_grace_s,
+               "On Ctrl-C / SIGTERM: seconds the gateway lets in-flight requests finish before ending them with "
+               "an error event (a second signal ends it now)");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
   if (flags.help_requested()) {
     std::cout << flags.Usage();
@@ -152,9 +158,9 @@ int RunServe(int argc, char** argv) {
   sargs.push_back("--model-name=" + name);
   children.push_back(std::make_unique<Subprocess>("scheduler", bin + "/orca-scheduler", sargs,
                                                   Subprocess::Options{.log_path = log_path("scheduler")}));
-  std::vector<std::string> gargs = {"--listen=" + f.host + ":" + std::to_string(f.port),
-                                    "--schedulers=" + Addr(sched_grpc), "--model=" + f.model,
-                                    "--log-level=" + f.log_level};
+  std::vector<std::string> gargs = {
+      "--listen=" + f.host + ":" + std::to_string(f.port), "--schedulers=" + Addr(sched_grpc), "--model=" + f.model,
+      "--log-level=" + f.log_level, "--drain-grace-seconds=" + std::to_string(f.drain_grace_s)};
   gargs.push_back(f.grpc_port > 0 ? "--grpc-listen=" + f.host + ":" + std::to_string(f.grpc_port) : "--grpc-listen=");
   gargs.push_back("--served-model-name=" + name);
   if (!f.api_keys.empty()) gargs.push_back("--api-keys=" + absl::StrJoin(f.api_keys, ","));
@@ -162,7 +168,19 @@ int RunServe(int argc, char** argv) {
                                                   Subprocess::Options{.log_path = log_path("gateway")}));
 
   auto stop_all = [&](int code) {
-    // Front to back: stop taking requests first, then drain the engine.
+    // Front to back: the gateway drains first (in-flight requests finish within its grace period, a second
+    // Ctrl-C ends it now), then the engine.
+    Subprocess& gateway = *children.back();
+    if (gateway.Alive()) {
+      kill(gateway.pid(), SIGTERM);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(f.drain_grace_s + 15);
+      while (gateway.Alive() && std::chrono::steady_clock::now() < give_up) {
+        if (services::WaitForTerminationSignal(std::chrono::milliseconds(100)) != 0) {
+          std::fprintf(stderr, "orca serve: ending the drain now\n");
+          kill(gateway.pid(), SIGTERM);
+        }
+      }
+    }
     for (auto it = children.rbegin(); it != children.rend(); ++it) (*it)->Stop(SIGTERM, 10000);
     return code;
   };

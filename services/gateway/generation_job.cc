@@ -98,6 +98,15 @@ void GenerationJob::Cancel() {
   CancelCalls();
 }
 
+void GenerationJob::Abort(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (terminated_) {
+    CancelCalls();
+    return;
+  }
+  Fail(status);
+}
+
 void GenerationJob::CancelCalls() {
   for (Choice& c : choices_) {
     if (c.call && !c.call_done) c.call->Cancel();

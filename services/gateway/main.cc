@@ -1,7 +1,11 @@
 // orca-gateway: the stateless front door. Flags: docs/services.md.
 
+#include <pthread.h>
+
+#include <algorithm>
 #include <csignal>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/str_split.h"
 #include "core/common/flags.h"
@@ -17,6 +21,7 @@ int Run(int argc, char** argv) {
   std::vector<std::string> api_keys;
   std::string log_level = "info";
   bool log_json = false;
+  double drain_grace_seconds = 30;
 
   orca::FlagSet flags("orca-gateway",
                       "OpenAI-compatible HTTP API and orca.v1.Generation gRPC API in front of Orca schedulers.");
@@ -36,6 +41,10 @@ int Run(int argc, char** argv) {
   flags.AddString("chat-template", &options.model.chat_template,
                   "chat template file or built-in name (chatml, llama2, llama3) overriding the model's");
   flags.AddInt("max-model-len", &options.model.max_model_len, "context limit (0 = the model's)");
+  flags.AddDouble("drain-grace-seconds", &drain_grace_seconds,
+                  "On SIGTERM: stop taking requests and report not-ready at once, let in-flight requests finish "
+                  "for this long, then end the rest with an error event / 503 (a second signal ends it now). "
+                  "Keep the pod's terminationGracePeriodSeconds above it");
   flags.AddString("log-level", &log_level, "debug, info, warning or error");
   flags.AddBool("log-json", &log_json, "Log JSON lines");
   flags.EnableConfigFile();
@@ -69,6 +78,7 @@ int Run(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -79,8 +89,21 @@ int Run(int argc, char** argv) {
   }
   int signal = 0;
   sigwait(&signals, &signal);
-  ORCA_LOG(INFO) << "signal " << signal << ": shutting down";
-  (*gateway)->Shutdown();
+  ORCA_LOG(INFO) << "signal " << signal << ": draining (grace " << drain_grace_seconds << " s)";
+  std::thread drain(
+      [&gateway, drain_grace_seconds] { (*gateway)->Shutdown(absl::Seconds(std::max(0.0, drain_grace_seconds))); });
+  // A second signal: end the grace period now.
+  std::thread hurry([&signals, &gateway] {
+    int again = 0;
+    if (sigwait(&signals, &again) == 0 && again != SIGUSR2) {
+      ORCA_LOG(INFO) << "signal " << again << ": ending the drain now";
+      (*gateway)->EndGracePeriod();
+    }
+  });
+  drain.join();
+  pthread_kill(hurry.native_handle(), SIGUSR2);  // wakes the waiter (SIGUSR2 is blocked: sigwait takes it)
+  hurry.join();
+  ORCA_LOG(INFO) << "gateway stopped";
   return 0;
 }
 
