@@ -29,10 +29,10 @@ struct Flags {
   std::string model;
   std::string model_name;
   std::string policy = "orca";
-  int64_t max_bs = 16;
+  int max_bs = 16;
   int64_t n_slots = 8192;
-  int64_t n_workers = 0;
-  int64_t kv_block_size = 16;
+  int n_workers = 0;
+  int kv_block_size = 16;
   int64_t max_queued_requests = 1024;
   int64_t max_queued_tokens = 1 << 20;
   int64_t default_deadline_ms = 0;
@@ -41,8 +41,8 @@ struct Flags {
   int64_t engine_down_wait_ms = 10000;
   std::string dtype = "auto";
   std::string device = "cpu";
-  int64_t threads = 0;
-  int64_t tensor_parallel = 1;
+  int threads = 0;
+  int tensor_parallel = 1;
   services::LoggingFlags logging;
 };
 
