@@ -206,8 +206,8 @@ void RemoteEngineClient::ReadResults(Session* session) {
     }
     IterationOutcome outcome;
     outcome.iteration_id = r.iteration_id();
-    if (!r.error().empty())
-      outcome.status = absl::InternalError(r.error());
+    if (!r.error().empty())  // a stage failed it (its peer or data plane): the pipeline re-forms, a retry may work
+      outcome.status = absl::UnavailableError(r.error());
     else
       outcome.results = services::ProtoToResults(r);
     for (const auto& t : r.stage_timings())

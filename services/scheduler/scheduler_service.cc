@@ -77,6 +77,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
       const sched::FinishInfo& f = *e.finish;
       r.set_finish_reason(ToWire(f.state));
       r.set_error(f.error_message);
+      if (f.state == sched::RequestState::kFinishedError) r.set_error_code(static_cast<int32_t>(f.error_code));
       r.set_prompt_tokens(f.num_prompt_tokens);
       r.set_completion_tokens(f.num_generated_tokens);
       r.set_queue_seconds(absl::ToDoubleSeconds(f.timings.queue));

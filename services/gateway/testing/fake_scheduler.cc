@@ -237,6 +237,7 @@ void FakeScheduler::Step(Stream* stream) {
   if (stream->failure && position >= stream->failure->after_tokens) {
     out.set_finish_reason(orca::v1::FINISH_REASON_ERROR);
     out.set_error(stream->failure->message);
+    out.set_error_code(static_cast<int32_t>(stream->failure->code));
     stream->finishing = true;
     return;
   }

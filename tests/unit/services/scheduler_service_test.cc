@@ -309,8 +309,17 @@ TEST_F(SchedulerServiceTest, EngineFailureEndsRequestsWithTheErrorAndNotReadyRej
   Result r = Generate(Req({1, 2}, 10));
   EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_ERROR);
   EXPECT_NE(r.last.error().find("injected failure"), std::string::npos) << r.last.error();
+  EXPECT_EQ(r.last.error_code(), static_cast<int32_t>(absl::StatusCode::kInternal));
   engine_->fail = false;
+  // A pipeline failure mid-stream is UNAVAILABLE on the wire: a retry may work (issue 11).
+  engine_->step = absl::Milliseconds(20);
+  auto running = std::async(std::launch::async, [this] { return Generate(Req({1, 2}, 100)); });
+  for (int i = 0; i < 200 && RawStats().num_requests_running() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   engine_->SetReady(false);
+  Result died = running.get();
+  EXPECT_EQ(died.last.finish_reason(), v1::FINISH_REASON_ERROR);
+  EXPECT_EQ(died.last.error_code(), static_cast<int32_t>(absl::StatusCode::kUnavailable)) << died.last.error();
   for (int i = 0; i < 100 && loop_->Ready().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   Result refused = Generate(Req({1}, 3));
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
