@@ -26,6 +26,8 @@ class Gateway {
     GatewayModel::Options model;
     std::vector<std::string> api_keys;
     std::string api_keys_file;
+    /// Sent to the schedulers (their --api-keys); "" = none.
+    std::string scheduler_api_key;
     int64_t max_body_bytes = 4 << 20;
     int64_t max_concurrent_requests = 4096;
     /// I/O threads for the HTTP server (connections are multiplexed on them).

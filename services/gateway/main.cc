@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
+#include "services/common/api_keys.h"
 #include "services/gateway/gateway.h"
 
 namespace {
@@ -22,6 +23,7 @@ int Run(int argc, char** argv) {
   std::string log_level = "info";
   bool log_json = false;
   double drain_grace_seconds = 30;
+  std::string scheduler_api_key, scheduler_api_key_file;
 
   orca::FlagSet flags("orca-gateway",
                       "OpenAI-compatible HTTP API and orca.v1.Generation gRPC API in front of Orca schedulers.");
@@ -35,6 +37,10 @@ int Run(int argc, char** argv) {
                   "the `model` clients send (default: basename of --model)");
   flags.AddStringList("api-keys", &api_keys, "comma-separated accepted API keys (empty = no auth)");
   flags.AddString("api-keys-file", &options.api_keys_file, "file with one API key per line (e.g. a mounted Secret)");
+  flags.AddString("scheduler-api-key", &scheduler_api_key,
+                  "key sent to the schedulers (their --api-keys), as 'authorization: Bearer <key>'");
+  flags.AddString("scheduler-api-key-file", &scheduler_api_key_file,
+                  "file holding --scheduler-api-key (its first key line; e.g. a mounted Secret)");
   flags.AddInt("max-body-bytes", &options.max_body_bytes, "larger request bodies get 413");
   flags.AddInt("max-concurrent-requests", &options.max_concurrent_requests,
                "generation requests in flight; beyond: 503 with Retry-After");
@@ -72,6 +78,12 @@ int Run(int argc, char** argv) {
     options.schedulers.emplace_back(address);
   }
   options.api_keys = api_keys;
+  auto scheduler_key = orca::services::ReadClientKey(scheduler_api_key, scheduler_api_key_file);
+  if (!scheduler_key.ok()) {
+    std::cerr << "orca-gateway: " << scheduler_key.status().message() << "\n";
+    return 2;
+  }
+  options.scheduler_api_key = *scheduler_key;
 
   // Block the shutdown signals before any thread starts so only sigwait sees them.
   sigset_t signals;

@@ -39,6 +39,8 @@ struct Flags {
   double drain_grace_seconds = 30;
   int64_t worker_timeout_ms = 5000;
   int64_t engine_down_wait_ms = 10000;
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;
   std::string dtype = "auto";
   std::string device = "cpu";
   int threads = 0;
@@ -111,6 +113,10 @@ int Main(int argc, char** argv) {
   flags.AddInt("engine-down-wait-ms", &f.engine_down_wait_ms,
                "While the worker pipeline is down (restarting), queued requests wait this long for it before "
                "failing UNAVAILABLE (the gateway answers 503 + Retry-After); 0 = fail at once");
+  flags.AddStringList("api-keys", &f.api_keys,
+                      "Keys the gRPC port accepts ('authorization: Bearer <key>'; the gateways' and workers' "
+                      "--scheduler-api-key). Empty: any caller");
+  flags.AddString("api-keys-file", &f.api_keys_file, "File with one accepted key per line (e.g. a mounted Secret)");
   flags.AddString("dtype", &f.dtype, "In-process engine weight dtype: auto, f32, bf16");
   flags.AddString("device", &f.device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
@@ -119,6 +125,9 @@ int Main(int argc, char** argv) {
   if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler", "ORCA_SCHEDULER_"))
     return *exit_code;
   if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
+
+  auto keys = services::ApiKeys::Load(f.api_keys, f.api_keys_file);
+  if (!keys.ok()) return Fail(keys.status());
 
   SchedulerLoop::Options lo;
   auto policy = sched::ParsePolicyKind(f.policy);
@@ -144,7 +153,7 @@ int Main(int argc, char** argv) {
   if (!loop.ok()) return Fail(loop.status());
   if (absl::Status s = (*loop)->Start(); !s.ok()) return Fail(s);
 
-  SchedulerService service(loop->get());
+  SchedulerService service(loop->get(), std::move(*keys));
   auto server_or = services::StartGrpcServer(f.listen, {&service});
   if (!server_or.ok()) return Fail(server_or.status());
   std::unique_ptr<grpc::Server> server = std::move(*server_or);

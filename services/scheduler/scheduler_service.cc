@@ -175,6 +175,10 @@ absl::StatusOr<sched::RequestSpec> SpecFromProto(const v1::GenerateRequest& req,
 grpc::ServerWriteReactor<v1::GenerateResponse>* SchedulerService::Generate(grpc::CallbackServerContext* context,
                                                                            const v1::GenerateRequest* request) {
   auto stream = std::make_shared<GenerateStream>(loop_);
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    stream->Reject(stream, auth);
+    return stream.get();
+  }
   const auto deadline = context->deadline();
   const absl::Time grpc_deadline =
       deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture() : absl::FromChrono(deadline);
@@ -190,6 +194,10 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* SchedulerService::Generate(grpc:
 grpc::ServerUnaryReactor* SchedulerService::Cancel(grpc::CallbackServerContext* context,
                                                    const v1::CancelRequest* request, v1::CancelResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    reactor->Finish(services::ToGrpcStatus(auth));
+    return reactor;
+  }
   loop_->CancelByCallerId(request->request_id(), [reactor, response](bool found) {
     response->set_found(found);
     reactor->Finish(grpc::Status::OK);
@@ -199,6 +207,11 @@ grpc::ServerUnaryReactor* SchedulerService::Cancel(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
                                                      v1::SchedulerStats* r) {
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(services::ToGrpcStatus(auth));
+    return reactor;
+  }
   const LoopStats s = loop_->stats();
   r->set_num_requests_running(s.scheduler.num_running);
   r->set_num_requests_waiting(s.scheduler.num_queued);
@@ -224,6 +237,10 @@ grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext* context,
                                                      const v1::StoreSetRequest* req, v1::StoreSetResponse*) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    reactor->Finish(services::ToGrpcStatus(auth));
+    return reactor;
+  }
   if (req->key().empty() || req->value().size() > kMaxStoreValueBytes) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key must be non-empty and value at most 1 MiB"));
     return reactor;
@@ -236,6 +253,10 @@ grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SchedulerService::StoreGet(grpc::CallbackServerContext* context,
                                                      const v1::StoreGetRequest* req, v1::StoreGetResponse* resp) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    reactor->Finish(services::ToGrpcStatus(auth));
+    return reactor;
+  }
   const int64_t wait = std::clamp<int64_t>(req->wait_millis(), 0, kMaxStoreWaitMillis);
   store_.Get(req->key(), absl::Milliseconds(wait), [reactor, resp](std::optional<std::string> value) {
     resp->set_found(value.has_value());

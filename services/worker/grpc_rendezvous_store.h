@@ -17,7 +17,9 @@ namespace orca::worker {
 
 class GrpcRendezvousStore final : public gloo::rendezvous::Store {
  public:
-  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout);
+  /// `api_key`: sent to the scheduler (its --api-keys); "" = none.
+  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout,
+                      std::string api_key = "");
 
   /// Waits end (gloo::IoException) as soon as `cancelled` returns true,
   /// checked at least every 250 ms: the session being formed is over. Set it
@@ -37,6 +39,7 @@ class GrpcRendezvousStore final : public gloo::rendezvous::Store {
   void ThrowIfCancelled(const std::string& key) const;
 
   std::chrono::milliseconds timeout_;
+  const std::string api_key_;
   std::function<bool()> cancelled_;
 };
 

@@ -13,6 +13,7 @@
 #include "core/common/model_name.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
+#include "services/common/api_keys.h"
 #include "services/common/service_main.h"
 #include "services/common/signals.h"
 #include "services/worker/worker_service.h"
@@ -33,6 +34,7 @@ struct Flags {
   int tensor_parallel = 1;
   std::vector<std::string> workers;
   std::string scheduler;
+  std::string scheduler_api_key, scheduler_api_key_file;
   std::string deployment_id = "orca";
   std::string data_plane_host = "127.0.0.1";
   int data_plane_port = 7200;
@@ -94,6 +96,10 @@ int Main(int argc, char** argv) {
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "Tensor-parallel shards (threads) in this process");
   flags.AddStringList("workers", &f.workers, "gRPC addresses of all stages in order");
   flags.AddString("scheduler", &f.scheduler, "Scheduler gRPC address (data-plane rendezvous)");
+  flags.AddString("scheduler-api-key", &f.scheduler_api_key,
+                  "Key sent to the scheduler (its --api-keys) for the data-plane rendezvous");
+  flags.AddString("scheduler-api-key-file", &f.scheduler_api_key_file,
+                  "File holding --scheduler-api-key (its first key line; e.g. a mounted Secret)");
   flags.AddString("deployment-id", &f.deployment_id, "Rendezvous namespace of this engine replica");
   flags.AddString("data-plane-host", &f.data_plane_host, "Address peers use to reach this worker's Gloo endpoints");
   flags.AddInt("data-plane-port", &f.data_plane_port,
@@ -144,6 +150,9 @@ int Main(int argc, char** argv) {
   o.engine.device = f.device;
   o.workers = f.workers;
   o.scheduler_address = f.scheduler;
+  auto scheduler_key = services::ReadClientKey(f.scheduler_api_key, f.scheduler_api_key_file);
+  if (!scheduler_key.ok()) return Fail(scheduler_key.status());
+  o.scheduler_api_key = *scheduler_key;
   o.deployment_id = f.deployment_id;
   o.data_plane_host = f.data_plane_host;
   o.data_plane_port = static_cast<int32_t>(f.data_plane_port);

@@ -50,8 +50,9 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(Options options, 
   ORCA_ASSIGN_OR_RETURN(auto metrics, metrics::WorkerMetrics::Create(registry, options.model_name, stage));
   std::unique_ptr<WorkerNode> node(new WorkerNode(std::move(options), std::move(engine), std::move(metrics)));
   if (P > 1) {
-    node->store_ = std::make_unique<GrpcRendezvousStore>(
-        services::CreateInternalChannel(node->options_.scheduler_address), node->options_.rendezvous_timeout);
+    node->store_ =
+        std::make_unique<GrpcRendezvousStore>(services::CreateInternalChannel(node->options_.scheduler_address),
+                                              node->options_.rendezvous_timeout, node->options_.scheduler_api_key);
   }
   if (stage + 1 < P) {
     node->downstream_ = v1::Worker::NewStub(services::CreateInternalChannel(node->options_.workers[stage + 1]));

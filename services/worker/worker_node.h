@@ -50,6 +50,7 @@ class WorkerNode final : public ResultSource, public HeartbeatSource {
     engine::Engine::Options engine;      ///< model, stage, num_stages, tp_size, n_slots, ...
     std::vector<std::string> workers;    ///< gRPC addresses of all stages, in order
     std::string scheduler_address;       ///< rendezvous store (needed when num_stages > 1)
+    std::string scheduler_api_key;       ///< sent to it (its --api-keys); "" = none
     std::string deployment_id = "orca";  ///< rendezvous namespace of this engine replica
     std::string data_plane_host = "127.0.0.1";
     int32_t data_plane_port = 0;  ///< the pipeline's Gloo pairs all listen here (0 = ephemeral; orca-worker: 7200)

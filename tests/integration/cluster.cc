@@ -41,6 +41,7 @@ void Cluster::StartWorker(int s) {
       "--rendezvous-timeout-ms=20000",
   };
   if (o_.peer_timeout_ms > 0) args.push_back("--peer-timeout-ms=" + std::to_string(o_.peer_timeout_ms));
+  if (!o_.api_key.empty()) args.push_back("--scheduler-api-key=" + o_.api_key);
   if (workers_[s]) workers_[s]->Stop(9, 2000);
   workers_[s] =
       std::make_unique<Process>("orca-worker", args, TempPath(o_.name + "-worker" + std::to_string(s) + ".log"));
@@ -58,6 +59,7 @@ bool Cluster::Start(int timeout_ms) {
       "--drain-grace-seconds=5",
   };
   if (o_.n_workers > 0) args.push_back("--n-workers=" + std::to_string(o_.n_workers));
+  if (!o_.api_key.empty()) args.push_back("--api-keys=" + o_.api_key);
   if (o_.pipeline == 0) {
     args.push_back("--model=" + o_.model);
     args.push_back("--threads=2");
@@ -84,9 +86,10 @@ std::string Cluster::Logs() const {
 }
 
 GenerateResult Generate(v1::Scheduler::Stub* stub, const std::vector<int32_t>& prompt, int max_new_tokens,
-                        const v1::SamplingParams& sampling, bool ignore_eos) {
+                        const v1::SamplingParams& sampling, bool ignore_eos, const std::string& api_key) {
   GenerateResult r;
   grpc::ClientContext ctx;
+  if (!api_key.empty()) ctx.AddMetadata("authorization", "Bearer " + api_key);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   v1::GenerateRequest req;
   req.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.end());

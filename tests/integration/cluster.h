@@ -27,6 +27,7 @@ struct ClusterOptions {
   std::string name = "cluster";
   std::vector<std::string> extra_scheduler_flags;
   int worker_threads = 0;  // 0: tensor_parallel
+  std::string api_key;     // the scheduler's --api-keys, given to the workers as --scheduler-api-key
 };
 
 class Cluster {
@@ -62,7 +63,8 @@ struct GenerateResult {
 
 /// Greedy (unless `sampling` says otherwise) generation through the scheduler's gRPC API.
 GenerateResult Generate(v1::Scheduler::Stub* stub, const std::vector<int32_t>& prompt, int max_new_tokens,
-                        const v1::SamplingParams& sampling = {}, bool ignore_eos = true);
+                        const v1::SamplingParams& sampling = {}, bool ignore_eos = true,
+                        const std::string& api_key = "");
 
 /// Stats once no request is running (or after 2 s): the scheduler publishes a snapshot per round.
 v1::SchedulerStats SettledStats(v1::Scheduler::Stub* stub);

@@ -447,6 +447,16 @@ TEST(GatewayHttpTest, PipelineFailureMidStreamIsServiceUnavailable) {
   EXPECT_FALSE(body.Header("retry-after").empty());
 }
 
+// Issue 11: the gateway presents --scheduler-api-key to the schedulers.
+TEST(GatewayHttpTest, TheSchedulerKeyTravelsWithEveryCall) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.gateway.scheduler_api_key = "internal-secret";
+  GatewayFixture f(config);
+  HttpResult r = f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(f.scheduler().last_authorization(), "Bearer internal-secret");
+}
+
 TEST(GatewayHttpTest, TokenizeAndDetokenize) {
   GatewayFixture f;
   HttpResult t = f.Client().Request("POST", "/tokenize", R"({"prompt": "hé", "return_token_strs": true})");

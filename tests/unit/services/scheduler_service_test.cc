@@ -116,7 +116,7 @@ class ScriptedEngine final : public EngineClient {
 class SchedulerServiceTest : public ::testing::Test {
  protected:
   void StartService(int64_t max_queued_requests = 0, int64_t n_slots = 512,
-                    absl::Duration engine_down_wait = absl::ZeroDuration()) {
+                    absl::Duration engine_down_wait = absl::ZeroDuration(), services::ApiKeys keys = {}) {
     auto engine = std::make_unique<ScriptedEngine>();
     engine_ = engine.get();
     SchedulerLoop::Options o;
@@ -128,7 +128,7 @@ class SchedulerServiceTest : public ::testing::Test {
     ASSERT_TRUE(loop.ok()) << loop.status();
     loop_ = std::move(*loop);
     ASSERT_TRUE(loop_->Start().ok());
-    service_ = std::make_unique<SchedulerService>(loop_.get());
+    service_ = std::make_unique<SchedulerService>(loop_.get(), std::move(keys));
     grpc::ServerBuilder b;
     int port = 0;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -377,6 +377,42 @@ TEST_F(SchedulerServiceTest, DrainRejectsNewRequestsWithUnavailable) {
   Result r = Generate(Req({1}, 3));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(r.status.error_message().find("draining"), std::string::npos);
+}
+
+// Issue 11: with --api-keys, every RPC of the port wants the key.
+TEST_F(SchedulerServiceTest, WithApiKeysEveryCallNeedsTheKey) {
+  auto keys = services::ApiKeys::Load({"k1"}, "");
+  ASSERT_TRUE(keys.ok());
+  StartService(0, 512, absl::ZeroDuration(), std::move(*keys));
+  Result refused = Generate(Req({1}, 3));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(refused.status.error_message().find("Missing API key"), std::string::npos);
+  grpc::ClientContext with_key;
+  with_key.AddMetadata("authorization", "Bearer k1");
+  Result ok = Generate(Req({1}, 3), std::chrono::seconds(20), &with_key);
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_EQ(ok.tokens.size(), 3u);
+  {
+    grpc::ClientContext ctx;
+    v1::SchedulerStats s;
+    EXPECT_EQ(stub_->GetStats(&ctx, v1::StatsRequest(), &s).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer nope");
+    v1::StoreSetRequest req;
+    req.set_key("a");
+    v1::StoreSetResponse resp;
+    grpc::Status s = stub_->StoreSet(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(s.error_message(), "Incorrect API key provided");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::CancelRequest req;
+    v1::CancelResponse resp;
+    EXPECT_EQ(stub_->Cancel(&ctx, req, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
 }
 
 TEST_F(SchedulerServiceTest, RendezvousStoreWaitsForKeys) {
