@@ -205,6 +205,7 @@ async function main() {
     }
   } finally {
     await stack?.stop();
+    if (stack && process.env.ORCA_CHAOS_LOG_DIR) stack.saveLogs(process.env.ORCA_CHAOS_LOG_DIR);
     await net.destroy();
   }
   console.log(`\n${table(rows)}\n`);

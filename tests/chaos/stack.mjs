@@ -171,6 +171,16 @@ export class ChaosStack {
     }).join("\n");
   }
 
+  /** Copies every process's log to `dir` (e.g. ORCA_CHAOS_LOG_DIR, for a failure seen in CI). */
+  saveLogs(dir) {
+    fs.mkdirSync(dir, { recursive: true });
+    for (const name of Object.keys(this.procs)) {
+      try {
+        fs.copyFileSync(this.logFile(name), path.join(dir, `${name}.log`));
+      } catch {}
+    }
+  }
+
   async stop() {
     for (const name of ["gateway-a", "gateway-b", "scheduler", "worker-0", "worker-1"]) {
       const p = this.procs[name];
@@ -300,6 +310,16 @@ export class Load {
   }
 
   /** Stops opening streams and waits for the open ones to end. */
+  /** Copies every process's log to `dir` (e.g. ORCA_CHAOS_LOG_DIR, for a failure seen in CI). */
+  saveLogs(dir) {
+    fs.mkdirSync(dir, { recursive: true });
+    for (const name of Object.keys(this.procs)) {
+      try {
+        fs.copyFileSync(this.logFile(name), path.join(dir, `${name}.log`));
+      } catch {}
+    }
+  }
+
   async stop() {
     this.stopping = true;
     await Promise.all(this.loops);
