@@ -8,8 +8,8 @@
 //     OpenAI error body, e.g. 503 + Retry-After); none is cut or hangs;
 //   - the scheduler's orca:kv_slots_used returns to 0 once the load stops;
 //   - the stack serves a completion again within 10 s of the fault ending;
-//   - faults the design absorbs (a stall inside --worker-timeout-ms, a gateway
-//     draining on SIGTERM) cost no request at all.
+//   - faults the design absorbs (a stall inside --worker-timeout-ms, a lossy
+//     link, gateways restarted one at a time) cost no request at all.
 // Prints the table of outcomes (tests/chaos/README.md records one run).
 // Exit 77 (skipped) where network namespaces cannot be made.
 //
@@ -38,11 +38,15 @@ const scenarios = [
   // The streams gateway-a itself was writing end with it (nobody is left to write [DONE]); only those may be cut.
   { name: "kill -9 gateway-a, restart", mayFail: true, mayCutOn: "gateway-a", fault: (s) => killAndRestart(s, "gateway-a") },
   { name: "SIGTERM worker-1, restart", mayFail: true, fault: (s) => terminateAndRestart(s, "worker-1") },
+  { name: "SIGTERM worker-0, restart", mayFail: true, fault: (s) => terminateAndRestart(s, "worker-0") },
   { name: "SIGTERM scheduler (drain), restart", mayFail: true, fault: (s) => terminateAndRestart(s, "scheduler") },
   { name: "rolling restart of the gateways (SIGTERM, drain)", mayFail: false, fault: rollingGatewayRestart },
-  { name: "partition worker-0 / worker-1 3 s", mayFail: false, fault: (s) => partition(s, "worker-0", "worker-1", 3000) },
+  // A silent partition (dropped packets) of 3 s may outlast --worker-timeout-ms (5 s) for TCP: its retransmission
+  // timer doubles from ~200 ms (resends at ~0.2, 0.6, 1.4, 3.0, 6.2 s), so a cut healed at 3 s can stay dark
+  // until ~6 s. Whether requests fail depends on that timing; the README records what was seen.
+  { name: "partition worker-0 / worker-1 3 s", mayFail: true, fault: (s) => partition(s, "worker-0", "worker-1", 3000) },
   { name: "partition worker-0 / worker-1 10 s", mayFail: true, fault: (s) => partition(s, "worker-0", "worker-1", 10_000) },
-  { name: "partition scheduler / worker-0 3 s", mayFail: false, fault: (s) => partition(s, "scheduler", "worker-0", 3000) },
+  { name: "partition scheduler / worker-0 3 s", mayFail: true, fault: (s) => partition(s, "scheduler", "worker-0", 3000) },
   { name: "partition scheduler / worker-0 10 s", mayFail: true, fault: (s) => partition(s, "scheduler", "worker-0", 10_000) },
   { name: "200 ms + 5 % loss worker-0 -> worker-1, 5 s", mayFail: false, fault: impairStages },
 ];
