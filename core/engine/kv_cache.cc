@@ -12,7 +12,9 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const Options& o, kerne
   if (o.dtype == DType::kF16) return absl::InvalidArgumentError("KV cache dtype must be f32 or bf16");
   std::unique_ptr<KvCache> kv(new KvCache(o, backend));
   kv->num_blocks_ = (o.n_slots + o.block_size - 1) / o.block_size;
-  if (kv->num_blocks_ > INT32_MAX / o.block_size) return absl::InvalidArgumentError("n_slots is too large");
+  if (kv->num_blocks_ > INT32_MAX / o.block_size)
+    return absl::InvalidArgumentError(absl::StrCat("n_slots must be at most ", INT32_MAX / o.block_size * o.block_size,
+                                                   " with KV blocks of ", o.block_size, " tokens, got ", o.n_slots));
   kv->layer_elems_ = static_cast<size_t>(kv->num_blocks_) * o.block_size * o.num_kv_heads * o.head_dim;
   kv->bytes_ = kv->layer_elems_ * 2 * static_cast<size_t>(std::max(o.num_layers, 0)) * DTypeSize(o.dtype);
   if (kv->bytes_ > 0) {

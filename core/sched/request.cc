@@ -84,12 +84,13 @@ void Request::RequestCancel(FinishCause cause) {
   if (pending_cancel_ == FinishCause::kNone) pending_cancel_ = cause;
 }
 
-void Request::Finish(FinishCause cause, std::string error_message) {
+void Request::Finish(FinishCause cause, std::string error_message, absl::StatusCode error_code) {
   ORCA_CHECK(!finished()) << "request " << id_ << " finished twice";
   ORCA_CHECK(cause != FinishCause::kNone) << "request " << id_ << " finished without a cause";
   state_ = FinishedStateFor(cause);
   finish_cause_ = cause;
   error_message_ = std::move(error_message);
+  error_code_ = error_code;
   in_flight_iteration_.reset();
 }
 
@@ -98,6 +99,7 @@ FinishInfo Request::BuildFinishInfo(absl::Time delivered_at) const {
   info.state = state_;
   info.cause = finish_cause_;
   info.error_message = error_message_;
+  info.error_code = error_code_;
   info.matched_stop_token_id = matched_stop_token_id_;
   info.num_prompt_tokens = num_prompt_tokens();
   info.num_generated_tokens = num_generated_;

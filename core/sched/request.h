@@ -64,7 +64,7 @@ class Request {
   /// Marks a RUNNING request to finish with `cause` when its iteration returns.
   void RequestCancel(FinishCause cause);
   /// Any unfinished state → the FINISHED state of `cause`.
-  void Finish(FinishCause cause, std::string error_message);
+  void Finish(FinishCause cause, std::string error_message, absl::StatusCode error_code = absl::StatusCode::kInternal);
   /// The finish record as delivered at `delivered_at` (>= the finish time; the request-level
   /// baseline delivers when its whole batch ends).
   [[nodiscard]] FinishInfo BuildFinishInfo(absl::Time delivered_at) const;
@@ -85,6 +85,7 @@ class Request {
   FinishCause pending_cancel_ = FinishCause::kNone;
   FinishCause finish_cause_ = FinishCause::kNone;
   std::string error_message_;
+  absl::StatusCode error_code_ = absl::StatusCode::kInternal;
   std::optional<int32_t> matched_stop_token_id_;
   std::optional<absl::Time> admitted_time_;
   std::optional<absl::Time> first_token_time_;

@@ -258,7 +258,7 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationFailed(Iteration
   in_flight_.erase(it);
   num_in_flight_requests_ -= static_cast<int32_t>(members.size());
   EventList events;
-  FailBatch(members, ErrorText(error, "iteration failed"), now, events);
+  FailBatch(members, ErrorText(error, "iteration failed"), error.code(), now, events);
   return std::move(events).Take();
 }
 
@@ -268,24 +268,25 @@ std::vector<RequestEvent> Scheduler::FailAll(const absl::Status& error, absl::Ti
   auto batches = std::move(in_flight_);
   in_flight_.clear();
   num_in_flight_requests_ = 0;
-  for (const auto& [iteration_id, members] : batches) FailBatch(members, message, now, events);
+  for (const auto& [iteration_id, members] : batches) FailBatch(members, message, error.code(), now, events);
   std::vector<RequestId> waiting;
   for (const auto& [id, request] : pool_) {
     if (request->state() == RequestState::kWaitingNextIteration) waiting.push_back(id);
   }
-  FailBatch(waiting, message, now, events);
+  FailBatch(waiting, message, error.code(), now, events);
   return std::move(events).Take();
 }
 
-void Scheduler::FailBatch(const std::vector<RequestId>& members, const std::string& error_message, absl::Time now,
-                          EventList& events) {
+void Scheduler::FailBatch(const std::vector<RequestId>& members, const std::string& error_message,
+                          absl::StatusCode error_code, absl::Time now, EventList& events) {
   for (RequestId id : members) {
     Request* request = pool_.Find(id);
     if (request == nullptr || request->finished()) continue;
     if (request->cancel_requested()) {
       FinishRequest(*request, request->pending_cancel_cause(), "", now, events);
     } else {
-      FinishRequest(*request, FinishCause::kError, error_message, now, events);
+      FinishRequest(*request, FinishCause::kError, error_message, now, events,
+                    error_code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : error_code);
     }
   }
 }
@@ -326,7 +327,7 @@ std::vector<RequestEvent> Scheduler::ExpireDeadlines(absl::Time now) {
 }
 
 void Scheduler::FinishRequest(Request& request, FinishCause cause, std::string error_message, absl::Time now,
-                              EventList& events) {
+                              EventList& events, absl::StatusCode error_code) {
   const RequestState before = request.state();
   if (before == RequestState::kQueued) {
     --num_queued_;
@@ -336,7 +337,7 @@ void Scheduler::FinishRequest(Request& request, FinishCause cause, std::string e
     --num_admitted_;
   }
   if (request.sent_to_engine()) pending_releases_.push_back(request.id());
-  request.Finish(cause, std::move(error_message));
+  request.Finish(cause, std::move(error_message), error_code);
 
   for (RequestId visible_id : policy_->OnRequestFinished(request)) {
     Request* visible = pool_.Find(visible_id);

@@ -174,10 +174,11 @@ class Scheduler {
   absl::Status CheckQueueLimits(const RequestSpec& spec) const;
   // Finishes `request` with `cause`, releases its slots, queues its id for the workers and
   // delivers whatever the policy says became visible.
-  void FinishRequest(Request& request, FinishCause cause, std::string error_message, absl::Time now, EventList& events);
+  void FinishRequest(Request& request, FinishCause cause, std::string error_message, absl::Time now, EventList& events,
+                     absl::StatusCode error_code = absl::StatusCode::kInternal);
   // Finishes every member of a dropped or failed iteration.
-  void FailBatch(const std::vector<RequestId>& members, const std::string& error_message, absl::Time now,
-                 EventList& events);
+  void FailBatch(const std::vector<RequestId>& members, const std::string& error_message, absl::StatusCode error_code,
+                 absl::Time now, EventList& events);
   CancelResult CancelWithCause(RequestId id, FinishCause cause, absl::Time now);
 
   SchedulerOptions options_;

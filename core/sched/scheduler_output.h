@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/common/sampling_params.h"
 #include "core/sched/request_state.h"
@@ -91,8 +92,10 @@ struct RequestTimings {
 struct FinishInfo {
   RequestState state = RequestState::kFinishedError;
   FinishCause cause = FinishCause::kNone;
-  /// For kFinishedError: what failed.
+  /// For kFinishedError: what failed, and its status code (kUnavailable when
+  /// the pipeline failed and a retry may well succeed; kInternal otherwise).
   std::string error_message;
+  absl::StatusCode error_code = absl::StatusCode::kInternal;
   /// For kStopToken / kEosToken: the token that stopped it.
   std::optional<int32_t> matched_stop_token_id;
   int32_t num_prompt_tokens = 0;

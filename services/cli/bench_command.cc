@@ -38,22 +38,22 @@ struct LoadFlags {
   std::string api_key;
   std::string trace = "paper";
   double rate = 1.0;
-  int64_t num_requests = 100;
+  int num_requests = 100;
   double max_duration_s = 600;
   int64_t seed = 1;
-  int64_t min_prompt_tokens = 32, max_prompt_tokens = 512;
-  int64_t min_new_tokens = 1, max_new_tokens = 128;
-  int64_t prompt_tokens = 256, output_tokens = 64;
+  int min_prompt_tokens = 32, max_prompt_tokens = 512;
+  int min_new_tokens = 1, max_new_tokens = 128;
+  int prompt_tokens = 256, output_tokens = 64;
   double time_scale = 1.0;
   std::string out;
-  int64_t max_concurrency = 0;
+  int max_concurrency = 0;
   double request_timeout_s = 0;
   bool logprobs = false;
   bool include_usage = true;
   bool ignore_eos = true;
   double temperature = -1;
   std::string prompt_source = "auto";
-  int64_t token_id_min = 1, token_id_max = 255;
+  int token_id_min = 1, token_id_max = 255;
   bool progress = true;
 };
 

@@ -56,6 +56,7 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
   if (o.rendezvous_timeout_ms > 0) args.push_back(absl::StrCat("--rendezvous-timeout-ms=", o.rendezvous_timeout_ms));
   if (!o.log_level.empty()) args.push_back("--log-level=" + o.log_level);
   if (!o.served_model_name.empty()) args.push_back("--model-name=" + o.served_model_name);
+  if (!o.scheduler_api_key.empty()) args.push_back("--scheduler-api-key=" + o.scheduler_api_key);
   return args;
 }
 
@@ -73,6 +74,7 @@ std::vector<std::string> LocalStackCommands::SchedulerArgs() const {
   if (o.n_workers > 0) args.push_back(absl::StrCat("--n-workers=", o.n_workers));
   if (o.worker_timeout_ms > 0) args.push_back(absl::StrCat("--worker-timeout-ms=", o.worker_timeout_ms));
   if (o.drain_grace_seconds > 0) args.push_back(absl::StrCat("--drain-grace-seconds=", o.drain_grace_seconds));
+  if (!o.scheduler_api_key.empty()) args.push_back("--api-keys=" + o.scheduler_api_key);
   if (!o.log_level.empty()) args.push_back("--log-level=" + o.log_level);
   if (!o.served_model_name.empty()) args.push_back("--model-name=" + o.served_model_name);
   args.insert(args.end(), o.extra_scheduler_flags.begin(), o.extra_scheduler_flags.end());
@@ -86,6 +88,10 @@ std::vector<std::string> LocalStackCommands::GatewayArgs() const {
   if (!o.log_level.empty()) args.push_back("--log-level=" + o.log_level);
   if (!o.served_model_name.empty()) args.push_back("--served-model-name=" + o.served_model_name);
   if (!o.api_keys.empty()) args.push_back("--api-keys=" + absl::StrJoin(o.api_keys, ","));
+  if (!o.scheduler_api_key.empty()) args.push_back("--scheduler-api-key=" + o.scheduler_api_key);
+  if (o.gateway_drain_grace_seconds > 0) {
+    args.push_back(absl::StrCat("--drain-grace-seconds=", o.gateway_drain_grace_seconds));
+  }
   return args;
 }
 

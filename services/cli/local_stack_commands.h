@@ -49,8 +49,12 @@ class LocalStackCommands {
     std::string deployment_id;   ///< Worker --deployment-id.
     int peer_timeout_ms = 0;     ///< Worker --peer-timeout-ms.
     int rendezvous_timeout_ms = 0;
-    int worker_timeout_ms = 0;  ///< Scheduler --worker-timeout-ms.
-    double drain_grace_seconds = 0;
+    int worker_timeout_ms = 0;               ///< Scheduler --worker-timeout-ms.
+    double drain_grace_seconds = 0;          ///< Scheduler --drain-grace-seconds.
+    double gateway_drain_grace_seconds = 0;  ///< Gateway --drain-grace-seconds.
+    /// The scheduler's one accepted key (its --api-keys), sent by the workers and the
+    /// gateway (--scheduler-api-key). Empty: the scheduler port takes any caller.
+    std::string scheduler_api_key;
     std::vector<std::string> extra_scheduler_flags;
     std::string gateway_listen;       ///< host:port
     std::string gateway_grpc_listen;  ///< Always passed; empty disables the gateway's gRPC API.

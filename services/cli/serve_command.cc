@@ -4,6 +4,8 @@
 // until the gateway is ready, prints an example request, and stops
 // everything on Ctrl-C / SIGTERM (or when any process dies).
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -29,20 +31,21 @@ struct ServeFlags {
   std::string model;
   std::string served_model_name;
   std::string host = "127.0.0.1";
-  int64_t port = 8000;
-  int64_t grpc_port = 8001;
-  int64_t pipeline_parallel = 1;
-  int64_t tensor_parallel = 1;
-  int64_t max_bs = 16;
+  int port = 8000;
+  int grpc_port = 8001;
+  int pipeline_parallel = 1;
+  int tensor_parallel = 1;
+  int max_bs = 16;
   int64_t n_slots = 8192;
-  int64_t n_workers = 0;
+  int n_workers = 0;
   std::string policy = "orca";
   std::string dtype = "auto";
-  int64_t threads = 0;
+  int threads = 0;
   std::vector<std::string> api_keys;
   std::string log_dir;
   std::string log_level = "warning";
   int64_t ready_timeout_s = 300;
+  int64_t drain_grace_s = 30;
 };
 
 int Fail(const std::string& msg) {
@@ -71,6 +74,9 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
   flags.AddString("log-dir", &f.log_dir, "Write each process's log to a file here (default: this terminal)");
   flags.AddString("log-level", &f.log_level, "Log level of the services");
   flags.AddInt("ready-timeout", &f.ready_timeout_s, "Seconds to wait for the stack to become ready");
+  flags.AddInt("drain-grace-seconds", &f.drain_grace_s,
+               "On Ctrl-C / SIGTERM: seconds the gateway lets in-flight requests finish before ending them with "
+               "an error event (a second signal ends it now)");
 }
 
 /// Checks the flags and settles the model: the default one when none is given, an absolute path.
@@ -106,13 +112,15 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.gateway_listen = absl::StrCat(f.host, ":", f.port);
   o.gateway_grpc_listen = f.grpc_port > 0 ? absl::StrCat(f.host, ":", f.grpc_port) : "";
   o.api_keys = f.api_keys;
+  o.gateway_drain_grace_seconds = static_cast<double>(f.drain_grace_s);
   return o;
 }
 
 /// The stack's processes, in start order (workers, scheduler, gateway); stopped front to back.
 class ServeStack {
  public:
-  ServeStack(const LocalStackCommands& commands, int num_stages, const std::string& log_dir) {
+  ServeStack(const LocalStackCommands& commands, int num_stages, const std::string& log_dir, int64_t drain_grace_s)
+      : drain_grace_s_(drain_grace_s) {
     auto log_path = [&](const std::string& name) {
       return log_dir.empty() ? std::string() : log_dir + "/" + name + ".log";
     };
@@ -126,7 +134,20 @@ class ServeStack {
   }
 
   /// Front to back: stop taking requests first, then drain the engine. Returns `code`.
+  /// The gateway drains first: in-flight requests finish within its grace period (a second
+  /// Ctrl-C ends it now); then the engine stops.
   int StopAll(int code) {
+    Subprocess& gateway = *children_.back();
+    if (gateway.Alive()) {
+      kill(gateway.pid(), SIGTERM);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(drain_grace_s_ + 15);
+      while (gateway.Alive() && std::chrono::steady_clock::now() < give_up) {
+        if (services::WaitForTerminationSignal(std::chrono::milliseconds(100)) != 0) {
+          std::fprintf(stderr, "orca serve: ending the drain now\n");
+          kill(gateway.pid(), SIGTERM);
+        }
+      }
+    }
     for (auto it = children_.rbegin(); it != children_.rend(); ++it) (*it)->Stop(SIGTERM, 10000);
     return code;
   }
@@ -143,6 +164,7 @@ class ServeStack {
     children_.push_back(std::make_unique<Subprocess>(name, path, args, Subprocess::Options{.log_path = log_path}));
   }
 
+  int64_t drain_grace_s_;
   std::vector<std::unique_ptr<Subprocess>> children_;
 };
 
@@ -221,7 +243,7 @@ int RunServe(int argc, char** argv) {
   if (!ports.ok()) return Fail(std::string(ports.status().message()));
   const LocalStackCommands commands(StackOptions(f), *std::move(ports));
 
-  ServeStack stack(commands, static_cast<int>(f.pipeline_parallel), f.log_dir);
+  ServeStack stack(commands, static_cast<int>(f.pipeline_parallel), f.log_dir, f.drain_grace_s);
   std::fprintf(stderr, "orca serve: starting %lld worker(s) (tp %lld), scheduler and gateway for %s\n",
                static_cast<long long>(f.pipeline_parallel), static_cast<long long>(f.tensor_parallel), f.model.c_str());
   const std::string probe_host = f.host == "0.0.0.0" ? "127.0.0.1" : f.host;

@@ -25,7 +25,8 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, cons
 // The write side of one Generate call. The pipeline's events are queued and
 // written one at a time (a ServerWriteReactor allows one outstanding write).
 // The reactor deletes itself in OnDone; the pipeline may still hold the
-// observer, which then finds the reactor gone and drops events.
+// observer, which then finds the reactor gone and drops events. Keeps gRPC's
+// reactor rules (services/common/server_stream_writer.h) with its own queue.
 class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
  public:
   class Observer : public GenerationObserver {

@@ -30,19 +30,22 @@ struct Flags {
   std::string model;
   std::string model_name;
   std::string policy = "orca";
-  int64_t max_bs = 16;
+  int max_bs = 16;
   int64_t n_slots = 8192;
-  int64_t n_workers = 0;
-  int64_t kv_block_size = 16;
+  int n_workers = 0;
+  int kv_block_size = 16;
   int64_t max_queued_requests = 1024;
   int64_t max_queued_tokens = 1 << 20;
   int64_t default_deadline_ms = 0;
   double drain_grace_seconds = 30;
   int64_t worker_timeout_ms = 5000;
+  int64_t engine_down_wait_ms = 10000;
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;
   std::string dtype = "auto";
   std::string device = "cpu";
-  int64_t threads = 0;
-  int64_t tensor_parallel = 1;
+  int threads = 0;
+  int tensor_parallel = 1;
   services::LoggingFlags logging;
 };
 
@@ -56,6 +59,7 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
     RemoteEngineClient::Options o;
     o.workers = f.workers;
     o.worker_timeout = absl::Milliseconds(f.worker_timeout_ms);
+    o.kv_block_size = static_cast<int32_t>(f.kv_block_size);
     o.model_name = model_name;
     auto c = RemoteEngineClient::Create(o);
     if (!c.ok()) return c.status();
@@ -98,7 +102,15 @@ int Main(int argc, char** argv) {
   flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds,
                   "On SIGTERM: time to finish in-flight work before cancelling it");
   flags.AddInt("worker-timeout-ms", &f.worker_timeout_ms,
-               "An iteration not back in this long marks the pipeline failed");
+               "A worker silent (no heartbeat) this long is dead, stopped or cut off: its pipeline session fails. "
+               "The only bound on silence; iterations may compute for as long as they take");
+  flags.AddInt("engine-down-wait-ms", &f.engine_down_wait_ms,
+               "While the worker pipeline is down (restarting), queued requests wait this long for it before "
+               "failing UNAVAILABLE (the gateway answers 503 + Retry-After); 0 = fail at once");
+  flags.AddStringList("api-keys", &f.api_keys,
+                      "Keys the gRPC port accepts ('authorization: Bearer <key>'; the gateways' and workers' "
+                      "--scheduler-api-key). Empty: any caller");
+  flags.AddString("api-keys-file", &f.api_keys_file, "File with one accepted key per line (e.g. a mounted Secret)");
   flags.AddString("dtype", &f.dtype, "In-process engine weight dtype: auto, f32, bf16");
   flags.AddString("device", &f.device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
@@ -107,6 +119,9 @@ int Main(int argc, char** argv) {
   if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler", "ORCA_SCHEDULER_"))
     return *exit_code;
   if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
+
+  auto keys = services::ApiKeys::Load(f.api_keys, f.api_keys_file);
+  if (!keys.ok()) return Fail(keys.status());
 
   SchedulerLoop::Options lo;
   auto policy = sched::ParsePolicyKind(f.policy);
@@ -120,6 +135,7 @@ int Main(int argc, char** argv) {
   lo.scheduler.max_queued_requests = f.max_queued_requests;
   lo.scheduler.max_queued_tokens = f.max_queued_tokens;
   lo.default_deadline = absl::Milliseconds(f.default_deadline_ms);
+  lo.engine_down_wait = absl::Milliseconds(std::max<int64_t>(0, f.engine_down_wait_ms));
   lo.model_name = f.model_name;
   if (lo.model_name.empty() && !f.model.empty()) lo.model_name = ServedModelNameFromPath(f.model);
 
@@ -131,7 +147,7 @@ int Main(int argc, char** argv) {
   if (!loop.ok()) return Fail(loop.status());
   if (absl::Status s = (*loop)->Start(); !s.ok()) return Fail(s);
 
-  SchedulerService service(loop->get());
+  SchedulerService service(loop->get(), std::move(*keys));
   auto server_or = services::StartGrpcServer(f.listen, {&service});
   if (!server_or.ok()) return Fail(server_or.status());
   std::unique_ptr<grpc::Server> server = std::move(*server_or);

@@ -53,6 +53,9 @@ class SchedulerLoop {
     std::string model_name;
     /// Applied to requests without a deadline of their own; zero = none.
     absl::Duration default_deadline = absl::ZeroDuration();
+    /// How long a queued request waits for an engine that is not ready (a
+    /// pipeline restarting) before it fails UNAVAILABLE; zero = fail at once.
+    absl::Duration engine_down_wait = absl::Seconds(10);
   };
   using Ticket = uint64_t;
 
@@ -97,6 +100,7 @@ class SchedulerLoop {
   struct StateCmd {
     bool ready;
     std::string reason;
+    uint64_t session;
   };
   struct DrainCmd {};
   struct CancelAllCmd {};
@@ -121,6 +125,8 @@ class SchedulerLoop {
   void Handle(IterationOutcome& outcome, absl::Time now);
   void Handle(const StateCmd& cmd, absl::Time now);
   void CancelEverything(absl::Time now);
+  /// Fails the queued requests that waited engine_down_wait for an engine that is down.
+  void ExpireWhileDown(absl::Time now);
   void ScheduleIterations(absl::Time now);
   void Deliver(std::vector<sched::RequestEvent> events, absl::Time now);
   void Publish();
@@ -135,6 +141,8 @@ class SchedulerLoop {
   absl::flat_hash_map<Ticket, sched::RequestId> tickets_;
   absl::flat_hash_map<sched::IterationId, absl::Time> iteration_start_;
   bool engine_ready_ = false;
+  uint64_t engine_session_ = 0;  // the session plans are made for
+  absl::Time engine_down_since_ = absl::Now();
   std::string not_ready_reason_ = "engine starting";
 
   mutable absl::Mutex mu_;
