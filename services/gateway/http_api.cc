@@ -149,10 +149,11 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<HttpExchange> raw_exch
 void HttpApi::HandleGeneration(OpenAiApi api, const HttpRequest& request,
                                const std::shared_ptr<HttpExchange>& exchange) {
   if (Draining()) {
-    exchange->Respond(ErrorResponse(WithRetryAfter(
-        absl::UnavailableError("The gateway is shutting down and takes no new requests; retry (another replica "
-                               "serves it)"),
-        1)));
+    exchange->Respond(ApiError::FromStatus(WithRetryAfter(absl::UnavailableError("The gateway is shutting down and "
+                                                                                 "takes no new requests; retry "
+                                                                                 "(another replica serves it)"),
+                                                          1))
+                          .ToHttpResponse());
     return;
   }
   std::optional<AdmissionTicket> ticket = options_.admission->TryAdmit();
