@@ -37,6 +37,11 @@ struct ServeFlags {
   int64_t n_slots = 8192;
   int64_t n_workers = 0;
   std::string policy = "orca";
+  int64_t kv_block_size = 16;
+  int64_t max_num_batched_tokens = 0;
+  bool enable_prefix_caching = false;
+  std::string scheduling_order = "fcfs";
+  int64_t priority_aging_ms = 1000;
   std::string dtype = "auto";
   int64_t threads = 0;
   std::vector<std::string> api_keys;
@@ -72,7 +77,16 @@ int RunServe(int argc, char** argv) {
   flags.AddInt("max-bs", &f.max_bs, "Paper's max_bs: requests per iteration");
   flags.AddInt("n-slots", &f.n_slots, "Paper's n_slots: KV slots (tokens) per stage");
   flags.AddInt("n-workers", &f.n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
-  flags.AddString("policy", &f.policy, "orca or request-level");
+  flags.AddString("policy", &f.policy,
+                  "orca (Algorithm 1), paged (paged KV: on-demand blocks, preemption) or request-level (baseline)");
+  flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens), the same for scheduler and workers");
+  flags.AddInt("max-num-batched-tokens", &f.max_num_batched_tokens,
+               "Chunked prefill: tokens per iteration, decodes first (0 = off; else >= --max-bs)");
+  flags.AddBool("enable-prefix-caching", &f.enable_prefix_caching, "Reuse cached KV blocks of shared prompt prefixes");
+  flags.AddString("scheduling-order", &f.scheduling_order,
+                  "fcfs or priority (the request's \"priority\" field, lower first)");
+  flags.AddInt("priority-aging-ms", &f.priority_aging_ms,
+               "Priority order: one level gained per this much waiting (bounds waiting; 0 = strict)");
   flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32, bf16");
   flags.AddInt("threads", &f.threads, "Compute threads per worker (0 = cores / stages)");
   flags.AddStringList("api-keys", &f.api_keys, "Accepted API keys (empty = no auth)");
@@ -133,6 +147,7 @@ int RunServe(int argc, char** argv) {
                                      "--workers=" + absl::StrJoin(worker_addrs, ","),
                                      "--scheduler=" + Addr(sched_grpc),
                                      "--n-slots=" + std::to_string(f.n_slots),
+                                     "--kv-block-size=" + std::to_string(f.kv_block_size),
                                      "--dtype=" + f.dtype,
                                      "--threads=" + std::to_string(threads),
                                      "--log-level=" + f.log_level};
@@ -147,7 +162,12 @@ int RunServe(int argc, char** argv) {
                                     "--max-bs=" + std::to_string(f.max_bs),
                                     "--n-slots=" + std::to_string(f.n_slots),
                                     "--policy=" + f.policy,
+                                    "--kv-block-size=" + std::to_string(f.kv_block_size),
+                                    "--max-num-batched-tokens=" + std::to_string(f.max_num_batched_tokens),
+                                    "--scheduling-order=" + f.scheduling_order,
+                                    "--priority-aging-ms=" + std::to_string(f.priority_aging_ms),
                                     "--log-level=" + f.log_level};
+  if (f.enable_prefix_caching) sargs.push_back("--enable-prefix-caching");
   if (f.n_workers > 0) sargs.push_back("--n-workers=" + std::to_string(f.n_workers));
   sargs.push_back("--model-name=" + name);
   children.push_back(std::make_unique<Subprocess>("scheduler", bin + "/orca-scheduler", sargs,
