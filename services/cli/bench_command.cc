@@ -227,6 +227,10 @@ class OrcaServeStack : public bench::ServingStack {
     if (options_.n_slots > 0) args.push_back("--n-slots=" + std::to_string(options_.n_slots));
     if (options_.threads > 0) args.push_back("--threads=" + std::to_string(options_.threads));
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+    // The log is appended to by every start (one per rate when interleaved): only what this
+    // start writes names this stack's ports.
+    const std::string log_path = logs + "/serve.log";
+    const size_t log_offset = std::filesystem::exists(log_path) ? std::filesystem::file_size(log_path, ec) : 0;
     child_ = std::make_unique<Subprocess>("orca serve", ExecutableDir() + "/orca", args,
                                           Subprocess::Options{.log_path = logs + "/serve.log"});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.ready_timeout_s);
@@ -243,7 +247,7 @@ class OrcaServeStack : public bench::ServingStack {
     }
     // The gateway can answer /ready a moment before orca serve prints its banner.
     const auto banner_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while ((metrics_url_ = SchedulerMetricsUrlFromBanner(logs + "/serve.log")).empty() &&
+    while ((metrics_url_ = SchedulerMetricsUrlFromBanner(log_path, ec ? 0 : log_offset)).empty() &&
            std::chrono::steady_clock::now() < banner_deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -267,10 +271,11 @@ class OrcaServeStack : public bench::ServingStack {
 
  private:
   // orca serve's banner names every /metrics URL: "  scheduler  http://127.0.0.1:PORT/metrics".
-  static std::string SchedulerMetricsUrlFromBanner(const std::string& log_path) {
+  // Reads the log from `offset` on (what the current start wrote).
+  static std::string SchedulerMetricsUrlFromBanner(const std::string& log_path, size_t offset) {
     absl::StatusOr<std::string> log = ReadFileToString(log_path);
-    if (!log.ok()) return "";
-    for (absl::string_view line : absl::StrSplit(*log, '\n')) {
+    if (!log.ok() || log->size() < offset) return "";
+    for (absl::string_view line : absl::StrSplit(absl::string_view(*log).substr(offset), '\n')) {
       line = absl::StripAsciiWhitespace(line);
       if (!absl::ConsumePrefix(&line, "scheduler")) continue;
       line = absl::StripAsciiWhitespace(line);
