@@ -1,16 +1,12 @@
 #include "bench/pipeline/bench_models.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/status_macros.h"
+#include "core/common/subprocess.h"
 
 extern char** environ;
 
@@ -39,31 +35,6 @@ absl::StatusOr<std::string> EnsureSyntheticModel(const std::string& bin_dir, con
   argv.insert(argv.end(), flags.begin(), flags.end());
   ORCA_RETURN_IF_ERROR(RunToCompletion(argv));
   return dir;
-}
-
-absl::Status RunToCompletion(const std::vector<std::string>& argv) {
-  if (argv.empty()) return absl::InvalidArgumentError("empty command");
-  std::vector<std::string> storage = argv;
-  std::vector<char*> args;
-  for (std::string& a : storage) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  if (int err = posix_spawn(&pid, storage[0].c_str(), nullptr, nullptr, args.data(), environ); err != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot run ", storage[0], ": ", std::strerror(err)));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(absl::StrJoin(argv, " "), " failed (status ", status, ")"));
-  }
-  return absl::OkStatus();
-}
-
-std::string ExecutableDirectory() {
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::canonical("/proc/self/exe", ec);
-  return ec ? std::string(".") : exe.parent_path().string();
 }
 
 }  // namespace orca::bench

@@ -18,11 +18,4 @@ absl::StatusOr<std::vector<std::string>> SynthFlags(const std::string& preset);
 absl::StatusOr<std::string> EnsureSyntheticModel(const std::string& bin_dir, const std::string& preset,
                                                  const std::string& model_dir);
 
-/// Runs `argv` (argv[0] is the executable path) with inherited stdio and waits.
-/// FAILED_PRECONDITION with the exit status when it fails.
-absl::Status RunToCompletion(const std::vector<std::string>& argv);
-
-/// The directory of the running executable.
-std::string ExecutableDirectory();
-
 }  // namespace orca::bench

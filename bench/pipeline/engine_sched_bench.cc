@@ -2,11 +2,11 @@
 // orca(max_bs) vs the request-level baseline over Poisson arrival rates, every iteration
 // run by core/engine on a synthetic Llama-shaped model and timed on the wall clock.
 //
-// The event loop is core/sched/sim's: the real Scheduler plans each iteration, the engine
+// The event loop is sim/'s: the real Scheduler plans each iteration, the engine
 // runs it (EngineStepRunner), and the virtual clock advances by the measured Step() time,
 // so results are what this engine delivers while idle gaps between arrivals cost no wall
 // time. Prints median normalized latency against throughput, and the throughput ratio at
-// equal median normalized latency (interpolated as core/sched/sim/sweep.h does).
+// equal median normalized latency (interpolated as sim/sweep.h does).
 //
 //   orca_engine_sched_bench [--preset 4m] [--rates 1,2,4,8] [--num-requests 100]
 //                           [--configs orca:8,orca:32,request-level:1,request-level:8]
@@ -25,16 +25,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "bench/load/fig10_report.h"
-#include "bench/load/serving_sweep.h"
 #include "bench/pipeline/bench_models.h"
 #include "bench/pipeline/engine_step_runner.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "core/common/subprocess.h"
 #include "core/engine/engine.h"
-#include "core/sched/sim/sweep.h"
+#include "core/loadgen/fig10_report.h"
+#include "core/loadgen/serving_sweep.h"
+#include "sim/sweep.h"
 
 namespace orca::bench {
 namespace {
@@ -59,21 +60,7 @@ struct Args {
 
 absl::StatusOr<std::string> ResolveModel(const Args& args) {
   if (!args.model.empty()) return args.model;
-  return EnsureSyntheticModel(ExecutableDirectory(), args.preset, args.model_dir);
-}
-
-absl::StatusOr<std::vector<double>> ParseList(const std::string& text, const char* flag) {
-  std::vector<double> values;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    double v = 0;
-    if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
-    }
-    values.push_back(v);
-  }
-  if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
-  return values;
+  return EnsureSyntheticModel(ExecutableDir(), args.preset, args.model_dir);
 }
 
 /// Wall time of one Step() over `input` (best of `repeats`), releasing its requests after.
@@ -135,14 +122,14 @@ absl::Status Calibrate(engine::Engine& engine) {
 }
 
 /// Sweep curves as the serving sweep's records, for its CSV and plot.
-std::vector<MeasuredCurve> ToMeasured(const std::vector<sched::sim::SweepCurve>& curves,
-                                      const std::vector<SweepCurveSpec>& specs) {
-  std::vector<MeasuredCurve> out;
+std::vector<loadgen::MeasuredCurve> ToMeasured(const std::vector<loadgen::SweepCurve>& curves,
+                                               const std::vector<loadgen::SweepCurveSpec>& specs) {
+  std::vector<loadgen::MeasuredCurve> out;
   for (size_t i = 0; i < curves.size(); ++i) {
-    MeasuredCurve& m = out.emplace_back();
+    loadgen::MeasuredCurve& m = out.emplace_back();
     m.spec = specs[i];
-    for (const sched::sim::SweepPoint& p : curves[i].points) {
-      MeasuredPoint& q = m.points.emplace_back();
+    for (const loadgen::SweepPoint& p : curves[i].points) {
+      loadgen::MeasuredPoint& q = m.points.emplace_back();
       q.arrival_rate = p.arrival_rate;
       q.summary.throughput_rps = p.throughput_rps;
       q.summary.num_completed = 1;  // every simulated request completes
@@ -158,20 +145,16 @@ absl::StatusOr<std::unique_ptr<engine::Engine>> CreateEngine(const Args& args, c
   o.model_path = model;
   o.n_slots = args.n_slots;
   o.num_threads = static_cast<int32_t>(args.threads);
-  if (args.dtype != "auto") {
-    DType dtype;
-    if (!ParseDType(args.dtype, &dtype)) return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16");
-    o.dtype = dtype;
-  }
+  ORCA_RETURN_IF_ERROR(engine::SetDTypeAndDeviceFromFlags(args.dtype, "cpu", &o));
   return engine::Engine::Create(o);
 }
 
 /// One scheduler configuration per curve, sized to the engine (its KV pool and block size).
-std::vector<sched::sim::SweepConfig> MakeConfigs(const std::vector<SweepCurveSpec>& specs,
-                                                 const engine::Engine& engine) {
-  std::vector<sched::sim::SweepConfig> configs;
-  for (const SweepCurveSpec& spec : specs) {
-    sched::sim::SweepConfig& c = configs.emplace_back();
+std::vector<loadgen::SweepConfig> MakeConfigs(const std::vector<loadgen::SweepCurveSpec>& specs,
+                                              const engine::Engine& engine) {
+  std::vector<loadgen::SweepConfig> configs;
+  for (const loadgen::SweepCurveSpec& spec : specs) {
+    loadgen::SweepConfig& c = configs.emplace_back();
     c.label = spec.label;
     c.scheduler.policy = spec.policy;
     c.scheduler.max_bs = spec.max_bs;
@@ -187,24 +170,23 @@ std::vector<sched::sim::SweepConfig> MakeConfigs(const std::vector<SweepCurveSpe
 /// Rate by rate over every configuration (not configuration by configuration): a drift in
 /// the shared machine's background load then hits all curves alike. A configuration stops
 /// after its first point past options.saturation_latency.
-absl::StatusOr<std::vector<sched::sim::SweepCurve>> RunInterleaved(const sched::sim::SweepOptions& options,
-                                                                   const std::vector<sched::sim::SweepConfig>& configs,
-                                                                   engine::Engine& engine) {
-  auto factory = [&engine](const sched::SchedulerOptions&) -> absl::StatusOr<std::unique_ptr<sched::sim::StepRunner>> {
+absl::StatusOr<std::vector<loadgen::SweepCurve>> RunInterleaved(const sim::SweepOptions& options,
+                                                                const std::vector<loadgen::SweepConfig>& configs,
+                                                                engine::Engine& engine) {
+  auto factory = [&engine](const sched::SchedulerOptions&) -> absl::StatusOr<std::unique_ptr<sim::StepRunner>> {
     return std::make_unique<EngineStepRunner>(&engine);
   };
-  std::vector<sched::sim::SweepCurve> curves(configs.size());
+  std::vector<loadgen::SweepCurve> curves(configs.size());
   std::vector<bool> saturated(configs.size(), false);
   for (double rate : options.arrival_rates) {
     for (size_t i = 0; i < configs.size(); ++i) {
       if (saturated[i]) continue;
-      sched::sim::SweepOptions point = options;
+      sim::SweepOptions point = options;
       point.arrival_rates = {rate};
-      ORCA_ASSIGN_OR_RETURN(std::vector<sched::sim::SweepCurve> one,
-                            sched::sim::RunSweep(point, {configs[i]}, factory));
+      ORCA_ASSIGN_OR_RETURN(std::vector<loadgen::SweepCurve> one, sim::RunSweep(point, {configs[i]}, factory));
       curves[i].config = configs[i];
       curves[i].points.push_back(one.front().points.front());
-      const sched::sim::SweepPoint& p = curves[i].points.back();
+      const loadgen::SweepPoint& p = curves[i].points.back();
       std::fprintf(stderr, "  %s @ %g req/s: %.3f req/s, p50 normalized latency %.2f ms/token\n",
                    configs[i].label.c_str(), rate, p.throughput_rps, p.median_normalized_latency * 1e3);
       saturated[i] = options.saturation_latency > 0 && p.median_normalized_latency > options.saturation_latency;
@@ -216,10 +198,10 @@ absl::StatusOr<std::vector<sched::sim::SweepCurve>> RunInterleaved(const sched::
 absl::Status Run(const Args& args) {
   ORCA_ASSIGN_OR_RETURN(const std::string model, ResolveModel(args));
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine, CreateEngine(args, model));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<SweepCurveSpec> specs, ParseCurveSpecs(args.configs));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParseList(args.rates, "rates"));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> multiples, ParseList(args.targets, "targets"));
-  sched::sim::SweepOptions options;
+  ORCA_ASSIGN_OR_RETURN(const std::vector<loadgen::SweepCurveSpec> specs, loadgen::ParseCurveSpecs(args.configs));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParsePositiveNumberList(args.rates, "rates"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> multiples, ParsePositiveNumberList(args.targets, "targets"));
+  sim::SweepOptions options;
   options.trace.seed = static_cast<uint64_t>(args.seed);
   options.trace.num_requests = static_cast<int32_t>(args.num_requests);
   options.trace.min_prompt_tokens = static_cast<int32_t>(args.min_prompt);
@@ -241,24 +223,24 @@ absl::Status Run(const Args& args) {
   std::fflush(stdout);
   ORCA_RETURN_IF_ERROR(Calibrate(*engine));
   const auto wall_start = std::chrono::steady_clock::now();
-  ORCA_ASSIGN_OR_RETURN(const std::vector<sched::sim::SweepCurve> curves,
+  ORCA_ASSIGN_OR_RETURN(const std::vector<loadgen::SweepCurve> curves,
                         RunInterleaved(options, MakeConfigs(specs, *engine), *engine));
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  std::printf("%s\n", sched::sim::FormatSweepTable(curves).c_str());
-  const std::vector<MeasuredCurve> measured = ToMeasured(curves, specs);
+  std::printf("%s\n", loadgen::FormatSweepTable(curves).c_str());
+  const std::vector<loadgen::MeasuredCurve> measured = ToMeasured(curves, specs);
   std::printf("Throughput at equal median normalized latency\n\n%s",
-              FormatEqualLatencyTable(measured, multiples).c_str());
+              loadgen::FormatEqualLatencyTable(measured, multiples).c_str());
   std::printf("\npeak ratio: %.2fx   (sweep wall time %.0f s)\n",
-              PeakRatio(measured, RatioTargets(measured, multiples)), wall_s);
+              loadgen::PeakRatio(measured, loadgen::RatioTargets(measured, multiples)), wall_s);
   if (args.out.empty()) return absl::OkStatus();
-  SweepOutputOptions out;
+  loadgen::SweepOutputOptions out;
   out.out_dir = args.out;
   out.target_multiples = multiples;
   out.gnuplot = args.gnuplot;
   out.title = absl::StrCat("Real CPU engine (", args.model.empty() ? "llama-" + args.preset : model,
                            "), virtual clock, prompt U(", args.min_prompt, ",", args.max_prompt, "), output U(",
                            args.min_new, ",", args.max_new, ")");
-  ORCA_ASSIGN_OR_RETURN(const std::string text, WriteSweepOutputs(measured, out));
+  ORCA_ASSIGN_OR_RETURN(const std::string text, loadgen::WriteSweepOutputs(measured, out));
   std::printf("%s", text.substr(text.rfind("wrote")).c_str());
   return absl::OkStatus();
 }

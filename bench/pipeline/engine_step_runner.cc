@@ -10,7 +10,7 @@ namespace orca::bench {
 
 EngineStepRunner::EngineStepRunner(engine::Engine* engine) : engine_(engine) { engine_->ReleaseAll(); }
 
-absl::StatusOr<sched::sim::StepOutcome> EngineStepRunner::Run(const sched::IterationPlan& plan) {
+absl::StatusOr<sim::StepOutcome> EngineStepRunner::Run(const sched::IterationPlan& plan) {
   const engine::StepInput input = services::PlanToStepInput(plan);
   // Only Step() is on the clock: the plan conversion above stands in for the control
   // message a worker decodes, which the services measure separately.
@@ -18,7 +18,7 @@ absl::StatusOr<sched::sim::StepOutcome> EngineStepRunner::Run(const sched::Itera
   const absl::Status stepped = engine_->Step(input, nullptr, &output_);
   const auto end = std::chrono::steady_clock::now();
   if (!stepped.ok()) return Annotate(stepped, absl::StrCat("iteration ", plan.iteration_id));
-  sched::sim::StepOutcome outcome;
+  sim::StepOutcome outcome;
   outcome.elapsed = absl::FromChrono(end - start);
   outcome.results = services::SamplesToResults(output_.samples);
   total_step_time_ += outcome.elapsed;

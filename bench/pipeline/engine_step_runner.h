@@ -2,7 +2,7 @@
 /// The real CPU engine behind the simulation loop: a sim::StepRunner that runs each planned
 /// iteration through core/engine's Engine and reports the measured wall time of Step().
 ///
-/// Time accounting: core/sched/sim/simulation.h advances a virtual clock by the reported
+/// Time accounting: sim/simulation.h advances a virtual clock by the reported
 /// elapsed time, so every iteration costs exactly what the engine really took, while idle
 /// gaps between arrivals cost no wall time. What is not counted is the scheduler's own
 /// decision time and the service plumbing (gRPC, gateway, HTTP); bench/pipeline's
@@ -16,17 +16,17 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/engine/engine.h"
-#include "core/sched/sim/step_runner.h"
+#include "sim/step_runner.h"
 
 namespace orca::bench {
 
-class EngineStepRunner : public sched::sim::StepRunner {
+class EngineStepRunner : public sim::StepRunner {
  public:
   /// Borrows `engine` (one stage holding the whole model; it must outlive the runner) and
   /// frees every request it still holds, so each runner starts from an empty KV pool.
   explicit EngineStepRunner(engine::Engine* engine);
 
-  absl::StatusOr<sched::sim::StepOutcome> Run(const sched::IterationPlan& plan) override;
+  absl::StatusOr<sim::StepOutcome> Run(const sched::IterationPlan& plan) override;
   absl::Status Release(absl::Span<const sched::RequestId> request_ids) override;
   int32_t num_stages() const override { return 1; }
   std::string Describe() const override;

@@ -1,10 +1,6 @@
 #include "bench/pipeline/local_stack.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -15,16 +11,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "bench/load/http_client.h"
 #include "core/common/ports.h"
 #include "core/common/status_macros.h"
+#include "core/loadgen/http_client.h"
+#include "services/cli/local_stack_commands.h"
 
 namespace orca::bench {
 namespace {
 
 constexpr int kStopGraceMs = 20000;
-
-std::string Loopback(int port) { return absl::StrCat("127.0.0.1:", port); }
 
 }  // namespace
 
@@ -51,50 +46,33 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOp
   std::filesystem::create_directories(options.log_dir, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat(options.log_dir, ": ", ec.message()));
   std::unique_ptr<LocalStack> stack(new LocalStack());
-  std::vector<std::string> worker_addrs;
-  std::vector<int> worker_grpc, worker_data_plane;
-  for (int s = 0; s < options.num_stages; ++s) {
-    ORCA_ASSIGN_OR_RETURN(const int grpc_port, PickLoopbackPort());
-    ORCA_ASSIGN_OR_RETURN(const int http_port, PickLoopbackPort());
-    ORCA_ASSIGN_OR_RETURN(const int data_plane_port, PickLoopbackPort());
-    worker_grpc.push_back(grpc_port);
-    worker_data_plane.push_back(data_plane_port);
-    stack->worker_http_ports_.push_back(http_port);
-    worker_addrs.push_back(Loopback(grpc_port));
-  }
-  ORCA_ASSIGN_OR_RETURN(const int sched_grpc, PickLoopbackPort());
-  ORCA_ASSIGN_OR_RETURN(stack->scheduler_http_port_, PickLoopbackPort());
+  ORCA_ASSIGN_OR_RETURN(cli::LocalStackPorts ports, cli::LocalStackPorts::Pick(options.num_stages));
   ORCA_ASSIGN_OR_RETURN(stack->gateway_http_port_, PickLoopbackPort());
-  const std::string workers = absl::StrJoin(worker_addrs, ",");
+  stack->worker_http_ports_ = ports.worker_http;
+  stack->scheduler_http_port_ = ports.scheduler_http;
+  cli::LocalStackCommands::Options c;
+  c.model = options.model;
+  c.num_stages = options.num_stages;
+  c.n_slots = options.n_slots;
+  c.max_bs = options.max_bs;
+  c.n_workers = options.n_workers;
+  c.policy = options.policy;
+  c.worker_threads = options.threads_per_worker;
+  c.log_level = "warning";
+  c.gateway_listen = cli::LoopbackAddress(stack->gateway_http_port_);
+  const cli::LocalStackCommands commands(std::move(c), std::move(ports));
   for (int s = 0; s < options.num_stages; ++s) {
-    ORCA_RETURN_IF_ERROR(
-        stack->Spawn(absl::StrCat("worker-", s), options.bin_dir + "/orca-worker",
-                     {"--model=" + options.model, "--listen=" + worker_addrs[s],
-                      "--http-listen=" + Loopback(stack->worker_http_ports_[s]),
-                      absl::StrCat("--data-plane-port=", worker_data_plane[s]), absl::StrCat("--stage=", s),
-                      absl::StrCat("--num-stages=", options.num_stages), "--workers=" + workers,
-                      "--scheduler=" + Loopback(sched_grpc), absl::StrCat("--n-slots=", options.n_slots),
-                      absl::StrCat("--threads=", options.threads_per_worker), "--log-level=warning"},
-                     options.log_dir));
+    ORCA_RETURN_IF_ERROR(stack->Spawn(absl::StrCat("worker-", s), options.bin_dir + "/orca-worker",
+                                      commands.WorkerArgs(s), options.log_dir));
   }
-  std::vector<std::string> scheduler_args = {"--listen=" + Loopback(sched_grpc),
-                                             "--http-listen=" + Loopback(stack->scheduler_http_port_),
-                                             "--workers=" + workers,
-                                             "--policy=" + options.policy,
-                                             absl::StrCat("--max-bs=", options.max_bs),
-                                             absl::StrCat("--n-slots=", options.n_slots),
-                                             "--log-level=warning"};
-  if (options.n_workers > 0) scheduler_args.push_back(absl::StrCat("--n-workers=", options.n_workers));
-  ORCA_RETURN_IF_ERROR(stack->Spawn("scheduler", options.bin_dir + "/orca-scheduler", scheduler_args, options.log_dir));
-  ORCA_RETURN_IF_ERROR(stack->Spawn(
-      "gateway", options.bin_dir + "/orca-gateway",
-      {"--listen=" + Loopback(stack->gateway_http_port_), "--grpc-listen=", "--schedulers=" + Loopback(sched_grpc),
-       "--model=" + options.model, "--log-level=warning"},
-      options.log_dir));
+  ORCA_RETURN_IF_ERROR(
+      stack->Spawn("scheduler", options.bin_dir + "/orca-scheduler", commands.SchedulerArgs(), options.log_dir));
+  ORCA_RETURN_IF_ERROR(
+      stack->Spawn("gateway", options.bin_dir + "/orca-gateway", commands.GatewayArgs(), options.log_dir));
 
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoSeconds(options.ready_timeout);
   for (;;) {
-    absl::StatusOr<HttpResponse> ready = HttpGet(stack->gateway_url() + "/ready", absl::Seconds(1));
+    absl::StatusOr<loadgen::HttpResponse> ready = loadgen::HttpGet(stack->gateway_url() + "/ready", absl::Seconds(1));
     if (ready.ok() && ready->status == 200) return stack;
     if (const Process* dead = stack->FirstExited()) {
       return absl::UnavailableError(

@@ -30,13 +30,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "bench/load/bench_run.h"
-#include "bench/load/prometheus_text.h"
 #include "bench/pipeline/bench_models.h"
 #include "bench/pipeline/local_stack.h"
 #include "core/common/flags.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "core/common/subprocess.h"
+#include "core/loadgen/bench_run.h"
+#include "core/loadgen/prometheus_text.h"
 
 namespace orca::bench {
 namespace {
@@ -63,58 +64,44 @@ struct Args {
 struct Row {
   int n_workers = 0;
   double rate = 0;
-  BenchSummary summary;
-  HistogramTotals iteration;
-  HistogramTotals batch_size;
-  std::vector<HistogramTotals> compute, comm;  ///< Per stage.
+  loadgen::BenchSummary summary;
+  loadgen::HistogramTotals iteration;
+  loadgen::HistogramTotals batch_size;
+  std::vector<loadgen::HistogramTotals> compute, comm;  ///< Per stage.
   double ControlSeconds() const { return iteration.mean() - compute.back().mean() - comm.back().mean(); }
   double ComputeSeconds() const {
     double total = 0;
-    for (const HistogramTotals& c : compute) total += c.mean();
+    for (const loadgen::HistogramTotals& c : compute) total += c.mean();
     return total;
   }
 };
 
 struct Scrape {
-  MetricSamples scheduler;
-  std::vector<MetricSamples> workers;
+  loadgen::MetricSamples scheduler;
+  std::vector<loadgen::MetricSamples> workers;
 };
 
 absl::StatusOr<Scrape> ScrapeAll(const LocalStack& stack) {
   Scrape s;
-  ORCA_ASSIGN_OR_RETURN(s.scheduler, ScrapeMetrics(stack.scheduler_metrics_url()));
+  ORCA_ASSIGN_OR_RETURN(s.scheduler, loadgen::ScrapeMetrics(stack.scheduler_metrics_url()));
   for (const std::string& url : stack.worker_metrics_urls()) {
-    ORCA_ASSIGN_OR_RETURN(MetricSamples w, ScrapeMetrics(url));
+    ORCA_ASSIGN_OR_RETURN(loadgen::MetricSamples w, loadgen::ScrapeMetrics(url));
     s.workers.push_back(std::move(w));
   }
   return s;
 }
 
 void FillMetrics(const Scrape& before, const Scrape& after, Row* row) {
-  row->iteration = Delta(ReadHistogram(after.scheduler, "orca:iteration_duration_seconds"),
-                         ReadHistogram(before.scheduler, "orca:iteration_duration_seconds"));
-  row->batch_size =
-      Delta(ReadHistogram(after.scheduler, "orca:batch_size"), ReadHistogram(before.scheduler, "orca:batch_size"));
+  row->iteration = Delta(loadgen::ReadHistogram(after.scheduler, "orca:iteration_duration_seconds"),
+                         loadgen::ReadHistogram(before.scheduler, "orca:iteration_duration_seconds"));
+  row->batch_size = Delta(loadgen::ReadHistogram(after.scheduler, "orca:batch_size"),
+                          loadgen::ReadHistogram(before.scheduler, "orca:batch_size"));
   for (size_t s = 0; s < after.workers.size(); ++s) {
-    row->compute.push_back(Delta(ReadHistogram(after.workers[s], "orca:stage_compute_seconds"),
-                                 ReadHistogram(before.workers[s], "orca:stage_compute_seconds")));
-    row->comm.push_back(Delta(ReadHistogram(after.workers[s], "orca:stage_communication_seconds"),
-                              ReadHistogram(before.workers[s], "orca:stage_communication_seconds")));
+    row->compute.push_back(Delta(loadgen::ReadHistogram(after.workers[s], "orca:stage_compute_seconds"),
+                                 loadgen::ReadHistogram(before.workers[s], "orca:stage_compute_seconds")));
+    row->comm.push_back(Delta(loadgen::ReadHistogram(after.workers[s], "orca:stage_communication_seconds"),
+                              loadgen::ReadHistogram(before.workers[s], "orca:stage_communication_seconds")));
   }
-}
-
-absl::StatusOr<std::vector<double>> ParseList(const std::string& text, const char* flag) {
-  std::vector<double> values;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    double v = 0;
-    if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
-    }
-    values.push_back(v);
-  }
-  if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
-  return values;
 }
 
 absl::StatusOr<std::string> ResolveModel(const Args& args) {
@@ -160,11 +147,11 @@ std::string FormatGain(const std::vector<Row>& rows) {
 
 absl::Status Run(Args args) {
   if (args.bin_dir.empty()) {
-    args.bin_dir = ExecutableDirectory();
+    args.bin_dir = ExecutableDir();
   }
   ORCA_ASSIGN_OR_RETURN(const std::string model, ResolveModel(args));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> n_workers_list, ParseList(args.n_workers, "n-workers"));
-  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParseList(args.rates, "rates"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> n_workers_list, ParsePositiveNumberList(args.n_workers, "n-workers"));
+  ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParsePositiveNumberList(args.rates, "rates"));
   std::vector<Row> rows;
   for (double nw : n_workers_list) {
     LocalStackOptions so;
@@ -179,7 +166,7 @@ absl::Status Run(Args args) {
     so.log_dir = absl::StrFormat("%s/logs/n_workers-%g", args.out, nw);
     std::fprintf(stderr, "starting %lld stage(s), n_workers %g\n", static_cast<long long>(args.stages), nw);
     ORCA_ASSIGN_OR_RETURN(std::unique_ptr<LocalStack> stack, LocalStack::Start(so));
-    BenchRunOptions warm;
+    loadgen::BenchRunOptions warm;
     warm.trace.trace = "homogeneous";
     warm.trace.arrival_rate = 1000;
     warm.trace.num_requests = 4;
@@ -188,9 +175,9 @@ absl::Status Run(Args args) {
     warm.driver.base_url = stack->gateway_url();
     warm.driver.show_progress = false;
     warm.driver.max_duration = absl::Seconds(60);
-    ORCA_RETURN_IF_ERROR(RunBenchmark(warm, "warmup").status());
+    ORCA_RETURN_IF_ERROR(loadgen::RunBenchmark(warm, "warmup").status());
     for (double rate : rates) {
-      BenchRunOptions run;
+      loadgen::BenchRunOptions run;
       run.trace.trace = "paper";
       run.trace.seed = static_cast<uint64_t>(args.seed);
       run.trace.arrival_rate = rate;
@@ -200,7 +187,7 @@ absl::Status Run(Args args) {
       run.driver.progress_label = absl::StrFormat("n_workers %g @ %g req/s", nw, rate);
       run.prompts.seed = static_cast<uint64_t>(args.seed);
       ORCA_ASSIGN_OR_RETURN(const Scrape before, ScrapeAll(*stack));
-      ORCA_ASSIGN_OR_RETURN(BenchRunReport report, RunBenchmark(run, run.driver.progress_label));
+      ORCA_ASSIGN_OR_RETURN(loadgen::BenchRunReport report, loadgen::RunBenchmark(run, run.driver.progress_label));
       ORCA_ASSIGN_OR_RETURN(const Scrape after, ScrapeAll(*stack));
       Row& row = rows.emplace_back();
       row.n_workers = static_cast<int>(nw);
@@ -209,7 +196,8 @@ absl::Status Run(Args args) {
       FillMetrics(before, after, &row);
       report.config.emplace_back("n_workers", absl::StrCat(nw));
       report.config.emplace_back("stages", absl::StrCat(args.stages));
-      ORCA_RETURN_IF_ERROR(WriteReport(report, absl::StrFormat("%s/n_workers-%g/rate-%g", args.out, nw, rate)));
+      ORCA_RETURN_IF_ERROR(
+          loadgen::WriteReport(report, absl::StrFormat("%s/n_workers-%g/rate-%g", args.out, nw, rate)));
     }
     ORCA_RETURN_IF_ERROR(stack->Stop());
   }

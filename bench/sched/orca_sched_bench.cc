@@ -22,11 +22,11 @@
 #include "absl/strings/str_join.h"
 #include "core/common/flags.h"
 #include "core/common/status_macros.h"
-#include "core/sched/sim/cost_model.h"
-#include "core/sched/sim/simulated_engine.h"
-#include "core/sched/sim/sweep.h"
+#include "sim/cost_model.h"
+#include "sim/simulated_engine.h"
+#include "sim/sweep.h"
 
-namespace orca::sched::sim {
+namespace orca::sim {
 namespace {
 
 struct BenchFlags {
@@ -49,7 +49,7 @@ struct BenchPlan {
   CostModel cost;
   std::vector<CostShape> shapes;
   SweepOptions sweep;
-  std::vector<SweepConfig> configs;
+  std::vector<loadgen::SweepConfig> configs;
   std::vector<double> target_multiples;
 };
 
@@ -105,32 +105,33 @@ absl::StatusOr<BenchPlan> MakePlan(const BenchFlags& f) {
   ORCA_ASSIGN_OR_RETURN(const std::vector<int64_t> orca_bs, ParseList<int64_t>(f.orca_max_bs, "orca-max-bs"));
   ORCA_ASSIGN_OR_RETURN(const std::vector<int64_t> base_bs, ParseList<int64_t>(f.baseline_max_bs, "baseline-max-bs"));
 
-  SchedulerOptions base;
+  sched::SchedulerOptions base;
   base.n_slots = f.n_slots > 0 ? f.n_slots : plan.cost.kv_slots;
   base.n_workers = static_cast<int32_t>(f.n_workers > 0 ? f.n_workers : plan.cost.num_stages);
   for (const auto& [policy, sizes] :
-       {std::pair{PolicyKind::kOrca, orca_bs}, std::pair{PolicyKind::kRequestLevel, base_bs}}) {
+       {std::pair{sched::PolicyKind::kOrca, orca_bs}, std::pair{sched::PolicyKind::kRequestLevel, base_bs}}) {
     for (int64_t bs : sizes) {
-      SchedulerOptions options = base;
+      sched::SchedulerOptions options = base;
       options.policy = policy;
       options.max_bs = static_cast<int32_t>(bs);
-      plan.configs.push_back({absl::StrCat(PolicyKindName(policy), "(max_bs=", bs, ")"), options});
+      plan.configs.push_back({absl::StrCat(sched::PolicyKindName(policy), "(max_bs=", bs, ")"), options});
     }
   }
   return plan;
 }
 
-absl::Status AppendCsv(const std::string& path, CostShape shape, const std::vector<SweepCurve>& curves, bool header) {
+absl::Status AppendCsv(const std::string& path, CostShape shape, const std::vector<loadgen::SweepCurve>& curves,
+                       bool header) {
   std::ofstream out(path, header ? std::ios::trunc : std::ios::app);
   if (!out) return absl::UnavailableError(absl::StrCat("cannot write --csv ", path));
   if (header) {
     out << "cost_shape,config,policy,max_bs,arrival_rate,throughput_rps,p50_norm_latency_s,"
            "p99_norm_latency_s,mean_batch,iterations\n";
   }
-  for (const SweepCurve& curve : curves) {
-    for (const SweepPoint& p : curve.points) {
+  for (const loadgen::SweepCurve& curve : curves) {
+    for (const loadgen::SweepPoint& p : curve.points) {
       out << absl::StrFormat("%s,%s,%s,%d,%.6f,%.6f,%.6f,%.6f,%.3f,%d\n", CostShapeName(shape), curve.config.label,
-                             PolicyKindName(curve.config.scheduler.policy), curve.config.scheduler.max_bs,
+                             sched::PolicyKindName(curve.config.scheduler.policy), curve.config.scheduler.max_bs,
                              p.arrival_rate, p.throughput_rps, p.median_normalized_latency, p.p99_normalized_latency,
                              p.mean_batch_size, p.num_iterations);
     }
@@ -139,10 +140,10 @@ absl::Status AppendCsv(const std::string& path, CostShape shape, const std::vect
 }
 
 // Runs the sweep on one cost shape and prints its tables.
-absl::StatusOr<std::vector<SweepCurve>> RunShape(const BenchPlan& plan, CostShape shape) {
+absl::StatusOr<std::vector<loadgen::SweepCurve>> RunShape(const BenchPlan& plan, CostShape shape) {
   CostModel cost = plan.cost;
   cost.shape = shape;
-  const SchedulerOptions& scheduler = plan.configs.front().scheduler;
+  const sched::SchedulerOptions& scheduler = plan.configs.front().scheduler;
   std::cout << absl::StrFormat(
       "=== %s, %s cost per iteration (summed over stages):\n"
       "    fixed %.2f ms, weights %.2f ms, GEMM %.4f ms/token, all-reduce %.4f ms/token,\n"
@@ -154,17 +155,18 @@ absl::StatusOr<std::vector<SweepCurve>> RunShape(const BenchPlan& plan, CostShap
       cost.per_prompt_pair_seconds * 1e9, scheduler.n_slots, scheduler.n_workers, plan.sweep.trace.num_requests,
       plan.sweep.trace.seed);
 
-  RunnerFactory factory = [&cost](const SchedulerOptions& options) -> absl::StatusOr<std::unique_ptr<StepRunner>> {
+  RunnerFactory factory =
+      [&cost](const sched::SchedulerOptions& options) -> absl::StatusOr<std::unique_ptr<StepRunner>> {
     SimulatedEngineOptions engine;
     engine.cost = cost;
     engine.n_slots = options.n_slots;
     ORCA_ASSIGN_OR_RETURN(std::unique_ptr<SimulatedEngine> simulated, SimulatedEngine::Create(engine));
     return std::unique_ptr<StepRunner>(std::move(simulated));
   };
-  ORCA_ASSIGN_OR_RETURN(std::vector<SweepCurve> curves, RunSweep(plan.sweep, plan.configs, factory));
-  std::cout << FormatSweepTable(curves) << "\n";
+  ORCA_ASSIGN_OR_RETURN(std::vector<loadgen::SweepCurve> curves, RunSweep(plan.sweep, plan.configs, factory));
+  std::cout << loadgen::FormatSweepTable(curves) << "\n";
 
-  const std::optional<double> floor = MinMedianLatency(curves, PolicyKind::kRequestLevel);
+  const std::optional<double> floor = loadgen::MinMedianLatency(curves, sched::PolicyKind::kRequestLevel);
   if (!floor.has_value()) return curves;
   std::vector<double> targets;
   std::vector<std::string> multiples;
@@ -177,12 +179,13 @@ absl::StatusOr<std::vector<SweepCurve>> RunShape(const BenchPlan& plan, CostShap
       "curve interpolated linearly at the target. Targets = %s x the baseline's lowest median\n"
       "normalized latency (%.1f ms/token).\n",
       absl::StrJoin(multiples, ", "), *floor * 1e3);
-  std::cout << FormatRatioTable(curves, targets);
+  std::cout << loadgen::FormatRatioTable(curves, targets);
   double best_ratio = 0;
   double best_target = 0;
   for (double target : targets) {
-    const std::optional<double> orca = BestThroughputAtLatency(curves, PolicyKind::kOrca, target);
-    const std::optional<double> base = BestThroughputAtLatency(curves, PolicyKind::kRequestLevel, target);
+    const std::optional<double> orca = loadgen::BestThroughputAtLatency(curves, sched::PolicyKind::kOrca, target);
+    const std::optional<double> base =
+        loadgen::BestThroughputAtLatency(curves, sched::PolicyKind::kRequestLevel, target);
     if (orca && base && *base > 0 && *orca / *base > best_ratio) {
       best_ratio = *orca / *base;
       best_target = target;
@@ -218,17 +221,17 @@ absl::Status Run(int argc, char** argv) {
   }
   ORCA_ASSIGN_OR_RETURN(const BenchPlan plan, MakePlan(f));
   for (size_t i = 0; i < plan.shapes.size(); ++i) {
-    ORCA_ASSIGN_OR_RETURN(const std::vector<SweepCurve> curves, RunShape(plan, plan.shapes[i]));
+    ORCA_ASSIGN_OR_RETURN(const std::vector<loadgen::SweepCurve> curves, RunShape(plan, plan.shapes[i]));
     if (!f.csv.empty()) ORCA_RETURN_IF_ERROR(AppendCsv(f.csv, plan.shapes[i], curves, i == 0));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
-}  // namespace orca::sched::sim
+}  // namespace orca::sim
 
 int main(int argc, char** argv) {
-  absl::Status status = orca::sched::sim::Run(argc, argv);
+  absl::Status status = orca::sim::Run(argc, argv);
   if (!status.ok()) {
     std::cerr << "orca_sched_bench: " << status << "\n";
     return 1;

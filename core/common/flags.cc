@@ -245,4 +245,18 @@ std::string FlagSet::Usage() const {
   return os.str();
 }
 
+absl::StatusOr<std::vector<double>> ParsePositiveNumberList(const std::string& text, const std::string& flag) {
+  std::vector<double> values;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    double v = 0;
+    if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
+    }
+    values.push_back(v);
+  }
+  if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
+  return values;
+}
+
 }  // namespace orca

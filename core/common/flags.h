@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace orca {
 
@@ -76,5 +77,10 @@ class FlagSet {
   std::string env_prefix_;
   std::string config_path_;
 };
+
+/// Parses a comma-separated list of positive numbers given as the text of flag
+/// `--flag` (e.g. arrival rates "0.5,1,2"). InvalidArgument naming the flag and the
+/// item when one is not a positive number, or when the list is empty.
+absl::StatusOr<std::vector<double>> ParsePositiveNumberList(const std::string& text, const std::string& flag);
 
 }  // namespace orca

@@ -1,7 +1,9 @@
 #include "core/common/subprocess.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +12,9 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace orca {
 namespace {
@@ -98,6 +103,33 @@ int Subprocess::Stop(int sig, int grace_ms) {
   }
   status_ = ExitStatus(st);
   return status_;
+}
+
+absl::Status RunToCompletion(const std::vector<std::string>& argv) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty command");
+  std::vector<std::string> storage = argv;
+  std::vector<char*> args;
+  for (std::string& a : storage) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (const int err = ::posix_spawnp(&pid, storage[0].c_str(), nullptr, nullptr, args.data(), environ); err != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(err)));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(absl::StrJoin(argv, " "), " failed (status ", ExitStatus(status), ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ExecutableDir() {
+  char exe[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  const std::string path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "./unknown";
+  return path.substr(0, path.find_last_of('/'));
 }
 
 }  // namespace orca

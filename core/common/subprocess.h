@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace orca {
 
 class Subprocess {
@@ -48,5 +50,13 @@ class Subprocess {
   int status_ = -1;
   bool killed_ = false;
 };
+
+/// Runs `argv` to completion in the foreground: argv[0] is looked up on PATH unless it
+/// holds a '/', stdio is inherited. NotFound ("cannot run X: why") when it cannot start;
+/// FailedPrecondition naming the command and its exit status when it fails.
+absl::Status RunToCompletion(const std::vector<std::string>& argv);
+
+/// The directory of the running executable, where Orca's sibling binaries live.
+std::string ExecutableDir();
 
 }  // namespace orca

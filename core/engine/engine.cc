@@ -2,13 +2,13 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
 #include "core/engine/gloo_communicator.h"
@@ -44,24 +44,25 @@ class Engine::ShardPool {
   }
   ~ShardPool() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     for (auto& t : threads_) t.join();
   }
 
   absl::Status RunAll(const std::function<absl::Status(int)>& fn) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       fn_ = &fn;
       pending_ = static_cast<int>(threads_.size());
       ++generation_;
     }
-    cv_.notify_all();
-    results_[0] = fn(0);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    cv_.SignalAll();
+    absl::Status own = fn(0);
+    absl::MutexLock lock(&mu_);
+    results_[0] = std::move(own);
+    while (pending_ != 0) done_cv_.Wait(&mu_);
     fn_ = nullptr;
     for (const auto& s : results_)
       if (!s.ok()) return s;
@@ -74,27 +75,27 @@ class Engine::ShardPool {
     while (true) {
       const std::function<absl::Status(int)>* fn;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        absl::MutexLock lock(&mu_);
+        while (!stop_ && generation_ == seen) cv_.Wait(&mu_);
         if (stop_) return;
         seen = generation_;
         fn = fn_;
       }
       absl::Status s = (*fn)(index);
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       results_[index] = std::move(s);
-      if (--pending_ == 0) done_cv_.notify_all();
+      if (--pending_ == 0) done_cv_.SignalAll();
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_, done_cv_;
-  const std::function<absl::Status(int)>* fn_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-  std::vector<absl::Status> results_;
-  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  absl::CondVar cv_, done_cv_;  // work published / every shard done
+  const std::function<absl::Status(int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<absl::Status> results_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_;  // started in the constructor, joined in the destructor
 };
 
 Engine::~Engine() {
@@ -191,6 +192,24 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
                  << DTypeName(e->shards_[0]->weights->dtype()) << " weights, " << e->kv_slots_total() << " KV slots ("
                  << e->kv_bytes() / (1 << 20) << " MiB), " << e->backend_name();
   return e;
+}
+
+absl::Status SetDTypeAndDeviceFromFlags(const std::string& dtype, const std::string& device, Engine::Options* options) {
+  if (dtype == "auto") {
+    options->dtype.reset();
+  } else {
+    DType parsed;
+    // f16 weights would be converted for compute anyway; bf16 is the 16-bit choice.
+    if (!ParseDType(dtype, &parsed) || parsed == DType::kF16) {
+      return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16, got '" + dtype + "'");
+    }
+    options->dtype = parsed;
+  }
+  if (device != "cpu" && device != "cuda") {
+    return absl::InvalidArgumentError("--device must be cpu or cuda, got '" + device + "'");
+  }
+  options->device = device;
+  return absl::OkStatus();
 }
 
 const ModelConfig& Engine::config() const { return checkpoint_->config(); }

@@ -112,4 +112,9 @@ class Engine {
   std::vector<ForwardTimings> timings_;
 };
 
+/// Sets `options->dtype` and `options->device` from the --dtype (auto, f32, bf16)
+/// and --device (cpu, cuda) flags every program with an in-process engine takes.
+/// InvalidArgument naming the flag and its choices.
+absl::Status SetDTypeAndDeviceFromFlags(const std::string& dtype, const std::string& device, Engine::Options* options);
+
 }  // namespace orca::engine

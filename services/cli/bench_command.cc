@@ -1,6 +1,6 @@
 // `orca bench`: open-loop load against an OpenAI-compatible server (Orca's gateway,
 // llama.cpp's llama-server, vLLM), and `orca bench sweep`: the paper's Fig. 10 over
-// `orca serve` stacks started per (policy, max_bs). The logic lives in bench/load; this file
+// `orca serve` stacks started per (policy, max_bs). The logic lives in core/loadgen; this file
 // is flags and wiring.
 
 #include <algorithm>
@@ -20,15 +20,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "bench/load/bench_run.h"
-#include "bench/load/load_trace.h"
-#include "bench/load/serving_sweep.h"
 #include "core/common/flags.h"
 #include "core/common/mapped_file.h"
 #include "core/common/ports.h"
 #include "core/common/status_macros.h"
 #include "core/common/subprocess.h"
-#include "services/cli/child_process.h"
+#include "core/loadgen/bench_run.h"
+#include "core/loadgen/http_client.h"
+#include "core/loadgen/load_trace.h"
+#include "core/loadgen/serving_sweep.h"
 #include "services/cli/commands.h"
 
 namespace orca::cli {
@@ -105,8 +105,8 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
   flags.AddBool("progress", &f.progress, "Progress bar on stderr");
 }
 
-bench::BenchRunOptions ToRunOptions(const LoadFlags& f) {
-  bench::BenchRunOptions o;
+loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f) {
+  loadgen::BenchRunOptions o;
   o.trace.trace = f.trace;
   o.trace.seed = static_cast<uint64_t>(f.seed);
   o.trace.arrival_rate = f.rate;
@@ -179,22 +179,8 @@ int Fail(const std::string& command, const absl::Status& status) {
   return 1;
 }
 
-absl::StatusOr<std::vector<double>> ParseDoubleList(const std::string& text, const char* flag) {
-  std::vector<double> values;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    double v = 0;
-    if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", std::string(item), "' is not a positive number"));
-    }
-    values.push_back(v);
-  }
-  if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is empty"));
-  return values;
-}
-
 /// `orca serve` as the stack of one sweep curve, on a free loopback port.
-class OrcaServeStack : public bench::ServingStack {
+class OrcaServeStack : public loadgen::ServingStack {
  public:
   struct Options {
     std::string model;
@@ -207,9 +193,9 @@ class OrcaServeStack : public bench::ServingStack {
   explicit OrcaServeStack(Options options) : options_(std::move(options)) {}
   ~OrcaServeStack() override { (void)Stop(); }
 
-  absl::StatusOr<std::string> Start(const bench::SweepCurveSpec& spec) override {
+  absl::StatusOr<std::string> Start(const loadgen::SweepCurveSpec& spec) override {
     ORCA_ASSIGN_OR_RETURN(const int port, PickLoopbackPort());
-    const std::string logs = options_.log_dir + "/" + bench::LabelToFileName(spec.label);
+    const std::string logs = options_.log_dir + "/" + loadgen::LabelToFileName(spec.label);
     std::error_code ec;
     std::filesystem::create_directories(logs, ec);
     if (ec) return absl::FailedPreconditionError(absl::StrCat(logs, ": ", ec.message()));
@@ -234,7 +220,10 @@ class OrcaServeStack : public bench::ServingStack {
     child_ = std::make_unique<Subprocess>("orca serve", ExecutableDir() + "/orca", args,
                                           Subprocess::Options{.log_path = logs + "/serve.log"});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.ready_timeout_s);
-    while (HttpStatus("127.0.0.1", port, "/ready") != 200) {
+    const std::string url = absl::StrCat("http://127.0.0.1:", port);
+    for (;;) {
+      absl::StatusOr<loadgen::HttpResponse> ready = loadgen::HttpGet(url + "/ready", absl::Seconds(1));
+      if (ready.ok() && ready->status == 200) break;
       if (!child_->Alive()) {
         return absl::UnavailableError(absl::StrCat("orca serve exited (status ", child_->exit_status(),
                                                    ") during startup; see ", logs, "/serve.log"));
@@ -255,7 +244,7 @@ class OrcaServeStack : public bench::ServingStack {
       std::fprintf(stderr, "warning: no scheduler metrics URL in %s/serve.log; KV/preemption columns stay empty\n",
                    logs.c_str());
     }
-    return absl::StrCat("http://127.0.0.1:", port);
+    return url;
   }
 
   std::string scheduler_metrics_url() const override { return metrics_url_; }
@@ -341,12 +330,12 @@ int RunSweepCommand(int argc, char** argv) {
   }
   if (absl::Status s = CheckLoadFlags(f); !s.ok()) return Fail(command, s);
   if (f.out.empty()) return Fail(command, absl::InvalidArgumentError("--out must not be empty"));
-  bench::ServingSweepOptions options;
+  loadgen::ServingSweepOptions options;
   options.run = ToRunOptions(f);
   options.run.driver.model = "";  // the served name: discovered from each stack
-  absl::StatusOr<std::vector<double>> rate_list = ParseDoubleList(rates, "rates");
-  absl::StatusOr<std::vector<double>> target_list = ParseDoubleList(targets, "targets");
-  absl::StatusOr<std::vector<bench::SweepCurveSpec>> curves = bench::ParseCurveSpecs(configs);
+  absl::StatusOr<std::vector<double>> rate_list = ParsePositiveNumberList(rates, "rates");
+  absl::StatusOr<std::vector<double>> target_list = ParsePositiveNumberList(targets, "targets");
+  absl::StatusOr<std::vector<loadgen::SweepCurveSpec>> curves = loadgen::ParseCurveSpecs(configs);
   for (const absl::Status& s : {rate_list.status(), target_list.status(), curves.status()}) {
     if (!s.ok()) return Fail(command, s);
   }
@@ -366,16 +355,16 @@ int RunSweepCommand(int argc, char** argv) {
   stack_options.log_dir = f.out + "/logs";
   stack_options.ready_timeout_s = ready_timeout;
   OrcaServeStack stack(stack_options);
-  absl::StatusOr<std::vector<bench::MeasuredCurve>> measured = bench::RunServingSweep(options, stack);
+  absl::StatusOr<std::vector<loadgen::MeasuredCurve>> measured = loadgen::RunServingSweep(options, stack);
   if (!measured.ok()) return Fail(command, measured.status());
-  bench::SweepOutputOptions out;
+  loadgen::SweepOutputOptions out;
   out.out_dir = f.out;
   out.target_multiples = *target_list;
   out.gnuplot = gnuplot;
   out.title = title.empty() ? absl::StrCat("Orca vs request-level, ", f.trace, " trace, ",
                                            std::filesystem::path(stack_options.model).filename().string())
                             : title;
-  absl::StatusOr<std::string> text = bench::WriteSweepOutputs(*measured, out);
+  absl::StatusOr<std::string> text = loadgen::WriteSweepOutputs(*measured, out);
   if (!text.ok()) return Fail(command, text.status());
   std::cout << *text;
   return 0;
@@ -400,16 +389,16 @@ int RunLoad(int argc, char** argv) {
     return 0;
   }
   if (absl::Status s = CheckLoadFlags(f); !s.ok()) return Fail(command, s);
-  const bench::BenchRunOptions options = ToRunOptions(f);
-  absl::StatusOr<bench::BenchRunReport> report = bench::RunBenchmark(options, label);
+  const loadgen::BenchRunOptions options = ToRunOptions(f);
+  absl::StatusOr<loadgen::BenchRunReport> report = loadgen::RunBenchmark(options, label);
   if (!report.ok()) return Fail(command, report.status());
-  std::cout << bench::FormatReport(*report);
+  std::cout << loadgen::FormatReport(*report);
   if (!f.out.empty()) {
-    if (absl::Status s = bench::WriteReport(*report, f.out); !s.ok()) return Fail(command, s);
+    if (absl::Status s = loadgen::WriteReport(*report, f.out); !s.ok()) return Fail(command, s);
     if (save_trace) {
-      absl::StatusOr<std::vector<bench::TraceRequest>> trace = bench::MakeLoadTrace(options.trace);
+      absl::StatusOr<std::vector<loadgen::TraceRequest>> trace = loadgen::MakeLoadTrace(options.trace);
       if (!trace.ok()) return Fail(command, trace.status());
-      if (absl::Status s = WriteStringToFile(f.out + "/trace.jsonl", bench::TraceToJsonl(*trace)); !s.ok()) {
+      if (absl::Status s = WriteStringToFile(f.out + "/trace.jsonl", loadgen::TraceToJsonl(*trace)); !s.ok()) {
         return Fail(command, s);
       }
     }

@@ -1,5 +1,6 @@
 // `orca generate`: one prompt through the in-process engine.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
+#include "core/common/status_macros.h"
 #include "core/engine/engine.h"
 #include "core/text/incremental_detokenizer.h"
 #include "core/text/tokenizer.h"
@@ -54,11 +56,7 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-}  // namespace
-
-int RunGenerate(int argc, char** argv) {
-  GenerateFlags f;
-  FlagSet flags("orca generate", "Runs one prompt through the in-process engine and prints the continuation.");
+void AddGenerateFlags(FlagSet& flags, GenerateFlags& f) {
   flags.AddString("model", &f.model, "HF checkpoint directory or .gguf file (default: the synthetic default model)");
   flags.AddString("prompt", &f.prompt, "Prompt text (tokenized with the model's tokenizer)");
   flags.AddString("prompt-tokens", &f.prompt_tokens, "Prompt as comma-separated token ids instead of text");
@@ -77,19 +75,9 @@ int RunGenerate(int argc, char** argv) {
   flags.AddString("device", &f.device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "Compute threads (0 = all cores)");
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "Tensor-parallel shards (threads) in this process");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(s);
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
-  if (f.model.empty()) {
-    f.model = EnsureDefaultModel();
-    if (f.model.empty()) return 1;
-  }
-  if (f.prompt.empty() == f.prompt_tokens.empty())
-    return Fail(absl::InvalidArgumentError("give exactly one of --prompt or --prompt-tokens"));
-  if (f.max_tokens < 1) return Fail(absl::InvalidArgumentError("--max-tokens must be at least 1"));
+}
 
+absl::StatusOr<SamplingParams> SamplingFromFlags(const GenerateFlags& f) {
   SamplingParams sp;
   sp.temperature = static_cast<float>(f.temperature);
   sp.top_k = static_cast<int32_t>(f.top_k);
@@ -99,60 +87,41 @@ int RunGenerate(int argc, char** argv) {
   sp.repetition_penalty = static_cast<float>(f.repetition_penalty);
   sp.presence_penalty = static_cast<float>(f.presence_penalty);
   sp.frequency_penalty = static_cast<float>(f.frequency_penalty);
-  if (std::string err = sp.Validate(); !err.empty()) return Fail(absl::InvalidArgumentError(err));
+  if (std::string err = sp.Validate(); !err.empty()) return absl::InvalidArgumentError(err);
+  return sp;
+}
 
-  engine::Engine::Options eo;
-  eo.model_path = f.model;
-  eo.num_threads = static_cast<int32_t>(f.threads);
-  eo.tp_size = static_cast<int32_t>(f.tensor_parallel);
-  if (f.dtype != "auto") {
-    DType dt;
-    if (!ParseDType(f.dtype, &dt)) return Fail(absl::InvalidArgumentError("--dtype must be auto, f32 or bf16"));
-    eo.dtype = dt;
-  }
-  if (f.device != "cpu" && f.device != "cuda") return Fail(absl::InvalidArgumentError("--device must be cpu or cuda"));
-  eo.device = f.device;
-  SetLogLevel(LogLevel::kWarning);
-  std::unique_ptr<text::Tokenizer> tokenizer;
-  if (auto tok = text::Tokenizer::Load(f.model); tok.ok()) {
-    tokenizer = std::move(*tok);
-  } else if (!f.prompt.empty()) {
-    return Fail(tok.status());
-  }
+/// The prompt's token ids: --prompt-tokens as given, or --prompt through the tokenizer.
+absl::StatusOr<std::vector<int32_t>> PromptIds(const GenerateFlags& f, const text::Tokenizer* tokenizer) {
   std::vector<int32_t> prompt;
   if (!f.prompt_tokens.empty()) {
-    auto ids = ParseIds(f.prompt_tokens);
-    if (!ids.ok()) return Fail(ids.status());
-    prompt = *ids;
+    ORCA_ASSIGN_OR_RETURN(prompt, ParseIds(f.prompt_tokens));
   } else {
     prompt = tokenizer->Encode(f.prompt, /*add_special_tokens=*/true);
   }
-  if (prompt.empty()) return Fail(absl::InvalidArgumentError("the prompt encodes to no tokens"));
-  eo.n_slots = static_cast<int64_t>(prompt.size()) + f.max_tokens;
-  auto engine_or = engine::Engine::Create(eo);
-  if (!engine_or.ok()) return Fail(engine_or.status());
-  engine::Engine& engine = **engine_or;
-  const engine::ModelConfig& cfg = engine.config();
-  if (static_cast<int64_t>(prompt.size()) + f.max_tokens > cfg.max_position)
-    return Fail(absl::InvalidArgumentError("prompt (" + std::to_string(prompt.size()) + " tokens) + --max-tokens (" +
-                                           std::to_string(f.max_tokens) + ") exceeds the model's context of " +
-                                           std::to_string(cfg.max_position)));
-  std::vector<int32_t> eos = tokenizer ? tokenizer->eos_ids() : cfg.eos_token_ids;
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt encodes to no tokens");
+  return prompt;
+}
 
+/// Decodes greedily or by `sp` up to --max-tokens (or an end-of-sequence token),
+/// printing the text as it comes; the timing summary goes to stderr.
+absl::Status Decode(const GenerateFlags& f, engine::Engine& engine, const text::Tokenizer* tokenizer,
+                    const std::vector<int32_t>& prompt, const SamplingParams& sp, int64_t n_slots) {
+  const std::vector<int32_t> eos = tokenizer ? tokenizer->eos_ids() : engine.config().eos_token_ids;
   std::unique_ptr<text::IncrementalDetokenizer> detok;
   if (tokenizer) {
     detok = std::make_unique<text::IncrementalDetokenizer>(*tokenizer, prompt);
     if (!f.prompt.empty()) std::cout << f.prompt << std::flush;
   }
   engine::StepInput in;
-  in.seqs.push_back({1, prompt, 0, true, engine::SequenceSetup{static_cast<int32_t>(eo.n_slots), sp, prompt}});
+  in.seqs.push_back({1, prompt, 0, true, engine::SequenceSetup{static_cast<int32_t>(n_slots), sp, prompt}});
   std::vector<int32_t> generated;
   const auto t0 = std::chrono::steady_clock::now();
   auto t_first = t0;
   int32_t pos = 0;
   for (int64_t i = 0; i < f.max_tokens; ++i) {
     engine::StepOutput out;
-    if (absl::Status s = engine.Step(in, nullptr, &out); !s.ok()) return Fail(s);
+    ORCA_RETURN_IF_ERROR(engine.Step(in, nullptr, &out));
     if (i == 0) t_first = std::chrono::steady_clock::now();
     const int32_t tok = out.samples[0].sample.token_id;
     const bool is_eos = std::find(eos.begin(), eos.end(), tok) != eos.end();
@@ -177,6 +146,54 @@ int RunGenerate(int argc, char** argv) {
   std::fprintf(stderr, "[%zu prompt tokens in %.1f ms (%.0f tok/s); %zu generated, decode %.1f tok/s]\n", prompt.size(),
                prefill_s * 1e3, prompt.size() / std::max(prefill_s, 1e-9), generated.size(),
                generated.size() > 1 ? (generated.size() - 1) / std::max(decode_s, 1e-9) : 0.0);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunGenerate(int argc, char** argv) {
+  GenerateFlags f;
+  FlagSet flags("orca generate", "Runs one prompt through the in-process engine and prints the continuation.");
+  AddGenerateFlags(flags, f);
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(s);
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  if (f.model.empty()) {
+    f.model = EnsureDefaultModel();
+    if (f.model.empty()) return 1;
+  }
+  if (f.prompt.empty() == f.prompt_tokens.empty())
+    return Fail(absl::InvalidArgumentError("give exactly one of --prompt or --prompt-tokens"));
+  if (f.max_tokens < 1) return Fail(absl::InvalidArgumentError("--max-tokens must be at least 1"));
+  absl::StatusOr<SamplingParams> sp = SamplingFromFlags(f);
+  if (!sp.ok()) return Fail(sp.status());
+
+  engine::Engine::Options eo;
+  eo.model_path = f.model;
+  eo.num_threads = static_cast<int32_t>(f.threads);
+  eo.tp_size = static_cast<int32_t>(f.tensor_parallel);
+  if (absl::Status s = engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &eo); !s.ok()) return Fail(s);
+  SetLogLevel(LogLevel::kWarning);
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  if (auto tok = text::Tokenizer::Load(f.model); tok.ok()) {
+    tokenizer = std::move(*tok);
+  } else if (!f.prompt.empty()) {
+    return Fail(tok.status());
+  }
+  absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(f, tokenizer.get());
+  if (!prompt.ok()) return Fail(prompt.status());
+  eo.n_slots = static_cast<int64_t>(prompt->size()) + f.max_tokens;
+  auto engine_or = engine::Engine::Create(eo);
+  if (!engine_or.ok()) return Fail(engine_or.status());
+  engine::Engine& engine = **engine_or;
+  const int64_t context = engine.config().max_position;
+  if (static_cast<int64_t>(prompt->size()) + f.max_tokens > context)
+    return Fail(absl::InvalidArgumentError("prompt (" + std::to_string(prompt->size()) + " tokens) + --max-tokens (" +
+                                           std::to_string(f.max_tokens) + ") exceeds the model's context of " +
+                                           std::to_string(context)));
+  if (absl::Status s = Decode(f, engine, tokenizer.get(), *prompt, *sp, eo.n_slots); !s.ok()) return Fail(s);
   return 0;
 }
 

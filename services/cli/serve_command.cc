@@ -4,6 +4,7 @@
 // until the gateway is ready, prints an example request, and stops
 // everything on Ctrl-C / SIGTERM (or when any process dies).
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -13,13 +14,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/common/flags.h"
 #include "core/common/model_name.h"
-#include "core/common/ports.h"
 #include "core/common/subprocess.h"
-#include "services/cli/child_process.h"
+#include "core/loadgen/http_client.h"
 #include "services/cli/commands.h"
+#include "services/cli/local_stack_commands.h"
 #include "services/common/signals.h"
 
 namespace orca::cli {
@@ -55,15 +55,7 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-std::string Addr(int port) { return "127.0.0.1:" + std::to_string(port); }
-
-}  // namespace
-
-int RunServe(int argc, char** argv) {
-  ServeFlags f;
-  FlagSet flags("orca serve",
-                "Starts gateway, scheduler and worker(s) as separate processes on loopback and serves the\n"
-                "OpenAI-compatible API. The default model is synthesized on first run.");
+void AddServeFlags(FlagSet& flags, ServeFlags& f) {
   flags.AddString("model", &f.model, "HF checkpoint directory or .gguf file (default: synthetic ~25M Llama)");
   flags.AddString(
       "served-model-name", &f.served_model_name,
@@ -93,129 +85,122 @@ int RunServe(int argc, char** argv) {
   flags.AddString("log-dir", &f.log_dir, "Write each process's log to a file here (default: this terminal)");
   flags.AddString("log-level", &f.log_level, "Log level of the services");
   flags.AddInt("ready-timeout", &f.ready_timeout_s, "Seconds to wait for the stack to become ready");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
+}
+
+/// Checks the flags and settles the model: the default one when none is given, an absolute path.
+absl::Status ResolveServeFlags(ServeFlags& f) {
+  if (f.pipeline_parallel < 1 || f.tensor_parallel < 1) {
+    return absl::InvalidArgumentError("--pipeline-parallel and --tensor-parallel must be >= 1");
   }
-  if (f.pipeline_parallel < 1 || f.tensor_parallel < 1)
-    return Fail("--pipeline-parallel and --tensor-parallel must be >= 1");
+  if (f.kv_block_size < 1 || f.kv_block_size > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-block-size must be in [1, 4096] (got ", f.kv_block_size, ")"));
+  }
+  if (f.max_num_batched_tokens < 0 || f.max_num_batched_tokens > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-num-batched-tokens must be in [0, 1073741824] (got ", f.max_num_batched_tokens, ")"));
+  }
   if (f.model.empty()) {
     f.model = EnsureDefaultModel();
-    if (f.model.empty()) return 1;
+    if (f.model.empty()) return absl::FailedPreconditionError("cannot write the default model");
   }
-  if (!std::filesystem::exists(f.model)) return Fail("--model: " + f.model + " does not exist");
+  if (!std::filesystem::exists(f.model)) return absl::NotFoundError("--model: " + f.model + " does not exist");
   f.model = std::filesystem::absolute(f.model).string();
   // One name for every service: the gateway answers `"model"` with it and all label metrics with it.
-  const std::string name = f.served_model_name.empty() ? ServedModelNameFromPath(f.model) : f.served_model_name;
-  if (!f.log_dir.empty()) std::filesystem::create_directories(f.log_dir);
-  auto log_path = [&](const std::string& name) {
-    return f.log_dir.empty() ? std::string() : f.log_dir + "/" + name + ".log";
-  };
-  const std::string bin = ExecutableDir();
-  services::BlockTerminationSignals();
+  if (f.served_model_name.empty()) f.served_model_name = ServedModelNameFromPath(f.model);
+  return absl::OkStatus();
+}
 
-  const int P = static_cast<int>(f.pipeline_parallel);
-  // Every internal port is picked up front, all distinct (see core/common/ports.h):
-  // the scheduler's two, then each worker's gRPC, HTTP and data-plane ports.
-  std::vector<int> ports;
-  for (int i = 0; i < 2 + 3 * P; ++i) {
-    auto port = PickLoopbackPort();
-    if (!port.ok()) return Fail(std::string(port.status().message()));
-    ports.push_back(*port);
-  }
-  const int sched_grpc = ports[0], sched_http = ports[1];
-  std::vector<int> worker_grpc, worker_http, worker_data_plane;
-  std::vector<std::string> worker_addrs;
-  for (int s = 0; s < P; ++s) {
-    worker_grpc.push_back(ports[2 + 3 * s]);
-    worker_http.push_back(ports[3 + 3 * s]);
-    worker_data_plane.push_back(ports[4 + 3 * s]);
-    worker_addrs.push_back(Addr(worker_grpc.back()));
-  }
+LocalStackCommands::Options StackOptions(const ServeFlags& f) {
+  LocalStackCommands::Options o;
+  o.model = f.model;
+  o.served_model_name = f.served_model_name;
+  o.num_stages = static_cast<int>(f.pipeline_parallel);
+  o.tensor_parallel = static_cast<int>(f.tensor_parallel);
+  o.n_slots = f.n_slots;
+  o.max_bs = static_cast<int>(f.max_bs);
+  o.n_workers = static_cast<int>(f.n_workers);
+  o.policy = f.policy;
+  o.kv_block_size = static_cast<int>(f.kv_block_size);
+  o.max_num_batched_tokens = static_cast<int>(f.max_num_batched_tokens);
+  o.enable_prefix_caching = f.enable_prefix_caching;
+  o.scheduling_order = f.scheduling_order;
+  o.priority_aging_ms = f.priority_aging_ms;
+  o.dtype = f.dtype;
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t threads = f.threads > 0 ? f.threads : std::max<int64_t>(f.tensor_parallel, cores / P);
-  std::vector<std::unique_ptr<Subprocess>> children;
-  for (int s = 0; s < P; ++s) {
-    std::vector<std::string> args = {"--model=" + f.model,
-                                     "--listen=" + worker_addrs[s],
-                                     "--http-listen=" + Addr(worker_http[s]),
-                                     "--data-plane-port=" + std::to_string(worker_data_plane[s]),
-                                     "--stage=" + std::to_string(s),
-                                     "--num-stages=" + std::to_string(P),
-                                     "--tensor-parallel=" + std::to_string(f.tensor_parallel),
-                                     "--workers=" + absl::StrJoin(worker_addrs, ","),
-                                     "--scheduler=" + Addr(sched_grpc),
-                                     "--n-slots=" + std::to_string(f.n_slots),
-                                     "--kv-block-size=" + std::to_string(f.kv_block_size),
-                                     "--dtype=" + f.dtype,
-                                     "--threads=" + std::to_string(threads),
-                                     "--log-level=" + f.log_level};
-    args.push_back("--model-name=" + name);
-    children.push_back(
-        std::make_unique<Subprocess>("worker-" + std::to_string(s), bin + "/orca-worker", args,
-                                     Subprocess::Options{.log_path = log_path("worker-" + std::to_string(s))}));
-  }
-  std::vector<std::string> sargs = {"--listen=" + Addr(sched_grpc),
-                                    "--http-listen=" + Addr(sched_http),
-                                    "--workers=" + absl::StrJoin(worker_addrs, ","),
-                                    "--max-bs=" + std::to_string(f.max_bs),
-                                    "--n-slots=" + std::to_string(f.n_slots),
-                                    "--policy=" + f.policy,
-                                    "--kv-block-size=" + std::to_string(f.kv_block_size),
-                                    "--max-num-batched-tokens=" + std::to_string(f.max_num_batched_tokens),
-                                    "--scheduling-order=" + f.scheduling_order,
-                                    "--priority-aging-ms=" + std::to_string(f.priority_aging_ms),
-                                    "--log-level=" + f.log_level};
-  if (f.enable_prefix_caching) sargs.push_back("--enable-prefix-caching");
-  if (f.n_workers > 0) sargs.push_back("--n-workers=" + std::to_string(f.n_workers));
-  sargs.push_back("--model-name=" + name);
-  children.push_back(std::make_unique<Subprocess>("scheduler", bin + "/orca-scheduler", sargs,
-                                                  Subprocess::Options{.log_path = log_path("scheduler")}));
-  std::vector<std::string> gargs = {"--listen=" + f.host + ":" + std::to_string(f.port),
-                                    "--schedulers=" + Addr(sched_grpc), "--model=" + f.model,
-                                    "--log-level=" + f.log_level};
-  gargs.push_back(f.grpc_port > 0 ? "--grpc-listen=" + f.host + ":" + std::to_string(f.grpc_port) : "--grpc-listen=");
-  gargs.push_back("--served-model-name=" + name);
-  if (!f.api_keys.empty()) gargs.push_back("--api-keys=" + absl::StrJoin(f.api_keys, ","));
-  children.push_back(std::make_unique<Subprocess>("gateway", bin + "/orca-gateway", gargs,
-                                                  Subprocess::Options{.log_path = log_path("gateway")}));
+  o.worker_threads = f.threads > 0 ? f.threads : std::max<int64_t>(f.tensor_parallel, cores / f.pipeline_parallel);
+  o.log_level = f.log_level;
+  o.gateway_listen = absl::StrCat(f.host, ":", f.port);
+  o.gateway_grpc_listen = f.grpc_port > 0 ? absl::StrCat(f.host, ":", f.grpc_port) : "";
+  o.api_keys = f.api_keys;
+  return o;
+}
 
-  auto stop_all = [&](int code) {
-    // Front to back: stop taking requests first, then drain the engine.
-    for (auto it = children.rbegin(); it != children.rend(); ++it) (*it)->Stop(SIGTERM, 10000);
+/// The stack's processes, in start order (workers, scheduler, gateway); stopped front to back.
+class ServeStack {
+ public:
+  ServeStack(const LocalStackCommands& commands, int num_stages, const std::string& log_dir) {
+    auto log_path = [&](const std::string& name) {
+      return log_dir.empty() ? std::string() : log_dir + "/" + name + ".log";
+    };
+    const std::string bin = ExecutableDir();
+    for (int s = 0; s < num_stages; ++s) {
+      const std::string name = absl::StrCat("worker-", s);
+      Start(name, bin + "/orca-worker", commands.WorkerArgs(s), log_path(name));
+    }
+    Start("scheduler", bin + "/orca-scheduler", commands.SchedulerArgs(), log_path("scheduler"));
+    Start("gateway", bin + "/orca-gateway", commands.GatewayArgs(), log_path("gateway"));
+  }
+
+  /// Front to back: stop taking requests first, then drain the engine. Returns `code`.
+  int StopAll(int code) {
+    for (auto it = children_.rbegin(); it != children_.rend(); ++it) (*it)->Stop(SIGTERM, 10000);
     return code;
-  };
-  auto dead_child = [&]() -> Subprocess* {
-    for (auto& c : children)
+  }
+  /// The first process that has exited, or nullptr.
+  Subprocess* FirstExited() {
+    for (auto& c : children_)
       if (!c->Alive()) return c.get();
     return nullptr;
-  };
-
-  std::fprintf(stderr, "orca serve: starting %d worker(s) (tp %lld), scheduler and gateway for %s\n", P,
-               static_cast<long long>(f.tensor_parallel), f.model.c_str());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.ready_timeout_s);
-  const std::string probe_host = f.host == "0.0.0.0" ? "127.0.0.1" : f.host;
-  while (HttpStatus(probe_host, static_cast<int>(f.port), "/ready") != 200) {
-    if (Subprocess* c = dead_child()) {
-      Fail(absl::StrCat(c->name(), " exited (status ", c->exit_status(), ") during startup",
-                        f.log_dir.empty() ? "" : "; see " + f.log_dir));
-      return stop_all(1);
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      Fail("the stack did not become ready in time");
-      return stop_all(1);
-    }
-    if (services::WaitForTerminationSignal(std::chrono::milliseconds(100)) != 0) return stop_all(130);
   }
-  const std::string url = absl::StrCat("http://", probe_host, ":", f.port);
+
+ private:
+  void Start(const std::string& name, const std::string& path, const std::vector<std::string>& args,
+             const std::string& log_path) {
+    children_.push_back(std::make_unique<Subprocess>(name, path, args, Subprocess::Options{.log_path = log_path}));
+  }
+
+  std::vector<std::unique_ptr<Subprocess>> children_;
+};
+
+bool IsReady(const std::string& url) {
+  absl::StatusOr<loadgen::HttpResponse> ready = loadgen::HttpGet(url + "/ready", absl::Seconds(1));
+  return ready.ok() && ready->status == 200;
+}
+
+/// Polls the gateway's /ready: 0 once ready, else the exit code to stop with (a process died,
+/// the timeout passed, or a termination signal came).
+int AwaitReady(ServeStack& stack, const std::string& url, const ServeFlags& f) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.ready_timeout_s);
+  while (!IsReady(url)) {
+    if (Subprocess* c = stack.FirstExited()) {
+      return Fail(absl::StrCat(c->name(), " exited (status ", c->exit_status(), ") during startup",
+                               f.log_dir.empty() ? "" : "; see " + f.log_dir));
+    }
+    if (std::chrono::steady_clock::now() > deadline) return Fail("the stack did not become ready in time");
+    if (services::WaitForTerminationSignal(std::chrono::milliseconds(100)) != 0) return 130;
+  }
+  return 0;
+}
+
+void PrintBanner(const std::string& url, const std::string& name, const LocalStackCommands& commands) {
   // Each process serves its own /metrics (as each pod does in a cluster): HTTP and request metrics at the
   // gateway, the vLLM-named engine metrics (orca:num_requests_running, …) at the scheduler, per-stage ones at each
   // worker.
-  std::string metrics =
-      absl::StrCat("  gateway    ", url, "/metrics\n  scheduler  http://", Addr(sched_http), "/metrics\n");
-  for (int s = 0; s < P; ++s)
-    absl::StrAppend(&metrics, "  worker-", s, "   http://", Addr(worker_http[s]), "/metrics\n");
+  std::string metrics = absl::StrCat("  gateway    ", url, "/metrics\n  scheduler  http://",
+                                     LoopbackAddress(commands.ports().scheduler_http), "/metrics\n");
+  for (size_t s = 0; s < commands.ports().worker_http.size(); ++s)
+    absl::StrAppend(&metrics, "  worker-", s, "   http://", LoopbackAddress(commands.ports().worker_http[s]),
+                    "/metrics\n");
   std::printf(
       "Orca is ready: %s (OpenAI API), model \"%s\"\n\nMetrics (Prometheus text):\n%s\nTry:\n  curl %s/v1/completions "
       "-H "
@@ -224,17 +209,52 @@ int RunServe(int argc, char** argv) {
       "32}'\n\nCtrl-C stops everything.\n",
       url.c_str(), name.c_str(), metrics.c_str(), url.c_str(), name.c_str());
   std::fflush(stdout);
+}
+
+/// Serves until a termination signal (exit 0) or until a process dies (exit 1).
+int ServeUntilStopped(ServeStack& stack) {
   while (true) {
     if (const int sig = services::WaitForTerminationSignal(std::chrono::milliseconds(200)); sig != 0) {
       std::fprintf(stderr, "\norca serve: stopping\n");
-      return stop_all(0);
+      return stack.StopAll(0);
     }
-    if (Subprocess* c = dead_child()) {
+    if (Subprocess* c = stack.FirstExited()) {
       std::fprintf(stderr, "orca serve: %s exited (status %d); stopping the stack\n", c->name().c_str(),
                    c->exit_status());
-      return stop_all(1);
+      return stack.StopAll(1);
     }
   }
+}
+
+}  // namespace
+
+int RunServe(int argc, char** argv) {
+  ServeFlags f;
+  FlagSet flags("orca serve",
+                "Starts gateway, scheduler and worker(s) as separate processes on loopback and serves the\n"
+                "OpenAI-compatible API. The default model is synthesized on first run.");
+  AddServeFlags(flags, f);
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(std::string(s.message()));
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  if (absl::Status s = ResolveServeFlags(f); !s.ok()) return Fail(std::string(s.message()));
+  if (!f.log_dir.empty()) std::filesystem::create_directories(f.log_dir);
+  services::BlockTerminationSignals();
+  // Every internal port is picked up front, all distinct (see core/common/ports.h).
+  absl::StatusOr<LocalStackPorts> ports = LocalStackPorts::Pick(static_cast<int>(f.pipeline_parallel));
+  if (!ports.ok()) return Fail(std::string(ports.status().message()));
+  const LocalStackCommands commands(StackOptions(f), *std::move(ports));
+
+  ServeStack stack(commands, static_cast<int>(f.pipeline_parallel), f.log_dir);
+  std::fprintf(stderr, "orca serve: starting %lld worker(s) (tp %lld), scheduler and gateway for %s\n",
+               static_cast<long long>(f.pipeline_parallel), static_cast<long long>(f.tensor_parallel), f.model.c_str());
+  const std::string probe_host = f.host == "0.0.0.0" ? "127.0.0.1" : f.host;
+  const std::string url = absl::StrCat("http://", probe_host, ":", f.port);
+  if (const int code = AwaitReady(stack, url, f); code != 0) return stack.StopAll(code);
+  PrintBanner(url, f.served_model_name, commands);
+  return ServeUntilStopped(stack);
 }
 
 }  // namespace orca::cli

@@ -2,34 +2,6 @@
 
 namespace orca::services {
 
-SamplingParams SamplingFromProto(const v1::SamplingParams& p) {
-  SamplingParams s;
-  s.temperature = p.temperature();
-  s.top_k = p.top_k();
-  s.top_p = (p.top_p() <= 0.0f) ? 1.0f : p.top_p();
-  s.min_p = p.min_p();
-  if (p.has_seed()) s.seed = p.seed();
-  s.repetition_penalty = p.repetition_penalty() <= 0.0f ? 1.0f : p.repetition_penalty();
-  s.presence_penalty = p.presence_penalty();
-  s.frequency_penalty = p.frequency_penalty();
-  s.top_logprobs = p.top_logprobs();
-  s.logprobs = p.logprobs() || p.top_logprobs() > 0;
-  return s;
-}
-
-void SamplingToProto(const SamplingParams& s, v1::SamplingParams* p) {
-  p->set_temperature(s.temperature);
-  p->set_top_k(s.top_k);
-  p->set_top_p(s.top_p);
-  p->set_min_p(s.min_p);
-  if (s.seed.has_value()) p->set_seed(*s.seed);
-  p->set_repetition_penalty(s.repetition_penalty);
-  p->set_presence_penalty(s.presence_penalty);
-  p->set_frequency_penalty(s.frequency_penalty);
-  p->set_top_logprobs(s.top_logprobs);
-  p->set_logprobs(s.logprobs);
-}
-
 engine::StepInput PlanToStepInput(const sched::IterationPlan& plan) {
   engine::StepInput in;
   in.iteration_id = plan.iteration_id;

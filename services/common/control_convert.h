@@ -9,6 +9,7 @@
 #include "core/engine/step_records.h"
 #include "core/sched/scheduler_output.h"
 #include "orca/v1/worker.pb.h"
+#include "services/common/sampling_proto.h"
 
 namespace orca::services {
 
@@ -25,8 +26,5 @@ std::vector<sched::RequestResult> SamplesToResults(const std::vector<engine::Seq
 void SamplesToProto(const std::vector<engine::SequenceSample>& tokens, v1::IterationResult* result);
 /// Wire results → scheduler results.
 std::vector<sched::RequestResult> ProtoToResults(const v1::IterationResult& result);
-
-SamplingParams SamplingFromProto(const v1::SamplingParams& p);
-void SamplingToProto(const SamplingParams& s, v1::SamplingParams* p);
 
 }  // namespace orca::services

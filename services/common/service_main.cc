@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <iostream>
+#include <mutex>
 
 #include "core/common/logging.h"
 
@@ -41,16 +42,20 @@ absl::Status ConfigureLogging(const std::string& component, const LoggingFlags& 
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(const std::string& address,
-                                                              const std::vector<grpc::Service*>& services) {
+                                                              const std::vector<grpc::Service*>& services,
+                                                              const GrpcServerOptions& options) {
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // The plugin registers itself per call: once per process (tests start several servers).
+  static std::once_flag reflection_once;
+  std::call_once(reflection_once, [] { grpc::reflection::InitProtoReflectionServerBuilderPlugin(); });
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   for (grpc::Service* s : services) builder.RegisterService(s);
-  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) return absl::UnavailableError("cannot listen on " + address);
+  if (options.bound_port != nullptr) *options.bound_port = port;
   return server;
 }
 

@@ -28,9 +28,16 @@ std::optional<int> ParseFlagsOrExit(FlagSet& flags, int argc, char** argv, const
                                     const std::string& env_prefix = "");
 /// Sets the log component, level and format.
 absl::Status ConfigureLogging(const std::string& component, const LoggingFlags& flags);
+struct GrpcServerOptions {
+  /// Largest request message accepted.
+  int max_receive_message_bytes = 64 << 20;
+  /// When set, receives the port bound (for an address with port 0).
+  int* bound_port = nullptr;
+};
 /// Starts a gRPC server on `address` with `services`, gRPC health checking and
 /// server reflection. Unavailable (naming the address) when it cannot listen.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(const std::string& address,
-                                                              const std::vector<grpc::Service*>& services);
+                                                              const std::vector<grpc::Service*>& services,
+                                                              const GrpcServerOptions& options = {});
 
 }  // namespace orca::services

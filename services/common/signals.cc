@@ -28,4 +28,11 @@ int WaitForTerminationSignal(std::chrono::milliseconds timeout) {
   return sig > 0 ? sig : 0;
 }
 
+int AwaitTerminationSignal() {
+  int sig = 0;
+  while ((sig = WaitForTerminationSignal(std::chrono::milliseconds(1000))) == 0) {
+  }
+  return sig;
+}
+
 }  // namespace orca::services

@@ -10,5 +10,7 @@ namespace orca::services {
 void BlockTerminationSignals();
 /// Waits up to `timeout` for one of them; returns the signal number or 0.
 int WaitForTerminationSignal(std::chrono::milliseconds timeout);
+/// Waits for one of them however long it takes; returns the signal number.
+int AwaitTerminationSignal();
 
 }  // namespace orca::services

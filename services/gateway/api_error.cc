@@ -157,4 +157,12 @@ std::string ApiError::ToJson() const {
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+HttpResponse ApiError::ToHttpResponse() const {
+  HttpResponse response;
+  response.status = http_status;
+  response.body = ToJson();
+  if (retry_after_seconds > 0) response.headers.emplace_back("Retry-After", std::to_string(retry_after_seconds));
+  return response;
+}
+
 }  // namespace orca::gateway

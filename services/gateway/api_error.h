@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "services/gateway/http_exchange.h"
 
 namespace orca::gateway {
 
@@ -55,6 +56,9 @@ struct ApiError {
 
   /// `{"error": {...}}` as compact JSON.
   std::string ToJson() const;
+  /// The complete HTTP response: status, JSON body, Retry-After when set. The one
+  /// place an error response is built (routes, generation, the server's own 4xx).
+  HttpResponse ToHttpResponse() const;
 };
 
 }  // namespace orca::gateway

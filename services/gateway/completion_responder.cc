@@ -15,16 +15,6 @@ CompletionResponder::CompletionResponder(Options options, std::shared_ptr<HttpEx
   for (size_t i = 0; i < results_.size(); ++i) results_[i].index = static_cast<int>(i);
 }
 
-HttpResponse CompletionResponder::ErrorResponse(const ApiError& error) {
-  HttpResponse response;
-  response.status = error.http_status;
-  response.body = error.ToJson();
-  if (error.retry_after_seconds > 0) {
-    response.headers.emplace_back("Retry-After", std::to_string(error.retry_after_seconds));
-  }
-  return response;
-}
-
 std::string CompletionResponder::TakeEcho(int index) {
   if (index < 0 || static_cast<size_t>(index) >= choice_started_.size() || choice_started_[index]) return "";
   choice_started_[index] = true;
@@ -89,7 +79,7 @@ void CompletionResponder::OnError(const absl::Status& status) {
     ORCA_LOG(WARNING).With("request_id", options_.request_id) << "generation failed: " << status.ToString();
   }
   if (!stream_started_) {
-    exchange_->Respond(ErrorResponse(error));
+    exchange_->Respond(error.ToHttpResponse());
     return;
   }
   exchange_->Write(OpenAiResponseBuilder::ErrorChunk(error) + OpenAiResponseBuilder::DoneChunk());

@@ -37,9 +37,6 @@ class CompletionResponder : public GenerationObserver {
   void OnComplete(const GenerationUsage& usage) override;
   void OnError(const absl::Status& status) override;
 
-  /// The HTTP error response for `error` (JSON body, Retry-After when set).
-  static HttpResponse ErrorResponse(const ApiError& error);
-
  private:
   void StartStreamIfNeeded();
   /// The echo prefix for a choice's first delta ("" after that or without echo).

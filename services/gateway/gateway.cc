@@ -1,6 +1,5 @@
 #include "services/gateway/gateway.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -14,7 +13,9 @@
 #include "core/common/status_macros.h"
 #include "core/metrics/orca_metrics.h"
 #include "core/metrics/registry.h"
+#include "services/common/service_main.h"
 #include "services/gateway/admission_controller.h"
+#include "services/gateway/api_error.h"
 #include "services/gateway/api_key_authenticator.h"
 #include "services/gateway/generation_pipeline.h"
 #include "services/gateway/grpc_generation_service.h"
@@ -60,9 +61,6 @@ struct Gateway::Impl {
 };
 
 absl::Status Gateway::Impl::StartGrpc() {
-  grpc::EnableDefaultHealthCheckService(true);
-  static std::once_flag reflection_once;
-  std::call_once(reflection_once, [] { grpc::reflection::InitProtoReflectionServerBuilderPlugin(); });
   GrpcGenerationService::Options service_options;
   service_options.model = model.get();
   service_options.router = router.get();
@@ -70,14 +68,13 @@ absl::Status Gateway::Impl::StartGrpc() {
   service_options.admission = admission.get();
   service_options.authenticator = authenticator.get();
   grpc_service = std::make_unique<GrpcGenerationService>(service_options);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
-  builder.RegisterService(grpc_service.get());
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_body_bytes));
-  grpc_server = builder.BuildAndStart();
-  if (grpc_server == nullptr || grpc_port == 0) {
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server = services::StartGrpcServer(
+      options.grpc_listen, {grpc_service.get()},
+      {.max_receive_message_bytes = static_cast<int>(options.max_body_bytes), .bound_port = &grpc_port});
+  if (!server.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot listen on --grpc-listen ", options.grpc_listen));
   }
+  grpc_server = std::move(server).value();
   {
     absl::MutexLock lock(&health_mu);
     health = grpc_server->GetHealthCheckService();
@@ -129,7 +126,10 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::CreateWithModel(Options option
   http_options.listen = g.options.listen;
   http_options.max_body_bytes = static_cast<size_t>(g.options.max_body_bytes);
   http_options.idle_timeout = g.options.idle_timeout;
-  http_options.error_responder = &HttpApi::ServerErrorResponse;
+  // OpenAI-shaped bodies for the server's own 400/413/431 too.
+  http_options.error_responder = [](int status, std::string message) {
+    return ApiError::FromHttp(status, std::move(message)).ToHttpResponse();
+  };
   HttpApi* api = g.http_api.get();
   ORCA_ASSIGN_OR_RETURN(g.http_server,
                         HttpServer::Create(g.io, std::move(http_options),

@@ -5,24 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "services/common/grpc_status.h"
+#include "services/common/sampling_proto.h"
 
 namespace orca::gateway {
-namespace {
-
-void ToProto(const SamplingParams& in, orca::v1::SamplingParams* out) {
-  out->set_temperature(in.temperature);
-  out->set_top_k(in.top_k);
-  out->set_top_p(in.top_p);
-  out->set_min_p(in.min_p);
-  if (in.seed) out->set_seed(*in.seed);
-  out->set_repetition_penalty(in.repetition_penalty);
-  out->set_presence_penalty(in.presence_penalty);
-  out->set_frequency_penalty(in.frequency_penalty);
-  out->set_logprobs(in.logprobs);
-  out->set_top_logprobs(in.top_logprobs);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 GenerationJob::GenerationJob(uint64_t id, GenerationPipeline* pipeline, const text::Tokenizer* tokenizer,
                              GenerationRequest request, std::shared_ptr<GenerationObserver> observer)
@@ -46,7 +32,7 @@ orca::v1::GenerateRequest GenerationJob::SchedulerRequest(const Choice& choice) 
   out.set_min_new_tokens(std::min(request_.min_new_tokens, prompt.max_new_tokens));
   SamplingParams sampling = request_.sampling;
   if (sampling.seed) sampling.seed = *sampling.seed + static_cast<uint64_t>(sample);
-  ToProto(sampling, out.mutable_sampling());
+  services::SamplingToProto(sampling, out.mutable_sampling());
   out.mutable_stop_token_ids()->Assign(request_.stop_token_ids.begin(), request_.stop_token_ids.end());
   out.set_ignore_eos(request_.ignore_eos);
   out.set_priority(request_.priority);

@@ -4,12 +4,11 @@
 #include <optional>
 #include <set>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "core/sched/request_spec.h"
 #include "services/common/grpc_status.h"
+#include "services/common/sampling_proto.h"
 #include "services/gateway/api_error.h"
 
 namespace orca::gateway {
@@ -191,11 +190,6 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-std::string NewRequestId() {
-  static thread_local absl::BitGen gen;
-  return absl::StrFormat("gen-%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
-}
-
 absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* options) {
   if (request.max_tokens() < 0)
     return InvalidFieldError("max_tokens", "'max_tokens' must be >= 0 (0: the rest of the context)");
@@ -204,18 +198,7 @@ absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* op
     return InvalidFieldError("n", absl::StrCat("'n' must be in [0, ", kMaxChoicesPerRequest, "], got ", request.n()));
   }
   options->n = request.n() == 0 ? 1 : request.n();
-  const orca::v1::SamplingParams& s = request.sampling();
-  SamplingParams sampling;  // proto defaults (all zero) mean greedy
-  sampling.temperature = s.temperature();
-  sampling.top_k = s.top_k();
-  sampling.top_p = s.top_p() == 0.0f ? 1.0f : s.top_p();
-  sampling.min_p = s.min_p();
-  if (s.has_seed()) sampling.seed = s.seed();
-  sampling.repetition_penalty = s.repetition_penalty() == 0.0f ? 1.0f : s.repetition_penalty();
-  sampling.presence_penalty = s.presence_penalty();
-  sampling.frequency_penalty = s.frequency_penalty();
-  sampling.logprobs = s.logprobs() || s.top_logprobs() > 0;
-  sampling.top_logprobs = s.top_logprobs();
+  const SamplingParams sampling = services::SamplingFromProto(request.sampling());  // all zero: greedy
   if (std::string problem = sampling.Validate(); !problem.empty()) {
     return InvalidFieldError("sampling", "sampling." + problem);
   }
@@ -242,7 +225,8 @@ absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* op
 
 }  // namespace
 
-GrpcGenerationService::GrpcGenerationService(Options options) : options_(options), resolver_(options.model) {}
+GrpcGenerationService::GrpcGenerationService(Options options)
+    : options_(options), resolver_(options.model, options.router) {}
 
 absl::Status GrpcGenerationService::CheckCall(grpc::CallbackServerContext* context, const std::string& model) const {
   if (options_.authenticator != nullptr && options_.authenticator->enabled()) {
@@ -252,24 +236,14 @@ absl::Status GrpcGenerationService::CheckCall(grpc::CallbackServerContext* conte
       header.assign(it->second.data(), it->second.size());
     ORCA_RETURN_IF_ERROR(options_.authenticator->Authenticate(header));
   }
-  if (!model.empty() && model != options_.model->name()) {
-    return absl::NotFoundError(absl::StrCat("The model `", model, "` does not exist."));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int32_t> GrpcGenerationService::MaxModelLen() const {
-  if (options_.model->max_model_len() > 0) return options_.model->max_model_len();
-  const int32_t from_schedulers = options_.router->MaxContext();
-  if (from_schedulers > 0) return from_schedulers;
-  return absl::UnavailableError("The context length is not known yet (no scheduler has reported it)");
+  return resolver_.CheckModel(model);
 }
 
 absl::StatusOr<GenerationRequest> GrpcGenerationService::Resolve(const TextGenerateRequest& request,
                                                                  std::vector<std::string>* echo_texts) const {
   GenerationOptions options;
   ORCA_RETURN_IF_ERROR(ToOptions(request, &options));
-  ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, MaxModelLen());
+  ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, resolver_.MaxModelLen());
   GenerationRequest out;
   switch (request.input_case()) {
     case TextGenerateRequest::kPrompt:
@@ -302,7 +276,7 @@ absl::StatusOr<GenerationRequest> GrpcGenerationService::Resolve(const TextGener
     default:
       return InvalidFieldError("input", "one of 'prompt', 'messages' or 'prompt_token_ids' is required");
   }
-  out.request_id = NewRequestId();
+  out.request_id = NewRequestId("gen-");
   return out;
 }
 
@@ -340,7 +314,7 @@ grpc::ServerUnaryReactor* GrpcGenerationService::Tokenize(grpc::CallbackServerCo
     std::vector<int32_t> ids = options_.model->tokenizer().Encode(request->text(), request->add_special_tokens());
     response->mutable_token_ids()->Assign(ids.begin(), ids.end());
     response->set_count(static_cast<int32_t>(ids.size()));
-    absl::StatusOr<int32_t> max_len = MaxModelLen();
+    absl::StatusOr<int32_t> max_len = resolver_.MaxModelLen();
     response->set_max_model_len(max_len.ok() ? *max_len : 0);
   }
   return FinishUnary(context, status);
@@ -374,7 +348,7 @@ grpc::ServerUnaryReactor* GrpcGenerationService::ListModels(grpc::CallbackServer
     card->set_id(options_.model->name());
     card->set_created(options_.model->created());
     card->set_owned_by("orca");
-    absl::StatusOr<int32_t> max_len = MaxModelLen();
+    absl::StatusOr<int32_t> max_len = resolver_.MaxModelLen();
     card->set_max_model_len(max_len.ok() ? *max_len : 0);
   }
   return FinishUnary(context, status);

@@ -45,7 +45,6 @@ class GrpcGenerationService final : public orca::v1::Generation::CallbackService
  private:
   /// API key (from `authorization` metadata) and model name checks.
   absl::Status CheckCall(grpc::CallbackServerContext* context, const std::string& model) const;
-  absl::StatusOr<int32_t> MaxModelLen() const;
   /// Validates and tokenizes; `echo_texts` as in RequestResolver::Completion.
   absl::StatusOr<GenerationRequest> Resolve(const orca::v1::TextGenerateRequest& request,
                                             std::vector<std::string>* echo_texts) const;

@@ -5,10 +5,8 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
 #include "services/gateway/completion_responder.h"
@@ -19,20 +17,11 @@ namespace {
 
 using nlohmann::json;
 
-std::string NewRequestId(const char* prefix) {
-  static thread_local absl::BitGen gen;
-  return absl::StrFormat("%s%016x%016x", prefix, absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
-}
-
 HttpResponse JsonResponse(int status, const json& body) {
   HttpResponse response;
   response.status = status;
   response.body = DumpJson(body);
   return response;
-}
-
-HttpResponse ErrorResponse(const absl::Status& status) {
-  return CompletionResponder::ErrorResponse(ApiError::FromStatus(status));
 }
 
 // Records orca:http_requests_total and the duration once per exchange, when
@@ -87,7 +76,7 @@ bool NeedsApiKey(const std::string& path) { return path != "/health" && path != 
 
 }  // namespace
 
-HttpApi::HttpApi(Options options) : options_(options), resolver_(options.model) {}
+HttpApi::HttpApi(Options options) : options_(options), resolver_(options.model, options.router) {}
 
 const char* HttpApi::RouteTemplate(const std::string& path) {
   static constexpr const char* kRoutes[] = {
@@ -100,16 +89,13 @@ const char* HttpApi::RouteTemplate(const std::string& path) {
   return "other";
 }
 
-HttpResponse HttpApi::ServerErrorResponse(int status, std::string message) {
-  return CompletionResponder::ErrorResponse(ApiError::FromHttp(status, std::move(message)));
-}
-
 void HttpApi::Handle(HttpRequest request, std::shared_ptr<HttpExchange> raw_exchange) {
   const std::string route = RouteTemplate(request.path);
   auto exchange = std::make_shared<MeteredExchange>(std::move(raw_exchange), options_.metrics, route, request.method);
   auto method_not_allowed = [&](const char* allowed) {
-    HttpResponse response = ServerErrorResponse(
-        405, absl::StrCat("Method ", request.method, " is not allowed on ", request.path, "; use ", allowed));
+    HttpResponse response = ApiError::FromHttp(405, absl::StrCat("Method ", request.method, " is not allowed on ",
+                                                                 request.path, "; use ", allowed))
+                                .ToHttpResponse();
     response.headers.emplace_back("Allow", allowed);
     exchange->Respond(std::move(response));
   };
@@ -129,13 +115,13 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<HttpExchange> raw_exch
     return;
   }
   if (route == "other") {
-    exchange->Respond(ServerErrorResponse(404, absl::StrCat("Not found: ", request.path)));
+    exchange->Respond(ApiError::FromHttp(404, absl::StrCat("Not found: ", request.path)).ToHttpResponse());
     return;
   }
   if (NeedsApiKey(request.path) && options_.authenticator != nullptr) {
     absl::Status auth = options_.authenticator->Authenticate(request.Header("authorization"));
     if (!auth.ok()) {
-      HttpResponse response = ErrorResponse(auth);
+      HttpResponse response = ApiError::FromStatus(auth).ToHttpResponse();
       response.headers.emplace_back("WWW-Authenticate", "Bearer");
       exchange->Respond(std::move(response));
       return;
@@ -155,7 +141,8 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<HttpExchange> raw_exch
     HandleGeneration(OpenAiApi::kChat, request, exchange);
   } else {
     absl::StatusOr<HttpResponse> response = route == "/tokenize" ? Tokenize(request) : Detokenize(request);
-    exchange->Respond(response.ok() ? std::move(response).value() : ErrorResponse(response.status()));
+    exchange->Respond(response.ok() ? std::move(response).value()
+                                    : ApiError::FromStatus(response.status()).ToHttpResponse());
   }
 }
 
@@ -163,14 +150,16 @@ void HttpApi::HandleGeneration(OpenAiApi api, const HttpRequest& request,
                                const std::shared_ptr<HttpExchange>& exchange) {
   std::optional<AdmissionTicket> ticket = options_.admission->TryAdmit();
   if (!ticket) {
-    exchange->Respond(ErrorResponse(WithRetryAfter(
-        absl::UnavailableError(absl::StrCat("The server is at capacity (", options_.admission->max_in_flight(),
-                                            " concurrent requests); retry later")),
-        1)));
+    exchange->Respond(
+        ApiError::FromStatus(WithRetryAfter(absl::UnavailableError(absl::StrCat("The server is at capacity (",
+                                                                                options_.admission->max_in_flight(),
+                                                                                " concurrent requests); retry later")),
+                                            1))
+            .ToHttpResponse());
     return;
   }
   absl::Status status = StartGeneration(api, request, exchange, *ticket);
-  if (!status.ok()) exchange->Respond(ErrorResponse(status));
+  if (!status.ok()) exchange->Respond(ApiError::FromStatus(status).ToHttpResponse());
 }
 
 absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
@@ -181,16 +170,16 @@ absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
   GenerationOptions options;
   if (api == OpenAiApi::kCompletions) {
     ORCA_ASSIGN_OR_RETURN(CompletionRequest parsed, ParseCompletionRequest(body));
-    ORCA_RETURN_IF_ERROR(CheckModel(parsed.model));
-    ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, MaxModelLen());
+    ORCA_RETURN_IF_ERROR(resolver_.CheckModel(parsed.model));
+    ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, resolver_.MaxModelLen());
     ORCA_ASSIGN_OR_RETURN(generation, resolver_.Completion(parsed, max_model_len, &responder.echo_texts));
     if (!parsed.echo) responder.echo_texts.clear();
     options = parsed.options;
     generation.request_id = NewRequestId("cmpl-");
   } else {
     ORCA_ASSIGN_OR_RETURN(ChatRequest parsed, ParseChatRequest(body));
-    ORCA_RETURN_IF_ERROR(CheckModel(parsed.model));
-    ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, MaxModelLen());
+    ORCA_RETURN_IF_ERROR(resolver_.CheckModel(parsed.model));
+    ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, resolver_.MaxModelLen());
     ORCA_ASSIGN_OR_RETURN(generation, resolver_.Chat(parsed, max_model_len));
     options = parsed.options;
     generation.request_id = NewRequestId("chatcmpl-");
@@ -216,28 +205,15 @@ absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status HttpApi::CheckModel(const std::string& model) const {
-  if (model.empty() || model == options_.model->name()) return absl::OkStatus();
-  return WithErrorCode(WithParam(absl::NotFoundError(absl::StrCat("The model `", model, "` does not exist.")), "model"),
-                       "model_not_found");
-}
-
-absl::StatusOr<int32_t> HttpApi::MaxModelLen() const {
-  if (options_.model->max_model_len() > 0) return options_.model->max_model_len();
-  const int32_t from_schedulers = options_.router->MaxContext();
-  if (from_schedulers > 0) return from_schedulers;
-  return absl::UnavailableError("The context length is not known yet (no scheduler has reported it)");
-}
-
 HttpResponse HttpApi::Models(const std::string& path) const {
   const GatewayModel& model = *options_.model;
   json card = {{"id", model.name()}, {"object", "model"},    {"created", model.created()},
                {"owned_by", "orca"}, {"root", model.name()}, {"parent", nullptr}};
-  absl::StatusOr<int32_t> max_len = MaxModelLen();
+  absl::StatusOr<int32_t> max_len = resolver_.MaxModelLen();
   card["max_model_len"] = max_len.ok() ? json(*max_len) : json(nullptr);
   if (path != "/v1/models") {
     const std::string id = path.substr(std::string("/v1/models/").size());
-    if (id != model.name()) return ErrorResponse(CheckModel(id));
+    if (id != model.name()) return ApiError::FromStatus(resolver_.CheckModel(id)).ToHttpResponse();
     return JsonResponse(200, card);
   }
   return JsonResponse(200, {{"object", "list"}, {"data", json::array({card})}});
@@ -246,7 +222,7 @@ HttpResponse HttpApi::Models(const std::string& path) const {
 absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const {
   ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
   ORCA_ASSIGN_OR_RETURN(TokenizeRequest parsed, ParseTokenizeRequest(body));
-  ORCA_RETURN_IF_ERROR(CheckModel(parsed.model));
+  ORCA_RETURN_IF_ERROR(resolver_.CheckModel(parsed.model));
   std::string text;
   bool add_special = true;
   if (parsed.prompt) {
@@ -258,7 +234,7 @@ absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const
   }
   const text::Tokenizer& tokenizer = options_.model->tokenizer();
   std::vector<int32_t> ids = tokenizer.Encode(text, add_special);
-  absl::StatusOr<int32_t> max_len = MaxModelLen();
+  absl::StatusOr<int32_t> max_len = resolver_.MaxModelLen();
   json out = {{"count", ids.size()}, {"max_model_len", max_len.ok() ? json(*max_len) : json(nullptr)}, {"tokens", ids}};
   if (parsed.return_token_strs) {
     json strs = json::array();
@@ -273,7 +249,7 @@ absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const
 absl::StatusOr<HttpResponse> HttpApi::Detokenize(const HttpRequest& request) const {
   ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
   ORCA_ASSIGN_OR_RETURN(DetokenizeRequest parsed, ParseDetokenizeRequest(body));
-  ORCA_RETURN_IF_ERROR(CheckModel(parsed.model));
+  ORCA_RETURN_IF_ERROR(resolver_.CheckModel(parsed.model));
   ORCA_RETURN_IF_ERROR(resolver_.CheckTokenIds(parsed.tokens, "tokens"));
   absl::StatusOr<std::string> text = options_.model->tokenizer().Decode(parsed.tokens);
   if (!text.ok()) return WithParam(absl::InvalidArgumentError(std::string(text.status().message())), "tokens");

@@ -43,8 +43,6 @@ class HttpApi {
 
   /// The HttpServer handler.
   void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange);
-  /// The HttpServer error responder: OpenAI-shaped bodies for 400/413/431.
-  static HttpResponse ServerErrorResponse(int status, std::string message);
   /// The route template for metrics labels (bounded set; "other" otherwise).
   static const char* RouteTemplate(const std::string& path);
 
@@ -57,10 +55,6 @@ class HttpApi {
   absl::StatusOr<HttpResponse> Detokenize(const HttpRequest& request) const;
   HttpResponse Ready() const;
   HttpResponse Metrics() const;
-  /// NotFound (404, code model_not_found) unless `model` is empty or ours.
-  absl::Status CheckModel(const std::string& model) const;
-  /// --max-model-len / the model's / the schedulers'; Unavailable when unknown.
-  absl::StatusOr<int32_t> MaxModelLen() const;
 
   const Options options_;
   const RequestResolver resolver_;

@@ -1,10 +1,30 @@
 #include "services/gateway/request_resolver.h"
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
 #include "services/gateway/api_error.h"
 
 namespace orca::gateway {
+
+std::string NewRequestId(const char* prefix) {
+  static thread_local absl::BitGen gen;
+  return absl::StrFormat("%s%016x%016x", prefix, absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+absl::Status RequestResolver::CheckModel(const std::string& model) const {
+  if (model.empty() || model == model_->name()) return absl::OkStatus();
+  return WithErrorCode(WithParam(absl::NotFoundError(absl::StrCat("The model `", model, "` does not exist.")), "model"),
+                       "model_not_found");
+}
+
+absl::StatusOr<int32_t> RequestResolver::MaxModelLen() const {
+  if (model_->max_model_len() > 0) return model_->max_model_len();
+  const int32_t from_schedulers = router_->MaxContext();
+  if (from_schedulers > 0) return from_schedulers;
+  return absl::UnavailableError("The context length is not known yet (no scheduler has reported it)");
+}
 
 absl::Status RequestResolver::CheckTokenIds(const std::vector<int32_t>& ids, const std::string& field) const {
   const int32_t vocab = model_->tokenizer().vocab_size();

@@ -3,7 +3,8 @@
 /// templates, tokenizes, checks token ids against the vocabulary and lengths
 /// against the context, and settles each prompt's completion budget
 /// (absent max_tokens: the rest of the context). Errors are 400s in vLLM's
-/// wording, naming both numbers.
+/// wording, naming both numbers. The HTTP and gRPC APIs share it, and with it
+/// the model-name check, the context limit and the request ids.
 
 #include <cstdint>
 #include <map>
@@ -14,13 +15,20 @@
 #include "services/gateway/gateway_model.h"
 #include "services/gateway/generation_request.h"
 #include "services/gateway/openai_request.h"
+#include "services/gateway/scheduler_router.h"
 
 namespace orca::gateway {
 
 class RequestResolver {
  public:
-  /// `model` must outlive the resolver.
-  explicit RequestResolver(const GatewayModel* model) : model_(model) {}
+  /// `model` and `router` must outlive the resolver.
+  RequestResolver(const GatewayModel* model, const SchedulerRouter* router) : model_(model), router_(router) {}
+
+  /// NotFound (404, param "model", code model_not_found) unless `model` is empty or ours.
+  absl::Status CheckModel(const std::string& model) const;
+  /// The context limit: --max-model-len or the model's own, else what the schedulers
+  /// report; Unavailable while none is known.
+  absl::StatusOr<int32_t> MaxModelLen() const;
 
   /// `echo_texts` receives each prompt's text (for `echo`).
   absl::StatusOr<GenerationRequest> Completion(const CompletionRequest& request, int32_t max_model_len,
@@ -42,6 +50,10 @@ class RequestResolver {
   GenerationRequest BaseRequest(const GenerationOptions& options) const;
 
   const GatewayModel* model_;
+  const SchedulerRouter* router_;
 };
+
+/// A fresh request id: `prefix` and 32 random hex digits ("cmpl-", "chatcmpl-", "gen-").
+std::string NewRequestId(const char* prefix);
 
 }  // namespace orca::gateway

@@ -11,6 +11,7 @@
 #include "core/common/flags.h"
 #include "core/common/logging.h"
 #include "core/common/model_name.h"
+#include "core/common/status_macros.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
 #include "services/common/service_main.h"
@@ -72,14 +73,7 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
   eo.kv_block_size = static_cast<int32_t>(f.kv_block_size);
   eo.num_threads = static_cast<int32_t>(f.threads);
   eo.tp_size = static_cast<int32_t>(f.tensor_parallel);
-  if (f.dtype != "auto") {
-    DType dt;
-    if (!ParseDType(f.dtype, &dt) || dt == DType::kF16)
-      return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16");
-    eo.dtype = dt;
-  }
-  if (f.device != "cpu" && f.device != "cuda") return absl::InvalidArgumentError("--device must be cpu or cuda");
-  eo.device = f.device;
+  ORCA_RETURN_IF_ERROR(engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &eo));
   auto c = InProcessEngineClient::Create(eo, model_name);
   if (!c.ok()) return c.status();
   return std::unique_ptr<EngineClient>(std::move(*c));
@@ -183,9 +177,7 @@ int Main(int argc, char** argv) {
                  << f.policy << ", max_bs " << f.max_bs << ", n_slots " << f.n_slots << ", n_workers "
                  << lo.scheduler.n_workers << "; scheduling " << SchedulingConfigJson(raw_loop->stats());
 
-  int sig = 0;
-  while ((sig = services::WaitForTerminationSignal(std::chrono::milliseconds(1000))) == 0) {
-  }
+  const int sig = services::AwaitTerminationSignal();
   ORCA_LOG(INFO) << "signal " << sig << ": draining (grace " << f.drain_grace_seconds << " s)";
   raw_loop->BeginDrain();
   server->GetHealthCheckService()->SetServingStatus(false);

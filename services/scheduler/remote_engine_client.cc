@@ -225,74 +225,73 @@ absl::Status RemoteEngineClient::RunSession(uint64_t session_id) {
   hello.set_session_id(session_id);
   if (!session.control->Write(hello))
     return teardown(absl::UnavailableError("cannot open the control stream to stage 0"));
-  // Wait until every stage has connected its peers (the last stage answers iteration 0).
   // Teardown joins the reader, which takes mu_: never call it under the lock.
-  const absl::Time session_deadline = absl::Now() + options_.session_timeout;
-  absl::Status failed;
-  while (failed.ok()) {
-    absl::MutexLock lock(&mu_);
-    if (stop_)
-      failed = absl::CancelledError("stopping");
-    else if (!broken_.empty())
-      failed = absl::UnavailableError(broken_);
-    else if (session_ready_)
-      break;
-    else if (absl::Now() > session_deadline)
-      failed = absl::DeadlineExceededError("the pipeline did not connect in time");
-    else
-      mu_.AwaitWithTimeout(absl::Condition(&session_ready_), kPoll);
-  }
-  if (!failed.ok()) return teardown(failed);
+  if (absl::Status s = AwaitSessionReady(absl::Now() + options_.session_timeout); !s.ok()) return teardown(s);
   ready_ = true;
   on_state_(true, "");
   ORCA_LOG(INFO) << "pipeline session " << session_id << " ready (" << stubs_.size() << " stages)";
   absl::Time next_probe = absl::Now() + options_.probe_interval;
   while (true) {
     std::deque<Outgoing> batch;
-    absl::Status failed;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](RemoteEngineClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-                                 return c->stop_ || !c->outgoing_.empty() || !c->broken_.empty();
-                               },
-                               this),
-                           kPoll);
-      const absl::Time now = absl::Now();
-      if (stop_)
-        failed = absl::CancelledError("stopping");
-      else if (!broken_.empty())
-        failed = absl::UnavailableError(broken_);
-      for (const auto& [id, sent] : outstanding_)
-        if (failed.ok() && now - sent > options_.worker_timeout)
-          failed = absl::DeadlineExceededError(absl::StrCat("iteration ", id, " not back after ",
-                                                            absl::FormatDuration(options_.worker_timeout),
-                                                            ": a stage is dead or hung"));
-      if (failed.ok()) {
-        batch.swap(outgoing_);
-        for (const Outgoing& o : batch)
-          if (const auto* plan = std::get_if<sched::IterationPlan>(&o)) outstanding_[plan->iteration_id] = now;
-      }
-    }
-    if (!failed.ok()) return teardown(failed);
-    for (Outgoing& o : batch) {
-      v1::ControlMessage msg;
-      msg.set_session_id(session_id);
-      msg.set_sent_unix_micros(absl::ToUnixMicros(absl::Now()));
-      if (auto* plan = std::get_if<sched::IterationPlan>(&o)) {
-        services::PlanToControlMessage(*plan, &msg);
-      } else {
-        for (sched::RequestId id : std::get<std::vector<sched::RequestId>>(o)) msg.add_released_request_ids(id);
-      }
-      if (!session.control->Write(msg))
-        return teardown(
-            absl::UnavailableError(absl::StrCat("control stream to stage 0 (", options_.workers.front(), ") broke")));
-    }
+    if (absl::Status s = TakeOutgoing(&batch); !s.ok()) return teardown(s);
+    if (absl::Status s = SendOutgoing(session, batch); !s.ok()) return teardown(s);
     if (absl::Now() >= next_probe) {
       if (absl::Status p = Probe(session_id); !p.ok()) return teardown(p);
       next_probe = absl::Now() + options_.probe_interval;
     }
   }
+}
+
+absl::Status RemoteEngineClient::AwaitSessionReady(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    if (stop_) return absl::CancelledError("stopping");
+    if (!broken_.empty()) return absl::UnavailableError(broken_);
+    if (session_ready_) return absl::OkStatus();
+    if (absl::Now() > deadline) return absl::DeadlineExceededError("the pipeline did not connect in time");
+    mu_.AwaitWithTimeout(absl::Condition(&session_ready_), kPoll);
+  }
+}
+
+absl::Status RemoteEngineClient::TakeOutgoing(std::deque<Outgoing>* batch) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(
+                           +[](RemoteEngineClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                             return c->stop_ || !c->outgoing_.empty() || !c->broken_.empty();
+                           },
+                           this),
+                       kPoll);
+  const absl::Time now = absl::Now();
+  if (stop_) return absl::CancelledError("stopping");
+  if (!broken_.empty()) return absl::UnavailableError(broken_);
+  for (const auto& [id, sent] : outstanding_) {
+    if (now - sent > options_.worker_timeout) {
+      return absl::DeadlineExceededError(absl::StrCat("iteration ", id, " not back after ",
+                                                      absl::FormatDuration(options_.worker_timeout),
+                                                      ": a stage is dead or hung"));
+    }
+  }
+  batch->swap(outgoing_);
+  for (const Outgoing& o : *batch)
+    if (const auto* plan = std::get_if<sched::IterationPlan>(&o)) outstanding_[plan->iteration_id] = now;
+  return absl::OkStatus();
+}
+
+absl::Status RemoteEngineClient::SendOutgoing(Session& session, std::deque<Outgoing>& batch) {
+  for (Outgoing& o : batch) {
+    v1::ControlMessage msg;
+    msg.set_session_id(session.id);
+    msg.set_sent_unix_micros(absl::ToUnixMicros(absl::Now()));
+    if (auto* plan = std::get_if<sched::IterationPlan>(&o)) {
+      services::PlanToControlMessage(*plan, &msg);
+    } else {
+      for (sched::RequestId id : std::get<std::vector<sched::RequestId>>(o)) msg.add_released_request_ids(id);
+    }
+    if (!session.control->Write(msg)) {
+      return absl::UnavailableError(absl::StrCat("control stream to stage 0 (", options_.workers.front(), ") broke"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace orca::scheduler

@@ -58,6 +58,13 @@ class RemoteEngineClient final : public EngineClient {
   void Manage();
   absl::Status AllLoaded();
   absl::Status RunSession(uint64_t session_id);
+  /// Waits until every stage has connected its peers (the last stage answers iteration 0).
+  absl::Status AwaitSessionReady(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  /// Waits up to one poll for work and takes it (marking its plans outstanding); an error
+  /// when stopping, when the session broke, or when an iteration is overdue.
+  absl::Status TakeOutgoing(std::deque<Outgoing>* batch) ABSL_LOCKS_EXCLUDED(mu_);
+  /// Writes `batch` to stage 0's control stream.
+  absl::Status SendOutgoing(Session& session, std::deque<Outgoing>& batch);
   absl::Status Probe(uint64_t session_id);
   void ReadResults(Session* session);
   bool Stopping();

@@ -1,9 +1,10 @@
 #include "services/scheduler/scheduler_service.h"
 
 #include <deque>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/logging.h"
 #include "services/common/control_convert.h"
 #include "services/common/grpc_status.h"
@@ -52,7 +53,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void Begin(std::shared_ptr<GenerateStream> self, sched::RequestSpec spec) {
     self_ = std::move(self);
     const SchedulerLoop::Ticket t = loop_->Submit(std::move(spec), self_);
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ticket_ = t;
     if (cancel_before_ticket_) loop_->Cancel(t);
   }
@@ -65,7 +66,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
   // RequestSink (loop thread):
   void OnEvent(const sched::RequestEvent& e) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (done_) return;
     if (pending_.empty() || pending_.back().finish_reason() != v1::FINISH_REASON_UNSPECIFIED) pending_.emplace_back();
     v1::GenerateResponse& r = pending_.back();
@@ -87,14 +88,14 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
     MaybeWriteLocked();
   }
   void OnRejected(const absl::Status& status) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (done_) return;
     FinishLocked(services::ToGrpcStatus(status));
   }
 
   // gRPC reactor:
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok) {  // the client is gone: end the call (the request is cancelled in OnCancel)
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
@@ -103,7 +104,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
     MaybeWriteLocked();
   }
   void OnCancel() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (ticket_ == 0)
       cancel_before_ticket_ = true;
     else
@@ -114,14 +115,14 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void OnDone() override {
     std::shared_ptr<GenerateStream> keep;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       done_ = true;
       keep = std::move(self_);  // the loop may still hold the sink; it outlives the RPC safely
     }
   }
 
  private:
-  void MaybeWriteLocked() {
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || finished_) return;
     if (!pending_.empty()) {
       current_ = std::move(pending_.front());
@@ -132,23 +133,24 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
     }
     if (finish_after_writes_) FinishLocked(grpc::Status::OK);
   }
-  void FinishLocked(const grpc::Status& status) {
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
     Finish(status);
   }
 
   SchedulerLoop* loop_;
-  std::mutex mu_;
+  absl::Mutex mu_;
+  // Set in Begin/Reject before any callback can run; moved out (under mu_) in OnDone.
   std::shared_ptr<GenerateStream> self_;
-  SchedulerLoop::Ticket ticket_ = 0;
-  bool cancel_before_ticket_ = false;
-  std::deque<v1::GenerateResponse> pending_;
-  v1::GenerateResponse current_;
-  bool writing_ = false;
-  bool finish_after_writes_ = false;
-  bool finished_ = false;
-  bool done_ = false;
+  SchedulerLoop::Ticket ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  bool cancel_before_ticket_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
+  v1::GenerateResponse current_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_after_writes_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -132,14 +132,7 @@ int Main(int argc, char** argv) {
   // Tensor-parallel shards are threads of this process: their group stays on loopback.
   o.engine.data_plane_host = "127.0.0.1";
   o.engine.peer_timeout_ms = f.peer_timeout_ms;
-  if (f.dtype != "auto") {
-    DType dt;
-    if (!ParseDType(f.dtype, &dt) || dt == DType::kF16)
-      return Fail(absl::InvalidArgumentError("--dtype must be auto, f32 or bf16"));
-    o.engine.dtype = dt;
-  }
-  if (f.device != "cpu" && f.device != "cuda") return Fail(absl::InvalidArgumentError("--device must be cpu or cuda"));
-  o.engine.device = f.device;
+  if (absl::Status s = engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &o.engine); !s.ok()) return Fail(s);
   o.workers = f.workers;
   o.scheduler_address = f.scheduler;
   o.deployment_id = f.deployment_id;
@@ -173,9 +166,7 @@ int Main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> server = std::move(*server_or);
   ORCA_LOG(INFO) << "orca-worker stage " << f.stage << "/" << f.num_stages << " serving gRPC on " << f.listen
                  << ", HTTP on " << f.http_listen;
-  int sig = 0;
-  while ((sig = services::WaitForTerminationSignal(std::chrono::milliseconds(1000))) == 0) {
-  }
+  const int sig = services::AwaitTerminationSignal();
   ORCA_LOG(INFO) << "signal " << sig << ": stopping";
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   node_ptr = nullptr;

@@ -1,8 +1,9 @@
 #include "services/worker/worker_service.h"
 
 #include <deque>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/logging.h"
 #include "services/common/grpc_status.h"
 
@@ -45,19 +46,19 @@ class ResultsWriter final : public grpc::ServerWriteReactor<v1::IterationResult>
     self_ = std::move(self);
     absl::Status s = node_->SubscribeResults(session, self_);
     if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       finished_ = true;
       Finish(services::ToGrpcStatus(s));
     }
   }
   void Push(v1::IterationResult result) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (finished_) return;
     pending_.push_back(std::move(result));
     MaybeWrite();
   }
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok) {
       finished_ = true;
@@ -67,7 +68,7 @@ class ResultsWriter final : public grpc::ServerWriteReactor<v1::IterationResult>
     MaybeWrite();
   }
   void OnCancel() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!finished_) {
       finished_ = true;
       Finish(grpc::Status::CANCELLED);
@@ -76,13 +77,13 @@ class ResultsWriter final : public grpc::ServerWriteReactor<v1::IterationResult>
   void OnDone() override {
     node_->Unsubscribe(this);
     std::shared_ptr<ResultsWriter> keep;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     finished_ = true;
     keep = std::move(self_);
   }
 
  private:
-  void MaybeWrite() {
+  void MaybeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || pending_.empty() || finished_) return;
     current_ = std::move(pending_.front());
     pending_.pop_front();
@@ -91,12 +92,13 @@ class ResultsWriter final : public grpc::ServerWriteReactor<v1::IterationResult>
   }
 
   WorkerNode* node_;
-  std::mutex mu_;
+  absl::Mutex mu_;
+  // Set in Begin before any callback can run; moved out (under mu_) in OnDone.
   std::shared_ptr<ResultsWriter> self_;
-  std::deque<v1::IterationResult> pending_;
-  v1::IterationResult current_;
-  bool writing_ = false;
-  bool finished_ = false;
+  std::deque<v1::IterationResult> pending_ ABSL_GUARDED_BY(mu_);
+  v1::IterationResult current_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -1,17 +1,45 @@
 #include "tests/integration/cluster.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 namespace orca::testing {
 
-Cluster::Cluster(ClusterOptions o) : o_(std::move(o)) {
-  sched_grpc_ = FreePort();
-  sched_http_ = FreePort();
-  for (int s = 0; s < o_.pipeline; ++s) {
-    worker_grpc_.push_back(FreePort());
-    worker_http_.push_back(FreePort());
-    worker_data_plane_.push_back(FreePort());
+namespace {
+
+cli::LocalStackPorts PickPorts(int num_stages) {
+  absl::StatusOr<cli::LocalStackPorts> ports = cli::LocalStackPorts::Pick(num_stages);
+  if (!ports.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(ports.status().message()).c_str());
+    std::abort();
   }
+  return *std::move(ports);
+}
+
+cli::LocalStackCommands::Options CommandOptions(const ClusterOptions& o) {
+  cli::LocalStackCommands::Options c;
+  c.model = o.model;
+  c.num_stages = o.pipeline;
+  c.tensor_parallel = o.tensor_parallel;
+  c.n_slots = o.n_slots;
+  c.max_bs = o.max_bs;
+  c.n_workers = o.n_workers;
+  c.policy = o.policy;
+  c.worker_threads = o.tensor_parallel;
+  c.engine_threads = 2;
+  c.deployment_id = o.name;
+  c.peer_timeout_ms = o.peer_timeout_ms;
+  c.rendezvous_timeout_ms = 20000;
+  c.worker_timeout_ms = o.worker_timeout_ms;
+  c.drain_grace_seconds = 5;
+  c.extra_scheduler_flags = o.extra_scheduler_flags;
+  return c;
+}
+
+}  // namespace
+
+Cluster::Cluster(ClusterOptions o) : o_(std::move(o)), commands_(CommandOptions(o_), PickPorts(o_.pipeline)) {
   workers_.resize(o_.pipeline);
 }
 
@@ -22,54 +50,16 @@ Cluster::~Cluster() {
 }
 
 void Cluster::StartWorker(int s) {
-  std::string addrs;
-  for (int i = 0; i < o_.pipeline; ++i)
-    addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(worker_grpc_[i]);
-  std::vector<std::string> args = {
-      "--model=" + o_.model,
-      "--listen=127.0.0.1:" + std::to_string(worker_grpc_[s]),
-      "--http-listen=127.0.0.1:" + std::to_string(worker_http_[s]),
-      "--data-plane-port=" + std::to_string(worker_data_plane_[s]),
-      "--stage=" + std::to_string(s),
-      "--num-stages=" + std::to_string(o_.pipeline),
-      "--tensor-parallel=" + std::to_string(o_.tensor_parallel),
-      "--workers=" + addrs,
-      "--scheduler=" + scheduler_address(),
-      "--deployment-id=" + o_.name,
-      "--n-slots=" + std::to_string(o_.n_slots),
-      "--threads=" + std::to_string(o_.tensor_parallel),
-      "--peer-timeout-ms=" + std::to_string(o_.peer_timeout_ms),
-      "--rendezvous-timeout-ms=20000",
-  };
   if (workers_[s]) workers_[s]->Stop(9, 2000);
-  workers_[s] =
-      std::make_unique<Process>("orca-worker", args, TempPath(o_.name + "-worker" + std::to_string(s) + ".log"));
+  workers_[s] = std::make_unique<Process>("orca-worker", commands_.WorkerArgs(s),
+                                          TempPath(o_.name + "-worker" + std::to_string(s) + ".log"));
 }
 
 bool Cluster::Start(int timeout_ms) {
   for (int s = 0; s < o_.pipeline; ++s) StartWorker(s);
-  std::vector<std::string> args = {
-      "--listen=" + scheduler_address(),
-      "--http-listen=127.0.0.1:" + std::to_string(sched_http_),
-      "--n-slots=" + std::to_string(o_.n_slots),
-      "--max-bs=" + std::to_string(o_.max_bs),
-      "--policy=" + o_.policy,
-      "--worker-timeout-ms=" + std::to_string(o_.worker_timeout_ms),
-      "--drain-grace-seconds=5",
-  };
-  if (o_.n_workers > 0) args.push_back("--n-workers=" + std::to_string(o_.n_workers));
-  if (o_.pipeline == 0) {
-    args.push_back("--model=" + o_.model);
-    args.push_back("--threads=2");
-  } else {
-    std::string addrs;
-    for (int i = 0; i < o_.pipeline; ++i)
-      addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(worker_grpc_[i]);
-    args.push_back("--workers=" + addrs);
-  }
-  args.insert(args.end(), o_.extra_scheduler_flags.begin(), o_.extra_scheduler_flags.end());
-  scheduler_ = std::make_unique<Process>("orca-scheduler", args, TempPath(o_.name + "-scheduler.log"));
-  return WaitReady(sched_http_, timeout_ms);
+  scheduler_ =
+      std::make_unique<Process>("orca-scheduler", commands_.SchedulerArgs(), TempPath(o_.name + "-scheduler.log"));
+  return WaitReady(commands_.ports().scheduler_http, timeout_ms);
 }
 
 std::unique_ptr<v1::Scheduler::Stub> Cluster::NewStub() const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "orca/v1/scheduler.grpc.pb.h"
+#include "services/cli/local_stack_commands.h"
 #include "tests/integration/process.h"
 
 namespace orca::testing {
@@ -39,15 +40,14 @@ class Cluster {
   void StartWorker(int stage);
   Process& worker(int stage) { return *workers_[stage]; }
   Process& scheduler() { return *scheduler_; }
-  int scheduler_http_port() const { return sched_http_; }
-  std::string scheduler_address() const { return "127.0.0.1:" + std::to_string(sched_grpc_); }
+  int scheduler_http_port() const { return commands_.ports().scheduler_http; }
+  std::string scheduler_address() const { return commands_.scheduler_address(); }
   std::unique_ptr<v1::Scheduler::Stub> NewStub() const;
   std::string Logs() const;
 
  private:
   ClusterOptions o_;
-  int sched_grpc_ = 0, sched_http_ = 0;
-  std::vector<int> worker_grpc_, worker_http_, worker_data_plane_;
+  cli::LocalStackCommands commands_;
   std::vector<std::unique_ptr<Process>> workers_;
   std::unique_ptr<Process> scheduler_;
 };

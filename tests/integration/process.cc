@@ -1,9 +1,6 @@
 #include "tests/integration/process.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,20 +11,15 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "core/common/ports.h"
+#include "core/loadgen/http_client.h"
 
 namespace orca::testing {
 
 std::string BinDir() {
   // Test binaries live beside the programs they start (build/bin).
-  char exe[4096] = {};
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    std::string path(exe, static_cast<size_t>(n));
-    return path.substr(0, path.find_last_of('/'));
-  }
-  const char* b = std::getenv("ORCA_BINARY_DIR");
-  return std::string(b ? b : ".") + "/bin";
+  return ExecutableDir();
 }
 
 std::string TempPath(const std::string& name) {
@@ -61,34 +53,11 @@ int FreePort() {
 }
 
 int HttpGet(int port, const std::string& path, std::string* body) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return 0;
-  }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (send(fd, req.data(), req.size(), 0) < 0) {
-    close(fd);
-    return 0;
-  }
-  std::string resp;
-  char buf[4096];
-  ssize_t n;
-  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) resp.append(buf, static_cast<size_t>(n));
-  close(fd);
-  int code = 0;
-  if (resp.rfind("HTTP/1.", 0) == 0 && resp.size() > 12) code = std::atoi(resp.c_str() + 9);
-  if (body) {
-    const size_t p = resp.find("\r\n\r\n");
-    *body = p == std::string::npos ? "" : resp.substr(p + 4);
-  }
-  return code;
+  absl::StatusOr<loadgen::HttpResponse> response =
+      loadgen::HttpGet(absl::StrCat("http://127.0.0.1:", port, path), absl::Seconds(2));
+  if (!response.ok()) return 0;
+  if (body != nullptr) *body = response->body;
+  return static_cast<int>(response->status);
 }
 
 bool WaitReady(int http_port, int timeout_ms) {

@@ -109,5 +109,15 @@ TEST(FlagSetTest, HelpListsFlags) {
   EXPECT_NE(flags.Usage().find("default: 3"), std::string::npos);
 }
 
+TEST(ParsePositiveNumberListTest, ParsesAndNamesTheFlagAndItemItRejects) {
+  absl::StatusOr<std::vector<double>> rates = ParsePositiveNumberList("0.5, 1,2", "rates");
+  ASSERT_TRUE(rates.ok()) << rates.status();
+  EXPECT_EQ(*rates, (std::vector<double>{0.5, 1, 2}));
+  absl::StatusOr<std::vector<double>> bad = ParsePositiveNumberList("1,0", "rates");
+  EXPECT_EQ(bad.status().message(), "--rates: '0' is not a positive number");
+  EXPECT_EQ(ParsePositiveNumberList("1,x", "rates").status().message(), "--rates: 'x' is not a positive number");
+  EXPECT_EQ(ParsePositiveNumberList("", "targets").status().message(), "--targets is empty");
+}
+
 }  // namespace
 }  // namespace orca

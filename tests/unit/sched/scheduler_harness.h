@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "core/sched/request_order.h"
 #include "core/sched/scheduler.h"
-#include "core/sched/sim/simulated_engine.h"
+#include "sim/simulated_engine.h"
 
 namespace orca::sched::testing {
 

@@ -27,14 +27,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/sched/sim/split_mix64.h"
+#include "core/common/split_mix64.h"
 #include "tests/unit/sched/request_builder.h"
 #include "tests/unit/sched/scheduler_harness.h"
 
 namespace orca::sched {
 namespace {
 
-using ::orca::sched::sim::SplitMix64;
+using ::orca::SplitMix64;
 using ::orca::sched::testing::RequestBuilder;
 using ::orca::sched::testing::SchedulerHarness;
 

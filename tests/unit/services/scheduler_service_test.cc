@@ -232,6 +232,17 @@ TEST_F(SchedulerServiceTest, RejectsWhatCanNeverFitWithTheNumbers) {
   EXPECT_NE(Generate(temp).status.error_message().find("temperature"), std::string::npos);
 }
 
+// The gateway always rejected a negative top_p; the scheduler's own copy of the sampling
+// conversion used to turn it into 1 (disabled) and run the request.
+TEST_F(SchedulerServiceTest, RejectsANegativeTopPInsteadOfDisablingIt) {
+  StartService(0, 64);
+  v1::GenerateRequest request = Req({1}, 4);
+  request.mutable_sampling()->set_top_p(-0.5f);
+  Result r = Generate(request);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("top_p"), std::string::npos) << r.status.error_message();
+}
+
 TEST_F(SchedulerServiceTest, QueueLimitAnswersResourceExhaustedWithTheReason) {
   StartService(/*max_queued_requests=*/1, /*n_slots=*/64);
   engine_->step = absl::Milliseconds(50);

@@ -1,0 +1,47 @@
+#pragma once
+// A minimal OpenAI-compatible HTTP server on 127.0.0.1 for the load driver's tests: one
+// thread per connection, chunked SSE streams split at awkward byte boundaries, and
+// scripted misbehaviour selected by the request's max_tokens.
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
+
+namespace orca::loadgen::testing {
+
+class FakeOpenAiServer {
+ public:
+  /// max_tokens values that script a misbehaving request.
+  static constexpr int kHttpError = 999;   ///< HTTP 500 with an OpenAI error body.
+  static constexpr int kErrorEvent = 997;  ///< One token, then an error event.
+  static constexpr int kHang = 998;        ///< One token, then nothing until the client leaves.
+
+  /// `serve_tokenize` false: POST /tokenize answers 404 (as servers without it do).
+  explicit FakeOpenAiServer(bool serve_tokenize = true);
+  ~FakeOpenAiServer();
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  /// Bodies of every POST /v1/completions received.
+  std::vector<nlohmann::json> completion_bodies() const;
+
+ private:
+  void AcceptLoop();
+  void Serve(int fd);
+  void StreamCompletion(int fd, const nlohmann::json& body);
+
+  bool serve_tokenize_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  mutable absl::Mutex mu_;
+  std::vector<std::thread> connections_ ABSL_GUARDED_BY(mu_);
+  std::vector<nlohmann::json> bodies_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace orca::loadgen::testing
