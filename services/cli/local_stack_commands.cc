@@ -49,6 +49,7 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
                                    "--workers=" + worker_addresses(),
                                    "--scheduler=" + scheduler_address(),
                                    absl::StrCat("--n-slots=", o.n_slots)};
+  if (o.kv_block_size > 0) args.push_back(absl::StrCat("--kv-block-size=", o.kv_block_size));
   if (!o.deployment_id.empty()) args.push_back("--deployment-id=" + o.deployment_id);
   if (!o.dtype.empty()) args.push_back("--dtype=" + o.dtype);
   if (o.worker_threads > 0) args.push_back(absl::StrCat("--threads=", o.worker_threads));
@@ -72,6 +73,13 @@ std::vector<std::string> LocalStackCommands::SchedulerArgs() const {
     if (o.engine_threads > 0) args.push_back(absl::StrCat("--threads=", o.engine_threads));
   }
   if (o.n_workers > 0) args.push_back(absl::StrCat("--n-workers=", o.n_workers));
+  if (o.kv_block_size > 0) args.push_back(absl::StrCat("--kv-block-size=", o.kv_block_size));
+  if (o.max_num_batched_tokens > 0) {
+    args.push_back(absl::StrCat("--max-num-batched-tokens=", o.max_num_batched_tokens));
+  }
+  if (o.enable_prefix_caching) args.push_back("--enable-prefix-caching");
+  if (!o.scheduling_order.empty()) args.push_back("--scheduling-order=" + o.scheduling_order);
+  if (o.priority_aging_ms >= 0) args.push_back(absl::StrCat("--priority-aging-ms=", o.priority_aging_ms));
   if (o.worker_timeout_ms > 0) args.push_back(absl::StrCat("--worker-timeout-ms=", o.worker_timeout_ms));
   if (o.drain_grace_seconds > 0) args.push_back(absl::StrCat("--drain-grace-seconds=", o.drain_grace_seconds));
   if (!o.scheduler_api_key.empty()) args.push_back("--api-keys=" + o.scheduler_api_key);

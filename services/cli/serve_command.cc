@@ -39,6 +39,11 @@ struct ServeFlags {
   int64_t n_slots = 8192;
   int n_workers = 0;
   std::string policy = "orca";
+  int64_t kv_block_size = 16;
+  int64_t max_num_batched_tokens = 0;
+  bool enable_prefix_caching = false;
+  std::string scheduling_order = "fcfs";
+  int64_t priority_aging_ms = 1000;
   std::string dtype = "auto";
   int threads = 0;
   std::vector<std::string> api_keys;
@@ -67,7 +72,16 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
   flags.AddInt("max-bs", &f.max_bs, "Paper's max_bs: requests per iteration");
   flags.AddInt("n-slots", &f.n_slots, "Paper's n_slots: KV slots (tokens) per stage");
   flags.AddInt("n-workers", &f.n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
-  flags.AddString("policy", &f.policy, "orca or request-level");
+  flags.AddString("policy", &f.policy,
+                  "orca (Algorithm 1), paged (paged KV: on-demand blocks, preemption) or request-level (baseline)");
+  flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens), the same for scheduler and workers");
+  flags.AddInt("max-num-batched-tokens", &f.max_num_batched_tokens,
+               "Chunked prefill: tokens per iteration, decodes first (0 = off; else >= --max-bs)");
+  flags.AddBool("enable-prefix-caching", &f.enable_prefix_caching, "Reuse cached KV blocks of shared prompt prefixes");
+  flags.AddString("scheduling-order", &f.scheduling_order,
+                  "fcfs or priority (the request's \"priority\" field, lower first)");
+  flags.AddInt("priority-aging-ms", &f.priority_aging_ms,
+               "Priority order: one level gained per this much waiting (bounds waiting; 0 = strict)");
   flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32, bf16");
   flags.AddInt("threads", &f.threads, "Compute threads per worker (0 = cores / stages)");
   flags.AddStringList("api-keys", &f.api_keys, "Accepted API keys (empty = no auth)");
@@ -83,6 +97,13 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
 absl::Status ResolveServeFlags(ServeFlags& f) {
   if (f.pipeline_parallel < 1 || f.tensor_parallel < 1) {
     return absl::InvalidArgumentError("--pipeline-parallel and --tensor-parallel must be >= 1");
+  }
+  if (f.kv_block_size < 1 || f.kv_block_size > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-block-size must be in [1, 4096] (got ", f.kv_block_size, ")"));
+  }
+  if (f.max_num_batched_tokens < 0 || f.max_num_batched_tokens > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-num-batched-tokens must be in [0, 1073741824] (got ", f.max_num_batched_tokens, ")"));
   }
   if (f.model.empty()) {
     f.model = EnsureDefaultModel();
@@ -105,6 +126,11 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.max_bs = static_cast<int>(f.max_bs);
   o.n_workers = static_cast<int>(f.n_workers);
   o.policy = f.policy;
+  o.kv_block_size = static_cast<int>(f.kv_block_size);
+  o.max_num_batched_tokens = static_cast<int>(f.max_num_batched_tokens);
+  o.enable_prefix_caching = f.enable_prefix_caching;
+  o.scheduling_order = f.scheduling_order;
+  o.priority_aging_ms = f.priority_aging_ms;
   o.dtype = f.dtype;
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   o.worker_threads = f.threads > 0 ? f.threads : std::max<int64_t>(f.tensor_parallel, cores / f.pipeline_parallel);

@@ -35,6 +35,7 @@ orca::v1::GenerateRequest GenerationJob::SchedulerRequest(const Choice& choice) 
   services::SamplingToProto(sampling, out.mutable_sampling());
   out.mutable_stop_token_ids()->Assign(request_.stop_token_ids.begin(), request_.stop_token_ids.end());
   out.set_ignore_eos(request_.ignore_eos);
+  out.set_priority(request_.priority);
   return out;
 }
 

@@ -86,6 +86,7 @@ GenerationRequest RequestResolver::BaseRequest(const GenerationOptions& options)
   out.stop = options.stop;
   out.stop_token_ids = options.stop_token_ids;
   out.ignore_eos = options.ignore_eos;
+  out.priority = options.priority;
   out.skip_special_tokens = options.skip_special_tokens;
   out.include_stop_str_in_output = options.include_stop_str_in_output;
   return out;

@@ -30,6 +30,10 @@ struct Flags {
   std::string model;
   std::string model_name;
   std::string policy = "orca";
+  int64_t max_num_batched_tokens = 0;
+  bool enable_prefix_caching = false;
+  std::string scheduling_order = "fcfs";
+  int64_t priority_aging_ms = 1000;
   int max_bs = 16;
   int64_t n_slots = 8192;
   int n_workers = 0;
@@ -89,7 +93,20 @@ int Main(int argc, char** argv) {
   flags.AddStringList("workers", &f.workers, "Worker gRPC addresses in stage order (empty: in-process engine)");
   flags.AddString("model", &f.model, "Model path for the in-process engine");
   flags.AddString("model-name", &f.model_name, "Model name in stats and metric labels (default: basename of --model)");
-  flags.AddString("policy", &f.policy, "orca (iteration-level, Algorithm 1) or request-level (baseline)");
+  flags.AddString("policy", &f.policy,
+                  "orca (iteration-level, Algorithm 1), paged (iteration-level, paged KV: on-demand blocks, "
+                  "preemption) or request-level (baseline)");
+  flags.AddInt("max-num-batched-tokens", &f.max_num_batched_tokens,
+               "Chunked prefill: tokens per iteration, decodes first, then prompt chunks (0 = off: whole prompts, "
+               "Algorithm 1; else >= --max-bs; orca and paged)");
+  flags.AddBool("enable-prefix-caching", &f.enable_prefix_caching,
+                "Share full KV blocks by content across requests (the scheduler sends block ids; workers need the "
+                "same --kv-block-size)");
+  flags.AddString("scheduling-order", &f.scheduling_order,
+                  "fcfs (arrival order) or priority (request priority, lower first; orca and paged)");
+  flags.AddInt("priority-aging-ms", &f.priority_aging_ms,
+               "With --scheduling-order priority: a waiting request gains one priority level per this much waiting, "
+               "which bounds its wait (0 = strict priority, no bound)");
   flags.AddInt("max-bs", &f.max_bs, "Paper's max_bs: requests per iteration");
   flags.AddInt("n-slots", &f.n_slots, "Paper's n_slots: KV slot budget (tokens)");
   flags.AddInt("n-workers", &f.n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
@@ -126,8 +143,19 @@ int Main(int argc, char** argv) {
   SchedulerLoop::Options lo;
   auto policy = sched::ParsePolicyKind(f.policy);
   if (!policy)
-    return Fail(absl::InvalidArgumentError("--policy must be orca or request-level, got '" + f.policy + "'"));
+    return Fail(absl::InvalidArgumentError("--policy must be orca, paged or request-level, got '" + f.policy + "'"));
   lo.scheduler.policy = *policy;
+  auto order = sched::ParseSchedulingOrder(f.scheduling_order);
+  if (!order)
+    return Fail(
+        absl::InvalidArgumentError("--scheduling-order must be fcfs or priority, got '" + f.scheduling_order + "'"));
+  if (f.max_num_batched_tokens < 0 || f.max_num_batched_tokens > INT32_MAX)
+    return Fail(absl::InvalidArgumentError("--max-num-batched-tokens must be in [0, 2^31)"));
+  if (f.priority_aging_ms < 0) return Fail(absl::InvalidArgumentError("--priority-aging-ms must be >= 0"));
+  lo.scheduler.max_num_batched_tokens = static_cast<int32_t>(f.max_num_batched_tokens);
+  lo.scheduler.enable_prefix_caching = f.enable_prefix_caching;
+  lo.scheduler.scheduling_order = *order;
+  lo.scheduler.priority_aging = absl::Milliseconds(f.priority_aging_ms);
   lo.scheduler.max_bs = static_cast<int32_t>(f.max_bs);
   lo.scheduler.n_slots = f.n_slots;
   lo.scheduler.n_workers = static_cast<int32_t>(f.n_workers > 0 ? f.n_workers : std::max<size_t>(1, f.workers.size()));
@@ -157,12 +185,13 @@ int Main(int argc, char** argv) {
   ao.registry = &registry;
   SchedulerLoop* raw_loop = loop->get();
   ao.readiness = [raw_loop] { return raw_loop->Ready(); };
+  ao.ready_details = [raw_loop] { return SchedulingConfigJson(raw_loop->stats()); };
   auto admin = services::AdminHttpServer::Create(ao);
   if (!admin.ok()) return Fail(admin.status());
   if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);
   ORCA_LOG(INFO) << "orca-scheduler serving gRPC on " << f.listen << ", HTTP on " << f.http_listen << "; policy "
                  << f.policy << ", max_bs " << f.max_bs << ", n_slots " << f.n_slots << ", n_workers "
-                 << lo.scheduler.n_workers;
+                 << lo.scheduler.n_workers << "; scheduling " << SchedulingConfigJson(raw_loop->stats());
 
   const int sig = services::AwaitTerminationSignal();
   ORCA_LOG(INFO) << "signal " << sig << ": draining (grace " << f.drain_grace_seconds << " s)";

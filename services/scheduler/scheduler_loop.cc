@@ -25,6 +25,16 @@ const char* FinishedReason(sched::RequestState state) {
 
 }  // namespace
 
+std::string SchedulingConfigJson(const LoopStats& s) {
+  const sched::SchedulerOptions& o = s.options;
+  return absl::StrCat("{\"policy\":\"", sched::PolicyKindName(o.policy), "\",\"max_bs\":", o.max_bs,
+                      ",\"n_slots\":", o.n_slots, ",\"n_workers\":", o.n_workers,
+                      ",\"kv_block_size\":", o.kv_block_size, ",\"max_num_batched_tokens\":", o.max_num_batched_tokens,
+                      ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false",
+                      ",\"scheduling_order\":\"", sched::SchedulingOrderName(o.scheduling_order),
+                      "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging), "}");
+}
+
 absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options options,
                                                                      std::unique_ptr<EngineClient> engine,
                                                                      metrics::Registry* registry) {
@@ -338,6 +348,15 @@ void SchedulerLoop::Publish() {
   s.policy = sched::PolicyKindName(options_.scheduler.policy);
   s.max_bs = options_.scheduler.max_bs;
   s.n_workers = options_.scheduler.n_workers;
+  s.options = scheduler_->options();
+  metrics_->num_preemptions().Increment(static_cast<double>(s.scheduler.num_preemptions - exported_preemptions_));
+  metrics_->prefix_cache_queries().Increment(
+      static_cast<double>(s.scheduler.kv.prefix_cache_queries - exported_prefix_queries_));
+  metrics_->prefix_cache_hits().Increment(
+      static_cast<double>(s.scheduler.kv.prefix_cache_hits - exported_prefix_hits_));
+  exported_preemptions_ = s.scheduler.num_preemptions;
+  exported_prefix_queries_ = s.scheduler.kv.prefix_cache_queries;
+  exported_prefix_hits_ = s.scheduler.kv.prefix_cache_hits;
   metrics_->num_requests_running().Set(s.scheduler.num_running);
   metrics_->num_requests_waiting().Set(s.scheduler.num_queued);
   metrics_->SetKvSlots(s.scheduler.n_rsrv, s.scheduler.n_slots);

@@ -44,7 +44,14 @@ struct LoopStats {
   std::string policy;
   int32_t max_bs = 0;
   int32_t n_workers = 0;
+  /// Every scheduling knob in effect (max_context / vocab_size from the engine).
+  sched::SchedulerOptions options;
 };
+
+/// The scheduling knobs of `stats` as a JSON object (for /ready and logs):
+/// policy, max_bs, n_slots, n_workers, kv_block_size, max_num_batched_tokens,
+/// enable_prefix_caching, scheduling_order, priority_aging_ms.
+std::string SchedulingConfigJson(const LoopStats& stats);
 
 class SchedulerLoop {
  public:
@@ -144,6 +151,10 @@ class SchedulerLoop {
   uint64_t engine_session_ = 0;  // the session plans are made for
   absl::Time engine_down_since_ = absl::Now();
   std::string not_ready_reason_ = "engine starting";
+  // Counters already exported (the scheduler's are cumulative).
+  uint64_t exported_preemptions_ = 0;
+  int64_t exported_prefix_queries_ = 0;
+  int64_t exported_prefix_hits_ = 0;
 
   mutable absl::Mutex mu_;
   std::deque<Command> inbox_ ABSL_GUARDED_BY(mu_);

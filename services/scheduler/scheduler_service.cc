@@ -168,6 +168,7 @@ absl::StatusOr<sched::RequestSpec> SpecFromProto(const v1::GenerateRequest& req,
   if (std::string err = spec.sampling.Validate(); !err.empty()) return absl::InvalidArgumentError("sampling: " + err);
   spec.stop_token_ids.assign(req.stop_token_ids().begin(), req.stop_token_ids().end());
   spec.ignore_eos = req.ignore_eos();
+  spec.priority = req.priority();
   spec.deadline = grpc_deadline;
   if (req.deadline_unix_millis() > 0)
     spec.deadline = std::min(spec.deadline, absl::FromUnixMillis(req.deadline_unix_millis()));
@@ -231,6 +232,16 @@ grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext
   r->set_queued_tokens(s.scheduler.queued_tokens);
   r->set_iterations(s.scheduler.num_iterations_completed);
   r->set_policy(s.policy);
+  const sched::SchedulerOptions& o = s.options;
+  r->set_max_num_batched_tokens(o.max_num_batched_tokens);
+  r->set_prefix_caching(o.enable_prefix_caching);
+  r->set_scheduling_order(sched::SchedulingOrderName(o.scheduling_order));
+  r->set_priority_aging_millis(absl::ToInt64Milliseconds(o.priority_aging));
+  r->set_kv_block_size(o.kv_block_size);
+  r->set_num_preemptions(s.scheduler.num_preemptions);
+  r->set_prefix_cache_queries(s.scheduler.kv.prefix_cache_queries);
+  r->set_prefix_cache_hits(s.scheduler.kv.prefix_cache_hits);
+  r->set_kv_blocks_cached(s.scheduler.kv.num_cached_blocks);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -94,6 +94,7 @@ class ScriptedEngine final : public EngineClient {
         o.status = absl::InternalError("stage 1: injected failure");
       } else {
         for (const auto& r : plan.requests) {
+          if (!r.sample) continue;  // a prompt chunk short of the prompt's end samples nothing
           sched::RequestResult rr;
           rr.request_id = r.request_id;
           rr.token.token_id = static_cast<int32_t>((r.request_id + r.start_position) % 97);
@@ -117,13 +118,16 @@ class SchedulerServiceTest : public ::testing::Test {
  protected:
   void StartService(int64_t max_queued_requests = 0, int64_t n_slots = 512,
                     absl::Duration engine_down_wait = absl::ZeroDuration(), services::ApiKeys keys = {}) {
-    auto engine = std::make_unique<ScriptedEngine>();
-    engine_ = engine.get();
     SchedulerLoop::Options o;
     o.scheduler.max_bs = 4;
     o.scheduler.n_slots = n_slots;
     o.scheduler.max_queued_requests = max_queued_requests;
     o.engine_down_wait = engine_down_wait;
+    StartServiceWith(o, std::move(keys));
+  }
+  void StartServiceWith(SchedulerLoop::Options o, services::ApiKeys keys = {}) {
+    auto engine = std::make_unique<ScriptedEngine>();
+    engine_ = engine.get();
     auto loop = SchedulerLoop::Create(o, std::move(engine), &registry_);
     ASSERT_TRUE(loop.ok()) << loop.status();
     loop_ = std::move(*loop);
@@ -424,6 +428,70 @@ TEST_F(SchedulerServiceTest, WithApiKeysEveryCallNeedsTheKey) {
     v1::CancelResponse resp;
     EXPECT_EQ(stub_->Cancel(&ctx, req, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
+}
+
+// The options beyond the paper reach the scheduler through the loop: GetStats reports
+// them, and the preemptions and prefix-cache counters advance and are exported under
+// their vLLM-style names.
+TEST_F(SchedulerServiceTest, BeyondPaperOptionsAreAppliedReportedAndCounted) {
+  SchedulerLoop::Options o;
+  o.scheduler.policy = sched::PolicyKind::kPaged;
+  o.scheduler.max_bs = 8;
+  o.scheduler.n_slots = 128;  // 16 blocks of 8: six requests of 40 + 24 tokens must preempt
+  o.scheduler.kv_block_size = 8;
+  o.scheduler.max_num_batched_tokens = 16;
+  o.scheduler.enable_prefix_caching = true;
+  o.scheduler.scheduling_order = sched::SchedulingOrder::kPriority;
+  o.scheduler.priority_aging = absl::Milliseconds(50);
+  StartServiceWith(o);
+
+  std::vector<std::future<Result>> results;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> prompt(24, 7);  // three shared blocks, then two of the request's own
+    for (int t = 0; t < 16; ++t) prompt.push_back(10 + i + t);
+    v1::GenerateRequest req = Req(prompt, 24);
+    req.set_priority(i % 2);
+    results.push_back(std::async(std::launch::async, [this, req] { return Generate(req); }));
+  }
+  for (auto& f : results) {
+    Result r = f.get();
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.tokens.size(), 24u);
+  }
+  const v1::SchedulerStats s = Stats();
+  EXPECT_EQ(s.policy(), "paged");
+  EXPECT_EQ(s.max_num_batched_tokens(), 16);
+  EXPECT_TRUE(s.prefix_caching());
+  EXPECT_EQ(s.scheduling_order(), "priority");
+  EXPECT_EQ(s.priority_aging_millis(), 50);
+  EXPECT_EQ(s.kv_block_size(), 8);
+  EXPECT_GT(s.num_preemptions(), 0u);
+  EXPECT_GT(s.prefix_cache_hits(), 0);
+  EXPECT_GE(s.prefix_cache_queries(), s.prefix_cache_hits());
+  EXPECT_EQ(s.kv_slots_used(), 0);
+
+  const std::string page = registry_.Serialize();
+  auto counter = [&](const std::string& name) {
+    const std::string key = name + "{model_name=\"scripted\"} ";
+    const size_t at = page.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(page.substr(at + key.size()));
+  };
+  EXPECT_EQ(counter("orca:num_preemptions_total"), static_cast<double>(s.num_preemptions())) << page;
+  EXPECT_EQ(counter("orca:prefix_cache_hits_total"), static_cast<double>(s.prefix_cache_hits())) << page;
+  EXPECT_EQ(counter("orca:prefix_cache_queries_total"), static_cast<double>(s.prefix_cache_queries())) << page;
+
+  const std::string config = SchedulingConfigJson(loop_->stats());
+  EXPECT_NE(config.find("\"policy\":\"paged\""), std::string::npos) << config;
+  EXPECT_NE(config.find("\"enable_prefix_caching\":true"), std::string::npos) << config;
+}
+
+TEST_F(SchedulerServiceTest, PriorityOutOfRangeIsInvalidArgument) {
+  StartService();
+  v1::GenerateRequest req = Req({1, 2, 3}, 2);
+  req.set_priority(1000001);
+  Result r = Generate(req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("priority"), std::string::npos) << r.status.error_message();
 }
 
 TEST_F(SchedulerServiceTest, RendezvousStoreWaitsForKeys) {
