@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -77,10 +78,17 @@ absl::Status FlagSet::Set(std::string_view raw_name, std::string_view raw_value)
       break;
     }
     case Kind::kInt32: {
-      int v;
+      int64_t v;
       if (!absl::SimpleAtoi(value, &v))
-        return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a 32-bit integer, got '", value, "'"));
-      *static_cast<int*>(f.dst) = v;
+        return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected an integer, got '", value, "'"));
+      // Said with the value as given, never as it would wrap (1e12 is not -727379968).
+      if (v > std::numeric_limits<int>::max())
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " must be at most ", std::numeric_limits<int>::max(), ", got ", v));
+      if (v < std::numeric_limits<int>::min())
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " must be at least ", std::numeric_limits<int>::min(), ", got ", v));
+      *static_cast<int*>(f.dst) = static_cast<int>(v);
       break;
     }
     case Kind::kDouble: {

@@ -166,20 +166,26 @@ std::string GgufName(TensorRole role, int32_t l) {
 
 // generation_config.json may list more end-of-sequence ids than config.json
 // (Llama-3: <|end_of_text|> and <|eot_id|>).
-void MergeGenerationConfigEos(const std::string& dir, ModelConfig* config) {
-  auto text = ReadFileToString(dir + "/generation_config.json");
-  if (!text.ok()) return;
+absl::Status MergeGenerationConfigEos(const std::string& dir, ModelConfig* config) {
+  const std::string path = dir + "/generation_config.json";
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return absl::OkStatus();
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("eos_token_id")) return;
-  std::vector<int32_t> ids;
+  if (j.is_discarded() || !j.is_object() || !j.contains("eos_token_id")) return absl::OkStatus();
+  std::vector<int64_t> ids;
   const auto& e = j["eos_token_id"];
-  if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+  if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
   if (e.is_array())
     for (const auto& v : e)
-      if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
-  for (int32_t id : ids)
+      if (v.is_number_integer()) ids.push_back(v.get<int64_t>());
+  for (int64_t id : ids) {
+    if (id < 0 || id >= config->vocab_size)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": eos_token_id ", id, " is outside the vocabulary (vocab_size ", config->vocab_size, ")"));
     if (std::find(config->eos_token_ids.begin(), config->eos_token_ids.end(), id) == config->eos_token_ids.end())
-      config->eos_token_ids.push_back(id);
+      config->eos_token_ids.push_back(static_cast<int32_t>(id));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -194,7 +200,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     const std::string config_path = path + "/config.json";
     ORCA_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
     ORCA_ASSIGN_OR_RETURN(ckpt->config_, ParseHfConfig(text, config_path));
-    MergeGenerationConfigEos(path, &ckpt->config_);
+    ORCA_RETURN_IF_ERROR(MergeGenerationConfigEos(path, &ckpt->config_));
     ORCA_ASSIGN_OR_RETURN(auto source, formats::SafetensorsSource::Open(path));
     if (ckpt->config_.arch == ModelArch::kGpt2 && source->Find("wte.weight") != nullptr)
       ckpt->gpt2_prefix_ = "";

@@ -255,6 +255,46 @@ void Engine::ReleaseAll() {
   samplers_.clear();
 }
 
+absl::Status Engine::SetUpKv(const StepSequence& s, std::vector<uint64_t>* reserved) {
+  if (s.new_request.has_value()) {
+    const SequenceSetup& setup = *s.new_request;
+    const std::string err = setup.sampling.Validate();
+    if (!err.empty()) return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": ", err));
+    if (setup.kv_block_size > 0 && setup.kv_block_size != options_.kv_block_size)
+      return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": the scheduler's KV blocks hold ",
+                                                     setup.kv_block_size, " tokens but this stage's hold ",
+                                                     options_.kv_block_size, " (give both the same --kv-block-size)"));
+    if (setup.kv_block_size == 0 && !s.block_ids.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", s.request_id, ": KV block ids without a scheduler block size"));
+    reserved->push_back(s.request_id);  // before any shard changes: a rollback releases it everywhere
+    for (auto& shard : shards_) {
+      if (setup.kv_block_size > 0) {
+        ORCA_RETURN_IF_ERROR(shard->kv->Assign(s.request_id, setup.max_tokens, s.block_ids, s.start_position));
+      } else {
+        ORCA_RETURN_IF_ERROR(shard->kv->Reserve(s.request_id, setup.max_tokens));
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (s.block_ids.empty()) return absl::OkStatus();
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (absl::Status st = shards_[i]->kv->AppendBlocks(s.request_id, s.block_ids); !st.ok()) {
+      for (size_t j = 0; j < i; ++j) shards_[j]->kv->DropLastBlocks(s.request_id, s.block_ids.size());
+      return st;
+    }
+  }
+  appended_.emplace_back(s.request_id, s.block_ids.size());
+  return absl::OkStatus();
+}
+
+void Engine::RollBack(const std::vector<uint64_t>& reserved) {
+  for (const auto& [id, count] : appended_)
+    for (auto& shard : shards_) shard->kv->DropLastBlocks(id, count);
+  appended_.clear();
+  for (uint64_t id : reserved) Release(id);
+}
+
 absl::Status Engine::Validate(const StepInput& in, std::vector<uint64_t>* reserved) {
   const ModelConfig& c = config();
   KvCache& kv0 = *shards_[0]->kv;
@@ -275,12 +315,7 @@ absl::Status Engine::Validate(const StepInput& in, std::vector<uint64_t>* reserv
         if (t < 0 || t >= c.vocab_size)
           return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": token id ", t,
                                                          " is outside the vocabulary [0, ", c.vocab_size, ")"));
-    if (s.new_request.has_value()) {
-      const std::string err = s.new_request->sampling.Validate();
-      if (!err.empty()) return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": ", err));
-      for (auto& shard : shards_) ORCA_RETURN_IF_ERROR(shard->kv->Reserve(s.request_id, s.new_request->max_tokens));
-      reserved->push_back(s.request_id);
-    }
+    ORCA_RETURN_IF_ERROR(SetUpKv(s, reserved));
     ORCA_RETURN_IF_ERROR(kv0.CheckWrite(s.request_id, s.start_position, n));
   }
   return absl::OkStatus();
@@ -292,8 +327,9 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   if (in.seqs.empty()) return absl::OkStatus();
   std::vector<uint64_t>& reserved = reserved_;
   reserved.clear();
+  appended_.clear();
   if (absl::Status s = Validate(in, &reserved); !s.ok()) {
-    for (uint64_t id : reserved) Release(id);
+    RollBack(reserved);
     return s;
   }
   seq_specs_.clear();
@@ -319,7 +355,7 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
                                        &timings[r]);
   });
   if (!status.ok()) {
-    for (uint64_t id : reserved) Release(id);
+    RollBack(reserved);
     return status;
   }
   out->timings = timings[0];
@@ -328,8 +364,8 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   if (!is_last_stage()) return absl::OkStatus();
   for (const StepSequence& s : in.seqs)
     if (s.new_request.has_value())
-      samplers_[s.request_id] =
-          std::make_unique<Sampler>(s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids);
+      samplers_[s.request_id] = std::make_unique<Sampler>(
+          s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids, s.new_request->output_token_ids);
   if (options_.keep_logits) out->logits = logits_;
   int64_t row = 0;
   for (const StepSequence& s : in.seqs) {

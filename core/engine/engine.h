@@ -60,9 +60,11 @@ class Engine {
 
   /// Runs one iteration. `hidden_in` ([ΣL, H], host) is required on stages > 0.
   /// The whole iteration is validated before anything changes: unknown or
-  /// duplicate request ids, reservations that do not fit, positions past a
-  /// reservation or the context, token ids outside the vocabulary are errors
-  /// and leave the engine as it was (apart from the releases).
+  /// duplicate request ids, reservations that do not fit, block tables that
+  /// are malformed, in another block size or do not cover the positions,
+  /// positions past a reservation or the context, token ids outside the
+  /// vocabulary are errors and leave the engine as it was (apart from the
+  /// releases). A sequence with `sample` false (a prompt chunk) gets no sample.
   absl::Status Step(const StepInput& input, const float* hidden_in, StepOutput* output);
 
   /// Frees a request's KV and sampler now (also done by StepInput::released_ids).
@@ -89,6 +91,10 @@ class Engine {
   class ShardPool;
   Engine() = default;
   absl::Status Validate(const StepInput& input, std::vector<uint64_t>* reserved);
+  // Reserves or assigns a new sequence's KV on every shard, or appends its new blocks.
+  absl::Status SetUpKv(const StepSequence& seq, std::vector<uint64_t>* reserved);
+  // Undoes what a rejected step set up: appended blocks, then new reservations.
+  void RollBack(const std::vector<uint64_t>& reserved);
 
   Options options_;
   std::unique_ptr<Checkpoint> checkpoint_;
@@ -102,6 +108,7 @@ class Engine {
   // Per-iteration scratch, reused so a steady state does not allocate.
   absl::flat_hash_set<uint64_t> seen_;
   std::vector<uint64_t> reserved_;
+  std::vector<std::pair<uint64_t, size_t>> appended_;  // (request, blocks appended) this step
   std::vector<ForwardTimings> timings_;
 };
 

@@ -159,25 +159,51 @@ absl::Status GlooCommunicator::AllReduceSum(float* data, size_t count) {
 }
 
 absl::Status GlooCommunicator::Send(int32_t peer, const void* data, size_t bytes) {
+  return PointToPoint(peer, const_cast<void*>(data), bytes, /*send=*/true);
+}
+
+absl::Status GlooCommunicator::Recv(int32_t peer, void* data, size_t bytes) {
+  return PointToPoint(peer, data, bytes, /*send=*/false);
+}
+
+absl::Status GlooCommunicator::PointToPoint(int32_t peer, void* data, size_t bytes, bool send) {
+  const std::string what = absl::StrCat(send ? "send to" : "receive from", " rank ", peer);
   try {
-    auto buf = context_->createUnboundBuffer(const_cast<void*>(data), bytes);
-    buf->send(peer, /*slot=*/0);
-    buf->waitSend(timeout_);
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf = context_->createUnboundBuffer(data, bytes);
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      if (aborted_) return absl::AbortedError(absl::StrCat(what, ": the data-plane group was abandoned"));
+      waiting_ = buf.get();
+    }
+    bool completed;
+    if (send) {
+      buf->send(peer, /*slot=*/0);
+      completed = buf->waitSend(timeout_);
+    } else {
+      buf->recv(peer, /*slot=*/0);
+      completed = buf->waitRecv(timeout_);
+    }
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      waiting_ = nullptr;
+    }
+    if (!completed) return absl::AbortedError(absl::StrCat(what, ": the data-plane group was abandoned"));
   } catch (const std::exception& e) {
-    return FromException(e, absl::StrCat("send to rank ", peer));
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    waiting_ = nullptr;
+    return FromException(e, what);
   }
   return absl::OkStatus();
 }
 
-absl::Status GlooCommunicator::Recv(int32_t peer, void* data, size_t bytes) {
-  try {
-    auto buf = context_->createUnboundBuffer(data, bytes);
-    buf->recv(peer, /*slot=*/0);
-    buf->waitRecv(timeout_);
-  } catch (const std::exception& e) {
-    return FromException(e, absl::StrCat("receive from rank ", peer));
+void GlooCommunicator::Abort() {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  aborted_ = true;
+  if (waiting_ != nullptr) {
+    // Whichever wait it is in; the other abort flag is never read.
+    waiting_->abortWaitSend();
+    waiting_->abortWaitRecv();
   }
-  return absl::OkStatus();
 }
 
 std::unique_ptr<gloo::rendezvous::Store> GlooCommunicator::MakeLocalStore() {

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -27,7 +28,8 @@ class Store;
 }
 namespace transport {
 class Device;
-}
+class UnboundBuffer;
+}  // namespace transport
 }  // namespace gloo
 
 namespace orca::engine {
@@ -54,17 +56,28 @@ class GlooCommunicator final : public Communicator {
   absl::Status Send(int32_t peer, const void* data, size_t bytes) override;
   absl::Status Recv(int32_t peer, void* data, size_t bytes) override;
 
+  /// Makes a Send or Recv that is waiting (and every later one) return
+  /// Aborted at once: the group is being abandoned (a new pipeline session)
+  /// and its peer may never answer. Any thread; the group is unusable after.
+  void Abort();
+
   /// An in-process store for groups whose members are threads of one process.
   static std::unique_ptr<gloo::rendezvous::Store> MakeLocalStore();
 
  private:
   GlooCommunicator() = default;
+  absl::Status PointToPoint(int32_t peer, void* data, size_t bytes, bool send);
 
   int32_t rank_ = 0;
   int32_t size_ = 1;
   std::chrono::milliseconds timeout_{10000};
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
+
+  // The point-to-point operation waiting right now, for Abort().
+  std::mutex abort_mu_;
+  bool aborted_ = false;
+  gloo::transport::UnboundBuffer* waiting_ = nullptr;
 };
 
 }  // namespace orca::engine

@@ -1,5 +1,7 @@
 #include "core/engine/kv_cache.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 
@@ -12,7 +14,9 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const Options& o, kerne
   if (o.dtype == DType::kF16) return absl::InvalidArgumentError("KV cache dtype must be f32 or bf16");
   std::unique_ptr<KvCache> kv(new KvCache(o, backend));
   kv->num_blocks_ = (o.n_slots + o.block_size - 1) / o.block_size;
-  if (kv->num_blocks_ > INT32_MAX / o.block_size) return absl::InvalidArgumentError("n_slots is too large");
+  if (kv->num_blocks_ > INT32_MAX / o.block_size)
+    return absl::InvalidArgumentError(absl::StrCat("n_slots must be at most ", INT32_MAX / o.block_size * o.block_size,
+                                                   " with KV blocks of ", o.block_size, " tokens, got ", o.n_slots));
   kv->layer_elems_ = static_cast<size_t>(kv->num_blocks_) * o.block_size * o.num_kv_heads * o.head_dim;
   kv->bytes_ = kv->layer_elems_ * 2 * static_cast<size_t>(std::max(o.num_layers, 0)) * DTypeSize(o.dtype);
   if (kv->bytes_ > 0) {
@@ -22,6 +26,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const Options& o, kerne
                                                        " MiB for ", o.n_slots, " slots: ", pool.status().message()));
     kv->pool_ = *pool;
   }
+  kv->block_refs_.assign(static_cast<size_t>(kv->num_blocks_), 0);
   kv->free_blocks_.reserve(static_cast<size_t>(kv->num_blocks_));
   for (int64_t b = kv->num_blocks_ - 1; b >= 0; --b) kv->free_blocks_.push_back(static_cast<int32_t>(b));
   return kv;
@@ -36,6 +41,10 @@ absl::Status KvCache::Reserve(uint64_t id, int32_t max_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("request ", id, ": max_tokens must be positive, got ", max_tokens));
   if (requests_.contains(id))
     return absl::AlreadyExistsError(absl::StrCat("request ", id, " already holds a KV reservation"));
+  if (num_assigned_requests_ > 0)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "request ", id, " asks this stage to reserve its KV, but the scheduler owns the block tables of ",
+        num_assigned_requests_, " requests here (scheduler and workers disagree on who allocates KV blocks)"));
   const int64_t need = (max_tokens + options_.block_size - 1) / options_.block_size;
   if (need > num_free_blocks())
     return absl::ResourceExhaustedError(absl::StrCat("request ", id, " needs ", need, " KV blocks (", max_tokens,
@@ -52,18 +61,90 @@ absl::Status KvCache::Reserve(uint64_t id, int32_t max_tokens) {
   return absl::OkStatus();
 }
 
+absl::Status KvCache::CheckBlockIds(uint64_t id, absl::Span<const int32_t> block_ids,
+                                    const std::vector<int32_t>& existing) const {
+  for (size_t i = 0; i < block_ids.size(); ++i) {
+    const int32_t b = block_ids[i];
+    if (b < 0 || b >= num_blocks_)
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", id, ": KV block ", b, " is outside this stage's pool of ", num_blocks_, " blocks"));
+    const bool twice = std::find(existing.begin(), existing.end(), b) != existing.end() ||
+                       std::find(block_ids.begin(), block_ids.begin() + i, b) != block_ids.begin() + i;
+    if (twice) return absl::InvalidArgumentError(absl::StrCat("request ", id, ": KV block ", b, " listed twice"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::Assign(uint64_t id, int32_t max_tokens, absl::Span<const int32_t> block_ids, int32_t num_cached) {
+  if (max_tokens <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("request ", id, ": max_tokens must be positive, got ", max_tokens));
+  if (requests_.contains(id))
+    return absl::AlreadyExistsError(absl::StrCat("request ", id, " already holds a KV reservation"));
+  if (static_cast<int64_t>(requests_.size()) > num_assigned_requests_)
+    return absl::FailedPreconditionError(
+        absl::StrCat("request ", id, " comes with the scheduler's block table, but this stage reserved the KV of ",
+                     requests_.size() - num_assigned_requests_,
+                     " requests itself (scheduler and workers disagree on who allocates KV blocks)"));
+  ORCA_RETURN_IF_ERROR(CheckBlockIds(id, block_ids, {}));
+  if (num_cached < 0 || static_cast<int64_t>(num_cached) > static_cast<int64_t>(block_ids.size()) * options_.block_size)
+    return absl::InvalidArgumentError(absl::StrCat("request ", id, ": ", num_cached, " cached positions but ",
+                                                   block_ids.size(), " blocks of ", options_.block_size));
+  Entry e;
+  e.max_tokens = max_tokens;
+  e.num_cached = num_cached;
+  e.assigned = true;
+  e.blocks.assign(block_ids.begin(), block_ids.end());
+  for (int32_t b : e.blocks)
+    if (block_refs_[b]++ == 0) ++num_assigned_blocks_;
+  requests_.emplace(id, std::move(e));
+  ++num_assigned_requests_;
+  return absl::OkStatus();
+}
+
+absl::Status KvCache::AppendBlocks(uint64_t id, absl::Span<const int32_t> block_ids) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !it->second.assigned)
+    return absl::FailedPreconditionError(
+        absl::StrCat("request ", id, " got KV block ids but has no block table from the scheduler here"));
+  ORCA_RETURN_IF_ERROR(CheckBlockIds(id, block_ids, it->second.blocks));
+  for (int32_t b : block_ids) {
+    it->second.blocks.push_back(b);
+    if (block_refs_[b]++ == 0) ++num_assigned_blocks_;
+  }
+  return absl::OkStatus();
+}
+
+void KvCache::DropLastBlocks(uint64_t id, size_t count) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !it->second.assigned) return;
+  std::vector<int32_t>& blocks = it->second.blocks;
+  for (size_t i = 0; i < count && !blocks.empty(); ++i) {
+    if (--block_refs_[blocks.back()] == 0) --num_assigned_blocks_;
+    blocks.pop_back();
+  }
+}
+
 absl::Status KvCache::Release(uint64_t id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return absl::NotFoundError(absl::StrCat("request ", id, " holds no KV reservation"));
-  for (int32_t b : it->second.blocks) free_blocks_.push_back(b);
+  if (it->second.assigned) {
+    DropLastBlocks(id, it->second.blocks.size());
+    --num_assigned_requests_;
+  } else {
+    for (int32_t b : it->second.blocks) free_blocks_.push_back(b);
+  }
   requests_.erase(it);
   return absl::OkStatus();
 }
 
 void KvCache::ReleaseAll() {
   for (auto& [id, e] : requests_)
-    for (int32_t b : e.blocks) free_blocks_.push_back(b);
+    if (!e.assigned)
+      for (int32_t b : e.blocks) free_blocks_.push_back(b);
   requests_.clear();
+  std::fill(block_refs_.begin(), block_refs_.end(), 0);
+  num_assigned_blocks_ = 0;
+  num_assigned_requests_ = 0;
 }
 
 absl::Status KvCache::CheckWrite(uint64_t id, int32_t start, int32_t count) const {
@@ -79,6 +160,10 @@ absl::Status KvCache::CheckWrite(uint64_t id, int32_t start, int32_t count) cons
   if (static_cast<int64_t>(start) + count > e.max_tokens)
     return absl::OutOfRangeError(absl::StrCat("request ", id, ": tokens up to position ", start + count,
                                               " exceed its KV reservation of ", e.max_tokens));
+  if (static_cast<int64_t>(start) + count > static_cast<int64_t>(e.blocks.size()) * options_.block_size)
+    return absl::OutOfRangeError(absl::StrCat("request ", id, ": tokens up to position ", start + count,
+                                              " exceed its block table of ", e.blocks.size(), " blocks of ",
+                                              options_.block_size));
   return absl::OkStatus();
 }
 

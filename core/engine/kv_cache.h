@@ -4,8 +4,14 @@
 /// shard's layers and KV heads, handed out per request through a block table.
 /// A request reserves its maximum length (prompt + max new tokens) on first
 /// schedule, as ORCA's scheduler does, and frees everything on release.
-/// Misuse (unknown id, double reservation, writing past the reservation,
-/// skipping positions) is an error, never silent corruption.
+/// Alternatively the scheduler owns the block tables (paged KV, prefix
+/// caching; core/sched/README.md) and hands each request its block ids, which
+/// may be shared with other requests (cached prefix blocks, read-only): then
+/// this pool keeps no free list of its own, and a release only drops the
+/// table — the blocks' contents stay for the prefix cache to reuse. The two
+/// kinds of table never mix in one pool.
+/// Misuse (unknown id, double reservation, writing past the reservation or
+/// the block table, skipping positions) is an error, never silent corruption.
 
 #include <cstdint>
 #include <memory>
@@ -13,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "kernels/include/backend.h"
 
 namespace orca::engine {
@@ -35,15 +42,26 @@ class KvCache {
   /// Reserves blocks for `max_tokens` tokens. AlreadyExists if the id holds a
   /// reservation; ResourceExhausted (with the numbers) if the pool cannot fit it.
   absl::Status Reserve(uint64_t request_id, int32_t max_tokens);
-  /// Frees a reservation. NotFound for an unknown id.
+  /// Takes a scheduler-chosen block table: `block_ids` hold positions 0, 1, …
+  /// in order, the first `num_cached` positions already written (a prefix-cache
+  /// hit); positions stay below `max_tokens`. InvalidArgument for a block id
+  /// outside the pool or listed twice, or num_cached beyond the table;
+  /// AlreadyExists if the id holds KV; FailedPrecondition while requests with
+  /// self-reserved blocks exist. Changes nothing on error.
+  absl::Status Assign(uint64_t request_id, int32_t max_tokens, absl::Span<const int32_t> block_ids, int32_t num_cached);
+  /// Appends scheduler-chosen blocks to an assigned table (same checks).
+  absl::Status AppendBlocks(uint64_t request_id, absl::Span<const int32_t> block_ids);
+  /// Removes the last `count` blocks of an assigned table (undoes AppendBlocks).
+  void DropLastBlocks(uint64_t request_id, size_t count);
+  /// Frees a reservation (or drops an assigned table). NotFound for an unknown id.
   absl::Status Release(uint64_t request_id);
   bool Contains(uint64_t request_id) const { return requests_.contains(request_id); }
   /// Frees every reservation (a new engine-master session starts from scratch).
   void ReleaseAll();
 
   /// Checks that tokens [start, start + count) may be written for the request
-  /// (within its reservation, no gap after what is already cached) and marks
-  /// them written. Does not modify anything on error.
+  /// (within its reservation and block table, no gap after what is already
+  /// cached). Does not modify anything.
   absl::Status CheckWrite(uint64_t request_id, int32_t start, int32_t count) const;
   void CommitWrite(uint64_t request_id, int32_t start, int32_t count);
   /// Slot index (block * block_size + offset) of a token position.
@@ -56,7 +74,8 @@ class KvCache {
   int64_t num_blocks() const { return num_blocks_; }
   int64_t num_free_blocks() const { return static_cast<int64_t>(free_blocks_.size()); }
   int64_t slots_total() const { return num_blocks_ * options_.block_size; }
-  int64_t slots_used() const { return (num_blocks_ - num_free_blocks()) * options_.block_size; }
+  /// Slots of the blocks some request holds (self-reserved or assigned).
+  int64_t slots_used() const { return (num_blocks_ - num_free_blocks() + num_assigned_blocks_) * options_.block_size; }
   int64_t num_requests() const { return static_cast<int64_t>(requests_.size()); }
   size_t bytes() const { return bytes_; }
 
@@ -65,7 +84,10 @@ class KvCache {
     std::vector<int32_t> blocks;
     int32_t max_tokens = 0;
     int32_t num_cached = 0;
+    bool assigned = false;  // the scheduler's table
   };
+  absl::Status CheckBlockIds(uint64_t request_id, absl::Span<const int32_t> block_ids,
+                             const std::vector<int32_t>& existing) const;
   KvCache(const Options& options, kernels::Backend* backend) : options_(options), backend_(backend) {}
 
   Options options_;
@@ -76,6 +98,10 @@ class KvCache {
   void* pool_ = nullptr;
   std::vector<int32_t> free_blocks_;
   absl::flat_hash_map<uint64_t, Entry> requests_;
+  // Assigned tables: how many tables hold each block, the blocks held, the tables.
+  std::vector<int32_t> block_refs_;
+  int64_t num_assigned_blocks_ = 0;
+  int64_t num_assigned_requests_ = 0;
 };
 
 }  // namespace orca::engine

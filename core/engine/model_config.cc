@@ -1,9 +1,11 @@
 #include "core/engine/model_config.h"
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/common/status_macros.h"
 #include "core/formats/gguf_file.h"
 
@@ -40,14 +42,20 @@ bool BoolField(const json& j, const char* key, bool dflt) {
   return it->get<bool>();
 }
 
+// A token id or list of them (bos_token_id, eos_token_id); ids that do not
+// fit an int32 are kept as -1 for Validate() to reject by name.
 std::vector<int32_t> IdList(const json& j, const char* key) {
   std::vector<int32_t> out;
   auto it = j.find(key);
   if (it == j.end()) return out;
-  if (it->is_number_integer()) out.push_back(it->get<int32_t>());
+  auto id = [](const json& v) {
+    const int64_t x = v.get<int64_t>();
+    return x < 0 || x > std::numeric_limits<int32_t>::max() ? -1 : static_cast<int32_t>(x);
+  };
+  if (it->is_number_integer()) out.push_back(id(*it));
   if (it->is_array())
     for (const auto& v : *it)
-      if (v.is_number_integer()) out.push_back(v.get<int32_t>());
+      if (v.is_number_integer()) out.push_back(id(v));
   return out;
 }
 
@@ -183,6 +191,7 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const st
   if (!config.ok()) return config.status();
   std::vector<int32_t> bos = IdList(j, "bos_token_id");
   if (!bos.empty()) config->bos_token_id = bos[0];
+  config->bos_token_id_set = !bos.empty();
   config->eos_token_ids = IdList(j, "eos_token_id");
   ORCA_RETURN_IF_ERROR(Annotate(config->Validate(), source));
   return config;
@@ -236,9 +245,23 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
     return absl::UnimplementedError(
         absl::StrCat(src, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, gpt2 are)"));
   }
-  if (auto bos = g.GetInt("tokenizer.ggml.bos_token_id"); bos.ok()) c.bos_token_id = static_cast<int32_t>(*bos);
-  if (auto eos = g.GetInt("tokenizer.ggml.eos_token_id"); eos.ok()) c.eos_token_ids = {static_cast<int32_t>(*eos)};
-  ORCA_RETURN_IF_ERROR(Annotate(c.Validate(), src));
+  auto token_id = [](int64_t v) {
+    return v < 0 || v > std::numeric_limits<int32_t>::max() ? -1 : static_cast<int32_t>(v);
+  };
+  if (auto bos = g.GetInt("tokenizer.ggml.bos_token_id"); bos.ok()) {
+    c.bos_token_id = token_id(*bos);
+    c.bos_token_id_set = true;
+  }
+  if (auto eos = g.GetInt("tokenizer.ggml.eos_token_id"); eos.ok()) c.eos_token_ids = {token_id(*eos)};
+  absl::Status valid = c.Validate();
+  if (!valid.ok()) {
+    // Name the GGUF keys rather than the config.json fields.
+    std::string msg(valid.message());
+    msg = absl::StrReplaceAll(msg, {{"rope_theta", arch + ".rope.freq_base"},
+                                    {"bos_token_id", "tokenizer.ggml.bos_token_id"},
+                                    {"eos_token_id", "tokenizer.ggml.eos_token_id"}});
+    return absl::Status(valid.code(), absl::StrCat(src, ": ", msg));
+  }
   return c;
 }
 
@@ -267,6 +290,16 @@ absl::Status ModelConfig::Validate() const {
           absl::StrCat("rotary dimension ", rotary_dim, " must be even and in (0, head_dim=", head_dim, "]"));
   }
   if (!(norm_eps > 0)) return absl::InvalidArgumentError("norm epsilon must be positive");
+  if (arch == ModelArch::kLlama && !(std::isfinite(rope_theta) && rope_theta > 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("rope_theta must be a positive number, got ", rope_theta, " (RoPE would divide by zero)"));
+  if (bos_token_id_set && (bos_token_id < 0 || bos_token_id >= vocab_size))
+    return absl::InvalidArgumentError(
+        absl::StrCat("bos_token_id ", bos_token_id, " is outside the vocabulary (vocab_size ", vocab_size, ")"));
+  for (int32_t id : eos_token_ids)
+    if (id < 0 || id >= vocab_size)
+      return absl::InvalidArgumentError(
+          absl::StrCat("eos_token_id ", id, " is outside the vocabulary (vocab_size ", vocab_size, ")"));
   return absl::OkStatus();
 }
 

@@ -50,6 +50,7 @@ struct ModelConfig {
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
   RopeScaling rope_scaling;
   int32_t bos_token_id = -1;
+  bool bos_token_id_set = false;  ///< the checkpoint names one (then it must be in the vocabulary)
   std::vector<int32_t> eos_token_ids;
 
   /// Checks internal consistency (divisibility, positivity). Errors name the field.

@@ -27,10 +27,15 @@ uint64_t SplitMix(uint64_t x) {
 
 }  // namespace
 
-Sampler::Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt)
+Sampler::Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt,
+                 absl::Span<const int32_t> resumed_output)
     : params_(params), rng_(params.seed.has_value() ? *params.seed : SplitMix(request_id)) {
   if (params_.repetition_penalty != 1.0f)
     for (int32_t t : prompt) prompt_tokens_[t] = true;
+  for (int32_t t : resumed_output) ++output_counts_[t];
+  // Draw() consumes exactly one 64-bit output per non-greedy sample
+  // (uniform_real_distribution<double> over mt19937_64).
+  if (!params_.IsGreedy()) rng_.discard(resumed_output.size());
 }
 
 void Sampler::ApplyPenalties(float* logits, int32_t vocab) const {

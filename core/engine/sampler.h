@@ -20,7 +20,12 @@ namespace orca::engine {
 class Sampler {
  public:
   /// `prompt` feeds the repetition penalty (HF applies it to prompt tokens too).
-  Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt);
+  /// `resumed_output`: tokens this request generated before (it was preempted
+  /// and is recomputed): their penalty counts are restored and a non-greedy
+  /// generator skips the draws that produced them, so sampling continues as if
+  /// nothing had happened.
+  Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt,
+          absl::Span<const int32_t> resumed_output = {});
 
   /// Samples the next token from `logits` (modified in place) and records it.
   SampleResult Sample(float* logits, int32_t vocab_size);

@@ -17,12 +17,22 @@
 
 namespace orca::engine {
 
-/// Sent with a sequence the first time a stage sees it: every stage reserves
-/// `max_tokens` KV slots and the last stage creates its sampler.
+/// Sent with a sequence the first time a stage sees it (again after the
+/// scheduler preempted it): every stage sets up its KV — reserves `max_tokens`
+/// slots, or takes the scheduler's block table — and the last stage creates its
+/// sampler.
 struct SequenceSetup {
-  int32_t max_tokens = 0;  ///< KV reservation: prompt + max new tokens
+  int32_t max_tokens = 0;  ///< KV reservation (or bound): prompt + max new tokens
   SamplingParams sampling;
   std::vector<int32_t> prompt_token_ids;  ///< for the repetition penalty
+  /// Tokens generated before a preemption: the sampler resumes from them
+  /// (penalty counts; a seeded generator skips the draws already made).
+  std::vector<int32_t> output_token_ids = {};
+  /// > 0: the scheduler owns the block table (StepSequence::block_ids), in
+  /// blocks of this many tokens, which must be this stage's block size; the
+  /// positions before the first step's start_position are already in them (a
+  /// prefix-cache hit). 0: this stage reserves max_tokens slots itself.
+  int32_t kv_block_size = 0;
 };
 
 /// One sequence (request) of a step.
@@ -30,9 +40,11 @@ struct StepSequence {
   uint64_t request_id = 0;
   std::vector<int32_t> token_ids;  ///< input tokens this iteration (ids are unused past stage 0)
   int32_t start_position = 0;
-  bool sample = true;
-  /// Present the first time the sequence is scheduled only.
+  bool sample = true;  ///< false: a prompt chunk that does not reach the end (no token)
+  /// Present the first time the sequence is scheduled only (and after a preemption).
   std::optional<SequenceSetup> new_request;
+  /// Scheduler-owned tables only: KV blocks appended to the table this step.
+  std::vector<int32_t> block_ids = {};
 };
 
 /// One iteration of one stage.

@@ -295,7 +295,10 @@ absl::Status GgufFile::Parse() {
   }
   uint64_t alignment = 32;
   if (auto it = metadata_.find("general.alignment"); it != metadata_.end()) {
-    if (auto* v = std::get_if<int64_t>(&it->second.value); v && *v > 0 && (*v & (*v - 1)) == 0) alignment = *v;
+    auto* v = std::get_if<int64_t>(&it->second.value);
+    if (v == nullptr || *v <= 0 || (*v & (*v - 1)) != 0 || *v > (1 << 20))
+      return absl::DataLossError(absl::StrCat(path, ": general.alignment must be a power of two up to 1 MiB"));
+    alignment = static_cast<uint64_t>(*v);
   }
   size_t data_start = (c.offset() + alignment - 1) / alignment * alignment;
   for (auto& t : pending) {
@@ -307,9 +310,15 @@ absl::Status GgufFile::Parse() {
     ggml_types_[t.name] = t.type;
     if (elem != 0) {
       info.nbytes = static_cast<size_t>(info.NumElements()) * elem;
-      if (data_start + t.offset > file_->size() || info.nbytes > file_->size() - data_start - t.offset)
+      if (t.offset % alignment != 0)
+        return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' offset ", t.offset,
+                                                " is not a multiple of the alignment ", alignment));
+      // Compared without adding to the offset: an offset near 2^64 must not wrap around into the header.
+      const size_t size = file_->size();
+      if (data_start > size || t.offset > size - data_start || info.nbytes > size - data_start - t.offset)
         return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' (", info.ShapeString(), " ",
-                                                DTypeName(info.dtype), ") extends past the end of the file"));
+                                                DTypeName(info.dtype), ") at offset ", t.offset,
+                                                " extends past the end of the file"));
       info.data = file_->data() + data_start + t.offset;
     } else {
       info.unsupported = absl::StrCat(path, ": tensor '", t.name, "' has GGML type ", GgmlTypeName(t.type),

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -42,18 +43,36 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
   for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     entry = absl::StripAsciiWhitespace(entry);
     const std::vector<std::string> parts = absl::StrSplit(entry, ':');
+    const auto bad = [&](const std::string& why) {
+      return absl::InvalidArgumentError(absl::StrCat("configuration '", std::string(entry), "': ", why,
+                                                     " (POLICY:MAX_BS[:chunk=N][:prefix], POLICY orca, paged or "
+                                                     "request-level, MAX_BS >= 1)"));
+    };
     std::optional<PolicyKind> policy;
     int32_t max_bs = 0;
-    if (parts.size() == 2) policy = sched::ParsePolicyKind(parts[0]);
-    if (!policy.has_value() || !absl::SimpleAtoi(parts[1], &max_bs) || max_bs < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("configuration '", std::string(entry),
-                                                     "' must be POLICY:MAX_BS with POLICY orca or request-level and "
-                                                     "MAX_BS >= 1"));
-    }
+    if (parts.size() >= 2) policy = sched::ParsePolicyKind(parts[0]);
+    if (!policy.has_value() || !absl::SimpleAtoi(parts[1], &max_bs) || max_bs < 1) return bad("bad policy or max_bs");
     SweepCurveSpec spec;
     spec.policy = *policy;
     spec.max_bs = max_bs;
-    spec.label = absl::StrCat(sched::PolicyKindName(*policy), "(max_bs=", max_bs, ")");
+    spec.label = absl::StrCat(sched::PolicyKindName(*policy), "(max_bs=", max_bs);
+    for (size_t i = 2; i < parts.size(); ++i) {
+      int32_t chunk = 0;
+      if (parts[i] == "prefix") {
+        spec.prefix_caching = true;
+        absl::StrAppend(&spec.label, ",prefix");
+      } else if (absl::StartsWith(parts[i], "chunk=") && absl::SimpleAtoi(parts[i].substr(6), &chunk) &&
+                 chunk >= max_bs) {
+        spec.max_num_batched_tokens = chunk;
+        absl::StrAppend(&spec.label, ",chunk=", chunk);
+      } else {
+        return bad(absl::StrCat("unknown option '", parts[i], "' (chunk=N with N >= MAX_BS, or prefix)"));
+      }
+    }
+    if (spec.policy == PolicyKind::kRequestLevel && spec.max_num_batched_tokens > 0) {
+      return bad("the request-level baseline has no chunked prefill");
+    }
+    absl::StrAppend(&spec.label, ")");
     specs.push_back(std::move(spec));
   }
   if (specs.empty()) return absl::InvalidArgumentError("no configuration given");
@@ -63,8 +82,12 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
 loadgen::SweepCurve ToSimCurve(const MeasuredCurve& curve) {
   loadgen::SweepCurve out;
   out.config.label = curve.spec.label;
-  out.config.scheduler.policy = curve.spec.policy;
+  // Iteration-level (orca and paged) against the request-level baseline.
+  out.config.scheduler.policy =
+      curve.spec.policy == PolicyKind::kRequestLevel ? PolicyKind::kRequestLevel : PolicyKind::kOrca;
   out.config.scheduler.max_bs = curve.spec.max_bs;
+  out.config.scheduler.max_num_batched_tokens = curve.spec.max_num_batched_tokens;
+  out.config.scheduler.enable_prefix_caching = curve.spec.prefix_caching;
   for (const MeasuredPoint& p : curve.points) {
     loadgen::SweepPoint& q = out.points.emplace_back();
     q.arrival_rate = p.arrival_rate;
@@ -107,36 +130,49 @@ double PeakRatio(const std::vector<MeasuredCurve>& curves, const std::vector<dou
 
 std::string SweepToCsv(const std::vector<MeasuredCurve>& curves) {
   std::string out =
-      "label,policy,max_bs,arrival_rate,throughput_rps,output_tokens_per_s,completed,failed,"
+      "label,policy,max_bs,chunk,prefix,arrival_rate,throughput_rps,output_tokens_per_s,completed,failed,"
       "unfinished,norm_latency_p50_s,norm_latency_p99_s,ttft_p50_s,ttft_p99_s,itl_p50_s,"
-      "itl_p99_s,e2e_p50_s\n";
+      "itl_p99_s,e2e_p50_s,kv_usage_mean,kv_usage_max,preemptions,prefix_hit_rate\n";
   for (const MeasuredCurve& c : curves) {
     for (const MeasuredPoint& p : c.points) {
       const BenchSummary& s = p.summary;
+      const ServerSample& v = p.server;
       absl::StrAppend(
-          &out, absl::StrFormat("\"%s\",%s,%d,%g,%.6f,%.3f,%d,%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", c.spec.label,
-                                sched::PolicyKindName(c.spec.policy), c.spec.max_bs, p.arrival_rate, s.throughput_rps,
-                                s.output_tokens_per_s, s.num_completed, s.num_failed, s.num_unfinished + s.num_not_sent,
-                                s.normalized_latency_s.p50, s.normalized_latency_s.p99, s.ttft_s.p50, s.ttft_s.p99,
-                                s.itl_s.p50, s.itl_s.p99, s.e2e_s.p50));
+          &out,
+          absl::StrFormat("\"%s\",%s,%d,%d,%d,%g,%.6f,%.3f,%d,%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,", c.spec.label,
+                          sched::PolicyKindName(c.spec.policy), c.spec.max_bs, c.spec.max_num_batched_tokens,
+                          c.spec.prefix_caching ? 1 : 0, p.arrival_rate, s.throughput_rps, s.output_tokens_per_s,
+                          s.num_completed, s.num_failed, s.num_unfinished + s.num_not_sent, s.normalized_latency_s.p50,
+                          s.normalized_latency_s.p99, s.ttft_s.p50, s.ttft_s.p99, s.itl_s.p50, s.itl_s.p99,
+                          s.e2e_s.p50),
+          v.valid ? absl::StrFormat("%.4f,%.4f,%.0f,%.4f\n", v.kv_usage_mean, v.kv_usage_max, v.preemptions,
+                                    v.prefix_queries > 0 ? v.prefix_hits / v.prefix_queries : 0.0)
+                  : ",,,\n");
     }
   }
   return out;
 }
 
 std::string FormatSweepPoints(const std::vector<MeasuredCurve>& curves) {
-  std::string out = absl::StrFormat("%-24s %7s %10s %9s %10s %10s %9s %9s %8s %8s\n", "config", "rate", "throughput",
-                                    "done/all", "p50 norm", "p99 norm", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99");
-  absl::StrAppend(&out, absl::StrFormat("%-24s %7s %10s %9s %10s %10s %9s %9s %8s %8s\n", "", "(req/s)", "(req/s)", "",
-                                        "(ms/tok)", "(ms/tok)", "(ms)", "(ms)", "(ms)", "(ms)"));
+  std::string out = absl::StrFormat("%-36s %7s %10s %9s %10s %10s %9s %9s %8s %8s %9s %7s %6s\n", "config", "rate",
+                                    "throughput", "done/all", "p50 norm", "p99 norm", "TTFT p50", "TTFT p99", "ITL p50",
+                                    "ITL p99", "KV mean/max", "preempt", "hits");
+  absl::StrAppend(
+      &out, absl::StrFormat("%-36s %7s %10s %9s %10s %10s %9s %9s %8s %8s %9s %7s %6s\n", "", "(req/s)", "(req/s)", "",
+                            "(ms/tok)", "(ms/tok)", "(ms)", "(ms)", "(ms)", "(ms)", "(%)", "", "(%)"));
   for (const MeasuredCurve& c : curves) {
     for (const MeasuredPoint& p : c.points) {
       const BenchSummary& s = p.summary;
+      const ServerSample& v = p.server;
       absl::StrAppend(
-          &out, absl::StrFormat("%-24s %7.3g %10.3f %9s %10s %10s %9s %9s %8s %8s\n", c.spec.label, p.arrival_rate,
-                                s.throughput_rps, absl::StrCat(s.num_completed, "/", s.num_requests),
-                                Ms(s.normalized_latency_s.p50), Ms(s.normalized_latency_s.p99), Ms(s.ttft_s.p50),
-                                Ms(s.ttft_s.p99), Ms(s.itl_s.p50), Ms(s.itl_s.p99)));
+          &out,
+          absl::StrFormat(
+              "%-36s %7.3g %10.3f %9s %10s %10s %9s %9s %8s %8s %9s %7s %6s\n", c.spec.label, p.arrival_rate,
+              s.throughput_rps, absl::StrCat(s.num_completed, "/", s.num_requests), Ms(s.normalized_latency_s.p50),
+              Ms(s.normalized_latency_s.p99), Ms(s.ttft_s.p50), Ms(s.ttft_s.p99), Ms(s.itl_s.p50), Ms(s.itl_s.p99),
+              v.valid ? absl::StrFormat("%.0f/%.0f", 100 * v.kv_usage_mean, 100 * v.kv_usage_max) : "-",
+              v.valid ? absl::StrFormat("%.0f", v.preemptions) : "-",
+              v.valid && v.prefix_queries > 0 ? absl::StrFormat("%.0f", 100 * v.prefix_hits / v.prefix_queries) : "-"));
     }
   }
   return out;
@@ -153,6 +189,31 @@ std::string FormatEqualLatencyTable(const std::vector<MeasuredCurve>& curves, co
     absl::StrAppend(&out, i ? ", " : "", absl::StrFormat("%gx", multiples[i]));
   }
   absl::StrAppend(&out, " the floor\n\n", loadgen::FormatRatioTable(ToSimCurves(curves), targets));
+  return out;
+}
+
+std::string FormatPerCurveLatencyTable(const std::vector<MeasuredCurve>& curves, const std::vector<double>& multiples) {
+  const std::vector<double> targets = RatioTargets(curves, multiples);
+  if (targets.empty()) return "no request-level baseline point: no ratio\n";
+  const std::vector<SweepCurve> sim = ToSimCurves(curves);
+  std::string out = absl::StrFormat("%-36s", "config \\ p50 norm. latency target");
+  for (double m : multiples) absl::StrAppend(&out, absl::StrFormat(" %15s", absl::StrFormat("%gx floor", m)));
+  absl::StrAppend(&out, "\n");
+  for (size_t i = 0; i < curves.size(); ++i) {
+    absl::StrAppend(&out, absl::StrFormat("%-36s", curves[i].spec.label));
+    for (double target : targets) {
+      const std::optional<double> mine = ThroughputAtLatency(sim[i], target);
+      const std::optional<double> base = BestThroughputAtLatency(sim, PolicyKind::kRequestLevel, target);
+      std::string cell = "-";
+      if (mine.has_value()) {
+        cell = absl::StrFormat("%.2f", *mine);
+        if (base.has_value() && *base > 0) absl::StrAppend(&cell, absl::StrFormat(" (%.2fx)", *mine / *base));
+      }
+      absl::StrAppend(&out, absl::StrFormat(" %15s", cell));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  absl::StrAppend(&out, "(req/s at the target; in parentheses: / the best request-level curve's)\n");
   return out;
 }
 
@@ -180,11 +241,12 @@ std::string Fig10GnuplotScript(const std::vector<MeasuredCurve>& curves, const s
           &script, absl::StrFormat("%.6f %.6f\n", p.summary.throughput_rps, p.summary.normalized_latency_s.p50 * 1e3));
     }
     absl::StrAppend(&script, "EOD\n");
-    const bool orca = c.spec.policy == PolicyKind::kOrca;
-    // orca solid in warm colors, the baseline dashed in cold ones.
-    static constexpr const char* kOrcaColors[] = {"#c0392b", "#e67e22", "#8e44ad", "#d35400"};
+    const bool orca = c.spec.policy != PolicyKind::kRequestLevel;
+    // Iteration-level (orca, paged) solid in warm colors, the baseline dashed in cold ones.
+    static constexpr const char* kOrcaColors[] = {"#c0392b", "#e67e22", "#8e44ad", "#d35400",
+                                                  "#b7950b", "#943126", "#6c3483", "#ca6f1e"};
     static constexpr const char* kBaseColors[] = {"#2471a3", "#17a589", "#566573", "#1f618d"};
-    const char* color = orca ? kOrcaColors[orca_index++ % 4] : kBaseColors[base_index++ % 4];
+    const char* color = orca ? kOrcaColors[orca_index++ % 8] : kBaseColors[base_index++ % 4];
     absl::StrAppend(&plot, i ? ", \\\n     " : "", "$C", i, " using 1:2 with linespoints lw 2 ",
                     orca ? "dt 1 pt 7" : "dt 2 pt 5", " lc rgb '", color, "' title ", GnuplotQuote(c.spec.label));
   }

@@ -17,18 +17,32 @@ namespace orca::loadgen {
 
 /// One curve of the figure: a serving configuration.
 struct SweepCurveSpec {
-  std::string label;  ///< e.g. "orca(max_bs=16)".
+  std::string label;  ///< e.g. "orca(max_bs=16)", "paged(max_bs=32,chunk=64,prefix)".
   sched::PolicyKind policy = sched::PolicyKind::kOrca;
   int32_t max_bs = 16;
+  int32_t max_num_batched_tokens = 0;  ///< Chunked prefill's token budget; 0 = off.
+  bool prefix_caching = false;
 };
 
-/// Parses "orca:8,orca:16,request-level:1,request-level:8" (policy:max_bs, comma-separated).
-/// INVALID_ARGUMENT names the bad entry.
+/// Parses "orca:8,orca:16,request-level:1,paged:32:chunk=64:prefix" (POLICY:MAX_BS, then
+/// optional `chunk=N` for --max-num-batched-tokens and `prefix` for
+/// --enable-prefix-caching; comma-separated). INVALID_ARGUMENT names the bad entry.
 absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& text);
+
+/// What the server's scheduler reported during one point (its /metrics, sampled).
+struct ServerSample {
+  bool valid = false;
+  double kv_usage_mean = 0;  ///< orca:kv_cache_usage_perc averaged over the run (0..1).
+  double kv_usage_max = 0;
+  double preemptions = 0;     ///< orca:num_preemptions_total during the run.
+  double prefix_queries = 0;  ///< orca:prefix_cache_queries_total during the run (tokens).
+  double prefix_hits = 0;
+};
 
 struct MeasuredPoint {
   double arrival_rate = 0;  ///< Offered load (req/s).
   BenchSummary summary;
+  ServerSample server;
 };
 
 struct MeasuredCurve {
@@ -37,8 +51,15 @@ struct MeasuredCurve {
 };
 
 /// The same curve as the simulated sweep's record, so ThroughputAtLatency and
-/// FormatRatioTable apply unchanged (policy and max_bs in config.scheduler).
+/// FormatRatioTable apply unchanged (the spec in config.scheduler). The ratio tables
+/// compare iteration-level scheduling (orca and paged, every option) with the request-level
+/// baseline, so a paged curve is recorded as kOrca there.
 loadgen::SweepCurve ToSimCurve(const MeasuredCurve& curve);
+
+/// For every curve: its throughput at each latency target (multiples × the baseline's
+/// floor) and the ratio to the best baseline curve's there, plus the curve's TTFT and ITL
+/// at its point nearest half its saturation rate.
+std::string FormatPerCurveLatencyTable(const std::vector<MeasuredCurve>& curves, const std::vector<double>& multiples);
 
 /// Latency targets: `multiples` × the lowest median normalized latency the baseline reached
 /// (its lightly loaded floor), as bench/sched does. Empty when no baseline point exists.
@@ -47,8 +68,9 @@ std::vector<double> RatioTargets(const std::vector<MeasuredCurve>& curves, const
 /// The highest orca/baseline throughput ratio over `targets` (0 when none is defined).
 double PeakRatio(const std::vector<MeasuredCurve>& curves, const std::vector<double>& targets);
 
-/// One row per point: label, policy, max_bs, rate, throughput, completed/failed, and
-/// p50/p99 of normalized latency, TTFT and ITL (seconds).
+/// One row per point: label, policy, max_bs, chunk, prefix, rate, throughput,
+/// completed/failed, p50/p99 of normalized latency, TTFT and ITL (seconds), and the
+/// server's KV usage, preemptions and prefix-cache hit rate.
 std::string SweepToCsv(const std::vector<MeasuredCurve>& curves);
 
 /// The same rows as a fixed-width table (ms).

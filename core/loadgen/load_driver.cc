@@ -264,7 +264,8 @@ LoadDriver::~LoadDriver() = default;
 std::string LoadDriver::RequestBody(int64_t index, const TraceRequest& request) const {
   json body = {
       {"model", options_.model},
-      {"prompt", prompts_.Build(index, request.num_prompt_tokens)},
+      {"prompt",
+       request.segments.empty() ? prompts_.Build(index, request.num_prompt_tokens) : prompts_.Build(request.segments)},
       {"max_tokens", request.max_new_tokens},
       {"stream", true},
   };

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
 #include "core/common/mapped_file.h"
+#include "core/common/split_mix64.h"
 #include "core/common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -32,6 +33,7 @@ struct Row {
   double arrival_s = 0;
   int64_t prompt_tokens = 0;
   int64_t max_tokens = 0;
+  std::vector<PromptSegment> segments;
 };
 
 absl::Status RowError(const std::string& source, int line, const std::string& what) {
@@ -70,6 +72,28 @@ absl::StatusOr<int64_t> WholeNumber(double value, const char* what, const std::s
   return static_cast<int64_t>(value);
 }
 
+/// The optional "segments": [[key, tokens], ...] of a JSONL row; they must sum to the prompt.
+absl::StatusOr<std::vector<PromptSegment>> ParseSegments(const json& object, int64_t prompt_tokens,
+                                                         const std::string& source, int line) {
+  std::vector<PromptSegment> segments;
+  auto it = object.find("segments");
+  if (it == object.end()) return segments;
+  if (!it->is_array()) return RowError(source, line, "'segments' must be an array of [key, tokens] pairs");
+  int64_t total = 0;
+  for (const json& s : *it) {
+    if (!s.is_array() || s.size() != 2 || !s[0].is_number_unsigned() || !s[1].is_number_integer() ||
+        s[1].get<int64_t>() < 1 || s[1].get<int64_t>() > prompt_tokens) {
+      return RowError(source, line, absl::StrCat("segment ", s.dump(), " is not [key >= 0, tokens >= 1]"));
+    }
+    segments.push_back({s[0].get<uint64_t>(), s[1].get<int32_t>()});
+    total += s[1].get<int64_t>();
+  }
+  if (total != prompt_tokens) {
+    return RowError(source, line, absl::StrCat("segments sum to ", total, " tokens, prompt_tokens is ", prompt_tokens));
+  }
+  return segments;
+}
+
 absl::StatusOr<std::vector<Row>> ParseJsonl(const std::vector<absl::string_view>& lines, const std::string& source) {
   std::vector<Row> rows;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -87,6 +111,7 @@ absl::StatusOr<std::vector<Row>> ParseJsonl(const std::vector<absl::string_view>
     ORCA_ASSIGN_OR_RETURN(row.prompt_tokens, WholeNumber(prompt, "prompt tokens", source, line));
     ORCA_ASSIGN_OR_RETURN(row.max_tokens, WholeNumber(output, "max tokens", source, line));
     ORCA_RETURN_IF_ERROR(CheckRow(row, source, line));
+    ORCA_ASSIGN_OR_RETURN(row.segments, ParseSegments(object, row.prompt_tokens, source, line));
     rows.push_back(row);
   }
   return rows;
@@ -158,7 +183,62 @@ absl::Status ValidateSynthetic(const LoadTraceOptions& options) {
 TraceKind ParseTraceKind(const std::string& trace) {
   if (trace == "paper") return TraceKind::kPaper;
   if (trace == "homogeneous") return TraceKind::kHomogeneous;
+  if (trace == "chat") return TraceKind::kChat;
   return TraceKind::kFile;
+}
+
+absl::StatusOr<std::vector<TraceRequest>> MakeChatTrace(const LoadTraceOptions& o) {
+  ORCA_RETURN_IF_ERROR(ValidateSynthetic(o));
+  auto range = [](const char* name, int32_t lo, int32_t hi, int32_t min) -> absl::Status {
+    if (lo < min || hi < lo) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " needs ", min, " <= min <= max (got ", lo, ", ", hi, ")"));
+    }
+    return absl::OkStatus();
+  };
+  ORCA_RETURN_IF_ERROR(range("chat_system_tokens", o.chat_system_tokens_min, o.chat_system_tokens_max, 0));
+  ORCA_RETURN_IF_ERROR(range("chat_turns", o.chat_turns_min, o.chat_turns_max, 1));
+  ORCA_RETURN_IF_ERROR(range("chat_user_tokens", o.chat_user_tokens_min, o.chat_user_tokens_max, 1));
+  ORCA_RETURN_IF_ERROR(range("new tokens", o.min_new_tokens, o.max_new_tokens, 1));
+  if (o.chat_conversations < 1) return absl::InvalidArgumentError("chat_conversations must be >= 1");
+  // Arrivals exactly as the paper trace's; lengths and structure from their own stream.
+  TraceOptions arrivals;
+  arrivals.seed = o.seed;
+  arrivals.arrival_rate = o.arrival_rate;
+  arrivals.num_requests = o.num_requests;
+  ORCA_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, GeneratePoissonTrace(arrivals));
+  SplitMix64 rng(o.seed * 0x2545f4914f6cdd1dULL + 0xc4a7);
+  constexpr uint64_t kSystemKey = 1;
+  const auto system_tokens = static_cast<int32_t>(rng.NextInt(o.chat_system_tokens_min, o.chat_system_tokens_max));
+  struct Turn {
+    int32_t user = 0, reply = 0;
+  };
+  struct Conversation {
+    uint64_t id = 0;
+    int32_t num_turns = 0;
+    std::vector<Turn> turns;  // so far
+  };
+  std::vector<Conversation> slots(static_cast<size_t>(o.chat_conversations));
+  uint64_t next_conversation = 1;
+  for (TraceRequest& r : trace) {
+    Conversation& c = slots[static_cast<size_t>(rng.NextInt(0, o.chat_conversations - 1))];
+    if (c.id == 0 || static_cast<int32_t>(c.turns.size()) == c.num_turns) {
+      c = Conversation{next_conversation++, static_cast<int32_t>(rng.NextInt(o.chat_turns_min, o.chat_turns_max)), {}};
+    }
+    Turn turn{static_cast<int32_t>(rng.NextInt(o.chat_user_tokens_min, o.chat_user_tokens_max)),
+              static_cast<int32_t>(rng.NextInt(o.min_new_tokens, o.max_new_tokens))};
+    c.turns.push_back(turn);
+    r.segments.clear();
+    if (system_tokens > 0) r.segments.push_back({kSystemKey, system_tokens});
+    for (size_t t = 0; t < c.turns.size(); ++t) {
+      const uint64_t base = (c.id << 20) + (static_cast<uint64_t>(t) << 2);
+      r.segments.push_back({base + 2, c.turns[t].user});
+      if (t + 1 < c.turns.size()) r.segments.push_back({base + 3, c.turns[t].reply});
+    }
+    r.num_prompt_tokens = 0;
+    for (const auto& s : r.segments) r.num_prompt_tokens += s.num_tokens;
+    r.max_new_tokens = turn.reply;
+  }
+  return trace;
 }
 
 absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& options) {
@@ -185,6 +265,8 @@ absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& 
       sim_options.min_prompt_tokens = sim_options.max_prompt_tokens = options.prompt_tokens;
       sim_options.min_new_tokens = sim_options.max_new_tokens = options.output_tokens;
       return loadgen::GeneratePoissonTrace(sim_options);
+    case TraceKind::kChat:
+      return MakeChatTrace(options);
     case TraceKind::kFile:
       break;
   }
@@ -226,6 +308,7 @@ absl::StatusOr<std::vector<TraceRequest>> ParseTraceText(const std::string& text
     r.arrival = absl::Seconds(row.arrival_s - origin);
     r.num_prompt_tokens = static_cast<int32_t>(row.prompt_tokens);
     r.max_new_tokens = static_cast<int32_t>(row.max_tokens);
+    r.segments = row.segments;
   }
   return trace;
 }
@@ -233,8 +316,16 @@ absl::StatusOr<std::vector<TraceRequest>> ParseTraceText(const std::string& text
 std::string TraceToJsonl(const std::vector<TraceRequest>& trace) {
   std::string out;
   for (const TraceRequest& r : trace) {
-    absl::StrAppend(&out, absl::StrFormat("{\"arrival_s\": %.9f, \"prompt_tokens\": %d, \"max_tokens\": %d}\n",
+    absl::StrAppend(&out, absl::StrFormat("{\"arrival_s\": %.9f, \"prompt_tokens\": %d, \"max_tokens\": %d",
                                           absl::ToDoubleSeconds(r.arrival), r.num_prompt_tokens, r.max_new_tokens));
+    if (!r.segments.empty()) {
+      absl::StrAppend(&out, ", \"segments\": [");
+      for (size_t i = 0; i < r.segments.size(); ++i) {
+        absl::StrAppend(&out, i ? ", " : "", "[", r.segments[i].key, ", ", r.segments[i].num_tokens, "]");
+      }
+      absl::StrAppend(&out, "]");
+    }
+    absl::StrAppend(&out, "}\n");
   }
   return out;
 }

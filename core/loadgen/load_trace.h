@@ -20,6 +20,11 @@ enum class TraceKind {
   kPaper,
   /// Paper Fig. 11: Poisson arrivals, every request with the same prompt and output length.
   kHomogeneous,
+  /// Multi-turn chat (prefix caching): Poisson arrivals; every request is the next turn of
+  /// one of `chat_conversations` conversations in progress, its prompt the shared system
+  /// prompt (chat_system_tokens, one length per seed), every earlier turn of its
+  /// conversation (user message and reply) and a new user message; see MakeChatTrace.
+  kChat,
   /// Replay of a JSONL or CSV file (see ParseTraceText).
   kFile,
 };
@@ -42,9 +47,18 @@ struct LoadTraceOptions {
   int32_t output_tokens = 64;
   /// File traces: arrival offsets are multiplied by this (> 0; 0.5 replays twice as fast).
   double time_scale = 1.0;
+  /// Chat trace: system prompt length U(min, max) drawn once; turns per conversation,
+  /// user message length U(min, max) each; replies are min_new_tokens..max_new_tokens.
+  int32_t chat_system_tokens_min = 200;
+  int32_t chat_system_tokens_max = 500;
+  int32_t chat_turns_min = 2;
+  int32_t chat_turns_max = 6;
+  int32_t chat_user_tokens_min = 16;
+  int32_t chat_user_tokens_max = 64;
+  int32_t chat_conversations = 8;
 };
 
-/// "paper" / "homogeneous" / anything else is a file path.
+/// "paper" / "homogeneous" / "chat" / anything else is a file path.
 TraceKind ParseTraceKind(const std::string& trace);
 
 /// Builds the trace `options` describes. Synthetic traces are deterministic for a seed and,
@@ -52,9 +66,19 @@ TraceKind ParseTraceKind(const std::string& trace);
 /// names the bad field; file errors name the file and line.
 absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& options);
 
+/// The chat trace: arrivals as the paper trace's (Poisson at the rate), structure from the
+/// seed only (so a rate sweep replays the same conversations faster). Each arrival goes to
+/// one of `chat_conversations` slots at random; a slot whose conversation has had all its
+/// turns starts a new one. Prompt of turn k = [system][user 1][reply 1]…[user k], as
+/// segments (the replies are the trace's, not what the server generated: a prefix cache
+/// can reuse everything up to the end of user k-1's turn, as with real chat clients that
+/// resend the history). INVALID_ARGUMENT names the bad field.
+absl::StatusOr<std::vector<TraceRequest>> MakeChatTrace(const LoadTraceOptions& options);
+
 /// Parses a trace file's text. Two formats, picked by the first non-blank character:
 ///  - JSONL ('{'): one object per line, e.g. {"arrival_s": 0.25, "prompt_tokens": 100,
-///    "max_tokens": 20};
+///    "max_tokens": 20}, optionally "segments": [[key, tokens], ...] (shared prompt parts,
+///    summing to prompt_tokens);
 ///  - CSV (anything else): a header row naming the columns, then one row per request.
 /// Column / key names: arrival `arrival_s` | `arrival_time` | `timestamp` (seconds),
 /// prompt `prompt_tokens` | `input_tokens`, output `max_tokens` | `output_tokens`; other

@@ -23,11 +23,21 @@ struct TraceOptions {
   int32_t max_new_tokens = 128;
 };
 
+/// A run of prompt tokens named by a key: equal keys stand for identical tokens (a shared
+/// system prompt, an earlier turn of the same conversation), so a prefix cache can reuse them.
+struct PromptSegment {
+  uint64_t key = 0;
+  int32_t num_tokens = 0;
+};
+
 struct TraceRequest {
   /// Offset from the start of the trace; non-decreasing along the trace.
   absl::Duration arrival;
   int32_t num_prompt_tokens = 0;
   int32_t max_new_tokens = 0;
+  /// The prompt's structure, summing to num_prompt_tokens; empty = tokens unique to the
+  /// request (no shared prefix).
+  std::vector<PromptSegment> segments = {};
 };
 
 /// Deterministic for a given TraceOptions on every platform (own generator and

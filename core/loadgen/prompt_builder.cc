@@ -75,6 +75,18 @@ std::vector<int32_t> PromptBuilder::Build(int64_t index, int32_t length) const {
   return ids;
 }
 
+std::vector<int32_t> PromptBuilder::Build(const std::vector<PromptSegment>& segments) const {
+  std::vector<int32_t> ids;
+  const int64_t last = static_cast<int64_t>(candidate_ids_.size()) - 1;
+  for (const PromptSegment& segment : segments) {
+    SplitMix64 rng((seed_ ^ 0x5e97e47ULL) * 0xbf58476d1ce4e5b9ULL + segment.key);
+    for (int32_t i = 0; i < segment.num_tokens; ++i) {
+      ids.push_back(candidate_ids_[static_cast<size_t>(rng.NextInt(0, last))]);
+    }
+  }
+  return ids;
+}
+
 absl::StatusOr<std::vector<int32_t>> ParseTokenizeResponse(const std::string& body) {
   const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object()) {

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/loadgen/poisson_trace.h"
 
 namespace orca::loadgen {
 
@@ -22,6 +23,9 @@ class PromptBuilder {
   /// length (so a rate sweep replays identical prompts), and different across requests (no
   /// shared prefixes for a prefix cache to exploit).
   std::vector<int32_t> Build(int64_t index, int32_t length) const;
+  /// A prompt made of segments: each segment's ids depend on its key only (and the seed), so
+  /// requests sharing a key share those tokens exactly (a system prompt, earlier turns).
+  std::vector<int32_t> Build(const std::vector<PromptSegment>& segments) const;
 
   const std::string& description() const { return description_; }
   size_t num_candidates() const { return candidate_ids_.size(); }

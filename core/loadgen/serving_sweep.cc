@@ -1,15 +1,19 @@
 #include "core/loadgen/serving_sweep.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "core/loadgen/prometheus_text.h"
 
 namespace orca::loadgen {
 namespace {
@@ -37,23 +41,85 @@ absl::Status WarmUp(const ServingSweepOptions& options, const std::string& base_
   return absl::OkStatus();
 }
 
+/// Polls the scheduler's /metrics during a run: the mean and peak of orca:kv_cache_usage_perc,
+/// and the counters' growth (preemptions, prefix-cache queries and hits).
+class ServerSampler {
+ public:
+  explicit ServerSampler(std::string url) : url_(std::move(url)) {
+    if (url_.empty()) return;
+    absl::StatusOr<MetricSamples> first = ScrapeMetrics(url_);
+    if (!first.ok()) return;
+    before_ = *first;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~ServerSampler() { (void)Finish(); }
+
+  ServerSample Finish() {
+    if (!thread_.joinable()) return sample_;
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+    absl::StatusOr<MetricSamples> last = ScrapeMetrics(url_);
+    if (!last.ok() || num_polls_ == 0) return sample_;
+    auto grew = [&](const char* name) { return SumSeries(*last, name) - SumSeries(before_, name); };
+    sample_.valid = true;
+    sample_.kv_usage_mean = usage_sum_ / num_polls_;
+    sample_.preemptions = grew("orca:num_preemptions_total");
+    sample_.prefix_queries = grew("orca:prefix_cache_queries_total");
+    sample_.prefix_hits = grew("orca:prefix_cache_hits_total");
+    return sample_;
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(250))) return;
+      }
+      absl::StatusOr<MetricSamples> page = ScrapeMetrics(url_);
+      if (!page.ok()) continue;
+      const double usage = SumSeries(*page, "orca:kv_cache_usage_perc");
+      usage_sum_ += usage;
+      sample_.kv_usage_max = std::max(sample_.kv_usage_max, usage);
+      ++num_polls_;
+    }
+  }
+
+  std::string url_;
+  MetricSamples before_;
+  std::thread thread_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Written by the polling thread only, read after it joined.
+  double usage_sum_ = 0;
+  int64_t num_polls_ = 0;
+  ServerSample sample_;
+};
+
 /// Runs one point on a started stack; true when the curve is saturated after it.
-absl::StatusOr<bool> RunPoint(const ServingSweepOptions& options, const std::string& base_url, double rate,
-                              MeasuredCurve& curve) {
+absl::StatusOr<bool> RunPoint(const ServingSweepOptions& options, const std::string& base_url,
+                              const std::string& metrics_url, double rate, MeasuredCurve& curve) {
   const SweepCurveSpec& spec = curve.spec;
   BenchRunOptions run = options.run;
   run.trace.arrival_rate = rate;
   run.driver.base_url = base_url;
   run.driver.progress_label = absl::StrFormat("%s @ %g req/s", spec.label, rate);
+  ServerSampler sampler(metrics_url);
   ORCA_ASSIGN_OR_RETURN(BenchRunReport report, RunBenchmark(run, spec.label));
+  const ServerSample server = sampler.Finish();
   report.config.emplace_back("policy", sched::PolicyKindName(spec.policy));
   report.config.emplace_back("max_bs", absl::StrCat(spec.max_bs));
+  report.config.emplace_back("max_num_batched_tokens", absl::StrCat(spec.max_num_batched_tokens));
+  report.config.emplace_back("prefix_caching", spec.prefix_caching ? "true" : "false");
   if (!options.out_dir.empty()) {
     ORCA_RETURN_IF_ERROR(
         WriteReport(report, absl::StrFormat("%s/%s/rate-%g", options.out_dir, LabelToFileName(spec.label), rate)));
   }
   const BenchSummary& s = report.summary;
-  curve.points.push_back(MeasuredPoint{rate, s});
+  curve.points.push_back(MeasuredPoint{rate, s, server});
   std::fprintf(stderr, "  %s @ %g req/s: %.3f req/s, p50 normalized latency %.2f ms/token\n", spec.label.c_str(), rate,
                s.throughput_rps, s.normalized_latency_s.p50 * 1e3);
   const bool cut_off = s.num_unfinished + s.num_not_sent > 0;
@@ -71,7 +137,7 @@ absl::StatusOr<bool> RunOnFreshStack(const ServingSweepOptions& options, Serving
   if (base_url.ok()) {
     if (absl::Status warm = WarmUp(options, *base_url); !warm.ok()) saturated = std::move(warm);
     for (size_t i = 0; i < rates.size() && saturated.ok() && !*saturated; ++i) {
-      saturated = RunPoint(options, *base_url, rates[i], curve);
+      saturated = RunPoint(options, *base_url, stack.scheduler_metrics_url(), rates[i], curve);
     }
   }
   const absl::Status stopped = stack.Stop();
@@ -137,7 +203,9 @@ absl::StatusOr<std::string> WriteSweepOutputs(const std::vector<MeasuredCurve>& 
   ORCA_RETURN_IF_ERROR(WriteStringToFile(script, Fig10GnuplotScript(curves, png, options.title)));
   std::string text = absl::StrCat("Fig. 10 points\n\n", FormatSweepPoints(curves),
                                   "\nThroughput at equal median normalized latency\n\n",
-                                  FormatEqualLatencyTable(curves, options.target_multiples));
+                                  FormatEqualLatencyTable(curves, options.target_multiples),
+                                  "\nEach configuration at equal median normalized latency\n\n",
+                                  FormatPerCurveLatencyTable(curves, options.target_multiples));
   const double peak = PeakRatio(curves, RatioTargets(curves, options.target_multiples));
   if (peak > 0) absl::StrAppend(&text, absl::StrFormat("\npeak ratio: %.2fx\n", peak));
   absl::StrAppend(&text, "\nwrote ", csv, ", ", script);

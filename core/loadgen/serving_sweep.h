@@ -22,6 +22,9 @@ class ServingStack {
   virtual absl::StatusOr<std::string> Start(const SweepCurveSpec& spec) = 0;
   /// Stops the running stack; OK when none runs.
   virtual absl::Status Stop() = 0;
+  /// The running stack's scheduler /metrics URL, sampled during each point for KV usage,
+  /// preemptions and prefix-cache hits; empty = not known (those columns stay empty).
+  virtual std::string scheduler_metrics_url() const { return ""; }
 };
 
 struct ServingSweepOptions {

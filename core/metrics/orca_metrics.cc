@@ -74,6 +74,9 @@ absl::StatusOr<std::unique_ptr<SchedulerMetrics>> SchedulerMetrics::Create(Regis
   ORCA_ASSIGN_OR_RETURN(m->batch_size_, ModelChild(r.AddHistogram(kBatchSize), model_name));
   ORCA_ASSIGN_OR_RETURN(m->iteration_duration_seconds_,
                         ModelChild(r.AddHistogram(kIterationDurationSeconds), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->num_preemptions_, ModelChild(r.AddCounter(kNumPreemptionsTotal), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->prefix_cache_queries_, ModelChild(r.AddCounter(kPrefixCacheQueriesTotal), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->prefix_cache_hits_, ModelChild(r.AddCounter(kPrefixCacheHitsTotal), model_name));
   return m;
 }
 

@@ -130,6 +130,18 @@ inline constexpr MetricSpec kIterationDurationSeconds{
     "Time from scheduling an iteration to its sampled tokens returning, in seconds.", kModelLabels,
     kIterationTimeBuckets};
 
+/// vLLM: `vllm:num_preemptions` (a counter, exported with `_total`).
+inline constexpr MetricSpec kNumPreemptionsTotal{
+    MetricType::kCounter, "orca:num_preemptions_total",
+    "Requests preempted (paged KV: their blocks taken back, recomputed when readmitted).", kModelLabels};
+/// vLLM: `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits`, in tokens.
+inline constexpr MetricSpec kPrefixCacheQueriesTotal{
+    MetricType::kCounter, "orca:prefix_cache_queries_total",
+    "Prefix cache queries, in tokens: the tokens of every request looked up at admission.", kModelLabels};
+inline constexpr MetricSpec kPrefixCacheHitsTotal{MetricType::kCounter, "orca:prefix_cache_hits_total",
+                                                  "Prefix cache hits, in tokens: queried tokens found cached.",
+                                                  kModelLabels};
+
 // ---- Families: worker (one pipeline stage) -----------------------------------
 
 inline constexpr MetricSpec kStageComputeSeconds{
@@ -154,27 +166,12 @@ inline constexpr MetricSpec kHttpRequestDurationSeconds{
 
 /// Every family above, in exposition order.
 inline constexpr const MetricSpec* kMetricCatalog[] = {
-    &kNumRequestsRunning,
-    &kNumRequestsWaiting,
-    &kKvCacheUsagePerc,
-    &kKvSlotsUsed,
-    &kKvSlotsCapacity,
-    &kPromptTokensTotal,
-    &kGenerationTokensTotal,
-    &kRequestSuccessTotal,
-    &kTimeToFirstTokenSeconds,
-    &kInterTokenLatencySeconds,
-    &kE2eRequestLatencySeconds,
-    &kRequestQueueTimeSeconds,
-    &kRequestPrefillTimeSeconds,
-    &kRequestDecodeTimeSeconds,
-    &kIterationTokens,
-    &kBatchSize,
-    &kIterationDurationSeconds,
-    &kStageComputeSeconds,
-    &kStageCommunicationSeconds,
-    &kHttpRequestsTotal,
-    &kHttpRequestDurationSeconds,
+    &kNumRequestsRunning,        &kNumRequestsWaiting,        &kKvCacheUsagePerc,         &kKvSlotsUsed,
+    &kKvSlotsCapacity,           &kPromptTokensTotal,         &kGenerationTokensTotal,    &kRequestSuccessTotal,
+    &kTimeToFirstTokenSeconds,   &kInterTokenLatencySeconds,  &kE2eRequestLatencySeconds, &kRequestQueueTimeSeconds,
+    &kRequestPrefillTimeSeconds, &kRequestDecodeTimeSeconds,  &kIterationTokens,          &kBatchSize,
+    &kIterationDurationSeconds,  &kNumPreemptionsTotal,       &kPrefixCacheQueriesTotal,  &kPrefixCacheHitsTotal,
+    &kStageComputeSeconds,       &kStageCommunicationSeconds, &kHttpRequestsTotal,        &kHttpRequestDurationSeconds,
 };
 
 /// The catalog entry named `name` (e.g. "orca:batch_size"), or nullptr.
@@ -213,6 +210,9 @@ class SchedulerMetrics {
   Histogram& iteration_tokens() const { return *iteration_tokens_; }
   Histogram& batch_size() const { return *batch_size_; }
   Histogram& iteration_duration_seconds() const { return *iteration_duration_seconds_; }
+  Counter& num_preemptions() const { return *num_preemptions_; }
+  Counter& prefix_cache_queries() const { return *prefix_cache_queries_; }
+  Counter& prefix_cache_hits() const { return *prefix_cache_hits_; }
 
   /// Sets kv_slots_used, kv_slots_capacity and kv_cache_usage_perc together.
   void SetKvSlots(int64_t used, int64_t total) const;
@@ -239,6 +239,9 @@ class SchedulerMetrics {
   Histogram* iteration_tokens_ = nullptr;
   Histogram* batch_size_ = nullptr;
   Histogram* iteration_duration_seconds_ = nullptr;
+  Counter* num_preemptions_ = nullptr;
+  Counter* prefix_cache_queries_ = nullptr;
+  Counter* prefix_cache_hits_ = nullptr;
 };
 
 /// One worker process's metrics: its pipeline stage's time split between

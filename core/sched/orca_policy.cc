@@ -1,12 +1,27 @@
 #include "core/sched/orca_policy.h"
 
+#include "core/common/logging.h"
+
 namespace orca::sched {
+
+Selection OrcaPolicy::Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) {
+  ORCA_CHECK(!kv.paged()) << "OrcaPolicy needs reserved KV";
+  Selection selection;
+  for (RequestId id : Select(pool, kv.slot_budget(), max_bs)) {
+    const Request* request = pool.Find(id);
+    if (request->state() == RequestState::kQueued) {
+      ORCA_CHECK(kv.TryAdmit(*request, 0)) << "request " << id << " selected beyond n_slots";
+    }
+    selection.batch.push_back(BatchEntry{id, 0});
+  }
+  return selection;
+}
 
 std::vector<RequestId> OrcaPolicy::Select(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs) {
   std::vector<RequestId> batch;
   if (max_bs <= 0) return batch;
-  // Slots this selection would add on top of budget.n_rsrv(); the Scheduler reserves them
-  // when it commits the batch.
+  // Slots this selection would add on top of budget.n_rsrv(); the KvManager overload above
+  // reserves them.
   int64_t new_reservations = 0;
   for (const auto& [id, request] : pool) {
     if (request->finished() || request->in_flight()) continue;

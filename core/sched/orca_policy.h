@@ -25,8 +25,11 @@ namespace orca::sched {
 class OrcaPolicy final : public SchedulingPolicy {
  public:
   PolicyKind kind() const override { return PolicyKind::kOrca; }
-  [[nodiscard]] std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget,
-                                              int32_t max_bs) override;
+  /// The batch, checked against `budget` (nothing is reserved).
+  [[nodiscard]] std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs);
+  /// The same batch, with its QUEUED members admitted through `kv` (reserved mode); every
+  /// member computes all its uncomputed tokens.
+  [[nodiscard]] Selection Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) override;
   [[nodiscard]] std::vector<RequestId> OnRequestFinished(const Request& request) override { return {request.id()}; }
 };
 

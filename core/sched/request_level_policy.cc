@@ -2,7 +2,22 @@
 
 #include <algorithm>
 
+#include "core/common/logging.h"
+
 namespace orca::sched {
+
+Selection RequestLevelPolicy::Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) {
+  ORCA_CHECK(!kv.paged()) << "RequestLevelPolicy needs reserved KV";
+  Selection selection;
+  for (RequestId id : Select(pool, kv.slot_budget(), max_bs)) {
+    const Request* request = pool.Find(id);
+    if (request->state() == RequestState::kQueued) {
+      ORCA_CHECK(kv.TryAdmit(*request, 0)) << "request " << id << " selected beyond n_slots";
+    }
+    selection.batch.push_back(BatchEntry{id, 0});
+  }
+  return selection;
+}
 
 RequestLevelPolicy::RequestLevelPolicy(int32_t num_microbatches) : num_microbatches_(std::max(1, num_microbatches)) {}
 

@@ -29,8 +29,11 @@ class RequestLevelPolicy final : public SchedulingPolicy {
   explicit RequestLevelPolicy(int32_t num_microbatches);
 
   PolicyKind kind() const override { return PolicyKind::kRequestLevel; }
-  [[nodiscard]] std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget,
-                                              int32_t max_bs) override;
+  /// The batch, checked against `budget` (nothing is reserved).
+  [[nodiscard]] std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs);
+  /// The same batch, with its QUEUED members admitted through `kv` (reserved mode); every
+  /// member computes all its uncomputed tokens.
+  [[nodiscard]] Selection Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) override;
   [[nodiscard]] std::vector<RequestId> OnRequestFinished(const Request& request) override;
 
   /// True while a batch runs (formed, and not every member finished).

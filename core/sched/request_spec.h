@@ -10,6 +10,9 @@
 
 namespace orca::sched {
 
+/// Bound on |RequestSpec::priority|; keeps priority × aging far from overflowing.
+inline constexpr int32_t kMaxPriority = 1'000'000;
+
 /// Plain input record for Scheduler::Submit (the wire form is orca.v1.GenerateRequest).
 /// Validated by Submit; every violation is an InvalidArgument naming the field.
 struct RequestSpec {
@@ -29,6 +32,9 @@ struct RequestSpec {
   /// The model's EOS ids (end-of-sequence); ignored when ignore_eos is set.
   std::vector<int32_t> eos_token_ids;
   bool ignore_eos = false;
+  /// Scheduling priority (vLLM's `priority`): lower values are served first with
+  /// SchedulingOrder::kPriority, ignored with kFcfs. In [-kMaxPriority, kMaxPriority].
+  int32_t priority = 0;
   /// Absolute deadline; InfiniteFuture() = none. See Scheduler::ExpireDeadlines.
   absl::Time deadline = absl::InfiniteFuture();
 };

@@ -4,29 +4,31 @@
 ///                 Submit()
 ///                    │
 ///                    ▼
-///               ┌─────────┐  Algorithm 1 admits it: n_rsrv + max_tokens <= n_slots
-///               │ QUEUED  │──────────────────────────────────────────┐
-///               └─────────┘                                          │
-///                    │ Cancel / deadline / drain-time cancel         ▼
-///                    │                                     ┌───────────────────┐
-///                    │            Schedule() picks it ────▶│ RUNNING           │
-///                    │          ┌─────────────────────────▶│ (in flight in the │
-///                    │          │                          │  pipeline)        │
-///                    │          │                          └───────────────────┘
-///                    │          │                                    │ OnIterationDone()
-///                    │  ┌───────┴────────────────┐   not finished    │
-///                    │  │ WAITING_NEXT_ITERATION │◀──────────────────┤
-///                    │  └────────────────────────┘                   │ stop token / length /
-///                    │          │ Cancel / deadline / FailAll        │ cancel mark / failure
-///                    ▼          ▼                                    ▼
+///               ┌─────────┐  admitted: KV slots reserved (Algorithm 1: n_rsrv + max_tokens
+///               │ QUEUED  │  <= n_slots) or, paged, the blocks of its first chunk allocated
+///               └─────────┘──────────────────────────────────────────┐
+///                 │  ▲                                               ▼
+///                 │  │ preempted (paged KV: blocks ran  ┌───────────────────┐
+///                 │  │ out; its KV is freed and it is   │ RUNNING           │
+///                 │  │ recomputed from its prompt plus  │ (in flight in the │
+///                 │  │ generated tokens when readmitted)│  pipeline)        │
+///                 │  │   Schedule() picks it ──────────▶└───────────────────┘
+///                 │  │        ▲                                    │ OnIterationDone()
+///                 │  ┌┴───────┴───────────────┐   not finished     │
+///                 │  │ WAITING_NEXT_ITERATION │◀───────────────────┤
+///                 │  └────────────────────────┘                    │ stop token / length /
+///                 │          │ Cancel / deadline / FailAll         │ cancel mark / failure
+///                 ▼          ▼                                     ▼
 ///               ┌─────────────────────────────────────────────────────────┐
 ///               │ FINISHED_STOP | FINISHED_LENGTH | FINISHED_CANCELLED |  │
-///               │ FINISHED_ERROR          (slots released on every path)  │
+///               │ FINISHED_ERROR          (KV released on every path)     │
 ///               └─────────────────────────────────────────────────────────┘
 ///
 /// A RUNNING request is inside the pipeline and is not selectable until its iteration
 /// returns. Cancelling a RUNNING request only marks it; it finishes CANCELLED when its
-/// iteration comes back (the token is discarded).
+/// iteration comes back (the token is discarded). Only a WAITING_NEXT_ITERATION request is
+/// preempted (never one in flight); it goes back to QUEUED at its arrival position, keeping
+/// the tokens it generated (already streamed).
 
 #include <cstdint>
 
@@ -38,7 +40,7 @@ using RequestId = uint64_t;
 using IterationId = uint64_t;
 
 enum class RequestState : uint8_t {
-  kQueued,                ///< In the pool, no KV slots reserved yet.
+  kQueued,                ///< In the pool, no KV held (not admitted yet, or preempted).
   kRunning,               ///< Admitted; its iteration is in flight in the pipeline.
   kWaitingNextIteration,  ///< Admitted; between iterations, selectable.
   kFinishedStop,          ///< Generated a stop or EOS token.
@@ -60,7 +62,8 @@ enum class FinishCause : uint8_t {
 };
 
 /// Phase of a scheduled request in one iteration (paper §3: initiation = prefill of the
-/// whole prompt; increment = one generated token).
+/// whole prompt, or of a chunk of it with chunked prefill, or the recompute of a preempted
+/// request; increment = one generated token).
 enum class Phase : uint8_t { kInitiation, kIncrement };
 
 inline bool IsFinished(RequestState state) {

@@ -51,7 +51,7 @@ std::string ErrorText(const absl::Status& error, const char* fallback) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions options) {
+absl::Status Scheduler::ValidateOptions(const SchedulerOptions& options) {
   if (options.max_bs < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_bs must be >= 1 (got ", options.max_bs, ")"));
   }
@@ -71,14 +71,45 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
         absl::StrCat("max_queued_requests and max_queued_tokens must be >= 0, 0 = unlimited (got ",
                      options.max_queued_requests, " and ", options.max_queued_tokens, ")"));
   }
-  ORCA_ASSIGN_OR_RETURN(KvSlotBudget budget, KvSlotBudget::Create(options.n_slots, options.kv_block_size));
-  std::unique_ptr<SchedulingPolicy> policy = CreatePolicy(options.policy, options.n_workers);
-  if (policy == nullptr) return absl::InvalidArgumentError("unknown scheduling policy");
-  return std::unique_ptr<Scheduler>(new Scheduler(options, budget, std::move(policy)));
+  if (options.max_num_batched_tokens < 0 ||
+      (options.max_num_batched_tokens > 0 && options.max_num_batched_tokens < options.max_bs)) {
+    return absl::InvalidArgumentError(absl::StrCat("max_num_batched_tokens must be 0 (off) or >= max_bs (",
+                                                   options.max_bs, ") so that every decode fits (got ",
+                                                   options.max_num_batched_tokens, ")"));
+  }
+  if (options.policy == PolicyKind::kRequestLevel &&
+      (options.max_num_batched_tokens > 0 || options.scheduling_order != SchedulingOrder::kFcfs)) {
+    return absl::InvalidArgumentError(
+        "the request-level baseline takes neither max_num_batched_tokens nor scheduling_order priority");
+  }
+  if (options.priority_aging < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("priority_aging must be >= 0, 0 = strict priority (got ",
+                                                   absl::FormatDuration(options.priority_aging), ")"));
+  }
+  return absl::OkStatus();
 }
 
-Scheduler::Scheduler(SchedulerOptions options, KvSlotBudget budget, std::unique_ptr<SchedulingPolicy> policy)
-    : options_(options), budget_(budget), policy_(std::move(policy)) {}
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions options) {
+  ORCA_RETURN_IF_ERROR(ValidateOptions(options));
+  KvManager::Options kv_options;
+  kv_options.n_slots = options.n_slots;
+  kv_options.block_size = options.kv_block_size;
+  kv_options.mode = options.policy == PolicyKind::kPaged ? KvMode::kPaged : KvMode::kReserved;
+  kv_options.prefix_caching = options.enable_prefix_caching;
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<KvManager> kv, KvManager::Create(kv_options));
+  PolicyOptions policy_options;
+  policy_options.kind = options.policy;
+  policy_options.n_workers = options.n_workers;
+  policy_options.max_num_batched_tokens = options.max_num_batched_tokens;
+  policy_options.order = options.scheduling_order;
+  policy_options.priority_aging = options.priority_aging;
+  std::unique_ptr<SchedulingPolicy> policy = CreatePolicy(policy_options);
+  if (policy == nullptr) return absl::InvalidArgumentError("unknown scheduling policy");
+  return std::unique_ptr<Scheduler>(new Scheduler(options, std::move(kv), std::move(policy)));
+}
+
+Scheduler::Scheduler(SchedulerOptions options, std::unique_ptr<KvManager> kv, std::unique_ptr<SchedulingPolicy> policy)
+    : options_(options), kv_(std::move(kv)), policy_(std::move(policy)) {}
 
 absl::Status Scheduler::ValidateSpec(const RequestSpec& spec) const {
   if (spec.prompt_token_ids.empty()) {
@@ -99,6 +130,10 @@ absl::Status Scheduler::ValidateSpec(const RequestSpec& spec) const {
   }
   if (std::string problem = spec.sampling.Validate(); !problem.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling: ", problem));
+  }
+  if (spec.priority < -kMaxPriority || spec.priority > kMaxPriority) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority must be in [", -kMaxPriority, ", ", kMaxPriority, "] (got ", spec.priority, ")"));
   }
   return absl::OkStatus();
 }
@@ -142,17 +177,18 @@ absl::StatusOr<RequestId> Scheduler::Submit(RequestSpec spec, absl::Time now) {
   ORCA_ASSIGN_OR_RETURN(const int32_t max_new_tokens, EffectiveMaxNewTokens(spec));
   const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
   const int64_t max_tokens = prompt + max_new_tokens;
-  const int64_t reservation = budget_.ReservationFor(max_tokens);
-  if (reservation > budget_.n_slots()) {
+  const KvSlotBudget& budget = kv_->slot_budget();
+  const int64_t reservation = budget.ReservationFor(max_tokens);
+  if (reservation > budget.n_slots()) {
     std::string message = absl::StrCat("prompt (", prompt, " tokens) + max_new_tokens (", spec.max_new_tokens);
     if (max_new_tokens != spec.max_new_tokens) {
       absl::StrAppend(&message, ", capped to ", max_new_tokens, " by max_context ", options_.max_context);
     }
     absl::StrAppend(&message, ") = ", max_tokens);
     if (reservation != max_tokens) {
-      absl::StrAppend(&message, " (", reservation, " rounded up to kv_block_size ", budget_.kv_block_size(), ")");
+      absl::StrAppend(&message, " (", reservation, " rounded up to kv_block_size ", budget.kv_block_size(), ")");
     }
-    absl::StrAppend(&message, " exceeds n_slots (", budget_.n_slots(), ")");
+    absl::StrAppend(&message, " exceeds n_slots (", budget.n_slots(), ")");
     return absl::InvalidArgumentError(message);
   }
   if (spec.deadline <= now) {
@@ -172,32 +208,60 @@ absl::StatusOr<RequestId> Scheduler::Submit(RequestSpec spec, absl::Time now) {
 
 std::optional<IterationPlan> Scheduler::Schedule(absl::Time now) {
   if (static_cast<int32_t>(in_flight_.size()) >= options_.n_workers) return std::nullopt;
-  std::vector<RequestId> batch = policy_->Select(pool_, budget_, options_.max_bs);
-  if (batch.empty()) return std::nullopt;
-  ORCA_CHECK(static_cast<int32_t>(batch.size()) <= options_.max_bs)
-      << "policy selected " << batch.size() << " requests with max_bs " << options_.max_bs;
+  Selection selection = policy_->Select(pool_, *kv_, options_.max_bs);
+  for (RequestId id : selection.preempted) PreemptRequest(id);
+  if (selection.batch.empty() && !selection.preempted.empty()) {
+    // What the preemption freed may let someone run right away.
+    selection = policy_->Select(pool_, *kv_, options_.max_bs);
+    for (RequestId id : selection.preempted) PreemptRequest(id);
+  }
+  if (selection.batch.empty()) return std::nullopt;
+  ORCA_CHECK(static_cast<int32_t>(selection.batch.size()) <= options_.max_bs)
+      << "policy selected " << selection.batch.size() << " requests with max_bs " << options_.max_bs;
 
   IterationPlan plan;
   plan.iteration_id = next_iteration_id_++;
-  plan.requests.reserve(batch.size());
-  for (RequestId id : batch) {
-    Request* request = pool_.Find(id);
-    ORCA_CHECK(request != nullptr && !request->finished() && !request->in_flight())
-        << "policy selected request " << id << " which is not selectable";
-    if (request->state() == RequestState::kQueued) {
-      ORCA_CHECK(budget_.TryReserve(request->reservation())) << "policy admitted request " << id << " beyond n_slots";
-      request->Admit(now);
-      --num_queued_;
-      queued_tokens_ -= request->num_prompt_tokens();
-      ++num_admitted_;
-    }
-    plan.requests.push_back(request->StartIteration(plan.iteration_id));
+  plan.requests.reserve(selection.batch.size());
+  std::vector<RequestId> members;
+  members.reserve(selection.batch.size());
+  for (const BatchEntry& entry : selection.batch) {
+    plan.requests.push_back(StartEntry(entry, plan.iteration_id, now));
+    members.push_back(entry.request_id);
   }
-  num_in_flight_requests_ += static_cast<int32_t>(batch.size());
+  num_in_flight_requests_ += static_cast<int32_t>(members.size());
   plan.released_request_ids = std::move(pending_releases_);
   pending_releases_.clear();
-  in_flight_.emplace(plan.iteration_id, std::move(batch));
+  in_flight_.emplace(plan.iteration_id, std::move(members));
   return plan;
+}
+
+ScheduledRequest Scheduler::StartEntry(const BatchEntry& entry, IterationId iteration_id, absl::Time now) {
+  const RequestId id = entry.request_id;
+  Request* request = pool_.Find(id);
+  ORCA_CHECK(request != nullptr && !request->finished() && !request->in_flight())
+      << "policy selected request " << id << " which is not selectable";
+  ORCA_CHECK(kv_->holds(id)) << "policy selected request " << id << " without its KV";
+  if (request->state() == RequestState::kQueued) {
+    request->Admit(now, kv_->num_cached_tokens(id));
+    --num_queued_;
+    queued_tokens_ -= request->num_prompt_tokens();
+    ++num_admitted_;
+  }
+  const int32_t block_size = kv_->owns_block_tables() ? kv_->block_size() : 0;
+  return request->StartIteration(iteration_id, entry.num_tokens, kv_->TakeNewBlockIds(id), block_size);
+}
+
+void Scheduler::PreemptRequest(RequestId id) {
+  Request* request = pool_.Find(id);
+  ORCA_CHECK(request != nullptr && request->state() == RequestState::kWaitingNextIteration)
+      << "policy preempted request " << id << " which is not between iterations";
+  ORCA_CHECK(!kv_->holds(id)) << "policy preempted request " << id << " without freeing its KV";
+  if (request->sent_to_engine()) pending_releases_.push_back(id);
+  request->Preempt();
+  --num_admitted_;
+  ++num_queued_;
+  queued_tokens_ += request->num_prompt_tokens();
+  ++num_preemptions_;
 }
 
 absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId iteration_id,
@@ -226,6 +290,12 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId
       FinishRequest(*request, request->pending_cancel_cause(), "", now, events);
       continue;
     }
+    if (!request->in_flight_samples()) {
+      // A prompt chunk that does not reach the end of the prompt: no token to expect.
+      request->CompleteChunk();
+      kv_->OnTokensComputed(*request);
+      continue;
+    }
     auto found = tokens.find(id);
     if (found == tokens.end()) {
       FinishRequest(*request, FinishCause::kError,
@@ -242,6 +312,7 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId
       continue;
     }
     const FinishCause cause = request->CompleteIteration(token, now);
+    kv_->OnTokensComputed(*request);
     events.For(*request).new_tokens.push_back(token);
     if (cause != FinishCause::kNone) FinishRequest(*request, cause, "", now, events);
   }
@@ -258,7 +329,7 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationFailed(Iteration
   in_flight_.erase(it);
   num_in_flight_requests_ -= static_cast<int32_t>(members.size());
   EventList events;
-  FailBatch(members, ErrorText(error, "iteration failed"), now, events);
+  FailBatch(members, ErrorText(error, "iteration failed"), error.code(), now, events);
   return std::move(events).Take();
 }
 
@@ -268,24 +339,26 @@ std::vector<RequestEvent> Scheduler::FailAll(const absl::Status& error, absl::Ti
   auto batches = std::move(in_flight_);
   in_flight_.clear();
   num_in_flight_requests_ = 0;
-  for (const auto& [iteration_id, members] : batches) FailBatch(members, message, now, events);
+  for (const auto& [iteration_id, members] : batches) FailBatch(members, message, error.code(), now, events);
   std::vector<RequestId> waiting;
   for (const auto& [id, request] : pool_) {
     if (request->state() == RequestState::kWaitingNextIteration) waiting.push_back(id);
   }
-  FailBatch(waiting, message, now, events);
+  FailBatch(waiting, message, error.code(), now, events);
+  kv_->ClearPrefixCache();
   return std::move(events).Take();
 }
 
-void Scheduler::FailBatch(const std::vector<RequestId>& members, const std::string& error_message, absl::Time now,
-                          EventList& events) {
+void Scheduler::FailBatch(const std::vector<RequestId>& members, const std::string& error_message,
+                          absl::StatusCode error_code, absl::Time now, EventList& events) {
   for (RequestId id : members) {
     Request* request = pool_.Find(id);
     if (request == nullptr || request->finished()) continue;
     if (request->cancel_requested()) {
       FinishRequest(*request, request->pending_cancel_cause(), "", now, events);
     } else {
-      FinishRequest(*request, FinishCause::kError, error_message, now, events);
+      FinishRequest(*request, FinishCause::kError, error_message, now, events,
+                    error_code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : error_code);
     }
   }
 }
@@ -326,17 +399,17 @@ std::vector<RequestEvent> Scheduler::ExpireDeadlines(absl::Time now) {
 }
 
 void Scheduler::FinishRequest(Request& request, FinishCause cause, std::string error_message, absl::Time now,
-                              EventList& events) {
+                              EventList& events, absl::StatusCode error_code) {
   const RequestState before = request.state();
   if (before == RequestState::kQueued) {
     --num_queued_;
     queued_tokens_ -= request.num_prompt_tokens();
   } else if (IsAdmitted(before)) {
-    budget_.Release(request.reservation());
+    kv_->Free(request.id());
     --num_admitted_;
   }
   if (request.sent_to_engine()) pending_releases_.push_back(request.id());
-  request.Finish(cause, std::move(error_message));
+  request.Finish(cause, std::move(error_message), error_code);
 
   for (RequestId visible_id : policy_->OnRequestFinished(request)) {
     Request* visible = pool_.Find(visible_id);
@@ -359,8 +432,10 @@ SchedulerStats Scheduler::stats() const {
   stats.num_running = num_admitted_;
   stats.num_in_flight_requests = num_in_flight_requests_;
   stats.num_batches_in_flight = static_cast<int32_t>(in_flight_.size());
-  stats.n_rsrv = budget_.n_rsrv();
-  stats.n_slots = budget_.n_slots();
+  stats.kv = kv_->stats();
+  stats.n_rsrv = stats.kv.num_used_slots;
+  stats.n_slots = stats.kv.n_slots;
+  stats.num_preemptions = num_preemptions_;
   stats.queued_tokens = queued_tokens_;
   stats.num_iterations_scheduled = next_iteration_id_ - 1;
   stats.num_iterations_completed = num_iterations_completed_;
@@ -381,6 +456,11 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   snapshot.num_generated_tokens = request->num_generated_tokens();
   snapshot.max_new_tokens = request->max_new_tokens();
   snapshot.reservation = request->reservation();
+  snapshot.priority = request->priority();
+  snapshot.arrival_time = request->arrival_time();
+  snapshot.num_computed_tokens = request->num_computed_tokens();
+  snapshot.num_cached_tokens = request->num_cached_tokens();
+  snapshot.num_preemptions = request->num_preemptions();
   snapshot.num_iterations_scheduled = request->num_iterations_scheduled();
   snapshot.num_iterations_completed = request->num_iterations_completed();
   snapshot.in_flight_iteration = request->in_flight_iteration();

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/sched/kv_slot_budget.h"
+#include "core/sched/kv_manager.h"
 #include "core/sched/request_pool.h"
 #include "core/sched/request_spec.h"
 #include "core/sched/scheduler_output.h"
@@ -39,6 +39,19 @@ struct SchedulerOptions {
   /// of QUEUED requests. 0 = unlimited.
   int64_t max_queued_requests = 0;
   int64_t max_queued_tokens = 0;
+
+  // ---- Beyond the paper (each off by default; core/sched/README.md) ----
+  /// Chunked prefill: tokens per iteration (decodes first, then prompt chunks). 0 = off
+  /// (whole prompts, Algorithm 1). Else >= max_bs. Not with kRequestLevel.
+  int32_t max_num_batched_tokens = 0;
+  /// Prefix caching: full KV blocks are shared by content across requests. Makes the
+  /// scheduler own the block tables (sent to the workers), in any policy.
+  bool enable_prefix_caching = false;
+  /// Admission (and preemption) order. kPriority not with kRequestLevel.
+  SchedulingOrder scheduling_order = SchedulingOrder::kFcfs;
+  /// kPriority: one priority level per this much waiting (the starvation bound, see
+  /// RequestOrder); zero = strict priority.
+  absl::Duration priority_aging = absl::Seconds(1);
 };
 
 /// A snapshot for metrics and the service's GetStats.
@@ -47,9 +60,11 @@ struct SchedulerStats {
   int32_t num_running = 0;             ///< Admitted: RUNNING + WAITING_NEXT_ITERATION (wire: num_requests_running).
   int32_t num_in_flight_requests = 0;  ///< RUNNING.
   int32_t num_batches_in_flight = 0;
-  int64_t n_rsrv = 0;  ///< Reserved KV slots (wire: kv_slots_used).
+  int64_t n_rsrv = 0;  ///< Reserved KV slots; paged: slots of the blocks in use (wire: kv_slots_used).
   int64_t n_slots = 0;
-  int64_t queued_tokens = 0;  ///< Prompt tokens of QUEUED requests.
+  KvStats kv;                    ///< Blocks and prefix-cache counters.
+  uint64_t num_preemptions = 0;  ///< Requests preempted since the start (paged).
+  int64_t queued_tokens = 0;     ///< Prompt tokens of QUEUED requests.
   uint64_t num_iterations_scheduled = 0;
   uint64_t num_iterations_completed = 0;  ///< Returned by OnIterationDone.
   int32_t num_pending_releases = 0;       ///< Released ids not yet sent to the workers.
@@ -65,7 +80,12 @@ struct RequestSnapshot {
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;
   int32_t max_new_tokens = 0;  ///< Effective (capped by the context).
-  int64_t reservation = 0;     ///< KV slots reserved while admitted.
+  int64_t reservation = 0;     ///< KV slots reserved while admitted (paged: its bound).
+  int32_t priority = 0;
+  absl::Time arrival_time;
+  int32_t num_computed_tokens = 0;  ///< Tokens whose KV the workers hold.
+  int32_t num_cached_tokens = 0;    ///< Prefix-cache hit at its last admission.
+  int32_t num_preemptions = 0;
   int64_t num_iterations_scheduled = 0;
   int64_t num_iterations_completed = 0;
   std::optional<IterationId> in_flight_iteration;
@@ -91,8 +111,9 @@ struct CancelResult {
 ///   on results: events = OnIterationDone(id, results, now); stream(events);
 ///   on failure: events = OnIterationFailed(id, error, now);
 ///
-/// Slots are reserved when a request is admitted into a plan and released the moment it
-/// finishes in any way; its id then rides on the next plan's released_request_ids (or
+/// KV is taken when a request is admitted into a plan (its whole reservation, or with paged
+/// KV the blocks of its first chunk) and released the moment it finishes in any way or is
+/// preempted; its id then rides on the next plan's released_request_ids (or
 /// TakeReleasedRequestIds() when idle) so the workers free its KV.
 class Scheduler {
  public:
@@ -104,8 +125,9 @@ class Scheduler {
 
   /// Adds a request to the pool (QUEUED) and returns its id. Errors:
   ///  - FAILED_PRECONDITION while draining;
-  ///  - INVALID_ARGUMENT for a malformed spec (field and value named), or when it can never
-  ///    fit: "prompt (600 tokens) + max_new_tokens (100) = 700 exceeds n_slots (512)";
+  ///  - INVALID_ARGUMENT for a malformed spec (field and value named, e.g. a priority beyond
+  ///    ±kMaxPriority), or when it can never fit:
+  ///    "prompt (600 tokens) + max_new_tokens (100) = 700 exceeds n_slots (512)";
   ///  - OUT_OF_RANGE when the prompt leaves no room in the model context;
   ///  - DEADLINE_EXCEEDED when its deadline is not after `now`;
   ///  - ALREADY_EXISTS when an unfinished request has the same non-empty caller_id;
@@ -132,7 +154,8 @@ class Scheduler {
   /// The pipeline is dead: every in-flight iteration is dropped and every admitted request
   /// (in flight or between iterations) finishes ERROR. QUEUED requests stay queued: the
   /// workers hold nothing for them, so they run once the pipeline is back (the service
-  /// may Cancel them instead). Their ids are queued for release like any finish.
+  /// may Cancel them instead). Their ids are queued for release like any finish. The
+  /// prefix cache is emptied: the workers' KV is gone with them.
   std::vector<RequestEvent> FailAll(const absl::Status& error, absl::Time now);
 
   /// Cancels a request: QUEUED or WAITING_NEXT_ITERATION → FINISHED_CANCELLED at once;
@@ -162,11 +185,14 @@ class Scheduler {
   /// The unfinished request submitted with this non-empty caller id.
   [[nodiscard]] std::optional<RequestId> FindRequest(const std::string& caller_id) const;
   const SchedulerOptions& options() const { return options_; }
+  /// The KV accounting (tests check its invariants; read-only).
+  const KvManager& kv() const { return *kv_; }
 
  private:
   class EventList;
 
-  Scheduler(SchedulerOptions options, KvSlotBudget budget, std::unique_ptr<SchedulingPolicy> policy);
+  Scheduler(SchedulerOptions options, std::unique_ptr<KvManager> kv, std::unique_ptr<SchedulingPolicy> policy);
+  static absl::Status ValidateOptions(const SchedulerOptions& options);
 
   absl::Status ValidateSpec(const RequestSpec& spec) const;
   // Effective max new tokens after the context cap; OUT_OF_RANGE when nothing fits.
@@ -174,14 +200,19 @@ class Scheduler {
   absl::Status CheckQueueLimits(const RequestSpec& spec) const;
   // Finishes `request` with `cause`, releases its slots, queues its id for the workers and
   // delivers whatever the policy says became visible.
-  void FinishRequest(Request& request, FinishCause cause, std::string error_message, absl::Time now, EventList& events);
+  void FinishRequest(Request& request, FinishCause cause, std::string error_message, absl::Time now, EventList& events,
+                     absl::StatusCode error_code = absl::StatusCode::kInternal);
   // Finishes every member of a dropped or failed iteration.
-  void FailBatch(const std::vector<RequestId>& members, const std::string& error_message, absl::Time now,
-                 EventList& events);
+  void FailBatch(const std::vector<RequestId>& members, const std::string& error_message, absl::StatusCode error_code,
+                 absl::Time now, EventList& events);
   CancelResult CancelWithCause(RequestId id, FinishCause cause, absl::Time now);
+  // Applies a policy's preemption: the request is QUEUED again, its workers' state released.
+  void PreemptRequest(RequestId id);
+  // Admits (when QUEUED) and starts the iteration of one batch entry.
+  ScheduledRequest StartEntry(const BatchEntry& entry, IterationId iteration_id, absl::Time now);
 
   SchedulerOptions options_;
-  KvSlotBudget budget_;
+  std::unique_ptr<KvManager> kv_;
   std::unique_ptr<SchedulingPolicy> policy_;
   RequestPool pool_;
   // Iterations in the pipeline and their members, in schedule order.
@@ -196,6 +227,7 @@ class Scheduler {
   int32_t num_admitted_ = 0;
   int32_t num_in_flight_requests_ = 0;
   uint64_t num_iterations_completed_ = 0;
+  uint64_t num_preemptions_ = 0;
 };
 
 }  // namespace orca::sched

@@ -10,34 +10,53 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/common/sampling_params.h"
 #include "core/sched/request_state.h"
 
 namespace orca::sched {
 
-/// Sent the first time a request is scheduled only (vLLM's scheduled_new_reqs): every stage
-/// reserves `max_tokens` KV slots for it and the last stage creates its sampler.
+/// Sent the first time a request is scheduled (vLLM's scheduled_new_reqs), and again when
+/// it is readmitted after a preemption: every stage sets up its KV (reserves `max_tokens`
+/// slots, or takes the scheduler's block table) and the last stage creates its sampler.
 struct NewRequestData {
-  /// The KV reservation in tokens: prompt + max new tokens (capped by the model context),
-  /// rounded up to the scheduler's kv_block_size. No position of this request ever reaches it.
+  /// Prompt + max new tokens (capped by the model context), rounded up to the scheduler's
+  /// kv_block_size: the KV reservation when the workers allocate, else a bound no position
+  /// of this request ever reaches.
   int32_t max_tokens = 0;
   SamplingParams sampling;
   /// The whole prompt (for repetition penalties at the last stage).
   std::vector<int32_t> prompt_token_ids;
+  /// Tokens it generated before a preemption (empty on its first schedule): the last
+  /// stage's sampler resumes from them (penalties, seeded generator).
+  std::vector<int32_t> output_token_ids;
+  /// > 0: the scheduler owns this request's block table (paged KV or prefix caching) in
+  /// blocks of this many tokens, sent in ScheduledRequest::new_block_ids; every stage must
+  /// use the same block size. 0: the workers reserve max_tokens slots themselves.
+  int32_t kv_block_size = 0;
 };
 
-/// One request of one iteration. Requests scheduled before carry only the diff: the single
-/// token generated last and its position.
+/// One request of one iteration. Requests scheduled before carry only the diff: the
+/// tokens of this iteration, their position and the KV blocks added to their table.
 struct ScheduledRequest {
   RequestId request_id = 0;
   Phase phase = Phase::kInitiation;
-  /// Input tokens of this iteration: the whole prompt at initiation, the last generated
-  /// token at increment.
+  /// Input tokens of this iteration: the whole prompt (or the next chunk of it, with
+  /// chunked prefill) at initiation, the last generated token at increment.
   std::vector<int32_t> input_token_ids;
-  /// Position of input_token_ids[0] (0 at initiation).
+  /// Position of input_token_ids[0]: 0 for a whole prompt; the end of the cached prefix on a
+  /// prefix-cache hit; where the previous chunk ended for a later chunk.
   int32_t start_position = 0;
-  /// Present on the first schedule of this request only.
+  /// The last stage samples a token for it: false for a prompt chunk that does not reach
+  /// the end of the prompt.
+  bool sample = true;
+  /// KV blocks appended to its block table for this iteration (scheduler-owned tables only:
+  /// NewRequestData::kv_block_size > 0). On a new request, its whole initial table,
+  /// starting with the prefix-cache hits.
+  std::vector<int32_t> new_block_ids;
+  /// Present when the workers do not hold the request: its first schedule, and its first
+  /// schedule after a preemption.
   std::optional<NewRequestData> new_request;
 };
 
@@ -46,8 +65,8 @@ struct IterationPlan {
   IterationId iteration_id = 0;
   /// Batch order = flattened token order for selective batching.
   std::vector<ScheduledRequest> requests;
-  /// Requests whose KV (and sampler state) every stage must free, finished or cancelled
-  /// since the previous plan. Workers apply these before allocating for new requests of
+  /// Requests whose KV (and sampler state) every stage must free, finished, cancelled or
+  /// preempted since the previous plan. Workers apply these before allocating for new requests of
   /// the same plan (the scheduler already reused their slots) and ignore unknown ids.
   std::vector<RequestId> released_request_ids;
 
@@ -91,8 +110,10 @@ struct RequestTimings {
 struct FinishInfo {
   RequestState state = RequestState::kFinishedError;
   FinishCause cause = FinishCause::kNone;
-  /// For kFinishedError: what failed.
+  /// For kFinishedError: what failed, and its status code (kUnavailable when
+  /// the pipeline failed and a retry may well succeed; kInternal otherwise).
   std::string error_message;
+  absl::StatusCode error_code = absl::StatusCode::kInternal;
   /// For kStopToken / kEosToken: the token that stopped it.
   std::optional<int32_t> matched_stop_token_id;
   int32_t num_prompt_tokens = 0;

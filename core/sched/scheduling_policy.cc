@@ -2,6 +2,7 @@
 
 #include "core/sched/orca_policy.h"
 #include "core/sched/request_level_policy.h"
+#include "core/sched/token_budget_policy.h"
 
 namespace orca::sched {
 
@@ -11,6 +12,8 @@ const char* PolicyKindName(PolicyKind kind) {
       return "orca";
     case PolicyKind::kRequestLevel:
       return "request-level";
+    case PolicyKind::kPaged:
+      return "paged";
   }
   return "unknown";
 }
@@ -18,17 +21,48 @@ const char* PolicyKindName(PolicyKind kind) {
 std::optional<PolicyKind> ParsePolicyKind(const std::string& name) {
   if (name == "orca") return PolicyKind::kOrca;
   if (name == "request-level" || name == "request_level") return PolicyKind::kRequestLevel;
+  if (name == "paged") return PolicyKind::kPaged;
   return std::nullopt;
 }
 
-std::unique_ptr<SchedulingPolicy> CreatePolicy(PolicyKind kind, int32_t n_workers) {
-  switch (kind) {
+const char* SchedulingOrderName(SchedulingOrder order) {
+  switch (order) {
+    case SchedulingOrder::kFcfs:
+      return "fcfs";
+    case SchedulingOrder::kPriority:
+      return "priority";
+  }
+  return "unknown";
+}
+
+std::optional<SchedulingOrder> ParseSchedulingOrder(const std::string& name) {
+  if (name == "fcfs") return SchedulingOrder::kFcfs;
+  if (name == "priority") return SchedulingOrder::kPriority;
+  return std::nullopt;
+}
+
+std::unique_ptr<SchedulingPolicy> CreatePolicy(const PolicyOptions& options) {
+  const bool beyond_paper = options.max_num_batched_tokens > 0 || options.order != SchedulingOrder::kFcfs;
+  switch (options.kind) {
     case PolicyKind::kOrca:
-      return std::make_unique<OrcaPolicy>();
+      if (!beyond_paper) return std::make_unique<OrcaPolicy>();
+      return std::make_unique<TokenBudgetPolicy>(options.kind, options.max_num_batched_tokens,
+                                                 RequestOrder(options.order, options.priority_aging));
+    case PolicyKind::kPaged:
+      return std::make_unique<TokenBudgetPolicy>(options.kind, options.max_num_batched_tokens,
+                                                 RequestOrder(options.order, options.priority_aging));
     case PolicyKind::kRequestLevel:
-      return std::make_unique<RequestLevelPolicy>(n_workers);
+      if (beyond_paper) return nullptr;
+      return std::make_unique<RequestLevelPolicy>(options.n_workers);
   }
   return nullptr;
+}
+
+std::unique_ptr<SchedulingPolicy> CreatePolicy(PolicyKind kind, int32_t n_workers) {
+  PolicyOptions options;
+  options.kind = kind;
+  options.n_workers = n_workers;
+  return CreatePolicy(options);
 }
 
 }  // namespace orca::sched

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+#include "core/sched/kv_manager.h"
 #include "core/sched/kv_slot_budget.h"
 #include "core/sched/request_pool.h"
 
@@ -15,28 +17,56 @@ namespace orca::sched {
 enum class PolicyKind : uint8_t {
   kOrca,          ///< Iteration-level scheduling, the paper's Algorithm 1 (OrcaPolicy).
   kRequestLevel,  ///< Request-level (static) batching baseline (RequestLevelPolicy).
+  kPaged,         ///< Iteration-level, paged KV with on-demand blocks and preemption (TokenBudgetPolicy).
 };
 
-/// "orca" or "request-level" (the scheduler's --policy flag values).
+/// The order requests are admitted in (and preempted in, reversed).
+enum class SchedulingOrder : uint8_t {
+  kFcfs,      ///< Arrival order (the paper).
+  kPriority,  ///< RequestSpec::priority first (lower first), aged by waiting time; see RequestOrder.
+};
+
+/// "orca", "request-level" or "paged" (the scheduler's --policy flag values).
 const char* PolicyKindName(PolicyKind kind);
 /// Parses PolicyKindName's output; nullopt for anything else.
 std::optional<PolicyKind> ParsePolicyKind(const std::string& name);
+/// "fcfs" or "priority" (--scheduling-order).
+const char* SchedulingOrderName(SchedulingOrder order);
+std::optional<SchedulingOrder> ParseSchedulingOrder(const std::string& name);
 
-/// Picks the batch of the next iteration. The Scheduler owns the pool and the budget and
-/// calls Select only when a pipeline slot is free (fewer than n_workers batches in flight);
-/// it commits every non-empty selection: admits (reserves slots for) the QUEUED requests in
-/// it and sends the batch. A policy never mutates requests or the budget itself.
+/// One request of a selected batch.
+struct BatchEntry {
+  RequestId request_id = 0;
+  /// Tokens it computes this iteration: a prompt chunk's length, 1 at increment; 0 = all its
+  /// uncomputed tokens (a whole prompt, after its prefix-cache hit).
+  int32_t num_tokens = 0;
+};
+
+/// What a policy decided for the next iteration.
+struct Selection {
+  /// Batch order = flattened token order.
+  std::vector<BatchEntry> batch;
+  /// Admitted requests whose KV the policy took back (paged KV), in preemption order. They
+  /// are not in `batch`; the scheduler returns them to QUEUED and has the workers release
+  /// them.
+  std::vector<RequestId> preempted;
+};
+
+/// Picks the batch of the next iteration. The Scheduler owns the pool and the KV manager
+/// and calls Select only when a pipeline slot is free (fewer than n_workers batches in
+/// flight); it applies every selection: admits the QUEUED requests in it, preempts the
+/// preempted ones, and sends the batch. The policy decides KV through `kv`: it admits each
+/// QUEUED request it selects (KvManager::TryAdmit), grows the requests it schedules
+/// (TryGrow, paged) and frees the ones it preempts (Free). It never changes requests.
 class SchedulingPolicy {
  public:
   virtual ~SchedulingPolicy() = default;
 
   virtual PolicyKind kind() const = 0;
 
-  /// Returns the ids of the next batch in batch order, at most `max_bs`; empty when nothing
-  /// is selectable. In-flight and finished requests are never selected. QUEUED requests in
-  /// the result fit in `budget` together.
-  [[nodiscard]] virtual std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget,
-                                                      int32_t max_bs) = 0;
+  /// The next batch, at most `max_bs` requests; empty when nothing is selectable.
+  /// In-flight and finished requests are never selected.
+  [[nodiscard]] virtual Selection Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) = 0;
 
   /// `request` has just reached a FINISHED state. Returns the ids (finished, still in the
   /// pool) whose completion becomes visible to clients now; the scheduler delivers and
@@ -44,7 +74,22 @@ class SchedulingPolicy {
   [[nodiscard]] virtual std::vector<RequestId> OnRequestFinished(const Request& request) = 0;
 };
 
-/// A new policy of that kind for a pipeline of `n_workers` batches in flight.
+/// How to build a policy (from SchedulerOptions).
+struct PolicyOptions {
+  PolicyKind kind = PolicyKind::kOrca;
+  /// Pipeline depth: batches in flight (the baseline's microbatches).
+  int32_t n_workers = 1;
+  /// Per-iteration token budget (chunked prefill); 0 = none.
+  int32_t max_num_batched_tokens = 0;
+  SchedulingOrder order = SchedulingOrder::kFcfs;
+  absl::Duration priority_aging = absl::Seconds(1);
+};
+
+/// A new policy: OrcaPolicy for kOrca with neither a token budget nor priorities (the
+/// paper's Algorithm 1 exactly), TokenBudgetPolicy for kOrca with either and for kPaged,
+/// RequestLevelPolicy for kRequestLevel (which takes neither: nullptr).
+std::unique_ptr<SchedulingPolicy> CreatePolicy(const PolicyOptions& options);
+/// The same with only a kind and a pipeline depth.
 std::unique_ptr<SchedulingPolicy> CreatePolicy(PolicyKind kind, int32_t n_workers);
 
 }  // namespace orca::sched

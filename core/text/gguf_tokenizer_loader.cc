@@ -20,9 +20,15 @@ namespace {
 // llama.cpp token types.
 enum TokenType : int64_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
-std::optional<int32_t> OptionalId(const formats::GgufFile& f, const std::string& key, size_t n) {
+// A special-token id: nullopt when the key is absent; an error naming the file
+// and the key when it is outside the vocabulary (it would never be emitted or
+// recognised, and Encode would index past the token table).
+absl::StatusOr<std::optional<int32_t>> OptionalId(const formats::GgufFile& f, const std::string& key, size_t n) {
   absl::StatusOr<int64_t> v = f.GetInt(key);
-  if (!v.ok() || *v < 0 || static_cast<size_t>(*v) >= n) return std::nullopt;
+  if (!v.ok()) return std::nullopt;
+  if (*v < 0 || static_cast<uint64_t>(*v) >= n)
+    return absl::InvalidArgumentError(absl::StrCat(f.Describe(), ": ", key, " is ", *v, ", outside the vocabulary of ",
+                                                   n, " tokens (tokenizer.ggml.tokens)"));
   return static_cast<int32_t>(*v);
 }
 
@@ -74,26 +80,27 @@ void FillTokenTables(const std::vector<std::string>& tokens, const std::vector<i
 }
 
 // BOS/EOS (and EOT) ids and whether Encode adds them.
-void ResolveSpecialIds(const formats::GgufFile& gguf, const std::vector<std::string>& tokens, bool is_spm,
-                       TokenizerSpec* out) {
+absl::Status ResolveSpecialIds(const formats::GgufFile& gguf, const std::vector<std::string>& tokens, bool is_spm,
+                               TokenizerSpec* out) {
   TokenizerSpec& spec = *out;
   const formats::GgufFile* f = &gguf;
   const size_t n = tokens.size();
-  spec.bos_id = OptionalId(*f, "tokenizer.ggml.bos_token_id", n);
-  std::optional<int32_t> eos = OptionalId(*f, "tokenizer.ggml.eos_token_id", n);
+  ORCA_ASSIGN_OR_RETURN(spec.bos_id, OptionalId(*f, "tokenizer.ggml.bos_token_id", n));
+  ORCA_ASSIGN_OR_RETURN(std::optional<int32_t> eos, OptionalId(*f, "tokenizer.ggml.eos_token_id", n));
   if (spec.bos_id) spec.bos_token = tokens[*spec.bos_id];
   if (eos) {
     spec.eos_token = tokens[*eos];
     spec.eos_ids.push_back(*eos);
   }
-  if (std::optional<int32_t> eot = OptionalId(*f, "tokenizer.ggml.eot_token_id", n);
-      eot && std::find(spec.eos_ids.begin(), spec.eos_ids.end(), *eot) == spec.eos_ids.end()) {
+  ORCA_ASSIGN_OR_RETURN(std::optional<int32_t> eot, OptionalId(*f, "tokenizer.ggml.eot_token_id", n));
+  if (eot && std::find(spec.eos_ids.begin(), spec.eos_ids.end(), *eot) == spec.eos_ids.end()) {
     spec.eos_ids.push_back(*eot);
   }
   const bool add_bos = f->GetBool("tokenizer.ggml.add_bos_token").value_or(is_spm);
   const bool add_eos = f->GetBool("tokenizer.ggml.add_eos_token").value_or(false);
   if (add_bos && spec.bos_id) spec.prefix_ids.push_back(*spec.bos_id);
   if (add_eos && eos) spec.suffix_ids.push_back(*eos);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -122,7 +129,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& 
   spec.special.assign(n, false);
   spec.pieces.assign(n, "");
   FillTokenTables(tokens, types, is_spm, &spec);
-  std::optional<int32_t> unk = OptionalId(*f, "tokenizer.ggml.unknown_token_id", n);
+  ORCA_ASSIGN_OR_RETURN(std::optional<int32_t> unk, OptionalId(*f, "tokenizer.ggml.unknown_token_id", n));
   if (is_spm) {
     std::vector<float> scores(n, 0.0f);
     if (f->Has("tokenizer.ggml.scores")) {
@@ -157,7 +164,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& 
     ORCA_ASSIGN_OR_RETURN(std::string_view pattern, PrePattern(*f));
     ORCA_ASSIGN_OR_RETURN(spec.pre_tokenizer, MakeByteLevelPreTokenizer(pattern));
   }
-  ResolveSpecialIds(*f, tokens, is_spm, &spec);
+  ORCA_RETURN_IF_ERROR(ResolveSpecialIds(*f, tokens, is_spm, &spec));
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<PipelineTokenizer> t, PipelineTokenizer::Create(std::move(spec)));
   return std::unique_ptr<Tokenizer>(std::move(t));
 }

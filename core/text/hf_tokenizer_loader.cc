@@ -314,7 +314,7 @@ absl::Status ParseAddedTokens(const json& tj, std::vector<AddedToken>* out, int6
 
 // BOS/EOS from tokenizer_config.json (tokens, add_bos_token/add_eos_token),
 // the post-processor, and generation_config.json eos_token_id (int or list).
-void ResolveBosEos(const json& config, const json& generation, const Vocab& vocab, TokenizerSpec* out) {
+absl::Status ResolveBosEos(const json& config, const json& generation, const Vocab& vocab, TokenizerSpec* out) {
   TokenizerSpec& spec = *out;
   auto lookup = [&](const std::string& token) -> std::optional<int32_t> {
     if (token.empty()) return std::nullopt;
@@ -348,21 +348,25 @@ void ResolveBosEos(const json& config, const json& generation, const Vocab& voca
   if (eos_id) spec.eos_ids.push_back(*eos_id);
   if (generation.contains("eos_token_id")) {
     const json& e = generation.at("eos_token_id");
-    std::vector<int32_t> ids;
-    if (e.is_number_integer()) ids.push_back(e.get<int32_t>());
+    std::vector<int64_t> ids;
+    if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
     if (e.is_array()) {
       for (const json& x : e) {
-        if (x.is_number_integer()) ids.push_back(x.get<int32_t>());
+        if (x.is_number_integer()) ids.push_back(x.get<int64_t>());
       }
     }
-    for (int32_t id : ids) {
-      if (id >= 0 && id < static_cast<int32_t>(spec.id_to_token.size()) &&
-          std::find(spec.eos_ids.begin(), spec.eos_ids.end(), id) == spec.eos_ids.end()) {
-        spec.eos_ids.push_back(id);
-      }
+    for (int64_t id : ids) {
+      // An id the tokenizer does not have would never end a generation: say so rather than drop it.
+      if (id < 0 || id >= static_cast<int64_t>(spec.id_to_token.size()))
+        return absl::InvalidArgumentError(absl::StrCat("generation_config.json: eos_token_id ", id,
+                                                       " is outside the tokenizer's vocabulary of ",
+                                                       spec.id_to_token.size(), " tokens"));
+      if (std::find(spec.eos_ids.begin(), spec.eos_ids.end(), id) == spec.eos_ids.end())
+        spec.eos_ids.push_back(static_cast<int32_t>(id));
     }
   }
   if (spec.eos_token.empty() && !spec.eos_ids.empty()) spec.eos_token = spec.id_to_token[spec.eos_ids.front()];
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Build(const json& tj, const json& config, const json& generation) {
@@ -404,7 +408,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Build(const json& tj, const json& con
   ORCA_RETURN_IF_ERROR(Annotate(PlanDecoding(tj.value("decoder", json()), added_contents, &spec), "decoder"));
   spec.decode_rules.clean_up_tokenization_spaces = ConfigBool(config, "clean_up_tokenization_spaces").value_or(false);
 
-  ResolveBosEos(config, generation, vocab, &spec);
+  ORCA_RETURN_IF_ERROR(ResolveBosEos(config, generation, vocab, &spec));
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<PipelineTokenizer> t, PipelineTokenizer::Create(std::move(spec)));
   return std::unique_ptr<Tokenizer>(std::move(t));
 }

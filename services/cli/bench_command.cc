@@ -14,9 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/common/flags.h"
 #include "core/common/mapped_file.h"
 #include "core/common/ports.h"
@@ -38,22 +41,26 @@ struct LoadFlags {
   std::string api_key;
   std::string trace = "paper";
   double rate = 1.0;
-  int64_t num_requests = 100;
+  int num_requests = 100;
   double max_duration_s = 600;
   int64_t seed = 1;
-  int64_t min_prompt_tokens = 32, max_prompt_tokens = 512;
-  int64_t min_new_tokens = 1, max_new_tokens = 128;
-  int64_t prompt_tokens = 256, output_tokens = 64;
+  int min_prompt_tokens = 32, max_prompt_tokens = 512;
+  int min_new_tokens = 1, max_new_tokens = 128;
+  int prompt_tokens = 256, output_tokens = 64;
   double time_scale = 1.0;
+  int64_t chat_system_tokens_min = 200, chat_system_tokens_max = 500;
+  int64_t chat_turns_min = 2, chat_turns_max = 6;
+  int64_t chat_user_tokens_min = 16, chat_user_tokens_max = 64;
+  int64_t chat_conversations = 8;
   std::string out;
-  int64_t max_concurrency = 0;
+  int max_concurrency = 0;
   double request_timeout_s = 0;
   bool logprobs = false;
   bool include_usage = true;
   bool ignore_eos = true;
   double temperature = -1;
   std::string prompt_source = "auto";
-  int64_t token_id_min = 1, token_id_max = 255;
+  int token_id_min = 1, token_id_max = 255;
   bool progress = true;
 };
 
@@ -65,7 +72,8 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
   }
   flags.AddString("api-key", &f.api_key, "Bearer token, if the server wants one");
   flags.AddString("trace", &f.trace,
-                  "paper (§6.2: prompt U(32,512), output U(1,128)), homogeneous, or a JSONL/CSV file");
+                  "paper (§6.2: prompt U(32,512), output U(1,128)), homogeneous, chat (shared system prompt, "
+                  "multi-turn conversations; replies --min/max-new-tokens), or a JSONL/CSV file");
   flags.AddInt("num-requests", &f.num_requests, "Requests of a synthetic trace (file: first N, 0 = all)");
   flags.AddDouble("max-duration", &f.max_duration_s, "Seconds after which a run stops by itself (per run)");
   flags.AddInt("seed", &f.seed, "Trace and prompt seed");
@@ -76,6 +84,13 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
   flags.AddInt("prompt-tokens", &f.prompt_tokens, "homogeneous trace: prompt length");
   flags.AddInt("output-tokens", &f.output_tokens, "homogeneous trace: generated tokens");
   flags.AddDouble("time-scale", &f.time_scale, "file trace: multiply arrival times by this");
+  flags.AddInt("chat-system-tokens-min", &f.chat_system_tokens_min, "chat trace: shortest system prompt");
+  flags.AddInt("chat-system-tokens-max", &f.chat_system_tokens_max, "chat trace: longest system prompt");
+  flags.AddInt("chat-turns-min", &f.chat_turns_min, "chat trace: fewest turns per conversation");
+  flags.AddInt("chat-turns-max", &f.chat_turns_max, "chat trace: most turns per conversation");
+  flags.AddInt("chat-user-tokens-min", &f.chat_user_tokens_min, "chat trace: shortest user message");
+  flags.AddInt("chat-user-tokens-max", &f.chat_user_tokens_max, "chat trace: longest user message");
+  flags.AddInt("chat-conversations", &f.chat_conversations, "chat trace: conversations in progress at once");
   flags.AddString("out", &f.out, "Directory for requests.csv and summary.json (sweep: everything)");
   flags.AddInt("max-concurrency", &f.max_concurrency, "Cap on requests in flight (0 = pure open loop)");
   flags.AddDouble("request-timeout", &f.request_timeout_s, "Per-request timeout in seconds (0 = none)");
@@ -103,6 +118,13 @@ loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f) {
   o.trace.prompt_tokens = static_cast<int32_t>(f.prompt_tokens);
   o.trace.output_tokens = static_cast<int32_t>(f.output_tokens);
   o.trace.time_scale = f.time_scale;
+  o.trace.chat_system_tokens_min = static_cast<int32_t>(f.chat_system_tokens_min);
+  o.trace.chat_system_tokens_max = static_cast<int32_t>(f.chat_system_tokens_max);
+  o.trace.chat_turns_min = static_cast<int32_t>(f.chat_turns_min);
+  o.trace.chat_turns_max = static_cast<int32_t>(f.chat_turns_max);
+  o.trace.chat_user_tokens_min = static_cast<int32_t>(f.chat_user_tokens_min);
+  o.trace.chat_user_tokens_max = static_cast<int32_t>(f.chat_user_tokens_max);
+  o.trace.chat_conversations = static_cast<int32_t>(f.chat_conversations);
   o.driver.base_url = f.url;
   o.driver.model = f.model;
   o.driver.api_key = f.api_key;
@@ -123,12 +145,23 @@ loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f) {
 
 /// Range checks the library cannot do (int64 flags narrowed to int32 fields).
 absl::Status CheckLoadFlags(const LoadFlags& f) {
-  const std::pair<const char*, int64_t> narrowed[] = {
-      {"num-requests", f.num_requests},           {"min-prompt-tokens", f.min_prompt_tokens},
-      {"max-prompt-tokens", f.max_prompt_tokens}, {"min-new-tokens", f.min_new_tokens},
-      {"max-new-tokens", f.max_new_tokens},       {"prompt-tokens", f.prompt_tokens},
-      {"output-tokens", f.output_tokens},         {"max-concurrency", f.max_concurrency},
-      {"token-id-min", f.token_id_min},           {"token-id-max", f.token_id_max}};
+  const std::pair<const char*, int64_t> narrowed[] = {{"num-requests", f.num_requests},
+                                                      {"min-prompt-tokens", f.min_prompt_tokens},
+                                                      {"max-prompt-tokens", f.max_prompt_tokens},
+                                                      {"min-new-tokens", f.min_new_tokens},
+                                                      {"max-new-tokens", f.max_new_tokens},
+                                                      {"prompt-tokens", f.prompt_tokens},
+                                                      {"output-tokens", f.output_tokens},
+                                                      {"max-concurrency", f.max_concurrency},
+                                                      {"token-id-min", f.token_id_min},
+                                                      {"token-id-max", f.token_id_max},
+                                                      {"chat-system-tokens-min", f.chat_system_tokens_min},
+                                                      {"chat-system-tokens-max", f.chat_system_tokens_max},
+                                                      {"chat-turns-min", f.chat_turns_min},
+                                                      {"chat-turns-max", f.chat_turns_max},
+                                                      {"chat-user-tokens-min", f.chat_user_tokens_min},
+                                                      {"chat-user-tokens-max", f.chat_user_tokens_max},
+                                                      {"chat-conversations", f.chat_conversations}};
   for (const auto& [name, value] : narrowed) {
     if (value < 0 || value > (int64_t{1} << 30)) {
       return absl::InvalidArgumentError(absl::StrCat("--", name, " must be in [0, 1073741824] (got ", value, ")"));
@@ -173,16 +206,24 @@ class OrcaServeStack : public loadgen::ServingStack {
                                      absl::StrCat("--policy=", sched::PolicyKindName(spec.policy)),
                                      "--max-bs=" + std::to_string(spec.max_bs),
                                      "--log-dir=" + logs};
+    if (spec.max_num_batched_tokens > 0) {
+      args.push_back("--max-num-batched-tokens=" + std::to_string(spec.max_num_batched_tokens));
+    }
+    if (spec.prefix_caching) args.push_back("--enable-prefix-caching");
     if (options_.n_slots > 0) args.push_back("--n-slots=" + std::to_string(options_.n_slots));
     if (options_.threads > 0) args.push_back("--threads=" + std::to_string(options_.threads));
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+    // The log is appended to by every start (one per rate when interleaved): only what this
+    // start writes names this stack's ports.
+    const std::string log_path = logs + "/serve.log";
+    const size_t log_offset = std::filesystem::exists(log_path) ? std::filesystem::file_size(log_path, ec) : 0;
     child_ = std::make_unique<Subprocess>("orca serve", ExecutableDir() + "/orca", args,
                                           Subprocess::Options{.log_path = logs + "/serve.log"});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.ready_timeout_s);
     const std::string url = absl::StrCat("http://127.0.0.1:", port);
     for (;;) {
       absl::StatusOr<loadgen::HttpResponse> ready = loadgen::HttpGet(url + "/ready", absl::Seconds(1));
-      if (ready.ok() && ready->status == 200) return url;
+      if (ready.ok() && ready->status == 200) break;
       if (!child_->Alive()) {
         return absl::UnavailableError(absl::StrCat("orca serve exited (status ", child_->exit_status(),
                                                    ") during startup; see ", logs, "/serve.log"));
@@ -193,7 +234,20 @@ class OrcaServeStack : public loadgen::ServingStack {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    // The gateway can answer /ready a moment before orca serve prints its banner.
+    const auto banner_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((metrics_url_ = SchedulerMetricsUrlFromBanner(log_path, ec ? 0 : log_offset)).empty() &&
+           std::chrono::steady_clock::now() < banner_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (metrics_url_.empty()) {
+      std::fprintf(stderr, "warning: no scheduler metrics URL in %s/serve.log; KV/preemption columns stay empty\n",
+                   logs.c_str());
+    }
+    return url;
   }
+
+  std::string scheduler_metrics_url() const override { return metrics_url_; }
 
   absl::Status Stop() override {
     if (!child_) return absl::OkStatus();
@@ -205,8 +259,23 @@ class OrcaServeStack : public loadgen::ServingStack {
   }
 
  private:
+  // orca serve's banner names every /metrics URL: "  scheduler  http://127.0.0.1:PORT/metrics".
+  // Reads the log from `offset` on (what the current start wrote).
+  static std::string SchedulerMetricsUrlFromBanner(const std::string& log_path, size_t offset) {
+    absl::StatusOr<std::string> log = ReadFileToString(log_path);
+    if (!log.ok() || log->size() < offset) return "";
+    for (absl::string_view line : absl::StrSplit(absl::string_view(*log).substr(offset), '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (!absl::ConsumePrefix(&line, "scheduler")) continue;
+      line = absl::StripAsciiWhitespace(line);
+      if (absl::StartsWith(line, "http://") && absl::EndsWith(line, "/metrics")) return std::string(line);
+    }
+    return "";
+  }
+
   Options options_;
   std::unique_ptr<Subprocess> child_;
+  std::string metrics_url_;
 };
 
 /// The checkpoint `orca serve` gets: --model, or the default synthetic model (written once).
@@ -236,7 +305,9 @@ int RunSweepCommand(int argc, char** argv) {
                 "points and the throughput ratio at equal median normalized latency.");
   AddLoadFlags(flags, f, /*sweep=*/true);
   flags.AddString("model", &f.model, "Checkpoint for orca serve (default: the ~25M synthetic default model)");
-  flags.AddString("configs", &configs, "Curves: POLICY:MAX_BS,... (POLICY orca or request-level)");
+  flags.AddString("configs", &configs,
+                  "Curves: POLICY:MAX_BS[:chunk=N][:prefix],... (POLICY orca, paged or request-level; chunk=N: "
+                  "--max-num-batched-tokens N; prefix: --enable-prefix-caching)");
   flags.AddString("rates", &rates, "Arrival rates λ (req/s), increasing");
   flags.AddDouble("saturation-latency-ms", &saturation_ms,
                   "Stop a curve past this median normalized latency (ms/token; 0 = off)");

@@ -24,7 +24,7 @@ struct GenerateFlags {
   std::string prompt_tokens;
   int64_t max_tokens = 64;
   double temperature = 0.0;
-  int64_t top_k = 0;
+  int top_k = 0;
   double top_p = 1.0;
   double min_p = 0.0;
   int64_t seed = -1;
@@ -35,8 +35,8 @@ struct GenerateFlags {
   bool print_token_ids = false;
   std::string dtype = "auto";
   std::string device = "cpu";
-  int64_t threads = 0;
-  int64_t tensor_parallel = 1;
+  int threads = 0;
+  int tensor_parallel = 1;
 };
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {

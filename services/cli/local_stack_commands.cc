@@ -49,6 +49,7 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
                                    "--workers=" + worker_addresses(),
                                    "--scheduler=" + scheduler_address(),
                                    absl::StrCat("--n-slots=", o.n_slots)};
+  if (o.kv_block_size > 0) args.push_back(absl::StrCat("--kv-block-size=", o.kv_block_size));
   if (!o.deployment_id.empty()) args.push_back("--deployment-id=" + o.deployment_id);
   if (!o.dtype.empty()) args.push_back("--dtype=" + o.dtype);
   if (o.worker_threads > 0) args.push_back(absl::StrCat("--threads=", o.worker_threads));
@@ -56,6 +57,7 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
   if (o.rendezvous_timeout_ms > 0) args.push_back(absl::StrCat("--rendezvous-timeout-ms=", o.rendezvous_timeout_ms));
   if (!o.log_level.empty()) args.push_back("--log-level=" + o.log_level);
   if (!o.served_model_name.empty()) args.push_back("--model-name=" + o.served_model_name);
+  if (!o.scheduler_api_key.empty()) args.push_back("--scheduler-api-key=" + o.scheduler_api_key);
   return args;
 }
 
@@ -71,8 +73,16 @@ std::vector<std::string> LocalStackCommands::SchedulerArgs() const {
     if (o.engine_threads > 0) args.push_back(absl::StrCat("--threads=", o.engine_threads));
   }
   if (o.n_workers > 0) args.push_back(absl::StrCat("--n-workers=", o.n_workers));
+  if (o.kv_block_size > 0) args.push_back(absl::StrCat("--kv-block-size=", o.kv_block_size));
+  if (o.max_num_batched_tokens > 0) {
+    args.push_back(absl::StrCat("--max-num-batched-tokens=", o.max_num_batched_tokens));
+  }
+  if (o.enable_prefix_caching) args.push_back("--enable-prefix-caching");
+  if (!o.scheduling_order.empty()) args.push_back("--scheduling-order=" + o.scheduling_order);
+  if (o.priority_aging_ms >= 0) args.push_back(absl::StrCat("--priority-aging-ms=", o.priority_aging_ms));
   if (o.worker_timeout_ms > 0) args.push_back(absl::StrCat("--worker-timeout-ms=", o.worker_timeout_ms));
   if (o.drain_grace_seconds > 0) args.push_back(absl::StrCat("--drain-grace-seconds=", o.drain_grace_seconds));
+  if (!o.scheduler_api_key.empty()) args.push_back("--api-keys=" + o.scheduler_api_key);
   if (!o.log_level.empty()) args.push_back("--log-level=" + o.log_level);
   if (!o.served_model_name.empty()) args.push_back("--model-name=" + o.served_model_name);
   args.insert(args.end(), o.extra_scheduler_flags.begin(), o.extra_scheduler_flags.end());
@@ -86,6 +96,10 @@ std::vector<std::string> LocalStackCommands::GatewayArgs() const {
   if (!o.log_level.empty()) args.push_back("--log-level=" + o.log_level);
   if (!o.served_model_name.empty()) args.push_back("--served-model-name=" + o.served_model_name);
   if (!o.api_keys.empty()) args.push_back("--api-keys=" + absl::StrJoin(o.api_keys, ","));
+  if (!o.scheduler_api_key.empty()) args.push_back("--scheduler-api-key=" + o.scheduler_api_key);
+  if (o.gateway_drain_grace_seconds > 0) {
+    args.push_back(absl::StrCat("--drain-grace-seconds=", o.gateway_drain_grace_seconds));
+  }
   return args;
 }
 

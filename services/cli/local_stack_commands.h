@@ -42,15 +42,26 @@ class LocalStackCommands {
     int max_bs = 16;
     int n_workers = 0;  ///< Scheduler --n-workers (0: not passed).
     std::string policy = "orca";
-    std::string dtype;           ///< Worker --dtype.
-    int64_t worker_threads = 0;  ///< Worker --threads.
-    int64_t engine_threads = 0;  ///< Scheduler --threads (in-process engine only).
-    std::string log_level;       ///< Every process.
-    std::string deployment_id;   ///< Worker --deployment-id.
-    int peer_timeout_ms = 0;     ///< Worker --peer-timeout-ms.
+    /// Scheduler and worker --kv-block-size (0: not passed, the binaries' default).
+    int kv_block_size = 0;
+    /// Beyond the paper (scheduler flags; 0 / false / empty: not passed).
+    int max_num_batched_tokens = 0;
+    bool enable_prefix_caching = false;
+    std::string scheduling_order;
+    int64_t priority_aging_ms = -1;  ///< -1: not passed.
+    std::string dtype;               ///< Worker --dtype.
+    int64_t worker_threads = 0;      ///< Worker --threads.
+    int64_t engine_threads = 0;      ///< Scheduler --threads (in-process engine only).
+    std::string log_level;           ///< Every process.
+    std::string deployment_id;       ///< Worker --deployment-id.
+    int peer_timeout_ms = 0;         ///< Worker --peer-timeout-ms.
     int rendezvous_timeout_ms = 0;
-    int worker_timeout_ms = 0;  ///< Scheduler --worker-timeout-ms.
-    double drain_grace_seconds = 0;
+    int worker_timeout_ms = 0;               ///< Scheduler --worker-timeout-ms.
+    double drain_grace_seconds = 0;          ///< Scheduler --drain-grace-seconds.
+    double gateway_drain_grace_seconds = 0;  ///< Gateway --drain-grace-seconds.
+    /// The scheduler's one accepted key (its --api-keys), sent by the workers and the
+    /// gateway (--scheduler-api-key). Empty: the scheduler port takes any caller.
+    std::string scheduler_api_key;
     std::vector<std::string> extra_scheduler_flags;
     std::string gateway_listen;       ///< host:port
     std::string gateway_grpc_listen;  ///< Always passed; empty disables the gateway's gRPC API.

@@ -4,6 +4,8 @@
 // until the gateway is ready, prints an example request, and stops
 // everything on Ctrl-C / SIGTERM (or when any process dies).
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -29,20 +31,26 @@ struct ServeFlags {
   std::string model;
   std::string served_model_name;
   std::string host = "127.0.0.1";
-  int64_t port = 8000;
-  int64_t grpc_port = 8001;
-  int64_t pipeline_parallel = 1;
-  int64_t tensor_parallel = 1;
-  int64_t max_bs = 16;
+  int port = 8000;
+  int grpc_port = 8001;
+  int pipeline_parallel = 1;
+  int tensor_parallel = 1;
+  int max_bs = 16;
   int64_t n_slots = 8192;
-  int64_t n_workers = 0;
+  int n_workers = 0;
   std::string policy = "orca";
+  int64_t kv_block_size = 16;
+  int64_t max_num_batched_tokens = 0;
+  bool enable_prefix_caching = false;
+  std::string scheduling_order = "fcfs";
+  int64_t priority_aging_ms = 1000;
   std::string dtype = "auto";
-  int64_t threads = 0;
+  int threads = 0;
   std::vector<std::string> api_keys;
   std::string log_dir;
   std::string log_level = "warning";
   int64_t ready_timeout_s = 300;
+  int64_t drain_grace_s = 30;
 };
 
 int Fail(const std::string& msg) {
@@ -64,19 +72,38 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
   flags.AddInt("max-bs", &f.max_bs, "Paper's max_bs: requests per iteration");
   flags.AddInt("n-slots", &f.n_slots, "Paper's n_slots: KV slots (tokens) per stage");
   flags.AddInt("n-workers", &f.n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
-  flags.AddString("policy", &f.policy, "orca or request-level");
+  flags.AddString("policy", &f.policy,
+                  "orca (Algorithm 1), paged (paged KV: on-demand blocks, preemption) or request-level (baseline)");
+  flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens), the same for scheduler and workers");
+  flags.AddInt("max-num-batched-tokens", &f.max_num_batched_tokens,
+               "Chunked prefill: tokens per iteration, decodes first (0 = off; else >= --max-bs)");
+  flags.AddBool("enable-prefix-caching", &f.enable_prefix_caching, "Reuse cached KV blocks of shared prompt prefixes");
+  flags.AddString("scheduling-order", &f.scheduling_order,
+                  "fcfs or priority (the request's \"priority\" field, lower first)");
+  flags.AddInt("priority-aging-ms", &f.priority_aging_ms,
+               "Priority order: one level gained per this much waiting (bounds waiting; 0 = strict)");
   flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32, bf16");
   flags.AddInt("threads", &f.threads, "Compute threads per worker (0 = cores / stages)");
   flags.AddStringList("api-keys", &f.api_keys, "Accepted API keys (empty = no auth)");
   flags.AddString("log-dir", &f.log_dir, "Write each process's log to a file here (default: this terminal)");
   flags.AddString("log-level", &f.log_level, "Log level of the services");
   flags.AddInt("ready-timeout", &f.ready_timeout_s, "Seconds to wait for the stack to become ready");
+  flags.AddInt("drain-grace-seconds", &f.drain_grace_s,
+               "On Ctrl-C / SIGTERM: seconds the gateway lets in-flight requests finish before ending them with "
+               "an error event (a second signal ends it now)");
 }
 
 /// Checks the flags and settles the model: the default one when none is given, an absolute path.
 absl::Status ResolveServeFlags(ServeFlags& f) {
   if (f.pipeline_parallel < 1 || f.tensor_parallel < 1) {
     return absl::InvalidArgumentError("--pipeline-parallel and --tensor-parallel must be >= 1");
+  }
+  if (f.kv_block_size < 1 || f.kv_block_size > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-block-size must be in [1, 4096] (got ", f.kv_block_size, ")"));
+  }
+  if (f.max_num_batched_tokens < 0 || f.max_num_batched_tokens > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-num-batched-tokens must be in [0, 1073741824] (got ", f.max_num_batched_tokens, ")"));
   }
   if (f.model.empty()) {
     f.model = EnsureDefaultModel();
@@ -99,6 +126,11 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.max_bs = static_cast<int>(f.max_bs);
   o.n_workers = static_cast<int>(f.n_workers);
   o.policy = f.policy;
+  o.kv_block_size = static_cast<int>(f.kv_block_size);
+  o.max_num_batched_tokens = static_cast<int>(f.max_num_batched_tokens);
+  o.enable_prefix_caching = f.enable_prefix_caching;
+  o.scheduling_order = f.scheduling_order;
+  o.priority_aging_ms = f.priority_aging_ms;
   o.dtype = f.dtype;
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   o.worker_threads = f.threads > 0 ? f.threads : std::max<int64_t>(f.tensor_parallel, cores / f.pipeline_parallel);
@@ -106,13 +138,15 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.gateway_listen = absl::StrCat(f.host, ":", f.port);
   o.gateway_grpc_listen = f.grpc_port > 0 ? absl::StrCat(f.host, ":", f.grpc_port) : "";
   o.api_keys = f.api_keys;
+  o.gateway_drain_grace_seconds = static_cast<double>(f.drain_grace_s);
   return o;
 }
 
 /// The stack's processes, in start order (workers, scheduler, gateway); stopped front to back.
 class ServeStack {
  public:
-  ServeStack(const LocalStackCommands& commands, int num_stages, const std::string& log_dir) {
+  ServeStack(const LocalStackCommands& commands, int num_stages, const std::string& log_dir, int64_t drain_grace_s)
+      : drain_grace_s_(drain_grace_s) {
     auto log_path = [&](const std::string& name) {
       return log_dir.empty() ? std::string() : log_dir + "/" + name + ".log";
     };
@@ -126,7 +160,20 @@ class ServeStack {
   }
 
   /// Front to back: stop taking requests first, then drain the engine. Returns `code`.
+  /// The gateway drains first: in-flight requests finish within its grace period (a second
+  /// Ctrl-C ends it now); then the engine stops.
   int StopAll(int code) {
+    Subprocess& gateway = *children_.back();
+    if (gateway.Alive()) {
+      kill(gateway.pid(), SIGTERM);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(drain_grace_s_ + 15);
+      while (gateway.Alive() && std::chrono::steady_clock::now() < give_up) {
+        if (services::WaitForTerminationSignal(std::chrono::milliseconds(100)) != 0) {
+          std::fprintf(stderr, "orca serve: ending the drain now\n");
+          kill(gateway.pid(), SIGTERM);
+        }
+      }
+    }
     for (auto it = children_.rbegin(); it != children_.rend(); ++it) (*it)->Stop(SIGTERM, 10000);
     return code;
   }
@@ -143,6 +190,7 @@ class ServeStack {
     children_.push_back(std::make_unique<Subprocess>(name, path, args, Subprocess::Options{.log_path = log_path}));
   }
 
+  int64_t drain_grace_s_;
   std::vector<std::unique_ptr<Subprocess>> children_;
 };
 
@@ -221,7 +269,7 @@ int RunServe(int argc, char** argv) {
   if (!ports.ok()) return Fail(std::string(ports.status().message()));
   const LocalStackCommands commands(StackOptions(f), *std::move(ports));
 
-  ServeStack stack(commands, static_cast<int>(f.pipeline_parallel), f.log_dir);
+  ServeStack stack(commands, static_cast<int>(f.pipeline_parallel), f.log_dir, f.drain_grace_s);
   std::fprintf(stderr, "orca serve: starting %lld worker(s) (tp %lld), scheduler and gateway for %s\n",
                static_cast<long long>(f.pipeline_parallel), static_cast<long long>(f.tensor_parallel), f.model.c_str());
   const std::string probe_host = f.host == "0.0.0.0" ? "127.0.0.1" : f.host;

@@ -353,11 +353,17 @@ Reply AdminHttpServer::Impl::Handle(http::verb method, std::string_view target) 
   if (path == "/health") return TextReply(http::status::ok, "ok");
   if (path == "/ready") {
     const absl::Status ready = options_.readiness ? options_.readiness() : absl::OkStatus();
-    if (ready.ok()) return TextReply(http::status::ok, "ok");
-    const nlohmann::json body = {{"status", "unavailable"},
-                                 {"code", absl::StatusCodeToString(ready.code())},
-                                 {"reason", std::string(ready.message())}};
-    Reply reply = TextReply(http::status::service_unavailable,
+    if (ready.ok() && !options_.ready_details) return TextReply(http::status::ok, "ok");
+    nlohmann::json body = {{"status", "ok"}};
+    if (!ready.ok()) {
+      body = {{"status", "unavailable"},
+              {"code", absl::StatusCodeToString(ready.code())},
+              {"reason", std::string(ready.message())}};
+    }
+    if (options_.ready_details) {
+      body["config"] = nlohmann::json::parse(options_.ready_details(), nullptr, /*allow_exceptions=*/false);
+    }
+    Reply reply = TextReply(ready.ok() ? http::status::ok : http::status::service_unavailable,
                             body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     reply.content_type = "application/json";
     return reply;

@@ -4,6 +4,7 @@
 ///
 ///   GET /health   200 "ok" while the process is alive (liveness probe)
 ///   GET /ready    200 "ok" when the readiness callback returns OK, else 503
+///                 (JSON with the service's configuration when ready_details is set)
 ///                 with {"status":"unavailable","code":"...","reason":"..."}
 ///   GET /metrics  the registry's page, text format 0.0.4
 ///   anything else 404 (405 for methods other than GET/HEAD)
@@ -45,6 +46,10 @@ class AdminHttpServer {
     /// Decides /ready; empty means always ready. Runs on the server thread,
     /// so it must be quick and must not call Stop().
     std::function<absl::Status()> readiness;
+    /// Optional: a JSON object describing the service's configuration; /ready
+    /// then answers JSON ({"status": "ok", "config": …} or the 503 body with
+    /// "config" added). Runs on the server thread; must be quick.
+    std::function<std::string()> ready_details;
     /// Largest request line plus headers; larger requests get 431.
     size_t max_header_bytes = 8 * 1024;
     /// Largest request body accepted (and ignored); larger gets 413.

@@ -12,10 +12,13 @@ engine::StepInput PlanToStepInput(const sched::IterationPlan& plan) {
     s.request_id = r.request_id;
     s.token_ids = r.input_token_ids;
     s.start_position = r.start_position;
-    s.sample = true;
-    if (r.new_request.has_value())
+    s.sample = r.sample;
+    s.block_ids = r.new_block_ids;
+    if (r.new_request.has_value()) {
+      const sched::NewRequestData& n = *r.new_request;
       s.new_request =
-          engine::SequenceSetup{r.new_request->max_tokens, r.new_request->sampling, r.new_request->prompt_token_ids};
+          engine::SequenceSetup{n.max_tokens, n.sampling, n.prompt_token_ids, n.output_token_ids, n.kv_block_size};
+    }
     in.seqs.push_back(std::move(s));
   }
   return in;
@@ -30,13 +33,17 @@ void PlanToControlMessage(const sched::IterationPlan& plan, v1::ControlMessage* 
     s->set_phase(r.phase == sched::Phase::kInitiation ? v1::PHASE_INITIATION : v1::PHASE_INCREMENT);
     s->mutable_token_ids()->Add(r.input_token_ids.begin(), r.input_token_ids.end());
     s->set_start_position(r.start_position);
-    s->set_sample(true);
+    s->set_sample(r.sample);
+    s->mutable_block_ids()->Add(r.new_block_ids.begin(), r.new_block_ids.end());
     if (r.new_request.has_value()) {
       v1::NewRequestInfo* n = s->mutable_new_request();
       n->set_max_tokens(r.new_request->max_tokens);
       SamplingToProto(r.new_request->sampling, n->mutable_sampling());
       n->mutable_prompt_token_ids()->Add(r.new_request->prompt_token_ids.begin(),
                                          r.new_request->prompt_token_ids.end());
+      n->mutable_output_token_ids()->Add(r.new_request->output_token_ids.begin(),
+                                         r.new_request->output_token_ids.end());
+      n->set_kv_block_size(r.new_request->kv_block_size);
     }
   }
 }
@@ -52,11 +59,13 @@ engine::StepInput ControlMessageToStepInput(const v1::ControlMessage& msg) {
     s.token_ids.assign(r.token_ids().begin(), r.token_ids().end());
     s.start_position = r.start_position();
     s.sample = r.sample();
+    s.block_ids.assign(r.block_ids().begin(), r.block_ids().end());
     if (r.has_new_request()) {
       const v1::NewRequestInfo& n = r.new_request();
-      s.new_request =
-          engine::SequenceSetup{n.max_tokens(), SamplingFromProto(n.sampling()),
-                                std::vector<int32_t>(n.prompt_token_ids().begin(), n.prompt_token_ids().end())};
+      s.new_request = engine::SequenceSetup{
+          n.max_tokens(), SamplingFromProto(n.sampling()),
+          std::vector<int32_t>(n.prompt_token_ids().begin(), n.prompt_token_ids().end()),
+          std::vector<int32_t>(n.output_token_ids().begin(), n.output_token_ids().end()), n.kv_block_size()};
     }
     in.seqs.push_back(std::move(s));
   }

@@ -50,6 +50,8 @@ struct Gateway::Impl {
   absl::Mutex health_mu;
   grpc::HealthCheckServiceInterface* health ABSL_GUARDED_BY(health_mu) = nullptr;
   std::atomic<bool> shut_down{false};
+  std::atomic<bool> draining{false};
+  std::atomic<bool> hurry{false};
 
   absl::Status StartGrpc();
   void SetHealth(bool serving) {
@@ -108,6 +110,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::CreateWithModel(Options option
   router_options.addresses = g.options.schedulers;
   router_options.dns_target = g.options.schedulers_dns;
   router_options.poll_interval = g.options.scheduler_poll_interval;
+  router_options.api_key = g.options.scheduler_api_key;
   router_options.on_poll = [impl_ptr = impl.get()](bool any_ready) { impl_ptr->SetHealth(any_ready); };
   ORCA_ASSIGN_OR_RETURN(g.router, SchedulerRouter::Create(std::move(router_options)));
   g.pipeline = std::make_unique<GenerationPipeline>(&g.model->tokenizer(), g.router.get());
@@ -120,6 +123,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::CreateWithModel(Options option
   api_options.admission = g.admission.get();
   api_options.registry = &g.registry;
   api_options.metrics = g.metrics.get();
+  api_options.draining = &g.draining;
   g.http_api = std::make_unique<HttpApi>(api_options);
 
   HttpServer::Options http_options;
@@ -152,21 +156,52 @@ bool Gateway::WaitUntilReady(absl::Duration timeout) { return impl_->router->Wai
 int64_t Gateway::num_active_requests() const { return impl_->pipeline->num_active(); }
 size_t Gateway::num_http_connections() const { return impl_->http_server->num_connections(); }
 
+void Gateway::EndGracePeriod() {
+  if (impl_) impl_->hurry = true;
+}
+
 void Gateway::Shutdown(absl::Duration grace) {
   if (!impl_ || impl_->shut_down.exchange(true)) return;
   Impl& g = *impl_;
-  g.http_server->Stop();
-  if (g.grpc_server) {
-    {
-      absl::MutexLock lock(&g.health_mu);
-      g.health = nullptr;
+  const absl::Time grace_end = absl::Now() + grace;
+  // 1. Not ready, no new requests. The listener stays open so that a client
+  //    routed here late gets a 503 + Retry-After rather than a refused connection.
+  g.draining = true;
+  {
+    absl::MutexLock lock(&g.health_mu);
+    if (g.health != nullptr) {
+      g.health->SetServingStatus("", false);
+      g.health->SetServingStatus("orca.v1.Generation", false);
     }
-    g.grpc_server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+    g.health = nullptr;  // the router's polls no longer change it
   }
+  std::thread grpc_stop;
+  if (g.grpc_server) {
+    // Rejects new calls now, lets running ones finish; the deadline is a backstop (step 3 ends them first).
+    grpc_stop = std::thread([&g, grace] {
+      g.grpc_server->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace + absl::Seconds(5)));
+    });
+  }
+  if (g.pipeline->num_active() > 0)
+    ORCA_LOG(INFO) << "draining: " << g.pipeline->num_active() << " requests in flight, grace "
+                   << absl::FormatDuration(grace);
+  // 2. In-flight requests run on.
+  while (g.pipeline->num_active() > 0 && absl::Now() < grace_end && !g.hurry)
+    g.pipeline->WaitIdle(std::min(absl::Milliseconds(50), grace_end - absl::Now()));
+  // 3. What is left ends with an error its client can read, and frees its KV at the scheduler.
+  if (const int64_t left = g.pipeline->num_active(); left > 0) {
+    ORCA_LOG(WARNING) << "drain grace period over: ending " << left << " requests";
+    g.pipeline->FailAll(
+        absl::UnavailableError("The gateway is shutting down (its drain grace period is over); retry the request"));
+    g.pipeline->WaitIdle(absl::Seconds(5));
+  }
+  // 4. Let the last responses reach their clients, then close everything.
+  const absl::Time flush_end = absl::Now() + absl::Seconds(5);
+  while (g.http_server->num_active_exchanges() > 0 && absl::Now() < flush_end) absl::SleepFor(absl::Milliseconds(10));
+  g.http_server->Stop();
+  if (grpc_stop.joinable()) grpc_stop.join();
   g.pipeline->CancelAll();
-  if (!g.pipeline->WaitIdle(grace)) {
-    ORCA_LOG(WARNING) << g.pipeline->num_active() << " requests still open at shutdown";
-  }
+  g.pipeline->WaitIdle(absl::Seconds(1));
   g.router->Stop();
   g.work.reset();
   g.io.stop();

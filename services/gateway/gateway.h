@@ -28,6 +28,8 @@ class Gateway {
     GatewayModel::Options model;
     std::vector<std::string> api_keys;
     std::string api_keys_file;
+    /// Sent to the schedulers (their --api-keys); "" = none.
+    std::string scheduler_api_key;
     int64_t max_body_bytes = 4 << 20;
     int64_t max_concurrent_requests = 4096;
     /// I/O threads for the HTTP server (connections are multiplexed on them).
@@ -57,10 +59,16 @@ class Gateway {
   /// Open HTTP connections.
   size_t num_http_connections() const;
 
-  /// Stops accepting, cancels in-flight requests (their clients see the
-  /// connection close), waits up to `grace` for scheduler calls to end, then
-  /// stops the threads. Idempotent; the destructor calls it.
+  /// Drains, as on SIGTERM before a rolling update's SIGKILL: at once /ready
+  /// answers 503 "draining", gRPC health NOT_SERVING, new generation requests
+  /// 503 + Retry-After (new gRPC calls UNAVAILABLE); in-flight requests run
+  /// on for up to `grace`; what is left then ends with a proper error (an SSE
+  /// error event and [DONE], a 503 body, a gRPC UNAVAILABLE) and its scheduler
+  /// calls are cancelled; then connections close and threads stop.
+  /// Idempotent; the destructor calls it.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
+  /// Ends a Shutdown's grace period now (a second signal). Any thread.
+  void EndGracePeriod();
 
  private:
   struct Impl;

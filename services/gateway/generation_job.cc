@@ -35,6 +35,7 @@ orca::v1::GenerateRequest GenerationJob::SchedulerRequest(const Choice& choice) 
   services::SamplingToProto(sampling, out.mutable_sampling());
   out.mutable_stop_token_ids()->Assign(request_.stop_token_ids.begin(), request_.stop_token_ids.end());
   out.set_ignore_eos(request_.ignore_eos);
+  out.set_priority(request_.priority);
   return out;
 }
 
@@ -82,6 +83,15 @@ void GenerationJob::Cancel() {
   terminated_ = true;
   observer_.reset();
   CancelCalls();
+}
+
+void GenerationJob::Abort(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (terminated_) {
+    CancelCalls();
+    return;
+  }
+  Fail(status);
 }
 
 void GenerationJob::CancelCalls() {
@@ -170,10 +180,15 @@ void GenerationJob::HandleFinish(Choice& choice, const orca::v1::GenerateRespons
     case orca::v1::FINISH_REASON_CANCELLED:
       Fail(absl::UnavailableError("The scheduler cancelled the request (draining, deadline or shutdown)"));
       return;
-    default:
-      Fail(absl::InternalError(absl::StrCat("Generation failed in the engine: ",
-                                            response.error().empty() ? "unknown error" : response.error())));
+    default: {
+      // UNAVAILABLE (the pipeline failed; it re-forms) tells the client a retry may work: 503 / service_unavailable.
+      const auto code = static_cast<absl::StatusCode>(response.error_code());
+      const bool retry = code == absl::StatusCode::kUnavailable;
+      Fail(absl::Status(retry ? code : absl::StatusCode::kInternal,
+                        absl::StrCat("Generation failed in the engine", retry ? " (retry the request)" : "", ": ",
+                                     response.error().empty() ? "unknown error" : response.error())));
       return;
+    }
   }
 }
 

@@ -7,7 +7,8 @@
 ///   RUNNING ──finish message (stop | length)───────────▶ FINISHED
 ///      │    ──stop string matched (call cancelled)──────▶ FINISHED
 ///      │    ──error / scheduler cancel / stream broken──▶ job FAILED (all cancelled)
-///      └────  GenerationHandle::Cancel ─────────────────▶ job CANCELLED (all cancelled)
+///      │────  GenerationHandle::Cancel ─────────────────▶ job CANCELLED (all cancelled)
+///      └────  Abort(status) (end of a drain) ─────────────▶ job FAILED (all cancelled)
 ///
 /// All state is guarded by one mutex, so the observer sees one ordered
 /// sequence of events whatever gRPC threads the responses arrive on.
@@ -38,6 +39,8 @@ class GenerationJob : public GenerationHandle,
   absl::Status Start(SchedulerRouter& router);
 
   void Cancel() override;
+  /// Ends the job now with `status` (the observer's OnError), cancelling its calls.
+  void Abort(const absl::Status& status);
   void OnSchedulerResponse(int choice, const orca::v1::GenerateResponse& response) override;
   void OnSchedulerDone(int choice, const grpc::Status& status) override;
 

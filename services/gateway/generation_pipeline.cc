@@ -51,6 +51,17 @@ void GenerationPipeline::CancelAll() {
   for (auto& job : jobs) job->Cancel();
 }
 
+void GenerationPipeline::FailAll(const absl::Status& status) {
+  std::vector<std::shared_ptr<GenerationJob>> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, weak] : jobs_) {
+      if (auto job = weak.lock()) jobs.push_back(std::move(job));
+    }
+  }
+  for (auto& job : jobs) job->Abort(status);
+}
+
 bool GenerationPipeline::WaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return jobs_.empty(); };

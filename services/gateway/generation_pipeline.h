@@ -43,8 +43,11 @@ class GenerationPipeline {
   absl::StatusOr<std::shared_ptr<GenerationHandle>> Start(GenerationRequest request,
                                                           std::shared_ptr<GenerationObserver> observer);
 
-  /// Cancels every running request (shutdown).
+  /// Cancels every running request (shutdown): nothing more reaches their observers.
   void CancelAll();
+  /// Ends every running request now with `status` (their observers' OnError:
+  /// an error event or body), cancelling their scheduler calls. The end of a drain.
+  void FailAll(const absl::Status& status);
   /// Waits until every request's scheduler calls have finished; false on timeout.
   bool WaitIdle(absl::Duration timeout);
   /// Requests with scheduler calls still open.

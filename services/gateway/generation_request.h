@@ -32,6 +32,8 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  /// Scheduling priority (lower first; see GenerationOptions::priority).
+  int32_t priority = 0;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
 

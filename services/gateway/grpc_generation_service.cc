@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/sched/request_spec.h"
 #include "services/common/grpc_status.h"
 #include "services/common/sampling_proto.h"
 #include "services/gateway/api_error.h"
@@ -25,7 +26,8 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, cons
 // The write side of one Generate call. The pipeline's events are queued and
 // written one at a time (a ServerWriteReactor allows one outstanding write).
 // The reactor deletes itself in OnDone; the pipeline may still hold the
-// observer, which then finds the reactor gone and drops events.
+// observer, which then finds the reactor gone and drops events. Keeps gRPC's
+// reactor rules (services/common/server_stream_writer.h) with its own queue.
 class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
  public:
   class Observer : public GenerationObserver {
@@ -214,6 +216,11 @@ absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* op
   }
   options->stop_token_ids.assign(request.stop_token_ids().begin(), request.stop_token_ids().end());
   options->ignore_eos = request.ignore_eos();
+  if (request.priority() < -sched::kMaxPriority || request.priority() > sched::kMaxPriority) {
+    return InvalidFieldError("priority", absl::StrCat("'priority' must be in [", -sched::kMaxPriority, ", ",
+                                                      sched::kMaxPriority, "], got ", request.priority()));
+  }
+  options->priority = request.priority();
   return absl::OkStatus();
 }
 

@@ -148,6 +148,14 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<HttpExchange> raw_exch
 
 void HttpApi::HandleGeneration(OpenAiApi api, const HttpRequest& request,
                                const std::shared_ptr<HttpExchange>& exchange) {
+  if (Draining()) {
+    exchange->Respond(ApiError::FromStatus(WithRetryAfter(absl::UnavailableError("The gateway is shutting down and "
+                                                                                 "takes no new requests; retry "
+                                                                                 "(another replica serves it)"),
+                                                          1))
+                          .ToHttpResponse());
+    return;
+  }
   std::optional<AdmissionTicket> ticket = options_.admission->TryAdmit();
   if (!ticket) {
     exchange->Respond(
@@ -256,6 +264,8 @@ absl::StatusOr<HttpResponse> HttpApi::Detokenize(const HttpRequest& request) con
   return JsonResponse(200, {{"prompt", *text}});
 }
 
+bool HttpApi::Draining() const { return options_.draining != nullptr && options_.draining->load(); }
+
 HttpResponse HttpApi::Ready() const {
   json schedulers = json::array();
   for (const SchedulerStatus& s : options_.router->Snapshot()) {
@@ -271,8 +281,11 @@ HttpResponse HttpApi::Ready() const {
                           {"kv_slots_total", s.stats.kv_slots_total()},
                           {"iterations", s.stats.iterations()}});
   }
-  const bool ready = options_.router->AnyReady();
-  return JsonResponse(ready ? 200 : 503, {{"status", ready ? "ready" : "not_ready"},
+  const bool draining = Draining();
+  const bool ready = !draining && options_.router->AnyReady();
+  return JsonResponse(ready ? 200 : 503, {{"status", draining ? "draining"
+                                                     : ready  ? "ready"
+                                                              : "not_ready"},
                                           {"model", options_.model->name()},
                                           {"schedulers", std::move(schedulers)}});
 }

@@ -10,6 +10,7 @@
 /// or assembles the answer. A client that disconnects cancels its request at
 /// the scheduler at once.
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,9 @@ class HttpApi {
     AdmissionController* admission = nullptr;
     const metrics::Registry* registry = nullptr;
     const metrics::GatewayMetrics* metrics = nullptr;
+    /// Set while the gateway drains (SIGTERM): /ready answers 503 "draining"
+    /// and generation requests 503 + Retry-After. Null: never.
+    const std::atomic<bool>* draining = nullptr;
   };
   explicit HttpApi(Options options);
 
@@ -54,6 +58,7 @@ class HttpApi {
   absl::StatusOr<HttpResponse> Tokenize(const HttpRequest& request) const;
   absl::StatusOr<HttpResponse> Detokenize(const HttpRequest& request) const;
   HttpResponse Ready() const;
+  bool Draining() const;
   HttpResponse Metrics() const;
 
   const Options options_;

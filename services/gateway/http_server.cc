@@ -81,6 +81,8 @@ class HttpServer::Listener : public std::enable_shared_from_this<Listener> {
     for (auto& session : sessions) session->Close();
   }
 
+  int64_t num_active_exchanges() const { return config_->active_exchanges->load(); }
+
   size_t num_connections() const {
     absl::MutexLock lock(&mu_);
     size_t n = 0;
@@ -162,5 +164,7 @@ void HttpServer::Stop() {
 }
 
 size_t HttpServer::num_connections() const { return listener_ ? listener_->num_connections() : 0; }
+
+int64_t HttpServer::num_active_exchanges() const { return listener_ ? listener_->num_active_exchanges() : 0; }
 
 }  // namespace orca::gateway

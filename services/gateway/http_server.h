@@ -64,6 +64,9 @@ class HttpServer {
   void Stop();
   /// Open connections.
   size_t num_connections() const;
+  /// Requests handed to the handler whose response is not fully written yet
+  /// (and whose client is still there).
+  int64_t num_active_exchanges() const;
 
  private:
   class Listener;

@@ -177,6 +177,10 @@ void HttpSession::Dispatch() {
 
   stream_.expires_never();
   state_ = State::kHandling;
+  if (!counted_) {
+    counted_ = true;
+    config_->active_exchanges->fetch_add(1);
+  }
   ++seq_;
   close_after_ = false;
   on_disconnect_ = nullptr;
@@ -357,6 +361,10 @@ void HttpSession::OnWrite(beast::error_code ec) {
 
 void HttpSession::OnExchangeComplete() {
   end_pending_ = false;
+  if (counted_) {
+    counted_ = false;
+    config_->active_exchanges->fetch_sub(1);
+  }
   on_disconnect_ = nullptr;
   chunked_ = false;
   if (!keep_alive_ || close_after_) {
@@ -406,6 +414,10 @@ void HttpSession::Drain() {
 void HttpSession::Shutdown() {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
+  if (counted_) {
+    counted_ = false;
+    config_->active_exchanges->fetch_sub(1);
+  }
   beast::error_code ec;
   stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
   stream_.close();

@@ -14,6 +14,7 @@
 /// client that closes the connection is noticed at once (pipelined bytes that
 /// arrive meanwhile are kept for the next request).
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -34,6 +35,8 @@ struct HttpSessionConfig {
   size_t max_buffered_write_bytes = 0;
   HttpServer::Handler handler;
   HttpServer::ErrorResponder error_responder;
+  /// Exchanges handed to the handler and not yet fully written or abandoned.
+  std::shared_ptr<std::atomic<int64_t>> active_exchanges = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
@@ -103,6 +106,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string write_pending_;
   bool writing_ = false;
   bool end_pending_ = false;
+  bool counted_ = false;  // this exchange is in config_->active_exchanges
 };
 
 }  // namespace orca::gateway

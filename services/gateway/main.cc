@@ -1,12 +1,17 @@
 // orca-gateway: the stateless front door. Wiring only: flags → Gateway (HTTP and gRPC
 // APIs, scheduler routing); SIGTERM shuts it down. Flags: docs/services.md.
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/str_split.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
+#include "services/common/api_keys.h"
 #include "services/common/service_main.h"
 #include "services/common/signals.h"
 #include "services/gateway/gateway.h"
@@ -17,6 +22,8 @@ namespace {
 struct Flags {
   Gateway::Options gateway;
   std::string schedulers = "127.0.0.1:7000";
+  std::string scheduler_api_key, scheduler_api_key_file;
+  double drain_grace_seconds = 30;
   services::LoggingFlags logging;
 };
 
@@ -34,12 +41,20 @@ void AddFlags(FlagSet& flags, Flags& f) {
                   "the `model` clients send (default: basename of --model)");
   flags.AddStringList("api-keys", &o.api_keys, "comma-separated accepted API keys (empty = no auth)");
   flags.AddString("api-keys-file", &o.api_keys_file, "file with one API key per line (e.g. a mounted Secret)");
+  flags.AddString("scheduler-api-key", &f.scheduler_api_key,
+                  "key sent to the schedulers (their --api-keys), as 'authorization: Bearer <key>'");
+  flags.AddString("scheduler-api-key-file", &f.scheduler_api_key_file,
+                  "file holding --scheduler-api-key (its first key line; e.g. a mounted Secret)");
   flags.AddInt("max-body-bytes", &o.max_body_bytes, "larger request bodies get 413");
   flags.AddInt("max-concurrent-requests", &o.max_concurrent_requests,
                "generation requests in flight; beyond: 503 with Retry-After");
   flags.AddString("chat-template", &o.model.chat_template,
                   "chat template file or built-in name (chatml, llama2, llama3) overriding the model's");
   flags.AddInt("max-model-len", &o.model.max_model_len, "context limit (0 = the model's)");
+  flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds,
+                  "On SIGTERM: stop taking requests and report not-ready at once, let in-flight requests finish "
+                  "for this long, then end the rest with an error event / 503 (a second signal ends it now). "
+                  "Keep the pod's terminationGracePeriodSeconds above it");
   services::AddLoggingFlags(&flags, &f.logging);
 }
 
@@ -63,6 +78,12 @@ int Main(int argc, char** argv) {
       f.gateway.schedulers.emplace_back(address);
     }
   }
+  auto scheduler_key = services::ReadClientKey(f.scheduler_api_key, f.scheduler_api_key_file);
+  if (!scheduler_key.ok()) {
+    std::cerr << "orca-gateway: " << scheduler_key.status().message() << "\n";
+    return 2;
+  }
+  f.gateway.scheduler_api_key = *scheduler_key;
 
   // Before any thread starts, so that only the wait below sees the signals.
   services::BlockTerminationSignals();
@@ -73,8 +94,22 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const int sig = services::AwaitTerminationSignal();
-  ORCA_LOG(INFO) << "signal " << sig << ": shutting down";
-  (*gateway)->Shutdown();
+  ORCA_LOG(INFO) << "signal " << sig << ": draining (grace " << f.drain_grace_seconds << " s)";
+  std::atomic<bool> drained = false;
+  std::thread drain([&gateway, &drained, grace = std::max(0.0, f.drain_grace_seconds)] {
+    (*gateway)->Shutdown(absl::Seconds(grace));
+    drained = true;
+  });
+  // A second signal ends the grace period now.
+  while (!drained) {
+    if (const int again = services::WaitForTerminationSignal(std::chrono::milliseconds(200)); again != 0) {
+      ORCA_LOG(INFO) << "signal " << again << ": ending the drain now";
+      (*gateway)->EndGracePeriod();
+      break;
+    }
+  }
+  drain.join();
+  ORCA_LOG(INFO) << "gateway stopped";
   return 0;
 }
 

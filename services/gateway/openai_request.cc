@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/sched/request_spec.h"
 #include "services/gateway/api_error.h"
 #include "services/gateway/json_fields.h"
 
@@ -109,6 +110,7 @@ absl::Status ParseOptions(const json& body, GenerationOptions* o) {
     ORCA_RETURN_IF_ERROR(ParseIntArray(*ids, "stop_token_ids", kMaxStopTokenIds, &o->stop_token_ids));
   }
   ORCA_RETURN_IF_ERROR(r.Bool("ignore_eos", &o->ignore_eos));
+  ORCA_RETURN_IF_ERROR(r.Int32("priority", -sched::kMaxPriority, sched::kMaxPriority, &o->priority));
   ORCA_RETURN_IF_ERROR(r.Bool("skip_special_tokens", &o->skip_special_tokens));
   ORCA_RETURN_IF_ERROR(r.Bool("include_stop_str_in_output", &o->include_stop_str_in_output));
   ORCA_RETURN_IF_ERROR(r.Bool("stream", &o->stream));

@@ -41,6 +41,9 @@ struct GenerationOptions {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  /// vLLM's extra field: lower values are scheduled first when the scheduler runs
+  /// --scheduling-order priority (ignored otherwise). In [-1e6, 1e6].
+  int32_t priority = 0;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
   bool stream = false;

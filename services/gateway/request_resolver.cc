@@ -1,5 +1,7 @@
 #include "services/gateway/request_resolver.h"
 
+#include <algorithm>
+
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -84,6 +86,7 @@ GenerationRequest RequestResolver::BaseRequest(const GenerationOptions& options)
   out.stop = options.stop;
   out.stop_token_ids = options.stop_token_ids;
   out.ignore_eos = options.ignore_eos;
+  out.priority = options.priority;
   out.skip_special_tokens = options.skip_special_tokens;
   out.include_stop_str_in_output = options.include_stop_str_in_output;
   return out;
@@ -121,6 +124,16 @@ absl::StatusOr<std::string> RequestResolver::RenderChat(const std::vector<text::
   const text::ChatTemplate* chat_template = model_->chat_template();
   if (chat_template == nullptr) {
     return InvalidFieldError("messages", "This model has no chat template; use /v1/completions");
+  }
+  // OpenAI's roles; anything else is refused by name (as OpenAI does) rather
+  // than rendered by a template that has no idea what a "wizard" turn is.
+  static constexpr const char* kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (std::find(std::begin(kRoles), std::end(kRoles), role) == std::end(kRoles))
+      return InvalidFieldError("messages", absl::StrCat("'messages[", i, "].role' is '", role,
+                                                        "'; supported roles are 'system', 'developer', 'user', "
+                                                        "'assistant', 'tool' and 'function'"));
   }
   text::ChatTemplateInputs inputs;
   inputs.messages = messages;

@@ -17,6 +17,7 @@ std::shared_ptr<SchedulerCall> SchedulerCall::Start(SchedulerLease lease, orca::
   call->self_ = call;
   // Fail fast when the scheduler is unreachable instead of queueing on the channel.
   call->context_.set_wait_for_ready(false);
+  call->lease_.Authorize(&call->context_);
   call->lease_.stub()->async()->Generate(&call->context_, &call->request_, call.get());
   call->StartRead(&call->response_);
   call->StartCall();

@@ -13,16 +13,19 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "core/common/logging.h"
+#include "services/common/api_keys.h"
 
 namespace orca::gateway {
 
 struct SchedulerLease::Backend {
-  explicit Backend(std::string addr)
+  Backend(std::string addr, std::string key)
       : address(std::move(addr)),
+        api_key(std::move(key)),
         channel(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
         stub(orca::v1::Scheduler::NewStub(channel)) {}
 
   const std::string address;
+  const std::string api_key;
   const std::shared_ptr<grpc::Channel> channel;
   const std::unique_ptr<orca::v1::Scheduler::Stub> stub;
   std::atomic<int64_t> outstanding{0};
@@ -49,6 +52,10 @@ SchedulerLease& SchedulerLease::operator=(SchedulerLease&& other) noexcept {
 SchedulerLease::~SchedulerLease() { Release(); }
 
 orca::v1::Scheduler::Stub* SchedulerLease::stub() const { return backend_ ? backend_->stub.get() : nullptr; }
+
+void SchedulerLease::Authorize(grpc::ClientContext* context) const {
+  if (backend_) services::AddBearerKey(context, backend_->api_key);
+}
 
 const std::string& SchedulerLease::address() const {
   static const std::string kNone;
@@ -95,7 +102,8 @@ absl::StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(const std::strin
 
 SchedulerRouter::SchedulerRouter(Options options) : options_(std::move(options)) {
   absl::MutexLock lock(&backends_mu_);
-  for (const std::string& address : options_.addresses) backends_.push_back(std::make_shared<Backend>(address));
+  for (const std::string& address : options_.addresses)
+    backends_.push_back(std::make_shared<Backend>(address, options_.api_key));
 }
 
 absl::StatusOr<std::unique_ptr<SchedulerRouter>> SchedulerRouter::Create(Options options) {
@@ -166,7 +174,7 @@ void SchedulerRouter::RefreshDiscovery() {
   }
   for (const std::string& address : wanted) {
     ORCA_LOG(INFO).With("scheduler", address) << "scheduler discovered through " << dns_host_;
-    kept.push_back(std::make_shared<Backend>(address));
+    kept.push_back(std::make_shared<Backend>(address, options_.api_key));
   }
   backends_ = std::move(kept);
 }
@@ -195,6 +203,7 @@ void SchedulerRouter::PollNow() {
     Poll& poll = polls[i];
     poll.context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.stats_timeout));
     Backend* backend = backends[i].get();
+    services::AddBearerKey(&poll.context, backend->api_key);
     backend->stub->async()->GetStats(
         &poll.context, &poll.request, &poll.response, [backend, &poll, &pending](grpc::Status status) {
           absl::MutexLock lock(&backend->mu);

@@ -13,6 +13,8 @@
 /// without restarting gateways. Leases keep a dropped backend alive until
 /// their calls end.
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -58,6 +60,8 @@ class SchedulerLease {
   bool valid() const { return backend_ != nullptr; }
   orca::v1::Scheduler::Stub* stub() const;
   const std::string& address() const;
+  /// Adds the scheduler's API key to a call (when one is configured).
+  void Authorize(grpc::ClientContext* context) const;
   /// Ends the reservation. `unavailable` marks the scheduler not ready until
   /// the next successful poll (its call failed with UNAVAILABLE).
   void Release(bool unavailable = false);
@@ -86,6 +90,8 @@ class SchedulerRouter {
     /// Called after every poll with whether any scheduler is ready (e.g. to
     /// drive the gRPC health status). Runs on the polling thread.
     std::function<void(bool any_ready)> on_poll;
+    /// Sent as "authorization: Bearer <key>" on every call (the schedulers' --api-keys); "" = none.
+    std::string api_key;
   };
 
   /// InvalidArgument when `addresses` is empty or one is blank (and no

@@ -20,7 +20,8 @@ struct EngineInfo {
   int32_t vocab_size = 0;
   int32_t max_context = 0;
   std::vector<int32_t> eos_token_ids;
-  int64_t kv_slots = 0;  ///< KV slots every stage holds (the scheduler's n_slots may not exceed it)
+  int64_t kv_slots = 0;       ///< KV slots every stage holds (the scheduler's n_slots may not exceed it)
+  int32_t kv_block_size = 0;  ///< tokens per KV block on every stage (0 = unknown)
   int32_t num_stages = 1;
 };
 
@@ -41,7 +42,9 @@ class EngineClient {
  public:
   using OutcomeCallback = std::function<void(IterationOutcome)>;
   /// Pipeline readiness changed (a worker died or came back). `reason` says why when not ready.
-  using StateCallback = std::function<void(bool ready, const std::string& reason)>;
+  /// `session` names the engine session that became ready or ended: plans and
+  /// releases are submitted with the session they were made for.
+  using StateCallback = std::function<void(bool ready, const std::string& reason, uint64_t session)>;
 
   virtual ~EngineClient() = default;
   /// Begins delivering outcomes and state changes through the callbacks (on
@@ -49,10 +52,14 @@ class EngineClient {
   virtual absl::Status Start(OutcomeCallback on_outcome, StateCallback on_state) = 0;
   /// Stops and joins the client's threads; outstanding iterations are dropped.
   virtual void Stop() = 0;
-  /// Queues an iteration; never blocks.
-  virtual void Submit(sched::IterationPlan plan) = 0;
-  /// Frees request state on every stage without running an iteration (used when idle).
-  virtual void Release(std::vector<sched::RequestId> ids) = 0;
+  /// Queues an iteration made for `session` (the last one reported ready);
+  /// never blocks. A plan for a session that has ended is dropped: its
+  /// requests die with that session, and the workers of the next one must
+  /// not reserve KV for them.
+  virtual void Submit(sched::IterationPlan plan, uint64_t session) = 0;
+  /// Frees request state on every stage of `session` without running an
+  /// iteration (used when idle); dropped like Submit when the session ended.
+  virtual void Release(std::vector<sched::RequestId> ids, uint64_t session) = 0;
   /// Model facts the scheduler needs for admission.
   virtual EngineInfo info() const = 0;
   virtual bool ready() const = 0;

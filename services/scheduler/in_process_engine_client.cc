@@ -16,6 +16,7 @@ absl::StatusOr<std::unique_ptr<InProcessEngineClient>> InProcessEngineClient::Cr
   info.max_context = c.max_position;
   info.eos_token_ids = c.eos_token_ids;
   info.kv_slots = (*engine)->kv_slots_total();
+  info.kv_block_size = options.kv_block_size;
   info.num_stages = 1;
   return std::unique_ptr<InProcessEngineClient>(new InProcessEngineClient(std::move(*engine), std::move(info)));
 }
@@ -24,7 +25,7 @@ InProcessEngineClient::~InProcessEngineClient() { Stop(); }
 
 absl::Status InProcessEngineClient::Start(OutcomeCallback on_outcome, StateCallback on_state) {
   on_outcome_ = std::move(on_outcome);
-  if (on_state) on_state(true, "");
+  if (on_state) on_state(true, "", kSession);
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
@@ -37,12 +38,12 @@ void InProcessEngineClient::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void InProcessEngineClient::Submit(sched::IterationPlan plan) {
+void InProcessEngineClient::Submit(sched::IterationPlan plan, uint64_t) {
   absl::MutexLock lock(&mu_);
   queue_.emplace_back(std::move(plan));
 }
 
-void InProcessEngineClient::Release(std::vector<sched::RequestId> ids) {
+void InProcessEngineClient::Release(std::vector<sched::RequestId> ids, uint64_t) {
   absl::MutexLock lock(&mu_);
   queue_.emplace_back(std::move(ids));
 }

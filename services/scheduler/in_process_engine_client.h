@@ -26,8 +26,10 @@ class InProcessEngineClient final : public EngineClient {
 
   absl::Status Start(OutcomeCallback on_outcome, StateCallback on_state) override;
   void Stop() override;
-  void Submit(sched::IterationPlan plan) override;
-  void Release(std::vector<sched::RequestId> ids) override;
+  /// One engine session for the client's lifetime: kSession.
+  void Submit(sched::IterationPlan plan, uint64_t session) override;
+  void Release(std::vector<sched::RequestId> ids, uint64_t session) override;
+  static constexpr uint64_t kSession = 1;
   EngineInfo info() const override { return info_; }
   bool ready() const override { return true; }
 

@@ -30,19 +30,26 @@ struct Flags {
   std::string model;
   std::string model_name;
   std::string policy = "orca";
-  int64_t max_bs = 16;
+  int64_t max_num_batched_tokens = 0;
+  bool enable_prefix_caching = false;
+  std::string scheduling_order = "fcfs";
+  int64_t priority_aging_ms = 1000;
+  int max_bs = 16;
   int64_t n_slots = 8192;
-  int64_t n_workers = 0;
-  int64_t kv_block_size = 16;
+  int n_workers = 0;
+  int kv_block_size = 16;
   int64_t max_queued_requests = 1024;
   int64_t max_queued_tokens = 1 << 20;
   int64_t default_deadline_ms = 0;
   double drain_grace_seconds = 30;
   int64_t worker_timeout_ms = 5000;
+  int64_t engine_down_wait_ms = 10000;
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;
   std::string dtype = "auto";
   std::string device = "cpu";
-  int64_t threads = 0;
-  int64_t tensor_parallel = 1;
+  int threads = 0;
+  int tensor_parallel = 1;
   services::LoggingFlags logging;
 };
 
@@ -56,6 +63,7 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
     RemoteEngineClient::Options o;
     o.workers = f.workers;
     o.worker_timeout = absl::Milliseconds(f.worker_timeout_ms);
+    o.kv_block_size = static_cast<int32_t>(f.kv_block_size);
     o.model_name = model_name;
     auto c = RemoteEngineClient::Create(o);
     if (!c.ok()) return c.status();
@@ -85,7 +93,20 @@ int Main(int argc, char** argv) {
   flags.AddStringList("workers", &f.workers, "Worker gRPC addresses in stage order (empty: in-process engine)");
   flags.AddString("model", &f.model, "Model path for the in-process engine");
   flags.AddString("model-name", &f.model_name, "Model name in stats and metric labels (default: basename of --model)");
-  flags.AddString("policy", &f.policy, "orca (iteration-level, Algorithm 1) or request-level (baseline)");
+  flags.AddString("policy", &f.policy,
+                  "orca (iteration-level, Algorithm 1), paged (iteration-level, paged KV: on-demand blocks, "
+                  "preemption) or request-level (baseline)");
+  flags.AddInt("max-num-batched-tokens", &f.max_num_batched_tokens,
+               "Chunked prefill: tokens per iteration, decodes first, then prompt chunks (0 = off: whole prompts, "
+               "Algorithm 1; else >= --max-bs; orca and paged)");
+  flags.AddBool("enable-prefix-caching", &f.enable_prefix_caching,
+                "Share full KV blocks by content across requests (the scheduler sends block ids; workers need the "
+                "same --kv-block-size)");
+  flags.AddString("scheduling-order", &f.scheduling_order,
+                  "fcfs (arrival order) or priority (request priority, lower first; orca and paged)");
+  flags.AddInt("priority-aging-ms", &f.priority_aging_ms,
+               "With --scheduling-order priority: a waiting request gains one priority level per this much waiting, "
+               "which bounds its wait (0 = strict priority, no bound)");
   flags.AddInt("max-bs", &f.max_bs, "Paper's max_bs: requests per iteration");
   flags.AddInt("n-slots", &f.n_slots, "Paper's n_slots: KV slot budget (tokens)");
   flags.AddInt("n-workers", &f.n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
@@ -98,7 +119,15 @@ int Main(int argc, char** argv) {
   flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds,
                   "On SIGTERM: time to finish in-flight work before cancelling it");
   flags.AddInt("worker-timeout-ms", &f.worker_timeout_ms,
-               "An iteration not back in this long marks the pipeline failed");
+               "A worker silent (no heartbeat) this long is dead, stopped or cut off: its pipeline session fails. "
+               "The only bound on silence; iterations may compute for as long as they take");
+  flags.AddInt("engine-down-wait-ms", &f.engine_down_wait_ms,
+               "While the worker pipeline is down (restarting), queued requests wait this long for it before "
+               "failing UNAVAILABLE (the gateway answers 503 + Retry-After); 0 = fail at once");
+  flags.AddStringList("api-keys", &f.api_keys,
+                      "Keys the gRPC port accepts ('authorization: Bearer <key>'; the gateways' and workers' "
+                      "--scheduler-api-key). Empty: any caller");
+  flags.AddString("api-keys-file", &f.api_keys_file, "File with one accepted key per line (e.g. a mounted Secret)");
   flags.AddString("dtype", &f.dtype, "In-process engine weight dtype: auto, f32, bf16");
   flags.AddString("device", &f.device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
@@ -108,11 +137,25 @@ int Main(int argc, char** argv) {
     return *exit_code;
   if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
 
+  auto keys = services::ApiKeys::Load(f.api_keys, f.api_keys_file);
+  if (!keys.ok()) return Fail(keys.status());
+
   SchedulerLoop::Options lo;
   auto policy = sched::ParsePolicyKind(f.policy);
   if (!policy)
-    return Fail(absl::InvalidArgumentError("--policy must be orca or request-level, got '" + f.policy + "'"));
+    return Fail(absl::InvalidArgumentError("--policy must be orca, paged or request-level, got '" + f.policy + "'"));
   lo.scheduler.policy = *policy;
+  auto order = sched::ParseSchedulingOrder(f.scheduling_order);
+  if (!order)
+    return Fail(
+        absl::InvalidArgumentError("--scheduling-order must be fcfs or priority, got '" + f.scheduling_order + "'"));
+  if (f.max_num_batched_tokens < 0 || f.max_num_batched_tokens > INT32_MAX)
+    return Fail(absl::InvalidArgumentError("--max-num-batched-tokens must be in [0, 2^31)"));
+  if (f.priority_aging_ms < 0) return Fail(absl::InvalidArgumentError("--priority-aging-ms must be >= 0"));
+  lo.scheduler.max_num_batched_tokens = static_cast<int32_t>(f.max_num_batched_tokens);
+  lo.scheduler.enable_prefix_caching = f.enable_prefix_caching;
+  lo.scheduler.scheduling_order = *order;
+  lo.scheduler.priority_aging = absl::Milliseconds(f.priority_aging_ms);
   lo.scheduler.max_bs = static_cast<int32_t>(f.max_bs);
   lo.scheduler.n_slots = f.n_slots;
   lo.scheduler.n_workers = static_cast<int32_t>(f.n_workers > 0 ? f.n_workers : std::max<size_t>(1, f.workers.size()));
@@ -120,6 +163,7 @@ int Main(int argc, char** argv) {
   lo.scheduler.max_queued_requests = f.max_queued_requests;
   lo.scheduler.max_queued_tokens = f.max_queued_tokens;
   lo.default_deadline = absl::Milliseconds(f.default_deadline_ms);
+  lo.engine_down_wait = absl::Milliseconds(std::max<int64_t>(0, f.engine_down_wait_ms));
   lo.model_name = f.model_name;
   if (lo.model_name.empty() && !f.model.empty()) lo.model_name = ServedModelNameFromPath(f.model);
 
@@ -131,7 +175,7 @@ int Main(int argc, char** argv) {
   if (!loop.ok()) return Fail(loop.status());
   if (absl::Status s = (*loop)->Start(); !s.ok()) return Fail(s);
 
-  SchedulerService service(loop->get());
+  SchedulerService service(loop->get(), std::move(*keys));
   auto server_or = services::StartGrpcServer(f.listen, {&service});
   if (!server_or.ok()) return Fail(server_or.status());
   std::unique_ptr<grpc::Server> server = std::move(*server_or);
@@ -141,12 +185,13 @@ int Main(int argc, char** argv) {
   ao.registry = &registry;
   SchedulerLoop* raw_loop = loop->get();
   ao.readiness = [raw_loop] { return raw_loop->Ready(); };
+  ao.ready_details = [raw_loop] { return SchedulingConfigJson(raw_loop->stats()); };
   auto admin = services::AdminHttpServer::Create(ao);
   if (!admin.ok()) return Fail(admin.status());
   if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);
   ORCA_LOG(INFO) << "orca-scheduler serving gRPC on " << f.listen << ", HTTP on " << f.http_listen << "; policy "
                  << f.policy << ", max_bs " << f.max_bs << ", n_slots " << f.n_slots << ", n_workers "
-                 << lo.scheduler.n_workers;
+                 << lo.scheduler.n_workers << "; scheduling " << SchedulingConfigJson(raw_loop->stats());
 
   const int sig = services::AwaitTerminationSignal();
   ORCA_LOG(INFO) << "signal " << sig << ": draining (grace " << f.drain_grace_seconds << " s)";

@@ -14,8 +14,9 @@
 namespace orca::scheduler {
 namespace {
 
-constexpr absl::Duration kRetryBackoff = absl::Milliseconds(500);
+constexpr absl::Duration kRetryBackoff = absl::Milliseconds(250);
 constexpr absl::Duration kPoll = absl::Milliseconds(20);
+constexpr absl::Duration kMaxHeartbeatInterval = absl::Milliseconds(500);
 
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
   return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d);
@@ -39,11 +40,16 @@ struct RemoteEngineClient::Session {
   std::unique_ptr<grpc::ClientReader<v1::IterationResult>> results;
   std::unique_ptr<grpc::ClientWriter<v1::ControlMessage>> control;
   v1::ControlSummary summary;
-  std::thread reader;
+  std::vector<std::unique_ptr<grpc::ClientContext>> heartbeat_ctx;  // one per stage
+  std::vector<std::thread> threads;                                 // results reader, watchers, watchdog
 };
 
 absl::StatusOr<std::unique_ptr<RemoteEngineClient>> RemoteEngineClient::Create(Options options) {
   if (options.workers.empty()) return absl::InvalidArgumentError("no worker addresses");
+  if (options.worker_timeout <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("--worker-timeout-ms must be positive");
+  if (options.heartbeat_interval <= absl::ZeroDuration())
+    options.heartbeat_interval = std::min(options.worker_timeout / 10, kMaxHeartbeatInterval);
   std::vector<std::unique_ptr<v1::Worker::Stub>> stubs;
   for (const std::string& addr : options.workers)
     stubs.push_back(v1::Worker::NewStub(services::CreateInternalChannel(addr)));
@@ -83,7 +89,19 @@ absl::StatusOr<std::unique_ptr<RemoteEngineClient>> RemoteEngineClient::Create(O
   info.eos_token_ids.assign(last.eos_token_ids().begin(), last.eos_token_ids().end());
   info.num_stages = static_cast<int32_t>(infos.size());
   info.kv_slots = last.kv_slots_total();
-  for (const auto& i : infos) info.kv_slots = std::min<int64_t>(info.kv_slots, i.kv_slots_total());
+  info.kv_block_size = infos.front().kv_block_size();
+  for (size_t i = 0; i < infos.size(); ++i) {
+    info.kv_slots = std::min<int64_t>(info.kv_slots, infos[i].kv_slots_total());
+    if (infos[i].kv_block_size() != info.kv_block_size)
+      return absl::FailedPreconditionError(
+          absl::StrCat("the stages disagree on the KV block size: stage 0 (", options.workers[0], ") uses ",
+                       info.kv_block_size, " tokens, stage ", i, " (", options.workers[i], ") ",
+                       infos[i].kv_block_size(), "; give every worker the same --kv-block-size"));
+  }
+  if (options.kv_block_size > 0 && info.kv_block_size != options.kv_block_size)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the scheduler's --kv-block-size is ", options.kv_block_size, " but the workers' is ", info.kv_block_size,
+        ": reservations would not match the workers' KV blocks; give both the same value"));
   return std::unique_ptr<RemoteEngineClient>(
       new RemoteEngineClient(std::move(options), std::move(stubs), std::move(info)));
 }
@@ -93,7 +111,7 @@ RemoteEngineClient::~RemoteEngineClient() { Stop(); }
 absl::Status RemoteEngineClient::Start(OutcomeCallback on_outcome, StateCallback on_state) {
   on_outcome_ = std::move(on_outcome);
   on_state_ = std::move(on_state);
-  on_state_(false, "starting a pipeline session");
+  on_state_(false, "starting a pipeline session", 0);
   manager_ = std::thread([this] { Manage(); });
   return absl::OkStatus();
 }
@@ -111,13 +129,17 @@ bool RemoteEngineClient::Stopping() {
   return stop_;
 }
 
-void RemoteEngineClient::Submit(sched::IterationPlan plan) {
+void RemoteEngineClient::Submit(sched::IterationPlan plan, uint64_t session) {
   absl::MutexLock lock(&mu_);
+  // Made before the loop heard that its session ended: its requests died with
+  // that session, and the next session's workers must not reserve KV for them.
+  if (session != serving_session_) return;
   outgoing_.emplace_back(std::move(plan));
 }
 
-void RemoteEngineClient::Release(std::vector<sched::RequestId> ids) {
+void RemoteEngineClient::Release(std::vector<sched::RequestId> ids, uint64_t session) {
   absl::MutexLock lock(&mu_);
+  if (session != serving_session_) return;  // that session's workers hold nothing any more
   outgoing_.emplace_back(std::move(ids));
 }
 
@@ -131,20 +153,15 @@ absl::Status RemoteEngineClient::AllLoaded() {
           absl::StrCat("stage ", i, " (", options_.workers[i], ") unreachable: ", info.status().message()));
     }
     if (!info->loaded()) return absl::UnavailableError(absl::StrCat("stage ", i, " still loading"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RemoteEngineClient::Probe(uint64_t session_id) {
-  for (size_t i = 0; i < stubs_.size(); ++i) {
-    auto info = GetInfo(stubs_[i].get(), std::max(options_.probe_interval, absl::Seconds(1)));
-    if (!info.ok())
-      return absl::UnavailableError(
-          absl::StrCat("stage ", i, " (", options_.workers[i], ") unreachable: ", info.status().message()));
-    if (info->session_id() != session_id && info->session_id() != 0)
-      return absl::UnavailableError(absl::StrCat("stage ", i, " joined another session"));
-    if (info->session_id() == 0)
-      return absl::UnavailableError(absl::StrCat("stage ", i, " (", options_.workers[i], ") restarted"));
+    // A restarted worker must still fit what the scheduler admits against.
+    if (info->kv_block_size() != info_.kv_block_size)
+      return absl::FailedPreconditionError(absl::StrCat("stage ", i, " (", options_.workers[i], ") uses KV blocks of ",
+                                                        info->kv_block_size(), " tokens, the scheduler ",
+                                                        info_.kv_block_size, ": give both the same --kv-block-size"));
+    if (info->kv_slots_total() < info_.kv_slots)
+      return absl::FailedPreconditionError(absl::StrCat("stage ", i, " (", options_.workers[i], ") holds ",
+                                                        info->kv_slots_total(), " KV slots, fewer than the ",
+                                                        info_.kv_slots, " the scheduler admits against"));
   }
   return absl::OkStatus();
 }
@@ -153,19 +170,25 @@ void RemoteEngineClient::Manage() {
   std::mt19937_64 rng(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) ^ (static_cast<uint64_t>(getpid()) << 32));
   std::string last_reason;
   while (!Stopping()) {
+    const uint64_t session_id = (rng() >> 1) | 1;
     absl::Status s = AllLoaded();
-    if (s.ok()) s = RunSession((rng() >> 1) | 1);
+    if (s.ok()) s = RunSession(session_id);
     ready_ = false;
     {
       absl::MutexLock lock(&mu_);
+      serving_session_ = 0;
       outgoing_.clear();
-      outstanding_.clear();
       if (stop_) break;
     }
     const std::string reason(s.message());
-    if (reason != last_reason) ORCA_LOG(WARNING) << "engine pipeline not ready: " << reason;
+    if (reason != last_reason) {
+      if (s.code() == absl::StatusCode::kFailedPrecondition)
+        ORCA_LOG(ERROR) << "engine pipeline cannot form: " << reason;
+      else
+        ORCA_LOG(WARNING) << "engine pipeline not ready: " << reason;
+    }
     last_reason = reason;
-    on_state_(false, reason);
+    on_state_(false, reason, session_id);
     absl::SleepFor(kRetryBackoff);
   }
 }
@@ -183,23 +206,184 @@ void RemoteEngineClient::ReadResults(Session* session) {
     }
     IterationOutcome outcome;
     outcome.iteration_id = r.iteration_id();
-    if (!r.error().empty())
-      outcome.status = absl::InternalError(r.error());
+    if (!r.error().empty())  // a stage failed it (its peer or data plane): the pipeline re-forms, a retry may work
+      outcome.status = absl::UnavailableError(r.error());
     else
       outcome.results = services::ProtoToResults(r);
     for (const auto& t : r.stage_timings())
       outcome.stage_timings.push_back({t.stage(), t.compute_micros(), t.comm_micros()});
-    {
-      absl::MutexLock lock(&mu_);
-      outstanding_.erase(r.iteration_id());
-    }
     on_outcome_(std::move(outcome));
   }
   grpc::Status status = session->results->Finish();
   absl::MutexLock lock(&mu_);
-  if (broken_.empty())
+  if (broken_.empty() && !session_over_)
     broken_ = absl::StrCat("results stream from the last stage (", options_.workers.back(),
                            ") ended: ", status.ok() ? "closed" : status.error_message());
+}
+
+void RemoteEngineClient::WatchStage(Session* session, size_t stage) {
+  v1::HeartbeatRequest request;
+  request.set_interval_millis(static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.heartbeat_interval)));
+  auto reader = stubs_[stage]->Heartbeats(session->heartbeat_ctx[stage].get(), request);
+  v1::Heartbeat hb;
+  while (reader->Read(&hb)) {
+    absl::MutexLock lock(&mu_);
+    StageLiveness& st = stages_[stage];
+    st.last_heard = absl::Now();
+    if (hb.session_id() == session->id) {
+      st.joined = true;
+      st.connected |= hb.connected();
+    } else if (st.joined && broken_.empty()) {
+      broken_ = absl::StrCat("stage ", stage, " (", options_.workers[stage], ") ",
+                             hb.session_id() == 0 ? "restarted" : "left the session");
+    }
+    st.last = std::move(hb);
+  }
+  grpc::Status status = reader->Finish();
+  absl::MutexLock lock(&mu_);
+  if (broken_.empty() && !session_over_)
+    broken_ = absl::StrCat("heartbeats from stage ", stage, " (", options_.workers[stage],
+                           ") ended: ", status.ok() ? "closed" : status.error_message());
+}
+
+absl::Status RemoteEngineClient::CheckLiveness(uint64_t session_id, absl::Time now) {
+  const absl::Duration timeout = options_.worker_timeout;
+  // When this process was the one stopped (SIGSTOP, swapped out), the silence
+  // was ours: the workers' heartbeats are queued behind it. Count afresh.
+  if (now - last_check_ > std::min(timeout / 2, absl::Seconds(1))) {
+    for (StageLiveness& st : stages_) st.last_heard = now;
+  }
+  last_check_ = now;
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    const absl::Duration silent = now - stages_[i].last_heard;
+    if (silent > timeout)
+      return absl::UnavailableError(absl::StrCat("stage ", i, " (", options_.workers[i], ") sent no heartbeat for ",
+                                                 absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(10))),
+                                                 " (--worker-timeout-ms ", absl::ToInt64Milliseconds(timeout),
+                                                 "): dead, stopped or cut off"));
+  }
+  for (size_t i = 1; i < stages_.size(); ++i) {
+    const v1::Heartbeat& hb = stages_[i].last;
+    const v1::Heartbeat& up = stages_[i - 1].last;
+    // How long stage i has waited since stage i-1 computed what it waits for.
+    const int64_t stuck = std::min(hb.waiting_micros(), up.last_iteration_age_micros());
+    if (hb.session_id() == session_id && up.session_id() == session_id && hb.waiting_iteration_id() != 0 &&
+        up.last_iteration_id() >= hb.waiting_iteration_id() && stuck > absl::ToInt64Microseconds(timeout))
+      return absl::UnavailableError(absl::StrCat(
+          "stage ", i, " has waited ", stuck / 1000, " ms for the activations of iteration ", hb.waiting_iteration_id(),
+          " since stage ", i - 1, " computed them: the data plane between them is cut"));
+  }
+  if (session_ready_) {
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      const v1::Heartbeat& hb = stages_[i].last;
+      if (stages_[i].connected && hb.session_id() == session_id && !hb.connected())
+        return absl::UnavailableError(
+            absl::StrCat("stage ", i, " (", options_.workers[i], ") lost its data plane: ", hb.status_message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Watches the session's liveness every few ms; on failure it records why and
+// cancels the control stream, so a write blocked on a dead peer returns.
+void RemoteEngineClient::Watchdog(Session* session) {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](RemoteEngineClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                                 return c->stop_ || c->session_over_ || !c->broken_.empty();
+                               },
+                               this),
+                           kPoll);
+      if (stop_ || session_over_) return;
+      if (broken_.empty()) {
+        absl::Status s = CheckLiveness(session->id, absl::Now());
+        if (!s.ok()) broken_ = std::string(s.message());
+      }
+      if (broken_.empty()) continue;
+    }
+    session->control_ctx.TryCancel();
+    return;
+  }
+}
+
+void RemoteEngineClient::OpenStreams(Session* session) {
+  v1::ResultsRequest rr;
+  rr.set_session_id(session->id);
+  session->results = stubs_.back()->Results(&session->results_ctx, rr);
+  session->threads.emplace_back([this, session] { ReadResults(session); });
+  for (size_t i = 0; i < stubs_.size(); ++i) {
+    session->heartbeat_ctx.push_back(std::make_unique<grpc::ClientContext>());
+    session->threads.emplace_back([this, session, i] { WatchStage(session, i); });
+  }
+  session->threads.emplace_back([this, session] { Watchdog(session); });
+  session->control = stubs_.front()->Control(&session->control_ctx, &session->summary);
+}
+
+// Starts the session and waits until every stage has connected its peers (the
+// last stage answers iteration 0), a stage fails, or the session timeout.
+absl::Status RemoteEngineClient::AwaitConnected(Session* session) {
+  v1::ControlMessage hello;
+  hello.set_session_id(session->id);
+  if (!session->control->Write(hello)) {
+    absl::MutexLock lock(&mu_);
+    return absl::UnavailableError(broken_.empty() ? "cannot open the control stream to stage 0" : broken_);
+  }
+  const absl::Time deadline = absl::Now() + options_.session_timeout;
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    if (stop_) return absl::CancelledError("stopping");
+    if (!broken_.empty()) return absl::UnavailableError(broken_);
+    if (session_ready_) break;
+    if (absl::Now() > deadline) return absl::DeadlineExceededError("the pipeline did not connect in time");
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](RemoteEngineClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                               return c->stop_ || c->session_ready_ || !c->broken_.empty();
+                             },
+                             this),
+                         kPoll);
+  }
+  serving_session_ = session->id;
+  outgoing_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status RemoteEngineClient::Serve(Session* session) {
+  ready_ = true;
+  on_state_(true, "", session->id);
+  ORCA_LOG(INFO) << "pipeline session " << session->id << " ready (" << stubs_.size() << " stages)";
+  while (true) {
+    std::deque<Outgoing> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](RemoteEngineClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                                 return c->stop_ || !c->outgoing_.empty() || !c->broken_.empty();
+                               },
+                               this),
+                           kPoll);
+      if (stop_) return absl::CancelledError("stopping");
+      if (!broken_.empty()) return absl::UnavailableError(broken_);
+      batch.swap(outgoing_);
+    }
+    for (Outgoing& o : batch) {
+      v1::ControlMessage msg;
+      msg.set_session_id(session->id);
+      msg.set_sent_unix_micros(absl::ToUnixMicros(absl::Now()));
+      if (auto* plan = std::get_if<sched::IterationPlan>(&o)) {
+        services::PlanToControlMessage(*plan, &msg);
+      } else {
+        for (sched::RequestId id : std::get<std::vector<sched::RequestId>>(o)) msg.add_released_request_ids(id);
+      }
+      if (!session->control->Write(msg)) {
+        absl::MutexLock lock(&mu_);
+        return absl::UnavailableError(
+            broken_.empty() ? absl::StrCat("control stream to stage 0 (", options_.workers.front(), ") broke")
+                            : broken_);
+      }
+    }
+  }
 }
 
 absl::Status RemoteEngineClient::RunSession(uint64_t session_id) {
@@ -207,91 +391,27 @@ absl::Status RemoteEngineClient::RunSession(uint64_t session_id) {
     absl::MutexLock lock(&mu_);
     broken_.clear();
     session_ready_ = false;
+    session_over_ = false;
+    const absl::Time now = absl::Now();
+    stages_.assign(stubs_.size(), StageLiveness{now, v1::Heartbeat(), false, false});
+    last_check_ = now;
   }
   Session session;
   session.id = session_id;
-  v1::ResultsRequest rr;
-  rr.set_session_id(session_id);
-  session.results = stubs_.back()->Results(&session.results_ctx, rr);
-  session.reader = std::thread([this, &session] { ReadResults(&session); });
-  session.control = stubs_.front()->Control(&session.control_ctx, &session.summary);
-  auto teardown = [&](absl::Status s) {
-    session.control_ctx.TryCancel();
-    session.results_ctx.TryCancel();
-    if (session.reader.joinable()) session.reader.join();
-    return s;
-  };
-  v1::ControlMessage hello;
-  hello.set_session_id(session_id);
-  if (!session.control->Write(hello))
-    return teardown(absl::UnavailableError("cannot open the control stream to stage 0"));
-  // Teardown joins the reader, which takes mu_: never call it under the lock.
-  if (absl::Status s = AwaitSessionReady(absl::Now() + options_.session_timeout); !s.ok()) return teardown(s);
-  ready_ = true;
-  on_state_(true, "");
-  ORCA_LOG(INFO) << "pipeline session " << session_id << " ready (" << stubs_.size() << " stages)";
-  absl::Time next_probe = absl::Now() + options_.probe_interval;
-  while (true) {
-    std::deque<Outgoing> batch;
-    if (absl::Status s = TakeOutgoing(&batch); !s.ok()) return teardown(s);
-    if (absl::Status s = SendOutgoing(session, batch); !s.ok()) return teardown(s);
-    if (absl::Now() >= next_probe) {
-      if (absl::Status p = Probe(session_id); !p.ok()) return teardown(p);
-      next_probe = absl::Now() + options_.probe_interval;
-    }
+  OpenStreams(&session);
+  absl::Status s = AwaitConnected(&session);
+  if (s.ok()) s = Serve(&session);
+  // Teardown. The threads take mu_: never join them under the lock.
+  {
+    absl::MutexLock lock(&mu_);
+    session_over_ = true;
+    serving_session_ = 0;
   }
-}
-
-absl::Status RemoteEngineClient::AwaitSessionReady(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    if (stop_) return absl::CancelledError("stopping");
-    if (!broken_.empty()) return absl::UnavailableError(broken_);
-    if (session_ready_) return absl::OkStatus();
-    if (absl::Now() > deadline) return absl::DeadlineExceededError("the pipeline did not connect in time");
-    mu_.AwaitWithTimeout(absl::Condition(&session_ready_), kPoll);
-  }
-}
-
-absl::Status RemoteEngineClient::TakeOutgoing(std::deque<Outgoing>* batch) {
-  absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(
-                           +[](RemoteEngineClient* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
-                             return c->stop_ || !c->outgoing_.empty() || !c->broken_.empty();
-                           },
-                           this),
-                       kPoll);
-  const absl::Time now = absl::Now();
-  if (stop_) return absl::CancelledError("stopping");
-  if (!broken_.empty()) return absl::UnavailableError(broken_);
-  for (const auto& [id, sent] : outstanding_) {
-    if (now - sent > options_.worker_timeout) {
-      return absl::DeadlineExceededError(absl::StrCat("iteration ", id, " not back after ",
-                                                      absl::FormatDuration(options_.worker_timeout),
-                                                      ": a stage is dead or hung"));
-    }
-  }
-  batch->swap(outgoing_);
-  for (const Outgoing& o : *batch)
-    if (const auto* plan = std::get_if<sched::IterationPlan>(&o)) outstanding_[plan->iteration_id] = now;
-  return absl::OkStatus();
-}
-
-absl::Status RemoteEngineClient::SendOutgoing(Session& session, std::deque<Outgoing>& batch) {
-  for (Outgoing& o : batch) {
-    v1::ControlMessage msg;
-    msg.set_session_id(session.id);
-    msg.set_sent_unix_micros(absl::ToUnixMicros(absl::Now()));
-    if (auto* plan = std::get_if<sched::IterationPlan>(&o)) {
-      services::PlanToControlMessage(*plan, &msg);
-    } else {
-      for (sched::RequestId id : std::get<std::vector<sched::RequestId>>(o)) msg.add_released_request_ids(id);
-    }
-    if (!session.control->Write(msg)) {
-      return absl::UnavailableError(absl::StrCat("control stream to stage 0 (", options_.workers.front(), ") broke"));
-    }
-  }
-  return absl::OkStatus();
+  session.control_ctx.TryCancel();
+  session.results_ctx.TryCancel();
+  for (auto& ctx : session.heartbeat_ctx) ctx->TryCancel();
+  for (std::thread& t : session.threads) t.join();
+  return s;
 }
 
 }  // namespace orca::scheduler

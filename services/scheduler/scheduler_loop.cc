@@ -25,6 +25,16 @@ const char* FinishedReason(sched::RequestState state) {
 
 }  // namespace
 
+std::string SchedulingConfigJson(const LoopStats& s) {
+  const sched::SchedulerOptions& o = s.options;
+  return absl::StrCat("{\"policy\":\"", sched::PolicyKindName(o.policy), "\",\"max_bs\":", o.max_bs,
+                      ",\"n_slots\":", o.n_slots, ",\"n_workers\":", o.n_workers,
+                      ",\"kv_block_size\":", o.kv_block_size, ",\"max_num_batched_tokens\":", o.max_num_batched_tokens,
+                      ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false",
+                      ",\"scheduling_order\":\"", sched::SchedulingOrderName(o.scheduling_order),
+                      "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging), "}");
+}
+
 absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options options,
                                                                      std::unique_ptr<EngineClient> engine,
                                                                      metrics::Registry* registry) {
@@ -56,8 +66,8 @@ SchedulerLoop::~SchedulerLoop() { Stop(); }
 
 absl::Status SchedulerLoop::Start() {
   ORCA_RETURN_IF_ERROR(engine_->Start([this](IterationOutcome o) { Post(std::move(o)); },
-                                      [this](bool ready, const std::string& reason) {
-                                        Post(StateCmd{ready, reason});
+                                      [this](bool ready, const std::string& reason, uint64_t session) {
+                                        Post(StateCmd{ready, reason, session});
                                       }));
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
@@ -134,6 +144,7 @@ void SchedulerLoop::Run() {
           cmd);
     }
     Deliver(scheduler_->ExpireDeadlines(now), now);
+    ExpireWhileDown(now);
     ScheduleIterations(now);
     Publish();
   }
@@ -152,7 +163,7 @@ void SchedulerLoop::Run() {
 }
 
 void SchedulerLoop::Handle(SubmitCmd& cmd, absl::Time now) {
-  if (!engine_ready_) {
+  if (!engine_ready_ && options_.engine_down_wait <= absl::ZeroDuration()) {
     cmd.sink->OnRejected(absl::UnavailableError(absl::StrCat("engine not ready: ", not_ready_reason_)));
     return;
   }
@@ -206,18 +217,44 @@ void SchedulerLoop::Handle(IterationOutcome& outcome, absl::Time now) {
 }
 
 void SchedulerLoop::Handle(const StateCmd& cmd, absl::Time now) {
-  if (engine_ready_ == cmd.ready && not_ready_reason_ == cmd.reason) return;
+  if (engine_ready_ == cmd.ready && not_ready_reason_ == cmd.reason && engine_session_ == cmd.session) return;
+  const bool was_ready = engine_ready_;
   engine_ready_ = cmd.ready;
   not_ready_reason_ = cmd.reason;
   if (cmd.ready) {
+    engine_session_ = cmd.session;
     ORCA_LOG(INFO) << "engine pipeline ready";
     return;
   }
+  if (was_ready) engine_down_since_ = now;
   ORCA_LOG(WARNING) << "engine pipeline not ready: " << cmd.reason;
-  // Every admitted request dies with the pipeline; queued ones wait for it to return.
+  // Every admitted request dies with the pipeline; queued ones wait for it to
+  // return, for engine_down_wait at most (ExpireWhileDown).
   iteration_start_.clear();
   Deliver(scheduler_->FailAll(absl::UnavailableError(absl::StrCat("engine pipeline failed: ", cmd.reason)), now), now);
   (void)scheduler_->TakeReleasedRequestIds();  // restarted workers hold nothing
+}
+
+void SchedulerLoop::ExpireWhileDown(absl::Time now) {
+  if (engine_ready_ || tracked_.empty()) return;
+  std::vector<sched::RequestId> expired;
+  for (const auto& [id, t] : tracked_)
+    if (now - std::max(t.arrival, engine_down_since_) >= options_.engine_down_wait) expired.push_back(id);
+  for (sched::RequestId id : expired) {
+    auto it = tracked_.find(id);
+    // Nothing was admitted while down (FailAll), so these are all QUEUED: the
+    // client gets UNAVAILABLE (HTTP 503 + Retry-After at the gateway), not a
+    // finished stream.
+    (void)scheduler_->Cancel(id, now);
+    std::shared_ptr<RequestSink> sink = std::move(it->second.sink);
+    tickets_.erase(it->second.ticket);
+    tracked_.erase(it);
+    sink->OnRejected(absl::UnavailableError(
+        absl::StrCat("the engine pipeline has been unavailable for ",
+                     absl::FormatDuration(absl::Trunc(now - engine_down_since_, absl::Milliseconds(100))), " (",
+                     not_ready_reason_, "); retry later")));
+  }
+  (void)scheduler_->TakeReleasedRequestIds();  // queued requests hold nothing on the workers
 }
 
 void SchedulerLoop::CancelEverything(absl::Time now) {
@@ -248,12 +285,12 @@ void SchedulerLoop::ScheduleIterations(absl::Time now) {
     metrics_->batch_size().Observe(static_cast<double>(plan->requests.size()));
     metrics_->iteration_tokens().Observe(static_cast<double>(plan->NumTokens()));
     iteration_start_[plan->iteration_id] = now;
-    engine_->Submit(std::move(*plan));
+    engine_->Submit(std::move(*plan), engine_session_);
     submitted = true;
   }
   if (!submitted) {
     std::vector<sched::RequestId> released = scheduler_->TakeReleasedRequestIds();
-    if (!released.empty()) engine_->Release(std::move(released));
+    if (!released.empty()) engine_->Release(std::move(released), engine_session_);
   }
 }
 
@@ -311,6 +348,15 @@ void SchedulerLoop::Publish() {
   s.policy = sched::PolicyKindName(options_.scheduler.policy);
   s.max_bs = options_.scheduler.max_bs;
   s.n_workers = options_.scheduler.n_workers;
+  s.options = scheduler_->options();
+  metrics_->num_preemptions().Increment(static_cast<double>(s.scheduler.num_preemptions - exported_preemptions_));
+  metrics_->prefix_cache_queries().Increment(
+      static_cast<double>(s.scheduler.kv.prefix_cache_queries - exported_prefix_queries_));
+  metrics_->prefix_cache_hits().Increment(
+      static_cast<double>(s.scheduler.kv.prefix_cache_hits - exported_prefix_hits_));
+  exported_preemptions_ = s.scheduler.num_preemptions;
+  exported_prefix_queries_ = s.scheduler.kv.prefix_cache_queries;
+  exported_prefix_hits_ = s.scheduler.kv.prefix_cache_hits;
   metrics_->num_requests_running().Set(s.scheduler.num_running);
   metrics_->num_requests_waiting().Set(s.scheduler.num_queued);
   metrics_->SetKvSlots(s.scheduler.n_rsrv, s.scheduler.n_slots);

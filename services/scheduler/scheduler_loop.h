@@ -44,7 +44,14 @@ struct LoopStats {
   std::string policy;
   int32_t max_bs = 0;
   int32_t n_workers = 0;
+  /// Every scheduling knob in effect (max_context / vocab_size from the engine).
+  sched::SchedulerOptions options;
 };
+
+/// The scheduling knobs of `stats` as a JSON object (for /ready and logs):
+/// policy, max_bs, n_slots, n_workers, kv_block_size, max_num_batched_tokens,
+/// enable_prefix_caching, scheduling_order, priority_aging_ms.
+std::string SchedulingConfigJson(const LoopStats& stats);
 
 class SchedulerLoop {
  public:
@@ -53,6 +60,9 @@ class SchedulerLoop {
     std::string model_name;
     /// Applied to requests without a deadline of their own; zero = none.
     absl::Duration default_deadline = absl::ZeroDuration();
+    /// How long a queued request waits for an engine that is not ready (a
+    /// pipeline restarting) before it fails UNAVAILABLE; zero = fail at once.
+    absl::Duration engine_down_wait = absl::Seconds(10);
   };
   using Ticket = uint64_t;
 
@@ -97,6 +107,7 @@ class SchedulerLoop {
   struct StateCmd {
     bool ready;
     std::string reason;
+    uint64_t session;
   };
   struct DrainCmd {};
   struct CancelAllCmd {};
@@ -121,6 +132,8 @@ class SchedulerLoop {
   void Handle(IterationOutcome& outcome, absl::Time now);
   void Handle(const StateCmd& cmd, absl::Time now);
   void CancelEverything(absl::Time now);
+  /// Fails the queued requests that waited engine_down_wait for an engine that is down.
+  void ExpireWhileDown(absl::Time now);
   void ScheduleIterations(absl::Time now);
   void Deliver(std::vector<sched::RequestEvent> events, absl::Time now);
   void Publish();
@@ -135,7 +148,13 @@ class SchedulerLoop {
   absl::flat_hash_map<Ticket, sched::RequestId> tickets_;
   absl::flat_hash_map<sched::IterationId, absl::Time> iteration_start_;
   bool engine_ready_ = false;
+  uint64_t engine_session_ = 0;  // the session plans are made for
+  absl::Time engine_down_since_ = absl::Now();
   std::string not_ready_reason_ = "engine starting";
+  // Counters already exported (the scheduler's are cumulative).
+  uint64_t exported_preemptions_ = 0;
+  int64_t exported_prefix_queries_ = 0;
+  int64_t exported_prefix_hits_ = 0;
 
   mutable absl::Mutex mu_;
   std::deque<Command> inbox_ ABSL_GUARDED_BY(mu_);

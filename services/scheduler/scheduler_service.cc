@@ -44,6 +44,8 @@ void AppendTokens(const std::vector<sched::SampledToken>& tokens, v1::GenerateRe
 // One Generate stream. The loop (via the sink) enqueues responses; writes go
 // out one at a time, and tokens that arrive while a write is in progress are
 // coalesced into the next message so a slow client never grows the queue.
+// Keeps gRPC's reactor rules (services/common/server_stream_writer.h) with its
+// own queue, for the coalescing.
 class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
                              public RequestSink,
                              public std::enable_shared_from_this<GenerateStream> {
@@ -76,6 +78,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
       const sched::FinishInfo& f = *e.finish;
       r.set_finish_reason(ToWire(f.state));
       r.set_error(f.error_message);
+      if (f.state == sched::RequestState::kFinishedError) r.set_error_code(static_cast<int32_t>(f.error_code));
       r.set_prompt_tokens(f.num_prompt_tokens);
       r.set_completion_tokens(f.num_generated_tokens);
       r.set_queue_seconds(absl::ToDoubleSeconds(f.timings.queue));
@@ -165,6 +168,7 @@ absl::StatusOr<sched::RequestSpec> SpecFromProto(const v1::GenerateRequest& req,
   if (std::string err = spec.sampling.Validate(); !err.empty()) return absl::InvalidArgumentError("sampling: " + err);
   spec.stop_token_ids.assign(req.stop_token_ids().begin(), req.stop_token_ids().end());
   spec.ignore_eos = req.ignore_eos();
+  spec.priority = req.priority();
   spec.deadline = grpc_deadline;
   if (req.deadline_unix_millis() > 0)
     spec.deadline = std::min(spec.deadline, absl::FromUnixMillis(req.deadline_unix_millis()));
@@ -174,6 +178,10 @@ absl::StatusOr<sched::RequestSpec> SpecFromProto(const v1::GenerateRequest& req,
 grpc::ServerWriteReactor<v1::GenerateResponse>* SchedulerService::Generate(grpc::CallbackServerContext* context,
                                                                            const v1::GenerateRequest* request) {
   auto stream = std::make_shared<GenerateStream>(loop_);
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    stream->Reject(stream, auth);
+    return stream.get();
+  }
   const auto deadline = context->deadline();
   const absl::Time grpc_deadline =
       deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture() : absl::FromChrono(deadline);
@@ -189,6 +197,10 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* SchedulerService::Generate(grpc:
 grpc::ServerUnaryReactor* SchedulerService::Cancel(grpc::CallbackServerContext* context,
                                                    const v1::CancelRequest* request, v1::CancelResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    reactor->Finish(services::ToGrpcStatus(auth));
+    return reactor;
+  }
   loop_->CancelByCallerId(request->request_id(), [reactor, response](bool found) {
     response->set_found(found);
     reactor->Finish(grpc::Status::OK);
@@ -198,6 +210,11 @@ grpc::ServerUnaryReactor* SchedulerService::Cancel(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
                                                      v1::SchedulerStats* r) {
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(services::ToGrpcStatus(auth));
+    return reactor;
+  }
   const LoopStats s = loop_->stats();
   r->set_num_requests_running(s.scheduler.num_running);
   r->set_num_requests_waiting(s.scheduler.num_queued);
@@ -215,6 +232,16 @@ grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext
   r->set_queued_tokens(s.scheduler.queued_tokens);
   r->set_iterations(s.scheduler.num_iterations_completed);
   r->set_policy(s.policy);
+  const sched::SchedulerOptions& o = s.options;
+  r->set_max_num_batched_tokens(o.max_num_batched_tokens);
+  r->set_prefix_caching(o.enable_prefix_caching);
+  r->set_scheduling_order(sched::SchedulingOrderName(o.scheduling_order));
+  r->set_priority_aging_millis(absl::ToInt64Milliseconds(o.priority_aging));
+  r->set_kv_block_size(o.kv_block_size);
+  r->set_num_preemptions(s.scheduler.num_preemptions);
+  r->set_prefix_cache_queries(s.scheduler.kv.prefix_cache_queries);
+  r->set_prefix_cache_hits(s.scheduler.kv.prefix_cache_hits);
+  r->set_kv_blocks_cached(s.scheduler.kv.num_cached_blocks);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -223,6 +250,10 @@ grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext* context,
                                                      const v1::StoreSetRequest* req, v1::StoreSetResponse*) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    reactor->Finish(services::ToGrpcStatus(auth));
+    return reactor;
+  }
   if (req->key().empty() || req->value().size() > kMaxStoreValueBytes) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "key must be non-empty and value at most 1 MiB"));
     return reactor;
@@ -235,6 +266,10 @@ grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SchedulerService::StoreGet(grpc::CallbackServerContext* context,
                                                      const v1::StoreGetRequest* req, v1::StoreGetResponse* resp) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+    reactor->Finish(services::ToGrpcStatus(auth));
+    return reactor;
+  }
   const int64_t wait = std::clamp<int64_t>(req->wait_millis(), 0, kMaxStoreWaitMillis);
   store_.Get(req->key(), absl::Milliseconds(wait), [reactor, resp](std::optional<std::string> value) {
     resp->set_found(value.has_value());

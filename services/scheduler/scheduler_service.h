@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "orca/v1/scheduler.grpc.pb.h"
+#include "services/common/api_keys.h"
 #include "services/scheduler/rendezvous_store.h"
 #include "services/scheduler/scheduler_loop.h"
 
@@ -13,8 +14,10 @@ namespace orca::scheduler {
 
 class SchedulerService final : public v1::Scheduler::CallbackService {
  public:
-  /// `loop` must outlive the service.
-  explicit SchedulerService(SchedulerLoop* loop) : loop_(loop) {}
+  /// `loop` must outlive the service. With `keys` enabled every call must
+  /// carry "authorization: Bearer <key>" (the gateways' and workers'
+  /// --scheduler-api-key); others fail UNAUTHENTICATED.
+  explicit SchedulerService(SchedulerLoop* loop, services::ApiKeys keys = {}) : loop_(loop), keys_(std::move(keys)) {}
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
                                                            const v1::GenerateRequest* request) override;
@@ -31,6 +34,7 @@ class SchedulerService final : public v1::Scheduler::CallbackService {
 
  private:
   SchedulerLoop* loop_;
+  const services::ApiKeys keys_;
   RendezvousStore store_;
 };
 

@@ -5,15 +5,25 @@
 
 #include <thread>
 
+#include "services/common/api_keys.h"
+
 namespace orca::worker {
 
-GrpcRendezvousStore::GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout)
-    : stub_(v1::Scheduler::NewStub(std::move(channel))), timeout_(timeout) {}
+GrpcRendezvousStore::GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout,
+                                         std::string api_key)
+    : stub_(v1::Scheduler::NewStub(std::move(channel))), timeout_(timeout), api_key_(std::move(api_key)) {}
+
+void GrpcRendezvousStore::ThrowIfCancelled(const std::string& key) const {
+  if (cancelled_ && cancelled_())
+    throw gloo::IoException("rendezvous on '" + key +
+                            "' abandoned: a newer session started (or the worker is stopping)");
+}
 
 void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& data) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
     grpc::ClientContext ctx;
+    services::AddBearerKey(&ctx, api_key_);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::StoreSetRequest req;
     req.set_key(key);
@@ -21,6 +31,10 @@ void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& d
     v1::StoreSetResponse resp;
     grpc::Status s = stub_->StoreSet(&ctx, req, &resp);
     if (s.ok()) return;
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+      throw gloo::IoException("rendezvous store refused this worker: " + s.error_message() +
+                              " (give it the scheduler's key: --scheduler-api-key)");
+    ThrowIfCancelled(key);
     if (std::chrono::steady_clock::now() > deadline)
       throw gloo::IoException("rendezvous store set '" + key + "' failed: " + s.error_message());
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -29,12 +43,16 @@ void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& d
 
 bool GrpcRendezvousStore::Fetch(const std::string& key, std::chrono::milliseconds wait, std::vector<char>* out) {
   grpc::ClientContext ctx;
+  services::AddBearerKey(&ctx, api_key_);
   ctx.set_deadline(std::chrono::system_clock::now() + wait + std::chrono::seconds(5));
   v1::StoreGetRequest req;
   req.set_key(key);
   req.set_wait_millis(wait.count());
   v1::StoreGetResponse resp;
   grpc::Status s = stub_->StoreGet(&ctx, req, &resp);
+  if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+    throw gloo::IoException("rendezvous store refused this worker: " + s.error_message() +
+                            " (give it the scheduler's key: --scheduler-api-key)");
   if (!s.ok()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // scheduler restarting: retry
     return false;
@@ -59,8 +77,9 @@ void GrpcRendezvousStore::wait(const std::vector<std::string>& keys, const std::
     while (true) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      ThrowIfCancelled(key);
       if (left.count() <= 0) throw gloo::IoException("Timed out waiting for rendezvous key '" + key + "'");
-      if (Fetch(key, std::min(left, std::chrono::milliseconds(2000)), nullptr)) break;
+      if (Fetch(key, std::min(left, std::chrono::milliseconds(250)), nullptr)) break;
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <gloo/rendezvous/store.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,7 +17,14 @@ namespace orca::worker {
 
 class GrpcRendezvousStore final : public gloo::rendezvous::Store {
  public:
-  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout);
+  /// `api_key`: sent to the scheduler (its --api-keys); "" = none.
+  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout,
+                      std::string api_key = "");
+
+  /// Waits end (gloo::IoException) as soon as `cancelled` returns true,
+  /// checked at least every 250 ms: the session being formed is over. Set it
+  /// before each rendezvous, from the thread that runs it.
+  void SetCancelled(std::function<bool()> cancelled) { cancelled_ = std::move(cancelled); }
 
   // gloo::rendezvous::Store (throws gloo::IoException on failure, as Gloo expects).
   void set(const std::string& key, const std::vector<char>& data) override;
@@ -28,7 +36,11 @@ class GrpcRendezvousStore final : public gloo::rendezvous::Store {
   bool Fetch(const std::string& key, std::chrono::milliseconds wait, std::vector<char>* out);
 
   std::unique_ptr<v1::Scheduler::Stub> stub_;
+  void ThrowIfCancelled(const std::string& key) const;
+
   std::chrono::milliseconds timeout_;
+  const std::string api_key_;
+  std::function<bool()> cancelled_;
 };
 
 }  // namespace orca::worker

@@ -13,6 +13,7 @@
 #include "core/common/model_name.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
+#include "services/common/api_keys.h"
 #include "services/common/service_main.h"
 #include "services/common/signals.h"
 #include "services/worker/worker_service.h"
@@ -27,19 +28,20 @@ struct Flags {
   std::string model_name;
   std::string dtype = "auto";
   std::string device = "cpu";
-  int64_t stage = 0;
+  int stage = 0;
   bool stage_from_hostname = false;
-  int64_t num_stages = 1;
-  int64_t tensor_parallel = 1;
+  int num_stages = 1;
+  int tensor_parallel = 1;
   std::vector<std::string> workers;
   std::string scheduler;
+  std::string scheduler_api_key, scheduler_api_key_file;
   std::string deployment_id = "orca";
   std::string data_plane_host = "127.0.0.1";
-  int64_t data_plane_port = 7200;
+  int data_plane_port = 7200;
   int64_t n_slots = 8192;
-  int64_t kv_block_size = 16;
-  int64_t threads = 0;
-  int64_t peer_timeout_ms = 10000;
+  int kv_block_size = 16;
+  int threads = 0;
+  int64_t peer_timeout_ms = 300000;
   int64_t rendezvous_timeout_ms = 60000;
   services::LoggingFlags logging;
 };
@@ -94,6 +96,10 @@ int Main(int argc, char** argv) {
   flags.AddInt("tensor-parallel", &f.tensor_parallel, "Tensor-parallel shards (threads) in this process");
   flags.AddStringList("workers", &f.workers, "gRPC addresses of all stages in order");
   flags.AddString("scheduler", &f.scheduler, "Scheduler gRPC address (data-plane rendezvous)");
+  flags.AddString("scheduler-api-key", &f.scheduler_api_key,
+                  "Key sent to the scheduler (its --api-keys) for the data-plane rendezvous");
+  flags.AddString("scheduler-api-key-file", &f.scheduler_api_key_file,
+                  "File holding --scheduler-api-key (its first key line; e.g. a mounted Secret)");
   flags.AddString("deployment-id", &f.deployment_id, "Rendezvous namespace of this engine replica");
   flags.AddString("data-plane-host", &f.data_plane_host, "Address peers use to reach this worker's Gloo endpoints");
   flags.AddInt("data-plane-port", &f.data_plane_port,
@@ -102,7 +108,9 @@ int Main(int argc, char** argv) {
   flags.AddInt("n-slots", &f.n_slots, "KV slots (tokens) this stage pre-allocates");
   flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens)");
   flags.AddInt("threads", &f.threads, "Compute threads in total (0 = all cores)");
-  flags.AddInt("peer-timeout-ms", &f.peer_timeout_ms, "Data-plane operation timeout");
+  flags.AddInt("peer-timeout-ms", &f.peer_timeout_ms,
+               "Backstop on one data-plane operation. A peer that is dead or cut off is found by the engine "
+               "master's heartbeats (--worker-timeout-ms), which ends the session and aborts the wait");
   flags.AddInt("rendezvous-timeout-ms", &f.rendezvous_timeout_ms, "Time to form a session's data plane");
   services::AddLoggingFlags(&flags, &f.logging);
   if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-worker", "ORCA_WORKER_")) return *exit_code;
@@ -135,6 +143,9 @@ int Main(int argc, char** argv) {
   if (absl::Status s = engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &o.engine); !s.ok()) return Fail(s);
   o.workers = f.workers;
   o.scheduler_address = f.scheduler;
+  auto scheduler_key = services::ReadClientKey(f.scheduler_api_key, f.scheduler_api_key_file);
+  if (!scheduler_key.ok()) return Fail(scheduler_key.status());
+  o.scheduler_api_key = *scheduler_key;
   o.deployment_id = f.deployment_id;
   o.data_plane_host = f.data_plane_host;
   o.data_plane_port = static_cast<int32_t>(f.data_plane_port);

@@ -3,6 +3,7 @@
 #include <gloo/rendezvous/store.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -31,6 +32,10 @@ static_assert(sizeof(FrameHeader) == 256);
 
 // Results held for a session nobody has subscribed to yet (the session-ready answer races the subscription).
 constexpr size_t kMaxUnsubscribedResults = 1024;
+// Sessions remembered as over, so their late messages are dropped.
+constexpr size_t kMaxEndedSessions = 64;
+// The heartbeat thread's tick; subscribers' intervals are at least this.
+constexpr absl::Duration kHeartbeatTick = absl::Milliseconds(10);
 
 }  // namespace
 
@@ -45,8 +50,9 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(Options options, 
   ORCA_ASSIGN_OR_RETURN(auto metrics, metrics::WorkerMetrics::Create(registry, options.model_name, stage));
   std::unique_ptr<WorkerNode> node(new WorkerNode(std::move(options), std::move(engine), std::move(metrics)));
   if (P > 1) {
-    node->store_ = std::make_unique<GrpcRendezvousStore>(
-        services::CreateInternalChannel(node->options_.scheduler_address), node->options_.rendezvous_timeout);
+    node->store_ =
+        std::make_unique<GrpcRendezvousStore>(services::CreateInternalChannel(node->options_.scheduler_address),
+                                              node->options_.rendezvous_timeout, node->options_.scheduler_api_key);
   }
   if (stage + 1 < P) {
     node->downstream_ = v1::Worker::NewStub(services::CreateInternalChannel(node->options_.workers[stage + 1]));
@@ -63,6 +69,7 @@ WorkerNode::~WorkerNode() { Stop(); }
 void WorkerNode::Start() {
   if (downstream_) forward_thread_ = std::thread([this] { ForwardLoop(); });
   compute_thread_ = std::thread([this] { ComputeLoop(); });
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
 }
 
 void WorkerNode::Stop() {
@@ -70,16 +77,56 @@ void WorkerNode::Stop() {
     absl::MutexLock lock(&mu_);
     stop_ = true;
   }
+  AbortStaleDataPlane();  // a compute thread waiting on a peer must not hold up the exit
   if (forward_thread_.joinable()) forward_thread_.join();
   if (compute_thread_.joinable()) compute_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  absl::MutexLock lock(&mu_);
+  heartbeat_subscribers_.clear();
 }
 
 void WorkerNode::OnControl(v1::ControlMessage msg) {
+  bool new_session = false;
+  {
+    absl::MutexLock lock(&mu_);
+    const uint64_t session = msg.session_id();
+    if (IsEnded(session)) return;  // a late message of a session that is over
+    if (session != latest_session_) {
+      // A new session ends the old one: nothing waits for its work any more.
+      if (latest_session_ != 0) ended_sessions_.push_back(latest_session_);
+      if (ended_sessions_.size() > kMaxEndedSessions) ended_sessions_.pop_front();
+      latest_session_ = session;
+      auto stale = [session](const v1::ControlMessage& m) { return m.session_id() != session; };
+      compute_queue_.erase(std::remove_if(compute_queue_.begin(), compute_queue_.end(), stale), compute_queue_.end());
+      forward_queue_.erase(std::remove_if(forward_queue_.begin(), forward_queue_.end(), stale), forward_queue_.end());
+      new_session = true;
+    }
+    // The control plane runs ahead of compute (paper §4.1): the next stage sees
+    // this message while we are still busy with earlier iterations.
+    if (downstream_) forward_queue_.push_back(msg);
+    compute_queue_.push_back(std::move(msg));
+  }
+  if (new_session) AbortStaleDataPlane();
+}
+
+bool WorkerNode::IsEnded(uint64_t session) const {
+  return std::find(ended_sessions_.begin(), ended_sessions_.end(), session) != ended_sessions_.end();
+}
+
+uint64_t WorkerNode::LatestSession() const {
   absl::MutexLock lock(&mu_);
-  // The control plane runs ahead of compute (paper §4.1): the next stage sees
-  // this message while we are still busy with earlier iterations.
-  if (downstream_) forward_queue_.push_back(msg);
-  compute_queue_.push_back(std::move(msg));
+  return latest_session_;
+}
+
+void WorkerNode::AbortStaleDataPlane() {
+  absl::MutexLock lock(&comm_mu_);
+  if (pipeline_ == nullptr) return;
+  bool stale;
+  {
+    absl::MutexLock state(&mu_);
+    stale = stop_ || latest_session_ != pipeline_session_;
+  }
+  if (stale) pipeline_->Abort();
 }
 
 absl::Status WorkerNode::SubscribeResults(uint64_t session, std::shared_ptr<ResultSink> sink) {
@@ -97,6 +144,67 @@ absl::Status WorkerNode::SubscribeResults(uint64_t session, std::shared_ptr<Resu
 void WorkerNode::Unsubscribe(const ResultSink* sink) {
   absl::MutexLock lock(&mu_);
   if (results_.get() == sink) results_.reset();
+}
+
+void WorkerNode::SubscribeHeartbeats(std::shared_ptr<HeartbeatSink> sink, absl::Duration interval) {
+  absl::MutexLock lock(&mu_);
+  heartbeat_subscribers_.push_back({std::move(sink), std::max(interval, kHeartbeatTick), absl::InfinitePast()});
+}
+
+void WorkerNode::UnsubscribeHeartbeats(const HeartbeatSink* sink) {
+  absl::MutexLock lock(&mu_);
+  auto& subs = heartbeat_subscribers_;
+  subs.erase(std::remove_if(subs.begin(), subs.end(), [sink](const auto& s) { return s.sink.get() == sink; }),
+             subs.end());
+}
+
+v1::Heartbeat WorkerNode::HeartbeatNow() const {
+  v1::Heartbeat hb;
+  hb.set_stage(options_.engine.stage);
+  hb.set_session_id(session_);
+  hb.set_connected(connected_);
+  if (!connected_) hb.set_status_message(session_ == 0 ? "waiting for the engine master's session" : session_error_);
+  hb.set_last_iteration_id(last_iteration_id_);
+  if (last_iteration_id_ != 0)
+    hb.set_last_iteration_age_micros(absl::ToInt64Microseconds(absl::Now() - last_iteration_time_));
+  hb.set_waiting_iteration_id(waiting_iteration_id_);
+  if (waiting_iteration_id_ != 0) hb.set_waiting_micros(absl::ToInt64Microseconds(absl::Now() - waiting_since_));
+  hb.set_kv_slots_used(kv_slots_used_);
+  hb.set_sent_unix_micros(absl::ToUnixMicros(absl::Now()));
+  return hb;
+}
+
+// A thread of its own: heartbeats go out while the compute thread is busy
+// for as long as an iteration takes, and stop only when the process stops.
+void WorkerNode::HeartbeatLoop() {
+  while (true) {
+    std::vector<std::shared_ptr<HeartbeatSink>> due;
+    v1::Heartbeat hb;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_), kHeartbeatTick);
+      if (stop_) return;
+      const absl::Time now = absl::Now();
+      for (HeartbeatSubscriber& s : heartbeat_subscribers_) {
+        if (now < s.next) continue;
+        s.next = now + s.interval;
+        due.push_back(s.sink);
+      }
+      if (!due.empty()) hb = HeartbeatNow();
+    }
+    // Outside the lock: a sink's stream may end here and unsubscribe.
+    for (auto& sink : due) sink->Push(hb);
+  }
+}
+
+void WorkerNode::SetProgress(uint64_t last_iteration_id) {
+  const int64_t used = engine_->kv_slots_used();
+  absl::MutexLock lock(&mu_);
+  if (last_iteration_id != 0 && last_iteration_id != last_iteration_id_) {
+    last_iteration_id_ = last_iteration_id;
+    last_iteration_time_ = absl::Now();
+  }
+  kv_slots_used_ = used;
 }
 
 void WorkerNode::ForwardLoop() {
@@ -139,8 +247,19 @@ void WorkerNode::ForwardLoop() {
 
 absl::Status WorkerNode::BeginSession(uint64_t session) {
   engine_->ReleaseAll();
-  pipeline_.reset();
+  SetProgress(0);
+  {
+    absl::MutexLock lock(&comm_mu_);
+    pipeline_.reset();
+    pipeline_session_ = 0;
+  }
+  compute_pipeline_ = nullptr;
   if (options_.engine.num_stages == 1) return absl::OkStatus();
+  // A rendezvous for a session that is already over is abandoned at once.
+  store_->SetCancelled([this, session] {
+    absl::MutexLock lock(&mu_);
+    return stop_ || latest_session_ != session;
+  });
   engine::GlooCommunicator::Options o;
   o.store = store_.get();
   o.prefix = absl::StrCat(options_.deployment_id, "/pipeline/session-", session);
@@ -150,8 +269,43 @@ absl::Status WorkerNode::BeginSession(uint64_t session) {
   o.port = options_.data_plane_port;
   o.timeout = options_.rendezvous_timeout;
   o.op_timeout = options_.peer_timeout;
-  ORCA_ASSIGN_OR_RETURN(pipeline_, engine::GlooCommunicator::Create(o));
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::GlooCommunicator> pipeline, engine::GlooCommunicator::Create(o));
+  compute_pipeline_ = pipeline.get();
+  {
+    absl::MutexLock lock(&comm_mu_);
+    pipeline_ = std::move(pipeline);
+    pipeline_session_ = session;
+  }
+  AbortStaleDataPlane();  // a newer session may have begun while this one connected
   return absl::OkStatus();
+}
+
+void WorkerNode::StartComputing(uint64_t session) {
+  {
+    absl::MutexLock lock(&mu_);
+    session_ = session;
+    connected_ = false;
+    session_error_.clear();
+    unsubscribed_.clear();
+    waiting_iteration_id_ = 0;
+  }
+  ORCA_LOG(INFO) << "stage " << options_.engine.stage << ": starting session " << session;
+  absl::Status s = BeginSession(session);
+  {
+    absl::MutexLock lock(&mu_);
+    connected_ = s.ok();
+    session_error_ = s.ok() ? "" : std::string(s.message());
+  }
+  if (!s.ok())
+    ORCA_LOG(ERROR) << "session " << session << ": " << s;
+  else
+    ORCA_LOG(INFO) << "stage " << options_.engine.stage << ": session " << session << " connected";
+  if (is_last_stage()) {
+    v1::IterationResult ready;
+    ready.set_iteration_id(0);
+    if (!s.ok()) ready.set_error(std::string(s.message()));
+    Publish(std::move(ready));
+  }
 }
 
 void WorkerNode::ComputeLoop() {
@@ -166,35 +320,15 @@ void WorkerNode::ComputeLoop() {
       if (stop_) return;
       msg = std::move(compute_queue_.front());
       compute_queue_.pop_front();
+      if (IsEnded(msg.session_id())) continue;  // ended while queued
     }
     if (msg.session_id() != current) {
       current = msg.session_id();
-      {
-        absl::MutexLock lock(&mu_);
-        session_ = current;
-        connected_ = false;
-        unsubscribed_.clear();
-      }
-      ORCA_LOG(INFO) << "stage " << options_.engine.stage << ": starting session " << current;
-      absl::Status s = BeginSession(current);
-      {
-        absl::MutexLock lock(&mu_);
-        connected_ = s.ok();
-        session_error_ = s.ok() ? "" : std::string(s.message());
-      }
-      if (!s.ok())
-        ORCA_LOG(ERROR) << "session " << current << ": " << s;
-      else
-        ORCA_LOG(INFO) << "stage " << options_.engine.stage << ": session " << current << " connected";
-      if (is_last_stage()) {
-        v1::IterationResult ready;
-        ready.set_iteration_id(0);
-        if (!s.ok()) ready.set_error(std::string(s.message()));
-        Publish(std::move(ready));
-      }
+      StartComputing(current);
     }
     if (msg.requests_size() == 0) {  // release-only (or the session's first message)
       for (uint64_t id : msg.released_request_ids()) engine_->Release(id);
+      SetProgress(0);
       continue;
     }
     bool connected;
@@ -203,6 +337,7 @@ void WorkerNode::ComputeLoop() {
       connected = connected_;
     }
     absl::Status s = connected ? RunIteration(msg) : absl::UnavailableError("this stage's data plane is down");
+    SetProgress(msg.iteration_id());
     if (!s.ok()) {
       ORCA_LOG(ERROR).With("iteration_id", msg.iteration_id()) << "stage " << options_.engine.stage << ": " << s;
       if (is_last_stage()) {
@@ -213,6 +348,38 @@ void WorkerNode::ComputeLoop() {
       }
     }
   }
+}
+
+// Reads the previous stage's frame for `msg` into hidden_in_. A failure of
+// the upstream stage's own compute comes back in `upstream`; the returned
+// status is the data plane's.
+absl::Status WorkerNode::ReceiveActivations(const v1::ControlMessage& msg, int64_t count, absl::Status* upstream) {
+  const int32_t stage = options_.engine.stage;
+  {
+    absl::MutexLock lock(&mu_);
+    waiting_iteration_id_ = msg.iteration_id();
+    waiting_since_ = absl::Now();
+  }
+  FrameHeader h;
+  absl::Status s = compute_pipeline_->Recv(stage - 1, &h, sizeof(h));
+  if (s.ok() && h.status == 0) {
+    if (h.count != count) {
+      s = absl::DataLossError(absl::StrCat("stage ", stage - 1, " sent ", h.count, " values, expected ", count));
+    } else {
+      hidden_in_.resize(static_cast<size_t>(count));
+      s = compute_pipeline_->Recv(stage - 1, hidden_in_.data(), sizeof(float) * count);
+    }
+  } else if (s.ok()) {
+    h.error[sizeof(h.error) - 1] = 0;
+    *upstream = absl::AbortedError(h.error);
+  }
+  absl::MutexLock lock(&mu_);
+  waiting_iteration_id_ = 0;
+  if (!s.ok()) {
+    connected_ = false;
+    session_error_ = std::string(s.message());
+  }
+  return s;
 }
 
 absl::Status WorkerNode::RunIteration(const v1::ControlMessage& msg) {
@@ -226,26 +393,9 @@ absl::Status WorkerNode::RunIteration(const v1::ControlMessage& msg) {
   absl::Status upstream = absl::OkStatus();
   if (!first) {
     const auto t0 = Clock::now();
-    FrameHeader h;
-    absl::Status s = pipeline_->Recv(stage - 1, &h, sizeof(h));
-    if (s.ok() && h.status == 0) {
-      if (h.count != count) {
-        s = absl::DataLossError(absl::StrCat("stage ", stage - 1, " sent ", h.count, " values, expected ", count));
-      } else {
-        hidden_in_.resize(static_cast<size_t>(count));
-        s = pipeline_->Recv(stage - 1, hidden_in_.data(), sizeof(float) * count);
-      }
-    } else if (s.ok()) {
-      h.error[sizeof(h.error) - 1] = 0;
-      upstream = absl::AbortedError(h.error);
-    }
+    absl::Status s = ReceiveActivations(msg, count, &upstream);
     comm_us += Micros(Clock::now() - t0);
-    if (!s.ok()) {
-      absl::MutexLock lock(&mu_);
-      connected_ = false;
-      session_error_ = std::string(s.message());
-      return s;
-    }
+    if (!s.ok()) return s;
   }
   absl::Status status = upstream;
   const auto c0 = Clock::now();
@@ -256,14 +406,15 @@ absl::Status WorkerNode::RunIteration(const v1::ControlMessage& msg) {
   }
   const int64_t compute_us = Micros(Clock::now() - c0) - output_.timings.comm_micros;
   comm_us += output_.timings.comm_micros;
+  SetProgress(msg.iteration_id());  // computed: from here on the next stage only waits for the wire
   if (!last) {
     const auto t0 = Clock::now();
     FrameHeader h;
     h.status = status.ok() ? 0 : 1;
     h.count = status.ok() ? count : 0;
     if (!status.ok()) std::strncpy(h.error, std::string(status.message()).c_str(), sizeof(h.error) - 1);
-    absl::Status s = pipeline_->Send(stage + 1, &h, sizeof(h));
-    if (s.ok() && status.ok()) s = pipeline_->Send(stage + 1, output_.hidden.data(), sizeof(float) * count);
+    absl::Status s = compute_pipeline_->Send(stage + 1, &h, sizeof(h));
+    if (s.ok() && status.ok()) s = compute_pipeline_->Send(stage + 1, output_.hidden.data(), sizeof(float) * count);
     comm_us += Micros(Clock::now() - t0);
     if (!s.ok()) {
       absl::MutexLock lock(&mu_);
@@ -313,8 +464,10 @@ v1::WorkerInfo WorkerNode::Info() const {
   info.set_max_context(c.max_position);
   info.set_kv_slots_total(engine_->kv_slots_total());
   info.set_loaded(true);
+  info.set_kv_block_size(options_.engine.kv_block_size);
   for (int32_t id : c.eos_token_ids) info.add_eos_token_ids(id);
   absl::MutexLock lock(&mu_);
+  info.set_kv_slots_used(kv_slots_used_);
   info.set_session_id(session_);
   info.set_ready(connected_);
   info.set_status_message(

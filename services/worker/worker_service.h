@@ -16,6 +16,8 @@ class WorkerService final : public v1::Worker::CallbackService {
                                                        v1::ControlSummary* summary) override;
   grpc::ServerWriteReactor<v1::IterationResult>* Results(grpc::CallbackServerContext* context,
                                                          const v1::ResultsRequest* request) override;
+  grpc::ServerWriteReactor<v1::Heartbeat>* Heartbeats(grpc::CallbackServerContext* context,
+                                                      const v1::HeartbeatRequest* request) override;
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context, const v1::WorkerInfoRequest* request,
                                     v1::WorkerInfo* response) override;
 

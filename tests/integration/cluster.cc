@@ -26,7 +26,7 @@ cli::LocalStackCommands::Options CommandOptions(const ClusterOptions& o) {
   c.max_bs = o.max_bs;
   c.n_workers = o.n_workers;
   c.policy = o.policy;
-  c.worker_threads = o.tensor_parallel;
+  c.worker_threads = o.worker_threads > 0 ? o.worker_threads : o.tensor_parallel;
   c.engine_threads = 2;
   c.deployment_id = o.name;
   c.peer_timeout_ms = o.peer_timeout_ms;
@@ -34,6 +34,7 @@ cli::LocalStackCommands::Options CommandOptions(const ClusterOptions& o) {
   c.worker_timeout_ms = o.worker_timeout_ms;
   c.drain_grace_seconds = 5;
   c.extra_scheduler_flags = o.extra_scheduler_flags;
+  c.scheduler_api_key = o.api_key;
   return c;
 }
 
@@ -74,9 +75,10 @@ std::string Cluster::Logs() const {
 }
 
 GenerateResult Generate(v1::Scheduler::Stub* stub, const std::vector<int32_t>& prompt, int max_new_tokens,
-                        const v1::SamplingParams& sampling, bool ignore_eos) {
+                        const v1::SamplingParams& sampling, bool ignore_eos, const std::string& api_key) {
   GenerateResult r;
   grpc::ClientContext ctx;
+  if (!api_key.empty()) ctx.AddMetadata("authorization", "Bearer " + api_key);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   v1::GenerateRequest req;
   req.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.end());

@@ -23,10 +23,12 @@ struct ClusterOptions {
   int max_bs = 16;
   int n_workers = 0;  // 0: the scheduler's default (number of stages)
   int worker_timeout_ms = 5000;
-  int peer_timeout_ms = 3000;
+  int peer_timeout_ms = 0;  // 0: the worker's default (a backstop; liveness comes from heartbeats)
   std::string policy = "orca";
   std::string name = "cluster";
   std::vector<std::string> extra_scheduler_flags;
+  int worker_threads = 0;  // 0: tensor_parallel
+  std::string api_key;     // the scheduler's --api-keys, given to the workers as --scheduler-api-key
 };
 
 class Cluster {
@@ -61,7 +63,8 @@ struct GenerateResult {
 
 /// Greedy (unless `sampling` says otherwise) generation through the scheduler's gRPC API.
 GenerateResult Generate(v1::Scheduler::Stub* stub, const std::vector<int32_t>& prompt, int max_new_tokens,
-                        const v1::SamplingParams& sampling = {}, bool ignore_eos = true);
+                        const v1::SamplingParams& sampling = {}, bool ignore_eos = true,
+                        const std::string& api_key = "");
 
 /// Stats once no request is running (or after 2 s): the scheduler publishes a snapshot per round.
 v1::SchedulerStats SettledStats(v1::Scheduler::Stub* stub);

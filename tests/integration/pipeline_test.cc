@@ -108,5 +108,29 @@ INSTANTIATE_TEST_SUITE_P(Topologies, PipelineTest,
                                            std::make_tuple("stories260K", Topology{"pp2tp2", 2, 2})),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
+// Issue 11: the scheduler's gRPC port takes the same bearer key as the
+// gateway's APIs. The workers present it for the data-plane rendezvous (else
+// the pipeline cannot form), and a caller without it is refused.
+TEST(SchedulerAuthTest, ThePortWantsTheKeyAndTheWorkersPresentIt) {
+  ClusterOptions co;
+  co.model = ModelPath("llama");
+  co.pipeline = 2;
+  co.api_key = "internal-secret";
+  co.name = "auth";
+  Cluster cluster(co);
+  ASSERT_TRUE(cluster.Start()) << cluster.Logs();
+  auto stub = cluster.NewStub();
+  GenerateResult refused = Generate(stub.get(), {1, 2, 3}, 4);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.status.error_message();
+  GenerateResult wrong = Generate(stub.get(), {1, 2, 3}, 4, {}, true, "guess");
+  EXPECT_EQ(wrong.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  GenerateResult ok = Generate(stub.get(), {1, 2, 3}, 4, {}, true, "internal-secret");
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_EQ(ok.tokens.size(), 4u);
+  grpc::ClientContext ctx;
+  v1::SchedulerStats stats;
+  EXPECT_EQ(stub->GetStats(&ctx, v1::StatsRequest(), &stats).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
 }  // namespace
 }  // namespace orca::testing

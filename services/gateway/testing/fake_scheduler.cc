@@ -100,6 +100,9 @@ class FakeScheduler::Service : public orca::v1::Scheduler::CallbackService {
     {
       absl::MutexLock lock(&s.mu_);
       ++s.num_generate_calls_;
+      auto auth = context->client_metadata().find("authorization");
+      s.last_authorization_ =
+          auth == context->client_metadata().end() ? "" : std::string(auth->second.data(), auth->second.size());
       s.requests_.push_back(*request);
       std::optional<Failure> failure;
       if (!s.failures_.empty()) {
@@ -237,6 +240,7 @@ void FakeScheduler::Step(Stream* stream) {
   if (stream->failure && position >= stream->failure->after_tokens) {
     out.set_finish_reason(orca::v1::FINISH_REASON_ERROR);
     out.set_error(stream->failure->message);
+    out.set_error_code(static_cast<int32_t>(stream->failure->code));
     stream->finishing = true;
     return;
   }
@@ -342,6 +346,11 @@ int FakeScheduler::num_running() const {
 int64_t FakeScheduler::kv_slots_used() const {
   absl::MutexLock lock(&mu_);
   return kv_slots_used_;
+}
+
+std::string FakeScheduler::last_authorization() const {
+  absl::MutexLock lock(&mu_);
+  return last_authorization_;
 }
 
 int64_t FakeScheduler::num_cancelled() const {

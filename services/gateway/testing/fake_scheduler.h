@@ -74,6 +74,8 @@ class FakeScheduler {
   int64_t kv_slots_used() const;
   int64_t num_cancelled() const;
   int64_t num_generate_calls() const;
+  /// The "authorization" metadata of the last Generate call ("" without one).
+  std::string last_authorization() const;
   uint64_t iterations() const;
   std::vector<orca::v1::GenerateRequest> requests() const;
   /// Waits until `condition` holds (checked at every iteration); false on timeout.
@@ -107,6 +109,7 @@ class FakeScheduler {
   int64_t kv_slots_used_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t num_cancelled_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t num_generate_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_authorization_ ABSL_GUARDED_BY(mu_);
   uint64_t iterations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unseeded_counter_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<orca::v1::GenerateRequest> requests_ ABSL_GUARDED_BY(mu_);

@@ -46,6 +46,24 @@ TEST(FlagSetTest, RejectsWrongTypesWithTheFlagName) {
   EXPECT_NE(status.message().find("lots"), std::string::npos);
 }
 
+// Issue 11: a limit too big for its 32-bit flag is refused with the value as
+// given, not wrapped ("max_bs must be >= 1 (got -727379968)" for 1e12).
+TEST(FlagSetTest, ThirtyTwoBitFlagsRefuseBigValuesAsGiven) {
+  int max_bs = 16;
+  FlagSet flags("t", "test");
+  flags.AddInt("max-bs", &max_bs, "b");
+  std::vector<std::string> args = {"prog", "--max-bs=1000000000000"};
+  auto argv = Argv(args);
+  absl::Status status = flags.Parse(static_cast<int>(argv.size()), argv.data());
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.message(), "--max-bs must be at most 2147483647, got 1000000000000");
+  EXPECT_EQ(max_bs, 16);
+  std::vector<std::string> ok = {"prog", "--max-bs=2147483647"};
+  auto ok_argv = Argv(ok);
+  ASSERT_TRUE(flags.Parse(static_cast<int>(ok_argv.size()), ok_argv.data()).ok());
+  EXPECT_EQ(max_bs, 2147483647);
+}
+
 TEST(FlagSetTest, RejectsUnknownFlags) {
   FlagSet flags("t", "test");
   std::vector<std::string> args = {"prog", "--bogus=1"};

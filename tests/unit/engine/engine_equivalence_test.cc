@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "core/engine/engine.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/test_models.h"
@@ -183,6 +184,172 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
     }
     in = next;
   }
+}
+
+// Chunked prefill (scheduler option --max-num-batched-tokens): a prompt computed
+// in chunks — each a prefill at a start position > 0, only the last one
+// sampling — gives the same logits as the whole prompt at once and as the
+// reference, while another request decodes in the same iterations.
+TEST_P(EngineEquivalenceTest, ChunkedPromptMatchesWholePromptAndReference) {
+  const std::string path = testing::SyntheticModel(Options());
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ReferenceModel ref(**ckpt);
+  const int32_t vocab = (*ckpt)->config().vocab_size;
+  std::mt19937 rng(77);
+  std::vector<int32_t> prompt(45);
+  for (int32_t& t : prompt) t = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
+  const std::vector<double> want = ref.Logits(prompt).back();
+  auto whole = MakeEngine(path);
+  StepInput one;
+  one.seqs.push_back({1, prompt, 0, true, SequenceSetup{64, {}, prompt}});
+  StepOutput whole_out;
+  ASSERT_TRUE(whole->Step(one, nullptr, &whole_out).ok());
+  const std::vector<double> whole_logits(whole_out.logits.begin(), whole_out.logits.end());
+
+  const std::vector<std::vector<int32_t>> chunkings = {
+      {1, 44}, {16, 16, 13}, {7, 7, 7, 7, 7, 10}, {44, 1}, {3, 30, 12}};
+  for (const std::vector<int32_t>& chunks : chunkings) {
+    auto engine = MakeEngine(path);
+    // A second request decodes next to every chunk (a mixed batch).
+    StepInput warm;
+    warm.seqs.push_back({2, {9, 8, 7}, 0, true, SequenceSetup{64, {}, {}}});
+    StepOutput warm_out;
+    ASSERT_TRUE(engine->Step(warm, nullptr, &warm_out).ok());
+    int32_t other_pos = 3, other_token = warm_out.samples[0].sample.token_id;
+    int32_t start = 0;
+    StepOutput out;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      StepInput in;
+      in.iteration_id = c + 1;
+      in.seqs.push_back({2, {other_token}, other_pos, true, std::nullopt});
+      StepSequence chunk{1, std::vector<int32_t>(prompt.begin() + start, prompt.begin() + start + chunks[c]), start,
+                         c + 1 == chunks.size(), std::nullopt};
+      if (c == 0) chunk.new_request = SequenceSetup{64, {}, prompt};
+      in.seqs.push_back(chunk);
+      ASSERT_TRUE(engine->Step(in, nullptr, &out).ok());
+      ASSERT_EQ(out.samples.size(), c + 1 == chunks.size() ? 2u : 1u) << "a chunk that does not end the prompt samples";
+      other_token = out.samples[0].sample.token_id;
+      ++other_pos;
+      start += chunks[c];
+    }
+    const std::string what = absl::StrCat(GetParam().name, " chunks ", chunks.size(), " first ", chunks[0]);
+    const float* got = out.logits.data() + vocab;  // row 1: the prompt's last token
+    ExpectClose(got, want, GetParam().tolerance, what + " vs reference");
+    ExpectClose(got, whole_logits, GetParam().tolerance, what + " vs whole prompt");
+    EXPECT_EQ(out.samples[1].sample.token_id, whole_out.samples[0].sample.token_id) << what;
+  }
+}
+
+// Prefix caching (scheduler option --enable-prefix-caching): B's table starts
+// with two of A's blocks (its first 32 tokens, already computed by A), so B
+// computes only its last 12 prompt tokens — and gets the same logits as
+// computing its whole prompt in a fresh engine, and as the reference; A keeps
+// decoding in its own last block meanwhile. Tensor-parallel shards apply the
+// same block ids to their own pools (tp = 2 runs the same check).
+TEST_P(EngineEquivalenceTest, PrefixCacheHitMatchesComputingFromScratch) {
+  const std::string path = testing::SyntheticModel(Options());
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ReferenceModel ref(**ckpt);
+  const int32_t vocab = (*ckpt)->config().vocab_size;
+  std::mt19937 rng(99);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (int32_t& x : t) x = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
+    return t;
+  };
+  const std::vector<int32_t> a_prompt = random_tokens(40);
+  std::vector<int32_t> b_prompt(a_prompt.begin(), a_prompt.begin() + 32);
+  for (int32_t t : random_tokens(12)) b_prompt.push_back(t);
+
+  for (int tp : {1, 2}) {
+    auto cached = MakeEngine(path, tp);
+    auto fresh = MakeEngine(path, tp);
+    const std::string what = absl::StrCat(GetParam().name, " tp ", tp);
+    // A on blocks 3, 7, 9 (positions 0-15, 16-31, 32-47).
+    StepInput a_in;
+    a_in.seqs.push_back({1, a_prompt, 0, true, SequenceSetup{64, {}, a_prompt, {}, 16}, {3, 7, 9}});
+    StepOutput a_out;
+    ASSERT_TRUE(cached->Step(a_in, nullptr, &a_out).ok());
+    const int64_t used_by_a = cached->kv_slots_used();
+    EXPECT_EQ(used_by_a, 48);
+    // B: A's blocks 3 and 7 hold its first 32 tokens; its own block 12 gets the rest.
+    // A decodes in the same iteration (position 40, its block 9).
+    StepInput both;
+    both.seqs.push_back({1, {a_out.samples[0].sample.token_id}, 40, true, std::nullopt});
+    both.seqs.push_back({2,
+                         std::vector<int32_t>(b_prompt.begin() + 32, b_prompt.end()),
+                         32,
+                         true,
+                         SequenceSetup{64, {}, b_prompt, {}, 16},
+                         {3, 7, 12}});
+    StepOutput both_out;
+    ASSERT_TRUE(cached->Step(both, nullptr, &both_out).ok());
+    EXPECT_EQ(cached->kv_slots_used(), 64);  // blocks 3, 7, 9, 12: the shared two counted once
+    StepInput b_alone;
+    b_alone.seqs.push_back({2, b_prompt, 0, true, SequenceSetup{64, {}, b_prompt}});
+    StepOutput b_out;
+    ASSERT_TRUE(fresh->Step(b_alone, nullptr, &b_out).ok());
+    const std::vector<double> from_scratch(b_out.logits.begin(), b_out.logits.end());
+    ExpectClose(both_out.logits.data() + vocab, from_scratch, GetParam().tolerance, what + " hit vs from scratch");
+    ExpectClose(both_out.logits.data() + vocab, ref.Logits(b_prompt).back(), GetParam().tolerance,
+                what + " hit vs reference");
+    std::vector<int32_t> a_history = a_prompt;
+    a_history.push_back(a_out.samples[0].sample.token_id);
+    ExpectClose(both_out.logits.data(), ref.Logits(a_history).back(), GetParam().tolerance, what + " A vs reference");
+    // B decodes into a block it is handed when it crosses position 48.
+    std::vector<int32_t> b_history = b_prompt;
+    int32_t token = both_out.samples[1].sample.token_id;
+    for (int32_t pos = 44; pos < 50; ++pos) {
+      b_history.push_back(token);
+      StepInput step;
+      StepSequence s{2, {token}, pos, true, std::nullopt};
+      if (pos == 48) s.block_ids = {5};
+      step.seqs.push_back(s);
+      StepOutput out;
+      ASSERT_TRUE(cached->Step(step, nullptr, &out).ok()) << what << " pos " << pos;
+      ExpectClose(out.logits.data(), ref.Logits(b_history).back(), GetParam().tolerance,
+                  absl::StrCat(what, " B decode at ", pos));
+      token = out.samples[0].sample.token_id;
+    }
+    // Releasing B keeps A's blocks (and their contents) in use.
+    StepInput release;
+    release.released_ids = {2};
+    StepOutput unused;
+    ASSERT_TRUE(cached->Step(release, nullptr, &unused).ok());
+    EXPECT_EQ(cached->kv_slots_used(), used_by_a);
+  }
+}
+
+// Scheduler-owned tables are checked like reservations: a block size other than
+// the stage's, ids outside the pool or repeated, appends to a request without a
+// table, or positions the table does not cover are errors that change nothing.
+TEST_P(EngineEquivalenceTest, MalformedBlockTablesAreRejectedWithoutSideEffects) {
+  const std::string path = testing::SyntheticModel(Options());
+  auto engine = MakeEngine(path);
+  auto step = [&](StepSequence s) {
+    StepInput in;
+    in.seqs.push_back(std::move(s));
+    StepOutput out;
+    return engine->Step(in, nullptr, &out);
+  };
+  absl::Status st = step({1, {1, 2, 3}, 0, true, SequenceSetup{16, {}, {}, {}, 32}, {0}});
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("--kv-block-size"), std::string::npos) << st;
+  EXPECT_EQ(step({1, {1, 2, 3}, 0, true, SequenceSetup{16, {}, {}, {}, 16}, {100000}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(step({1, {1, 2, 3}, 0, true, SequenceSetup{64, {}, {}, {}, 16}, {4, 4}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(step({1, std::vector<int32_t>(20, 1), 0, true, SequenceSetup{64, {}, {}, {}, 16}, {4}}).code(),
+            absl::StatusCode::kOutOfRange);  // 20 positions, one block of 16
+  EXPECT_EQ(step({1, {1}, 0, true, std::nullopt, {4}}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(engine->kv_slots_used(), 0);
+  EXPECT_EQ(engine->num_requests(), 0);
+  // A valid one, then a self-reserving request in the same pool: the two never mix.
+  ASSERT_TRUE(step({1, {1, 2, 3}, 0, true, SequenceSetup{16, {}, {}, {}, 16}, {4}}).ok());
+  EXPECT_EQ(step({2, {1, 2, 3}, 0, true, SequenceSetup{16, {}, {}}}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(engine->num_requests(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EngineEquivalenceTest,

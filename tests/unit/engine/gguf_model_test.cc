@@ -43,6 +43,8 @@ class GgufBuilder {
     data_ += bytes;
     ++tensors_;
   }
+  /// Rewrites the data offset of the last tensor added (to forge corrupt files).
+  void OverrideLastOffset(uint64_t offset) { std::memcpy(&infos_[infos_.size() - 8], &offset, 8); }
   void Write(const std::string& path) {
     std::string out;
     auto pod = [&](auto x) { out.append(reinterpret_cast<const char*>(&x), sizeof(x)); };
@@ -91,14 +93,15 @@ std::vector<float> Logits(const std::string& path) {
 
 class GgufModelTest : public ::testing::TestWithParam<uint32_t> {};
 
-TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
+// The small synthetic Llama as a qwen2 GGUF: metadata, then every tensor
+// (norms f32, the rest `type`). `rope_theta` < 0: the checkpoint's.
+std::string HfCheckpoint() {
   SyntheticModelOptions so = testing::SmallLlama(DType::kF32);
   so.tie_word_embeddings = false;
-  const std::string hf = testing::SyntheticModel(so);
-  auto ckpt = Checkpoint::Open(hf);
-  ASSERT_TRUE(ckpt.ok());
-  const ModelConfig& c = (*ckpt)->config();
-  GgufBuilder g;
+  return testing::SyntheticModel(so);
+}
+
+void AddQwen2Metadata(const ModelConfig& c, GgufBuilder& g, double rope_theta = -1) {
   g.Str("general.architecture", "qwen2");
   g.U32("qwen2.embedding_length", c.hidden_size);
   g.U32("qwen2.block_count", c.num_layers);
@@ -107,14 +110,16 @@ TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
   g.U32("qwen2.feed_forward_length", c.intermediate_size);
   g.U32("qwen2.context_length", c.max_position);
   g.F32("qwen2.attention.layer_norm_rms_epsilon", c.norm_eps);
-  g.F32("qwen2.rope.freq_base", static_cast<float>(c.rope_theta));
-  const uint32_t type = GetParam();
+  g.F32("qwen2.rope.freq_base", static_cast<float>(rope_theta < 0 ? c.rope_theta : rope_theta));
+}
+
+void AddQwen2Tensors(const Checkpoint& ckpt, uint32_t type, GgufBuilder& g) {
   const char* hf_to_gguf[][2] = {
       {"self_attn.q_proj", "attn_q"},      {"self_attn.k_proj", "attn_k"},   {"self_attn.v_proj", "attn_v"},
       {"self_attn.o_proj", "attn_output"}, {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},
       {"mlp.down_proj", "ffn_down"},       {"input_layernorm", "attn_norm"}, {"post_attention_layernorm", "ffn_norm"}};
-  for (const std::string& name : (*ckpt)->tensors().Names()) {
-    const formats::TensorInfo* t = (*ckpt)->tensors().Find(name);
+  for (const std::string& name : ckpt.tensors().Names()) {
+    const formats::TensorInfo* t = ckpt.tensors().Find(name);
     std::string out;
     if (name == "model.embed_tokens.weight")
       out = "token_embd.weight";
@@ -132,6 +137,16 @@ TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
     const bool norm = t->shape.size() == 1;  // norms stay f32, as llama.cpp's converter keeps them
     g.Tensor(out, t->shape, ToF32(*t), norm ? 0 : type);
   }
+}
+
+TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
+  const std::string hf = HfCheckpoint();
+  auto ckpt = Checkpoint::Open(hf);
+  ASSERT_TRUE(ckpt.ok());
+  const uint32_t type = GetParam();
+  GgufBuilder g;
+  AddQwen2Metadata((*ckpt)->config(), g);
+  AddQwen2Tensors(**ckpt, type, g);
   const std::string path =
       testing::TempDir() + "/synthetic-" + std::to_string(type) + "-" + std::to_string(::getpid()) + ".gguf";
   g.Write(path);
@@ -148,6 +163,73 @@ TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
 
 INSTANTIATE_TEST_SUITE_P(Types, GgufModelTest, ::testing::Values(1u, 30u),
                          [](const auto& info) { return info.param == 1 ? std::string("F16") : std::string("BF16"); });
+
+// Issue 11: corrupt or nonsensical GGUF files are refused with the file and
+// the field named, never read from the wrong place or run with a broken RoPE.
+class GgufRejectTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ckpt = Checkpoint::Open(HfCheckpoint());
+    ASSERT_TRUE(ckpt.ok());
+    ckpt_ = std::move(*ckpt);
+  }
+  absl::Status Open(GgufBuilder& g, const std::string& name) {
+    path_ = testing::TempDir() + "/reject-" + name + "-" + std::to_string(::getpid()) + ".gguf";
+    g.Write(path_);
+    return Checkpoint::Open(path_).status();
+  }
+  std::unique_ptr<Checkpoint> ckpt_;
+  std::string path_;
+};
+
+TEST_F(GgufRejectTest, ATensorOffsetThatWouldWrapAroundIsRejected) {
+  GgufBuilder g;
+  AddQwen2Metadata(ckpt_->config(), g);
+  AddQwen2Tensors(*ckpt_, 0, g);
+  // data_start + offset wraps to a small number: the old check passed and the tensor read the header.
+  g.OverrideLastOffset(~uint64_t{0} - 31);
+  absl::Status s = Open(g, "wrap");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find(path_), std::string::npos) << s;
+  EXPECT_NE(s.message().find("extends past the end of the file"), std::string::npos) << s;
+}
+
+TEST_F(GgufRejectTest, AMisalignedTensorOffsetIsRejected) {
+  GgufBuilder g;
+  AddQwen2Metadata(ckpt_->config(), g);
+  AddQwen2Tensors(*ckpt_, 0, g);
+  g.OverrideLastOffset(4);
+  absl::Status s = Open(g, "misaligned");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find(path_), std::string::npos) << s;
+  EXPECT_NE(s.message().find("not a multiple of the alignment 32"), std::string::npos) << s;
+}
+
+TEST_F(GgufRejectTest, RopeFreqBaseZeroIsRejectedNamingTheKey) {
+  GgufBuilder g;
+  AddQwen2Metadata(ckpt_->config(), g, /*rope_theta=*/0);
+  AddQwen2Tensors(*ckpt_, 0, g);
+  absl::Status s = Open(g, "rope0");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find(path_), std::string::npos) << s;
+  EXPECT_NE(s.message().find("qwen2.rope.freq_base must be a positive number, got 0"), std::string::npos) << s;
+}
+
+TEST_F(GgufRejectTest, OutOfVocabularyEosIsRejectedNamingTheKey) {
+  GgufBuilder g;
+  AddQwen2Metadata(ckpt_->config(), g);
+  g.U32("tokenizer.ggml.eos_token_id", 5000);  // vocabulary: 300
+  AddQwen2Tensors(*ckpt_, 0, g);
+  absl::Status s = Open(g, "eos");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(path_), std::string::npos) << s;
+  EXPECT_NE(s.message().find("tokenizer.ggml.eos_token_id 5000 is outside the vocabulary (vocab_size 300)"),
+            std::string::npos)
+      << s;
+}
 
 }  // namespace
 }  // namespace orca::engine

@@ -66,5 +66,31 @@ TEST_F(KvCacheTest, SlotsFollowTheBlockTable) {
   for (int p = 0; p < 10; ++p) EXPECT_EQ(kv->Slot(7, p), table[p / 4] * 4 + p % 4);
 }
 
+TEST_F(KvCacheTest, AssignedTablesShareBlocksAndNeverMixWithReservations) {
+  auto kv = Make(64, 4);  // 16 blocks
+  ASSERT_TRUE(kv->Assign(1, 12, std::vector<int32_t>{5, 2}, 0).ok());
+  ASSERT_TRUE(kv->Assign(2, 12, std::vector<int32_t>{5, 9}, 4).ok());  // block 5 shared: a cached prefix
+  EXPECT_EQ(kv->slots_used(), 12);                                     // 5, 2, 9
+  EXPECT_EQ(kv->Slot(2, 1), 5 * 4 + 1);
+  EXPECT_EQ(kv->Slot(2, 6), 9 * 4 + 2);
+  EXPECT_EQ(kv->CheckWrite(2, 0, 1).code(), absl::StatusCode::kOk);               // position 0 <= 4 cached
+  EXPECT_EQ(kv->CheckWrite(2, 5, 1).code(), absl::StatusCode::kInvalidArgument);  // skips position 4
+  EXPECT_EQ(kv->CheckWrite(2, 4, 5).code(), absl::StatusCode::kOutOfRange);       // the table holds 8
+  ASSERT_TRUE(kv->AppendBlocks(2, std::vector<int32_t>{11}).ok());
+  EXPECT_TRUE(kv->CheckWrite(2, 4, 5).ok());
+  EXPECT_EQ(kv->AppendBlocks(2, std::vector<int32_t>{9}).code(), absl::StatusCode::kInvalidArgument);   // twice
+  EXPECT_EQ(kv->AppendBlocks(2, std::vector<int32_t>{16}).code(), absl::StatusCode::kInvalidArgument);  // outside
+  EXPECT_EQ(kv->AppendBlocks(3, std::vector<int32_t>{1}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(kv->Reserve(3, 4).code(), absl::StatusCode::kFailedPrecondition);  // no mixing
+  kv->DropLastBlocks(2, 1);
+  EXPECT_EQ(kv->slots_used(), 12);
+  ASSERT_TRUE(kv->Release(1).ok());
+  EXPECT_EQ(kv->slots_used(), 8);  // 5 (still held by 2) and 9
+  ASSERT_TRUE(kv->Release(2).ok());
+  EXPECT_EQ(kv->slots_used(), 0);
+  EXPECT_TRUE(kv->Reserve(3, 4).ok());  // the pool is free to reserve again
+  EXPECT_EQ(kv->Assign(4, 4, std::vector<int32_t>{0}, 0).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace orca::engine

@@ -81,6 +81,37 @@ TEST(ModelLoadingTest, MissingFilesAndBadConfigAreClear) {
   EXPECT_EQ(Load(dir).code(), absl::StatusCode::kUnimplemented);
 }
 
+// Issue 11: values that would break the model at run time are refused when it
+// loads, naming the file and the field.
+TEST(ModelLoadingTest, RopeThetaZeroAndOutOfVocabularySpecialIdsAreRejected) {
+  const std::string dir = CopyModel(testing::SyntheticModel(testing::SmallLlama()), "badids");
+  auto original = ReadFileToString(dir + "/config.json");
+  ASSERT_TRUE(original.ok());
+  auto with = [&](const char* key, nlohmann::json value) {
+    nlohmann::json j = nlohmann::json::parse(*original);
+    j[key] = value;
+    EXPECT_TRUE(WriteStringToFile(dir + "/config.json", j.dump()).ok());
+    return Load(dir);
+  };
+  absl::Status s = with("rope_theta", 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find(dir + "/config.json: rope_theta must be a positive number, got 0"), std::string::npos)
+      << s;
+  s = with("eos_token_id", nlohmann::json::array({2, 1000000000000LL}));
+  EXPECT_NE(s.message().find("config.json: eos_token_id"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("outside the vocabulary (vocab_size 300)"), std::string::npos) << s;
+  s = with("bos_token_id", 300);
+  EXPECT_NE(s.message().find("config.json: bos_token_id 300 is outside the vocabulary (vocab_size 300)"),
+            std::string::npos)
+      << s;
+  ASSERT_TRUE(WriteStringToFile(dir + "/config.json", *original).ok());
+  ASSERT_TRUE(WriteStringToFile(dir + "/generation_config.json", "{\"eos_token_id\": [2, 4000]}").ok());
+  s = Load(dir);
+  EXPECT_NE(s.message().find(dir + "/generation_config.json: eos_token_id 4000 is outside the vocabulary"),
+            std::string::npos)
+      << s;
+}
+
 TEST(ModelLoadingTest, CorruptGgufIsRejected) {
   const std::string path = testing::TempDir() + "/bad-" + std::to_string(::getpid()) + ".gguf";
   ASSERT_TRUE(WriteStringToFile(path, std::string("GGUF\x03\x00\x00\x00\xff\xff", 10)).ok());

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <map>
+#include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -112,6 +114,35 @@ TEST(SamplerTest, ValidateNamesTheBadField) {
   p.temperature = -1;
   EXPECT_NE(p.Validate().find("temperature"), std::string::npos);
   EXPECT_EQ(SamplingParams{}.Validate(), "");
+}
+
+// A preempted request is recomputed and its sampler rebuilt from the tokens it
+// had generated: penalties count them and a seeded generator continues where
+// it was, so the tokens after the preemption are the ones it would have drawn.
+TEST(SamplerTest, ResumedSamplerContinuesTheSameSequence) {
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_p = 0.95f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.3f;
+  p.seed = 1234;
+  std::mt19937 rng(5);
+  std::vector<float> base(64);
+  for (float& x : base) x = std::uniform_real_distribution<float>(-2, 2)(rng);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  Sampler whole(p, 9, prompt);
+  std::vector<int32_t> drawn;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<float> logits = base;
+    drawn.push_back(whole.Sample(logits.data(), 64).token_id);
+  }
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{5}, size_t{11}}) {
+    Sampler resumed(p, 9, prompt, std::vector<int32_t>(drawn.begin(), drawn.begin() + cut));
+    for (size_t i = cut; i < drawn.size(); ++i) {
+      std::vector<float> logits = base;
+      EXPECT_EQ(resumed.Sample(logits.data(), 64).token_id, drawn[i]) << "resumed after " << cut << ", token " << i;
+    }
+  }
 }
 
 }  // namespace

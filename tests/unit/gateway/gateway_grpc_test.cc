@@ -114,6 +114,14 @@ TEST(GatewayGrpcTest, InvalidInputUnknownModelAndAuth) {
   EXPECT_THAT(too_long.status.error_message(), HasSubstr("maximum context length is 1024"));
 
   request.set_max_tokens(2);
+  orca::v1::TextGenerateRequest chat;
+  orca::v1::ChatMessage* m = chat.mutable_messages()->add_messages();
+  m->set_role("wizard");
+  m->set_content("hi");
+  Collected wizard = Generate(*stub, chat, "k1");
+  EXPECT_EQ(wizard.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(wizard.status.error_message(), HasSubstr("'messages[0].role' is 'wizard'"));
+
   request.set_model("other");
   EXPECT_EQ(Generate(*stub, request, "k1").status.error_code(), grpc::StatusCode::NOT_FOUND);
   request.clear_input();

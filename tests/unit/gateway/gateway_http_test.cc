@@ -254,6 +254,13 @@ TEST(GatewayHttpTest, BadInputTableWhileAConcurrentStreamGoesOnUnharmed) {
        {auth},
        400,
        "'messages' must contain at least one message"},
+      {"unknown chat role",  // as OpenAI answers it (issue 11)
+       "/v1/chat/completions",
+       R"({"messages": [{"role":"user","content":"x"}, {"role":"wizard","content":"y"}]})",
+       {auth},
+       400,
+       "'messages[1].role' is 'wizard'; supported roles are 'system', 'developer', 'user', 'assistant', 'tool' "
+       "and 'function'"},
       {"invalid utf-8", "/v1/completions", "{\"prompt\": \"a\xc3(\"}", {auth}, 400, "not valid UTF-8"},
       {"n zero", "/v1/completions", R"({"prompt": "x", "n": 0})", {auth}, 400, "'n' must be at least 1"},
       {"stop number", "/v1/completions", R"({"prompt": "x", "stop": 5})", {auth}, 400, "'stop' must be a string"},
@@ -417,6 +424,37 @@ TEST(GatewayHttpTest, EngineFailureAfterTheStreamStartedIsAnSseErrorThenDone) {
   const json error = json::parse(data[data.size() - 2]);
   EXPECT_EQ(error["error"]["type"], "internal_error");
   EXPECT_THAT(error["error"]["message"].get<std::string>(), HasSubstr("pipeline stage 2 failed"));
+}
+
+// Issue 11: a pipeline failure mid-stream is one a retry may well get past:
+// typed service_unavailable (503 before the stream starts), not internal_error.
+TEST(GatewayHttpTest, PipelineFailureMidStreamIsServiceUnavailable) {
+  GatewayFixture f;
+  f.scheduler().FailNextGenerate(grpc::StatusCode::UNAVAILABLE, "engine pipeline failed: stage 1 sent no heartbeat",
+                                 /*after_tokens=*/3);
+  HttpResult r = f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 20, "stream": true})");
+  ASSERT_EQ(r.status, 200);
+  const std::vector<std::string> data = SseData(r.body);
+  ASSERT_GE(data.size(), 2u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  const json error = json::parse(data[data.size() - 2]);
+  EXPECT_EQ(error["error"]["type"], "service_unavailable") << error.dump();
+  EXPECT_THAT(error["error"]["message"].get<std::string>(), HasSubstr("stage 1 sent no heartbeat"));
+  // Not streaming: a 503 with Retry-After.
+  f.scheduler().FailNextGenerate(grpc::StatusCode::UNAVAILABLE, "engine pipeline failed", /*after_tokens=*/3);
+  HttpResult body = f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 20})");
+  EXPECT_EQ(body.status, 503) << body.body;
+  EXPECT_FALSE(body.Header("retry-after").empty());
+}
+
+// Issue 11: the gateway presents --scheduler-api-key to the schedulers.
+TEST(GatewayHttpTest, TheSchedulerKeyTravelsWithEveryCall) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.gateway.scheduler_api_key = "internal-secret";
+  GatewayFixture f(config);
+  HttpResult r = f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(f.scheduler().last_authorization(), "Bearer internal-secret");
 }
 
 TEST(GatewayHttpTest, TokenizeAndDetokenize) {

@@ -221,6 +221,25 @@ TEST(OpenAiRequestTest, SamplingAndOptionsAreCarried) {
   EXPECT_EQ(o.user, "u1");
 }
 
+TEST(OpenAiRequestTest, PriorityIsCarriedAndRangeChecked) {
+  auto none = Completion(R"({"prompt": "x"})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->options.priority, 0);
+  auto r = Completion(R"({"prompt": "x", "priority": -7})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->options.priority, -7);
+  auto chat = Chat(R"({"messages": [{"role": "user", "content": "hi"}], "priority": 1000000})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->options.priority, 1000000);
+  for (const char* bad : {R"({"prompt": "x", "priority": 1000001})", R"({"prompt": "x", "priority": 1.5})",
+                          R"({"prompt": "x", "priority": "high"})"}) {
+    auto rejected = Completion(bad);
+    ASSERT_FALSE(rejected.ok()) << bad;
+    EXPECT_EQ(ApiError::FromStatus(rejected.status()).http_status, 400) << bad;
+    EXPECT_THAT(std::string(rejected.status().message()), HasSubstr("priority")) << bad;
+  }
+}
+
 TEST(OpenAiRequestTest, ChatContentPartsAreJoinedAndMaxCompletionTokensWins) {
   auto r = Chat(R"({"messages": [{"role": "system", "content": "s"},
       {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},

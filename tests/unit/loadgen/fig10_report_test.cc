@@ -56,6 +56,25 @@ TEST(Fig10ReportTest, ParsesConfigurations) {
   EXPECT_THAT(std::string(ParseCurveSpecs("orca:8,orca:zero").status().message()), HasSubstr("'orca:zero'"));
 }
 
+TEST(Fig10ReportTest, ParsesChunkedPrefillAndPrefixCachingOptions) {
+  absl::StatusOr<std::vector<SweepCurveSpec>> specs =
+      ParseCurveSpecs("orca:16:chunk=64,paged:32:chunk=64:prefix,paged:8,request-level:8:prefix");
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 4u);
+  EXPECT_EQ((*specs)[0].label, "orca(max_bs=16,chunk=64)");
+  EXPECT_EQ((*specs)[0].max_num_batched_tokens, 64);
+  EXPECT_FALSE((*specs)[0].prefix_caching);
+  EXPECT_EQ((*specs)[1].label, "paged(max_bs=32,chunk=64,prefix)");
+  EXPECT_EQ((*specs)[1].policy, sched::PolicyKind::kPaged);
+  EXPECT_TRUE((*specs)[1].prefix_caching);
+  EXPECT_EQ((*specs)[2].label, "paged(max_bs=8)");
+  EXPECT_EQ((*specs)[3].label, "request-level(max_bs=8,prefix)");
+  for (const char* bad : {"orca:16:chunk=8", "orca:16:chunky", "request-level:8:chunk=64", "paged:4:chunk=x"}) {
+    EXPECT_FALSE(ParseCurveSpecs(bad).ok()) << bad;
+  }
+  EXPECT_THAT(std::string(ParseCurveSpecs("orca:16:prefx").status().message()), HasSubstr("unknown option 'prefx'"));
+}
+
 TEST(Fig10ReportTest, RatioAtEqualMedianLatencyInterpolatesEachCurve) {
   const std::vector<MeasuredCurve> curves = Curves();
   // The baseline floor is 10 ms/token; 1.5x and 2x of it.
@@ -92,7 +111,7 @@ TEST(Fig10ReportTest, WritesCsvRowsAndAGnuplotScriptWithOneCurveEach) {
   const std::vector<MeasuredCurve> curves = Curves();
   const std::string csv = SweepToCsv(curves);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 4 + 2 + 3);
-  EXPECT_THAT(csv, HasSubstr("\"orca(max_bs=8)\",orca,8,4,3.900000"));
+  EXPECT_THAT(csv, HasSubstr("\"orca(max_bs=8)\",orca,8,0,0,4,3.900000"));  // chunk 0, prefix off
   EXPECT_THAT(csv, HasSubstr("\"request-level(max_bs=1)\",request-level,1,"));
 
   const std::string script = Fig10GnuplotScript(curves, "/tmp/it's.png", "Title");

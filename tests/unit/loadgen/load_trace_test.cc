@@ -195,5 +195,64 @@ TEST(LoadTraceTest, FileTraceRoundTripsAndHonoursNumRequestsAndTimeScale) {
   std::filesystem::remove(path);
 }
 
+TEST(LoadTraceTest, ChatTraceSharesTheSystemPromptAndEachConversationsHistory) {
+  LoadTraceOptions options;
+  options.trace = "chat";
+  options.seed = 4;
+  options.arrival_rate = 3;
+  options.num_requests = 200;
+  options.min_new_tokens = 8;
+  options.max_new_tokens = 32;
+  const std::vector<TraceRequest> trace = MustMake(options);
+  ASSERT_EQ(trace.size(), 200u);
+  const uint64_t system_key = trace[0].segments.at(0).key;
+  const int32_t system_tokens = trace[0].segments.at(0).num_tokens;
+  EXPECT_GE(system_tokens, 200);
+  EXPECT_LE(system_tokens, 500);
+  int64_t later_turns = 0;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const TraceRequest& r = trace[i];
+    ASSERT_FALSE(r.segments.empty());
+    EXPECT_EQ(r.segments[0].key, system_key);  // every prompt opens with the same system prompt
+    EXPECT_EQ(r.segments[0].num_tokens, system_tokens);
+    int32_t total = 0;
+    for (const auto& s : r.segments) total += s.num_tokens;
+    EXPECT_EQ(total, r.num_prompt_tokens);
+    EXPECT_GE(r.max_new_tokens, 8);
+    EXPECT_LE(r.max_new_tokens, 32);
+    // Turn k (k > 1) repeats its conversation's previous prompt, then that turn's reply, then
+    // a new user message: the previous prompt is a prefix of this one.
+    if (r.segments.size() > 2) {
+      ++later_turns;
+      bool found = false;
+      for (size_t j = 0; j < i && !found; ++j) {
+        const auto& p = trace[j].segments;
+        found = p.size() + 2 == r.segments.size() &&
+                std::equal(p.begin(), p.end(), r.segments.begin(),
+                           [](const auto& a, const auto& b) { return a.key == b.key && a.num_tokens == b.num_tokens; });
+        if (found) EXPECT_EQ(r.segments[p.size()].num_tokens, trace[j].max_new_tokens);  // its reply
+      }
+      EXPECT_TRUE(found) << "request " << i << " continues no earlier turn";
+    }
+  }
+  EXPECT_GT(later_turns, 50);
+  // The structure does not depend on the rate; a saved trace replays it.
+  options.arrival_rate = 9;
+  const std::vector<TraceRequest> faster = MustMake(options);
+  EXPECT_EQ(faster[17].num_prompt_tokens, trace[17].num_prompt_tokens);
+  absl::StatusOr<std::vector<TraceRequest>> replay = ParseTraceText(TraceToJsonl(trace), "chat.jsonl");
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_EQ(replay->at(42).segments.size(), trace[42].segments.size());
+  EXPECT_EQ(replay->at(42).segments.back().key, trace[42].segments.back().key);
+  EXPECT_THAT(std::string(ParseTraceText("{\"arrival_s\": 0, \"prompt_tokens\": 5, \"max_tokens\": 1, "
+                                         "\"segments\": [[1, 3]]}",
+                                         "bad.jsonl")
+                              .status()
+                              .message()),
+              HasSubstr("segments sum to 3 tokens"));
+  options.chat_turns_min = 0;
+  EXPECT_THAT(std::string(MakeLoadTrace(options).status().message()), HasSubstr("chat_turns"));
+}
+
 }  // namespace
 }  // namespace orca::loadgen

@@ -11,7 +11,8 @@
 
 namespace orca::sched::testing {
 
-SchedulerHarness::SchedulerHarness(SchedulerOptions options, sim::TokenFunction token_fn) {
+SchedulerHarness::SchedulerHarness(SchedulerOptions options, sim::TokenFunction token_fn)
+    : order_(options.scheduling_order, options.priority_aging) {
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(options);
   ORCA_CHECK(scheduler.ok()) << scheduler.status();
   scheduler_ = std::move(*scheduler);
@@ -19,6 +20,7 @@ SchedulerHarness::SchedulerHarness(SchedulerOptions options, sim::TokenFunction 
   engine_options.cost.description = "unit cost";
   engine_options.cost.fixed_seconds = 1e-3;
   engine_options.n_slots = options.n_slots;
+  engine_options.kv_block_size = options.kv_block_size;
   engine_options.token_fn = std::move(token_fn);
   engine_options.avoid_token_ids = {0};
   absl::StatusOr<std::unique_ptr<sim::SimulatedEngine>> engine =
@@ -48,7 +50,11 @@ absl::StatusOr<RequestId> SchedulerHarness::TrySubmit(const RequestSpec& spec) {
 
 std::vector<IterationPlan> SchedulerHarness::ScheduleAll() {
   std::vector<IterationPlan> new_plans;
-  while (std::optional<IterationPlan> plan = scheduler_->Schedule(now_)) {
+  while (true) {
+    const std::vector<RequestSnapshot> before = Snapshots();
+    std::optional<IterationPlan> plan = scheduler_->Schedule(now_);
+    CheckPlan(plan, before);
+    if (!plan.has_value()) break;
     absl::StatusOr<sim::StepOutcome> outcome = engine_->Run(*plan);
     if (!outcome.ok()) {
       ADD_FAILURE() << "engine rejected iteration " << plan->iteration_id << ": " << outcome.status();
@@ -59,6 +65,82 @@ std::vector<IterationPlan> SchedulerHarness::ScheduleAll() {
     new_plans.push_back(*std::move(plan));
   }
   return new_plans;
+}
+
+bool SchedulerHarness::algorithm1() const {
+  const SchedulerOptions& o = scheduler_->options();
+  return o.policy == PolicyKind::kOrca && o.max_num_batched_tokens == 0 && o.scheduling_order == SchedulingOrder::kFcfs;
+}
+
+std::vector<RequestSnapshot> SchedulerHarness::Snapshots() const {
+  std::vector<RequestSnapshot> out;
+  for (RequestId id : submitted_) {
+    if (std::optional<RequestSnapshot> s = scheduler_->GetRequest(id); s.has_value()) out.push_back(*s);
+  }
+  return out;
+}
+
+void SchedulerHarness::CheckPlan(const std::optional<IterationPlan>& plan, const std::vector<RequestSnapshot>& before) {
+  if (!plan_problem_.empty()) return;
+  auto key = [](const RequestSnapshot& s) { return RequestOrder::Key{s.id, s.priority, s.arrival_time}; };
+  const SchedulerOptions& o = scheduler_->options();
+  absl::flat_hash_map<RequestId, const ScheduledRequest*> in_plan;
+  if (plan.has_value()) {
+    for (const ScheduledRequest& r : plan->requests) in_plan[r.request_id] = &r;
+    if (o.max_num_batched_tokens > 0 && plan->NumTokens() > o.max_num_batched_tokens) {
+      plan_problem_ = absl::StrCat("iteration ", plan->iteration_id, " has ", plan->NumTokens(),
+                                   " tokens, over max_num_batched_tokens ", o.max_num_batched_tokens);
+      return;
+    }
+  }
+  for (const RequestSnapshot& b : before) {
+    const std::optional<RequestSnapshot> a = scheduler_->GetRequest(b.id);
+    const bool preempted =
+        a.has_value() && b.state == RequestState::kWaitingNextIteration && a->state == RequestState::kQueued;
+    if (preempted) {
+      preempted_at_plan_[static_cast<int64_t>(plans_.size())].push_back(b.id);
+      // Latest first: everything served after it that still holds KV was in flight.
+      for (const RequestSnapshot& w : Snapshots()) {
+        const bool holds = w.state == RequestState::kWaitingNextIteration || w.state == RequestState::kRunning;
+        if (!holds || w.id == b.id || !order_.Before(key(b), key(w))) continue;
+        auto was = std::find_if(before.begin(), before.end(), [&](const RequestSnapshot& x) { return x.id == w.id; });
+        if (was == before.end() || was->state != RequestState::kRunning) {
+          plan_problem_ = absl::StrCat("request ", b.id, " was preempted while request ", w.id,
+                                       ", served after it, kept its KV and was not in flight");
+          return;
+        }
+      }
+    }
+    // Decodes first: a prompt chunk never displaces a request ready to decode. (With paged
+    // KV a decode that needs a new block may wait for one while chunks that need none run.)
+    const bool needs_block = o.policy == PolicyKind::kPaged && b.num_computed_tokens % o.kv_block_size == 0;
+    if (plan.has_value() && !algorithm1() && o.policy != PolicyKind::kRequestLevel &&
+        b.state == RequestState::kWaitingNextIteration && b.next_phase == Phase::kIncrement && !preempted &&
+        !needs_block && !in_plan.contains(b.id) && static_cast<int32_t>(plan->requests.size()) < o.max_bs) {
+      for (const ScheduledRequest& r : plan->requests) {
+        if (r.phase == Phase::kInitiation) {
+          plan_problem_ = absl::StrCat("iteration ", plan->iteration_id, " runs a prompt chunk of request ",
+                                       r.request_id, " but leaves out request ", b.id, ", ready to decode");
+          return;
+        }
+      }
+    }
+  }
+  // Admission in order: no request still queued is served before one admitted now.
+  if (!plan.has_value()) return;
+  for (const ScheduledRequest& r : plan->requests) {
+    if (!r.new_request.has_value()) continue;
+    const std::optional<RequestSnapshot> admitted = scheduler_->GetRequest(r.request_id);
+    for (const RequestSnapshot& q : before) {
+      const std::optional<RequestSnapshot> now = scheduler_->GetRequest(q.id);
+      if (q.state != RequestState::kQueued || !now.has_value() || now->state != RequestState::kQueued) continue;
+      if (admitted.has_value() && order_.Before(key(q), key(*admitted))) {
+        plan_problem_ = absl::StrCat("request ", r.request_id, " was admitted while request ", q.id,
+                                     ", served before it, stayed queued");
+        return;
+      }
+    }
+  }
 }
 
 bool SchedulerHarness::CompleteOldest() {
@@ -147,9 +229,15 @@ RequestState SchedulerHarness::state(RequestId id) const {
 }
 
 std::string SchedulerHarness::Timeline() const {
-  std::vector<absl::flat_hash_map<RequestId, Phase>> phases(plans_.size());
+  std::vector<absl::flat_hash_map<RequestId, char>> marks(plans_.size());
   for (size_t k = 0; k < plans_.size(); ++k) {
-    for (const ScheduledRequest& r : plans_[k].requests) phases[k][r.request_id] = r.phase;
+    if (auto it = preempted_at_plan_.find(static_cast<int64_t>(k)); it != preempted_at_plan_.end()) {
+      for (RequestId id : it->second) marks[k][id] = 'x';
+    }
+    for (const ScheduledRequest& r : plans_[k].requests) {
+      char& c = marks[k][r.request_id];
+      c = r.phase == Phase::kIncrement ? 'D' : (r.sample ? 'P' : 'c');
+    }
   }
   size_t width = 0;
   for (RequestId id : submitted_) width = std::max(width, logs_.at(id).label.size());
@@ -163,8 +251,8 @@ std::string SchedulerHarness::Timeline() const {
       if (plan_index < log.submitted_before_plan ||
           (log.delivered_after_plan.has_value() && plan_index >= *log.delivered_after_plan)) {
         c = ' ';
-      } else if (auto it = phases[k].find(id); it != phases[k].end()) {
-        c = it->second == Phase::kInitiation ? 'P' : 'D';
+      } else if (auto it = marks[k].find(id); it != marks[k].end()) {
+        c = it->second;
       }
       row += ' ';
       row += c;
@@ -176,8 +264,11 @@ std::string SchedulerHarness::Timeline() const {
 }
 
 std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
+  if (!plan_problem_.empty()) return plan_problem_;
   const SchedulerStats stats = scheduler_->stats();
   const SchedulerOptions& options = scheduler_->options();
+  const bool paged = options.policy == PolicyKind::kPaged;
+  if (std::string problem = scheduler_->kv().CheckInvariants(); !problem.empty()) return "KV: " + problem;
   if (stats.n_rsrv < 0 || stats.n_rsrv > stats.n_slots) {
     return absl::StrCat("n_rsrv ", stats.n_rsrv, " outside [0, n_slots ", stats.n_slots, "]");
   }
@@ -224,7 +315,9 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
         break;
       case RequestState::kRunning:
       case RequestState::kWaitingNextIteration:
-        if (first_queued.has_value()) {
+        // FCFS admission, Algorithm 1: no admitted request arrived after a queued one. (With
+        // other orders and preemption, CheckPlan checks admission order as it happens.)
+        if (algorithm1() && first_queued.has_value()) {
           return absl::StrCat("request ", id, " was admitted before the earlier request ", first_queued->id,
                               " (FCFS admission broken)");
         }
@@ -236,13 +329,17 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
         break;
       default:
         // Finished but not delivered: only the request-level baseline holds completions.
-        if (options.policy == PolicyKind::kOrca) {
+        if (options.policy != PolicyKind::kRequestLevel) {
           return absl::StrCat("request ", id, " finished but was not delivered at once");
         }
         break;
     }
   }
-  if (reserved != stats.n_rsrv) {
+  if (paged) {
+    if (stats.n_rsrv != static_cast<int64_t>(stats.kv.num_blocks_in_use) * options.kv_block_size) {
+      return absl::StrCat("n_rsrv ", stats.n_rsrv, " but ", stats.kv.num_blocks_in_use, " blocks are in use");
+    }
+  } else if (reserved != stats.n_rsrv) {
     return absl::StrCat("n_rsrv ", stats.n_rsrv, " but admitted requests reserve ", reserved);
   }
   if (num_queued != stats.num_queued || num_running != stats.num_running ||
@@ -251,7 +348,7 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
                         stats.num_running, " vs ", num_running, ", in flight ", stats.num_in_flight_requests, " vs ",
                         num_in_flight_requests, ", queued tokens ", stats.queued_tokens, " vs ", queued_tokens);
   }
-  if (options.policy == PolicyKind::kOrca) {
+  if (algorithm1()) {
     // Iteration-level FCFS: an earlier request has run at least as many iterations.
     for (size_t i = 1; i < admitted.size(); ++i) {
       if (admitted[i - 1].num_iterations_scheduled < admitted[i].num_iterations_scheduled) {
@@ -261,14 +358,21 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
       }
     }
   }
-  if (scheduled_all && num_in_flight() < options.n_workers) {
+  if (scheduled_all && paged && num_in_flight() == 0 && (num_running > 0 || num_queued > 0)) {
+    // Paged KV may make a request wait for blocks a batch in flight will free, but with
+    // nothing in flight that is a deadlock.
+    return absl::StrCat("nothing in flight while ", num_running, " admitted and ", num_queued,
+                        " queued requests wait (deadlock)");
+  }
+  if (scheduled_all && !paged && num_in_flight() < options.n_workers) {
     // Exactly min(n_workers, work available) batches in flight.
     if (waiting.has_value()) {
       return absl::StrCat("a pipeline slot is idle while request ", *waiting, " waits");
     }
     // The request-level baseline admits only when its whole batch has ended.
-    const bool may_admit = options.policy == PolicyKind::kOrca || num_running == 0;
-    if (may_admit && first_queued.has_value() && stats.n_rsrv + first_queued->reservation <= stats.n_slots) {
+    const bool may_admit = options.policy != PolicyKind::kRequestLevel || num_running == 0;
+    if (may_admit && first_queued.has_value() && stats.n_rsrv + first_queued->reservation <= stats.n_slots &&
+        options.scheduling_order == SchedulingOrder::kFcfs) {
       return absl::StrCat("a pipeline slot is idle while queued request ", first_queued->id, " fits");
     }
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "core/sched/request_order.h"
 #include "core/sched/scheduler.h"
 #include "sim/simulated_engine.h"
 
@@ -69,11 +70,16 @@ class SchedulerHarness {
   const std::vector<IterationPlan>& plans() const { return plans_; }
   const std::vector<RequestId>& submitted() const { return submitted_; }
 
-  /// One row per request, one column per plan: 'P' prompt (initiation), 'D' decode
-  /// (increment), '-' waiting in the pool (queued, between iterations, or finished but
-  /// held by the baseline), ' ' before submission and after delivery. Rows are labelled
-  /// with the caller ids (or "#id").
+  /// One row per request, one column per plan: 'P' prompt (initiation: the whole prompt,
+  /// or its last chunk), 'c' a prompt chunk that does not sample, 'D' decode (increment),
+  /// 'x' preempted in this plan (its release rides on it), '-' waiting in the pool (queued,
+  /// between iterations, or finished but held by the baseline), ' ' before submission and
+  /// after delivery. Rows are labelled with the caller ids (or "#id").
   std::string Timeline() const;
+  /// The order the scheduler serves requests in.
+  const RequestOrder& order() const { return order_; }
+  /// True when the policy is the paper's Algorithm 1 exactly.
+  bool algorithm1() const;
 
   /// "" when every invariant holds, else the first violation. `scheduled_all` means
   /// ScheduleAll() ran since the last change, so free pipeline slots imply no selectable
@@ -86,6 +92,10 @@ class SchedulerHarness {
     std::vector<RequestResult> results;
   };
   void Record(const std::vector<RequestEvent>& events);
+  // Checks one Schedule call against the state before it: decodes first, token budget,
+  // admission in order, preemption latest-first. Keeps the first problem.
+  void CheckPlan(const std::optional<IterationPlan>& plan, const std::vector<RequestSnapshot>& before);
+  std::vector<RequestSnapshot> Snapshots() const;
 
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<sim::SimulatedEngine> engine_;
@@ -94,6 +104,9 @@ class SchedulerHarness {
   std::vector<IterationPlan> plans_;
   std::vector<RequestId> submitted_;
   std::map<RequestId, RequestLog> logs_;
+  RequestOrder order_;
+  std::string plan_problem_;
+  std::map<int64_t, std::vector<RequestId>> preempted_at_plan_;  // plan index → preempted before it
 };
 
 }  // namespace orca::sched::testing

@@ -10,6 +10,16 @@
 //  - every plan obeys the worker protocol (the simulated engine rejects anything else);
 //  - each request gets exactly one finish and its streamed tokens match it.
 // At the end every request has finished, every slot is back, and the workers hold nothing.
+//
+// The options beyond the paper run the same workloads (with shared prompt prefixes and
+// random priorities) and the harness adds, after every Schedule call: plans within
+// max_num_batched_tokens, decodes never left out for a prompt chunk, admission in
+// RequestOrder, preemption latest-first (nothing served later keeps its KV unless in
+// flight), no deadlock (with paged KV, never nothing in flight while work waits), the KV
+// manager's block accounting (no block held twice unless a cached read-only one) and the
+// simulated workers' slot contents (every position read holds the request's own prefix,
+// no request writes a block another holds). Every request's streamed tokens are those it
+// would generate without preemption.
 
 #include <gtest/gtest.h>
 
@@ -35,29 +45,63 @@ struct WorkloadSummary {
   int64_t num_iterations = 0;
   int64_t num_cancelled = 0;
   int64_t num_failed = 0;
+  uint64_t num_preemptions = 0;
+  int64_t num_prefix_hits = 0;
+  int64_t num_chunks = 0;  // prompt chunks that did not sample
 };
 
-// Runs one randomized workload; returns "" or the first problem found.
-std::string RunWorkload(uint64_t seed, PolicyKind policy, WorkloadSummary& summary) {
+/// What a workload exercises beyond Algorithm 1.
+struct Features {
+  PolicyKind policy = PolicyKind::kOrca;
+  bool chunked = false;
+  bool prefix_caching = false;
+  bool priority = false;
+  bool faults = true;
+  /// Priority order, but every request at priority 0 and no aging: arrival order again.
+  bool priority_order_only = false;
+};
+
+// Runs one randomized workload; returns "" or the first problem found. `plans_out`
+// receives the plans issued.
+std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary& summary,
+                        std::vector<IterationPlan>* plans_out = nullptr) {
+  const PolicyKind policy = features.policy;
   SplitMix64 rng(seed);
   SchedulerOptions options;
   options.policy = policy;
   options.max_bs = static_cast<int32_t>(rng.NextInt(1, 6));
   options.n_workers = static_cast<int32_t>(rng.NextInt(1, 3));
   options.kv_block_size = rng.NextInt(0, 3) == 0 ? 4 : 1;
-  options.n_slots = options.kv_block_size * rng.NextInt(48 / options.kv_block_size, 64);
+  if (policy == PolicyKind::kPaged || features.prefix_caching) options.kv_block_size = rng.NextInt(0, 1) == 0 ? 4 : 2;
+  options.n_slots = options.kv_block_size * rng.NextInt(48 / options.kv_block_size, 64 / options.kv_block_size);
   options.max_context = rng.NextInt(0, 2) == 0 ? static_cast<int32_t>(rng.NextInt(20, 60)) : 0;
+  if (features.chunked) options.max_num_batched_tokens = static_cast<int32_t>(rng.NextInt(options.max_bs, 24));
+  options.enable_prefix_caching = features.prefix_caching;
+  const absl::Duration aging = absl::Milliseconds(rng.NextInt(0, 3));  // drawn always: same workload either way
+  if (features.priority || features.priority_order_only) {
+    options.scheduling_order = SchedulingOrder::kPriority;
+    options.priority_aging = features.priority ? aging : absl::ZeroDuration();
+  }
   const int64_t eos_per_mille = rng.NextInt(0, 150);
-  const bool faults = rng.NextInt(0, 4) == 0;
+  const bool faults_drawn = rng.NextInt(0, 4) == 0;
+  const bool faults = features.faults && faults_drawn;
+  // A few shared prompt heads (system prompts) from a small vocabulary, for prefix hits.
+  std::vector<std::vector<int32_t>> heads(3);
+  for (auto& head : heads) {
+    head.resize(static_cast<size_t>(rng.NextInt(4, 16)));
+    for (int32_t& t : head) t = static_cast<int32_t>(rng.NextInt(1, 6));
+  }
 
-  // EOS with a per-workload probability, deterministic per (request, index).
-  SchedulerHarness h(options, [seed, eos_per_mille](RequestId id, int32_t index) {
+  const std::string context = absl::StrCat(
+      "seed ", seed, " policy ", PolicyKindName(policy), " max_bs ", options.max_bs, " n_workers ", options.n_workers,
+      " n_slots ", options.n_slots, " block ", options.kv_block_size, " budget ", options.max_num_batched_tokens,
+      " prefix ", options.enable_prefix_caching, " order ", SchedulingOrderName(options.scheduling_order), ": ");
+  auto token_fn = [seed, eos_per_mille](RequestId id, int32_t index) {
     SplitMix64 token_rng(seed ^ (id * 1000003ULL + static_cast<uint64_t>(index)));
     return token_rng.NextInt(0, 999) < eos_per_mille ? kEos : static_cast<int32_t>(token_rng.NextInt(1, 999));
-  });
-  const std::string context =
-      absl::StrCat("seed ", seed, " policy ", PolicyKindName(policy), " max_bs ", options.max_bs, " n_workers ",
-                   options.n_workers, " n_slots ", options.n_slots, ": ");
+  };
+  // EOS with a per-workload probability, deterministic per (request, index).
+  SchedulerHarness h(options, token_fn);
   const int64_t num_requests = rng.NextInt(4, 30);
   int64_t submitted = 0;
   std::vector<RequestId> ids;
@@ -76,13 +120,22 @@ std::string RunWorkload(uint64_t seed, PolicyKind policy, WorkloadSummary& summa
     std::string problem;
     if (more_to_submit && (action < 35 || h.num_in_flight() == 0)) {
       RequestBuilder builder;
-      builder.Prompt(static_cast<int32_t>(rng.NextInt(1, 30)))
-          .MaxNewTokens(static_cast<int32_t>(rng.NextInt(1, 16)))
+      const auto prompt_len = static_cast<int32_t>(rng.NextInt(1, 30));
+      builder.Prompt(prompt_len);
+      if (features.prefix_caching && rng.NextInt(0, 3) > 0) {
+        std::vector<int32_t> ids = heads[rng.NextInt(0, 2)];
+        while (static_cast<int32_t>(ids.size()) < prompt_len) ids.push_back(static_cast<int32_t>(rng.NextInt(1, 6)));
+        ids.resize(prompt_len);
+        builder.PromptIds(ids);
+      }
+      builder.MaxNewTokens(static_cast<int32_t>(rng.NextInt(1, 16)))
           .MinNewTokens(static_cast<int32_t>(rng.NextInt(0, 1)))
           .Eos({kEos})
           .IgnoreEos(rng.NextInt(0, 3) == 0);
       if (rng.NextInt(0, 9) == 0) builder.Deadline(h.now() + absl::Milliseconds(rng.NextInt(1, 20)));
-      const RequestSpec spec = builder.Build();
+      RequestSpec spec = builder.Build();
+      const auto priority = static_cast<int32_t>(rng.NextInt(-3, 3));
+      if (features.priority) spec.priority = priority;
       absl::StatusOr<RequestId> id = h.TrySubmit(spec);
       ++submitted;
       const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
@@ -121,9 +174,17 @@ std::string RunWorkload(uint64_t seed, PolicyKind policy, WorkloadSummary& summa
     if (!problem.empty()) return problem;
   }
 
-  // Everything finished, delivered once, and released everywhere.
+  // Everything finished, delivered once, and released everywhere; the tokens are the ones
+  // the engine generates for that request and index, preempted or not.
   for (RequestId id : ids) {
     if (!h.delivered(id)) return absl::StrCat(context, "request ", id, " never finished");
+    const std::vector<int32_t>& tokens = h.log(id).tokens;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] != token_fn(id, static_cast<int32_t>(i))) {
+        return absl::StrCat(context, "request ", id, " token ", i, " is ", tokens[i], ", expected ",
+                            token_fn(id, static_cast<int32_t>(i)));
+      }
+    }
     const FinishInfo& finish = h.log(id).finishes[0];
     if (finish.state == RequestState::kFinishedCancelled) ++summary.num_cancelled;
     if (finish.state == RequestState::kFinishedError) ++summary.num_failed;
@@ -138,48 +199,105 @@ std::string RunWorkload(uint64_t seed, PolicyKind policy, WorkloadSummary& summa
     return absl::StrCat(context, "workers still hold ", h.engine().num_allocated_slots(), " slots of ",
                         h.engine().num_live_requests(), " requests");
   }
-  // Admission order is arrival order: the first iteration of each request never precedes
-  // the first iteration of an earlier one.
+  // Admission order is arrival order (Algorithm 1): the first iteration of each request
+  // never precedes the first iteration of an earlier one.
   std::vector<int64_t> first_plan(ids.size(), -1);
   for (size_t k = 0; k < h.plans().size(); ++k) {
     for (const ScheduledRequest& r : h.plans()[k].requests) {
+      if (!r.sample) ++summary.num_chunks;
+      if (r.new_request.has_value() && r.start_position > 0) ++summary.num_prefix_hits;
       if (r.new_request.has_value()) {
         for (size_t i = 0; i < ids.size(); ++i) {
-          if (ids[i] == r.request_id) first_plan[i] = static_cast<int64_t>(k);
+          if (ids[i] == r.request_id && first_plan[i] < 0) first_plan[i] = static_cast<int64_t>(k);
         }
       }
     }
   }
-  int64_t last = -1;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (first_plan[i] < 0) continue;  // cancelled or failed before its first iteration
-    if (first_plan[i] < last) {
-      return absl::StrCat(context, "request ", ids[i], " started before an earlier request");
+  if (!features.priority) {
+    int64_t last = -1;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (first_plan[i] < 0) continue;  // cancelled or failed before its first iteration
+      if (first_plan[i] < last) {
+        return absl::StrCat(context, "request ", ids[i], " started before an earlier request");
+      }
+      last = first_plan[i];
     }
-    last = first_plan[i];
   }
+  summary.num_preemptions += stats.num_preemptions;
+  if (plans_out != nullptr) *plans_out = h.plans();
   summary.num_requests += static_cast<int64_t>(ids.size());
   summary.num_iterations += static_cast<int64_t>(h.plans().size());
   return "";
 }
 
-void RunMany(PolicyKind policy, uint64_t first_seed, int num_workloads) {
+WorkloadSummary RunMany(const Features& features, uint64_t first_seed, int num_workloads) {
   WorkloadSummary summary;
   for (int i = 0; i < num_workloads; ++i) {
-    const std::string problem = RunWorkload(first_seed + static_cast<uint64_t>(i), policy, summary);
-    ASSERT_EQ(problem, "");
+    const std::string problem = RunWorkload(first_seed + static_cast<uint64_t>(i), features, summary);
+    EXPECT_EQ(problem, "");
+    if (!problem.empty()) break;
   }
   // The workloads exercise what they claim to.
   EXPECT_GT(summary.num_requests, num_workloads * 10);
   EXPECT_GT(summary.num_iterations, summary.num_requests);
   EXPECT_GT(summary.num_cancelled, 0);
-  EXPECT_GT(summary.num_failed, 0);
+  if (features.faults) EXPECT_GT(summary.num_failed, 0);
+  if (features.chunked) EXPECT_GT(summary.num_chunks, 0);
+  if (features.prefix_caching) EXPECT_GT(summary.num_prefix_hits, 0);
+  if (features.policy == PolicyKind::kPaged) EXPECT_GT(summary.num_preemptions, 0u);
+  return summary;
 }
 
-TEST(SchedulerPropertyTest, OrcaInvariantsHoldOnRandomizedWorkloads) { RunMany(PolicyKind::kOrca, 1, 2000); }
+TEST(SchedulerPropertyTest, OrcaInvariantsHoldOnRandomizedWorkloads) { RunMany({PolicyKind::kOrca}, 1, 2000); }
 
 TEST(SchedulerPropertyTest, RequestLevelInvariantsHoldOnRandomizedWorkloads) {
-  RunMany(PolicyKind::kRequestLevel, 100000, 1000);
+  RunMany({PolicyKind::kRequestLevel}, 100000, 1000);
+}
+
+TEST(SchedulerPropertyTest, ChunkedPrefillInvariantsHold) {
+  RunMany({PolicyKind::kOrca, /*chunked=*/true}, 200000, 1000);
+}
+
+TEST(SchedulerPropertyTest, PrefixCachingInvariantsHoldWithEitherBaselinePolicy) {
+  RunMany({PolicyKind::kOrca, false, /*prefix_caching=*/true}, 300000, 600);
+  RunMany({PolicyKind::kRequestLevel, false, /*prefix_caching=*/true}, 310000, 300);
+  RunMany({PolicyKind::kOrca, /*chunked=*/true, /*prefix_caching=*/true}, 320000, 600);
+}
+
+TEST(SchedulerPropertyTest, PagedEveryRequestFinishesAndPreemptionIsLatestFirst) {
+  RunMany({PolicyKind::kPaged}, 400000, 1000);
+  RunMany({PolicyKind::kPaged, /*chunked=*/true}, 410000, 1000);
+  RunMany({PolicyKind::kPaged, /*chunked=*/true, /*prefix_caching=*/true}, 420000, 1000);
+}
+
+TEST(SchedulerPropertyTest, PriorityOrderInvariantsHold) {
+  RunMany({PolicyKind::kOrca, false, false, /*priority=*/true}, 500000, 600);
+  RunMany({PolicyKind::kPaged, /*chunked=*/true, /*prefix_caching=*/true, /*priority=*/true}, 510000, 1000);
+}
+
+TEST(SchedulerPropertyTest, TheTokenBudgetPolicyWithoutABudgetIsAlgorithmOne) {
+  // Strict priority with every priority equal orders by arrival: TokenBudgetPolicy then
+  // must issue exactly the plans OrcaPolicy (Algorithm 1) issues.
+  for (uint64_t seed = 600000; seed < 600300; ++seed) {
+    WorkloadSummary summary;
+    std::vector<IterationPlan> paper, general;
+    ASSERT_EQ(RunWorkload(seed, {PolicyKind::kOrca}, summary, &paper), "");
+    Features same_priorities{PolicyKind::kOrca};
+    same_priorities.priority_order_only = true;
+    ASSERT_EQ(RunWorkload(seed, same_priorities, summary, &general), "");
+    ASSERT_EQ(paper.size(), general.size()) << "seed " << seed;
+    for (size_t k = 0; k < paper.size(); ++k) {
+      ASSERT_EQ(paper[k].released_request_ids, general[k].released_request_ids) << "seed " << seed;
+      ASSERT_EQ(paper[k].requests.size(), general[k].requests.size()) << "seed " << seed << " plan " << k;
+      for (size_t i = 0; i < paper[k].requests.size(); ++i) {
+        const ScheduledRequest& p = paper[k].requests[i];
+        const ScheduledRequest& g = general[k].requests[i];
+        ASSERT_EQ(p.request_id, g.request_id) << "seed " << seed << " plan " << k;
+        ASSERT_EQ(p.input_token_ids, g.input_token_ids) << "seed " << seed << " plan " << k;
+        ASSERT_EQ(p.start_position, g.start_position) << "seed " << seed << " plan " << k;
+      }
+    }
+  }
 }
 
 }  // namespace

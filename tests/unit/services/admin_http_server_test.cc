@@ -192,6 +192,28 @@ TEST_F(AdminHttpServerTest, ReadyFollowsTheCallbackAndExplainsWhyNot) {
   EXPECT_EQ(ready.body, "ok");
 }
 
+TEST_F(AdminHttpServerTest, ReadyCarriesTheConfigurationWhenAsked) {
+  AdminHttpServer::Options options;
+  options.ready_details = [] { return std::string(R"({"policy":"paged","max_num_batched_tokens":64})"); };
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  HttpResponse not_ready = Request(server->port(), Get("/ready"));
+  EXPECT_EQ(not_ready.status, 503);
+  nlohmann::json body = nlohmann::json::parse(not_ready.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << not_ready.body;
+  EXPECT_EQ(body.value("status", ""), "unavailable");
+  EXPECT_EQ(body["config"].value("policy", ""), "paged");
+
+  ready_ = true;
+  HttpResponse ready = Request(server->port(), Get("/ready"));
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_EQ(ready.headers["content-type"], "application/json");
+  body = nlohmann::json::parse(ready.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << ready.body;
+  EXPECT_EQ(body.value("status", ""), "ok");
+  EXPECT_EQ(body["config"].value("max_num_batched_tokens", 0), 64);
+}
+
 TEST_F(AdminHttpServerTest, ReadyWithoutCallbackIsReady) {
   AdminHttpServer::Options options;
   options.readiness = [] { return absl::OkStatus(); };

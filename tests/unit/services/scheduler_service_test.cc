@@ -30,7 +30,7 @@ class ScriptedEngine final : public EngineClient {
   absl::Status Start(OutcomeCallback on_outcome, StateCallback on_state) override {
     on_outcome_ = std::move(on_outcome);
     on_state_ = std::move(on_state);
-    on_state_(is_ready, is_ready ? "" : "no workers");
+    on_state_(is_ready, is_ready ? "" : "no workers", session_);
     thread_ = std::thread([this] { Loop(); });
     return absl::OkStatus();
   }
@@ -41,12 +41,14 @@ class ScriptedEngine final : public EngineClient {
     }
     if (thread_.joinable()) thread_.join();
   }
-  void Submit(sched::IterationPlan plan) override {
+  void Submit(sched::IterationPlan plan, uint64_t session) override {
     absl::MutexLock lock(&mu_);
+    if (session != session_) return;  // as the remote client does
+    ++submitted;
     released += static_cast<int>(plan.released_request_ids.size());
     plans_.push_back(std::move(plan));
   }
-  void Release(std::vector<sched::RequestId> ids) override { released += static_cast<int>(ids.size()); }
+  void Release(std::vector<sched::RequestId> ids, uint64_t) override { released += static_cast<int>(ids.size()); }
   EngineInfo info() const override {
     EngineInfo i;
     i.model_name = "scripted";
@@ -57,10 +59,16 @@ class ScriptedEngine final : public EngineClient {
     return i;
   }
   bool ready() const override { return is_ready; }
+  // Each return to ready is a new session, as with the remote pipeline.
   void SetReady(bool r) {
     is_ready = r;
-    on_state_(r, r ? "" : "worker 1 died");
+    if (r) {
+      absl::MutexLock lock(&mu_);
+      ++session_;
+    }
+    on_state_(r, r ? "" : "worker 1 died", session_);
   }
+  std::atomic<int> submitted{0};
 
  private:
   void Loop() {
@@ -86,6 +94,7 @@ class ScriptedEngine final : public EngineClient {
         o.status = absl::InternalError("stage 1: injected failure");
       } else {
         for (const auto& r : plan.requests) {
+          if (!r.sample) continue;  // a prompt chunk short of the prompt's end samples nothing
           sched::RequestResult rr;
           rr.request_id = r.request_id;
           rr.token.token_id = static_cast<int32_t>((r.request_id + r.start_position) % 97);
@@ -98,6 +107,7 @@ class ScriptedEngine final : public EngineClient {
 
   OutcomeCallback on_outcome_;
   StateCallback on_state_;
+  std::atomic<uint64_t> session_{1};
   absl::Mutex mu_;
   std::deque<sched::IterationPlan> plans_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -106,18 +116,23 @@ class ScriptedEngine final : public EngineClient {
 
 class SchedulerServiceTest : public ::testing::Test {
  protected:
-  void StartService(int64_t max_queued_requests = 0, int64_t n_slots = 512) {
-    auto engine = std::make_unique<ScriptedEngine>();
-    engine_ = engine.get();
+  void StartService(int64_t max_queued_requests = 0, int64_t n_slots = 512,
+                    absl::Duration engine_down_wait = absl::ZeroDuration(), services::ApiKeys keys = {}) {
     SchedulerLoop::Options o;
     o.scheduler.max_bs = 4;
     o.scheduler.n_slots = n_slots;
     o.scheduler.max_queued_requests = max_queued_requests;
+    o.engine_down_wait = engine_down_wait;
+    StartServiceWith(o, std::move(keys));
+  }
+  void StartServiceWith(SchedulerLoop::Options o, services::ApiKeys keys = {}) {
+    auto engine = std::make_unique<ScriptedEngine>();
+    engine_ = engine.get();
     auto loop = SchedulerLoop::Create(o, std::move(engine), &registry_);
     ASSERT_TRUE(loop.ok()) << loop.status();
     loop_ = std::move(*loop);
     ASSERT_TRUE(loop_->Start().ok());
-    service_ = std::make_unique<SchedulerService>(loop_.get());
+    service_ = std::make_unique<SchedulerService>(loop_.get(), std::move(keys));
     grpc::ServerBuilder b;
     int port = 0;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -309,8 +324,17 @@ TEST_F(SchedulerServiceTest, EngineFailureEndsRequestsWithTheErrorAndNotReadyRej
   Result r = Generate(Req({1, 2}, 10));
   EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_ERROR);
   EXPECT_NE(r.last.error().find("injected failure"), std::string::npos) << r.last.error();
+  EXPECT_EQ(r.last.error_code(), static_cast<int32_t>(absl::StatusCode::kInternal));
   engine_->fail = false;
+  // A pipeline failure mid-stream is UNAVAILABLE on the wire: a retry may work (issue 11).
+  engine_->step = absl::Milliseconds(20);
+  auto running = std::async(std::launch::async, [this] { return Generate(Req({1, 2}, 100)); });
+  for (int i = 0; i < 200 && RawStats().num_requests_running() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   engine_->SetReady(false);
+  Result died = running.get();
+  EXPECT_EQ(died.last.finish_reason(), v1::FINISH_REASON_ERROR);
+  EXPECT_EQ(died.last.error_code(), static_cast<int32_t>(absl::StatusCode::kUnavailable)) << died.last.error();
   for (int i = 0; i < 100 && loop_->Ready().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   Result refused = Generate(Req({1}, 3));
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -320,6 +344,47 @@ TEST_F(SchedulerServiceTest, EngineFailureEndsRequestsWithTheErrorAndNotReadyRej
   EXPECT_TRUE(Generate(Req({1}, 3)).status.ok());
 }
 
+// Issue 11: while the pipeline restarts, queued requests wait for it (for
+// --engine-down-wait-ms), then fail UNAVAILABLE — never hang.
+TEST_F(SchedulerServiceTest, RequestArrivingWhileTheEngineIsDownIsServedWhenItReturnsWithinTheWait) {
+  StartService(0, 512, absl::Seconds(20));
+  engine_->SetReady(false);
+  for (int i = 0; i < 100 && loop_->Ready().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto pending = std::async(std::launch::async, [this] { return Generate(Req({1, 2}, 4)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  engine_->SetReady(true);
+  Result r = pending.get();
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.tokens.size(), 4u);
+  EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_LENGTH);
+}
+
+TEST_F(SchedulerServiceTest, QueuedRequestFailsUnavailableWhenThePipelineStaysDownPastTheWait) {
+  // 64 slots: the first request holds them all, the second queues behind it.
+  StartService(0, 64, absl::Milliseconds(500));
+  engine_->step = absl::Milliseconds(20);
+  auto running = std::async(std::launch::async, [this] { return Generate(Req({1, 2}, 60)); });
+  for (int i = 0; i < 200 && RawStats().num_requests_running() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto queued = std::async(std::launch::async, [this] { return Generate(Req({3, 4}, 60)); });
+  for (int i = 0; i < 200 && RawStats().num_requests_waiting() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(RawStats().num_requests_waiting(), 1);
+  const auto down = std::chrono::steady_clock::now();
+  engine_->SetReady(false);
+  Result failed = running.get();  // admitted: dies with the pipeline
+  EXPECT_EQ(failed.last.finish_reason(), v1::FINISH_REASON_ERROR);
+  Result r = queued.get();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - down).count();
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
+  EXPECT_NE(r.status.error_message().find("worker 1 died"), std::string::npos) << r.status.error_message();
+  EXPECT_TRUE(r.tokens.empty());
+  EXPECT_LT(waited, 15.0) << "a bounded wait, not a hang";
+  v1::SchedulerStats stats = Stats();
+  EXPECT_EQ(stats.num_requests_waiting(), 0);
+  EXPECT_EQ(stats.kv_slots_used(), 0);
+}
+
 TEST_F(SchedulerServiceTest, DrainRejectsNewRequestsWithUnavailable) {
   StartService();
   loop_->BeginDrain();
@@ -327,6 +392,106 @@ TEST_F(SchedulerServiceTest, DrainRejectsNewRequestsWithUnavailable) {
   Result r = Generate(Req({1}, 3));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(r.status.error_message().find("draining"), std::string::npos);
+}
+
+// Issue 11: with --api-keys, every RPC of the port wants the key.
+TEST_F(SchedulerServiceTest, WithApiKeysEveryCallNeedsTheKey) {
+  auto keys = services::ApiKeys::Load({"k1"}, "");
+  ASSERT_TRUE(keys.ok());
+  StartService(0, 512, absl::ZeroDuration(), std::move(*keys));
+  Result refused = Generate(Req({1}, 3));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(refused.status.error_message().find("Missing API key"), std::string::npos);
+  grpc::ClientContext with_key;
+  with_key.AddMetadata("authorization", "Bearer k1");
+  Result ok = Generate(Req({1}, 3), std::chrono::seconds(20), &with_key);
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_EQ(ok.tokens.size(), 3u);
+  {
+    grpc::ClientContext ctx;
+    v1::SchedulerStats s;
+    EXPECT_EQ(stub_->GetStats(&ctx, v1::StatsRequest(), &s).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer nope");
+    v1::StoreSetRequest req;
+    req.set_key("a");
+    v1::StoreSetResponse resp;
+    grpc::Status s = stub_->StoreSet(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(s.error_message(), "Incorrect API key provided");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::CancelRequest req;
+    v1::CancelResponse resp;
+    EXPECT_EQ(stub_->Cancel(&ctx, req, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+}
+
+// The options beyond the paper reach the scheduler through the loop: GetStats reports
+// them, and the preemptions and prefix-cache counters advance and are exported under
+// their vLLM-style names.
+TEST_F(SchedulerServiceTest, BeyondPaperOptionsAreAppliedReportedAndCounted) {
+  SchedulerLoop::Options o;
+  o.scheduler.policy = sched::PolicyKind::kPaged;
+  o.scheduler.max_bs = 8;
+  o.scheduler.n_slots = 128;  // 16 blocks of 8: six requests of 40 + 24 tokens must preempt
+  o.scheduler.kv_block_size = 8;
+  o.scheduler.max_num_batched_tokens = 16;
+  o.scheduler.enable_prefix_caching = true;
+  o.scheduler.scheduling_order = sched::SchedulingOrder::kPriority;
+  o.scheduler.priority_aging = absl::Milliseconds(50);
+  StartServiceWith(o);
+
+  std::vector<std::future<Result>> results;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> prompt(24, 7);  // three shared blocks, then two of the request's own
+    for (int t = 0; t < 16; ++t) prompt.push_back(10 + i + t);
+    v1::GenerateRequest req = Req(prompt, 24);
+    req.set_priority(i % 2);
+    results.push_back(std::async(std::launch::async, [this, req] { return Generate(req); }));
+  }
+  for (auto& f : results) {
+    Result r = f.get();
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.tokens.size(), 24u);
+  }
+  const v1::SchedulerStats s = Stats();
+  EXPECT_EQ(s.policy(), "paged");
+  EXPECT_EQ(s.max_num_batched_tokens(), 16);
+  EXPECT_TRUE(s.prefix_caching());
+  EXPECT_EQ(s.scheduling_order(), "priority");
+  EXPECT_EQ(s.priority_aging_millis(), 50);
+  EXPECT_EQ(s.kv_block_size(), 8);
+  EXPECT_GT(s.num_preemptions(), 0u);
+  EXPECT_GT(s.prefix_cache_hits(), 0);
+  EXPECT_GE(s.prefix_cache_queries(), s.prefix_cache_hits());
+  EXPECT_EQ(s.kv_slots_used(), 0);
+
+  const std::string page = registry_.Serialize();
+  auto counter = [&](const std::string& name) {
+    const std::string key = name + "{model_name=\"scripted\"} ";
+    const size_t at = page.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(page.substr(at + key.size()));
+  };
+  EXPECT_EQ(counter("orca:num_preemptions_total"), static_cast<double>(s.num_preemptions())) << page;
+  EXPECT_EQ(counter("orca:prefix_cache_hits_total"), static_cast<double>(s.prefix_cache_hits())) << page;
+  EXPECT_EQ(counter("orca:prefix_cache_queries_total"), static_cast<double>(s.prefix_cache_queries())) << page;
+
+  const std::string config = SchedulingConfigJson(loop_->stats());
+  EXPECT_NE(config.find("\"policy\":\"paged\""), std::string::npos) << config;
+  EXPECT_NE(config.find("\"enable_prefix_caching\":true"), std::string::npos) << config;
+}
+
+TEST_F(SchedulerServiceTest, PriorityOutOfRangeIsInvalidArgument) {
+  StartService();
+  v1::GenerateRequest req = Req({1, 2, 3}, 2);
+  req.set_priority(1000001);
+  Result r = Generate(req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("priority"), std::string::npos) << r.status.error_message();
 }
 
 TEST_F(SchedulerServiceTest, RendezvousStoreWaitsForKeys) {

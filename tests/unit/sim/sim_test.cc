@@ -138,7 +138,7 @@ TEST(SimulatedEngineTest, RejectsPlansThatBreakTheProtocol) {
   };
   EXPECT_THAT(error(Plan({Increment(2, 100, 4)})), HasSubstr("unknown to workers"));
   EXPECT_THAT(error(Plan({Increment(1, 100, 5)})), HasSubstr("but its KV ends at 4"));
-  EXPECT_THAT(error(Plan({Increment(1, 7, 4)})), HasSubstr("fed token 7 but generated 100"));
+  EXPECT_THAT(error(Plan({Increment(1, 7, 4)})), HasSubstr("fed token 7 at position 4 which holds 100"));
   EXPECT_THAT(error(Plan({Initiation(1, 4, 10)})), HasSubstr("still hold it"));
   EXPECT_THAT(error(Plan({Initiation(3, 4, 11)})), HasSubstr("KV slots"));
   EXPECT_THAT(error(Plan({Increment(1, 100, 4), Increment(1, 100, 4)})), HasSubstr("twice"));

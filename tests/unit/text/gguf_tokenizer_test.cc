@@ -2,8 +2,10 @@
 // "llama" model with scores and byte tokens) against llama2.c/llama.cpp
 // references: prompt ids (with BOS) and decoded greedy continuations.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -250,6 +252,28 @@ TEST(GgufVocabularyTest, SentencePieceMergesByScore) {
   std::vector<int32_t> ids = prefer_ab->Encode("a\n", false);
   EXPECT_EQ(ids, (std::vector<int32_t>{kSpaceA, 3 + '\n'}));
   EXPECT_EQ(*prefer_ab->Decode(ids), "a\n");
+}
+
+// Issue 11: a BOS id outside the vocabulary used to be dropped silently (no
+// BOS added to any prompt); now loading fails, naming the file and the key.
+TEST_F(Stories260KTest, OutOfVocabularyBosIsRejectedNamingTheKey) {
+  std::ifstream in(gguf_, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "tokenizer.ggml.bos_token_id";
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  uint32_t type = 0;
+  std::memcpy(&type, &bytes[at + key.size()], 4);
+  ASSERT_TRUE(type == 4 || type == 5) << "bos id stored as GGUF type " << type;  // (u)int32
+  const uint32_t oov = 99999;
+  std::memcpy(&bytes[at + key.size() + 4], &oov, 4);
+  const std::string path = ::testing::TempDir() + "/oov-bos-" + std::to_string(::getpid()) + ".gguf";
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto t = Tokenizer::Load(path);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(path + ": tokenizer.ggml.bos_token_id is 99999, outside the vocabulary of 512"),
+            std::string::npos)
+      << t.status();
 }
 
 }  // namespace

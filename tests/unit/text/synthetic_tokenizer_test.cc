@@ -1,6 +1,10 @@
 #include "core/text/synthetic_tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "core/text/chat_template.h"
 #include "core/text/hf_tokenizer_loader.h"
@@ -78,6 +82,33 @@ TEST(SyntheticTokenizer, ConfigCarriesAChatMLTemplate) {
 TEST(SyntheticTokenizer, RejectsBadVocabSizes) {
   EXPECT_EQ(MakeSyntheticByteLevelTokenizer(258).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MakeSyntheticByteLevelTokenizer(-1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace orca::text
+
+namespace orca::text {
+namespace {
+
+// Issue 11: an end-of-sequence id the tokenizer does not have would never end
+// a generation; loading says so, naming the file, instead of dropping it.
+TEST(SyntheticTokenizer, OutOfVocabularyEosInGenerationConfigIsRejected) {
+  auto files = MakeSyntheticByteLevelTokenizer(300);
+  ASSERT_TRUE(files.ok());
+  const std::string dir = ::testing::TempDir() + "/oov-eos-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(dir + "/" + name) << text; };
+  write("tokenizer.json", files->tokenizer_json);
+  write("tokenizer_config.json", files->tokenizer_config_json);
+  write("generation_config.json", files->generation_config_json);
+  ASSERT_TRUE(Tokenizer::Load(dir).ok());
+  write("generation_config.json", "{\"eos_token_id\": [299, 300]}");
+  auto t = Tokenizer::Load(dir);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(
+                "generation_config.json: eos_token_id 300 is outside the tokenizer's vocabulary of 300 tokens"),
+            std::string::npos)
+      << t.status();
 }
 
 }  // namespace

@@ -1,0 +1,154 @@
+#include "core/sched/token_budget_policy.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/container/flat_hash_set.h"
+#include "core/common/logging.h"
+
+namespace orca::sched {
+
+/// The state of one Select call.
+class TokenBudgetPolicy::Round {
+ public:
+  Round(const RequestPool& pool, KvManager& kv, int32_t max_bs, int32_t max_num_batched_tokens,
+        const RequestOrder& order)
+      : kv_(kv), max_bs_(max_bs), order_(order) {
+    budget_left_ = max_num_batched_tokens > 0 ? max_num_batched_tokens : std::numeric_limits<int64_t>::max() / 2;
+    for (const auto& [id, request] : pool) {
+      const Request* r = request.get();
+      if (r->finished()) continue;
+      if (r->in_flight()) {
+        in_flight_.push_back(r);
+      } else if (r->admitted()) {
+        running_.push_back(r);
+      } else {
+        waiting_.push_back(r);
+      }
+    }
+    // The pool is in arrival order, which is FCFS already.
+    if (order_.order() != SchedulingOrder::kFcfs) {
+      auto before = [this](const Request* a, const Request* b) { return order_.Before(*a, *b); };
+      std::sort(running_.begin(), running_.end(), before);
+      std::sort(waiting_.begin(), waiting_.end(), before);
+    }
+  }
+
+  /// Step 1 (decodes = true) or 2 (prompt chunks of admitted requests).
+  void ScheduleAdmitted(bool decodes) {
+    for (const Request* r : running_) {
+      if (Full()) return;
+      if (preempted_.contains(r->id()) || (r->next_phase() == Phase::kIncrement) != decodes) continue;
+      const auto n = static_cast<int32_t>(std::min<int64_t>(r->num_uncomputed_tokens(), budget_left_));
+      if (!MakeRoomToGrow(*r, n)) continue;
+      ORCA_CHECK(kv_.TryGrow(*r, n)) << "request " << r->id() << " could not grow";
+      Add(*r, n);
+    }
+  }
+
+  /// Step 3: QUEUED requests in order, stopping at the first that does not fit.
+  void AdmitQueued() {
+    if (!selection_.preempted.empty()) return;  // no admissions in an iteration that preempted
+    for (const Request* q : waiting_) {
+      if (Full()) return;
+      const int32_t hit = kv_.MatchPrefix(*q);
+      const auto n = static_cast<int32_t>(std::min<int64_t>(q->num_tokens() - hit, budget_left_));
+      if (kv_.paged() && !MakeRoomToAdmit(*q, n)) return;
+      if (!kv_.TryAdmit(*q, n)) return;
+      Add(*q, n);
+      if (!selection_.preempted.empty()) return;
+    }
+  }
+
+  Selection Take() && { return std::move(selection_); }
+
+ private:
+  bool Full() const { return static_cast<int32_t>(selection_.batch.size()) >= max_bs_ || budget_left_ <= 0; }
+
+  void Add(const Request& r, int32_t n) {
+    selection_.batch.push_back(BatchEntry{r.id(), n});
+    budget_left_ -= n;
+  }
+
+  // Preemptable for `requester`: admitted, between iterations, after it in order.
+  bool IsVictimFor(const Request& requester, const Request& v) const {
+    return &v != &requester && !preempted_.contains(v.id()) && order_.Before(requester, v);
+  }
+
+  // The admitted request after `requester` that is served last, or nullptr.
+  const Request* WorstVictimFor(const Request& requester) const {
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      if (IsVictimFor(requester, **it)) return *it;
+    }
+    return nullptr;
+  }
+
+  void Preempt(const Request& victim) {
+    kv_.Free(victim.id());
+    auto& batch = selection_.batch;
+    auto it =
+        std::find_if(batch.begin(), batch.end(), [&](const BatchEntry& e) { return e.request_id == victim.id(); });
+    if (it != batch.end()) {
+      budget_left_ += it->num_tokens;
+      batch.erase(it);
+    }
+    selection_.preempted.push_back(victim.id());
+    preempted_.insert(victim.id());
+  }
+
+  // Frees blocks for admitted `r` to compute `n` more tokens, preempting the requests after it
+  // (worst first). False when it must skip this iteration (or preempted itself).
+  bool MakeRoomToGrow(const Request& r, int32_t n) {
+    while (kv_.BlocksToGrow(r, n) > kv_.num_free_blocks()) {
+      if (const Request* victim = WorstVictimFor(r)) {
+        Preempt(*victim);
+        continue;
+      }
+      // Nothing after it is preemptable. Blocks come back when a later request's iteration
+      // returns; if none is in flight, it is itself the request to give way.
+      const bool later_in_flight =
+          std::any_of(in_flight_.begin(), in_flight_.end(), [&](const Request* f) { return order_.Before(r, *f); });
+      if (!later_in_flight) Preempt(r);
+      return false;
+    }
+    return true;
+  }
+
+  // Frees blocks to admit `q` with a first chunk of `n` tokens, but only when preempting the
+  // requests after it is sure to free enough. False: `q` does not fit.
+  bool MakeRoomToAdmit(const Request& q, int32_t n) {
+    int64_t freeable = kv_.num_free_blocks();
+    for (const Request* v : running_) {
+      if (IsVictimFor(q, *v)) freeable += kv_.NumBlocksFreedBy(v->id());
+    }
+    if (kv_.BlocksToAdmit(q, n) > freeable) return false;
+    while (kv_.BlocksToAdmit(q, n) > kv_.num_free_blocks()) {
+      const Request* victim = WorstVictimFor(q);
+      if (victim == nullptr) return false;
+      Preempt(*victim);
+    }
+    return true;
+  }
+
+  KvManager& kv_;
+  int32_t max_bs_;
+  const RequestOrder& order_;
+  int64_t budget_left_ = 0;
+  std::vector<const Request*> running_;    // admitted, between iterations, in order
+  std::vector<const Request*> waiting_;    // QUEUED, in order
+  std::vector<const Request*> in_flight_;  // admitted, in the pipeline
+  absl::flat_hash_set<RequestId> preempted_;
+  Selection selection_;
+};
+
+Selection TokenBudgetPolicy::Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) {
+  ORCA_CHECK(kv.paged() == (kind_ == PolicyKind::kPaged)) << "policy and KV mode disagree";
+  if (max_bs <= 0) return {};
+  Round round(pool, kv, max_bs, max_num_batched_tokens_, order_);
+  round.ScheduleAdmitted(/*decodes=*/true);
+  round.ScheduleAdmitted(/*decodes=*/false);
+  round.AdmitQueued();
+  return std::move(round).Take();
+}
+
+}  // namespace orca::sched
