@@ -76,13 +76,13 @@ double MeasureGemmPeak(dnnl::memory::data_type dt, int threads, std::string* imp
 
 struct ModelShape {
   std::string name;
-  SyntheticModelOptions options;
+  engine::SyntheticModelOptions options;
 };
 
 ModelShape Shape(const std::string& name) {
   ModelShape s{name, {}};
   auto& o = s.options;
-  o.arch = ModelArch::kLlama;
+  o.arch = engine::ModelArch::kLlama;
   o.max_position = 2048;
   o.tie_word_embeddings = true;
   if (name == "25m") {
@@ -107,7 +107,7 @@ int64_t ResidentKiB(const char* field) {
 double ResidentMiBWithoutProbe() { return ResidentKiB("VmRSS:") / 1024.0 - BandwidthProbe::kBytes / 1048576.0; }
 
 // Matmul FLOPs of one forward over `tokens` tokens of which `samples` reach the LM head, plus attention.
-double ForwardFlops(const ModelConfig& c, double tokens, double samples, double attn_pairs) {
+double ForwardFlops(const engine::ModelConfig& c, double tokens, double samples, double attn_pairs) {
   const double h = c.hidden_size, q = 1.0 * c.num_heads * c.head_dim, kv = 1.0 * c.num_kv_heads * c.head_dim;
   const double per_token = 2 * (h * q + 2 * h * kv + q * h + 3 * h * c.intermediate_size) * c.num_layers;
   const double attention = 4 * attn_pairs * c.head_dim * c.num_heads * c.num_layers;
@@ -161,19 +161,19 @@ int Run(const Args& args) {
           return 1;
         }
       }
-      Engine::Options eo;
+      engine::Engine::Options eo;
       eo.model_path = dir;
       eo.num_threads = threads;
       eo.n_slots = static_cast<int64_t>(max_batch) * (max_prompt + args.gen + 16);
       if (args.small_gemm_max_rows >= 0) eo.small_gemm_max_rows = args.small_gemm_max_rows;
       if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
-      auto engine_or = Engine::Create(eo);
+      auto engine_or = engine::Engine::Create(eo);
       if (!engine_or.ok()) {
         std::fprintf(stderr, "%s\n", std::string(engine_or.status().message()).c_str());
         return 1;
       }
-      Engine& engine = **engine_or;
-      const ModelConfig& c = engine.config();
+      engine::Engine& engine = **engine_or;
+      const engine::ModelConfig& c = engine.config();
       const double weight_gb = engine.weight_bytes() / 1e9;
       const double gemm_peak = dt == DType::kBF16 ? ceil.gemm_gflops_bf16 : ceil.gemm_gflops_f32;
       std::printf("\n## %s %s: %.1fM params, %.0f MB weights read per decode step, KV %.0f MiB, RSS %.0f MiB\n",
@@ -184,9 +184,9 @@ int Run(const Args& args) {
       std::mt19937 rng(1);
       uint64_t next_id = 1;
       {  // Warm-up: page in the mapped weights and create the GEMM primitives of small shapes.
-        IterationInput warm;
-        warm.seqs.push_back({next_id++, std::vector<int32_t>(8, 1), 0, true, NewRequestInfo{16, {}, {}}});
-        IterationOutput out;
+        engine::StepInput warm;
+        warm.seqs.push_back({next_id++, std::vector<int32_t>(8, 1), 0, true, engine::SequenceSetup{16, {}, {}}});
+        engine::StepOutput out;
         absl::Status s = engine.Step(warm, nullptr, &out);
         warm.seqs[0] = {warm.seqs[0].request_id, {1}, 8, true, std::nullopt};
         if (s.ok()) s = engine.Step(warm, nullptr, &out);
@@ -199,14 +199,14 @@ int Run(const Args& args) {
       for (int prompt : prompts) {
         double b1_tps = 0;
         for (int batch : batches) {
-          IterationInput in;
+          engine::StepInput in;
           for (int r = 0; r < batch; ++r) {
             std::vector<int32_t> ids(prompt);
             for (auto& t : ids) t = std::uniform_int_distribution<int>(0, c.vocab_size - 1)(rng);
             in.seqs.push_back(
-                {next_id++, ids, 0, true, NewRequestInfo{static_cast<int32_t>(prompt + args.gen), {}, {}}});
+                {next_id++, ids, 0, true, engine::SequenceSetup{static_cast<int32_t>(prompt + args.gen), {}, {}}});
           }
-          IterationOutput out;
+          engine::StepOutput out;
           auto t0 = Clock::now();
           if (absl::Status s = engine.Step(in, nullptr, &out); !s.ok()) {
             std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
@@ -220,10 +220,10 @@ int Run(const Args& args) {
           const double bw_before = bandwidth.Measure(3);
           std::vector<double> step_s;
           for (int g = 1; g < args.gen; ++g) {
-            IterationInput next;
+            engine::StepInput next;
             for (size_t r = 0; r < in.seqs.size(); ++r)
               next.seqs.push_back(
-                  {in.seqs[r].request_id, {out.tokens[r].sample.token_id}, prompt + g - 1, true, std::nullopt});
+                  {in.seqs[r].request_id, {out.samples[r].sample.token_id}, prompt + g - 1, true, std::nullopt});
             auto t1 = Clock::now();
             if (absl::Status s = engine.Step(next, nullptr, &out); !s.ok()) {
               std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());

@@ -77,8 +77,8 @@ absl::StatusOr<std::vector<double>> ParseList(const std::string& text, const cha
 }
 
 /// Wall time of one Step() over `input` (best of `repeats`), releasing its requests after.
-absl::StatusOr<double> TimeStep(Engine& engine, const IterationInput& input, int repeats) {
-  IterationOutput output;
+absl::StatusOr<double> TimeStep(engine::Engine& engine, const engine::StepInput& input, int repeats) {
+  engine::StepOutput output;
   double best = 1e30;
   for (int r = 0; r < repeats; ++r) {
     engine.ReleaseAll();
@@ -93,7 +93,7 @@ absl::StatusOr<double> TimeStep(Engine& engine, const IterationInput& input, int
 /// The engine's cost shape on this machine: prefill time by prompt length and decode-step
 /// time by batch size (each request at 200 tokens of context), best of 3. It explains the
 /// sweep: iteration-level batching pays off as far as a batch costs less than its members.
-absl::Status Calibrate(Engine& engine) {
+absl::Status Calibrate(engine::Engine& engine) {
   const int32_t vocab = engine.config().vocab_size;
   auto prompt = [vocab](int32_t n, int32_t salt) {
     std::vector<int32_t> ids(static_cast<size_t>(n));
@@ -102,8 +102,8 @@ absl::Status Calibrate(Engine& engine) {
   };
   std::printf("# engine cost shape (best of 3)\n#   prefill:");
   for (int32_t n : {32, 128, 272, 512}) {
-    IterationInput in;
-    in.seqs.push_back({1, prompt(n, 1), 0, true, NewRequestInfo{n + 16, {}, {}}});
+    engine::StepInput in;
+    in.seqs.push_back({1, prompt(n, 1), 0, true, engine::SequenceSetup{n + 16, {}, {}}});
     ORCA_ASSIGN_OR_RETURN(const double s, TimeStep(engine, in, 3));
     std::printf("  %d tok %.1f ms", n, s * 1e3);
   }
@@ -111,14 +111,14 @@ absl::Status Calibrate(Engine& engine) {
   constexpr int32_t kContext = 200;
   for (int32_t batch : {1, 4, 16, 32}) {
     // Fill each request's KV with one prefill, then time one increment over all of them.
-    IterationOutput output;
+    engine::StepOutput output;
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
       engine.ReleaseAll();
-      IterationInput fill, step;
+      engine::StepInput fill, step;
       for (int32_t b = 0; b < batch; ++b) {
         const uint64_t id = static_cast<uint64_t>(b) + 1;
-        fill.seqs.push_back({id, prompt(kContext, b), 0, true, NewRequestInfo{kContext + 16, {}, {}}});
+        fill.seqs.push_back({id, prompt(kContext, b), 0, true, engine::SequenceSetup{kContext + 16, {}, {}}});
         step.seqs.push_back({id, {b % vocab}, kContext, true, std::nullopt});
       }
       ORCA_RETURN_IF_ERROR(engine.Step(fill, nullptr, &output));
@@ -153,8 +153,8 @@ std::vector<MeasuredCurve> ToMeasured(const std::vector<sched::sim::SweepCurve>&
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const Args& args, const std::string& model) {
-  Engine::Options o;
+absl::StatusOr<std::unique_ptr<engine::Engine>> CreateEngine(const Args& args, const std::string& model) {
+  engine::Engine::Options o;
   o.model_path = model;
   o.n_slots = args.n_slots;
   o.num_threads = static_cast<int32_t>(args.threads);
@@ -163,11 +163,12 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const Args& args, const std
     if (!ParseDType(args.dtype, &dtype)) return absl::InvalidArgumentError("--dtype must be auto, f32 or bf16");
     o.dtype = dtype;
   }
-  return Engine::Create(o);
+  return engine::Engine::Create(o);
 }
 
 /// One scheduler configuration per curve, sized to the engine (its KV pool and block size).
-std::vector<sched::sim::SweepConfig> MakeConfigs(const std::vector<SweepCurveSpec>& specs, const Engine& engine) {
+std::vector<sched::sim::SweepConfig> MakeConfigs(const std::vector<SweepCurveSpec>& specs,
+                                                 const engine::Engine& engine) {
   std::vector<sched::sim::SweepConfig> configs;
   for (const SweepCurveSpec& spec : specs) {
     sched::sim::SweepConfig& c = configs.emplace_back();
@@ -176,7 +177,7 @@ std::vector<sched::sim::SweepConfig> MakeConfigs(const std::vector<SweepCurveSpe
     c.scheduler.max_bs = spec.max_bs;
     c.scheduler.n_slots = engine.kv_slots_total();
     c.scheduler.n_workers = 1;
-    c.scheduler.kv_block_size = 16;  // the engine's block table (Engine::Options::kv_block_size)
+    c.scheduler.kv_block_size = 16;  // the engine's block table (engine::Engine::Options::kv_block_size)
     c.scheduler.max_context = engine.config().max_position;
     c.scheduler.vocab_size = engine.config().vocab_size;
   }
@@ -188,7 +189,7 @@ std::vector<sched::sim::SweepConfig> MakeConfigs(const std::vector<SweepCurveSpe
 /// after its first point past options.saturation_latency.
 absl::StatusOr<std::vector<sched::sim::SweepCurve>> RunInterleaved(const sched::sim::SweepOptions& options,
                                                                    const std::vector<sched::sim::SweepConfig>& configs,
-                                                                   Engine& engine) {
+                                                                   engine::Engine& engine) {
   auto factory = [&engine](const sched::SchedulerOptions&) -> absl::StatusOr<std::unique_ptr<sched::sim::StepRunner>> {
     return std::make_unique<EngineStepRunner>(&engine);
   };
@@ -214,7 +215,7 @@ absl::StatusOr<std::vector<sched::sim::SweepCurve>> RunInterleaved(const sched::
 
 absl::Status Run(const Args& args) {
   ORCA_ASSIGN_OR_RETURN(const std::string model, ResolveModel(args));
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, CreateEngine(args, model));
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine, CreateEngine(args, model));
   ORCA_ASSIGN_OR_RETURN(const std::vector<SweepCurveSpec> specs, ParseCurveSpecs(args.configs));
   ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParseList(args.rates, "rates"));
   ORCA_ASSIGN_OR_RETURN(const std::vector<double> multiples, ParseList(args.targets, "targets"));

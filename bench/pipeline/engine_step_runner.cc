@@ -8,10 +8,10 @@
 
 namespace orca::bench {
 
-EngineStepRunner::EngineStepRunner(Engine* engine) : engine_(engine) { engine_->ReleaseAll(); }
+EngineStepRunner::EngineStepRunner(engine::Engine* engine) : engine_(engine) { engine_->ReleaseAll(); }
 
 absl::StatusOr<sched::sim::StepOutcome> EngineStepRunner::Run(const sched::IterationPlan& plan) {
-  const IterationInput input = services::PlanToIterationInput(plan);
+  const engine::StepInput input = services::PlanToStepInput(plan);
   // Only Step() is on the clock: the plan conversion above stands in for the control
   // message a worker decodes, which the services measure separately.
   const auto start = std::chrono::steady_clock::now();
@@ -20,7 +20,7 @@ absl::StatusOr<sched::sim::StepOutcome> EngineStepRunner::Run(const sched::Itera
   if (!stepped.ok()) return Annotate(stepped, absl::StrCat("iteration ", plan.iteration_id));
   sched::sim::StepOutcome outcome;
   outcome.elapsed = absl::FromChrono(end - start);
-  outcome.results = services::SampledTokensToResults(output_.tokens);
+  outcome.results = services::SamplesToResults(output_.samples);
   total_step_time_ += outcome.elapsed;
   ++num_steps_;
   return outcome;

@@ -24,7 +24,7 @@ class EngineStepRunner : public sched::sim::StepRunner {
  public:
   /// Borrows `engine` (one stage holding the whole model; it must outlive the runner) and
   /// frees every request it still holds, so each runner starts from an empty KV pool.
-  explicit EngineStepRunner(Engine* engine);
+  explicit EngineStepRunner(engine::Engine* engine);
 
   absl::StatusOr<sched::sim::StepOutcome> Run(const sched::IterationPlan& plan) override;
   absl::Status Release(absl::Span<const sched::RequestId> request_ids) override;
@@ -36,8 +36,8 @@ class EngineStepRunner : public sched::sim::StepRunner {
   int64_t num_steps() const { return num_steps_; }
 
  private:
-  Engine* engine_;
-  IterationOutput output_;
+  engine::Engine* engine_;
+  engine::StepOutput output_;
   absl::Duration total_step_time_;
   int64_t num_steps_ = 0;
 };

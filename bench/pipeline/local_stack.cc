@@ -52,11 +52,13 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOp
   if (ec) return absl::FailedPreconditionError(absl::StrCat(options.log_dir, ": ", ec.message()));
   std::unique_ptr<LocalStack> stack(new LocalStack());
   std::vector<std::string> worker_addrs;
-  std::vector<int> worker_grpc;
+  std::vector<int> worker_grpc, worker_data_plane;
   for (int s = 0; s < options.num_stages; ++s) {
     ORCA_ASSIGN_OR_RETURN(const int grpc_port, PickLoopbackPort());
     ORCA_ASSIGN_OR_RETURN(const int http_port, PickLoopbackPort());
+    ORCA_ASSIGN_OR_RETURN(const int data_plane_port, PickLoopbackPort());
     worker_grpc.push_back(grpc_port);
+    worker_data_plane.push_back(data_plane_port);
     stack->worker_http_ports_.push_back(http_port);
     worker_addrs.push_back(Loopback(grpc_port));
   }
@@ -68,7 +70,8 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOp
     ORCA_RETURN_IF_ERROR(
         stack->Spawn(absl::StrCat("worker-", s), options.bin_dir + "/orca-worker",
                      {"--model=" + options.model, "--listen=" + worker_addrs[s],
-                      "--http-listen=" + Loopback(stack->worker_http_ports_[s]), absl::StrCat("--stage=", s),
+                      "--http-listen=" + Loopback(stack->worker_http_ports_[s]),
+                      absl::StrCat("--data-plane-port=", worker_data_plane[s]), absl::StrCat("--stage=", s),
                       absl::StrCat("--num-stages=", options.num_stages), "--workers=" + workers,
                       "--scheduler=" + Loopback(sched_grpc), absl::StrCat("--n-slots=", options.n_slots),
                       absl::StrCat("--threads=", options.threads_per_worker), "--log-level=warning"},

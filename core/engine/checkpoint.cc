@@ -11,7 +11,7 @@
 #include "core/formats/gguf_file.h"
 #include "core/formats/safetensors_file.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 bool IsDirectory(const std::string& path) {
@@ -248,4 +248,4 @@ absl::StatusOr<const formats::TensorInfo*> Checkpoint::Find(TensorRole role, int
   return info;
 }
 
-}  // namespace orca
+}  // namespace orca::engine

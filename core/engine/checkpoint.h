@@ -10,11 +10,11 @@
 #include "core/engine/model_config.h"
 #include "core/formats/tensor_source.h"
 
-namespace orca {
-
-namespace formats {
+namespace orca::formats {
 class GgufFile;
-}  // namespace formats
+}  // namespace orca::formats
+
+namespace orca::engine {
 
 enum class TensorRole : uint8_t {
   kTokenEmbedding,
@@ -79,4 +79,4 @@ class Checkpoint {
   std::string gpt2_prefix_;  // "transformer." or ""
 };
 
-}  // namespace orca
+}  // namespace orca::engine

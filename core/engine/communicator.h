@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 
-namespace orca {
+namespace orca::engine {
 
 class Communicator {
  public:
@@ -24,4 +24,4 @@ class Communicator {
   virtual absl::Status Recv(int32_t peer, void* data, size_t bytes) = 0;
 };
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -13,12 +13,19 @@
 #include "core/common/status_macros.h"
 #include "core/engine/gloo_communicator.h"
 #include "kernels/include/backend_factory.h"
-#ifdef ORCA_WITH_CUDA
+#ifdef ORCA_WITH_NCCL
 #include "core/engine/nccl_communicator.h"
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
-namespace orca {
+namespace orca::engine {
+
+// GPU shards all-reduce over NCCL; a CUDA build without it (ORCA_NCCL off) runs one shard per process.
+#ifdef ORCA_WITH_NCCL
+constexpr bool kHaveNccl = true;
+#else
+constexpr bool kHaveNccl = false;
+#endif
 
 struct Engine::Shard {
   std::unique_ptr<kernels::Backend> backend;
@@ -99,6 +106,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     return absl::InvalidArgumentError(absl::StrCat("stage ", o.stage, " of ", o.num_stages, " is invalid"));
   if (o.tp_size < 1 || o.tp_size > 64)
     return absl::InvalidArgumentError(absl::StrCat("tensor parallelism must be in [1, 64], got ", o.tp_size));
+  if (o.device == "cuda" && o.tp_size > 1 && !kHaveNccl && kernels::CudaAvailable())
+    return absl::FailedPreconditionError(
+        absl::StrCat("tensor parallelism ", o.tp_size,
+                     " on GPUs needs NCCL, and this build has none (NCCL was not found or "
+                     "ORCA_ENABLE_NCCL=OFF when it was configured): run tensor parallelism 1, or a build with NCCL"));
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = o;
   ORCA_ASSIGN_OR_RETURN(e->checkpoint_, Checkpoint::Open(o.model_path));
@@ -142,7 +154,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     // Every shard joins its group at once: the mesh forms only when all have.
     Engine* raw = e.get();
     ORCA_RETURN_IF_ERROR(e->pool_->RunAll([&](int r) -> absl::Status {
-#ifdef ORCA_WITH_CUDA
+#ifdef ORCA_WITH_NCCL
       if (o.device == "cuda") {  // GPUs all-reduce over NCCL (id exchanged through the same store)
         NcclCommunicator::Options no;
         no.store = store;
@@ -224,11 +236,11 @@ void Engine::ReleaseAll() {
   samplers_.clear();
 }
 
-absl::Status Engine::Validate(const IterationInput& in, std::vector<uint64_t>* reserved) {
+absl::Status Engine::Validate(const StepInput& in, std::vector<uint64_t>* reserved) {
   const ModelConfig& c = config();
   KvCache& kv0 = *shards_[0]->kv;
   seen_.clear();  // member: no allocation per iteration once it has grown
-  for (const ScheduledSeq& s : in.seqs) {
+  for (const StepSequence& s : in.seqs) {
     if (!seen_.insert(s.request_id).second)
       return absl::InvalidArgumentError(
           absl::StrCat("request ", s.request_id, " appears twice in iteration ", in.iteration_id));
@@ -255,7 +267,7 @@ absl::Status Engine::Validate(const IterationInput& in, std::vector<uint64_t>* r
   return absl::OkStatus();
 }
 
-absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, IterationOutput* out) {
+absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutput* out) {
   out->Clear();
   for (uint64_t id : in.released_ids) Release(id);
   if (in.seqs.empty()) return absl::OkStatus();
@@ -268,7 +280,7 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
   seq_specs_.clear();
   token_ids_.clear();
   int64_t samples = 0, tokens = 0;
-  for (const ScheduledSeq& s : in.seqs) {
+  for (const StepSequence& s : in.seqs) {
     seq_specs_.push_back({s.request_id, static_cast<int32_t>(s.token_ids.size()), s.start_position, s.sample});
     token_ids_.insert(token_ids_.end(), s.token_ids.begin(), s.token_ids.end());
     samples += s.sample ? 1 : 0;
@@ -295,13 +307,13 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
   for (auto& shard : shards_)
     for (const SeqSpec& s : seq_specs_) shard->kv->CommitWrite(s.request_id, s.start_pos, s.num_tokens);
   if (!is_last_stage()) return absl::OkStatus();
-  for (const ScheduledSeq& s : in.seqs)
+  for (const StepSequence& s : in.seqs)
     if (s.new_request.has_value())
       samplers_[s.request_id] =
           std::make_unique<Sampler>(s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids);
   if (options_.keep_logits) out->logits = logits_;
   int64_t row = 0;
-  for (const ScheduledSeq& s : in.seqs) {
+  for (const StepSequence& s : in.seqs) {
     if (!s.sample) continue;
     auto it = samplers_.find(s.request_id);
     if (it == samplers_.end()) {
@@ -311,10 +323,10 @@ absl::Status Engine::Step(const IterationInput& in, const float* hidden_in, Iter
                         std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{}))
                .first;
     }
-    out->tokens.push_back({s.request_id, it->second->Sample(logits_.data() + row * c.vocab_size, c.vocab_size)});
+    out->samples.push_back({s.request_id, it->second->Sample(logits_.data() + row * c.vocab_size, c.vocab_size)});
     ++row;
   }
   return absl::OkStatus();
 }
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -23,52 +23,13 @@
 #include "core/engine/model_runner.h"
 #include "core/engine/model_weights.h"
 #include "core/engine/sampler.h"
+#include "core/engine/step_records.h"
 
 namespace gloo::rendezvous {
 class Store;
 }
 
-namespace orca {
-
-/// Sent the first time a request is scheduled.
-struct NewRequestInfo {
-  int32_t max_tokens = 0;  ///< KV reservation: prompt + max new tokens
-  SamplingParams sampling;
-  std::vector<int32_t> prompt_token_ids;  ///< for the repetition penalty
-};
-
-/// One request in an iteration (vLLM's scheduled_new_reqs / cached_reqs in one list).
-struct ScheduledSeq {
-  uint64_t request_id = 0;
-  std::vector<int32_t> token_ids;  ///< input tokens this iteration (ids are unused past stage 0)
-  int32_t start_position = 0;
-  bool sample = true;
-  std::optional<NewRequestInfo> new_request;
-};
-
-struct IterationInput {
-  uint64_t iteration_id = 0;
-  std::vector<ScheduledSeq> seqs;
-  std::vector<uint64_t> released_ids;  ///< applied before this iteration's reservations
-};
-
-struct SampledToken {
-  uint64_t request_id = 0;
-  SampleResult sample;
-};
-
-struct IterationOutput {
-  std::vector<SampledToken> tokens;  ///< last stage: one per sampling sequence, in batch order
-  std::vector<float> hidden;         ///< other stages: [ΣL, hidden] for the next stage
-  std::vector<float> logits;         ///< last stage with Options::keep_logits: [sampled, vocab]
-  ForwardTimings timings;
-  void Clear() {
-    tokens.clear();
-    hidden.clear();
-    logits.clear();
-    timings = {};
-  }
-};
+namespace orca::engine {
 
 class Engine {
  public:
@@ -85,7 +46,7 @@ class Engine {
     int32_t num_threads = 0;            ///< compute threads in total (0 = all cores), split over shards
     int64_t small_gemm_max_rows = 4;    ///< see CpuBackend::Options
     int64_t panel_gemm_max_rows = 128;  ///< see CpuBackend::Options
-    bool keep_logits = false;           ///< copy logits into IterationOutput (tests)
+    bool keep_logits = false;           ///< copy logits into StepOutput (tests)
     /// Data plane for tensor parallelism: a rendezvous store shared by the
     /// shards (nullptr: an in-process store, the shards being our threads).
     gloo::rendezvous::Store* tp_store = nullptr;
@@ -102,9 +63,9 @@ class Engine {
   /// duplicate request ids, reservations that do not fit, positions past a
   /// reservation or the context, token ids outside the vocabulary are errors
   /// and leave the engine as it was (apart from the releases).
-  absl::Status Step(const IterationInput& input, const float* hidden_in, IterationOutput* output);
+  absl::Status Step(const StepInput& input, const float* hidden_in, StepOutput* output);
 
-  /// Frees a request's KV and sampler now (also done by IterationInput::released_ids).
+  /// Frees a request's KV and sampler now (also done by StepInput::released_ids).
   /// Unknown ids are ignored: a release is idempotent.
   void Release(uint64_t request_id);
   /// Frees every request's KV and sampler (a new session of the engine master).
@@ -127,7 +88,7 @@ class Engine {
   struct Shard;
   class ShardPool;
   Engine() = default;
-  absl::Status Validate(const IterationInput& input, std::vector<uint64_t>* reserved);
+  absl::Status Validate(const StepInput& input, std::vector<uint64_t>* reserved);
 
   Options options_;
   std::unique_ptr<Checkpoint> checkpoint_;
@@ -144,4 +105,4 @@ class Engine {
   std::vector<ForwardTimings> timings_;
 };
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -1,5 +1,6 @@
 #include "core/engine/gloo_communicator.h"
 
+#include <arpa/inet.h>
 #include <gloo/allreduce.h>
 #include <gloo/common/error.h>
 #include <gloo/math.h>
@@ -8,24 +9,84 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <netinet/in.h>
 
 #include <exception>
 
 #include "absl/strings/str_cat.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 // Gloo reports failures by exception; they stop here.
 absl::Status FromException(const std::exception& e, const std::string& what) {
   const std::string msg = e.what();
+  if (msg.find("bind: ") != std::string::npos)
+    return absl::UnavailableError(absl::StrCat(what, ": cannot listen on the data-plane port: ", msg));
   if (dynamic_cast<const gloo::IoException*>(&e) != nullptr) {
-    if (msg.find("Timed out") != std::string::npos || msg.find("timed out") != std::string::npos)
+    if (msg.find("Timed out") != std::string::npos || msg.find("timed out") != std::string::npos ||
+        msg.find("timeout") != std::string::npos)
       return absl::DeadlineExceededError(absl::StrCat(what, ": peer did not respond in time: ", msg));
     return absl::UnavailableError(absl::StrCat(what, ": connection to peer failed: ", msg));
   }
   return absl::InternalError(absl::StrCat(what, ": ", msg));
 }
+
+// Gloo 2022's tcp::Device keeps the address its pairs bind to in a const
+// member, and its constructor refuses an address with a port (it looks the
+// address up among the interfaces' addresses, port included). So the device is
+// made for the bare address and the port set afterwards: attr_ is only read,
+// by libgloo's own code (Pair::listen binds to it), never cached.
+class FixedPortDevice final : public gloo::transport::tcp::Device {
+ public:
+  FixedPortDevice(const gloo::transport::tcp::attr& attr, uint16_t port) : Device(attr) {
+    auto& a = const_cast<gloo::transport::tcp::attr&>(attr_);
+    if (a.ai_addr.ss_family == AF_INET) {
+      reinterpret_cast<sockaddr_in*>(&a.ai_addr)->sin_port = htons(port);
+    } else {
+      reinterpret_cast<sockaddr_in6*>(&a.ai_addr)->sin6_port = htons(port);
+    }
+  }
+};
+
+// A Gloo device whose pairs all listen on `port` of `hostname`'s address.
+std::shared_ptr<gloo::transport::Device> CreateFixedPortDevice(const std::string& hostname, int32_t port) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = hostname;
+  attr = gloo::transport::tcp::CreateDeviceAttr(attr);  // resolves the address (its port is 0)
+  return std::make_shared<FixedPortDevice>(attr, static_cast<uint16_t>(port));
+}
+
+// A context whose pairs share one listening port: they connect one at a time
+// (see the header). Only gloo::Context's protected members make this possible
+// without changing Gloo.
+class SequentialMeshContext final : public gloo::Context {
+ public:
+  using gloo::Context::Context;
+
+  void ConnectPairsInOrder(gloo::rendezvous::Store& store, const std::shared_ptr<gloo::transport::Device>& device) {
+    const auto deadline = std::chrono::steady_clock::now() + getTimeout();
+    auto transport = device->createContext(rank, size);
+    transport->setTimeout(getTimeout());
+    for (int a = 0; a < size; ++a) {
+      for (int b = a + 1; b < size; ++b) {
+        if (rank != a && rank != b) continue;
+        const int peer = rank == a ? b : a;
+        auto& pair = transport->createPair(peer);  // binds and listens on the fixed port
+        pair->setLocalRank(0);
+        const std::string key = absl::StrCat("pair-", a, "-", b, "/");
+        store.set(key + std::to_string(rank), pair->address().bytes());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) throw gloo::IoException(absl::StrCat("Timed out connecting to rank ", peer));
+        store.wait({key + std::to_string(peer)}, left);
+        pair->connect(store.get(key + std::to_string(peer)));  // returns once connected: the listener is closed
+      }
+    }
+    device_ = device;
+    transportContext_ = std::move(transport);
+  }
+};
 
 }  // namespace
 
@@ -36,20 +97,32 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const
   std::unique_ptr<GlooCommunicator> c(new GlooCommunicator());
   c->rank_ = o.rank;
   c->size_ = o.size;
+  if (o.port < 0 || o.port > 65535)
+    return absl::InvalidArgumentError(absl::StrCat("data-plane port must be in [0, 65535], got ", o.port));
   c->timeout_ = o.op_timeout.count() > 0 ? o.op_timeout : o.timeout;
+  const std::string what = absl::StrCat("connecting data-plane group '", o.prefix, "' as rank ", o.rank, " of ", o.size,
+                                        " on ", o.hostname, o.port > 0 ? absl::StrCat(":", o.port) : "");
   try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = o.hostname;
-    c->device_ = gloo::transport::tcp::CreateDevice(attr);
-    auto ctx = std::make_shared<gloo::rendezvous::Context>(o.rank, o.size);
-    ctx->setTimeout(o.timeout);
     gloo::rendezvous::PrefixStore store(o.prefix, *o.store);
-    ctx->connectFullMesh(store, c->device_);
-    ctx->setTimeout(c->timeout_);
-    c->context_ = ctx;
+    if (o.port == 0) {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = o.hostname;
+      c->device_ = gloo::transport::tcp::CreateDevice(attr);
+      auto ctx = std::make_shared<gloo::rendezvous::Context>(o.rank, o.size);
+      ctx->setTimeout(o.timeout);
+      ctx->connectFullMesh(store, c->device_);
+      ctx->setTimeout(c->timeout_);
+      c->context_ = ctx;
+    } else {
+      c->device_ = CreateFixedPortDevice(o.hostname, o.port);
+      auto ctx = std::make_shared<SequentialMeshContext>(o.rank, o.size);
+      ctx->setTimeout(o.timeout);
+      ctx->ConnectPairsInOrder(store, c->device_);
+      ctx->setTimeout(c->timeout_);
+      c->context_ = ctx;
+    }
   } catch (const std::exception& e) {
-    return FromException(e,
-                         absl::StrCat("connecting data-plane group '", o.prefix, "' as rank ", o.rank, " of ", o.size));
+    return FromException(e, what);
   }
   return c;
 }
@@ -96,4 +169,4 @@ std::unique_ptr<gloo::rendezvous::Store> GlooCommunicator::MakeLocalStore() {
   return std::make_unique<gloo::rendezvous::HashStore>();
 }
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -2,6 +2,16 @@
 /// Communicator over Gloo's TCP transport. Members meet through a rendezvous
 /// store (in-process for threads, or the scheduler's key-value store across
 /// processes and hosts), under a key prefix naming the group.
+///
+/// Ports: Gloo's TCP transport (Debian 12's gloo) listens on one socket per
+/// pair of members. With `Options::port` 0 every pair takes an ephemeral port
+/// and all pairs connect at once. With a fixed port, every pair of this member
+/// listens on that one port: the pairs are connected one after another in a
+/// global order (pair (a, b), a < b, in lexicographic order, which every
+/// member follows, so no member waits on a pair its peer has not reached), and
+/// a pair's listening socket is closed once it is connected, before the next
+/// one binds. A firewall (a Kubernetes NetworkPolicy) then only needs to admit
+/// that one port.
 
 #include <chrono>
 #include <memory>
@@ -20,7 +30,7 @@ class Device;
 }
 }  // namespace gloo
 
-namespace orca {
+namespace orca::engine {
 
 class GlooCommunicator final : public Communicator {
  public:
@@ -29,7 +39,8 @@ class GlooCommunicator final : public Communicator {
     std::string prefix;                        ///< group name, unique per group and generation
     int32_t rank = 0;
     int32_t size = 1;
-    std::string hostname = "127.0.0.1";        ///< address peers use to reach this member
+    std::string hostname = "127.0.0.1";  ///< address peers use to reach this member
+    int32_t port = 0;                    ///< listening port of every pair (see above); 0 = ephemeral, one per pair
     std::chrono::milliseconds timeout{10000};  ///< for forming the group
     std::chrono::milliseconds op_timeout{0};   ///< per operation; 0 = `timeout`
   };
@@ -56,4 +67,4 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<gloo::Context> context_;
 };
 
-}  // namespace orca
+}  // namespace orca::engine

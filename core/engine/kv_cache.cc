@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 
-namespace orca {
+namespace orca::engine {
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const Options& o, kernels::Backend* backend) {
   if (o.n_slots <= 0) return absl::InvalidArgumentError(absl::StrCat("n_slots must be positive, got ", o.n_slots));
@@ -110,4 +110,4 @@ kernels::KvLayerView KvCache::Layer(int32_t l) const {
   return v;
 }
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/include/backend.h"
 
-namespace orca {
+namespace orca::engine {
 
 class KvCache {
  public:
@@ -78,4 +78,4 @@ class KvCache {
   absl::flat_hash_map<uint64_t, Entry> requests_;
 };
 
-}  // namespace orca
+}  // namespace orca::engine

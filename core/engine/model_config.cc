@@ -7,7 +7,7 @@
 #include "core/common/status_macros.h"
 #include "core/formats/gguf_file.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 using json = nlohmann::json;
@@ -314,4 +314,4 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
   return inv;
 }
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -9,11 +9,11 @@
 #include "absl/status/statusor.h"
 #include "kernels/include/backend.h"
 
-namespace orca {
-
-namespace formats {
+namespace orca::formats {
 class GgufFile;
-}  // namespace formats
+}  // namespace orca::formats
+
+namespace orca::engine {
 
 enum class ModelArch : uint8_t {
   kGpt2,   ///< LayerNorm, GELU (tanh), learned positions, fused QKV with biases
@@ -66,4 +66,4 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& gguf);
 /// Inverse RoPE frequencies (rotary_dim / 2 values) with rope scaling applied.
 std::vector<float> RopeInverseFrequencies(const ModelConfig& config);
 
-}  // namespace orca
+}  // namespace orca::engine

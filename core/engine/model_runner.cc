@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 int64_t NowMicros() {
@@ -223,4 +223,4 @@ absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
   return RowParallelOutput(F(ff1_), n, lw.down, lw.down_bias, timings);
 }
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -17,9 +17,10 @@
 #include "core/engine/communicator.h"
 #include "core/engine/kv_cache.h"
 #include "core/engine/model_weights.h"
+#include "core/engine/step_records.h"
 #include "kernels/include/backend.h"
 
-namespace orca {
+namespace orca::engine {
 
 /// One request's share of an iteration.
 struct SeqSpec {
@@ -33,11 +34,6 @@ struct ForwardInput {
   absl::Span<const SeqSpec> seqs;
   absl::Span<const int32_t> token_ids;  ///< flattened ΣL ids (first stage only)
   const float* hidden_in = nullptr;     ///< host [ΣL, H] from the previous stage (other stages)
-};
-
-struct ForwardTimings {
-  int64_t compute_micros = 0;
-  int64_t comm_micros = 0;  ///< time inside tensor-parallel all-reduces
 };
 
 class ModelRunner {
@@ -80,4 +76,4 @@ class ModelRunner {
   std::vector<kernels::AttentionSeq> attention_seqs_;
 };
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 
-namespace orca {
+namespace orca::engine {
 
 using kernels::WeightView;
 
@@ -211,4 +211,4 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
   return w;
 }
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -14,7 +14,7 @@
 #include "core/engine/checkpoint.h"
 #include "kernels/include/backend.h"
 
-namespace orca {
+namespace orca::engine {
 
 /// Which part of the model a shard holds.
 struct Partition {
@@ -103,4 +103,4 @@ class ModelWeights {
   size_t owned_bytes_ = 0;
 };
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -13,7 +13,7 @@
 #include "core/common/status_macros.h"
 #include "kernels/cuda/cuda_backend.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -212,4 +212,4 @@ absl::Status NcclCommunicator::Recv(int32_t peer, void* data, size_t bytes) {
   return Finish(r, absl::StrCat("receive of ", bytes, " bytes from rank ", peer));
 }
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -35,7 +35,7 @@ namespace orca::kernels {
 class CudaBackend;
 }
 
-namespace orca {
+namespace orca::engine {
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -89,4 +89,4 @@ class NcclCommunicator final : public Communicator {
   absl::Status failed_;
 };
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 constexpr size_t kTopPPrefilter = 1024;
@@ -141,4 +141,4 @@ int32_t Sampler::Draw(float* logits, int32_t vocab) {
   return candidates_.back().second;
 }
 
-}  // namespace orca
+}  // namespace orca::engine

@@ -13,19 +13,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 #include "core/common/sampling_params.h"
+#include "core/engine/step_records.h"
 
-namespace orca {
-
-struct TokenLogprob {
-  int32_t token_id = 0;
-  float logprob = 0.0f;
-};
-
-struct SampleResult {
-  int32_t token_id = 0;
-  float logprob = 0.0f;  ///< filled when logprobs or top_logprobs were asked
-  std::vector<TokenLogprob> top_logprobs;
-};
+namespace orca::engine {
 
 class Sampler {
  public:
@@ -49,4 +39,4 @@ class Sampler {
   std::vector<float> raw_logits_;                      // kept only when logprobs are asked
 };
 
-}  // namespace orca
+}  // namespace orca::engine

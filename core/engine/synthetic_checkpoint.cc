@@ -14,7 +14,7 @@
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 struct TensorSpec {
@@ -252,4 +252,4 @@ absl::Status WriteSyntheticCheckpoint(const SyntheticModelOptions& o, const std:
   return WriteStringToFile(dir + "/config.json", ConfigJson(o, c).dump(2) + "\n");
 }
 
-}  // namespace orca
+}  // namespace orca::engine

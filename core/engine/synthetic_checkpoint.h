@@ -10,7 +10,7 @@
 #include "core/common/dtype.h"
 #include "core/engine/model_config.h"
 
-namespace orca {
+namespace orca::engine {
 
 struct SyntheticModelOptions {
   ModelArch arch = ModelArch::kLlama;
@@ -36,4 +36,4 @@ struct SyntheticModelOptions {
 /// Creates `dir` if needed and writes config.json and model.safetensors.
 absl::Status WriteSyntheticCheckpoint(const SyntheticModelOptions& options, const std::string& dir);
 
-}  // namespace orca
+}  // namespace orca::engine

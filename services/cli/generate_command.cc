@@ -101,7 +101,7 @@ int RunGenerate(int argc, char** argv) {
   sp.frequency_penalty = static_cast<float>(f.frequency_penalty);
   if (std::string err = sp.Validate(); !err.empty()) return Fail(absl::InvalidArgumentError(err));
 
-  Engine::Options eo;
+  engine::Engine::Options eo;
   eo.model_path = f.model;
   eo.num_threads = static_cast<int32_t>(f.threads);
   eo.tp_size = static_cast<int32_t>(f.tensor_parallel);
@@ -129,10 +129,10 @@ int RunGenerate(int argc, char** argv) {
   }
   if (prompt.empty()) return Fail(absl::InvalidArgumentError("the prompt encodes to no tokens"));
   eo.n_slots = static_cast<int64_t>(prompt.size()) + f.max_tokens;
-  auto engine_or = Engine::Create(eo);
+  auto engine_or = engine::Engine::Create(eo);
   if (!engine_or.ok()) return Fail(engine_or.status());
-  Engine& engine = **engine_or;
-  const ModelConfig& cfg = engine.config();
+  engine::Engine& engine = **engine_or;
+  const engine::ModelConfig& cfg = engine.config();
   if (static_cast<int64_t>(prompt.size()) + f.max_tokens > cfg.max_position)
     return Fail(absl::InvalidArgumentError("prompt (" + std::to_string(prompt.size()) + " tokens) + --max-tokens (" +
                                            std::to_string(f.max_tokens) + ") exceeds the model's context of " +
@@ -144,17 +144,17 @@ int RunGenerate(int argc, char** argv) {
     detok = std::make_unique<text::IncrementalDetokenizer>(*tokenizer, prompt);
     if (!f.prompt.empty()) std::cout << f.prompt << std::flush;
   }
-  IterationInput in;
-  in.seqs.push_back({1, prompt, 0, true, NewRequestInfo{static_cast<int32_t>(eo.n_slots), sp, prompt}});
+  engine::StepInput in;
+  in.seqs.push_back({1, prompt, 0, true, engine::SequenceSetup{static_cast<int32_t>(eo.n_slots), sp, prompt}});
   std::vector<int32_t> generated;
   const auto t0 = std::chrono::steady_clock::now();
   auto t_first = t0;
   int32_t pos = 0;
   for (int64_t i = 0; i < f.max_tokens; ++i) {
-    IterationOutput out;
+    engine::StepOutput out;
     if (absl::Status s = engine.Step(in, nullptr, &out); !s.ok()) return Fail(s);
     if (i == 0) t_first = std::chrono::steady_clock::now();
-    const int32_t tok = out.tokens[0].sample.token_id;
+    const int32_t tok = out.samples[0].sample.token_id;
     const bool is_eos = std::find(eos.begin(), eos.end(), tok) != eos.end();
     if (is_eos && !f.ignore_eos) break;
     generated.push_back(tok);

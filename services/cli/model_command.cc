@@ -83,7 +83,7 @@ int RunSynth(int argc, char** argv) {
     return 0;
   }
   if (out.empty()) return Fail(absl::InvalidArgumentError("--out is required"));
-  SyntheticModelOptions o;
+  engine::SyntheticModelOptions o;
   if (!preset.empty()) {
     const Preset* p = nullptr;
     for (const auto& candidate : kPresets)
@@ -98,9 +98,9 @@ int RunSynth(int argc, char** argv) {
     o.vocab_size = p->vocab > 0 ? p->vocab : text::SyntheticNaturalVocabSize();
   }
   if (arch == "llama")
-    o.arch = ModelArch::kLlama;
+    o.arch = engine::ModelArch::kLlama;
   else if (arch == "gpt2")
-    o.arch = ModelArch::kGpt2;
+    o.arch = engine::ModelArch::kGpt2;
   else
     return Fail(absl::InvalidArgumentError("--arch must be llama or gpt2"));
   if (hidden) o.hidden_size = static_cast<int32_t>(hidden);
@@ -142,7 +142,7 @@ int RunInfo(int argc, char** argv) {
     return 0;
   }
   if (flags.positional().size() != 1) return Fail(absl::InvalidArgumentError("expected one checkpoint path"));
-  auto ckpt = Checkpoint::Open(flags.positional()[0]);
+  auto ckpt = engine::Checkpoint::Open(flags.positional()[0]);
   if (!ckpt.ok()) return Fail(ckpt.status());
   std::cout << (*ckpt)->config().Summary() << "\n";
   if (tensors)

@@ -102,19 +102,21 @@ int RunServe(int argc, char** argv) {
   services::BlockTerminationSignals();
 
   const int P = static_cast<int>(f.pipeline_parallel);
-  // Every internal port is picked up front, all distinct (see core/common/ports.h).
+  // Every internal port is picked up front, all distinct (see core/common/ports.h):
+  // the scheduler's two, then each worker's gRPC, HTTP and data-plane ports.
   std::vector<int> ports;
-  for (int i = 0; i < 2 + 2 * P; ++i) {
+  for (int i = 0; i < 2 + 3 * P; ++i) {
     auto port = PickLoopbackPort();
     if (!port.ok()) return Fail(std::string(port.status().message()));
     ports.push_back(*port);
   }
   const int sched_grpc = ports[0], sched_http = ports[1];
-  std::vector<int> worker_grpc, worker_http;
+  std::vector<int> worker_grpc, worker_http, worker_data_plane;
   std::vector<std::string> worker_addrs;
   for (int s = 0; s < P; ++s) {
-    worker_grpc.push_back(ports[2 + 2 * s]);
-    worker_http.push_back(ports[3 + 2 * s]);
+    worker_grpc.push_back(ports[2 + 3 * s]);
+    worker_http.push_back(ports[3 + 3 * s]);
+    worker_data_plane.push_back(ports[4 + 3 * s]);
     worker_addrs.push_back(Addr(worker_grpc.back()));
   }
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
@@ -124,6 +126,7 @@ int RunServe(int argc, char** argv) {
     std::vector<std::string> args = {"--model=" + f.model,
                                      "--listen=" + worker_addrs[s],
                                      "--http-listen=" + Addr(worker_http[s]),
+                                     "--data-plane-port=" + std::to_string(worker_data_plane[s]),
                                      "--stage=" + std::to_string(s),
                                      "--num-stages=" + std::to_string(P),
                                      "--tensor-parallel=" + std::to_string(f.tensor_parallel),

@@ -30,20 +30,20 @@ void SamplingToProto(const SamplingParams& s, v1::SamplingParams* p) {
   p->set_logprobs(s.logprobs);
 }
 
-IterationInput PlanToIterationInput(const sched::IterationPlan& plan) {
-  IterationInput in;
+engine::StepInput PlanToStepInput(const sched::IterationPlan& plan) {
+  engine::StepInput in;
   in.iteration_id = plan.iteration_id;
   in.released_ids.assign(plan.released_request_ids.begin(), plan.released_request_ids.end());
   in.seqs.reserve(plan.requests.size());
   for (const sched::ScheduledRequest& r : plan.requests) {
-    ScheduledSeq s;
+    engine::StepSequence s;
     s.request_id = r.request_id;
     s.token_ids = r.input_token_ids;
     s.start_position = r.start_position;
     s.sample = true;
     if (r.new_request.has_value())
       s.new_request =
-          NewRequestInfo{r.new_request->max_tokens, r.new_request->sampling, r.new_request->prompt_token_ids};
+          engine::SequenceSetup{r.new_request->max_tokens, r.new_request->sampling, r.new_request->prompt_token_ids};
     in.seqs.push_back(std::move(s));
   }
   return in;
@@ -69,49 +69,51 @@ void PlanToControlMessage(const sched::IterationPlan& plan, v1::ControlMessage* 
   }
 }
 
-IterationInput ControlMessageToIterationInput(const v1::ControlMessage& msg) {
-  IterationInput in;
+engine::StepInput ControlMessageToStepInput(const v1::ControlMessage& msg) {
+  engine::StepInput in;
   in.iteration_id = msg.iteration_id();
   in.released_ids.assign(msg.released_request_ids().begin(), msg.released_request_ids().end());
   in.seqs.reserve(msg.requests_size());
   for (const v1::ScheduledRequest& r : msg.requests()) {
-    ScheduledSeq s;
+    engine::StepSequence s;
     s.request_id = r.request_id();
     s.token_ids.assign(r.token_ids().begin(), r.token_ids().end());
     s.start_position = r.start_position();
     s.sample = r.sample();
     if (r.has_new_request()) {
       const v1::NewRequestInfo& n = r.new_request();
-      s.new_request = NewRequestInfo{n.max_tokens(), SamplingFromProto(n.sampling()),
-                                     std::vector<int32_t>(n.prompt_token_ids().begin(), n.prompt_token_ids().end())};
+      s.new_request =
+          engine::SequenceSetup{n.max_tokens(), SamplingFromProto(n.sampling()),
+                                std::vector<int32_t>(n.prompt_token_ids().begin(), n.prompt_token_ids().end())};
     }
     in.seqs.push_back(std::move(s));
   }
   return in;
 }
 
-std::vector<sched::RequestResult> SampledTokensToResults(const std::vector<orca::SampledToken>& tokens) {
+std::vector<sched::RequestResult> SamplesToResults(const std::vector<engine::SequenceSample>& tokens) {
   std::vector<sched::RequestResult> out;
   out.reserve(tokens.size());
-  for (const orca::SampledToken& t : tokens) {
+  for (const engine::SequenceSample& t : tokens) {
     sched::RequestResult r;
     r.request_id = t.request_id;
     r.token.token_id = t.sample.token_id;
     r.token.logprob = t.sample.logprob;
-    for (const TokenLogprob& lp : t.sample.top_logprobs) r.token.top_logprobs.push_back({lp.token_id, lp.logprob});
+    for (const engine::TokenLogprob& lp : t.sample.top_logprobs)
+      r.token.top_logprobs.push_back({lp.token_id, lp.logprob});
     out.push_back(std::move(r));
   }
   return out;
 }
 
-void SampledTokensToProto(const std::vector<orca::SampledToken>& tokens, v1::IterationResult* result) {
-  for (const orca::SampledToken& t : tokens) {
+void SamplesToProto(const std::vector<engine::SequenceSample>& tokens, v1::IterationResult* result) {
+  for (const engine::SequenceSample& t : tokens) {
     v1::RequestResult* r = result->add_results();
     r->set_request_id(t.request_id);
     v1::SampledToken* s = r->mutable_token();
     s->set_token_id(t.sample.token_id);
     s->set_logprob(t.sample.logprob);
-    for (const TokenLogprob& lp : t.sample.top_logprobs) {
+    for (const engine::TokenLogprob& lp : t.sample.top_logprobs) {
       v1::TopLogprob* top = s->add_top_logprobs();
       top->set_token_id(lp.token_id);
       top->set_logprob(lp.logprob);

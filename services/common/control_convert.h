@@ -1,28 +1,28 @@
 #pragma once
 /// Conversions between the scheduler's plain records (core/sched), the
-/// engine's iteration records (core/engine) and the worker control protocol
+/// engine's step records (core/engine/step_records.h) and the worker control protocol
 /// (orca.v1.ControlMessage / IterationResult). Services stay thin: this is
 /// the only place that knows all three shapes.
 
 #include <vector>
 
-#include "core/engine/engine.h"
+#include "core/engine/step_records.h"
 #include "core/sched/scheduler_output.h"
 #include "orca/v1/worker.pb.h"
 
 namespace orca::services {
 
 /// Scheduler plan → the engine's in-process iteration input.
-IterationInput PlanToIterationInput(const sched::IterationPlan& plan);
+engine::StepInput PlanToStepInput(const sched::IterationPlan& plan);
 /// Scheduler plan → wire control message.
 void PlanToControlMessage(const sched::IterationPlan& plan, v1::ControlMessage* msg);
 /// Wire control message → the engine's iteration input (on a worker).
-IterationInput ControlMessageToIterationInput(const v1::ControlMessage& msg);
+engine::StepInput ControlMessageToStepInput(const v1::ControlMessage& msg);
 
 /// Engine samples → scheduler results.
-std::vector<sched::RequestResult> SampledTokensToResults(const std::vector<orca::SampledToken>& tokens);
+std::vector<sched::RequestResult> SamplesToResults(const std::vector<engine::SequenceSample>& tokens);
 /// Engine samples → wire results (last stage).
-void SampledTokensToProto(const std::vector<orca::SampledToken>& tokens, v1::IterationResult* result);
+void SamplesToProto(const std::vector<engine::SequenceSample>& tokens, v1::IterationResult* result);
 /// Wire results → scheduler results.
 std::vector<sched::RequestResult> ProtoToResults(const v1::IterationResult& result);
 

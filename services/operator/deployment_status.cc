@@ -1,7 +1,10 @@
 #include "services/operator/deployment_status.h"
 
 #include <ctime>
+#include <map>
+#include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "services/operator/renderer.h"
 
@@ -29,6 +32,12 @@ bool Current(const json& obj, int64_t desired) {
          IntAt(obj, "status", "updatedReplicas") >= desired && IntAt(obj, "status", "readyReplicas") >= desired;
 }
 
+std::string Label(const json& obj, const char* key) {
+  if (!obj.contains("metadata") || !obj["metadata"].is_object()) return "";
+  const json& labels = obj["metadata"].value("labels", json::object());
+  return labels.is_object() && labels.contains(key) && labels[key].is_string() ? labels[key].get<std::string>() : "";
+}
+
 const json* Find(const std::vector<json>& objects, const std::string& kind, const std::string& name) {
   for (const json& o : objects) {
     if (o.value("kind", "") == kind && o.contains("metadata") && o["metadata"].value("name", "") == name) return &o;
@@ -48,16 +57,29 @@ const json* FindCondition(const json& status, const std::string& type) {
 
 ChildObservation ObserveChildren(const OrcaDeployment& d, const std::vector<json>& objects) {
   ChildObservation out;
-  for (int r = 0; r < d.replicas; ++r) {
-    ChildObservation::Replica rep;
-    rep.stages = d.pipeline;
-    const json* sts = Find(objects, "StatefulSet", PipelineName(d, r));
-    const json* sched = Find(objects, "Deployment", SchedulerName(d, r));
-    if (sts) rep.ready_stages = static_cast<int32_t>(IntAt(*sts, "status", "readyReplicas"));
-    if (sched) rep.scheduler_ready = IntAt(*sched, "status", "availableReplicas") >= 1;
-    rep.current = sts && sched && Current(*sts, d.pipeline) && Current(*sched, 1);
-    out.replicas.push_back(rep);
+  std::map<std::pair<int32_t, std::string>, ChildObservation::Group> groups;
+  for (const json& o : objects) {
+    if (!o.is_object() || o.value("kind", "") != "StatefulSet") continue;
+    const std::string component = Label(o, kLabelComponent);
+    const std::string revision = Label(o, kLabelRevision);
+    int32_t replica = -1;
+    if (Label(o, kLabelDeployment) != d.name || revision.empty() ||
+        !absl::SimpleAtoi(Label(o, kLabelReplica), &replica) || replica < 0) {
+      continue;
+    }
+    ChildObservation::Group& g = groups[{replica, revision}];
+    g.replica = replica;
+    g.revision = revision;
+    if (component == "worker") {
+      g.stages = static_cast<int32_t>(IntAt(o, "spec", "replicas"));
+      g.created_stages = static_cast<int32_t>(IntAt(o, "status", "replicas"));
+      g.ready_stages = static_cast<int32_t>(IntAt(o, "status", "readyReplicas"));
+    } else if (component == "scheduler") {
+      g.scheduler_exists = IntAt(o, "status", "replicas") >= 1;
+      g.scheduler_ready = IntAt(o, "status", "readyReplicas") >= 1;
+    }
   }
+  for (auto& [key, g] : groups) out.groups.push_back(std::move(g));
   const json* gw = Find(objects, "Deployment", GatewayName(d));
   out.gateway_desired = d.replicas == 0 ? 0 : d.gateway.replicas;
   if (gw) {
@@ -66,6 +88,12 @@ ChildObservation ObserveChildren(const OrcaDeployment& d, const std::vector<json
   } else {
     out.gateway_current = out.gateway_desired == 0;
   }
+  return out;
+}
+
+std::vector<GroupObservation> GroupsForPlanning(const ChildObservation& observed) {
+  std::vector<GroupObservation> out;
+  for (const auto& g : observed.groups) out.push_back({g.replica, g.revision, g.Ready()});
   return out;
 }
 
@@ -90,7 +118,8 @@ void SetCondition(json& conditions, const std::string& type, const std::string& 
 }
 
 json ComputeStatus(const OrcaDeployment* d, int64_t generation, const ReconcileResult& result,
-                   const ChildObservation& observed, const json& previous, const std::string& now) {
+                   const ChildObservation& observed, const std::string& revision, const json& previous,
+                   const std::string& now) {
   json status = previous.is_object() ? previous : json::object();
   json conditions = status.contains("conditions") ? status["conditions"] : json::array();
   status["observedGeneration"] = generation;
@@ -107,34 +136,52 @@ json ComputeStatus(const OrcaDeployment* d, int64_t generation, const ReconcileR
     return status;
   }
 
-  int32_t ready = 0;
-  bool all_current = observed.gateway_current;
+  // Per engine replica in [0, spec.replicas): does a group exist, run the revision, serve?
+  std::vector<bool> exists(d->replicas, false), updated(d->replicas, false), ready(d->replicas, false);
+  std::vector<int> groups_of(d->replicas, 0);
+  bool extra_groups = false;
   json pipelines = json::array();
-  for (size_t r = 0; r < observed.replicas.size(); ++r) {
-    const auto& rep = observed.replicas[r];
-    if (rep.Ready()) ++ready;
-    all_current = all_current && rep.current;
-    pipelines.push_back({{"replica", static_cast<int32_t>(r)},
-                         {"stages", rep.stages},
-                         {"readyStages", rep.ready_stages},
-                         {"schedulerReady", rep.scheduler_ready},
-                         {"ready", rep.Ready()}});
+  for (const auto& g : observed.groups) {
+    pipelines.push_back({{"replica", g.replica},
+                         {"revision", g.revision},
+                         {"stages", g.stages},
+                         {"readyStages", g.ready_stages},
+                         {"schedulerReady", g.scheduler_ready},
+                         {"ready", g.Ready()}});
+    if (g.replica >= d->replicas) {
+      extra_groups = true;
+      continue;
+    }
+    ++groups_of[g.replica];
+    exists[g.replica] = exists[g.replica] || g.Exists();
+    updated[g.replica] = updated[g.replica] || (g.revision == revision && g.Exists());
+    ready[g.replica] = ready[g.replica] || g.Ready();
   }
-  status["replicas"] = d->replicas;
-  status["readyReplicas"] = ready;
+  int32_t num_exist = 0, num_updated = 0, num_ready = 0;
+  bool rolled_out = !extra_groups;
+  for (int r = 0; r < d->replicas; ++r) {
+    num_exist += exists[r];
+    num_updated += updated[r];
+    num_ready += ready[r];
+    rolled_out = rolled_out && groups_of[r] == 1 && updated[r] && ready[r];
+  }
+  status["replicas"] = num_exist;
+  status["updatedReplicas"] = num_updated;
+  status["readyReplicas"] = num_ready;
+  status["revision"] = revision;
   status["pipelines"] = pipelines;
   status["selector"] = SchedulerPodSelector(*d);
   status["kvSlots"] = d->scheduler.kv_slots;
 
+  const std::string summary = absl::StrCat(num_ready, "/", d->replicas, " engine replicas ready, ", num_updated, "/",
+                                           d->replicas, " at revision ", revision, ", ", observed.gateway_available,
+                                           "/", observed.gateway_desired, " gateway pods available");
   const bool gateway_ok = observed.gateway_desired == 0 || observed.gateway_available >= 1;
   if (d->replicas == 0) {
     SetCondition(conditions, "Available", "False", "ScaledToZero", "spec.replicas is 0", generation, now);
-  } else if (ready >= 1 && gateway_ok) {
-    SetCondition(conditions, "Available", "True", "MinimumReplicasAvailable",
-                 absl::StrCat(ready, "/", d->replicas, " engine replicas ready, ", observed.gateway_available, "/",
-                              observed.gateway_desired, " gateway pods available"),
-                 generation, now);
-  } else if (ready == 0) {
+  } else if (num_ready >= 1 && gateway_ok) {
+    SetCondition(conditions, "Available", "True", "MinimumReplicasAvailable", summary, generation, now);
+  } else if (num_ready == 0) {
     SetCondition(conditions, "Available", "False", "NoReplicaReady",
                  absl::StrCat("0/", d->replicas, " engine replicas ready (scheduler and all ", d->pipeline, " stages)"),
                  generation, now);
@@ -147,15 +194,17 @@ json ComputeStatus(const OrcaDeployment* d, int64_t generation, const ReconcileR
     SetCondition(conditions, "Degraded", "True", "ApplyFailed", result.message, generation, now);
     SetCondition(conditions, "Progressing", "True", "ApplyFailed", "retrying the objects that failed", generation, now);
   } else {
-    SetCondition(conditions, "Degraded", "False", "AsExpected", "all objects applied", generation, now);
-    if (all_current && ready == d->replicas) {
-      SetCondition(conditions, "Progressing", "False", "RolloutComplete",
-                   absl::StrCat("generation ", generation, " is fully rolled out"), generation, now);
+    if (result.kind == ReconcileResult::Kind::kServiceMonitorsNotManaged) {
+      SetCondition(conditions, "Degraded", "True", "ServiceMonitorsNotManaged", result.message, generation, now);
     } else {
-      SetCondition(conditions, "Progressing", "True", "RolloutInProgress",
-                   absl::StrCat(ready, "/", d->replicas, " engine replicas ready, ", observed.gateway_available, "/",
-                                observed.gateway_desired, " gateway pods available"),
+      SetCondition(conditions, "Degraded", "False", "AsExpected", "all objects applied", generation, now);
+    }
+    if (rolled_out && observed.gateway_current) {
+      SetCondition(conditions, "Progressing", "False", "RolloutComplete",
+                   absl::StrCat("generation ", generation, " is fully rolled out (revision ", revision, ")"),
                    generation, now);
+    } else {
+      SetCondition(conditions, "Progressing", "True", "RolloutInProgress", summary, generation, now);
     }
   }
   status["conditions"] = conditions;

@@ -2,14 +2,19 @@
 /// The status an OrcaDeployment reports: pure functions from what the
 /// reconciler observed to the status object and its conditions.
 ///
+/// Counts are observed, never copied from the spec: `replicas` are engine
+/// replicas whose pods exist, `updatedReplicas` those running a group at the
+/// desired `revision`, `readyReplicas` those with a ready group.
+///
 /// Conditions (each with observedGeneration; lastTransitionTime changes only
 /// when the condition's status changes):
 ///   Available    True when at least one engine replica is ready (scheduler and
 ///                every stage) and, if the gateway has replicas, one gateway pod is.
 ///   Progressing  True while the children have not all caught up with the spec
-///                (pods starting, rolling, scaling); False once they have.
-///   Degraded     True when the spec is invalid (InvalidSpec) or objects could not
-///                be applied (ApplyFailed); the message says which and why.
+///                (groups starting, replaced, scaled); False once they have.
+///   Degraded     True when the spec is invalid (InvalidSpec), objects could not be
+///                applied (ApplyFailed) or the spec asks for a ServiceMonitor this
+///                operator may not create (ServiceMonitorsNotManaged).
 
 #include <cstdint>
 #include <string>
@@ -17,32 +22,42 @@
 
 #include "nlohmann/json.hpp"
 #include "services/operator/orca_deployment_spec.h"
+#include "services/operator/rollout_planner.h"
 
 namespace orca::k8s {
 
-/// What the children looked like after apply (from the API server's answers).
+/// What the children looked like (from the API server's answers to apply, or a list).
 struct ChildObservation {
-  struct Replica {
-    int32_t stages = 0;        // desired pipeline pods
-    int32_t ready_stages = 0;  // StatefulSet status.readyReplicas
-    bool scheduler_ready = false;
-    bool current = false;  // both workloads have observed their latest spec and are updated
-    bool Ready() const { return scheduler_ready && ready_stages >= stages && stages > 0; }
+  /// One engine replica's group at one revision (its two StatefulSets).
+  struct Group {
+    int32_t replica = 0;
+    std::string revision;
+    int32_t stages = 0;             // pipeline StatefulSet spec.replicas
+    int32_t created_stages = 0;     // its status.replicas: pods that exist
+    int32_t ready_stages = 0;       // its status.readyReplicas
+    bool scheduler_exists = false;  // scheduler StatefulSet status.replicas >= 1
+    bool scheduler_ready = false;   // its status.readyReplicas >= 1
+    bool Ready() const { return scheduler_ready && stages > 0 && ready_stages >= stages; }
+    bool Exists() const { return scheduler_exists && created_stages > 0; }
   };
-  std::vector<Replica> replicas;
+  /// Every group found, ordered by replica then revision.
+  std::vector<Group> groups;
   int32_t gateway_desired = 0;
   int32_t gateway_available = 0;
   bool gateway_current = false;
 };
 
-/// Reads the applied StatefulSets and Deployments of `d` (the objects the
-/// API server returned from apply, or read back) into a ChildObservation.
-/// Objects not among `objects` count as not ready.
+/// Reads the StatefulSets and Deployments of `d` among `objects` (applied or
+/// listed; other kinds and other deployments' objects are ignored). Group
+/// StatefulSets are recognized by their component, replica and revision labels.
 ChildObservation ObserveChildren(const OrcaDeployment& d, const std::vector<nlohmann::json>& objects);
+
+/// The groups as the rollout planner sees them.
+std::vector<GroupObservation> GroupsForPlanning(const ChildObservation& observed);
 
 /// How the reconcile went.
 struct ReconcileResult {
-  enum class Kind { kApplied, kInvalidSpec, kApplyFailed };
+  enum class Kind { kApplied, kInvalidSpec, kApplyFailed, kServiceMonitorsNotManaged };
   Kind kind = Kind::kApplied;
   std::string message;  // the spec error or the apply error
 };
@@ -57,10 +72,12 @@ struct ConditionChange {
 };
 
 /// Builds the new status. `d` is null when the spec is invalid; `generation`
-/// is metadata.generation; `previous` is the current status (may be null/{});
-/// `now` is an RFC 3339 timestamp used for changed conditions only.
+/// is metadata.generation; `revision` the desired engine revision; `previous`
+/// is the current status (may be null/{}); `now` is an RFC 3339 timestamp used
+/// for changed conditions only.
 nlohmann::json ComputeStatus(const OrcaDeployment* d, int64_t generation, const ReconcileResult& result,
-                             const ChildObservation& observed, const nlohmann::json& previous, const std::string& now);
+                             const ChildObservation& observed, const std::string& revision,
+                             const nlohmann::json& previous, const std::string& now);
 
 /// Conditions whose status differs between `previous` and `next` status objects.
 std::vector<ConditionChange> ConditionChanges(const nlohmann::json& previous, const nlohmann::json& next);

@@ -146,6 +146,8 @@ std::string PluralForKind(const std::string& kind) {
       {"StatefulSet", "statefulsets"},
       {"Deployment", "deployments"},
       {"ServiceMonitor", "servicemonitors"},
+      {"PodDisruptionBudget", "poddisruptionbudgets"},
+      {"NetworkPolicy", "networkpolicies"},
       {"Lease", "leases"},
       {"Event", "events"},
       {"OrcaDeployment", "orcadeployments"},

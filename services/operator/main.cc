@@ -4,12 +4,15 @@
 //   orca-operator                          in-cluster, all namespaces, leader election
 //   orca-operator --kubeconfig ~/.kube/config --namespace demo --no-leader-elect
 //   orca-operator --render deploy/examples/orca-cpu-tiny.yaml   print the objects and exit
+//   helm template ... | orca-operator --post-render              operator-less: OrcaDeployments
+//                                                                become objects, the rest passes
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -17,10 +20,12 @@
 #include "core/common/logging.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "services/common/service_main.h"
 #include "services/operator/controller.h"
 #include "services/operator/event_recorder.h"
 #include "services/operator/json_yaml.h"
 #include "services/operator/leader_elector.h"
+#include "services/operator/manifest_renderer.h"
 #include "services/operator/operator_admin_server.h"
 #include "services/operator/orca_deployment_spec.h"
 #include "services/operator/renderer.h"
@@ -40,10 +45,12 @@ struct Flags {
   std::string field_manager = "orca-operator";
   int64_t resync_seconds = 300;
   int64_t watch_timeout_seconds = 300;
-  std::string log_format = "text";
-  std::string log_level = "info";
+  bool manage_service_monitors = true;
+  std::string scheduler_discovery = "list";
   std::string render;
+  bool post_render = false;
   std::string render_format = "yaml";
+  services::LoggingFlags logging;
 };
 
 std::string EnvOr(const char* name, const std::string& fallback) {
@@ -51,24 +58,32 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-// --render: print the objects each OrcaDeployment in `path` becomes.
-absl::Status Render(const Flags& flags) {
-  ORCA_ASSIGN_OR_RETURN(std::string text, ReadFileToString(flags.render));
-  ORCA_ASSIGN_OR_RETURN(std::vector<nlohmann::json> docs, ParseYamlDocuments(text));
+RenderOptions RenderOptionsFrom(const Flags& flags) {
   RenderOptions options;
   options.cluster_domain = flags.cluster_domain;
-  nlohmann::json all = nlohmann::json::array();
-  for (const nlohmann::json& doc : docs) {
-    if (!doc.is_object() || doc.value("kind", "") != kKind) continue;
-    auto parsed = ParseOrcaDeployment(doc);
-    if (!parsed.ok()) return Annotate(parsed.status(), flags.render);
-    for (nlohmann::json& obj : RenderDesiredObjects(*parsed, options)) all.push_back(std::move(obj));
-  }
-  if (all.empty()) return absl::InvalidArgumentError(absl::StrCat(flags.render, ": no OrcaDeployment found"));
-  if (flags.render_format == "json") {
-    std::cout << all.dump(2) << "\n";
+  options.service_monitors = flags.manage_service_monitors;
+  options.scheduler_discovery =
+      flags.scheduler_discovery == "dns" ? SchedulerDiscovery::kDns : SchedulerDiscovery::kList;
+  return options;
+}
+
+// --render FILE|- and --post-render: print what the OrcaDeployment(s) become.
+absl::Status Render(const Flags& flags) {
+  std::string text;
+  const std::string source = flags.post_render ? "-" : flags.render;
+  if (source == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
-    for (const nlohmann::json& obj : all) std::cout << "---\n" << ToYaml(obj);
+    ORCA_ASSIGN_OR_RETURN(text, ReadFileToString(source));
+  }
+  auto docs = ParseYamlDocuments(text);
+  if (!docs.ok()) return Annotate(docs.status(), source == "-" ? "standard input" : source);
+  auto all = RenderManifests(*docs, RenderOptionsFrom(flags), /*keep_others=*/flags.post_render);
+  if (!all.ok()) return Annotate(all.status(), source == "-" ? "standard input" : source);
+  if (flags.render_format == "json") {
+    std::cout << nlohmann::json(*all).dump(2) << "\n";
+  } else {
+    for (const nlohmann::json& obj : *all) std::cout << "---\n" << ToYaml(obj);
   }
   return absl::OkStatus();
 }
@@ -107,7 +122,7 @@ absl::Status Run(const Flags& flags) {
   Controller::Options controller_options;
   controller_options.namespace_ = flags.namespace_;
   controller_options.reconciler.field_manager = flags.field_manager;
-  controller_options.reconciler.render.cluster_domain = flags.cluster_domain;
+  controller_options.reconciler.render = RenderOptionsFrom(flags);
   controller_options.resync_period = absl::Seconds(flags.resync_seconds);
   controller_options.watch_timeout_seconds = static_cast<int>(flags.watch_timeout_seconds);
   Controller controller(client.get(), &events, metrics.get(), controller_options);
@@ -180,36 +195,40 @@ int main(int argc, char** argv) {
   flags.AddString("field-manager", &f.field_manager, "server-side apply field manager");
   flags.AddInt("resync-seconds", &f.resync_seconds, "re-reconcile every OrcaDeployment this often");
   flags.AddInt("watch-timeout-seconds", &f.watch_timeout_seconds, "server-side timeout of each watch request");
-  flags.AddString("log-format", &f.log_format, "text or json");
-  flags.AddString("log-level", &f.log_level, "debug, info, warning or error");
-  flags.AddString("render", &f.render, "print the objects the OrcaDeployment(s) in this file become, then exit");
-  flags.AddString("render-format", &f.render_format, "yaml or json (with --render)");
-  flags.EnableConfigFile();
-  if (absl::Status st = flags.Parse(argc, argv); !st.ok()) {
-    std::cerr << "orca-operator: " << st.message() << "\n";
+  flags.AddBool("manage-service-monitors", &f.manage_service_monitors,
+                "create, list and delete monitoring.coreos.com ServiceMonitors (needs that RBAC); false never "
+                "touches them");
+  flags.AddString("gateway-scheduler-discovery", &f.scheduler_discovery,
+                  "list: the gateway gets one address per engine replica (scaling restarts gateways); dns: the "
+                  "gateway resolves the schedulers' headless Service (needs a gateway with --schedulers-dns)");
+  flags.AddString("render", &f.render,
+                  "print the objects the OrcaDeployment(s) in this file (- = standard input) become, then exit");
+  flags.AddBool("post-render", &f.post_render,
+                "Helm post-renderer: read manifests on standard input, replace each OrcaDeployment by its objects, "
+                "pass the rest through, then exit");
+  flags.AddString("render-format", &f.render_format, "yaml or json (with --render / --post-render)");
+  orca::services::AddLoggingFlags(&flags, &f.logging);
+  if (auto exit_code = orca::services::ParseFlagsOrExit(flags, argc, argv, "orca-operator", "ORCA_OPERATOR_")) {
+    return *exit_code;
+  }
+  auto usage_error = [](const std::string& message) {
+    std::cerr << "orca-operator: " << message << "\n";
     return 2;
+  };
+  if (absl::Status st = orca::services::ConfigureLogging("operator", f.logging); !st.ok()) {
+    return usage_error(std::string(st.message()));
   }
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
-  orca::SetLogComponent("operator");
-  if (f.log_format == "json") orca::SetLogFormat(orca::LogFormat::kJson);
-  orca::LogLevel level;
-  if (!orca::ParseLogLevel(f.log_level, &level)) {
-    std::cerr << "orca-operator: --log-level must be debug, info, warning or error\n";
-    return 2;
-  }
-  orca::SetLogLevel(level);
   if (f.resync_seconds < 1 || f.watch_timeout_seconds < 1) {
-    std::cerr << "orca-operator: --resync-seconds and --watch-timeout-seconds must be >= 1\n";
-    return 2;
+    return usage_error("--resync-seconds and --watch-timeout-seconds must be >= 1");
   }
-  if (f.render_format != "yaml" && f.render_format != "json") {
-    std::cerr << "orca-operator: --render-format must be yaml or json\n";
-    return 2;
+  if (f.render_format != "yaml" && f.render_format != "json")
+    return usage_error("--render-format must be yaml or json");
+  if (f.scheduler_discovery != "list" && f.scheduler_discovery != "dns") {
+    return usage_error("--gateway-scheduler-discovery must be list or dns, got '" + f.scheduler_discovery + "'");
   }
-  absl::Status st = f.render.empty() ? orca::k8s::Run(f) : orca::k8s::Render(f);
+  if (f.post_render && !f.render.empty()) return usage_error("--post-render reads standard input; drop --render");
+  const bool offline = f.post_render || !f.render.empty();
+  absl::Status st = offline ? orca::k8s::Render(f) : orca::k8s::Run(f);
   if (!st.ok()) {
     std::cerr << "orca-operator: " << st.message() << "\n";
     return 1;

@@ -95,6 +95,48 @@ class SpecReader {
     }
   }
 
+  // env (a list of EnvVar objects) and args (extra command-line flags) of one component.
+  void Extras(const json& obj, const std::string& path, ContainerExtras* out) {
+    if (obj.contains("env") && !obj["env"].is_null()) {
+      if (!obj["env"].is_array()) {
+        Error(path + ".env", "must be a list of environment variables ({name, value} or {name, valueFrom})");
+      } else {
+        for (size_t i = 0; i < obj["env"].size(); ++i) {
+          const json& e = obj["env"][i];
+          const std::string at = absl::StrCat(path, ".env[", i, "]");
+          if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || e["name"].get<std::string>().empty()) {
+            Error(at, "needs a non-empty name");
+            continue;
+          }
+          if (e["name"] == "NVIDIA_VISIBLE_DEVICES") {
+            Error(at,
+                  "NVIDIA_VISIBLE_DEVICES is set by the NVIDIA device plugin from the GPUs the pod was given; "
+                  "a fixed value would expose GPUs the pod was not allocated");
+            continue;
+          }
+          out->env.push_back(e);
+        }
+      }
+    }
+    if (obj.contains("args") && !obj["args"].is_null()) {
+      if (!obj["args"].is_array()) {
+        Error(path + ".args", "must be a list of flags");
+        return;
+      }
+      for (size_t i = 0; i < obj["args"].size(); ++i) {
+        const json& a = obj["args"][i];
+        const std::string at = absl::StrCat(path, ".args[", i, "]");
+        if (!a.is_string() || a.get<std::string>().rfind("--", 0) != 0) {
+          Error(at, "must be a flag starting with --");
+        } else if (a.get<std::string>().rfind("--config", 0) == 0) {
+          Error(at, "--config is the rendered flag file; set the flag itself instead");
+        } else {
+          out->args.push_back(a.get<std::string>());
+        }
+      }
+    }
+  }
+
   void Error(const std::string& path, const std::string& what) { errors_.push_back(absl::StrCat(path, ": ", what)); }
   void Add(const absl::Status& status) {
     if (!status.ok()) errors_.push_back(std::string(status.message()));
@@ -139,6 +181,7 @@ void ReadModel(SpecReader& r, const json& spec, OrcaDeployment& d) {
 void ReadImage(SpecReader& r, const json& spec, OrcaDeployment& d) {
   const json& image = r.Object(spec, "image", "spec.image");
   r.String(image, "repository", "spec.image.repository", &d.image.repository);
+  r.String(image, "cudaRepository", "spec.image.cudaRepository", &d.image.cuda_repository);
   r.String(image, "tag", "spec.image.tag", &d.image.tag);
   r.String(image, "pullPolicy", "spec.image.pullPolicy", &d.image.pull_policy, {"Always", "IfNotPresent", "Never"});
   if (image.contains("pullSecrets") && !image["pullSecrets"].is_null()) {
@@ -155,6 +198,7 @@ void ReadImage(SpecReader& r, const json& spec, OrcaDeployment& d) {
     }
   }
   if (d.image.repository.empty()) r.Error("spec.image.repository", "must not be empty");
+  if (d.image.cuda_repository.empty()) r.Error("spec.image.cudaRepository", "must not be empty");
   if (d.image.tag.empty()) r.Error("spec.image.tag", "must not be empty");
 }
 
@@ -166,6 +210,7 @@ void ReadScheduler(SpecReader& r, const json& spec, OrcaDeployment& d) {
   r.Int(s, "maxQueued", "spec.scheduler.maxQueued", 1, kInt32Max, &out.max_queued);
   r.Int(s, "numWorkers", "spec.scheduler.numWorkers", 0, 256, &out.num_workers);
   r.Resources(s, "spec.scheduler.resources", &out.resources);
+  r.Extras(s, "spec.scheduler", &out.extras);
   r.String(s, "image", "spec.scheduler.image", &out.image);
 
   const bool has_slots = s.contains("kvSlots") && !s["kvSlots"].is_null();
@@ -219,6 +264,32 @@ void ReadWorker(SpecReader& r, const json& spec, OrcaDeployment& d) {
   r.Int(w, "threads", "spec.worker.threads", 0, 1024, &d.worker.threads);
   r.StringMap(w, "nodeSelector", "spec.worker.nodeSelector", &d.worker.node_selector);
   r.String(w, "image", "spec.worker.image", &d.worker.image);
+  r.String(w, "runtimeClassName", "spec.worker.runtimeClassName", &d.worker.runtime_class_name);
+  if (w.contains("shmSize") && !w["shmSize"].is_null()) {
+    auto shm = ParseQuantity(w["shmSize"], "spec.worker.shmSize");
+    if (!shm.ok()) {
+      r.Add(shm.status());
+    } else if (*shm < (1 << 20)) {
+      r.Error("spec.worker.shmSize", absl::StrCat("must be at least 1Mi, got ", QuantityText(w["shmSize"])));
+    } else {
+      d.worker.shm_size = QuantityText(w["shmSize"]);
+    }
+  }
+  r.Extras(w, "spec.worker", &d.worker.extras);
+  if (w.contains("affinity") && !w["affinity"].is_null()) {
+    if (!w["affinity"].is_object()) {
+      r.Error("spec.worker.affinity", "must be an object (a pod's affinity)");
+    } else {
+      d.worker.affinity = w["affinity"];
+    }
+  }
+  if (w.contains("topologySpreadConstraints") && !w["topologySpreadConstraints"].is_null()) {
+    if (!w["topologySpreadConstraints"].is_array()) {
+      r.Error("spec.worker.topologySpreadConstraints", "must be a list");
+    } else {
+      d.worker.topology_spread_constraints = w["topologySpreadConstraints"];
+    }
+  }
   if (w.contains("tolerations") && !w["tolerations"].is_null()) {
     if (!w["tolerations"].is_array()) {
       r.Error("spec.worker.tolerations", "must be a list");
@@ -256,6 +327,7 @@ void ReadGateway(SpecReader& r, const json& spec, OrcaDeployment& d) {
     if (d.gateway.api_keys_key.empty()) r.Error("spec.gateway.apiKeys.key", "must not be empty");
   }
   r.Resources(g, "spec.gateway.resources", &d.gateway.resources);
+  r.Extras(g, "spec.gateway", &d.gateway.extras);
   r.String(g, "image", "spec.gateway.image", &d.gateway.image);
 }
 
@@ -272,6 +344,17 @@ void ReadMonitoring(SpecReader& r, const json& spec, OrcaDeployment& d) {
   }
 }
 
+void ReadRollout(SpecReader& r, const json& spec, OrcaDeployment& d) {
+  const json& ro = r.Object(spec, "rollout", "spec.rollout");
+  r.Int(ro, "maxUnavailable", "spec.rollout.maxUnavailable", 0, 64, &d.rollout.max_unavailable);
+  r.Int(ro, "maxSurge", "spec.rollout.maxSurge", 0, 64, &d.rollout.max_surge);
+  if (d.rollout.max_unavailable == 0 && d.rollout.max_surge == 0) {
+    r.Error("spec.rollout", "maxUnavailable and maxSurge cannot both be 0: no replica could ever be replaced");
+  }
+  const json& np = r.Object(spec, "networkPolicy", "spec.networkPolicy");
+  r.Bool(np, "enabled", "spec.networkPolicy.enabled", &d.network_policy);
+}
+
 void CheckNames(SpecReader& r, const OrcaDeployment& d) {
   static const std::regex kDnsLabel("^[a-z]([-a-z0-9]*[a-z0-9])?$");
   if (!std::regex_match(d.name, kDnsLabel)) {
@@ -279,14 +362,26 @@ void CheckNames(SpecReader& r, const OrcaDeployment& d) {
     return;
   }
   const int32_t last = d.replicas > 0 ? d.replicas - 1 : 0;
-  const std::string longest = absl::StrCat(d.name, "-r", last, "-pipeline");
+  const std::string longest = absl::StrCat(d.name, "-r", last, "-", std::string(kRevisionLength, 'x'), "-sched");
   if (longest.size() > kMaxStatefulSetNameLength) {
-    r.Error("metadata.name", absl::StrCat("'", d.name, "' is too long: StatefulSet '", longest, "' would have ",
-                                          longest.size(), " characters, the limit is ", kMaxStatefulSetNameLength));
+    r.Error("metadata.name",
+            absl::StrCat("'", d.name, "' is too long: StatefulSet '", longest, "' would have ", longest.size(),
+                         " characters, the limit is ", kMaxStatefulSetNameLength, " (name length + digits of the last ",
+                         "replica index must be at most ", kMaxNamePlusReplicaDigits, ")"));
   }
 }
 
 }  // namespace
+
+bool OrcaDeployment::UsesGpus() const {
+  for (const auto* m : {&worker.resources.limits, &worker.resources.requests}) {
+    auto it = m->find("nvidia.com/gpu");
+    if (it == m->end()) continue;
+    auto gpus = ParseQuantity(json(it->second), "nvidia.com/gpu");
+    if (gpus.ok() && *gpus > 0) return true;
+  }
+  return false;
+}
 
 absl::StatusOr<OrcaDeployment> ParseOrcaDeployment(const json& object) {
   if (!object.is_object()) return absl::InvalidArgumentError("an OrcaDeployment must be a JSON object");
@@ -311,6 +406,7 @@ absl::StatusOr<OrcaDeployment> ParseOrcaDeployment(const json& object) {
   ReadWorker(r, spec, d);
   ReadGateway(r, spec, d);
   ReadMonitoring(r, spec, d);
+  ReadRollout(r, spec, d);
   CheckNames(r, d);
   if (!r.errors().empty()) return absl::InvalidArgumentError(absl::StrJoin(r.errors(), "; "));
   return d;

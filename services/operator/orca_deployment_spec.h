@@ -44,10 +44,21 @@ struct ModelSpec {
 
 struct ImageSpec {
   std::string repository = "ghcr.io/orca-serving/orca";
+  /// The CUDA build of the same image, for worker pods given GPUs.
+  std::string cuda_repository = "ghcr.io/orca-serving/orca-cuda";
   std::string tag = "0.1.0";
   std::string pull_policy = "IfNotPresent";
   std::vector<std::string> pull_secrets;
   std::string Reference() const { return repository + ":" + tag; }
+  std::string CudaReference() const { return cuda_repository + ":" + tag; }
+};
+
+/// What a user may add to a component's container: environment variables
+/// (Kubernetes EnvVar objects) and arguments appended after the flag file
+/// (the command line wins over --config).
+struct ContainerExtras {
+  nlohmann::json env = nlohmann::json::array();
+  std::vector<std::string> args;
 };
 
 struct WorkerSpec {
@@ -55,7 +66,16 @@ struct WorkerSpec {
   int32_t threads = 0;
   std::map<std::string, std::string> node_selector;
   nlohmann::json tolerations = nlohmann::json::array();
-  std::string image;  // "" = spec.image
+  /// Pod affinity rules; null = none.
+  nlohmann::json affinity;
+  /// null = the default spread (stages of a replica over nodes, replicas over zones, both soft).
+  nlohmann::json topology_spread_constraints;
+  /// RuntimeClass of the worker pods (e.g. "nvidia"); "" = the cluster's default.
+  std::string runtime_class_name;
+  /// Size of the memory-backed /dev/shm of GPU worker pods (NCCL's shared-memory transport).
+  std::string shm_size = "1Gi";
+  ContainerExtras extras;
+  std::string image;  // "" = spec.image (its CUDA repository when the pods get GPUs)
 };
 
 struct SchedulerSpec {
@@ -69,6 +89,7 @@ struct SchedulerSpec {
   int32_t max_queued = 1024;
   int32_t num_workers = 0;
   ResourceRequirements resources;
+  ContainerExtras extras;
   std::string image;
 };
 
@@ -80,7 +101,14 @@ struct GatewaySpec {
   std::string api_keys_secret;  // "" = no authentication
   std::string api_keys_key = "api-keys";
   ResourceRequirements resources;
+  ContainerExtras extras;
   std::string image;
+};
+
+/// How engine replicas are replaced when their revision changes (rollout_planner.h).
+struct RolloutSpec {
+  int32_t max_unavailable = 1;
+  int32_t max_surge = 0;
 };
 
 struct MonitoringSpec {
@@ -105,10 +133,21 @@ struct OrcaDeployment {
   SchedulerSpec scheduler;
   GatewaySpec gateway;
   MonitoringSpec monitoring;
+  RolloutSpec rollout;
+  /// Render NetworkPolicies admitting only the traffic Orca needs.
+  bool network_policy = false;
+
+  /// Worker pods ask for nvidia.com/gpu (and so run the CUDA backend and image).
+  bool UsesGpus() const;
 };
 
 /// Longest StatefulSet name whose pods' controller-revision-hash label stays within 63 characters.
 inline constexpr size_t kMaxStatefulSetNameLength = 52;
+/// Characters of the revision hash in group object names (renderer.h).
+inline constexpr size_t kRevisionLength = 8;
+/// Longest metadata.name: the longest StatefulSet, NAME-r<R>-<revision>-sched, needs
+/// len(NAME) + digits(R) <= kMaxNamePlusReplicaDigits (R = spec.replicas - 1).
+inline constexpr size_t kMaxNamePlusReplicaDigits = kMaxStatefulSetNameLength - 2 - 1 - kRevisionLength - 6;
 
 /// Parses `object` (a whole OrcaDeployment as JSON). On failure the
 /// InvalidArgument message lists every problem, each naming its field and limit.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/logging.h"
+#include "core/common/status_macros.h"
 #include "services/operator/deployment_status.h"
 #include "services/operator/orca_deployment_spec.h"
 
@@ -23,8 +24,30 @@ constexpr ManagedKind kManagedKinds[] = {
     {"v1", "Service"},
     {"apps/v1", "StatefulSet"},
     {"apps/v1", "Deployment"},
+    {"policy/v1", "PodDisruptionBudget"},
+    {"networking.k8s.io/v1", "NetworkPolicy"},
     {"monitoring.coreos.com/v1", "ServiceMonitor"},
 };
+constexpr char kServiceMonitorKind[] = "ServiceMonitor";
+
+std::string Label(const json& object, const char* key) {
+  if (!object.contains("metadata") || !object["metadata"].is_object()) return "";
+  const json& labels = object["metadata"].value("labels", json::object());
+  return labels.is_object() && labels.contains(key) && labels[key].is_string() ? labels[key].get<std::string>() : "";
+}
+
+// The group objects (ConfigMap, StatefulSets) of the groups the plan keeps as they are.
+std::vector<json> KeptObjects(const std::vector<json>& live, const RolloutPlan& plan) {
+  std::vector<json> kept;
+  for (const json& o : live) {
+    const std::string revision = Label(o, kLabelRevision);
+    if (revision.empty()) continue;
+    for (const GroupKey& k : plan.keep) {
+      if (k.revision == revision && Label(o, kLabelReplica) == std::to_string(k.replica)) kept.push_back(o);
+    }
+  }
+  return kept;
+}
 
 std::string Meta(const json& object, const char* key) {
   if (!object.contains("metadata") || !object["metadata"].is_object()) return "";
@@ -84,26 +107,40 @@ std::vector<json> Reconciler::ApplyAll(const std::vector<json>& desired, std::st
   return applied;
 }
 
-absl::Status Reconciler::Prune(const json& owner, const std::vector<json>& desired) {
-  std::set<std::string> wanted;
-  for (const json& o : desired) wanted.insert(ObjectId(o));
+absl::StatusOr<std::vector<json>> Reconciler::ListOwned(const json& owner) {
   const std::string ns = Meta(owner, "namespace");
-  const std::string uid = Meta(owner, "uid");
   ListOptions list_options;
   list_options.label_selector = OwnedObjectSelector(Meta(owner, "name"));
+  std::vector<json> out;
   for (const ManagedKind& mk : kManagedKinds) {
+    // Not managed: never even listed, the operator's RBAC may not grant it.
+    if (std::string(mk.kind) == kServiceMonitorKind && !options_.render.service_monitors) continue;
     auto list = client_->List(ResourcePath(mk.api_version, PluralForKind(mk.kind), ns), list_options);
     if (HttpCodeOf(list.status()) == 404) continue;  // e.g. no ServiceMonitor API in this cluster
-    if (!list.ok()) return list.status();
+    if (!list.ok()) return Annotate(list.status(), absl::StrCat("listing ", PluralForKind(mk.kind)));
     for (const json& item : list->value("items", json::array())) {
       json object = item;
-      object["kind"] = mk.kind;  // list items may omit kind
-      if (wanted.count(ObjectId(object)) || !OwnedBy(object, uid)) continue;
-      const std::string path = ResourcePath(mk.api_version, PluralForKind(mk.kind), ns, Meta(object, "name"));
-      absl::Status st = client_->Delete(path);
-      if (!st.ok() && !absl::IsNotFound(st)) return st;
-      Event(owner, "Normal", "Pruned", absl::StrCat("deleted ", ObjectId(object), ", no longer in the spec"));
+      object["kind"] = mk.kind;  // list items may omit kind and apiVersion
+      object["apiVersion"] = mk.api_version;
+      out.push_back(std::move(object));
     }
+  }
+  return out;
+}
+
+absl::Status Reconciler::Prune(const json& owner, const std::vector<json>& live, const std::vector<json>& desired,
+                               const std::vector<json>& kept) {
+  std::set<std::string> wanted;
+  for (const json& o : desired) wanted.insert(ObjectId(o));
+  for (const json& o : kept) wanted.insert(ObjectId(o));
+  const std::string uid = Meta(owner, "uid");
+  for (const json& object : live) {
+    if (wanted.count(ObjectId(object)) || !OwnedBy(object, uid)) continue;
+    auto path = ObjectPath(object);
+    if (!path.ok()) return path.status();
+    absl::Status st = client_->Delete(*path);
+    if (!st.ok() && !absl::IsNotFound(st)) return st;
+    Event(owner, "Normal", "Pruned", absl::StrCat("deleted ", ObjectId(object), ", no longer in the spec"));
   }
   return absl::OkStatus();
 }
@@ -141,6 +178,12 @@ absl::Status Reconciler::WriteStatus(json object, const std::function<json(const
 absl::Status Reconciler::Reconcile(const json& object) {
   const std::string name = Meta(object, "name");
   const int64_t generation = MetaInt(object, "generation");
+  if (!Meta(object, "deletionTimestamp").empty()) {
+    // Being deleted (foreground or background): the garbage collector removes the children.
+    // Applying anything now would re-create what it just deleted.
+    ORCA_LOG(DEBUG).With("orcadeployment", name) << "being deleted; nothing to reconcile";
+    return absl::OkStatus();
+  }
   auto parsed = ParseOrcaDeployment(object);
   if (!parsed.ok()) {
     const std::string message(parsed.status().message());
@@ -148,28 +191,50 @@ absl::Status Reconciler::Reconcile(const json& object) {
     if (options_.metrics) options_.metrics->RecordInvalidSpec();
     ReconcileResult result{ReconcileResult::Kind::kInvalidSpec, message};
     return WriteStatus(object, [&](const json& previous) {
-      return ComputeStatus(nullptr, generation, result, {}, previous, NowRfc3339());
+      return ComputeStatus(nullptr, generation, result, {}, "", previous, NowRfc3339());
     });
   }
   const OrcaDeployment& d = *parsed;
-  const std::vector<json> desired = RenderDesiredObjects(d, options_.render);
+  const std::string revision = EngineRevision(d, options_.render);
+  auto live = ListOwned(object);
+  if (!live.ok()) {
+    const std::string message(live.status().message());
+    ReconcileResult result{ReconcileResult::Kind::kApplyFailed, message};
+    absl::Status st = WriteStatus(object, [&](const json& previous) {
+      return ComputeStatus(&d, generation, result, {}, revision, previous, NowRfc3339());
+    });
+    st.IgnoreError();
+    return absl::UnavailableError(absl::StrCat(name, ": ", message));
+  }
+  const RolloutPlan plan = PlanRollout(d.replicas, revision, GroupsForPlanning(ObserveChildren(d, *live)),
+                                       {d.rollout.max_unavailable, d.rollout.max_surge});
+  const std::vector<json> desired = RenderDesiredObjects(d, options_.render, plan);
   std::string failures;
-  const std::vector<json> applied = ApplyAll(desired, &failures);
-  absl::Status prune = Prune(object, desired);
+  std::vector<json> observed_objects = ApplyAll(desired, &failures);
+  const std::vector<json> kept = KeptObjects(*live, plan);
+  absl::Status prune = Prune(object, *live, desired, kept);
   if (!prune.ok()) {
     failures += absl::StrCat(failures.empty() ? "" : "; ", "pruning: ", prune.message());
   }
-  const ChildObservation observed = ObserveChildren(d, applied);
+  observed_objects.insert(observed_objects.end(), kept.begin(), kept.end());
+  const ChildObservation observed = ObserveChildren(d, observed_objects);
   ReconcileResult result;
-  if (!failures.empty()) result = {ReconcileResult::Kind::kApplyFailed, failures};
+  if (!failures.empty()) {
+    result = {ReconcileResult::Kind::kApplyFailed, failures};
+  } else if (d.monitoring.service_monitor && !options_.render.service_monitors) {
+    result = {ReconcileResult::Kind::kServiceMonitorsNotManaged,
+              "spec.monitoring.serviceMonitor.enabled is true, but this operator runs with "
+              "--manage-service-monitors=false (Helm value operator.manageServiceMonitors): no ServiceMonitor was "
+              "created; everything else is applied"};
+  }
   const json previous_status = object.value("status", json::object());
   if (previous_status.value("observedGeneration", int64_t{0}) != generation && failures.empty()) {
     Event(object, "Normal", "Reconciled",
-          absl::StrCat("generation ", generation, ": applied ", applied.size(), " objects (", d.replicas,
-                       " engine replicas x ", d.pipeline, " stages x ", d.tensor, " shards)"));
+          absl::StrCat("generation ", generation, ": revision ", revision, ", ", d.replicas, " engine replicas x ",
+                       d.pipeline, " stages x ", d.tensor, " shards"));
   }
   absl::Status status = WriteStatus(object, [&](const json& previous) {
-    return ComputeStatus(&d, generation, result, observed, previous, NowRfc3339());
+    return ComputeStatus(&d, generation, result, observed, revision, previous, NowRfc3339());
   });
   if (!failures.empty()) return absl::UnavailableError(absl::StrCat(name, ": ", failures));
   return status;

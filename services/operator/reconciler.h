@@ -1,20 +1,30 @@
 #pragma once
 /// Reconciles one OrcaDeployment, linearly and idempotently:
 ///
+///   deletionTimestamp set ──▶ nothing (the garbage collector is deleting the children;
+///        │                     re-applying them would fight it under foreground deletion)
 ///   parse + validate spec ──invalid──▶ status Degraded/InvalidSpec + Warning Event (children untouched)
 ///        │ valid
-///   render desired objects (pure) ──▶ server-side apply each (field manager, force)
-///        ──▶ prune owned objects no longer desired (label selector + owner uid)
-///        ──▶ status from the applied workloads' status ──▶ PUT /status (retry on 409)
+///   list owned objects (label selector + owner uid) ──▶ observe the engine groups
+///        ──▶ plan the rollout (rollout_planner.h: which groups to apply, keep, remove)
+///        ──▶ render the desired objects (pure) ──▶ server-side apply each (field manager, force)
+///        ──▶ delete owned objects neither desired nor kept
+///        ──▶ status from the applied and kept workloads ──▶ PUT /status (retry on 409)
 ///        ──▶ Events for every condition that changed
+///
+/// Each pass moves the rollout one step; the controller runs it again when a
+/// workload's status changes (a group became ready), so the next replica is
+/// replaced only after the previous one serves.
 ///
 /// No finalizer: every child lives in the OrcaDeployment's namespace and carries
 /// a controller owner reference, so the garbage collector removes them.
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "services/operator/event_recorder.h"
 #include "services/operator/kube_client.h"
@@ -27,6 +37,8 @@ class Reconciler {
  public:
   struct Options {
     std::string field_manager = "orca-operator";
+    /// Also says whether ServiceMonitors are managed (render.service_monitors): when
+    /// not, they are never rendered, listed or deleted (the RBAC may not allow it).
     RenderOptions render;
     /// Attempts of the status write when it meets 409 Conflict.
     int max_status_attempts = 4;
@@ -38,15 +50,18 @@ class Reconciler {
   Reconciler(KubeClient* client, EventRecorder* events, Options options);
 
   /// Reconciles `object` (the OrcaDeployment as last seen). OK also for an
-  /// invalid spec (reported in status; retrying would not help); an error
-  /// asks the caller to retry later.
+  /// invalid spec (reported in status; retrying would not help) and for an
+  /// object being deleted; an error asks the caller to retry later.
   absl::Status Reconcile(const nlohmann::json& object);
 
  private:
+  // Every object of the managed kinds labelled for `owner` (kind and apiVersion filled in).
+  absl::StatusOr<std::vector<nlohmann::json>> ListOwned(const nlohmann::json& owner);
   // Applies every object; returns the API server's answers and a summary of failures ("" = none).
   std::vector<nlohmann::json> ApplyAll(const std::vector<nlohmann::json>& desired, std::string* failures);
-  // Deletes owned objects of `uid` in `ns` selected by `selector` that are not in `desired`.
-  absl::Status Prune(const nlohmann::json& owner, const std::vector<nlohmann::json>& desired);
+  // Deletes the objects of `live` owned by `owner` that are neither in `desired` nor in `kept`.
+  absl::Status Prune(const nlohmann::json& owner, const std::vector<nlohmann::json>& live,
+                     const std::vector<nlohmann::json>& desired, const std::vector<nlohmann::json>& kept);
   // Writes the status computed by `compute` from the previous one; re-reads and retries on conflict.
   absl::Status WriteStatus(nlohmann::json object,
                            const std::function<nlohmann::json(const nlohmann::json& previous)>& compute);

@@ -1,203 +1,62 @@
 #include "services/operator/renderer.h"
 
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "services/operator/pod_builder.h"
 
 namespace orca::k8s {
 namespace {
 
 using nlohmann::json;
-using FlagList = std::vector<std::pair<std::string, json>>;
 
-constexpr int64_t kNonRootUid = 65532;  // the image's "orca" user
-constexpr char kConfigMountPath[] = "/etc/orca";
-constexpr char kSecretMountPath[] = "/etc/orca-secrets";
+constexpr char kWorkerConfig[] = "worker.yaml";
+constexpr char kSchedulerConfig[] = "scheduler.yaml";
+constexpr char kGatewayConfig[] = "gateway.yaml";
 
-std::string Fnv1aHex(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+std::string ServiceDomain(const OrcaDeployment& d, const RenderOptions& o) {
+  return absl::StrCat(d.namespace_, ".svc.", o.cluster_domain);
 }
 
-// A flag file for --config: one `flag-name: value` line each, values as JSON scalars (valid YAML).
-std::string FlagFile(const FlagList& flags) {
-  std::string out;
-  for (const auto& [key, value] : flags) absl::StrAppend(&out, key, ": ", value.dump(), "\n");
-  return out;
+std::string WorkerImage(const OrcaDeployment& d) {
+  if (!d.worker.image.empty()) return d.worker.image;
+  // GPU pods need the CUDA build; CPU pods keep the much smaller CPU image.
+  return d.UsesGpus() ? d.image.CudaReference() : d.image.Reference();
 }
 
-json Labels(const OrcaDeployment& d, const std::string& component, int replica = -1) {
-  json labels = {
-      {"app.kubernetes.io/name", "orca"},         {"app.kubernetes.io/instance", d.name},
-      {"app.kubernetes.io/component", component}, {"app.kubernetes.io/part-of", "orca"},
-      {kLabelManagedBy, kManagedByValue},         {kLabelDeployment, d.name},
-  };
-  if (replica >= 0) labels[kLabelReplica] = std::to_string(replica);
-  return labels;
-}
-
-// The stable subset used in selectors (selectors are immutable on workloads).
-json SelectorLabels(const OrcaDeployment& d, const std::string& component, int replica = -1) {
-  json labels = {
-      {"app.kubernetes.io/instance", d.name}, {"app.kubernetes.io/component", component}, {kLabelDeployment, d.name}};
-  if (replica >= 0) labels[kLabelReplica] = std::to_string(replica);
-  return labels;
-}
-
-json Metadata(const OrcaDeployment& d, const std::string& name, json labels) {
-  json meta = {{"name", name}, {"namespace", d.namespace_}, {"labels", std::move(labels)}};
-  if (!d.uid.empty()) {
-    meta["ownerReferences"] = json::array({{{"apiVersion", kApiVersion},
-                                            {"kind", kKind},
-                                            {"name", d.name},
-                                            {"uid", d.uid},
-                                            {"controller", true},
-                                            {"blockOwnerDeletion", true}}});
-  }
-  return meta;
-}
-
-json ResourcesJson(const ResourceRequirements& r) {
-  json out = json::object();
-  if (!r.limits.empty()) out["limits"] = r.limits;
-  if (!r.requests.empty()) out["requests"] = r.requests;
-  return out;
-}
-
-json ContainerSecurityContext() {
-  return {{"allowPrivilegeEscalation", false},
-          {"readOnlyRootFilesystem", true},
-          {"runAsNonRoot", true},
-          {"capabilities", {{"drop", json::array({"ALL"})}}}};
-}
-
-json HttpProbe(const std::string& path, int period, int failures) {
-  return {{"httpGet", {{"path", path}, {"port", "http"}}}, {"periodSeconds", period}, {"failureThreshold", failures}};
-}
-
-json Port(const std::string& name, int port) { return {{"name", name}, {"containerPort", port}, {"protocol", "TCP"}}; }
-
-json ServicePort(const std::string& name, int port, const std::string& target) {
-  return {{"name", name}, {"port", port}, {"targetPort", target}, {"protocol", "TCP"}};
-}
-
-std::string ImageFor(const OrcaDeployment& d, const std::string& override_image) {
+std::string ImageOr(const OrcaDeployment& d, const std::string& override_image) {
   return override_image.empty() ? d.image.Reference() : override_image;
 }
 
-// One main container: the service binary reading its flag file.
-json MainContainer(const OrcaDeployment& d, const std::string& name, const std::string& image,
-                   const std::string& binary, const std::string& config_file, const ResourceRequirements& resources) {
-  json c = {
-      {"name", name},
-      {"image", image},
-      {"imagePullPolicy", d.image.pull_policy},
-      {"command", json::array({binary})},
-      {"args", json::array({absl::StrCat("--config=", kConfigMountPath, "/", config_file)})},
-      {"securityContext", ContainerSecurityContext()},
-      {"volumeMounts", json::array({{{"name", "config"}, {"mountPath", kConfigMountPath}, {"readOnly", true}},
-                                    {{"name", "tmp"}, {"mountPath", "/tmp"}}})},
-      {"readinessProbe", HttpProbe("/ready", 5, 3)},
-      {"livenessProbe", HttpProbe("/health", 10, 3)},
-  };
-  json res = ResourcesJson(resources);
-  if (!res.empty()) c["resources"] = res;
-  return c;
-}
-
-// Adds the model volume (and the synthesizing init container) to a pod that loads the model.
-void AddModel(const OrcaDeployment& d, const std::string& image, json& pod_spec, json& container) {
-  const ModelSource& src = d.model.source;
-  if (src.kind == ModelSource::Kind::kPath) return;
-  json volume = {{"name", "model"}};
-  if (src.kind == ModelSource::Kind::kPvc) {
-    volume["persistentVolumeClaim"] = {{"claimName", src.claim}, {"readOnly", true}};
-  } else {
-    volume["emptyDir"] = json::object();
-    json args = json::array({"model", "synth"});
-    for (const std::string& a : src.synthetic.SynthArgs(src.ContainerModelPath())) args.push_back(a);
-    pod_spec["initContainers"] = json::array({{
-        {"name", "synthesize-model"},
-        {"image", image},
-        {"imagePullPolicy", d.image.pull_policy},
-        {"command", json::array({"orca"})},
-        {"args", args},
-        {"securityContext", ContainerSecurityContext()},
-        {"volumeMounts", json::array({{{"name", "model"}, {"mountPath", kModelMountPath}}})},
-    }});
-  }
-  pod_spec["volumes"].push_back(volume);
-  container["volumeMounts"].push_back(
-      {{"name", "model"}, {"mountPath", kModelMountPath}, {"readOnly", src.kind == ModelSource::Kind::kPvc}});
-  // Loading a checkpoint can take minutes: liveness waits for the first healthy answer.
-  container["startupProbe"] = HttpProbe("/health", 5, 120);
-}
-
-json PodSpec(const OrcaDeployment& d, json container, int grace_seconds) {
-  json spec = {
-      {"automountServiceAccountToken", false},
-      {"enableServiceLinks", false},
-      {"terminationGracePeriodSeconds", grace_seconds},
-      {"securityContext",
-       {{"runAsNonRoot", true},
-        {"runAsUser", kNonRootUid},
-        {"runAsGroup", kNonRootUid},
-        {"fsGroup", kNonRootUid},
-        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
-      {"containers", json::array({std::move(container)})},
-      {"volumes", json::array({{{"name", "config"}, {"configMap", {{"name", ConfigMapName(d)}}}},
-                               {{"name", "tmp"}, {"emptyDir", json::object()}}})},
-  };
-  if (!d.image.pull_secrets.empty()) {
-    spec["imagePullSecrets"] = json::array();
-    for (const auto& s : d.image.pull_secrets) spec["imagePullSecrets"].push_back({{"name", s}});
-  }
-  return spec;
-}
-
-json PodTemplate(const OrcaDeployment& d, json labels, const std::string& config_hash, json pod_spec) {
-  return {{"metadata", {{"labels", std::move(labels)}, {"annotations", {{kConfigHashAnnotation, config_hash}}}}},
-          {"spec", std::move(pod_spec)}};
-}
-
-std::string ConfigHash(const json& config_data, const std::string& file) {
-  return Fnv1aHex(config_data.value(file, std::string()));
-}
-
-FlagList WorkerFlags(const OrcaDeployment& d, int r, const RenderOptions& o) {
+FlagList WorkerFlags(const OrcaDeployment& d, int r, const std::string& rev, const RenderOptions& o) {
   std::vector<std::string> stages;
-  for (int i = 0; i < d.pipeline; ++i) stages.push_back(StageAddress(d, r, i, o));
+  for (int i = 0; i < d.pipeline; ++i) stages.push_back(StageAddress(d, r, rev, i, o));
   FlagList flags = {
       {"listen", absl::StrCat("0.0.0.0:", kWorkerGrpcPort)},
       {"http-listen", absl::StrCat("0.0.0.0:", kWorkerHttpPort)},
       {"model", d.model.source.ContainerModelPath()},
+      {"model-name", d.model.served_model_name},
       {"dtype", d.model.dtype},
       {"stage-from-hostname", true},
       {"num-stages", d.pipeline},
       {"tensor-parallel", d.tensor},
       {"workers", absl::StrJoin(stages, ",")},
-      {"scheduler", SchedulerAddress(d, r, o)},
-      {"deployment-id", absl::StrCat(d.namespace_, ".", PipelineName(d, r))},
+      {"scheduler", GroupSchedulerAddress(d, r, rev, o)},
+      {"deployment-id", absl::StrCat(d.namespace_, ".", GroupName(d, r, rev))},
       {"n-slots", d.scheduler.kv_slots},
+      // A fixed port, so that NetworkPolicies can admit the data plane by name.
+      {"data-plane-port", kWorkerDataPlanePort},
   };
   if (d.worker.threads > 0) flags.emplace_back("threads", d.worker.threads);
   // Pods given GPUs run the CUDA backend (one tensor-parallel shard per GPU).
-  if (d.worker.resources.limits.count("nvidia.com/gpu") || d.worker.resources.requests.count("nvidia.com/gpu"))
-    flags.emplace_back("device", "cuda");
+  if (d.UsesGpus()) flags.emplace_back("device", "cuda");
   return flags;
 }
 
-FlagList SchedulerFlags(const OrcaDeployment& d, int r, const RenderOptions& o) {
+FlagList SchedulerFlags(const OrcaDeployment& d, int r, const std::string& rev, const RenderOptions& o) {
   std::vector<std::string> stages;
-  for (int i = 0; i < d.pipeline; ++i) stages.push_back(StageAddress(d, r, i, o));
+  for (int i = 0; i < d.pipeline; ++i) stages.push_back(StageAddress(d, r, rev, i, o));
   return {
       {"listen", absl::StrCat("0.0.0.0:", kSchedulerGrpcPort)},
       {"http-listen", absl::StrCat("0.0.0.0:", kSchedulerHttpPort)},
@@ -212,93 +71,163 @@ FlagList SchedulerFlags(const OrcaDeployment& d, int r, const RenderOptions& o) 
 }
 
 FlagList GatewayFlags(const OrcaDeployment& d, const RenderOptions& o) {
-  std::vector<std::string> schedulers;
-  for (int r = 0; r < d.replicas; ++r) schedulers.push_back(SchedulerAddress(d, r, o));
   FlagList flags = {
       {"listen", absl::StrCat("0.0.0.0:", kGatewayHttpPort)},
       {"grpc-listen", absl::StrCat("0.0.0.0:", kGatewayGrpcPort)},
-      {"schedulers", absl::StrJoin(schedulers, ",")},
-      {"model", d.model.source.ContainerModelPath()},
-      {"served-model-name", d.model.served_model_name},
   };
+  if (o.scheduler_discovery == SchedulerDiscovery::kDns) {
+    flags.emplace_back("schedulers-dns", SchedulersDnsAddress(d, o));
+  } else {
+    std::vector<std::string> schedulers;
+    for (int r = 0; r < d.replicas; ++r) schedulers.push_back(ReplicaSchedulerAddress(d, r, o));
+    flags.emplace_back("schedulers", absl::StrJoin(schedulers, ","));
+  }
+  flags.emplace_back("model", d.model.source.ContainerModelPath());
+  flags.emplace_back("served-model-name", d.model.served_model_name);
   if (!d.gateway.api_keys_secret.empty()) {
     flags.emplace_back("api-keys-file", absl::StrCat(kSecretMountPath, "/", d.gateway.api_keys_key));
   }
   return flags;
 }
 
-json RenderPipelineService(const OrcaDeployment& d, int r) {
-  // Headless, and publishing not-ready pods: stages must find each other to become ready.
+// A headless Service that publishes pods before they are Ready: whatever is dialed while a
+// pipeline forms (stages, the group's scheduler) must be reachable before readiness, which
+// depends on that very formation.
+json HeadlessService(const OrcaDeployment& d, const std::string& name, json labels, json selector, json ports) {
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
-          {"metadata", Metadata(d, PipelineName(d, r), Labels(d, "worker", r))},
+          {"metadata", Metadata(d, name, std::move(labels))},
           {"spec",
            {{"clusterIP", "None"},
             {"publishNotReadyAddresses", true},
-            {"selector", SelectorLabels(d, "worker", r)},
-            {"ports", json::array({ServicePort("grpc", kWorkerGrpcPort, "grpc"),
-                                   ServicePort("http", kWorkerHttpPort, "http")})}}}};
+            {"selector", std::move(selector)},
+            {"ports", std::move(ports)}}}};
 }
 
-json RenderPipeline(const OrcaDeployment& d, int r, const json& config_data) {
-  const std::string image = ImageFor(d, d.worker.image);
-  json container =
-      MainContainer(d, "worker", image, "orca-worker", absl::StrCat("worker-r", r, ".yaml"), d.worker.resources);
-  // $(POD_IP) is expanded by the kubelet: the data plane (Gloo) binds to the pod address.
-  container["args"].push_back("--data-plane-host=$(POD_IP)");
+json ScrapedLabels(const OrcaDeployment& d, const std::string& component) {
+  json labels = Labels(d, component);
+  labels[kLabelScrape] = "true";
+  return labels;
+}
+
+// Worker pods of different engine replicas prefer different nodes (a lost node takes one
+// replica down, not several); replicas spread over zones. Both soft; the user's own
+// affinity / topologySpreadConstraints replace them.
+void AddWorkerPlacement(const OrcaDeployment& d, int r, json& pod_spec) {
+  if (d.worker.affinity.is_object()) {
+    pod_spec["affinity"] = d.worker.affinity;
+  } else {
+    json selector = {
+        {"matchLabels", SelectorLabels(d, "worker")},
+        {"matchExpressions",
+         json::array({{{"key", kLabelReplica}, {"operator", "NotIn"}, {"values", json::array({std::to_string(r)})}}})}};
+    pod_spec["affinity"] = {
+        {"podAntiAffinity",
+         {{"preferredDuringSchedulingIgnoredDuringExecution",
+           json::array({{{"weight", 100},
+                         {"podAffinityTerm",
+                          {{"topologyKey", "kubernetes.io/hostname"}, {"labelSelector", std::move(selector)}}}}})}}}};
+  }
+  if (d.worker.topology_spread_constraints.is_array()) {
+    pod_spec["topologySpreadConstraints"] = d.worker.topology_spread_constraints;
+  } else {
+    pod_spec["topologySpreadConstraints"] =
+        json::array({{{"maxSkew", 1},
+                      {"topologyKey", "topology.kubernetes.io/zone"},
+                      {"whenUnsatisfiable", "ScheduleAnyway"},
+                      {"labelSelector", {{"matchLabels", SelectorLabels(d, "worker")}}}}});
+  }
+}
+
+json RenderPipeline(const OrcaDeployment& d, int r, const std::string& rev) {
+  const std::string image = WorkerImage(d);
+  json container = MainContainer(d, "worker", image, "orca-worker", kWorkerConfig, d.worker.resources, d.worker.extras);
+  // $(POD_IP) is expanded by the kubelet: the data plane binds to the pod address. Before the
+  // user's args, so that theirs win.
+  container["args"].insert(container["args"].begin() + 1, "--data-plane-host=$(POD_IP)");
   container["env"] = json::array({
       {{"name", "POD_IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}},
       {{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
   });
-  container["ports"] = json::array({Port("grpc", kWorkerGrpcPort), Port("http", kWorkerHttpPort)});
-  json pod_spec = PodSpec(d, json::object(), 30);
+  AddEnv(d.worker.extras, container);
+  container["ports"] = json::array({ContainerPort("grpc", kWorkerGrpcPort), ContainerPort("http", kWorkerHttpPort),
+                                    ContainerPort("data-plane", kWorkerDataPlanePort)});
+  json pod_spec = PodSpec(d, json::object(), GroupName(d, r, rev), 30);
   AddModel(d, image, pod_spec, container);
+  if (d.UsesGpus()) {
+    // NCCL's shared-memory transport needs far more than the runtime's 64 MiB /dev/shm.
+    pod_spec["volumes"].push_back(
+        {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", d.worker.shm_size}}}});
+    container["volumeMounts"].push_back({{"name", "dshm"}, {"mountPath", "/dev/shm"}});
+  }
+  if (!d.worker.runtime_class_name.empty()) pod_spec["runtimeClassName"] = d.worker.runtime_class_name;
   pod_spec["containers"] = json::array({container});
   if (!d.worker.node_selector.empty()) pod_spec["nodeSelector"] = d.worker.node_selector;
   if (!d.worker.tolerations.empty()) pod_spec["tolerations"] = d.worker.tolerations;
+  AddWorkerPlacement(d, r, pod_spec);
   return {{"apiVersion", "apps/v1"},
           {"kind", "StatefulSet"},
-          {"metadata", Metadata(d, PipelineName(d, r), Labels(d, "worker", r))},
+          {"metadata", Metadata(d, GroupName(d, r, rev), Labels(d, "worker", r, rev))},
           {"spec",
-           {{"serviceName", PipelineName(d, r)},
+           {{"serviceName", WorkersServiceName(d)},
             {"replicas", d.pipeline},
             {"podManagementPolicy", "Parallel"},
-            {"selector", {{"matchLabels", SelectorLabels(d, "worker", r)}}},
-            {"template", PodTemplate(d, Labels(d, "worker", r),
-                                     ConfigHash(config_data, absl::StrCat("worker-r", r, ".yaml")), pod_spec)}}}};
+            // A group's template never changes (a new revision is a new StatefulSet); OnDelete also
+            // keeps a hand edit from rolling a pipeline pod by pod into a half-old, half-new group.
+            {"updateStrategy", {{"type", "OnDelete"}}},
+            {"selector", {{"matchLabels", SelectorLabels(d, "worker", r, rev)}}},
+            {"template", {{"metadata", {{"labels", Labels(d, "worker", r, rev)}}}, {"spec", pod_spec}}}}}};
 }
 
-json RenderSchedulerService(const OrcaDeployment& d, int r) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Service"},
-          {"metadata", Metadata(d, SchedulerName(d, r), Labels(d, "scheduler", r))},
-          {"spec",
-           {{"type", "ClusterIP"},
-            {"selector", SelectorLabels(d, "scheduler", r)},
-            {"ports", json::array({ServicePort("grpc", kSchedulerGrpcPort, "grpc"),
-                                   ServicePort("http", kSchedulerHttpPort, "http")})}}}};
-}
-
-json RenderScheduler(const OrcaDeployment& d, int r, const json& config_data) {
-  json container = MainContainer(d, "scheduler", ImageFor(d, d.scheduler.image), "orca-scheduler",
-                                 absl::StrCat("scheduler-r", r, ".yaml"), d.scheduler.resources);
-  container["ports"] = json::array({Port("grpc", kSchedulerGrpcPort), Port("http", kSchedulerHttpPort)});
+json RenderScheduler(const OrcaDeployment& d, int r, const std::string& rev) {
+  json container = MainContainer(d, "scheduler", ImageOr(d, d.scheduler.image), "orca-scheduler", kSchedulerConfig,
+                                 d.scheduler.resources, d.scheduler.extras);
+  AddEnv(d.scheduler.extras, container);
+  container["ports"] =
+      json::array({ContainerPort("grpc", kSchedulerGrpcPort), ContainerPort("http", kSchedulerHttpPort)});
   // The scheduler drains for --drain-grace-seconds (30) on SIGTERM; leave it room.
-  json pod_spec = PodSpec(d, container, 45);
+  json pod_spec = PodSpec(d, container, GroupName(d, r, rev), 45);
+  return {{"apiVersion", "apps/v1"},
+          {"kind", "StatefulSet"},
+          {"metadata", Metadata(d, GroupSchedulerName(d, r, rev), Labels(d, "scheduler", r, rev))},
+          {"spec",
+           {// A StatefulSet: never two engine masters driving one pipeline, not even while one terminates.
+            {"serviceName", SchedulersServiceName(d)},
+            {"replicas", 1},
+            {"updateStrategy", {{"type", "OnDelete"}}},
+            {"selector", {{"matchLabels", SelectorLabels(d, "scheduler", r, rev)}}},
+            {"template", {{"metadata", {{"labels", Labels(d, "scheduler", r, rev)}}}, {"spec", pod_spec}}}}}};
+}
+
+json RenderGateway(const OrcaDeployment& d, const RenderOptions& o) {
+  const std::string image = ImageOr(d, d.gateway.image);
+  json container =
+      MainContainer(d, "gateway", image, "orca-gateway", kGatewayConfig, d.gateway.resources, d.gateway.extras);
+  AddEnv(d.gateway.extras, container);
+  container["ports"] = json::array({ContainerPort("http", kGatewayHttpPort), ContainerPort("grpc", kGatewayGrpcPort)});
+  json pod_spec = PodSpec(d, json::object(), GatewayName(d), 30);
+  AddModel(d, image, pod_spec, container);
+  if (!d.gateway.api_keys_secret.empty()) {
+    pod_spec["volumes"].push_back({{"name", "api-keys"}, {"secret", {{"secretName", d.gateway.api_keys_secret}}}});
+    container["volumeMounts"].push_back({{"name", "api-keys"}, {"mountPath", kSecretMountPath}, {"readOnly", true}});
+  }
+  pod_spec["containers"] = json::array({container});
+  // Without an engine replica there is nothing to route to: scale the gateway down too.
+  const int replicas = d.replicas == 0 ? 0 : d.gateway.replicas;
+  const std::string hash = Fnv1aHex(RenderGatewayConfig(d, o));
   return {{"apiVersion", "apps/v1"},
           {"kind", "Deployment"},
-          {"metadata", Metadata(d, SchedulerName(d, r), Labels(d, "scheduler", r))},
+          {"metadata", Metadata(d, GatewayName(d), Labels(d, "gateway"))},
           {"spec",
-           {{"replicas", 1},
-            // Never two engine masters driving one pipeline.
-            {"strategy", {{"type", "Recreate"}}},
-            {"selector", {{"matchLabels", SelectorLabels(d, "scheduler", r)}}},
-            {"template", PodTemplate(d, Labels(d, "scheduler", r),
-                                     ConfigHash(config_data, absl::StrCat("scheduler-r", r, ".yaml")), pod_spec)}}}};
+           {{"replicas", replicas},
+            {"selector", {{"matchLabels", SelectorLabels(d, "gateway")}}},
+            {"template",
+             {{"metadata", {{"labels", Labels(d, "gateway")}, {"annotations", {{kConfigHashAnnotation, hash}}}}},
+              {"spec", pod_spec}}}}}};
 }
 
 json RenderGatewayService(const OrcaDeployment& d) {
-  json meta = Metadata(d, GatewayName(d), Labels(d, "gateway"));
+  json meta = Metadata(d, GatewayName(d), ScrapedLabels(d, "gateway"));
   if (!d.gateway.service_annotations.empty()) meta["annotations"] = d.gateway.service_annotations;
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
@@ -310,97 +239,200 @@ json RenderGatewayService(const OrcaDeployment& d) {
                                    ServicePort("grpc", kGatewayGrpcPort, "grpc")})}}}};
 }
 
-json RenderGateway(const OrcaDeployment& d, const json& config_data) {
-  const std::string image = ImageFor(d, d.gateway.image);
-  json container = MainContainer(d, "gateway", image, "orca-gateway", "gateway.yaml", d.gateway.resources);
-  container["ports"] = json::array({Port("http", kGatewayHttpPort), Port("grpc", kGatewayGrpcPort)});
-  json pod_spec = PodSpec(d, json::object(), 30);
-  AddModel(d, image, pod_spec, container);
-  if (!d.gateway.api_keys_secret.empty()) {
-    pod_spec["volumes"].push_back({{"name", "api-keys"}, {"secret", {{"secretName", d.gateway.api_keys_secret}}}});
-    container["volumeMounts"].push_back({{"name", "api-keys"}, {"mountPath", kSecretMountPath}, {"readOnly", true}});
-  }
-  pod_spec["containers"] = json::array({container});
-  // Without an engine replica there is nothing to route to: scale the gateway down too.
-  const int replicas = d.replicas == 0 ? 0 : d.gateway.replicas;
-  return {{"apiVersion", "apps/v1"},
-          {"kind", "Deployment"},
-          {"metadata", Metadata(d, GatewayName(d), Labels(d, "gateway"))},
+json Pdb(const OrcaDeployment& d, const std::string& name, const std::string& component, json selector) {
+  return {{"apiVersion", "policy/v1"},
+          {"kind", "PodDisruptionBudget"},
+          {"metadata", Metadata(d, name, Labels(d, component))},
           {"spec",
-           {{"replicas", replicas},
-            {"selector", {{"matchLabels", SelectorLabels(d, "gateway")}}},
-            {"template", PodTemplate(d, Labels(d, "gateway"), ConfigHash(config_data, "gateway.yaml"), pod_spec)}}}};
+           {{"maxUnavailable", 1},
+            // Evicting a pod that is not Ready costs nothing; without this a broken group blocks drains.
+            {"unhealthyPodEvictionPolicy", "AlwaysAllow"},
+            {"selector", std::move(selector)}}}};
+}
+
+// One group at a time: evicting any engine pod makes its whole group unready (a stage is
+// Ready only with its peers), so maxUnavailable 1 over all engine pods lets a drain take
+// down one group, then waits until it serves again.
+std::vector<json> RenderDisruptionBudgets(const OrcaDeployment& d) {
+  std::vector<json> out;
+  if (d.replicas == 0) return out;
+  out.push_back(Pdb(d, absl::StrCat(d.name, "-engine"), "engine",
+                    {{"matchLabels", {{"app.kubernetes.io/instance", d.name}, {kLabelDeployment, d.name}}},
+                     {"matchExpressions", json::array({{{"key", kLabelComponent},
+                                                        {"operator", "In"},
+                                                        {"values", json::array({"scheduler", "worker"})}}})}}));
+  if (d.gateway.replicas > 0) {
+    out.push_back(Pdb(d, GatewayName(d), "gateway", {{"matchLabels", SelectorLabels(d, "gateway")}}));
+  }
+  return out;
+}
+
+json PortRule(std::initializer_list<const char*> ports, json from = nullptr) {
+  json rule = {{"ports", json::array()}};
+  for (const char* p : ports) rule["ports"].push_back({{"protocol", "TCP"}, {"port", p}});
+  if (!from.is_null()) rule["from"] = std::move(from);
+  return rule;
+}
+
+json PodsOf(const OrcaDeployment& d, const std::string& component) {
+  return {{"podSelector", {{"matchLabels", SelectorLabels(d, component)}}}};
+}
+
+json NetworkPolicy(const OrcaDeployment& d, const std::string& component, json ingress) {
+  return {{"apiVersion", "networking.k8s.io/v1"},
+          {"kind", "NetworkPolicy"},
+          {"metadata", Metadata(d, absl::StrCat(d.name, "-", component == "gateway" ? "gateway" : component + "s"),
+                                Labels(d, component))},
+          {"spec",
+           {{"podSelector", {{"matchLabels", SelectorLabels(d, component)}}},
+            {"policyTypes", json::array({"Ingress"})},
+            {"ingress", std::move(ingress)}}}};
+}
+
+// Ingress only what flows between Orca's pods (by named port), plus /metrics and probes on `http`.
+std::vector<json> RenderNetworkPolicies(const OrcaDeployment& d) {
+  if (!d.network_policy) return {};
+  return {
+      NetworkPolicy(d, "worker",
+                    json::array({PortRule({"grpc"}, json::array({PodsOf(d, "worker"), PodsOf(d, "scheduler")})),
+                                 PortRule({"data-plane"}, json::array({PodsOf(d, "worker")})), PortRule({"http"})})),
+      NetworkPolicy(d, "scheduler",
+                    json::array({PortRule({"grpc"}, json::array({PodsOf(d, "gateway"), PodsOf(d, "worker")})),
+                                 PortRule({"http"})})),
+      NetworkPolicy(d, "gateway", json::array({PortRule({"http", "grpc"})})),
+  };
 }
 
 json RenderServiceMonitor(const OrcaDeployment& d) {
   json labels = Labels(d, "monitoring");
   for (const auto& [k, v] : d.monitoring.labels) labels[k] = v;
-  return {
-      {"apiVersion", "monitoring.coreos.com/v1"},
-      {"kind", "ServiceMonitor"},
-      {"metadata", Metadata(d, d.name, labels)},
-      {"spec",
-       {{"selector", {{"matchLabels", {{"app.kubernetes.io/instance", d.name}, {kLabelDeployment, d.name}}}}},
-        {"namespaceSelector", {{"matchNames", json::array({d.namespace_})}}},
-        {"endpoints", json::array({{{"port", "http"}, {"path", "/metrics"}, {"interval", d.monitoring.interval}}})}}}};
+  // Target labels the dashboards filter on: namespace and pod come from the Prometheus Operator.
+  const json relabelings =
+      json::array({{{"sourceLabels", json::array({"__meta_kubernetes_pod_label_serving_orca_dev_deployment"})},
+                    {"targetLabel", "orca_deployment"},
+                    {"action", "replace"}},
+                   {{"sourceLabels", json::array({"__meta_kubernetes_pod_label_serving_orca_dev_replica"})},
+                    {"targetLabel", "replica"},
+                    {"action", "replace"}}});
+  return {{"apiVersion", "monitoring.coreos.com/v1"},
+          {"kind", "ServiceMonitor"},
+          {"metadata", Metadata(d, d.name, labels)},
+          {"spec",
+           {{"selector",
+             {{"matchLabels",
+               {{"app.kubernetes.io/instance", d.name}, {kLabelDeployment, d.name}, {kLabelScrape, "true"}}}}},
+            {"namespaceSelector", {{"matchNames", json::array({d.namespace_})}}},
+            {"endpoints", json::array({{{"port", "http"},
+                                        {"path", "/metrics"},
+                                        {"interval", d.monitoring.interval},
+                                        {"relabelings", relabelings}}})}}}};
 }
 
 }  // namespace
 
-std::string ConfigMapName(const OrcaDeployment& d) { return d.name + "-config"; }
 std::string GatewayName(const OrcaDeployment& d) { return d.name + "-gateway"; }
-std::string SchedulerName(const OrcaDeployment& d, int replica) {
+std::string WorkersServiceName(const OrcaDeployment& d) { return d.name + "-workers"; }
+std::string SchedulersServiceName(const OrcaDeployment& d) { return d.name + "-schedulers"; }
+std::string ReplicaSchedulerServiceName(const OrcaDeployment& d, int replica) {
   return absl::StrCat(d.name, "-r", replica, "-scheduler");
 }
-std::string PipelineName(const OrcaDeployment& d, int replica) {
-  return absl::StrCat(d.name, "-r", replica, "-pipeline");
+std::string GroupName(const OrcaDeployment& d, int replica, const std::string& revision) {
+  return absl::StrCat(d.name, "-r", replica, "-", revision);
+}
+std::string GroupSchedulerName(const OrcaDeployment& d, int replica, const std::string& revision) {
+  return GroupName(d, replica, revision) + "-sched";
 }
 
-std::string StageAddress(const OrcaDeployment& d, int replica, int stage, const RenderOptions& o) {
-  const std::string sts = PipelineName(d, replica);
-  return absl::StrCat(sts, "-", stage, ".", sts, ".", d.namespace_, ".svc.", o.cluster_domain, ":", kWorkerGrpcPort);
+std::string StageAddress(const OrcaDeployment& d, int replica, const std::string& revision, int stage,
+                         const RenderOptions& o) {
+  return absl::StrCat(GroupName(d, replica, revision), "-", stage, ".", WorkersServiceName(d), ".", ServiceDomain(d, o),
+                      ":", kWorkerGrpcPort);
 }
 
-std::string SchedulerAddress(const OrcaDeployment& d, int replica, const RenderOptions& o) {
-  return absl::StrCat(SchedulerName(d, replica), ".", d.namespace_, ".svc.", o.cluster_domain, ":", kSchedulerGrpcPort);
+std::string GroupSchedulerAddress(const OrcaDeployment& d, int replica, const std::string& revision,
+                                  const RenderOptions& o) {
+  return absl::StrCat(GroupSchedulerName(d, replica, revision), "-0.", SchedulersServiceName(d), ".",
+                      ServiceDomain(d, o), ":", kSchedulerGrpcPort);
+}
+
+std::string ReplicaSchedulerAddress(const OrcaDeployment& d, int replica, const RenderOptions& o) {
+  return absl::StrCat(ReplicaSchedulerServiceName(d, replica), ".", ServiceDomain(d, o), ":", kSchedulerGrpcPort);
+}
+
+std::string SchedulersDnsAddress(const OrcaDeployment& d, const RenderOptions& o) {
+  return absl::StrCat(SchedulersServiceName(d), ".", ServiceDomain(d, o), ":", kSchedulerGrpcPort);
 }
 
 std::string SchedulerPodSelector(const OrcaDeployment& d) {
-  return absl::StrCat("app.kubernetes.io/component=scheduler,app.kubernetes.io/instance=", d.name, ",",
-                      kLabelDeployment, "=", d.name);
+  return absl::StrCat(kLabelComponent, "=scheduler,app.kubernetes.io/instance=", d.name, ",", kLabelDeployment, "=",
+                      d.name);
 }
 
 std::string OwnedObjectSelector(const std::string& deployment_name) {
   return absl::StrCat(kLabelManagedBy, "=", kManagedByValue, ",", kLabelDeployment, "=", deployment_name);
 }
 
-json RenderConfigData(const OrcaDeployment& d, const RenderOptions& o) {
-  json data = json::object();
-  data["gateway.yaml"] = FlagFile(GatewayFlags(d, o));
-  for (int r = 0; r < d.replicas; ++r) {
-    data[absl::StrCat("scheduler-r", r, ".yaml")] = FlagFile(SchedulerFlags(d, r, o));
-    data[absl::StrCat("worker-r", r, ".yaml")] = FlagFile(WorkerFlags(d, r, o));
+std::vector<json> RenderGroup(const OrcaDeployment& d, int r, const std::string& rev, const RenderOptions& o) {
+  json config = {{"apiVersion", "v1"},
+                 {"kind", "ConfigMap"},
+                 {"metadata", Metadata(d, GroupName(d, r, rev), Labels(d, "config", r, rev))},
+                 // The group's flag files never change: a pod restarted later reads what its peers read.
+                 {"immutable", true},
+                 {"data",
+                  {{kSchedulerConfig, FlagFile(SchedulerFlags(d, r, rev, o))},
+                   {kWorkerConfig, FlagFile(WorkerFlags(d, r, rev, o))}}}};
+  return {config, RenderPipeline(d, r, rev), RenderScheduler(d, r, rev)};
+}
+
+std::string EngineRevision(const OrcaDeployment& d, const RenderOptions& o) {
+  OrcaDeployment anonymous = d;
+  anonymous.uid.clear();  // a re-created OrcaDeployment of the same spec is the same revision
+  const json group = RenderGroup(anonymous, 0, "", o);
+  return Fnv1aHex(group.dump()).substr(0, kRevisionLength);
+}
+
+std::string RenderGatewayConfig(const OrcaDeployment& d, const RenderOptions& o) {
+  return FlagFile(GatewayFlags(d, o));
+}
+
+std::vector<json> RenderDesiredObjects(const OrcaDeployment& d, const RenderOptions& o, const RolloutPlan& plan) {
+  std::vector<json> objects;
+  objects.push_back(HeadlessService(
+      d, WorkersServiceName(d), ScrapedLabels(d, "worker"), SelectorLabels(d, "worker"),
+      json::array({ServicePort("grpc", kWorkerGrpcPort, "grpc"), ServicePort("http", kWorkerHttpPort, "http"),
+                   ServicePort("data-plane", kWorkerDataPlanePort, "data-plane")})));
+  objects.push_back(HeadlessService(
+      d, SchedulersServiceName(d), ScrapedLabels(d, "scheduler"), SelectorLabels(d, "scheduler"),
+      json::array({ServicePort("grpc", kSchedulerGrpcPort, "grpc"), ServicePort("http", kSchedulerHttpPort, "http")})));
+  if (o.scheduler_discovery == SchedulerDiscovery::kList) {
+    // Stable per replica whatever its revision, so that engine updates do not change the
+    // gateway's flags. No http port: Prometheus scrapes the schedulers once, through the above.
+    for (int r = 0; r < d.replicas; ++r) {
+      objects.push_back(HeadlessService(d, ReplicaSchedulerServiceName(d, r), Labels(d, "scheduler", r),
+                                        SelectorLabels(d, "scheduler", r),
+                                        json::array({ServicePort("grpc", kSchedulerGrpcPort, "grpc")})));
+    }
   }
-  return data;
+  for (int32_t r : plan.apply) {
+    for (json& o_ : RenderGroup(d, r, plan.revision, o)) objects.push_back(std::move(o_));
+  }
+  objects.push_back({{"apiVersion", "v1"},
+                     {"kind", "ConfigMap"},
+                     {"metadata", Metadata(d, GatewayName(d), Labels(d, "gateway"))},
+                     {"data", {{kGatewayConfig, RenderGatewayConfig(d, o)}}}});
+  objects.push_back(RenderGatewayService(d));
+  objects.push_back(RenderGateway(d, o));
+  for (json& pdb : RenderDisruptionBudgets(d)) objects.push_back(std::move(pdb));
+  for (json& np : RenderNetworkPolicies(d)) objects.push_back(std::move(np));
+  if (d.monitoring.service_monitor && o.service_monitors) objects.push_back(RenderServiceMonitor(d));
+  return objects;
 }
 
 std::vector<json> RenderDesiredObjects(const OrcaDeployment& d, const RenderOptions& o) {
-  const json config_data = RenderConfigData(d, o);
-  std::vector<json> objects;
-  objects.push_back({{"apiVersion", "v1"},
-                     {"kind", "ConfigMap"},
-                     {"metadata", Metadata(d, ConfigMapName(d), Labels(d, "config"))},
-                     {"data", config_data}});
-  for (int r = 0; r < d.replicas; ++r) {
-    objects.push_back(RenderPipelineService(d, r));
-    objects.push_back(RenderPipeline(d, r, config_data));
-    objects.push_back(RenderSchedulerService(d, r));
-    objects.push_back(RenderScheduler(d, r, config_data));
-  }
-  objects.push_back(RenderGatewayService(d));
-  objects.push_back(RenderGateway(d, config_data));
-  if (d.monitoring.service_monitor) objects.push_back(RenderServiceMonitor(d));
-  return objects;
+  RolloutPlan plan;
+  plan.revision = EngineRevision(d, o);
+  for (int r = 0; r < d.replicas; ++r) plan.apply.push_back(r);
+  return RenderDesiredObjects(d, o, plan);
 }
 
 }  // namespace orca::k8s

@@ -5,12 +5,12 @@
 
 namespace orca::scheduler {
 
-absl::StatusOr<std::unique_ptr<InProcessEngineClient>> InProcessEngineClient::Create(const Engine::Options& options,
-                                                                                     std::string model_name) {
-  auto engine = Engine::Create(options);
+absl::StatusOr<std::unique_ptr<InProcessEngineClient>> InProcessEngineClient::Create(
+    const engine::Engine::Options& options, std::string model_name) {
+  auto engine = engine::Engine::Create(options);
   if (!engine.ok()) return engine.status();
   EngineInfo info;
-  const ModelConfig& c = (*engine)->config();
+  const engine::ModelConfig& c = (*engine)->config();
   info.model_name = std::move(model_name);
   info.vocab_size = c.vocab_size;
   info.max_context = c.max_position;
@@ -48,7 +48,7 @@ void InProcessEngineClient::Release(std::vector<sched::RequestId> ids) {
 }
 
 void InProcessEngineClient::Loop() {
-  IterationOutput output;
+  engine::StepOutput output;
   while (true) {
     Work work;
     {
@@ -68,9 +68,9 @@ void InProcessEngineClient::Loop() {
     const sched::IterationPlan& plan = std::get<sched::IterationPlan>(work);
     IterationOutcome outcome;
     outcome.iteration_id = plan.iteration_id;
-    outcome.status = engine_->Step(services::PlanToIterationInput(plan), nullptr, &output);
+    outcome.status = engine_->Step(services::PlanToStepInput(plan), nullptr, &output);
     if (outcome.status.ok()) {
-      outcome.results = services::SampledTokensToResults(output.tokens);
+      outcome.results = services::SamplesToResults(output.samples);
       outcome.stage_timings.push_back({0, output.timings.compute_micros, output.timings.comm_micros});
     } else {
       ORCA_LOG(ERROR).With("iteration_id", plan.iteration_id) << "iteration failed: " << outcome.status;

@@ -20,7 +20,7 @@ namespace orca::scheduler {
 
 class InProcessEngineClient final : public EngineClient {
  public:
-  static absl::StatusOr<std::unique_ptr<InProcessEngineClient>> Create(const Engine::Options& options,
+  static absl::StatusOr<std::unique_ptr<InProcessEngineClient>> Create(const engine::Engine::Options& options,
                                                                        std::string model_name);
   ~InProcessEngineClient() override;
 
@@ -33,11 +33,11 @@ class InProcessEngineClient final : public EngineClient {
 
  private:
   using Work = std::variant<sched::IterationPlan, std::vector<sched::RequestId>>;
-  InProcessEngineClient(std::unique_ptr<Engine> engine, EngineInfo info)
+  InProcessEngineClient(std::unique_ptr<engine::Engine> engine, EngineInfo info)
       : engine_(std::move(engine)), info_(std::move(info)) {}
   void Loop();
 
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<engine::Engine> engine_;
   EngineInfo info_;
   OutcomeCallback on_outcome_;
   absl::Mutex mu_;

@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
   }
   if (f.model.empty())
     return absl::InvalidArgumentError("give --workers (remote pipeline) or --model (in-process engine)");
-  Engine::Options eo;
+  engine::Engine::Options eo;
   eo.model_path = f.model;
   eo.n_slots = f.n_slots;
   eo.kv_block_size = static_cast<int32_t>(f.kv_block_size);

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
 #include "core/common/model_name.h"
@@ -34,6 +35,7 @@ struct Flags {
   std::string scheduler;
   std::string deployment_id = "orca";
   std::string data_plane_host = "127.0.0.1";
+  int64_t data_plane_port = 7200;
   int64_t n_slots = 8192;
   int64_t kv_block_size = 16;
   int64_t threads = 0;
@@ -59,6 +61,21 @@ absl::StatusOr<int64_t> StageFromHostname() {
   return ordinal;
 }
 
+// The data plane's port must be a port, and not one of this worker's other listeners.
+absl::Status CheckDataPlanePort(const Flags& f) {
+  if (f.data_plane_port < 0 || f.data_plane_port > 65535)
+    return absl::InvalidArgumentError(absl::StrCat("--data-plane-port must be in [0, 65535], got ", f.data_plane_port));
+  for (const auto& [flag, address] : {std::pair{"--listen", f.listen}, std::pair{"--http-listen", f.http_listen}}) {
+    const size_t colon = address.rfind(':');
+    int64_t port = -1;
+    if (f.data_plane_port != 0 && colon != std::string::npos && absl::SimpleAtoi(address.substr(colon + 1), &port) &&
+        port == f.data_plane_port)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data-plane-port ", f.data_plane_port, " is also the port of ", flag, " (", address, ")"));
+  }
+  return absl::OkStatus();
+}
+
 int Main(int argc, char** argv) {
   Flags f;
   FlagSet flags("orca-worker",
@@ -79,6 +96,9 @@ int Main(int argc, char** argv) {
   flags.AddString("scheduler", &f.scheduler, "Scheduler gRPC address (data-plane rendezvous)");
   flags.AddString("deployment-id", &f.deployment_id, "Rendezvous namespace of this engine replica");
   flags.AddString("data-plane-host", &f.data_plane_host, "Address peers use to reach this worker's Gloo endpoints");
+  flags.AddInt("data-plane-port", &f.data_plane_port,
+               "Port of the pipeline's Gloo data plane on --data-plane-host; every data-plane connection from "
+               "other stages comes in here (0 = an ephemeral port per peer)");
   flags.AddInt("n-slots", &f.n_slots, "KV slots (tokens) this stage pre-allocates");
   flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens)");
   flags.AddInt("threads", &f.threads, "Compute threads in total (0 = all cores)");
@@ -95,6 +115,7 @@ int Main(int argc, char** argv) {
   }
   if (f.num_stages < 1 || f.stage < 0 || f.stage >= f.num_stages)
     return Fail(absl::InvalidArgumentError("--stage must be in [0, --num-stages)"));
+  if (absl::Status s = CheckDataPlanePort(f); !s.ok()) return Fail(s);
   if (f.model_name.empty()) f.model_name = ServedModelNameFromPath(f.model);
   SetLogComponent("worker-" + std::to_string(f.stage));
   services::BlockTerminationSignals();
@@ -108,7 +129,8 @@ int Main(int argc, char** argv) {
   o.engine.n_slots = f.n_slots;
   o.engine.kv_block_size = static_cast<int32_t>(f.kv_block_size);
   o.engine.num_threads = static_cast<int32_t>(f.threads);
-  o.engine.data_plane_host = f.data_plane_host;
+  // Tensor-parallel shards are threads of this process: their group stays on loopback.
+  o.engine.data_plane_host = "127.0.0.1";
   o.engine.peer_timeout_ms = f.peer_timeout_ms;
   if (f.dtype != "auto") {
     DType dt;
@@ -122,6 +144,7 @@ int Main(int argc, char** argv) {
   o.scheduler_address = f.scheduler;
   o.deployment_id = f.deployment_id;
   o.data_plane_host = f.data_plane_host;
+  o.data_plane_port = static_cast<int32_t>(f.data_plane_port);
   o.peer_timeout = std::chrono::milliseconds(f.peer_timeout_ms);
   o.rendezvous_timeout = std::chrono::milliseconds(f.rendezvous_timeout_ms);
   o.model_name = f.model_name;

@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(Options options, 
         absl::StrCat("--workers lists ", options.workers.size(), " addresses but there are ", P, " stages"));
   if (P > 1 && options.scheduler_address.empty())
     return absl::InvalidArgumentError("a multi-stage pipeline needs --scheduler (the data-plane rendezvous store)");
-  ORCA_ASSIGN_OR_RETURN(auto engine, Engine::Create(options.engine));
+  ORCA_ASSIGN_OR_RETURN(auto engine, engine::Engine::Create(options.engine));
   ORCA_ASSIGN_OR_RETURN(auto metrics, metrics::WorkerMetrics::Create(registry, options.model_name, stage));
   std::unique_ptr<WorkerNode> node(new WorkerNode(std::move(options), std::move(engine), std::move(metrics)));
   if (P > 1) {
@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(Options options, 
   return node;
 }
 
-WorkerNode::WorkerNode(Options options, std::unique_ptr<Engine> engine, std::unique_ptr<metrics::WorkerMetrics> metrics)
+WorkerNode::WorkerNode(Options options, std::unique_ptr<engine::Engine> engine,
+                       std::unique_ptr<metrics::WorkerMetrics> metrics)
     : options_(std::move(options)), engine_(std::move(engine)), metrics_(std::move(metrics)) {}
 
 WorkerNode::~WorkerNode() { Stop(); }
@@ -140,15 +141,16 @@ absl::Status WorkerNode::BeginSession(uint64_t session) {
   engine_->ReleaseAll();
   pipeline_.reset();
   if (options_.engine.num_stages == 1) return absl::OkStatus();
-  GlooCommunicator::Options o;
+  engine::GlooCommunicator::Options o;
   o.store = store_.get();
   o.prefix = absl::StrCat(options_.deployment_id, "/pipeline/session-", session);
   o.rank = options_.engine.stage;
   o.size = options_.engine.num_stages;
   o.hostname = options_.data_plane_host;
+  o.port = options_.data_plane_port;
   o.timeout = options_.rendezvous_timeout;
   o.op_timeout = options_.peer_timeout;
-  ORCA_ASSIGN_OR_RETURN(pipeline_, GlooCommunicator::Create(o));
+  ORCA_ASSIGN_OR_RETURN(pipeline_, engine::GlooCommunicator::Create(o));
   return absl::OkStatus();
 }
 
@@ -216,9 +218,9 @@ void WorkerNode::ComputeLoop() {
 absl::Status WorkerNode::RunIteration(const v1::ControlMessage& msg) {
   const int32_t stage = options_.engine.stage;
   const bool first = stage == 0, last = is_last_stage();
-  IterationInput in = services::ControlMessageToIterationInput(msg);
+  engine::StepInput in = services::ControlMessageToStepInput(msg);
   int64_t tokens = 0;
-  for (const ScheduledSeq& s : in.seqs) tokens += static_cast<int64_t>(s.token_ids.size());
+  for (const engine::StepSequence& s : in.seqs) tokens += static_cast<int64_t>(s.token_ids.size());
   const int64_t count = tokens * engine_->config().hidden_size;
   int64_t comm_us = 0;
   absl::Status upstream = absl::OkStatus();
@@ -276,7 +278,7 @@ absl::Status WorkerNode::RunIteration(const v1::ControlMessage& msg) {
   if (last) {
     v1::IterationResult r;
     r.set_iteration_id(msg.iteration_id());
-    services::SampledTokensToProto(output_.tokens, &r);
+    services::SamplesToProto(output_.samples, &r);
     v1::StageTiming* t = r.add_stage_timings();
     t->set_stage(stage);
     t->set_compute_micros(compute_us);
@@ -298,8 +300,8 @@ void WorkerNode::Publish(v1::IterationResult result) {
 
 v1::WorkerInfo WorkerNode::Info() const {
   v1::WorkerInfo info;
-  const ModelConfig& c = engine_->config();
-  const Partition& p = engine_->partition();
+  const engine::ModelConfig& c = engine_->config();
+  const engine::Partition& p = engine_->partition();
   info.set_stage(options_.engine.stage);
   info.set_num_stages(options_.engine.num_stages);
   info.set_tp_rank(0);

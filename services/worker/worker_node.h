@@ -42,11 +42,12 @@ class ResultSink {
 class WorkerNode {
  public:
   struct Options {
-    Engine::Options engine;              ///< model, stage, num_stages, tp_size, n_slots, ...
+    engine::Engine::Options engine;      ///< model, stage, num_stages, tp_size, n_slots, ...
     std::vector<std::string> workers;    ///< gRPC addresses of all stages, in order
     std::string scheduler_address;       ///< rendezvous store (needed when num_stages > 1)
     std::string deployment_id = "orca";  ///< rendezvous namespace of this engine replica
     std::string data_plane_host = "127.0.0.1";
+    int32_t data_plane_port = 0;  ///< the pipeline's Gloo pairs all listen here (0 = ephemeral; orca-worker: 7200)
     std::chrono::milliseconds peer_timeout{10000};        ///< per data-plane operation
     std::chrono::milliseconds rendezvous_timeout{60000};  ///< forming a session's data plane
     std::string model_name;
@@ -73,7 +74,7 @@ class WorkerNode {
   bool is_last_stage() const { return options_.engine.stage == options_.engine.num_stages - 1; }
 
  private:
-  WorkerNode(Options options, std::unique_ptr<Engine> engine, std::unique_ptr<metrics::WorkerMetrics> metrics);
+  WorkerNode(Options options, std::unique_ptr<engine::Engine> engine, std::unique_ptr<metrics::WorkerMetrics> metrics);
   void ForwardLoop();
   void ComputeLoop();
   absl::Status BeginSession(uint64_t session);
@@ -81,12 +82,12 @@ class WorkerNode {
   void Publish(v1::IterationResult result);
 
   Options options_;
-  std::unique_ptr<Engine> engine_;  // compute thread only
+  std::unique_ptr<engine::Engine> engine_;  // compute thread only
   std::unique_ptr<metrics::WorkerMetrics> metrics_;
   std::unique_ptr<gloo::rendezvous::Store> store_;
-  std::unique_ptr<Communicator> pipeline_;  // compute thread only
+  std::unique_ptr<engine::Communicator> pipeline_;  // compute thread only
   std::unique_ptr<v1::Worker::Stub> downstream_;
-  IterationOutput output_;
+  engine::StepOutput output_;
   std::vector<float> hidden_in_;
 
   mutable absl::Mutex mu_;

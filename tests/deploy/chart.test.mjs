@@ -10,8 +10,8 @@ import { test } from "node:test";
 import * as YAML from "yaml";
 
 import {
-  CHART, CRD_FILE, OPERATOR, ROOT, checkKnownFields, documentedFlags, helm, helmTemplate, parseDocs, requireFile,
-  tmpDir, validateObject, yamllint,
+  CHART, CRD_FILE, OPERATOR, ROOT, checkKnownFields, documentedFlags, helm, helmTemplate, isPostRendered, parseDocs,
+  requireFile, tmpDir, validateObject, yamllint,
 } from "./lib.mjs";
 
 const VALUES_DIR = path.join(ROOT, "tests/deploy/values");
@@ -24,8 +24,9 @@ const objectsOf = (name) => rendered.get(name);
 const find = (objects, kind, pred = () => true) => objects.filter((o) => o.kind === kind && pred(o));
 
 test("there are good and bad values files", () => {
-  assert.ok(good.length >= 5, `good values: ${good}`);
+  assert.ok(good.length >= 6, `good values: ${good}`);
   assert.ok(bad.length >= 6, `bad values: ${bad}`);
+  assert.ok(good.some(isPostRendered), "an operator-less (post-rendered) values file");
 });
 
 test("helm lint --strict accepts every good values file", () => {
@@ -73,6 +74,12 @@ test("names, namespaces and standard labels", () => {
       const id = `${name}: ${o.kind}/${o.metadata.name}`;
       assert.ok(o.metadata.name.length <= 63, `${id}: name longer than 63`);
       if (o.kind === "CustomResourceDefinition") continue;  // crds/ is not templated
+      // What the post-renderer made of an OrcaDeployment carries the operator's labels.
+      if (o.metadata.labels?.["app.kubernetes.io/managed-by"] === "orca-operator") {
+        assert.ok(isPostRendered(path.join(VALUES_DIR, name)), `${id}: operator-made object in a chart rendering`);
+        assert.equal(o.metadata.namespace, "orca-system", id);
+        continue;
+      }
       const labels = o.metadata.labels ?? {};
       assert.equal(labels["app.kubernetes.io/managed-by"], "Helm", id);
       assert.equal(labels["app.kubernetes.io/instance"], "orca-test", id);
@@ -117,29 +124,39 @@ test("dashboards: the chart's copies equal deploy/grafana and become labelled Co
     assert.ok(list(src).includes(file), file);
     assert.deepEqual(JSON.parse(body), JSON.parse(fs.readFileSync(path.join(src, file), "utf8")));
   }
-  assert.equal(find(objectsOf("standalone-pvc.yaml"), "ConfigMap", (o) => o.metadata.labels?.grafana_dashboard).length, 0);
+  assert.equal(find(objectsOf("no-servicemonitors.yaml"), "ConfigMap", (o) => o.metadata.labels?.grafana_dashboard).length, 0);
 });
 
-// The API calls the operator makes (services/operator), as RBAC resource -> verbs.
+// The API calls the operator makes (services/operator), as RBAC resource -> verbs; the
+// real binary is run against an API server that enforces the rendered rules in
+// tests/unit/operator/operator_rbac_test.cc. Here: the chart grants these and no more.
 const NEEDED = {
   "serving.orca.dev/orcadeployments": ["get", "list", "watch"],
   "serving.orca.dev/orcadeployments/status": ["update"],
-  "apps/statefulsets": ["list", "watch", "patch", "delete"],
-  "apps/deployments": ["list", "watch", "patch", "delete"],
-  "/services": ["list", "patch", "delete"],
-  "/configmaps": ["list", "patch", "delete"],
+  // Never called: admission needs it for blockOwnerDeletion owner references.
+  "serving.orca.dev/orcadeployments/finalizers": ["update"],
+  "apps/statefulsets": ["list", "watch", "create", "patch", "delete"],
+  "apps/deployments": ["list", "watch", "create", "patch", "delete"],
+  "/services": ["list", "create", "patch", "delete"],
+  "/configmaps": ["list", "create", "patch", "delete"],
+  "policy/poddisruptionbudgets": ["list", "create", "patch", "delete"],
+  "networking.k8s.io/networkpolicies": ["list", "create", "patch", "delete"],
   "/events": ["create"],
 };
+const SERVICE_MONITORS = { "monitoring.coreos.com/servicemonitors": ["list", "create", "patch", "delete"] };
 
 function grants(rules) {
   const out = {};
   for (const r of rules) {
-    for (const g of r.apiGroups) for (const res of r.resources) (out[`${g}/${res}`] ??= new Set(r.verbs));
+    for (const g of r.apiGroups) for (const res of r.resources) for (const v of r.verbs) (out[`${g}/${res}`] ??= new Set()).add(v);
   }
   return out;
 }
 
-test("RBAC: exactly what the operator needs, cluster-wide or in one namespace", () => {
+const operatorArgs = (objects) => find(objects, "Deployment", (o) => o.metadata.labels["app.kubernetes.io/component"] === "operator")[0]
+  .spec.template.spec.containers[0].args;
+
+test("RBAC: exactly what the operator needs, cluster-wide or in one namespace, with or without ServiceMonitors", () => {
   const cluster = objectsOf("default.yaml");
   const [cr] = find(cluster, "ClusterRole");
   assert.ok(cr, "default mode has a ClusterRole");
@@ -151,18 +168,21 @@ test("RBAC: exactly what the operator needs, cluster-wide or in one namespace", 
   const [binding] = find(ns, "RoleBinding", (r) => r.metadata.name.endsWith("-operator"));
   assert.equal(binding.subjects[0].name, "orca-operator");
   assert.equal(binding.subjects[0].namespace, "orca-system");
-  for (const rules of [cr.rules, role.rules]) {
+  const [noSm] = find(objectsOf("no-servicemonitors.yaml"), "ClusterRole");
+  for (const [mode, rules, withSm, args] of [["cluster", cr.rules, true, operatorArgs(cluster)],
+                                            ["namespaced", role.rules, false, operatorArgs(ns)],
+                                            ["no ServiceMonitors", noSm.rules, false, operatorArgs(objectsOf("no-servicemonitors.yaml"))]]) {
+    const want = withSm ? { ...NEEDED, ...SERVICE_MONITORS } : NEEDED;
     const g = grants(rules);
-    for (const [res, verbs] of Object.entries(NEEDED)) {
-      for (const v of verbs) assert.ok(g[res]?.has(v), `${res} ${v} not granted`);
-    }
+    assert.deepEqual(Object.fromEntries(Object.entries(g).map(([k, v]) => [k, [...v].sort()])),
+                     Object.fromEntries(Object.entries(want).map(([k, v]) => [k, [...v].sort()])), mode);
     for (const r of rules) {
       assert.ok(!r.verbs.includes("*") && !r.resources.includes("*") && !r.apiGroups.includes("*"), "no wildcards");
-      assert.ok(!r.resources.includes("secrets"), "the operator never reads Secrets");
+      assert.ok(!r.resources.includes("secrets") && !r.resources.includes("pods"), "no Secrets, no pods");
     }
+    // The operator is told what its RBAC allows (D2: otherwise it lists ServiceMonitors and gets 403).
+    assert.ok(args.includes(`--manage-service-monitors=${withSm}`), `${mode}: ${args}`);
   }
-  assert.ok(grants(cr.rules)["monitoring.coreos.com/servicemonitors"], "ServiceMonitors when manageServiceMonitors");
-  assert.ok(!grants(role.rules)["monitoring.coreos.com/servicemonitors"], "no ServiceMonitors when disabled");
   const [le] = find(cluster, "Role", (r) => r.metadata.name.endsWith("-leader-election"));
   assert.deepEqual(le.rules, [{ apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] }]);
   assert.equal(le.metadata.namespace, "orca-system");
@@ -190,38 +210,27 @@ test("the operator Deployment passes only flags orca-operator has", () => {
   assert.equal(ns.image, "registry.example.com/orca:0.1.0-cpu");
 });
 
-test("standalone mode: one engine replica wired through the documented flags", () => {
-  const flags = documentedFlags();
-  for (const name of ["standalone.yaml", "standalone-pvc.yaml"]) {
-    const objects = objectsOf(name);
-    const values = YAML.parse(fs.readFileSync(path.join(VALUES_DIR, name), "utf8")).standalone;
-    const [cm] = find(objects, "ConfigMap", (o) => o.metadata.name.endsWith("-standalone-config"));
-    const files = Object.fromEntries(Object.entries(cm.data).map(([k, v]) => [k, YAML.parse(v)]));
-    for (const [file, binary] of [["gateway.yaml", "orca-gateway"], ["scheduler.yaml", "orca-scheduler"], ["worker.yaml", "orca-worker"]]) {
-      for (const key of Object.keys(files[file])) assert.ok(flags[binary]?.has(key), `${name}: ${file}: ${key} is not a flag of ${binary}`);
-    }
-    const [sts] = find(objects, "StatefulSet");
-    const [headless] = find(objects, "Service", (s) => s.spec.clusterIP === "None");
-    assert.equal(sts.spec.replicas, values.pipeline);
-    assert.equal(sts.spec.serviceName, headless.metadata.name);
-    assert.equal(sts.spec.podManagementPolicy, "Parallel");
-    const stages = files["worker.yaml"].workers.split(",");
-    assert.equal(stages.length, values.pipeline);
-    stages.forEach((s, i) => assert.equal(s, `${sts.metadata.name}-${i}.${headless.metadata.name}.orca-system.svc.cluster.local:7100`));
-    assert.equal(files["scheduler.yaml"].workers, files["worker.yaml"].workers);
-    assert.equal(files["worker.yaml"]["tensor-parallel"], values.tensor);
-    const [sched] = find(objects, "Service", (s) => s.metadata.labels["app.kubernetes.io/component"] === "scheduler");
-    assert.equal(files["gateway.yaml"].schedulers, `${sched.metadata.name}.orca-system.svc.cluster.local:7000`);
-    assert.equal(find(objects, "Deployment", (d) => d.metadata.labels["app.kubernetes.io/component"] === "scheduler")[0]
-      .spec.strategy.type, "Recreate");
-  }
-  const pvc = find(objectsOf("standalone-pvc.yaml"), "StatefulSet")[0].spec.template.spec;
-  assert.equal(pvc.initContainers, undefined);
-  assert.equal(pvc.volumes.find((v) => v.name === "model").persistentVolumeClaim.claimName, "model-store");
-  assert.equal(pvc.containers[0].resources.limits["nvidia.com/gpu"], 4);
-  const synth = find(objectsOf("standalone.yaml"), "StatefulSet")[0].spec.template.spec;
-  assert.deepEqual(synth.initContainers[0].args.slice(0, 4), ["model", "synth", "--out", "/models/synthetic"]);
-  assert.equal(find(objectsOf("standalone.yaml"), "Deployment", (o) => o.metadata.labels["app.kubernetes.io/component"] === "operator").length, 0);
+test("operator-less: the post-renderer turns the OrcaDeployment into the operator's objects", () => {
+  const objects = objectsOf("operatorless.yaml");
+  assert.equal(find(objects, "OrcaDeployment").length, 0, "replaced by what it becomes");
+  assert.equal(find(objects, "Deployment", (o) => o.metadata.labels["app.kubernetes.io/component"] === "operator").length, 0);
+  assert.equal(find(objects, "ClusterRole").length, 0);
+  const values = YAML.parse(fs.readFileSync(path.join(VALUES_DIR, "operatorless.yaml"), "utf8")).orcaDeployment;
+  const groups = find(objects, "StatefulSet", (o) => o.metadata.labels["app.kubernetes.io/component"] === "worker");
+  assert.equal(groups.length, values.spec.replicas);
+  for (const g of groups) assert.equal(g.spec.replicas, values.spec.parallelism.pipeline);
+  assert.equal(find(objects, "NetworkPolicy").length, 3);
+  // The same objects the operator renders for that spec (one renderer, one source of truth).
+  const cr = { apiVersion: "serving.orca.dev/v1alpha1", kind: "OrcaDeployment",
+               metadata: { name: values.name, namespace: "orca-system" }, spec: values.spec };
+  const file = path.join(tmpDir("operatorless"), "cr.yaml");
+  fs.writeFileSync(file, YAML.stringify(cr));
+  const r = spawnSync(OPERATOR, ["--render", file, "--render-format", "json"], { encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(objects.filter((o) => o.metadata.labels?.["app.kubernetes.io/managed-by"] === "orca-operator"),
+                   JSON.parse(r.stdout));
+  // Nothing of the removed values-rendered mode is left in the chart.
+  assert.equal(fs.readdirSync(path.join(CHART, "templates")).filter((f) => f.startsWith("standalone")).length, 0);
 });
 
 test("an OrcaDeployment from values is checked against the CRD", async () => {

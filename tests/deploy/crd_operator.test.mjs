@@ -67,14 +67,23 @@ test("the schema is structural: every node has a type", () => {
   assert.deepEqual(missing, []);
 });
 
-test("the examples are valid OrcaDeployments and render into valid objects", async () => {
-  assert.ok(examples.length >= 2);
+test("the examples are valid objects and their OrcaDeployments render into valid objects", async () => {
+  assert.ok(examples.length >= 4);
   const all = [];
+  let deployments = 0;
   for (const file of examples) {
     assert.equal(yamllint(fs.readFileSync(file, "utf8")), "", path.basename(file));
-    for (const cr of readYaml(file)) {
-      assert.ok(validate(cr), `${path.basename(file)}: ${JSON.stringify(validate.errors)}`);
+    const docs = readYaml(file);
+    for (const doc of docs) {
+      if (doc.kind === "OrcaDeployment") {
+        assert.ok(validate(doc), `${path.basename(file)}: ${JSON.stringify(validate.errors)}`);
+        ++deployments;
+      } else {
+        await validateObject(doc);
+        all.push(doc);
+      }
     }
+    if (!docs.some((d) => d.kind === "OrcaDeployment")) continue;
     const r = operatorRender(file);
     assert.equal(r.status, 0, `${path.basename(file)}: ${r.stderr}`);
     const objects = JSON.parse(r.stdout);
@@ -85,9 +94,39 @@ test("the examples are valid OrcaDeployments and render into valid objects", asy
     assert.equal(yamllint(yaml.stdout), "", path.basename(file));
     assert.deepEqual(YAML.parseAllDocuments(yaml.stdout).map((d) => d.toJS()), objects, "YAML and JSON renderings agree");
   }
+  assert.ok(deployments >= 2);
   checkKnownFields(all);
   const kinds = new Set(all.map((o) => o.kind));
-  for (const k of ["ConfigMap", "Service", "StatefulSet", "Deployment", "ServiceMonitor"]) assert.ok(kinds.has(k), k);
+  for (const k of ["ConfigMap", "Service", "StatefulSet", "Deployment", "ServiceMonitor", "PodDisruptionBudget",
+                   "NetworkPolicy", "HorizontalPodAutoscaler", "ScaledObject"]) {
+    assert.ok(kinds.has(k), k);
+  }
+});
+
+test("the autoscaling examples scale an OrcaDeployment on orca:num_requests_waiting, by labels Prometheus has", () => {
+  const docs = examples.flatMap((f) => readYaml(f));
+  const crs = docs.filter((d) => d.kind === "OrcaDeployment");
+  // The target labels the operator's ServiceMonitor gives every scraped series.
+  const monitored = structuredClone(crs[0]);
+  monitored.spec.monitoring = { serviceMonitor: { enabled: true } };
+  const file = writeCr("monitored", monitored);
+  const [sm] = JSON.parse(operatorRender(file).stdout).filter((o) => o.kind === "ServiceMonitor");
+  const targetLabels = new Set(["namespace", "pod", "service", "model_name",
+                                ...sm.spec.endpoints[0].relabelings.map((r) => r.targetLabel)]);
+  const hpa = docs.find((d) => d.kind === "HorizontalPodAutoscaler");
+  const keda = docs.find((d) => d.kind === "ScaledObject");
+  for (const ref of [hpa.spec.scaleTargetRef, keda.spec.scaleTargetRef]) {
+    assert.equal(ref.apiVersion, "serving.orca.dev/v1alpha1");
+    assert.equal(ref.kind, "OrcaDeployment");
+    assert.ok(crs.some((c) => c.metadata.name === ref.name), `${ref.name} is an example OrcaDeployment`);
+  }
+  // The CRD's scale subresource is what both drive.
+  assert.equal(crd.spec.versions[0].subresources.scale.specReplicasPath, ".spec.replicas");
+  assert.equal(hpa.spec.metrics[0].pods.metric.name, "orca_num_requests_waiting");
+  const query = keda.spec.triggers[0].metadata.query;
+  assert.match(query, /orca:num_requests_waiting\{/);
+  for (const m of query.matchAll(/([a-z_]+)=~?"/g)) assert.ok(targetLabels.has(m[1]), `label ${m[1]} is not on the series`);
+  assert.ok(query.includes(`orca_deployment="${keda.spec.scaleTargetRef.name}"`));
 });
 
 // Specs the API server refuses through the schema; `operator` is the message
@@ -119,7 +158,7 @@ test("invalid specs are refused by the schema and, when the operator can tell, b
   }
 });
 
-test("cross-field rules the schema cannot express are enforced by the operator", () => {
+test("cross-field rules (CEL in the CRD, checked in cel.test.mjs) are enforced by the operator too", () => {
   const cases = [
     [(s) => { s.scheduler = { kvSlots: 4, maxBatchSize: 16 }; }, "fewer than maxBatchSize"],
     [(s) => { s.parallelism = { tensor: 2 }; s.worker = { resources: { limits: { "nvidia.com/gpu": 1 } } }; }, "each worker pod runs one tensor-parallel shard per GPU"],
@@ -160,6 +199,7 @@ test("the CPU example needs no GPU and no model download", () => {
   const objects = JSON.parse(operatorRender(path.join(EXAMPLES, "orca-cpu-tiny.yaml")).stdout);
   for (const o of objects.filter((x) => x.spec?.template)) {
     const pod = o.spec.template.spec;
+    assert.ok(!pod.volumes.some((v) => v.name === "dshm"), `${o.metadata.name}: no GPU, no /dev/shm volume`);
     for (const c of [...pod.containers, ...(pod.initContainers ?? [])]) {
       assert.equal(c.resources?.limits?.["nvidia.com/gpu"], undefined, `${o.metadata.name}/${c.name}`);
     }

@@ -11,7 +11,7 @@ find_program(ORCA_NODE node)
 if(NOT ORCA_NODE)
   message(WARNING "node not found: the deploy validation tests (tests/deploy) are not registered; run scripts/bootstrap.sh")
 else()
-  foreach(name chart crd_operator docker)
+  foreach(name chart crd_operator docker render_rules cel)
     add_test(NAME deploy_${name}_test
              COMMAND ${ORCA_NODE} --test ${CMAKE_SOURCE_DIR}/tests/deploy/${name}.test.mjs
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -24,6 +24,7 @@ export function requireFile(file, what) {
 requireFile(path.join(ROOT, "node_modules/kubernetes-models/package.json"), "node package kubernetes-models");
 requireFile(path.join(ROOT, "node_modules/@kubernetes-models/prometheus-operator/package.json"),
             "node package @kubernetes-models/prometheus-operator");
+requireFile(path.join(ROOT, "node_modules/@kubernetes-models/keda/package.json"), "node package @kubernetes-models/keda");
 requireFile(path.join(ROOT, "node_modules/ajv/package.json"), "node package ajv");
 requireFile(path.join(ROOT, "node_modules/yaml/package.json"), "node package yaml");
 
@@ -62,20 +63,51 @@ export function tmpDir(name) {
   return dir;
 }
 
-/** Renders the chart with a values file (or none); throws with helm's message on failure. */
+/**
+ * Renders the chart with a values file (or none); throws with helm's message on failure.
+ * A values file whose text has `# post-render: true` is rendered the operator-less way,
+ * through `orca-operator --post-render` as Helm post-renderer.
+ */
 export function helmTemplate(valuesFile, ...extra) {
   const args = ["template", "orca-test", CHART, "--namespace", "orca-system", "--include-crds", ...extra];
   if (valuesFile) args.push("-f", valuesFile);
+  if (valuesFile && isPostRendered(valuesFile)) {
+    requireFile(OPERATOR, "orca-operator (build it: ninja -C <build> orca-operator)");
+    args.push("--post-renderer", OPERATOR, "--post-renderer-args", "--post-render");
+  }
   const r = helm(...args);
   if (r.status !== 0) throw new Error(`helm template ${valuesFile ?? ""} failed:\n${r.stderr}`);
   return r.stdout;
 }
 
-/** Runs orca-operator --render over a file; returns {status, stdout, stderr}. */
-export function operatorRender(file, format = "json") {
+/** True for values files meant for the post-renderer (operator-less installs). */
+export function isPostRendered(valuesFile) {
+  return /^# post-render: true$/m.test(fs.readFileSync(valuesFile, "utf8"));
+}
+
+/** Runs orca-operator --render over a file (extra flags after it); returns {status, stdout, stderr}. */
+export function operatorRender(file, format = "json", ...flags) {
   requireFile(OPERATOR, "orca-operator (build it: ninja -C <build> orca-operator)");
-  const r = spawnSync(OPERATOR, ["--render", file, "--render-format", format], { encoding: "utf8" });
+  const r = spawnSync(OPERATOR, ["--render", file, "--render-format", format, ...flags], { encoding: "utf8" });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The objects `orca-operator --render` makes of these OrcaDeployments (extra operator flags after). */
+export function renderObjects(crs, ...flags) {
+  const file = path.join(tmpDir("render"), `${Math.random().toString(36).slice(2)}.yaml`);
+  fs.writeFileSync(file, crs.map((c) => YAML.stringify(c)).join("---\n"));
+  const r = operatorRender(file, "json", ...flags);
+  if (r.status !== 0) throw new Error(`orca-operator --render failed: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+/** The flags a built binary (build/bin/NAME) lists in --help. */
+export function binaryFlags(name) {
+  const binary = path.join(BUILD, "bin", name);
+  requireFile(binary, `${name} (build it: ninja -C <build> ${name})`);
+  const r = spawnSync(binary, ["--help"], { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`${name} --help exited ${r.status}: ${r.stderr}`);
+  return new Set([...r.stdout.matchAll(/^\s+--([a-z0-9-]+)/gm)].map((m) => m[1]));
 }
 
 /** yamllint over `text`; returns the problems ("" when clean). */
@@ -122,6 +154,7 @@ function modelModule(apiVersion, kind) {
   if (apiVersion === "monitoring.coreos.com/v1") {
     return `@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/${kind}`;
   }
+  if (apiVersion === "keda.sh/v1alpha1") return `@kubernetes-models/keda/keda.sh/v1alpha1/${kind}`;
   return `kubernetes-models/${apiVersion}/${kind}`;
 }
 

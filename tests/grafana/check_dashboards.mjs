@@ -58,9 +58,15 @@ function checkInvariants(name, dashboard) {
   if (!datasourceVar || datasourceVar.type !== 'datasource' || datasourceVar.query !== 'prometheus') {
     fail("needs a 'datasource' variable of type datasource with query 'prometheus'");
   }
-  const modelVar = variables.find((v) => v.name === 'model_name');
-  if (!modelVar || modelVar.type !== 'query' || modelVar.datasource?.uid !== '${datasource}') {
-    fail("needs a 'model_name' query variable reading from ${datasource}");
+  // namespace / deployment / replica come from the scrape (the operator's ServiceMonitor
+  // relabels serving.orca.dev/deployment and /replica into orca_deployment and replica).
+  for (const name of ['namespace', 'deployment', 'replica', 'model_name']) {
+    const v = variables.find((x) => x.name === name);
+    if (!v || v.type !== 'query' || v.datasource?.uid !== '${datasource}') {
+      fail(`needs a '${name}' query variable reading from \${datasource}`);
+    } else if (name !== 'model_name' && !(v.includeAll && v.allValue === '.*')) {
+      fail(`variable '${name}' needs All = '.*' (series scraped without it, e.g. a local stack, still match)`);
+    }
   }
   const ids = new Set();
   for (const panel of listPanels(dashboard.panels)) {
@@ -77,6 +83,21 @@ function checkInvariants(name, dashboard) {
       if (target.datasource?.uid !== '${datasource}') fail(`${where}: query ${target.refId} datasource must be \${datasource}`);
       if (typeof target.expr !== 'string' || !target.expr.includes('model_name=~"$model_name"')) {
         fail(`${where}: query ${target.refId} must filter model_name=~"$model_name"`);
+        continue;
+      }
+      for (const selector of target.expr.matchAll(/(orca:[a-z_]+)\{([^}]*)\}/g)) {
+        const [, metric, matchers] = selector;
+        const needs = ['namespace=~"$namespace"', 'orca_deployment=~"$deployment"'];
+        // Gateways serve every replica; everything else runs in one engine replica.
+        if (!metric.startsWith('orca:http_')) needs.push('replica=~"$replica"');
+        for (const n of needs) if (!matchers.includes(n)) fail(`${where}: query ${target.refId}: ${metric} must filter ${n}`);
+      }
+      // Per-stage series must stay per replica: `sum by (stage)` would add up stage 0 of every replica.
+      for (const by of target.expr.matchAll(/by \(([^)]*)\)/g)) {
+        const labels = by[1].split(',').map((x) => x.trim());
+        if (labels.includes('stage') && !labels.includes('replica')) {
+          fail(`${where}: query ${target.refId} groups by stage without replica (merges the replicas' stages)`);
+        }
       }
     }
   }
@@ -128,6 +149,19 @@ const mutations = {
   },
 };
 
+// Mutations that the invariants (not tsc) must reject, on the engine dashboard.
+const invariantMutations = {
+  stage_merges_replicas: (d) => {
+    const t = listPanels(d.panels).flatMap((p) => p.targets ?? []).find((x) => x.expr.includes('stage'));
+    t.expr = t.expr.replaceAll('orca_deployment, replica, stage', 'stage');
+  },
+  replica_filter_missing: (d) => {
+    const t = listPanels(d.panels).flatMap((p) => p.targets ?? []).find((x) => x.expr.includes('replica=~'));
+    t.expr = t.expr.replaceAll(',replica=~"$replica"', '');
+  },
+  namespace_variable_missing: (d) => { d.templating.list = d.templating.list.filter((v) => v.name !== 'namespace'); },
+};
+
 const files = fs.readdirSync(dashboardDir).filter((f) => f.endsWith('.json')).sort();
 for (const expected of expectedDashboards) {
   if (!files.includes(expected)) problems.push(`missing deploy/grafana/${expected}`);
@@ -146,6 +180,17 @@ for (const file of files) {
     continue;
   }
   checkInvariants(file, dashboard);
+  if (file === 'orca-engine.json') {
+    for (const [name, mutate] of Object.entries(invariantMutations)) {
+      const copy = structuredClone(dashboard);
+      mutate(copy);
+      const before = problems.length;
+      checkInvariants(`mutation ${name}`, copy);
+      const caught = problems.length > before;
+      problems.length = before;  // the mutation's own findings are expected
+      if (!caught) problems.push(`invariant mutation '${name}' was not caught by the checks above`);
+    }
+  }
   const out = path.join(tmp, file.replace(/\W/g, '_') + '.ts');
   fs.writeFileSync(out, toTypeScript(dashboard));
   real.set(out, file);
@@ -196,6 +241,7 @@ for (const file of errorsByFile.keys()) {
 fs.rmSync(tmp, { recursive: true, force: true });
 for (const problem of problems) console.log(`FAIL ${problem}`);
 const checks = real.size + mutated.size;
-console.log(`grafana dashboards: ${real.size} type-checked, ${mutated.size} mutations rejected as expected`);
+console.log(`grafana dashboards: ${real.size} type-checked, ${mutated.size} mutations rejected by tsc and ` +
+            `${Object.keys(invariantMutations).length} by the invariants, as expected`);
 console.log(`${problems.length ? 0 : checks} passed, ${problems.length} failed`);
 process.exit(problems.length ? 1 : 0);

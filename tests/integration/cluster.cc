@@ -10,6 +10,7 @@ Cluster::Cluster(ClusterOptions o) : o_(std::move(o)) {
   for (int s = 0; s < o_.pipeline; ++s) {
     worker_grpc_.push_back(FreePort());
     worker_http_.push_back(FreePort());
+    worker_data_plane_.push_back(FreePort());
   }
   workers_.resize(o_.pipeline);
 }
@@ -28,6 +29,7 @@ void Cluster::StartWorker(int s) {
       "--model=" + o_.model,
       "--listen=127.0.0.1:" + std::to_string(worker_grpc_[s]),
       "--http-listen=127.0.0.1:" + std::to_string(worker_http_[s]),
+      "--data-plane-port=" + std::to_string(worker_data_plane_[s]),
       "--stage=" + std::to_string(s),
       "--num-stages=" + std::to_string(o_.pipeline),
       "--tensor-parallel=" + std::to_string(o_.tensor_parallel),

@@ -47,7 +47,7 @@ class Cluster {
  private:
   ClusterOptions o_;
   int sched_grpc_ = 0, sched_http_ = 0;
-  std::vector<int> worker_grpc_, worker_http_;
+  std::vector<int> worker_grpc_, worker_http_, worker_data_plane_;
   std::vector<std::unique_ptr<Process>> workers_;
   std::unique_ptr<Process> scheduler_;
 };

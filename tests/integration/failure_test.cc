@@ -15,8 +15,11 @@
 namespace orca::testing {
 namespace {
 
+using engine::testing::SmallLlama;
+using engine::testing::SyntheticModel;
+
 std::string Model() {
-  SyntheticModelOptions o = SmallLlama(DType::kF32);
+  engine::SyntheticModelOptions o = SmallLlama(DType::kF32);
   o.max_position = 4096;
   return SyntheticModel(o);
 }

@@ -16,20 +16,25 @@
 namespace orca::testing {
 namespace {
 
+using engine::testing::SharedModelsDir;
+using engine::testing::SmallGpt2;
+using engine::testing::SmallLlama;
+using engine::testing::SyntheticModel;
+
 std::vector<int32_t> ReferenceGreedy(const std::string& model, const std::vector<int32_t>& prompt, int n) {
-  Engine::Options o;
+  engine::Engine::Options o;
   o.model_path = model;
   o.n_slots = static_cast<int64_t>(prompt.size()) + n + 16;
-  auto engine = Engine::Create(o);
+  auto engine = engine::Engine::Create(o);
   EXPECT_TRUE(engine.ok()) << engine.status();
   std::vector<int32_t> out;
-  IterationInput in;
-  in.seqs.push_back({1, prompt, 0, true, NewRequestInfo{static_cast<int32_t>(prompt.size()) + n, {}, prompt}});
+  engine::StepInput in;
+  in.seqs.push_back({1, prompt, 0, true, engine::SequenceSetup{static_cast<int32_t>(prompt.size()) + n, {}, prompt}});
   int32_t pos = 0;
   for (int i = 0; i < n; ++i) {
-    IterationOutput r;
+    engine::StepOutput r;
     EXPECT_TRUE((*engine)->Step(in, nullptr, &r).ok());
-    out.push_back(r.tokens[0].sample.token_id);
+    out.push_back(r.samples[0].sample.token_id);
     pos += static_cast<int32_t>(in.seqs[0].token_ids.size());
     in.seqs[0] = {1, {out.back()}, pos, true, std::nullopt};
   }
@@ -44,7 +49,7 @@ struct Topology {
 
 std::string ModelPath(const std::string& which) {
   if (which == "llama") {
-    SyntheticModelOptions o = SmallLlama(DType::kF32);
+    engine::SyntheticModelOptions o = SmallLlama(DType::kF32);
     o.num_layers = 4;
     o.vocab_size = 400;
     return SyntheticModel(o);

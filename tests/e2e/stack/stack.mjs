@@ -74,7 +74,7 @@ export async function startStack(opts = {}) {
   if (synth.status !== 0) throw new Error(`orca model synth failed: ${synth.stderr}`);
   const schedGrpc = await freePort(), schedHttp = await freePort(), gwHttp = await freePort();
   const workers = [];
-  for (let s = 0; s < P; s++) workers.push({ grpc: await freePort(), http: await freePort() });
+  for (let s = 0; s < P; s++) workers.push({ grpc: await freePort(), http: await freePort(), dataPlane: await freePort() });
   const workerAddrs = workers.map((w) => `127.0.0.1:${w.grpc}`).join(',');
   const procs = [];
   const start = (name, exe, args) => {
@@ -89,7 +89,8 @@ export async function startStack(opts = {}) {
   const logFlags = opts.logJson ? ['--log-json'] : [];
   workers.forEach((w, s) =>
     start(`worker-${s}`, 'orca-worker', [...logFlags,
-      `--model=${model}`, `--listen=127.0.0.1:${w.grpc}`, `--http-listen=127.0.0.1:${w.http}`, `--stage=${s}`,
+      `--model=${model}`, `--listen=127.0.0.1:${w.grpc}`, `--http-listen=127.0.0.1:${w.http}`,
+      `--data-plane-port=${w.dataPlane}`, `--stage=${s}`,
       `--num-stages=${P}`, `--tensor-parallel=${T}`, `--workers=${workerAddrs}`, `--scheduler=127.0.0.1:${schedGrpc}`,
       `--n-slots=${opts.nSlots ?? 8192}`, `--threads=1`,
     ]));

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/unit/engine/test_models.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 using testing::ReferenceModel;
@@ -94,16 +94,16 @@ TEST_P(EngineEquivalenceTest, BatchedIterationMatchesAloneAndReference) {
   }
   std::vector<int32_t> cached(kRequests, 0);  // tokens already in the KV cache
   for (int round = 0; round < 6; ++round) {
-    IterationInput in;
+    StepInput in;
     in.iteration_id = round;
     for (int r = 0; r < kRequests; ++r) {
       if (std::uniform_int_distribution<int>(0, 3)(rng) == 0) continue;  // not scheduled this round
-      ScheduledSeq s;
+      StepSequence s;
       s.request_id = 100 + r;
       s.start_position = cached[r];
       if (cached[r] == 0) {  // initiation phase: the whole prompt
         s.token_ids = history[r];
-        s.new_request = NewRequestInfo{prompt_len[r] + 16, {}, history[r]};
+        s.new_request = SequenceSetup{prompt_len[r] + 16, {}, history[r]};
       } else {  // increment phase: one new token at its own position
         const int32_t next = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
         history[r].push_back(next);
@@ -112,11 +112,11 @@ TEST_P(EngineEquivalenceTest, BatchedIterationMatchesAloneAndReference) {
       in.seqs.push_back(s);
     }
     if (in.seqs.empty()) continue;
-    IterationOutput out;
+    StepOutput out;
     ASSERT_TRUE(batched->Step(in, nullptr, &out).ok());
-    ASSERT_EQ(out.tokens.size(), in.seqs.size());
+    ASSERT_EQ(out.samples.size(), in.seqs.size());
     for (size_t i = 0; i < in.seqs.size(); ++i) {
-      const ScheduledSeq& s = in.seqs[i];
+      const StepSequence& s = in.seqs[i];
       const int r = static_cast<int>(s.request_id - 100);
       cached[r] = s.start_position + static_cast<int32_t>(s.token_ids.size());
       const auto want = ref.Logits(std::vector<int32_t>(history[r].begin(), history[r].begin() + cached[r])).back();
@@ -124,13 +124,13 @@ TEST_P(EngineEquivalenceTest, BatchedIterationMatchesAloneAndReference) {
       const std::string what = absl::StrCat(GetParam().name, " round ", round, " request ", r, " pos ", cached[r] - 1);
       ExpectClose(got, want, GetParam().tolerance, what + " vs reference");
 
-      IterationInput solo;
+      StepInput solo;
       solo.seqs = {s};
-      IterationOutput solo_out;
+      StepOutput solo_out;
       ASSERT_TRUE(alone->Step(solo, nullptr, &solo_out).ok());
       std::vector<double> solo_logits(solo_out.logits.begin(), solo_out.logits.end());
       ExpectClose(got, solo_logits, GetParam().tolerance, what + " vs alone");
-      EXPECT_EQ(out.tokens[i].sample.token_id, solo_out.tokens[0].sample.token_id) << what;
+      EXPECT_EQ(out.samples[i].sample.token_id, solo_out.samples[0].sample.token_id) << what;
     }
   }
 }
@@ -154,11 +154,11 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
     stages.push_back(std::move(*e));
   }
   EXPECT_EQ(stages[0]->partition().layer_end, stages[1]->partition().layer_begin);
-  IterationInput in;
-  in.seqs.push_back({1, {5, 6, 7, 8, 9}, 0, true, NewRequestInfo{32, {}, {}}});
-  in.seqs.push_back({2, {42}, 0, true, NewRequestInfo{32, {}, {}}});
+  StepInput in;
+  in.seqs.push_back({1, {5, 6, 7, 8, 9}, 0, true, SequenceSetup{32, {}, {}}});
+  in.seqs.push_back({2, {42}, 0, true, SequenceSetup{32, {}, {}}});
   for (int step = 0; step < 3; ++step) {
-    IterationOutput a, b, s0, s1;
+    StepOutput a, b, s0, s1;
     ASSERT_TRUE(whole->Step(in, nullptr, &a).ok());
     ASSERT_TRUE(tp2->Step(in, nullptr, &b).ok());
     ASSERT_TRUE(stages[0]->Step(in, nullptr, &s0).ok());
@@ -167,16 +167,16 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
     std::vector<double> want(a.logits.begin(), a.logits.end());
     ExpectClose(b.logits.data(), want, GetParam().tolerance, "tp=2");
     ExpectClose(s1.logits.data(), want, GetParam().tolerance, "pp=2");
-    for (size_t i = 0; i < a.tokens.size(); ++i) {
-      EXPECT_EQ(a.tokens[i].sample.token_id, b.tokens[i].sample.token_id);
-      EXPECT_EQ(a.tokens[i].sample.token_id, s1.tokens[i].sample.token_id);
+    for (size_t i = 0; i < a.samples.size(); ++i) {
+      EXPECT_EQ(a.samples[i].sample.token_id, b.samples[i].sample.token_id);
+      EXPECT_EQ(a.samples[i].sample.token_id, s1.samples[i].sample.token_id);
     }
     // Next iteration: both requests in the increment phase with their greedy tokens.
-    IterationInput next;
+    StepInput next;
     for (size_t i = 0; i < in.seqs.size(); ++i) {
       const auto& s = in.seqs[i];
       next.seqs.push_back({s.request_id,
-                           {a.tokens[i].sample.token_id},
+                           {a.samples[i].sample.token_id},
                            s.start_position + static_cast<int32_t>(s.token_ids.size()),
                            true,
                            std::nullopt});
@@ -193,4 +193,4 @@ INSTANTIATE_TEST_SUITE_P(Models, EngineEquivalenceTest,
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
-}  // namespace orca
+}  // namespace orca::engine

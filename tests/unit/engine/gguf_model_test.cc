@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/unit/engine/test_models.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 class GgufBuilder {
@@ -82,9 +82,9 @@ std::vector<float> Logits(const std::string& path) {
   auto engine = Engine::Create(o);
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return {};
-  IterationInput in;
-  in.seqs.push_back({1, {7, 2, 9, 4, 100, 31}, 0, true, NewRequestInfo{16, {}, {}}});
-  IterationOutput out;
+  StepInput in;
+  in.seqs.push_back({1, {7, 2, 9, 4, 100, 31}, 0, true, SequenceSetup{16, {}, {}}});
+  StepOutput out;
   EXPECT_TRUE((*engine)->Step(in, nullptr, &out).ok());
   return out.logits;
 }
@@ -150,4 +150,4 @@ INSTANTIATE_TEST_SUITE_P(Types, GgufModelTest, ::testing::Values(1u, 30u),
                          [](const auto& info) { return info.param == 1 ? std::string("F16") : std::string("BF16"); });
 
 }  // namespace
-}  // namespace orca
+}  // namespace orca::engine

@@ -3,7 +3,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 class KvCacheTest : public ::testing::Test {
@@ -67,4 +67,4 @@ TEST_F(KvCacheTest, SlotsFollowTheBlockTable) {
 }
 
 }  // namespace
-}  // namespace orca
+}  // namespace orca::engine

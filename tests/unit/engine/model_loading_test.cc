@@ -13,7 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/unit/engine/test_models.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 std::string CopyModel(const std::string& src, const std::string& name) {
@@ -134,9 +134,9 @@ TEST(ModelLoadingTest, WeightsOfTheComputeDtypeAreUsedInPlace) {
 }
 
 }  // namespace
-}  // namespace orca
+}  // namespace orca::engine
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 // Splits a single-file checkpoint into two shards plus model.safetensors.index.json.
@@ -190,9 +190,9 @@ TEST(ModelLoadingTest, ShardedCheckpointGivesTheSameLogits) {
     o.keep_logits = true;
     auto engine = Engine::Create(o);
     ASSERT_TRUE(engine.ok()) << engine.status();
-    IterationInput in;
-    in.seqs.push_back({1, {3, 1, 4, 1, 5}, 0, true, NewRequestInfo{8, {}, {}}});
-    IterationOutput out;
+    StepInput in;
+    in.seqs.push_back({1, {3, 1, 4, 1, 5}, 0, true, SequenceSetup{8, {}, {}}});
+    StepOutput out;
     ASSERT_TRUE((*engine)->Step(in, nullptr, &out).ok());
     logits[which++] = out.logits;
   }
@@ -204,4 +204,4 @@ TEST(ModelLoadingTest, ShardedCheckpointGivesTheSameLogits) {
 }
 
 }  // namespace
-}  // namespace orca
+}  // namespace orca::engine

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/unit/engine/test_models.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 bool Exists(const std::string& p) {
@@ -27,17 +27,16 @@ nlohmann::json LoadJson(const std::string& path) {
 std::vector<int32_t> Greedy(Engine& engine, uint64_t id, const std::vector<int32_t>& prompt, int new_tokens,
                             std::vector<float>* first_logits = nullptr) {
   std::vector<int32_t> out;
-  IterationInput in;
-  in.seqs.push_back(
-      {id, prompt, 0, true, NewRequestInfo{static_cast<int32_t>(prompt.size()) + new_tokens, {}, prompt}});
+  StepInput in;
+  in.seqs.push_back({id, prompt, 0, true, SequenceSetup{static_cast<int32_t>(prompt.size()) + new_tokens, {}, prompt}});
   int32_t pos = 0;
   for (int i = 0; i < new_tokens; ++i) {
-    IterationOutput o;
+    StepOutput o;
     absl::Status s = engine.Step(in, nullptr, &o);
     EXPECT_TRUE(s.ok()) << s;
     if (!s.ok()) break;
     if (i == 0 && first_logits) *first_logits = o.logits;
-    const int32_t tok = o.tokens.at(0).sample.token_id;
+    const int32_t tok = o.samples.at(0).sample.token_id;
     out.push_back(tok);
     pos += static_cast<int32_t>(in.seqs[0].token_ids.size());
     in.seqs[0] = {id, {tok}, pos, true, std::nullopt};
@@ -104,4 +103,4 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, RealModelTest, ::testing::Values("f32", "bf16")
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
-}  // namespace orca
+}  // namespace orca::engine

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 std::vector<float> Logits() { return {1.0f, 3.0f, 2.0f, -1.0f, 0.5f, 2.9f}; }
@@ -115,4 +115,4 @@ TEST(SamplerTest, ValidateNamesTheBadField) {
 }
 
 }  // namespace
-}  // namespace orca
+}  // namespace orca::engine

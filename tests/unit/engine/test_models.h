@@ -14,7 +14,7 @@
 #include "core/engine/synthetic_checkpoint.h"
 #include "gtest/gtest.h"
 
-namespace orca::testing {
+namespace orca::engine::testing {
 
 inline std::string TempDir() {
   const char* t = std::getenv("TEST_TMPDIR");
@@ -230,4 +230,4 @@ class ReferenceModel {
   mutable std::map<std::pair<int, int>, Tensor> cache_;
 };
 
-}  // namespace orca::testing
+}  // namespace orca::engine::testing

@@ -20,12 +20,12 @@ using kernels::CudaBackend;
 
 TEST(NcclCommunicatorOptionsTest, RejectsMissingStoreBackendAndBadRanks) {
   gloo::rendezvous::HashStore store;
-  NcclCommunicator::Options o;
+  engine::NcclCommunicator::Options o;
   o.prefix = "tp";
-  auto no_store = NcclCommunicator::Create(o);
+  auto no_store = engine::NcclCommunicator::Create(o);
   EXPECT_EQ(no_store.status().code(), absl::StatusCode::kInvalidArgument) << no_store.status();
   o.store = &store;
-  auto no_backend = NcclCommunicator::Create(o);
+  auto no_backend = engine::NcclCommunicator::Create(o);
   EXPECT_EQ(no_backend.status().code(), absl::StatusCode::kInvalidArgument) << no_backend.status();
 }
 
@@ -42,20 +42,20 @@ class NcclCommunicatorTest : public ::testing::Test {
   }
 
   // Forms a group of `size` members (threads) over one store.
-  std::vector<std::unique_ptr<NcclCommunicator>> FormGroup(int size, const std::string& prefix) {
-    std::vector<std::unique_ptr<NcclCommunicator>> comms(size);
+  std::vector<std::unique_ptr<engine::NcclCommunicator>> FormGroup(int size, const std::string& prefix) {
+    std::vector<std::unique_ptr<engine::NcclCommunicator>> comms(size);
     std::vector<absl::Status> status(size);
     std::vector<std::thread> threads;
     for (int r = 0; r < size; ++r)
       threads.emplace_back([&, r] {
-        NcclCommunicator::Options o;
+        engine::NcclCommunicator::Options o;
         o.store = &store_;
         o.prefix = prefix;
         o.rank = r;
         o.size = size;
         o.backend = backends_[r].get();
         o.timeout = std::chrono::milliseconds(30000);
-        auto c = NcclCommunicator::Create(o);
+        auto c = engine::NcclCommunicator::Create(o);
         status[r] = c.status();
         if (c.ok()) comms[r] = std::move(*c);
       });
@@ -130,14 +130,14 @@ TEST_F(NcclCommunicatorTest, SendAndRecvMoveActivationsBetweenGpus) {
 }
 
 TEST_F(NcclCommunicatorTest, MissingRankZeroIsADeadlineNotAHang) {
-  NcclCommunicator::Options o;
+  engine::NcclCommunicator::Options o;
   o.store = &store_;
   o.prefix = "nobody-publishes";
   o.rank = 1;
   o.size = 2;
   o.backend = backends_[0].get();
   o.timeout = std::chrono::milliseconds(300);
-  auto c = NcclCommunicator::Create(o);
+  auto c = engine::NcclCommunicator::Create(o);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
 }

@@ -130,6 +130,12 @@ const MetricSpec* FamilyOf(const std::string& series, bool* is_bucket) {
   return nullptr;
 }
 
+// Labels Prometheus puts on every series it scrapes through an OrcaDeployment's ServiceMonitor
+// (namespace and pod from the Prometheus Operator, orca_deployment and replica relabelled from
+// the pods' serving.orca.dev/* labels: services/operator/renderer.cc). tests/deploy checks that
+// the rendered ServiceMonitor produces them.
+constexpr const char* kScrapeTargetLabels[] = {"namespace", "pod", "orca_deployment", "replica"};
+
 // Problems with one query: unknown metrics, labels no referenced metric has.
 std::vector<std::string> CheckQuery(const Query& query, std::set<std::string>* used_families) {
   std::vector<std::string> problems;
@@ -146,6 +152,7 @@ std::vector<std::string> CheckQuery(const Query& query, std::set<std::string>* u
     }
     used_families->insert(spec->name);
     std::set<std::string> labels(spec->label_names.begin(), spec->label_names.end());
+    labels.insert(std::begin(kScrapeTargetLabels), std::end(kScrapeTargetLabels));
     if (is_bucket) labels.insert("le");
     for (const std::string& label : metric.matcher_labels) {
       if (!labels.contains(label)) {
@@ -215,6 +222,10 @@ TEST(DashboardCheckTest, CatchesUnknownMetricsAndLabels) {
   EXPECT_THAT(CheckQuery({"t", "sum by (route) (orca:kv_slots_used)"}, &used),
               ElementsAre(HasSubstr("groups by 'route'")));
   EXPECT_THAT(CheckQuery({"t", "sum by (le) (rate(orca:batch_size_bucket[1m]))"}, &used), ::testing::IsEmpty());
+  EXPECT_THAT(CheckQuery({"t", "sum by (replica) (orca:kv_slots_used{namespace=\"a\",orca_deployment=\"b\"})"}, &used),
+              ::testing::IsEmpty());
+  EXPECT_THAT(CheckQuery({"t", "orca:kv_slots_used{deployment=\"b\"}"}, &used),
+              ElementsAre(HasSubstr("has no label 'deployment'")));
   EXPECT_TRUE(used.contains("orca:batch_size"));
 }
 

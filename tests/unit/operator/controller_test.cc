@@ -5,6 +5,8 @@
 
 #include <thread>
 
+#include "services/operator/orca_deployment_spec.h"
+#include "services/operator/renderer.h"
 #include "tests/unit/operator/orca_deployment_builder.h"
 #include "tests/unit/operator/test_util.h"
 
@@ -64,27 +66,36 @@ class ControllerTest : public ::testing::Test {
 
 TEST_F(ControllerTest, ReconcilesWhatItWatchesAndFollowsChildren) {
   Start();
+  auto revision = [](const OrcaDeploymentBuilder& b) {
+    auto d = ParseOrcaDeployment(b.Build());
+    return d.ok() ? EngineRevision(*d, RenderOptions{}) : "";
+  };
+  const std::string group =
+      "/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-" + revision(OrcaDeploymentBuilder().Pipeline(2));
   Submit(OrcaDeploymentBuilder().Pipeline(2));
   ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Progressing") == "True"; }));
-  ASSERT_TRUE(server_->Get("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-pipeline").has_value());
+  ASSERT_TRUE(server_->Get(group).has_value());
   // The workload controllers report ready: the child watches bring the operator back.
-  for (const char* path : {"/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-pipeline",
-                           "/apis/apps/v1/namespaces/team-a/deployments/demo-r0-scheduler",
-                           "/apis/apps/v1/namespaces/team-a/deployments/demo-gateway"}) {
+  for (const std::string& path :
+       {group, group + "-sched", std::string("/apis/apps/v1/namespaces/team-a/deployments/demo-gateway")}) {
     const json o = *server_->Get(path);
     const int n = o["spec"]["replicas"];
     server_->SetStatus(path, {{"observedGeneration", o["metadata"]["generation"]},
+                              {"replicas", n},
                               {"readyReplicas", n},
                               {"availableReplicas", n},
                               {"updatedReplicas", n}});
   }
   ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Available") == "True"; }));
   EXPECT_EQ((*Cr())["status"]["readyReplicas"], 1);
-  // A spec change is applied.
+  // A spec change is applied: the replica is replaced by a group at the new revision.
+  const std::string next =
+      "/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-" + revision(OrcaDeploymentBuilder().Pipeline(3));
   Submit(OrcaDeploymentBuilder().Pipeline(3));
   ASSERT_TRUE(Eventually([&] {
-    auto sts = server_->Get("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-pipeline");
-    return sts && (*sts)["spec"]["replicas"] == 3 && (*Cr())["status"]["observedGeneration"] == 2;
+    auto sts = server_->Get(next);
+    return sts && (*sts)["spec"]["replicas"] == 3 && !server_->Get(group) &&
+           (*Cr())["status"]["observedGeneration"] == 2;
   }));
   EXPECT_GT(metrics_->reconciles(true), 0);
 }
@@ -99,12 +110,12 @@ TEST_F(ControllerTest, KeepsWorkingAcrossAnExpiredWatch) {
 }
 
 TEST_F(ControllerTest, RetriesFailedReconcilesWithBackoff) {
-  server_->FailNext("PATCH", "/configmaps/", 500, 2);
+  server_->FailNext("PATCH", "/configmaps/demo-gateway", 500, 2);
   Start();
   Submit(OrcaDeploymentBuilder());
   ASSERT_TRUE(Eventually([&] { return ConditionStatus(*Cr(), "Degraded") == "False"; }));
   EXPECT_GE(metrics_->reconciles(false), 2);
-  EXPECT_TRUE(server_->Get("/api/v1/namespaces/team-a/configmaps/demo-config").has_value());
+  EXPECT_TRUE(server_->Get("/api/v1/namespaces/team-a/configmaps/demo-gateway").has_value());
 }
 
 TEST_F(ControllerTest, InvalidSpecIsNotRetried) {

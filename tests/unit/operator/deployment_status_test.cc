@@ -20,23 +20,36 @@ json Condition(const json& status, const std::string& type) {
   return json();
 }
 
-// Applied workloads as the API server would return them, with these ready counts.
+constexpr char kRev[] = "0a1b2c3d";
+
+// One group's two StatefulSets as the API server would return them.
+std::vector<json> GroupWorkloads(const OrcaDeployment& d, int r, const std::string& rev, int created_stages,
+                                 int ready_stages, bool scheduler_ready) {
+  auto labels = [&](const char* component) {
+    return json{{"app.kubernetes.io/component", component},
+                {"serving.orca.dev/deployment", d.name},
+                {"serving.orca.dev/replica", std::to_string(r)},
+                {"serving.orca.dev/revision", rev}};
+  };
+  return {{{"kind", "StatefulSet"},
+           {"metadata", {{"name", GroupName(d, r, rev)}, {"generation", 1}, {"labels", labels("worker")}}},
+           {"spec", {{"replicas", d.pipeline}}},
+           {"status", {{"observedGeneration", 1}, {"replicas", created_stages}, {"readyReplicas", ready_stages}}}},
+          {{"kind", "StatefulSet"},
+           {"metadata", {{"name", GroupSchedulerName(d, r, rev)}, {"generation", 1}, {"labels", labels("scheduler")}}},
+           {"spec", {{"replicas", 1}}},
+           {"status",
+            {{"observedGeneration", 1},
+             {"replicas", created_stages > 0 ? 1 : 0},
+             {"readyReplicas", scheduler_ready ? 1 : 0}}}}};
+}
+
+// Every replica's group at kRev with these ready counts, and the gateway.
 std::vector<json> Workloads(const OrcaDeployment& d, const std::vector<int>& ready_stages, bool schedulers_ready,
                             int gateway_available) {
   std::vector<json> out;
   for (int r = 0; r < d.replicas; ++r) {
-    out.push_back(
-        {{"kind", "StatefulSet"},
-         {"metadata", {{"name", PipelineName(d, r)}, {"generation", 2}}},
-         {"status",
-          {{"observedGeneration", 2}, {"readyReplicas", ready_stages[r]}, {"updatedReplicas", ready_stages[r]}}}});
-    out.push_back({{"kind", "Deployment"},
-                   {"metadata", {{"name", SchedulerName(d, r)}, {"generation", 1}}},
-                   {"status",
-                    {{"observedGeneration", 1},
-                     {"availableReplicas", schedulers_ready ? 1 : 0},
-                     {"readyReplicas", schedulers_ready ? 1 : 0},
-                     {"updatedReplicas", 1}}}});
+    for (json& o : GroupWorkloads(d, r, kRev, d.pipeline, ready_stages[r], schedulers_ready)) out.push_back(o);
   }
   out.push_back({{"kind", "Deployment"},
                  {"metadata", {{"name", GatewayName(d)}, {"generation", 1}}},
@@ -57,7 +70,7 @@ class DeploymentStatusTest : public ::testing::Test {
   }
   json Status(const OrcaDeployment& d, const std::vector<json>& workloads, const json& previous, const char* now,
               ReconcileResult result = {}) {
-    return ComputeStatus(&d, 5, result, ObserveChildren(d, workloads), previous, now);
+    return ComputeStatus(&d, 5, result, ObserveChildren(d, workloads), kRev, previous, now);
   }
 };
 
@@ -104,8 +117,54 @@ TEST_F(DeploymentStatusTest, MissingWorkloadsCountAsNotReady) {
   const OrcaDeployment d = Deployment(1, 3);
   json s = Status(d, {}, json::object(), "t");
   EXPECT_EQ(s["readyReplicas"], 0);
-  EXPECT_EQ(s["pipelines"][0]["stages"], 3);
-  EXPECT_EQ(s["pipelines"][0]["readyStages"], 0);
+  EXPECT_EQ(s["replicas"], 0);
+  EXPECT_TRUE(s["pipelines"].empty());
+  EXPECT_EQ(Condition(s, "Progressing")["status"], "True");
+}
+
+TEST_F(DeploymentStatusTest, ReplicasAreObservedNotCopiedFromTheSpec) {
+  const OrcaDeployment d = Deployment(3, 2);
+  // Replica 0 has its pods; replica 1's StatefulSets exist but no pod was created yet; replica 2 has nothing.
+  std::vector<json> objects = GroupWorkloads(d, 0, kRev, 2, 2, true);
+  for (json& o : GroupWorkloads(d, 1, kRev, 0, 0, false)) objects.push_back(o);
+  json s = Status(d, objects, json::object(), "t");
+  EXPECT_EQ(s["replicas"], 1);
+  EXPECT_EQ(s["updatedReplicas"], 1);
+  EXPECT_EQ(s["readyReplicas"], 1);
+  EXPECT_EQ(s["revision"], kRev);
+  EXPECT_EQ(s["pipelines"].size(), 2u);
+}
+
+TEST_F(DeploymentStatusTest, AnOldRevisionStillServesButIsNotUpdated) {
+  const OrcaDeployment d = Deployment(2, 1);
+  std::vector<json> objects = GroupWorkloads(d, 0, "olderrev", 1, 1, true);  // not replaced yet
+  for (json& o : GroupWorkloads(d, 1, kRev, 1, 1, true)) objects.push_back(o);
+  objects.push_back(
+      {{"kind", "Deployment"},
+       {"metadata", {{"name", GatewayName(d)}, {"generation", 1}}},
+       {"status",
+        {{"observedGeneration", 1}, {"availableReplicas", 1}, {"updatedReplicas", 1}, {"readyReplicas", 1}}}});
+  json s = Status(d, objects, json::object(), "t");
+  EXPECT_EQ(s["replicas"], 2);
+  EXPECT_EQ(s["readyReplicas"], 2);
+  EXPECT_EQ(s["updatedReplicas"], 1);
+  EXPECT_EQ(Condition(s, "Available")["status"], "True");
+  EXPECT_EQ(Condition(s, "Progressing")["reason"], "RolloutInProgress");
+  EXPECT_EQ(s["pipelines"][0]["revision"], "olderrev");
+  // Objects of other deployments or without group labels are not groups.
+  std::vector<json> foreign = GroupWorkloads(d, 0, kRev, 1, 1, true);
+  foreign[0]["metadata"]["labels"]["serving.orca.dev/deployment"] = "other";
+  foreign[1]["metadata"]["labels"].erase("serving.orca.dev/revision");
+  EXPECT_TRUE(ObserveChildren(d, foreign).groups.empty());
+}
+
+TEST_F(DeploymentStatusTest, ServiceMonitorsNotManagedIsDegradedButServes) {
+  const OrcaDeployment d = Deployment(1, 1);
+  json s = Status(d, Workloads(d, {1}, true, 1), json::object(), "t",
+                  {ReconcileResult::Kind::kServiceMonitorsNotManaged, "no ServiceMonitor was created"});
+  EXPECT_EQ(Condition(s, "Degraded")["reason"], "ServiceMonitorsNotManaged");
+  EXPECT_EQ(Condition(s, "Available")["status"], "True");
+  EXPECT_EQ(Condition(s, "Progressing")["reason"], "RolloutComplete");
 }
 
 TEST_F(DeploymentStatusTest, ApplyFailureIsDegraded) {
@@ -122,7 +181,7 @@ TEST_F(DeploymentStatusTest, InvalidSpecKeepsWhatIsKnownAndSaysWhy) {
   const OrcaDeployment d = Deployment(1, 1);
   json good = Status(d, Workloads(d, {1}, true, 1), json::object(), "t1");
   json bad = ComputeStatus(nullptr, 6, {ReconcileResult::Kind::kInvalidSpec, "spec.replicas: must be in [0, 64]"}, {},
-                           good, "t2");
+                           "", good, "t2");
   EXPECT_EQ(bad["observedGeneration"], 6);
   EXPECT_EQ(bad["readyReplicas"], 1);
   EXPECT_EQ(Condition(bad, "Degraded")["status"], "True");
@@ -132,7 +191,7 @@ TEST_F(DeploymentStatusTest, InvalidSpecKeepsWhatIsKnownAndSaysWhy) {
   EXPECT_EQ(Condition(bad, "Available")["status"], "True");
   EXPECT_EQ(Condition(bad, "Available")["lastTransitionTime"], "t1");
   // From nothing, availability is unknown.
-  json fresh = ComputeStatus(nullptr, 1, {ReconcileResult::Kind::kInvalidSpec, "x"}, {}, json(), "t");
+  json fresh = ComputeStatus(nullptr, 1, {ReconcileResult::Kind::kInvalidSpec, "x"}, {}, "", json(), "t");
   EXPECT_EQ(Condition(fresh, "Available")["status"], "Unknown");
 }
 

@@ -114,6 +114,8 @@ const char* ReasonPhrase(int code) {
       return "Created";
     case 400:
       return "Bad Request";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 409:
@@ -131,6 +133,8 @@ const char* ReasonPhrase(int code) {
 
 std::string ReasonFor(int code) {
   switch (code) {
+    case 403:
+      return "Forbidden";
     case 404:
       return "NotFound";
     case 409:
@@ -158,6 +162,18 @@ std::string Chunk(const std::string& data) {
   std::ostringstream os;
   os << std::hex << data.size() << "\r\n" << data << "\r\n";
   return os.str();
+}
+
+// The API group of a path prefix: "" for /api/v1, G for /apis/G/V.
+std::string GroupOf(const std::string& prefix) {
+  if (prefix.rfind("/apis/", 0) != 0) return "";
+  const std::string rest = prefix.substr(6);
+  return rest.substr(0, rest.find('/'));
+}
+
+bool Contains(const std::vector<std::string>& values, const std::string& value) {
+  return std::find(values.begin(), values.end(), value) != values.end() ||
+         std::find(values.begin(), values.end(), "*") != values.end();
 }
 
 json WithoutStatus(json o) {
@@ -306,6 +322,47 @@ json FakeKubeApiServer::StoreLocked(const std::string& path, json object, const 
   return object;
 }
 
+std::vector<FakeKubeApiServer::PolicyRule> FakeKubeApiServer::RulesFromRoles(const std::vector<json>& roles) {
+  std::vector<PolicyRule> out;
+  auto strings = [](const json& v) {
+    std::vector<std::string> list;
+    if (v.is_array()) {
+      for (const json& s : v) {
+        if (s.is_string()) list.push_back(s.get<std::string>());
+      }
+    }
+    return list;
+  };
+  for (const json& role : roles) {
+    const std::string kind = role.value("kind", "");
+    if (kind != "Role" && kind != "ClusterRole") continue;
+    const std::string ns = kind == "Role" ? role["metadata"].value("namespace", "default") : "";
+    for (const json& rule : role.value("rules", json::array())) {
+      out.push_back({strings(rule.value("apiGroups", json())), strings(rule.value("resources", json())),
+                     strings(rule.value("verbs", json())), ns});
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> FakeKubeApiServer::DenyLocked(const Request& req, const std::string& verb) {
+  if (!rbac_) return std::nullopt;
+  const ParsedPath p = ParsePath(req.path);
+  const std::string group = GroupOf(p.prefix);
+  const std::string resource = p.sub.empty() ? p.plural : p.plural + "/" + p.sub;
+  for (const PolicyRule& rule : *rbac_) {
+    if (!rule.namespace_.empty() && rule.namespace_ != p.ns) continue;  // a Role grants only in its namespace
+    if (Contains(rule.api_groups, group) && Contains(rule.resources, resource) && Contains(rule.verbs, verb)) {
+      allowed_calls_.insert(absl::StrCat(verb, " ", group, "/", resource));
+      return std::nullopt;
+    }
+  }
+  const std::string where = p.ns.empty() ? "at the cluster scope" : "in the namespace \"" + p.ns + "\"";
+  denials_.push_back(absl::StrCat(verb, " ", group, "/", resource, " ", p.ns.empty() ? "(cluster)" : p.ns));
+  return absl::StrCat(p.plural, group.empty() ? "" : "." + group, " is forbidden: User \"system:serviceaccount:test\" ",
+                      "cannot ", verb, " resource \"", resource, "\" in API group \"", group, "\" ", where);
+}
+
 FakeKubeApiServer::Response FakeKubeApiServer::Handle(const Request& req) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Fault& f : faults_) {
@@ -318,6 +375,13 @@ FakeKubeApiServer::Response FakeKubeApiServer::Handle(const Request& req) {
   if (!p.ok && p.plural.empty()) return {404, StatusBody(404, "NotFound", "no such path " + req.path)};
   const auto query = ParseQuery(req.query);
   const std::string key = p.ObjectKey();
+  const char* verb = req.method == "GET"      ? (p.name.empty() ? "list" : "get")
+                     : req.method == "POST"   ? "create"
+                     : req.method == "PUT"    ? "update"
+                     : req.method == "PATCH"  ? "patch"
+                     : req.method == "DELETE" ? (p.name.empty() ? "deletecollection" : "delete")
+                                              : "unknown";
+  if (auto denied = DenyLocked(req, verb)) return {403, StatusBody(403, "Forbidden", *denied)};
 
   if (req.method == "GET" && p.name.empty()) {
     json items = json::array();
@@ -397,6 +461,8 @@ FakeKubeApiServer::Response FakeKubeApiServer::Handle(const Request& req) {
       return {400, StatusBody(400, "BadRequest", "PATCH, fieldManager: Required value: is required for apply patch")};
     }
     if (it == objects_.end()) {
+      // Creating through apply is authorized as create too (the API server's createValidation).
+      if (auto denied = DenyLocked(req, "create")) return {403, StatusBody(403, "Forbidden", *denied)};
       body["metadata"]["uid"] = absl::StrCat("uid-", ++name_counter_);
       body["metadata"]["generation"] = 1;
       body["metadata"]["creationTimestamp"] = "2024-01-01T00:00:00Z";
@@ -425,6 +491,16 @@ void FakeKubeApiServer::StreamWatch(int fd, const Request& req) {
   int64_t since = 0;
   if (query.count("resourceVersion")) absl::SimpleAtoi(query.at("resourceVersion"), &since);
   const bool bookmarks = query.count("allowWatchBookmarks") && query.at("allowWatchBookmarks") == "true";
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (auto denied = DenyLocked(req, "watch")) {
+      const std::string body = StatusBody(403, "Forbidden", *denied).dump();
+      lock.unlock();
+      SendAll(fd, absl::StrCat("HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: ",
+                               body.size(), "\r\nConnection: close\r\n\r\n", body));
+      return;
+    }
+  }
   if (!SendAll(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")) return;
 
   std::unique_lock<std::mutex> lock(mu_);
@@ -572,6 +648,21 @@ void FakeKubeApiServer::SendBookmark() {
     ++bookmark_epoch_;
   }
   changed_.notify_all();
+}
+
+void FakeKubeApiServer::SetRbacRules(std::optional<std::vector<PolicyRule>> rules) {
+  std::lock_guard<std::mutex> lock(mu_);
+  rbac_ = std::move(rules);
+}
+
+std::vector<std::string> FakeKubeApiServer::Denials() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return denials_;
+}
+
+std::set<std::string> FakeKubeApiServer::AllowedCalls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allowed_calls_;
 }
 
 std::vector<FakeKubeApiServer::Request> FakeKubeApiServer::Requests() const {

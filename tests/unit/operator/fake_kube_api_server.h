@@ -15,6 +15,13 @@
 ///                                when nothing changes (resourceVersion kept)
 ///   DELETE object                404 when absent
 ///
+/// RBAC (SetRbacRules): every request is authorized as the API server's RBAC
+/// authorizer would, from the rules of the Roles and ClusterRoles bound to the
+/// client (verb from method and path: get/list/watch/create/update/patch/
+/// delete/deletecollection; resource with its subresource, e.g.
+/// orcadeployments/status; a server-side apply that creates also needs
+/// create); anything not granted gets 403 Forbidden and is recorded.
+///
 /// Not implemented: field ownership/managedFields merging (apply replaces the
 /// applied fields wholesale), defaulting, admission, authentication, TLS,
 /// garbage collection, real controllers (tests set workload status by hand).
@@ -24,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +42,16 @@ namespace orca::k8s::testing {
 
 class FakeKubeApiServer {
  public:
+  /// One RBAC PolicyRule; `namespace_` "" = from a ClusterRole (applies everywhere).
+  struct PolicyRule {
+    std::vector<std::string> api_groups;
+    std::vector<std::string> resources;
+    std::vector<std::string> verbs;
+    std::string namespace_;
+  };
+  /// The rules of Role and ClusterRole objects (other kinds are ignored).
+  static std::vector<PolicyRule> RulesFromRoles(const std::vector<nlohmann::json>& roles);
+
   struct Request {
     std::string method;
     std::string path;
@@ -74,6 +92,13 @@ class FakeKubeApiServer {
   /// test change and compact history while a client's watch is certainly down.
   void HoldWatches(bool hold);
 
+  /// From now on authorize every request against `rules` (nullopt: allow everything, the default).
+  void SetRbacRules(std::optional<std::vector<PolicyRule>> rules);
+  /// Requests refused with 403, as "verb group/resource in namespace" ("" group = core).
+  std::vector<std::string> Denials() const;
+  /// Every "verb group/resource" that was authorized and allowed (RBAC on).
+  std::set<std::string> AllowedCalls() const;
+
   std::vector<Request> Requests() const;
   int CountRequests(const std::string& method, const std::string& path_part) const;
   /// Watches currently streaming.
@@ -103,6 +128,8 @@ class FakeKubeApiServer {
   Response Handle(const Request& req);
   void StreamWatch(int fd, const Request& req);
   nlohmann::json StoreLocked(const std::string& path, nlohmann::json object, const std::string& type);
+  // nullopt when RBAC allows `verb` on the request's resource; else the 403 message (and records it).
+  std::optional<std::string> DenyLocked(const Request& req, const std::string& verb);
   void EmitLocked(const std::string& type, const std::string& path, const nlohmann::json& object);
 
   int listen_fd_ = -1;
@@ -123,6 +150,9 @@ class FakeKubeApiServer {
   std::vector<Event> events_;
   std::vector<Fault> faults_;
   std::vector<Request> requests_;
+  std::optional<std::vector<PolicyRule>> rbac_;
+  std::vector<std::string> denials_;
+  std::set<std::string> allowed_calls_;
   std::vector<int> connection_fds_;
   int active_connections_ = 0;
 };

@@ -148,10 +148,67 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"NotAnObject", OrcaDeploymentBuilder().Set("/spec/scheduler", 3),
                     "spec.scheduler: must be an object"},
         InvalidCase{"LongName", OrcaDeploymentBuilder("a-very-long-orca-deployment-name-for-tests-x").Replicas(10),
-                    "StatefulSet 'a-very-long-orca-deployment-name-for-tests-x-r9-pipeline' would have 56 characters, "
-                    "the limit is 52"},
+                    "StatefulSet 'a-very-long-orca-deployment-name-for-tests-x-r9-xxxxxxxx-sched' would have 62 "
+                    "characters, the limit is 52"},
+        InvalidCase{"NameOneTooLongFor10", OrcaDeploymentBuilder(std::string(35, 'a')).Replicas(10),
+                    "would have 53 characters"},
+        InvalidCase{"NameOneTooLongFor11", OrcaDeploymentBuilder(std::string(34, 'a')).Replicas(11),
+                    "would have 53 characters"},
+        InvalidCase{
+            "NvidiaVisibleDevices",
+            OrcaDeploymentBuilder().Set("/spec/worker/env", {{{"name", "A"}, {"value", "1"}},
+                                                             {{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}}),
+            "spec.worker.env[1]: NVIDIA_VISIBLE_DEVICES is set by the NVIDIA device plugin"},
+        InvalidCase{"EnvWithoutName", OrcaDeploymentBuilder().Set("/spec/gateway/env", {{{"value", "1"}}}),
+                    "spec.gateway.env[0]: needs a non-empty name"},
+        InvalidCase{"ArgNotAFlag", OrcaDeploymentBuilder().Set("/spec/scheduler/args", {"max-bs=4"}),
+                    "spec.scheduler.args[0]: must be a flag starting with --"},
+        InvalidCase{"ArgReplacesConfig", OrcaDeploymentBuilder().Set("/spec/worker/args", {"--config=/x.yaml"}),
+                    "spec.worker.args[0]: --config is the rendered flag file"},
+        InvalidCase{"NoRolloutBudget",
+                    OrcaDeploymentBuilder().Set("/spec/rollout", {{"maxUnavailable", 0}, {"maxSurge", 0}}),
+                    "spec.rollout: maxUnavailable and maxSurge cannot both be 0"},
+        InvalidCase{"TinyShm", OrcaDeploymentBuilder().Set("/spec/worker/shmSize", "64Ki"),
+                    "spec.worker.shmSize: must be at least 1Mi"},
+        InvalidCase{"CudaRepository", OrcaDeploymentBuilder().Set("/spec/image/cudaRepository", ""),
+                    "spec.image.cudaRepository: must not be empty"},
         InvalidCase{"UpperName", OrcaDeploymentBuilder("Chat"), "metadata.name: 'Chat' must be a DNS label"}),
     [](const ::testing::TestParamInfo<InvalidCase>& info) { return std::string(info.param.name); });
+
+TEST(OrcaDeploymentSpecTest, LongestNamesThatFit) {
+  EXPECT_TRUE(ParseOrcaDeployment(OrcaDeploymentBuilder(std::string(34, 'a')).Replicas(10).Build()).ok());
+  EXPECT_TRUE(ParseOrcaDeployment(OrcaDeploymentBuilder(std::string(33, 'a')).Replicas(11).Build()).ok());
+  EXPECT_TRUE(ParseOrcaDeployment(OrcaDeploymentBuilder(std::string(33, 'a')).Replicas(64).Build()).ok());
+}
+
+TEST(OrcaDeploymentSpecTest, ExtrasRolloutAndGpuSettings) {
+  auto d = ParseOrcaDeployment(OrcaDeploymentBuilder()
+                                   .Tensor(2)
+                                   .Set("/spec/worker/resources/limits", {{"nvidia.com/gpu", 2}})
+                                   .Set("/spec/worker/shmSize", "8Gi")
+                                   .Set("/spec/worker/runtimeClassName", "nvidia")
+                                   .Set("/spec/worker/env", {{{"name", "NCCL_DEBUG"}, {"value", "INFO"}}})
+                                   .Set("/spec/worker/args", {"--peer-timeout-ms=20000"})
+                                   .Set("/spec/rollout", {{"maxUnavailable", 0}, {"maxSurge", 1}})
+                                   .Set("/spec/networkPolicy/enabled", true)
+                                   .Build());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->UsesGpus());
+  EXPECT_EQ(d->worker.shm_size, "8Gi");
+  EXPECT_EQ(d->worker.runtime_class_name, "nvidia");
+  EXPECT_EQ(d->worker.extras.env.size(), 1u);
+  EXPECT_EQ(d->worker.extras.args, std::vector<std::string>{"--peer-timeout-ms=20000"});
+  EXPECT_EQ(d->rollout.max_unavailable, 0);
+  EXPECT_EQ(d->rollout.max_surge, 1);
+  EXPECT_TRUE(d->network_policy);
+  EXPECT_EQ(d->image.CudaReference(), "ghcr.io/orca-serving/orca-cuda:0.1.0");
+  auto cpu = ParseOrcaDeployment(OrcaDeploymentBuilder().Build());
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_FALSE(cpu->UsesGpus());
+  EXPECT_EQ(cpu->rollout.max_unavailable, 1);  // the CRD's defaults
+  EXPECT_EQ(cpu->rollout.max_surge, 0);
+  EXPECT_EQ(cpu->worker.shm_size, "1Gi");
+}
 
 TEST(OrcaDeploymentSpecTest, ReportsEveryProblemAtOnce) {
   auto d =

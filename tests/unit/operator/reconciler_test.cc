@@ -12,6 +12,7 @@ namespace {
 
 using nlohmann::json;
 using testing::ClientFor;
+using ::testing::ElementsAre;
 using testing::FakeKubeApiServer;
 using ::testing::HasSubstr;
 using testing::OrcaDeploymentBuilder;
@@ -51,15 +52,35 @@ class ReconcilerTest : public ::testing::Test {
   void MakeEverythingReady() {
     for (const std::string kind : {"statefulsets", "deployments"}) {
       for (const json& o : server_->List("/apis/apps/v1/namespaces/team-a/" + kind)) {
-        const int replicas = o["spec"]["replicas"];
-        server_->SetStatus("/apis/apps/v1/namespaces/team-a/" + kind + "/" + o["metadata"]["name"].get<std::string>(),
-                           {{"observedGeneration", o["metadata"]["generation"]},
-                            {"replicas", replicas},
-                            {"readyReplicas", replicas},
-                            {"availableReplicas", replicas},
-                            {"updatedReplicas", replicas}});
+        SetReady("/apis/apps/v1/namespaces/team-a/" + kind + "/" + o["metadata"]["name"].get<std::string>());
       }
     }
+  }
+  void SetReady(const std::string& path) {
+    const json o = *server_->Get(path);
+    const int replicas = o["spec"]["replicas"];
+    server_->SetStatus(path, {{"observedGeneration", o["metadata"]["generation"]},
+                              {"replicas", replicas},
+                              {"readyReplicas", replicas},
+                              {"availableReplicas", replicas},
+                              {"updatedReplicas", replicas}});
+  }
+  // The engine revision the operator renders for `b`.
+  std::string RevisionOf(const OrcaDeploymentBuilder& b) {
+    auto d = ParseOrcaDeployment(b.Build());
+    return d.ok() ? EngineRevision(*d, RenderOptions{}) : "";
+  }
+  // "r0:REV" for every group StatefulSet (pipeline) in the namespace, sorted.
+  std::vector<std::string> Groups() {
+    std::vector<std::string> out;
+    for (const json& o : server_->List("/apis/apps/v1/namespaces/team-a/statefulsets")) {
+      const json& l = o["metadata"]["labels"];
+      if (l["app.kubernetes.io/component"] != "worker") continue;
+      out.push_back("r" + l["serving.orca.dev/replica"].get<std::string>() + ":" +
+                    l["serving.orca.dev/revision"].get<std::string>());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
   }
 
   std::unique_ptr<FakeKubeApiServer> server_;
@@ -85,7 +106,7 @@ TEST_F(ReconcilerTest, AppliesEveryRenderedObjectWithOwnerAndFieldManager) {
       EXPECT_THAT(r.query, HasSubstr("fieldManager=orca-operator&force=true"));
     }
   }
-  EXPECT_EQ(server_->CountRequests("PATCH", "/"), 11);
+  EXPECT_EQ(server_->CountRequests("PATCH", "/"), static_cast<int>(RenderDesiredObjects(*d, RenderOptions{}).size()));
 }
 
 TEST_F(ReconcilerTest, StatusFollowsTheWorkloads) {
@@ -111,8 +132,9 @@ TEST_F(ReconcilerTest, StatusFollowsTheWorkloads) {
     return n;
   };
   EXPECT_EQ(warnings(), 0);
-  server_->SetStatus("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-pipeline",
-                     {{"observedGeneration", 1}, {"readyReplicas", 1}, {"updatedReplicas", 2}});
+  server_->SetStatus(
+      "/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-" + RevisionOf(OrcaDeploymentBuilder().Pipeline(2)),
+      {{"observedGeneration", 1}, {"replicas", 2}, {"readyReplicas", 1}, {"updatedReplicas", 2}});
   ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
   EXPECT_EQ(Condition(Cr(), "Available")["reason"], "NoReplicaReady");
   EXPECT_EQ(warnings(), 1);
@@ -133,7 +155,7 @@ TEST_F(ReconcilerTest, ReconcileIsIdempotent) {
 
 TEST_F(ReconcilerTest, ScalingDownPrunesTheReplicasNoLongerWanted) {
   ASSERT_TRUE(Reconcile(OrcaDeploymentBuilder().Replicas(3)).ok());
-  EXPECT_EQ(server_->List("/apis/apps/v1/namespaces/team-a/statefulsets").size(), 3u);
+  EXPECT_EQ(server_->List("/apis/apps/v1/namespaces/team-a/statefulsets").size(), 6u);
   // An unrelated object with our labels but another owner must survive.
   server_->Upsert(
       {{"apiVersion", "v1"},
@@ -143,9 +165,11 @@ TEST_F(ReconcilerTest, ScalingDownPrunesTheReplicasNoLongerWanted) {
          {"namespace", "team-a"},
          {"labels", {{"app.kubernetes.io/managed-by", "orca-operator"}, {"serving.orca.dev/deployment", "demo"}}}}}});
   ASSERT_TRUE(Reconcile(OrcaDeploymentBuilder().Replicas(1)).ok());
-  EXPECT_EQ(server_->List("/apis/apps/v1/namespaces/team-a/statefulsets").size(), 1u);
-  EXPECT_FALSE(server_->Get("/apis/apps/v1/namespaces/team-a/deployments/demo-r2-scheduler").has_value());
-  EXPECT_FALSE(server_->Get("/api/v1/namespaces/team-a/services/demo-r1-pipeline").has_value());
+  const std::string rev = RevisionOf(OrcaDeploymentBuilder());
+  EXPECT_EQ(server_->List("/apis/apps/v1/namespaces/team-a/statefulsets").size(), 2u);
+  EXPECT_FALSE(server_->Get("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r2-" + rev + "-sched").has_value());
+  EXPECT_FALSE(server_->Get("/api/v1/namespaces/team-a/configmaps/demo-r1-" + rev).has_value());
+  EXPECT_FALSE(server_->Get("/api/v1/namespaces/team-a/services/demo-r1-scheduler").has_value());
   EXPECT_TRUE(server_->Get("/api/v1/namespaces/team-a/configmaps/foreign").has_value());
   EXPECT_THAT(EventReasons(), ::testing::Contains("Pruned"));
 }
@@ -176,7 +200,8 @@ TEST_F(ReconcilerTest, ApplyFailureIsDegradedAndRetried) {
   absl::Status st = Reconcile(OrcaDeploymentBuilder());
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(Condition(Cr(), "Degraded")["reason"], "ApplyFailed");
-  EXPECT_THAT(Condition(Cr(), "Degraded")["message"].get<std::string>(), HasSubstr("StatefulSet/demo-r0-pipeline"));
+  EXPECT_THAT(Condition(Cr(), "Degraded")["message"].get<std::string>(),
+              HasSubstr("StatefulSet/demo-r0-" + RevisionOf(OrcaDeploymentBuilder())));
   // The other objects were applied regardless.
   EXPECT_TRUE(server_->Get("/apis/apps/v1/namespaces/team-a/deployments/demo-gateway").has_value());
   ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
@@ -189,6 +214,105 @@ TEST_F(ReconcilerTest, MissingServiceMonitorApiIsExplained) {
   EXPECT_FALSE(st.ok());
   EXPECT_THAT(Condition(Cr(), "Degraded")["message"].get<std::string>(),
               HasSubstr("monitoring.coreos.com/v1 API is not installed"));
+}
+
+// D4: a config change replaces one engine replica (scheduler and whole pipeline, as a new
+// group) at a time; the next goes only when the new one is ready; the others serve throughout.
+TEST_F(ReconcilerTest, UpdateReplacesOneWholeReplicaAtATime) {
+  const auto before = OrcaDeploymentBuilder().Replicas(2).Pipeline(2);
+  const auto after = OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/scheduler/maxBatchSize", 8);
+  const std::string a = RevisionOf(before), b = RevisionOf(after);
+  ASSERT_NE(a, b);
+  ASSERT_TRUE(Reconcile(before).ok());
+  MakeEverythingReady();
+  ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
+  EXPECT_THAT(Groups(), ElementsAre("r0:" + a, "r1:" + a));
+  const int patches_of_r1 = server_->CountRequests("PATCH", "demo-r1-" + a);
+
+  ASSERT_TRUE(Reconcile(after).ok());
+  EXPECT_THAT(Groups(), ElementsAre("r0:" + b, "r1:" + a));
+  EXPECT_EQ(Cr()["status"]["updatedReplicas"], 0);            // no pod of the new group exists yet
+  EXPECT_EQ(Condition(Cr(), "Available")["status"], "True");  // r1 serves
+  EXPECT_EQ(Condition(Cr(), "Progressing")["reason"], "RolloutInProgress");
+  // Again, before r0's new group is ready: r1 is not touched.
+  ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
+  EXPECT_THAT(Groups(), ElementsAre("r0:" + b, "r1:" + a));
+  EXPECT_EQ(server_->CountRequests("PATCH", "demo-r1-" + a), patches_of_r1);
+
+  SetReady("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-" + b);
+  SetReady("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-" + b + "-sched");
+  ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
+  EXPECT_THAT(Groups(), ElementsAre("r0:" + b, "r1:" + b));
+  EXPECT_FALSE(server_->Get("/api/v1/namespaces/team-a/configmaps/demo-r1-" + a).has_value());
+  MakeEverythingReady();
+  ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
+  const json cr = Cr();
+  EXPECT_EQ(Condition(cr, "Progressing")["reason"], "RolloutComplete");
+  EXPECT_EQ(cr["status"]["updatedReplicas"], 2);
+  EXPECT_EQ(cr["status"]["revision"], b);
+  // Scaling afterwards adds a group and deletes nothing; the running groups' objects are
+  // re-applied unchanged (a no-op: their resourceVersion stays).
+  const int deletes = server_->CountRequests("DELETE", "/");
+  const std::string r0 = "/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-" + b;
+  const std::string r0_version = (*server_->Get(r0))["metadata"]["resourceVersion"];
+  ASSERT_TRUE(Reconcile(OrcaDeploymentBuilder().Replicas(3).Pipeline(2).Set("/spec/scheduler/maxBatchSize", 8)).ok());
+  EXPECT_THAT(Groups(), ElementsAre("r0:" + b, "r1:" + b, "r2:" + b));
+  EXPECT_EQ(server_->CountRequests("DELETE", "/"), deletes);
+  EXPECT_EQ((*server_->Get(r0))["metadata"]["resourceVersion"], r0_version);
+}
+
+// D6: under foreground deletion the garbage collector deletes the children while the owner
+// still exists with a deletionTimestamp; the operator must not apply (re-create) anything.
+TEST_F(ReconcilerTest, DeletionInProgressAppliesNothing) {
+  ASSERT_TRUE(Reconcile(OrcaDeploymentBuilder().Pipeline(2)).ok());
+  const std::string rev = RevisionOf(OrcaDeploymentBuilder().Pipeline(2));
+  json cr = Cr();
+  cr["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:10Z";
+  cr["metadata"]["finalizers"] = json::array({"foregroundDeletion"});
+  server_->Upsert(cr);
+  server_->Remove("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-" + rev);  // the GC at work
+  const size_t before = server_->Requests().size();
+  ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
+  ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
+  const auto requests = server_->Requests();
+  EXPECT_EQ(requests.size(), before) << "any request at all: " << requests.back().method << " " << requests.back().path;
+  EXPECT_FALSE(server_->Get("/apis/apps/v1/namespaces/team-a/statefulsets/demo-r0-" + rev).has_value());
+}
+
+// RBAC as the chart grants it in the no-ServiceMonitor mode (no monitoring.coreos.com rule).
+std::vector<FakeKubeApiServer::PolicyRule> RulesWithoutServiceMonitors() {
+  return {{{"serving.orca.dev"}, {"orcadeployments"}, {"get", "list", "watch"}, ""},
+          {{"serving.orca.dev"}, {"orcadeployments/status"}, {"update"}, ""},
+          {{"apps"}, {"statefulsets", "deployments"}, {"list", "watch", "create", "patch", "delete"}, ""},
+          {{""}, {"services", "configmaps"}, {"list", "create", "patch", "delete"}, ""},
+          {{"policy"}, {"poddisruptionbudgets"}, {"list", "create", "patch", "delete"}, ""},
+          {{"networking.k8s.io"}, {"networkpolicies"}, {"list", "create", "patch", "delete"}, ""},
+          {{""}, {"events"}, {"create"}, ""}};
+}
+
+// D2: with --manage-service-monitors=false the operator never lists ServiceMonitors (the
+// RBAC does not allow it), so deployments are not Degraded by a 403.
+TEST_F(ReconcilerTest, UnmanagedServiceMonitorsAreNeverTouched) {
+  server_->Upsert(OrcaDeploymentBuilder().Build());  // (stored by the test before RBAC is on)
+  server_->SetRbacRules(RulesWithoutServiceMonitors());
+  Reconciler::Options options;
+  options.render.service_monitors = false;
+  Reconciler unmanaged(client_.get(), events_.get(), options);
+  ASSERT_TRUE(unmanaged.Reconcile(*server_->Get(kCrPath)).ok());
+  EXPECT_THAT(server_->Denials(), ::testing::IsEmpty());
+  EXPECT_EQ(Condition(Cr(), "Degraded")["status"], "False");
+  // Asking for one is reported, not attempted.
+  server_->SetRbacRules(std::nullopt);
+  server_->Upsert(OrcaDeploymentBuilder().Set("/spec/monitoring/serviceMonitor/enabled", true).Build());
+  server_->SetRbacRules(RulesWithoutServiceMonitors());
+  ASSERT_TRUE(unmanaged.Reconcile(*server_->Get(kCrPath)).ok());
+  EXPECT_THAT(server_->Denials(), ::testing::IsEmpty());
+  EXPECT_EQ(Condition(Cr(), "Degraded")["reason"], "ServiceMonitorsNotManaged");
+  EXPECT_EQ(Condition(Cr(), "Available")["reason"], "NoReplicaReady");  // what it says otherwise is unchanged
+  // The old behaviour (listing them anyway) is what the RBAC refuses: Degraded for everyone.
+  ASSERT_FALSE(reconciler_->Reconcile(*server_->Get(kCrPath)).ok());
+  EXPECT_THAT(server_->Denials(), ::testing::Contains(HasSubstr("list monitoring.coreos.com/servicemonitors team-a")));
+  EXPECT_EQ(Condition(Cr(), "Degraded")["reason"], "ApplyFailed");
 }
 
 }  // namespace

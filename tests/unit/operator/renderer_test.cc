@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "services/operator/json_yaml.h"
 #include "tests/unit/operator/orca_deployment_builder.h"
 
@@ -26,7 +27,12 @@ OrcaDeployment Parse(const OrcaDeploymentBuilder& b) {
   return d.ok() ? *d : OrcaDeployment{};
 }
 
-std::vector<json> Render(const OrcaDeploymentBuilder& b) { return RenderDesiredObjects(Parse(b), RenderOptions{}); }
+std::vector<json> Render(const OrcaDeploymentBuilder& b, const RenderOptions& o = {}) {
+  return RenderDesiredObjects(Parse(b), o);
+}
+std::string Revision(const OrcaDeploymentBuilder& b, const RenderOptions& o = {}) {
+  return EngineRevision(Parse(b), o);
+}
 
 std::vector<std::string> Ids(const std::vector<json>& objects) {
   std::vector<std::string> ids;
@@ -45,47 +51,62 @@ const json& Find(const std::vector<json>& objects, const std::string& kind, cons
 }
 
 // Reads a rendered flag file back into a mapping.
-json FlagFile(const std::vector<json>& objects, const std::string& file) {
-  const json& cm = Find(objects, "ConfigMap", "demo-config");
+json FlagFile(const std::vector<json>& objects, const std::string& config_map, const std::string& file) {
+  const json& cm = Find(objects, "ConfigMap", config_map);
   auto docs = ParseYamlDocuments(cm["data"].value(file, std::string()));
-  EXPECT_TRUE(docs.ok() && docs->size() == 1) << file;
+  EXPECT_TRUE(docs.ok() && docs->size() == 1) << config_map << "/" << file;
   return docs.ok() && !docs->empty() ? (*docs)[0] : json();
 }
 
 struct TopologyCase {
   const char* name;
   OrcaDeploymentBuilder builder;
-  std::vector<std::string> ids;
+  std::vector<std::string> ids;  // REV stands for the engine revision
 };
 
 class TopologyTest : public ::testing::TestWithParam<TopologyCase> {};
 
 TEST_P(TopologyTest, RendersExactlyTheseObjectsInApplyOrder) {
-  EXPECT_THAT(Ids(Render(GetParam().builder)), ElementsAreArray(GetParam().ids));
+  const std::string rev = Revision(GetParam().builder);
+  std::vector<std::string> want;
+  for (std::string id : GetParam().ids) {
+    const size_t at = id.find("REV");
+    if (at != std::string::npos) id.replace(at, 3, rev);
+    want.push_back(id);
+  }
+  EXPECT_THAT(Ids(Render(GetParam().builder)), ElementsAreArray(want));
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Table, TopologyTest,
     ::testing::Values(TopologyCase{"OneReplica",
                                    OrcaDeploymentBuilder(),
-                                   {"ConfigMap/demo-config", "Service/demo-r0-pipeline", "StatefulSet/demo-r0-pipeline",
-                                    "Service/demo-r0-scheduler", "Deployment/demo-r0-scheduler", "Service/demo-gateway",
-                                    "Deployment/demo-gateway"}},
-                      TopologyCase{
-                          "TwoReplicas",
-                          OrcaDeploymentBuilder().Replicas(2).Pipeline(3),
-                          {"ConfigMap/demo-config", "Service/demo-r0-pipeline", "StatefulSet/demo-r0-pipeline",
-                           "Service/demo-r0-scheduler", "Deployment/demo-r0-scheduler", "Service/demo-r1-pipeline",
-                           "StatefulSet/demo-r1-pipeline", "Service/demo-r1-scheduler", "Deployment/demo-r1-scheduler",
-                           "Service/demo-gateway", "Deployment/demo-gateway"}},
+                                   {"Service/demo-workers", "Service/demo-schedulers", "Service/demo-r0-scheduler",
+                                    "ConfigMap/demo-r0-REV", "StatefulSet/demo-r0-REV", "StatefulSet/demo-r0-REV-sched",
+                                    "ConfigMap/demo-gateway", "Service/demo-gateway", "Deployment/demo-gateway",
+                                    "PodDisruptionBudget/demo-engine", "PodDisruptionBudget/demo-gateway"}},
+                      TopologyCase{"TwoReplicas",
+                                   OrcaDeploymentBuilder().Replicas(2).Pipeline(3),
+                                   {"Service/demo-workers", "Service/demo-schedulers", "Service/demo-r0-scheduler",
+                                    "Service/demo-r1-scheduler", "ConfigMap/demo-r0-REV", "StatefulSet/demo-r0-REV",
+                                    "StatefulSet/demo-r0-REV-sched", "ConfigMap/demo-r1-REV", "StatefulSet/demo-r1-REV",
+                                    "StatefulSet/demo-r1-REV-sched", "ConfigMap/demo-gateway", "Service/demo-gateway",
+                                    "Deployment/demo-gateway", "PodDisruptionBudget/demo-engine",
+                                    "PodDisruptionBudget/demo-gateway"}},
                       TopologyCase{"ScaledToZero",
                                    OrcaDeploymentBuilder().Replicas(0),
-                                   {"ConfigMap/demo-config", "Service/demo-gateway", "Deployment/demo-gateway"}},
-                      TopologyCase{"WithServiceMonitor",
-                                   OrcaDeploymentBuilder().Set("/spec/monitoring/serviceMonitor/enabled", true),
-                                   {"ConfigMap/demo-config", "Service/demo-r0-pipeline", "StatefulSet/demo-r0-pipeline",
-                                    "Service/demo-r0-scheduler", "Deployment/demo-r0-scheduler", "Service/demo-gateway",
-                                    "Deployment/demo-gateway", "ServiceMonitor/demo"}}),
+                                   {"Service/demo-workers", "Service/demo-schedulers", "ConfigMap/demo-gateway",
+                                    "Service/demo-gateway", "Deployment/demo-gateway"}},
+                      TopologyCase{"WithServiceMonitorAndNetworkPolicies",
+                                   OrcaDeploymentBuilder()
+                                       .Set("/spec/monitoring/serviceMonitor/enabled", true)
+                                       .Set("/spec/networkPolicy/enabled", true),
+                                   {"Service/demo-workers", "Service/demo-schedulers", "Service/demo-r0-scheduler",
+                                    "ConfigMap/demo-r0-REV", "StatefulSet/demo-r0-REV", "StatefulSet/demo-r0-REV-sched",
+                                    "ConfigMap/demo-gateway", "Service/demo-gateway", "Deployment/demo-gateway",
+                                    "PodDisruptionBudget/demo-engine", "PodDisruptionBudget/demo-gateway",
+                                    "NetworkPolicy/demo-workers", "NetworkPolicy/demo-schedulers",
+                                    "NetworkPolicy/demo-gateway", "ServiceMonitor/demo"}}),
     [](const ::testing::TestParamInfo<TopologyCase>& info) { return std::string(info.param.name); });
 
 struct ParallelismCase {
@@ -96,92 +117,379 @@ struct ParallelismCase {
 
 class ParallelismTest : public ::testing::TestWithParam<ParallelismCase> {};
 
-TEST_P(ParallelismTest, EveryReplicaGetsItsOwnPipelineInStageOrder) {
+TEST_P(ParallelismTest, EveryReplicaGetsItsOwnGroupInStageOrder) {
   const auto [replicas, pipeline, tensor] = GetParam();
-  const auto objects = Render(OrcaDeploymentBuilder().Replicas(replicas).Pipeline(pipeline).Tensor(tensor));
+  const auto b = OrcaDeploymentBuilder().Replicas(replicas).Pipeline(pipeline).Tensor(tensor);
+  const auto objects = Render(b);
+  const std::string rev = Revision(b);
   std::vector<std::string> schedulers;
   for (int r = 0; r < replicas; ++r) {
-    const std::string sts_name = absl::StrCat("demo-r", r, "-pipeline");
-    const json& sts = Find(objects, "StatefulSet", sts_name);
+    const std::string group = absl::StrCat("demo-r", r, "-", rev);
+    const json& sts = Find(objects, "StatefulSet", group);
     EXPECT_EQ(sts["spec"]["replicas"], pipeline);
-    EXPECT_EQ(sts["spec"]["serviceName"], sts_name);
+    EXPECT_EQ(sts["spec"]["serviceName"], "demo-workers");
     EXPECT_EQ(sts["spec"]["podManagementPolicy"], "Parallel");
-    EXPECT_EQ(Find(objects, "Service", sts_name)["spec"]["clusterIP"], "None");
     std::vector<std::string> stages;
     for (int i = 0; i < pipeline; ++i) {
-      stages.push_back(absl::StrCat(sts_name, "-", i, ".", sts_name, ".team-a.svc.cluster.local:7100"));
+      stages.push_back(absl::StrCat(group, "-", i, ".demo-workers.team-a.svc.cluster.local:7100"));
     }
     const std::string joined = absl::StrJoin(stages, ",");
-    const json worker = FlagFile(objects, absl::StrCat("worker-r", r, ".yaml"));
+    const json worker = FlagFile(objects, group, "worker.yaml");
     EXPECT_EQ(worker["workers"], joined);
     EXPECT_EQ(worker["num-stages"], pipeline);
     EXPECT_EQ(worker["tensor-parallel"], tensor);
     EXPECT_EQ(worker["stage-from-hostname"], true);
-    EXPECT_EQ(worker["scheduler"], absl::StrCat("demo-r", r, "-scheduler.team-a.svc.cluster.local:7000"));
-    EXPECT_EQ(worker["deployment-id"], absl::StrCat("team-a.", sts_name));
-    const json scheduler = FlagFile(objects, absl::StrCat("scheduler-r", r, ".yaml"));
+    EXPECT_EQ(worker["scheduler"], absl::StrCat(group, "-sched-0.demo-schedulers.team-a.svc.cluster.local:7000"));
+    EXPECT_EQ(worker["deployment-id"], absl::StrCat("team-a.", group));
+    EXPECT_EQ(worker["data-plane-port"], kWorkerDataPlanePort);
+    const json scheduler = FlagFile(objects, group, "scheduler.yaml");
     EXPECT_EQ(scheduler["workers"], joined);
     EXPECT_EQ(scheduler["listen"], "0.0.0.0:7000");
-    schedulers.push_back(absl::StrCat("demo-r", r, "-scheduler.team-a.svc.cluster.local:7000"));
-    const json& sched = Find(objects, "Deployment", absl::StrCat("demo-r", r, "-scheduler"));
+    const json& sched = Find(objects, "StatefulSet", group + "-sched");
     EXPECT_EQ(sched["spec"]["replicas"], 1);
-    EXPECT_EQ(sched["spec"]["strategy"]["type"], "Recreate");
+    EXPECT_EQ(sched["spec"]["serviceName"], "demo-schedulers");
+    schedulers.push_back(absl::StrCat("demo-r", r, "-scheduler.team-a.svc.cluster.local:7000"));
   }
-  EXPECT_EQ(FlagFile(objects, "gateway.yaml")["schedulers"], absl::StrJoin(schedulers, ","));
+  EXPECT_EQ(FlagFile(objects, "demo-gateway", "gateway.yaml")["schedulers"], absl::StrJoin(schedulers, ","));
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, ParallelismTest,
                          ::testing::Values(ParallelismCase{1, 1, 1}, ParallelismCase{1, 4, 1}, ParallelismCase{2, 2, 2},
                                            ParallelismCase{3, 1, 4}, ParallelismCase{2, 8, 2}));
 
-TEST(RendererTest, SchedulerFlagsCarryThePaperKnobs) {
-  const auto objects = Render(OrcaDeploymentBuilder()
-                                  .Set("/spec/scheduler/policy", "request-level")
-                                  .Set("/spec/scheduler/maxBatchSize", 32)
-                                  .Set("/spec/scheduler/kvSlots", 4096)
-                                  .Set("/spec/scheduler/maxQueued", 77)
-                                  .Set("/spec/scheduler/numWorkers", 3)
-                                  .Set("/spec/model/servedModelName", "chat"));
-  const json s = FlagFile(objects, "scheduler-r0.yaml");
-  EXPECT_EQ(s["policy"], "request-level");
-  EXPECT_EQ(s["max-bs"], 32);
-  EXPECT_EQ(s["n-slots"], 4096);
-  EXPECT_EQ(s["n-workers"], 3);
-  EXPECT_EQ(s["max-queued-requests"], 77);
-  EXPECT_EQ(s["model-name"], "chat");
-  EXPECT_EQ(FlagFile(objects, "worker-r0.yaml")["n-slots"], 4096);
-  EXPECT_EQ(FlagFile(objects, "gateway.yaml")["served-model-name"], "chat");
-}
-
-TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
-  // docs/services.md is the contract; a key outside it would make the binary refuse its config.
-  const std::map<std::string, std::set<std::string>> allowed = {
-      {"worker",
-       {"listen", "http-listen", "model", "dtype", "stage", "stage-from-hostname", "num-stages", "tensor-parallel",
-        "workers", "scheduler", "deployment-id", "data-plane-host", "n-slots", "threads", "peer-timeout-ms"}},
-      {"scheduler",
-       {"listen", "http-listen", "workers", "model", "model-name", "policy", "max-bs", "n-slots", "n-workers",
-        "max-queued-requests", "max-queued-tokens", "default-deadline-ms", "drain-grace-seconds", "worker-timeout-ms"}},
-      {"gateway",
-       {"listen", "grpc-listen", "schedulers", "model", "served-model-name", "api-keys", "api-keys-file",
-        "max-body-bytes", "max-concurrent-requests", "chat-template", "max-model-len"}}};
-  const auto objects = Render(OrcaDeploymentBuilder()
-                                  .Replicas(2)
-                                  .Set("/spec/worker/threads", 4)
-                                  .Set("/spec/gateway/apiKeys", {{"secretName", "keys"}}));
-  const json& data = Find(objects, "ConfigMap", "demo-config")["data"];
-  ASSERT_EQ(data.size(), 5u);
-  for (auto it = data.begin(); it != data.end(); ++it) {
-    const std::string binary = it.key().substr(0, it.key().find_first_of("-."));
-    const json flags = FlagFile(objects, it.key());
-    for (auto f = flags.begin(); f != flags.end(); ++f) {
-      EXPECT_TRUE(allowed.at(binary).count(f.key())) << it.key() << ": " << f.key();
+// D1: a scheduler is Ready only once its pipeline formed, a stage only with its peers. So every
+// address a worker or scheduler dials must reach pods that are not Ready yet: pod DNS through
+// a headless Service with publishNotReadyAddresses that selects exactly those pods.
+TEST(RendererTest, EveryAddressDialedWhileFormingReachesNotReadyPods) {
+  const auto b = OrcaDeploymentBuilder().Replicas(2).Pipeline(3);
+  const auto objects = Render(b);
+  const std::string rev = Revision(b);
+  for (int r = 0; r < 2; ++r) {
+    const std::string group = absl::StrCat("demo-r", r, "-", rev);
+    std::vector<std::string> addresses;
+    for (const char* file : {"worker.yaml", "scheduler.yaml"}) {
+      const json flags = FlagFile(objects, group, file);
+      for (const char* key : {"workers", "scheduler"}) {
+        if (!flags.contains(key)) continue;
+        for (absl::string_view a : absl::StrSplit(flags[key].get<std::string>(), ',')) addresses.emplace_back(a);
+      }
+    }
+    ASSERT_EQ(addresses.size(), 3u + 1u + 3u);
+    for (const std::string& address : addresses) {
+      SCOPED_TRACE(address);
+      // <pod>.<service>.team-a.svc.cluster.local:<port>
+      const std::vector<std::string> parts = absl::StrSplit(address, '.');
+      const std::string pod = parts[0];
+      const json& svc = Find(objects, "Service", parts[1]);
+      EXPECT_EQ(svc["spec"]["clusterIP"], "None");
+      EXPECT_EQ(svc["spec"]["publishNotReadyAddresses"], true);
+      // The pod belongs to a StatefulSet governed by that Service, whose pod labels it selects.
+      const std::string sts_name = pod.substr(0, pod.rfind('-'));
+      const json& sts = Find(objects, "StatefulSet", sts_name);
+      EXPECT_EQ(sts["spec"]["serviceName"], parts[1]);
+      EXPECT_LT(std::stoi(pod.substr(pod.rfind('-') + 1)), sts["spec"]["replicas"].get<int>());
+      const json& pod_labels = sts["spec"]["template"]["metadata"]["labels"];
+      for (auto it = svc["spec"]["selector"].begin(); it != svc["spec"]["selector"].end(); ++it) {
+        EXPECT_EQ(pod_labels[it.key()], it.value()) << it.key();
+      }
+      EXPECT_EQ(sts["metadata"]["labels"][kLabelRevision], rev);  // never another revision's pods
     }
   }
 }
 
+TEST(RendererTest, RevisionFollowsTheGroupAndNothingElse) {
+  const auto base = OrcaDeploymentBuilder().Replicas(2).Pipeline(2);
+  const std::string rev = Revision(base);
+  EXPECT_EQ(rev.size(), kRevisionLength);
+  // Not part of a group: replica count, gateway, monitoring, owner uid, discovery mode.
+  RenderOptions dns;
+  dns.scheduler_discovery = SchedulerDiscovery::kDns;
+  for (const auto& same :
+       {OrcaDeploymentBuilder().Replicas(5).Pipeline(2),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/gateway/replicas", 4),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/monitoring/serviceMonitor/enabled", true),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).NoUid(),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/rollout/maxSurge", 1)}) {
+    EXPECT_EQ(Revision(same), rev) << same.Build().dump();
+  }
+  EXPECT_EQ(Revision(base, dns), rev);
+  // Anything a group's pods see is a new revision.
+  for (const auto& changed :
+       {OrcaDeploymentBuilder().Replicas(2).Pipeline(3), OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Tensor(2),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/scheduler/maxBatchSize", 8),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/image/tag", "0.2.0"),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/model/dtype", "bf16"),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/worker/resources/limits", {{"cpu", "2"}}),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/worker/env", {{{"name", "X"}, {"value", "1"}}}),
+        OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/scheduler/args", {"--worker-timeout-ms=9000"})}) {
+    EXPECT_NE(Revision(changed), rev) << changed.Build().dump();
+  }
+  RenderOptions other_domain;
+  other_domain.cluster_domain = "corp.internal";
+  EXPECT_NE(Revision(base, other_domain), rev);
+}
+
+// D4: a group is never edited in place, so no StatefulSet update strategy can roll a pipeline
+// into a half-old, half-new state: same name, same objects; a change is a new name.
+TEST(RendererTest, GroupsAreImmutableUnderTheirName) {
+  const auto a = Render(OrcaDeploymentBuilder().Replicas(2).Pipeline(2));
+  const auto b = Render(OrcaDeploymentBuilder().Replicas(3).Pipeline(2).Set("/spec/gateway/replicas", 2));
+  const auto c = Render(OrcaDeploymentBuilder().Replicas(2).Pipeline(2).Set("/spec/scheduler/maxBatchSize", 4));
+  auto by_id = [](const std::vector<json>& objects) {
+    std::map<std::string, json> m;
+    for (const json& o : objects) m[o["kind"].get<std::string>() + "/" + o["metadata"]["name"].get<std::string>()] = o;
+    return m;
+  };
+  const auto ma = by_id(a), mb = by_id(b), mc = by_id(c);
+  int shared = 0;
+  for (const auto& [id, o] : ma) {
+    if (!o["metadata"]["labels"].contains(kLabelRevision)) continue;
+    EXPECT_EQ(mc.count(id), 0u) << id << " kept its name across a config change";
+    if (mb.count(id)) {
+      ++shared;
+      EXPECT_EQ(mb.at(id), o) << id << " changed under the same name";
+    }
+    if (o["kind"] == "StatefulSet") EXPECT_EQ(o["spec"]["updateStrategy"]["type"], "OnDelete") << id;
+    if (o["kind"] == "ConfigMap") EXPECT_EQ(o["immutable"], true) << id;
+  }
+  EXPECT_EQ(shared, 6);  // both replicas' ConfigMap and StatefulSets survive scaling and gateway changes
+}
+
+// D5: with DNS discovery the gateway's flags and pod template do not depend on the replica
+// count; with a list they depend on it but never on the engine revision.
+TEST(RendererTest, ScalingNeverRestartsGatewaysWithDnsDiscovery) {
+  RenderOptions dns;
+  dns.scheduler_discovery = SchedulerDiscovery::kDns;
+  const auto one = Render(OrcaDeploymentBuilder().Replicas(1), dns);
+  for (int replicas : {2, 5, 64}) {
+    const auto many = Render(OrcaDeploymentBuilder().Replicas(replicas), dns);
+    EXPECT_EQ(Find(many, "Deployment", "demo-gateway"), Find(one, "Deployment", "demo-gateway")) << replicas;
+    EXPECT_EQ(Find(many, "ConfigMap", "demo-gateway"), Find(one, "ConfigMap", "demo-gateway")) << replicas;
+  }
+  const json gateway = FlagFile(one, "demo-gateway", "gateway.yaml");
+  EXPECT_EQ(gateway["schedulers-dns"], "demo-schedulers.team-a.svc.cluster.local:7000");
+  EXPECT_FALSE(gateway.contains("schedulers"));
+  for (const json& o : one) EXPECT_NE(o["metadata"]["name"], "demo-r0-scheduler") << "no per-replica Service";
+  // The list: stable across engine updates.
+  const auto before = Render(OrcaDeploymentBuilder().Replicas(2));
+  const auto after = Render(OrcaDeploymentBuilder().Replicas(2).Set("/spec/scheduler/maxBatchSize", 4));
+  EXPECT_EQ(Find(before, "Deployment", "demo-gateway"), Find(after, "Deployment", "demo-gateway"));
+  const auto three = Render(OrcaDeploymentBuilder().Replicas(3));
+  EXPECT_NE(Find(before, "Deployment", "demo-gateway"), Find(three, "Deployment", "demo-gateway"));
+}
+
+TEST(RendererTest, GpuWorkersGetTheCudaImageShmAndRuntimeClass) {
+  const auto b = OrcaDeploymentBuilder()
+                     .Tensor(2)
+                     .Set("/spec/worker/resources/limits", {{"nvidia.com/gpu", 2}, {"memory", "16Gi"}})
+                     .Set("/spec/worker/nodeSelector", {{"gpu", "a100"}})
+                     .Set("/spec/worker/runtimeClassName", "nvidia")
+                     .Set("/spec/worker/shmSize", "4Gi");
+  const auto objects = Render(b);
+  const std::string group = "demo-r0-" + Revision(b);
+  const json& pod = Find(objects, "StatefulSet", group)["spec"]["template"]["spec"];
+  const json& c = pod["containers"][0];
+  EXPECT_EQ(c["image"], "ghcr.io/orca-serving/orca-cuda:0.1.0");
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "2");
+  EXPECT_EQ(pod["nodeSelector"]["gpu"], "a100");
+  EXPECT_EQ(pod["runtimeClassName"], "nvidia");
+  EXPECT_EQ(pod["volumes"].back(),
+            json({{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", "4Gi"}}}}));
+  EXPECT_EQ(c["volumeMounts"].back(), json({{"name", "dshm"}, {"mountPath", "/dev/shm"}}));
+  EXPECT_EQ(FlagFile(objects, group, "worker.yaml")["device"], "cuda");
+  // Schedulers and gateways need no GPU and keep the CPU image.
+  EXPECT_EQ(Find(objects, "StatefulSet", group + "-sched")["spec"]["template"]["spec"]["containers"][0]["image"],
+            "ghcr.io/orca-serving/orca:0.1.0");
+  EXPECT_EQ(Find(objects, "Deployment", "demo-gateway")["spec"]["template"]["spec"]["containers"][0]["image"],
+            "ghcr.io/orca-serving/orca:0.1.0");
+  // The device plugin chooses the GPUs: nothing may pin NVIDIA_VISIBLE_DEVICES.
+  EXPECT_THAT(json(objects).dump(), ::testing::Not(HasSubstr("NVIDIA_VISIBLE_DEVICES")));
+  // An explicit worker image wins; CPU pods get no shared-memory volume and no device flag.
+  const auto pinned = OrcaDeploymentBuilder()
+                          .Tensor(2)
+                          .Set("/spec/worker/resources/limits", {{"nvidia.com/gpu", 2}})
+                          .Set("/spec/worker/image", "registry.example.com/orca-cuda:dev");
+  const auto pinned_objects = Render(pinned);
+  EXPECT_EQ(Find(pinned_objects, "StatefulSet",
+                 "demo-r0-" + Revision(pinned))["spec"]["template"]["spec"]["containers"][0]["image"],
+            "registry.example.com/orca-cuda:dev");
+  const auto cpu = OrcaDeploymentBuilder();
+  const auto cpu_objects = Render(cpu);
+  const json& cpu_pod = Find(cpu_objects, "StatefulSet", "demo-r0-" + Revision(cpu))["spec"]["template"]["spec"];
+  EXPECT_THAT(cpu_pod["volumes"].dump(), ::testing::Not(HasSubstr("dshm")));
+  EXPECT_FALSE(cpu_pod.contains("runtimeClassName"));
+  EXPECT_FALSE(FlagFile(cpu_objects, "demo-r0-" + Revision(cpu), "worker.yaml").contains("device"));
+}
+
+TEST(RendererTest, ExtraEnvAndArgsComeAfterTheRenderedOnes) {
+  const auto b = OrcaDeploymentBuilder()
+                     .Set("/spec/worker/env", {{{"name", "NCCL_DEBUG"}, {"value", "INFO"}}})
+                     .Set("/spec/worker/args", {"--peer-timeout-ms=20000", "--data-plane-host=10.0.0.9"})
+                     .Set("/spec/scheduler/args", {"--worker-timeout-ms=9000"})
+                     .Set("/spec/gateway/env", {{{"name", "TZ"}, {"value", "UTC"}}});
+  const auto objects = Render(b);
+  const std::string group = "demo-r0-" + Revision(b);
+  const json& worker = Find(objects, "StatefulSet", group)["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_THAT(worker["args"], ElementsAre("--config=/etc/orca/worker.yaml", "--data-plane-host=$(POD_IP)",
+                                          "--peer-timeout-ms=20000", "--data-plane-host=10.0.0.9"));
+  EXPECT_EQ(worker["env"].back()["name"], "NCCL_DEBUG");
+  EXPECT_EQ(worker["env"][0]["name"], "POD_IP");
+  const json& sched = Find(objects, "StatefulSet", group + "-sched")["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_THAT(sched["args"], ElementsAre("--config=/etc/orca/scheduler.yaml", "--worker-timeout-ms=9000"));
+  EXPECT_EQ(Find(objects, "Deployment", "demo-gateway")["spec"]["template"]["spec"]["containers"][0]["env"][0]["name"],
+            "TZ");
+}
+
+TEST(RendererTest, DisruptionBudgetTakesOneGroupAtATime) {
+  const auto objects = Render(OrcaDeploymentBuilder().Replicas(3).Pipeline(2));
+  const json& pdb = Find(objects, "PodDisruptionBudget", "demo-engine");
+  EXPECT_EQ(pdb["spec"]["maxUnavailable"], 1);
+  EXPECT_EQ(pdb["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
+  EXPECT_EQ(pdb["spec"]["selector"]["matchExpressions"][0]["values"], json::array({"scheduler", "worker"}));
+  // It selects every engine pod and no gateway pod.
+  auto selects = [&](const json& pod_labels) {
+    for (auto it = pdb["spec"]["selector"]["matchLabels"].begin(); it != pdb["spec"]["selector"]["matchLabels"].end();
+         ++it) {
+      if (pod_labels.value(it.key(), "") != it.value()) return false;
+    }
+    const std::string component = pod_labels.value(kLabelComponent, "");
+    return component == "scheduler" || component == "worker";
+  };
+  int engine = 0;
+  for (const json& o : objects) {
+    if (!o.contains("spec") || !o["spec"].contains("template")) continue;
+    const bool is_engine = o["kind"] == "StatefulSet";
+    EXPECT_EQ(selects(o["spec"]["template"]["metadata"]["labels"]), is_engine) << o["metadata"]["name"];
+    engine += is_engine;
+  }
+  EXPECT_EQ(engine, 6);
+  EXPECT_EQ(Find(objects, "PodDisruptionBudget", "demo-gateway")["spec"]["selector"]["matchLabels"][kLabelComponent],
+            "gateway");
+}
+
+TEST(RendererTest, NetworkPoliciesAdmitTheDataPlaneByItsNamedPort) {
+  const auto b = OrcaDeploymentBuilder().Pipeline(2).Set("/spec/networkPolicy/enabled", true);
+  const auto objects = Render(b);
+  const std::string group = "demo-r0-" + Revision(b);
+  // Every named port a policy admits is a container port of the pods it selects.
+  for (const json& np : objects) {
+    if (np["kind"] != "NetworkPolicy") continue;
+    const std::string component = np["spec"]["podSelector"]["matchLabels"][kLabelComponent];
+    std::set<std::string> ports;
+    for (const json& o : objects) {
+      if (!o.contains("spec") || !o["spec"].contains("template")) continue;
+      if (o["spec"]["template"]["metadata"]["labels"][kLabelComponent] != component) continue;
+      for (const json& p : o["spec"]["template"]["spec"]["containers"][0]["ports"]) ports.insert(p["name"]);
+    }
+    for (const json& rule : np["spec"]["ingress"]) {
+      for (const json& p : rule["ports"]) EXPECT_TRUE(ports.count(p["port"])) << np["metadata"]["name"] << " " << p;
+    }
+  }
+  const json& workers = Find(objects, "NetworkPolicy", "demo-workers");
+  EXPECT_EQ(workers["spec"]["ingress"][1]["ports"][0]["port"], "data-plane");
+  EXPECT_EQ(workers["spec"]["ingress"][1]["from"][0]["podSelector"]["matchLabels"][kLabelComponent], "worker");
+  const json& c = Find(objects, "StatefulSet", group)["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(c["ports"][2], json({{"name", "data-plane"}, {"containerPort", 7200}, {"protocol", "TCP"}}));
+  EXPECT_EQ(Ids(Render(OrcaDeploymentBuilder())).size(), 11u);  // none unless enabled
+}
+
+TEST(RendererTest, ServiceMonitorScrapesEachPodOnceWithReplicaLabels) {
+  const auto monitored = OrcaDeploymentBuilder().Replicas(2).Set(
+      "/spec/monitoring/serviceMonitor", {{"enabled", true}, {"interval", "15s"}, {"labels", {{"release", "kps"}}}});
+  const auto objects = Render(monitored);
+  const json& sm = Find(objects, "ServiceMonitor", "demo");
+  EXPECT_EQ(sm["metadata"]["labels"]["release"], "kps");
+  EXPECT_EQ(sm["spec"]["endpoints"][0]["port"], "http");
+  EXPECT_EQ(sm["spec"]["endpoints"][0]["interval"], "15s");
+  std::vector<std::string> targets;
+  for (const json& r : sm["spec"]["endpoints"][0]["relabelings"]) targets.push_back(r["targetLabel"]);
+  EXPECT_THAT(targets, ElementsAre("orca_deployment", "replica"));
+  std::vector<std::string> scraped;
+  for (const json& o : objects) {
+    if (o["kind"] != "Service") continue;
+    bool selected = true;
+    for (auto it = sm["spec"]["selector"]["matchLabels"].begin(); it != sm["spec"]["selector"]["matchLabels"].end();
+         ++it)
+      selected = selected && o["metadata"]["labels"].value(it.key(), "") == it.value();
+    if (!selected) continue;
+    scraped.push_back(o["metadata"]["name"]);
+    bool has_http = false;
+    for (const json& p : o["spec"]["ports"]) has_http = has_http || p["name"] == "http";
+    EXPECT_TRUE(has_http) << o["metadata"]["name"];
+  }
+  // The per-replica scheduler Services select the same pods as demo-schedulers: not scraped twice.
+  EXPECT_THAT(scraped, ElementsAre("demo-workers", "demo-schedulers", "demo-gateway"));
+  RenderOptions unmanaged;
+  unmanaged.service_monitors = false;
+  for (const json& o : Render(monitored, unmanaged)) EXPECT_NE(o["kind"], "ServiceMonitor");
+}
+
+TEST(RendererTest, WorkerPlacementDefaultsAndOverrides) {
+  const auto b = OrcaDeploymentBuilder().Replicas(2);
+  const auto objects = Render(b);
+  const json& pod = Find(objects, "StatefulSet", "demo-r1-" + Revision(b))["spec"]["template"]["spec"];
+  const json& term =
+      pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"];
+  EXPECT_EQ(term["topologyKey"], "kubernetes.io/hostname");
+  EXPECT_EQ(term["labelSelector"]["matchExpressions"][0],
+            json({{"key", kLabelReplica}, {"operator", "NotIn"}, {"values", {"1"}}}));
+  EXPECT_EQ(pod["topologySpreadConstraints"][0]["topologyKey"], "topology.kubernetes.io/zone");
+  EXPECT_EQ(pod["topologySpreadConstraints"][0]["whenUnsatisfiable"], "ScheduleAnyway");
+  const json mine = {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", json::object()}}}};
+  const auto custom = OrcaDeploymentBuilder()
+                          .Set("/spec/worker/affinity", mine)
+                          .Set("/spec/worker/topologySpreadConstraints", json::array());
+  const auto custom_objects = Render(custom);
+  const json& custom_pod =
+      Find(custom_objects, "StatefulSet", "demo-r0-" + Revision(custom))["spec"]["template"]["spec"];
+  EXPECT_EQ(custom_pod["affinity"], mine);
+  EXPECT_EQ(custom_pod["topologySpreadConstraints"], json::array());
+}
+
+TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
+  // The binaries refuse unknown keys. tests/deploy checks these against each binary's --help;
+  // data-plane-port (worker) and schedulers-dns (gateway) are the flags this rendering relies on.
+  const std::map<std::string, std::set<std::string>> allowed = {
+      {"worker",
+       {"listen", "http-listen", "model", "model-name", "dtype", "stage", "stage-from-hostname", "num-stages",
+        "tensor-parallel", "workers", "scheduler", "deployment-id", "data-plane-host", "data-plane-port", "n-slots",
+        "threads", "peer-timeout-ms", "device"}},
+      {"scheduler",
+       {"listen", "http-listen", "workers", "model", "model-name", "policy", "max-bs", "n-slots", "n-workers",
+        "max-queued-requests", "max-queued-tokens", "default-deadline-ms", "drain-grace-seconds", "worker-timeout-ms"}},
+      {"gateway",
+       {"listen", "grpc-listen", "schedulers", "schedulers-dns", "model", "served-model-name", "api-keys",
+        "api-keys-file", "max-body-bytes", "max-concurrent-requests", "chat-template", "max-model-len"}}};
+  RenderOptions dns;
+  dns.scheduler_discovery = SchedulerDiscovery::kDns;
+  for (const RenderOptions& o : {RenderOptions{}, dns}) {
+    const auto b = OrcaDeploymentBuilder()
+                       .Replicas(2)
+                       .Tensor(2)
+                       .Set("/spec/worker/threads", 4)
+                       .Set("/spec/worker/resources/limits", {{"nvidia.com/gpu", 2}})
+                       .Set("/spec/gateway/apiKeys", {{"secretName", "keys"}});
+    const auto objects = Render(b, o);
+    int files = 0;
+    for (const json& cm : objects) {
+      if (cm["kind"] != "ConfigMap") continue;
+      for (auto it = cm["data"].begin(); it != cm["data"].end(); ++it) {
+        ++files;
+        const std::string binary = it.key().substr(0, it.key().find('.'));
+        const json flags = FlagFile(objects, cm["metadata"]["name"], it.key());
+        for (auto f = flags.begin(); f != flags.end(); ++f) {
+          EXPECT_TRUE(allowed.at(binary).count(f.key())) << it.key() << ": " << f.key();
+        }
+      }
+    }
+    EXPECT_EQ(files, 5);
+  }
+}
+
 TEST(RendererTest, ObjectsAreOwnedAndLabelled) {
-  for (const json& o : Render(OrcaDeploymentBuilder().Set("/spec/monitoring/serviceMonitor/enabled", true))) {
+  for (const json& o : Render(OrcaDeploymentBuilder()
+                                  .Set("/spec/monitoring/serviceMonitor/enabled", true)
+                                  .Set("/spec/networkPolicy/enabled", true))) {
     SCOPED_TRACE(o["kind"].get<std::string>());
     const json& meta = o["metadata"];
     EXPECT_EQ(meta["namespace"], "team-a");
@@ -197,31 +505,18 @@ TEST(RendererTest, ObjectsAreOwnedAndLabelled) {
 }
 
 TEST(RendererTest, SelectorsMatchTheirPodsAndOnlyTheirPods) {
-  const auto objects = Render(OrcaDeploymentBuilder().Replicas(2));
+  const auto b = OrcaDeploymentBuilder().Replicas(2);
+  const auto objects = Render(b);
   for (const json& o : objects) {
     if (o["kind"] != "StatefulSet" && o["kind"] != "Deployment") continue;
     const json& selector = o["spec"]["selector"]["matchLabels"];
     const json& pod_labels = o["spec"]["template"]["metadata"]["labels"];
     for (auto it = selector.begin(); it != selector.end(); ++it) EXPECT_EQ(pod_labels[it.key()], it.value());
   }
-  // Replica 0's pipeline Service must not select replica 1's pods.
-  EXPECT_EQ(Find(objects, "Service", "demo-r0-pipeline")["spec"]["selector"]["serving.orca.dev/replica"], "0");
+  // Replica 1's stable scheduler Service must not select replica 0's scheduler.
   EXPECT_EQ(Find(objects, "Service", "demo-r1-scheduler")["spec"]["selector"]["serving.orca.dev/replica"], "1");
-}
-
-TEST(RendererTest, ConfigHashChangesOnlyForPodsWhoseFlagsChanged) {
-  auto hash = [](const std::vector<json>& objects, const std::string& kind, const std::string& name) {
-    return Find(objects, kind, name)["spec"]["template"]["metadata"]["annotations"][kConfigHashAnnotation];
-  };
-  const auto one = Render(OrcaDeploymentBuilder().Replicas(1));
-  const auto two = Render(OrcaDeploymentBuilder().Replicas(2));
-  // Scaling out must not restart the running replica.
-  EXPECT_EQ(hash(one, "StatefulSet", "demo-r0-pipeline"), hash(two, "StatefulSet", "demo-r0-pipeline"));
-  EXPECT_EQ(hash(one, "Deployment", "demo-r0-scheduler"), hash(two, "Deployment", "demo-r0-scheduler"));
-  // The gateway's scheduler list did change.
-  EXPECT_NE(hash(one, "Deployment", "demo-gateway"), hash(two, "Deployment", "demo-gateway"));
-  const auto bigger = Render(OrcaDeploymentBuilder().Replicas(1).Set("/spec/scheduler/maxBatchSize", 64));
-  EXPECT_NE(hash(one, "Deployment", "demo-r0-scheduler"), hash(bigger, "Deployment", "demo-r0-scheduler"));
+  EXPECT_EQ(Find(objects, "StatefulSet", "demo-r0-" + Revision(b))["spec"]["selector"]["matchLabels"][kLabelRevision],
+            Revision(b));
 }
 
 TEST(RendererTest, RenderingIsPure) {
@@ -230,8 +525,11 @@ TEST(RendererTest, RenderingIsPure) {
 }
 
 TEST(RendererTest, SyntheticModelIsSynthesizedByAnInitContainer) {
-  const auto objects = Render(OrcaDeploymentBuilder().Uri("synthetic://llama?layers=2&hidden=32&heads=2&seed=9"));
-  for (const auto& [kind, name] : {std::pair{"StatefulSet", "demo-r0-pipeline"}, {"Deployment", "demo-gateway"}}) {
+  const auto b = OrcaDeploymentBuilder().Uri("synthetic://llama?layers=2&hidden=32&heads=2&seed=9");
+  const auto objects = Render(b);
+  const std::string group = "demo-r0-" + Revision(b);
+  for (const auto& [kind, name] :
+       {std::pair<std::string, std::string>{"StatefulSet", group}, {"Deployment", "demo-gateway"}}) {
     const json& pod = Find(objects, kind, name)["spec"]["template"]["spec"];
     ASSERT_EQ(pod["initContainers"].size(), 1u) << name;
     const json& init = pod["initContainers"][0];
@@ -244,40 +542,19 @@ TEST(RendererTest, SyntheticModelIsSynthesizedByAnInitContainer) {
     EXPECT_TRUE(pod["volumes"].back().contains("emptyDir"));
   }
   // The scheduler never loads the model.
-  EXPECT_FALSE(Find(objects, "Deployment", "demo-r0-scheduler")["spec"]["template"]["spec"].contains("initContainers"));
+  EXPECT_FALSE(Find(objects, "StatefulSet", group + "-sched")["spec"]["template"]["spec"].contains("initContainers"));
 }
 
 TEST(RendererTest, PvcModelIsMountedReadOnly) {
-  const auto objects = Render(OrcaDeploymentBuilder().Uri("pvc://weights/llama"));
-  const json& pod = Find(objects, "StatefulSet", "demo-r0-pipeline")["spec"]["template"]["spec"];
+  const auto b = OrcaDeploymentBuilder().Uri("pvc://weights/llama");
+  const auto objects = Render(b);
+  const std::string group = "demo-r0-" + Revision(b);
+  const json& pod = Find(objects, "StatefulSet", group)["spec"]["template"]["spec"];
   EXPECT_FALSE(pod.contains("initContainers"));
   EXPECT_EQ(pod["volumes"].back()["persistentVolumeClaim"]["claimName"], "weights");
   EXPECT_EQ(pod["volumes"].back()["persistentVolumeClaim"]["readOnly"], true);
-  EXPECT_EQ(FlagFile(objects, "worker-r0.yaml")["model"], "/models/llama");
-  EXPECT_EQ(FlagFile(objects, "gateway.yaml")["model"], "/models/llama");
-}
-
-TEST(RendererTest, LocalPathNeedsNoVolume) {
-  const auto objects = Render(OrcaDeploymentBuilder().Uri("/opt/models/tiny"));
-  const json& pod = Find(objects, "StatefulSet", "demo-r0-pipeline")["spec"]["template"]["spec"];
-  EXPECT_EQ(pod["volumes"].size(), 2u);  // config + tmp
-  EXPECT_EQ(FlagFile(objects, "worker-r0.yaml")["model"], "/opt/models/tiny");
-}
-
-TEST(RendererTest, WorkersGetTheirResourcesAndPodIpForTheDataPlane) {
-  const auto objects = Render(OrcaDeploymentBuilder()
-                                  .Tensor(2)
-                                  .Set("/spec/worker/resources/limits", {{"nvidia.com/gpu", 2}, {"memory", "16Gi"}})
-                                  .Set("/spec/worker/nodeSelector", {{"gpu", "a100"}}));
-  const json& pod = Find(objects, "StatefulSet", "demo-r0-pipeline")["spec"]["template"]["spec"];
-  const json& c = pod["containers"][0];
-  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "2");
-  EXPECT_EQ(c["resources"]["limits"]["memory"], "16Gi");
-  EXPECT_EQ(pod["nodeSelector"]["gpu"], "a100");
-  EXPECT_THAT(c["args"].dump(), HasSubstr("--data-plane-host=$(POD_IP)"));
-  EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
-  EXPECT_EQ(FlagFile(objects, "worker-r0.yaml")["device"], "cuda");  // GPU pods run the CUDA backend
-  EXPECT_FALSE(FlagFile(Render(OrcaDeploymentBuilder()), "worker-r0.yaml").contains("device"));
+  EXPECT_EQ(FlagFile(objects, group, "worker.yaml")["model"], "/models/llama");
+  EXPECT_EQ(FlagFile(objects, "demo-gateway", "gateway.yaml")["model"], "/models/llama");
 }
 
 TEST(RendererTest, PodsRunAsNonRootWithProbes) {
@@ -306,38 +583,22 @@ TEST(RendererTest, GatewayServiceAndApiKeys) {
   const json& gw = Find(objects, "Deployment", "demo-gateway");
   EXPECT_EQ(gw["spec"]["replicas"], 3);
   EXPECT_EQ(gw["spec"]["template"]["spec"]["volumes"].back()["secret"]["secretName"], "orca-keys");
-  EXPECT_EQ(FlagFile(objects, "gateway.yaml")["api-keys-file"], "/etc/orca-secrets/keys.txt");
-  EXPECT_EQ(FlagFile(objects, "gateway.yaml")["listen"], "0.0.0.0:8000");
+  EXPECT_EQ(FlagFile(objects, "demo-gateway", "gateway.yaml")["api-keys-file"], "/etc/orca-secrets/keys.txt");
+  EXPECT_EQ(FlagFile(objects, "demo-gateway", "gateway.yaml")["listen"], "0.0.0.0:8000");
   // With no engine replica the gateway scales to zero too.
-  EXPECT_EQ(Find(Render(OrcaDeploymentBuilder().Replicas(0)), "Deployment", "demo-gateway")["spec"]["replicas"], 0);
-}
-
-TEST(RendererTest, ServiceMonitorScrapesEveryHttpPort) {
-  const auto objects = Render(OrcaDeploymentBuilder().Set(
-      "/spec/monitoring/serviceMonitor", {{"enabled", true}, {"interval", "15s"}, {"labels", {{"release", "kps"}}}}));
-  const json& sm = Find(objects, "ServiceMonitor", "demo");
-  EXPECT_EQ(sm["apiVersion"], "monitoring.coreos.com/v1");
-  EXPECT_EQ(sm["metadata"]["labels"]["release"], "kps");
-  EXPECT_EQ(sm["spec"]["endpoints"][0]["port"], "http");
-  EXPECT_EQ(sm["spec"]["endpoints"][0]["interval"], "15s");
-  for (const json& o : objects) {
-    if (o["kind"] != "Service") continue;
-    bool has_http = false;
-    for (const json& p : o["spec"]["ports"]) has_http = has_http || p["name"] == "http";
-    EXPECT_TRUE(has_http) << o["metadata"]["name"];
-    for (auto it = sm["spec"]["selector"]["matchLabels"].begin(); it != sm["spec"]["selector"]["matchLabels"].end();
-         ++it) {
-      EXPECT_EQ(o["metadata"]["labels"][it.key()], it.value());
-    }
-  }
+  const auto none = Render(OrcaDeploymentBuilder().Replicas(0));
+  EXPECT_EQ(Find(none, "Deployment", "demo-gateway")["spec"]["replicas"], 0);
 }
 
 TEST(RendererTest, ClusterDomainIsConfigurable) {
   RenderOptions options;
   options.cluster_domain = "corp.internal";
   const OrcaDeployment d = Parse(OrcaDeploymentBuilder());
-  EXPECT_EQ(StageAddress(d, 0, 1, options), "demo-r0-pipeline-1.demo-r0-pipeline.team-a.svc.corp.internal:7100");
-  EXPECT_EQ(SchedulerAddress(d, 2, options), "demo-r2-scheduler.team-a.svc.corp.internal:7000");
+  EXPECT_EQ(StageAddress(d, 0, "abc", 1, options), "demo-r0-abc-1.demo-workers.team-a.svc.corp.internal:7100");
+  EXPECT_EQ(GroupSchedulerAddress(d, 0, "abc", options),
+            "demo-r0-abc-sched-0.demo-schedulers.team-a.svc.corp.internal:7000");
+  EXPECT_EQ(ReplicaSchedulerAddress(d, 2, options), "demo-r2-scheduler.team-a.svc.corp.internal:7000");
+  EXPECT_EQ(SchedulersDnsAddress(d, options), "demo-schedulers.team-a.svc.corp.internal:7000");
 }
 
 }  // namespace

@@ -79,9 +79,13 @@ capabilities:
 {{- end }}
 
 {{/*
-What the operator does with each kind, and nothing more: read OrcaDeployments
-and write their status; apply, list (to prune) and delete the workloads it
-renders; post Events. No Secrets: pods mount the API-key Secret themselves.
+Exactly the calls the operator makes, and nothing more (tests/unit/operator/
+operator_rbac_test.cc runs the real operator against an API server that
+answers 403 to anything else): read OrcaDeployments and write their status;
+list (to observe and prune), server-side apply (patch, and create for new
+objects) and delete what it renders; watch its workloads; post Events. No
+Secrets and no pods: pods mount the API-key Secret themselves, and engine
+groups are replaced by deleting their StatefulSets.
 */}}
 {{- define "orca.operatorRules" -}}
 - apiGroups: [serving.orca.dev]
@@ -89,121 +93,30 @@ renders; post Events. No Secrets: pods mount the API-key Secret themselves.
   verbs: [get, list, watch]
 - apiGroups: [serving.orca.dev]
   resources: [orcadeployments/status]
-  verbs: [get, update, patch]
-# ownerReferences with blockOwnerDeletion need update on the owner's finalizers.
+  verbs: [update]
+# Not called: admission (OwnerReferencesPermissionEnforcement) requires it for
+# ownerReferences with blockOwnerDeletion on the children.
 - apiGroups: [serving.orca.dev]
   resources: [orcadeployments/finalizers]
   verbs: [update]
 - apiGroups: [apps]
   resources: [statefulsets, deployments]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [services, configmaps]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [list, create, patch, delete]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [list, create, patch, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, create, patch, delete]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 {{- if .Values.operator.manageServiceMonitors }}
 - apiGroups: [monitoring.coreos.com]
   resources: [servicemonitors]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [list, create, patch, delete]
 {{- end }}
-{{- end }}
-
-{{/* ---- standalone mode (one engine replica rendered from values) ---- */}}
-
-{{/* StatefulSet names must stay within 52 characters (pod hash labels). */}}
-{{- define "orca.standalone.pipelineName" -}}
-{{- printf "%s-pipeline" (include "orca.fullname" . | trunc 43 | trimSuffix "-") }}
-{{- end }}
-
-{{- define "orca.standalone.schedulerAddress" -}}
-{{- printf "%s.%s.svc.%s:7000" (include "orca.componentName" (dict "ctx" . "component" "scheduler")) .Release.Namespace .Values.operator.clusterDomain }}
-{{- end }}
-
-{{/* Comma-separated gRPC addresses of the stages, in stage order. */}}
-{{- define "orca.standalone.stageAddresses" -}}
-{{- $sts := include "orca.standalone.pipelineName" . }}
-{{- $addrs := list }}
-{{- range $i := until (int .Values.standalone.pipeline) }}
-{{- $addrs = append $addrs (printf "%s-%d.%s.%s.svc.%s:7100" $sts $i $sts $.Release.Namespace $.Values.operator.clusterDomain) }}
-{{- end }}
-{{- join "," $addrs }}
-{{- end }}
-
-{{/* Model volume, when the model comes from a PVC or is synthesized. */}}
-{{- define "orca.standalone.modelVolume" -}}
-{{- if .Values.standalone.model.pvc -}}
-- name: model
-  persistentVolumeClaim:
-    claimName: {{ .Values.standalone.model.pvc }}
-    readOnly: true
-{{- else if .Values.standalone.model.synthetic.enabled -}}
-- name: model
-  emptyDir: {}
-{{- end }}
-{{- end }}
-
-{{- define "orca.standalone.modelMount" -}}
-{{- if or .Values.standalone.model.pvc .Values.standalone.model.synthetic.enabled -}}
-- name: model
-  mountPath: /models
-  readOnly: {{ not (empty .Values.standalone.model.pvc) }}
-{{- end }}
-{{- end }}
-
-{{/* The init container that synthesizes the demo checkpoint. */}}
-{{- define "orca.standalone.synthInit" -}}
-{{- if and .Values.standalone.model.synthetic.enabled (not .Values.standalone.model.pvc) -}}
-initContainers:
-  - name: synthesize-model
-    image: {{ include "orca.image" (dict "ctx" . "image" .Values.standalone.image) }}
-    imagePullPolicy: {{ .Values.standalone.image.pullPolicy }}
-    command: [orca]
-    args:
-      - model
-      - synth
-      - --out
-      - {{ .Values.standalone.model.path | quote }}
-      {{- range .Values.standalone.model.synthetic.args }}
-      - {{ . | quote }}
-      {{- end }}
-    securityContext:
-      {{- include "orca.containerSecurityContext" . | nindent 6 }}
-    volumeMounts:
-      - name: model
-        mountPath: /models
-{{- end }}
-{{- end }}
-
-{{/* Pod-level settings shared by the standalone workloads. */}}
-{{- define "orca.standalone.podCommon" -}}
-automountServiceAccountToken: false
-enableServiceLinks: false
-securityContext:
-  {{- include "orca.podSecurityContext" . | nindent 2 }}
-{{- end }}
-
-{{/* Probes on the container's `http` port. */}}
-{{- define "orca.standalone.probes" -}}
-readinessProbe:
-  httpGet:
-    path: /ready
-    port: http
-  periodSeconds: 5
-livenessProbe:
-  httpGet:
-    path: /health
-    port: http
-  periodSeconds: 10
-{{- end }}
-
-{{/* "true" when the pods need the model volume, "" otherwise. */}}
-{{- define "orca.standalone.hasModelVolume" -}}
-{{- if or .Values.standalone.model.pvc .Values.standalone.model.synthetic.enabled }}true{{ end }}
-{{- end }}
-
-{{/* "true" when an init container synthesizes the model. */}}
-{{- define "orca.standalone.synthesizes" -}}
-{{- if and .Values.standalone.model.synthetic.enabled (not .Values.standalone.model.pvc) }}true{{ end }}
 {{- end }}

@@ -1,0 +1,84 @@
+#pragma once
+/// Plain records that cross the engine boundary, one pipeline stage's view of
+/// one iteration (paper §4.1's control message, as the engine consumes it):
+///  - StepInput: what Engine::Step runs; built from the scheduler's
+///    sched::IterationPlan in process, or from orca.v1.ControlMessage on a worker.
+///  - StepOutput: what it returns; the last stage's SequenceSamples become
+///    sched::RequestResult / orca.v1.IterationResult.
+/// A light header on purpose: converters include it without the model runner.
+/// The scheduler's records (core/sched/scheduler_output.h) carry the same
+/// iteration with its own names; services/common/control_convert maps them.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/common/sampling_params.h"
+
+namespace orca::engine {
+
+/// Sent with a sequence the first time a stage sees it: every stage reserves
+/// `max_tokens` KV slots and the last stage creates its sampler.
+struct SequenceSetup {
+  int32_t max_tokens = 0;  ///< KV reservation: prompt + max new tokens
+  SamplingParams sampling;
+  std::vector<int32_t> prompt_token_ids;  ///< for the repetition penalty
+};
+
+/// One sequence (request) of a step.
+struct StepSequence {
+  uint64_t request_id = 0;
+  std::vector<int32_t> token_ids;  ///< input tokens this iteration (ids are unused past stage 0)
+  int32_t start_position = 0;
+  bool sample = true;
+  /// Present the first time the sequence is scheduled only.
+  std::optional<SequenceSetup> new_request;
+};
+
+/// One iteration of one stage.
+struct StepInput {
+  uint64_t iteration_id = 0;
+  std::vector<StepSequence> seqs;      ///< batch order = flattened token order
+  std::vector<uint64_t> released_ids;  ///< applied before this iteration's reservations
+};
+
+/// One logprob: a token and its log-probability under the raw model distribution.
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+/// One sampled token.
+struct SampleResult {
+  int32_t token_id = 0;
+  float logprob = 0.0f;  ///< filled when logprobs or top_logprobs were asked
+  std::vector<TokenLogprob> top_logprobs;
+};
+
+/// The token the last stage sampled for one sequence.
+struct SequenceSample {
+  uint64_t request_id = 0;
+  SampleResult sample;
+};
+
+/// Where one shard's forward pass spent its time.
+struct ForwardTimings {
+  int64_t compute_micros = 0;
+  int64_t comm_micros = 0;  ///< time inside tensor-parallel all-reduces
+};
+
+/// What one step returns.
+struct StepOutput {
+  std::vector<SequenceSample> samples;  ///< last stage: one per sampling sequence, in batch order
+  std::vector<float> hidden;            ///< other stages: [ΣL, hidden] for the next stage
+  std::vector<float> logits;            ///< last stage with Engine::Options::keep_logits: [sampled, vocab]
+  ForwardTimings timings;
+  void Clear() {
+    samples.clear();
+    hidden.clear();
+    logits.clear();
+    timings = {};
+  }
+};
+
+}  // namespace orca::engine

@@ -1,0 +1,31 @@
+#include "services/operator/manifest_renderer.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace orca::k8s {
+
+using nlohmann::json;
+
+absl::StatusOr<std::vector<json>> RenderManifests(const std::vector<json>& documents, const RenderOptions& options,
+                                                  bool keep_others) {
+  std::vector<json> out;
+  int deployments = 0;
+  for (const json& doc : documents) {
+    if (!doc.is_object() || doc.value("apiVersion", "") != kApiVersion || doc.value("kind", "") != kKind) {
+      if (keep_others && doc.is_object()) out.push_back(doc);
+      continue;
+    }
+    ++deployments;
+    auto parsed = ParseOrcaDeployment(doc);
+    if (!parsed.ok()) {
+      const json meta = doc.value("metadata", json::object());
+      return absl::InvalidArgumentError(absl::StrCat("OrcaDeployment ", meta.value("namespace", "default"), "/",
+                                                     meta.value("name", "?"), ": ", parsed.status().message()));
+    }
+    for (json& object : RenderDesiredObjects(*parsed, options)) out.push_back(std::move(object));
+  }
+  if (deployments == 0 && !keep_others) return absl::InvalidArgumentError("no OrcaDeployment found");
+  return out;
+}
+
+}  // namespace orca::k8s

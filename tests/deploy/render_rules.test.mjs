@@ -1,0 +1,235 @@
+// Proof items (a), (b) and the D3/D5 render rules of issue 10, over every layout the
+// project ships: what `orca-operator --render` makes of every example (with each
+// gateway discovery mode), and the chart's output for every good values file in
+// tests/deploy/values (its OrcaDeployments rendered with the operator flags the chart
+// passes, and the post-rendered operator-less output as it is). Each rule is also
+// shown to fail on a rendering broken the way a real cluster would punish.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import * as YAML from "yaml";
+
+import { ROOT, binaryFlags, helmTemplate, isPostRendered, parseDocs, readYaml, renderObjects } from "./lib.mjs";
+import {
+  addressesReachNotReadyPods, allRules, dialedAddresses, gpuPodsAreSound, groupsAreImmutable, unchangedUnderTheirName,
+} from "./render_rules.mjs";
+
+const EXAMPLES = path.join(ROOT, "deploy/examples");
+const VALUES_DIR = path.join(ROOT, "tests/deploy/values");
+const isCr = (o) => o?.apiVersion === "serving.orca.dev/v1alpha1" && o?.kind === "OrcaDeployment";
+
+/** name -> rendered objects, for every layout. */
+function layouts() {
+  const out = new Map();
+  for (const f of fs.readdirSync(EXAMPLES).filter((x) => x.endsWith(".yaml")).sort()) {
+    const crs = readYaml(path.join(EXAMPLES, f)).filter(isCr);
+    if (!crs.length) continue;
+    for (const mode of ["list", "dns"]) {
+      out.set(`example ${f} (${mode})`, renderObjects(crs, `--gateway-scheduler-discovery=${mode}`));
+    }
+  }
+  for (const f of fs.readdirSync(VALUES_DIR).filter((x) => x.endsWith(".yaml") && !x.startsWith("bad-")).sort()) {
+    const file = path.join(VALUES_DIR, f);
+    const objects = parseDocs(helmTemplate(file));
+    if (isPostRendered(file)) {
+      out.set(`values ${f} (post-rendered)`, objects);
+      continue;
+    }
+    const crs = objects.filter(isCr);
+    if (!crs.length) continue;
+    // The flags the chart's operator Deployment runs with decide what it renders.
+    const op = objects.find((o) => o.kind === "Deployment" && o.metadata.labels?.["app.kubernetes.io/component"] === "operator");
+    const flags = (op?.spec.template.spec.containers[0].args ?? [])
+      .filter((a) => /^--(gateway-scheduler-discovery|manage-service-monitors|cluster-domain)=/.test(a));
+    out.set(`values ${f} (operator ${flags.join(" ")})`, renderObjects(crs, ...flags));
+  }
+  return out;
+}
+
+const all = layouts();
+
+test("the layouts cover the examples, the chart values and both discovery modes", () => {
+  const names = [...all.keys()];
+  assert.ok(names.filter((n) => n.startsWith("example")).length >= 4, names.join("\n"));
+  assert.ok(names.some((n) => n.includes("post-rendered")), "an operator-less layout");
+  assert.ok(names.some((n) => n.includes("--gateway-scheduler-discovery=dns")), "a chart in dns mode");
+  for (const [name, objects] of all) {
+    const dialers = objects.filter((o) => o.spec?.template).flatMap((w) => dialedAddresses(objects, w));
+    assert.ok(dialers.length >= 3, `${name}: found no dialed addresses to check`);
+  }
+});
+
+test("(a) every address dialed before Ready reaches pods that are not Ready yet", () => {
+  for (const [name, objects] of all) assert.deepEqual(addressesReachNotReadyPods(objects), [], name);
+});
+
+test("(a) is violated by a Service that routes only to Ready pods, or a pod that is not there", () => {
+  const [, objects] = [...all].find(([n]) => n.includes("orca-cpu-tiny") && n.includes("(list)"));
+  for (const svc of ["orca-tiny-workers", "orca-tiny-schedulers", "orca-tiny-r0-scheduler"]) {
+    const broken = structuredClone(objects);
+    delete broken.find((o) => o.kind === "Service" && o.metadata.name === svc).spec.publishNotReadyAddresses;
+    assert.ok(addressesReachNotReadyPods(broken).some((p) => p.includes(`Service ${svc} routes only to Ready pods`)), svc);
+  }
+  const fewer = structuredClone(objects);
+  fewer.find((o) => o.kind === "StatefulSet" && o.metadata.labels["app.kubernetes.io/component"] === "worker").spec.replicas = 1;
+  assert.ok(addressesReachNotReadyPods(fewer).some((p) => /no pod .*-1 behind Service/.test(p)));
+  const unselected = structuredClone(objects);
+  unselected.find((o) => o.metadata.name === "orca-tiny-schedulers").spec.selector["app.kubernetes.io/component"] = "x";
+  assert.ok(addressesReachNotReadyPods(unselected).length > 0);
+});
+
+test("(b) engine workloads are revision groups that no update strategy can half-roll", () => {
+  for (const [name, objects] of all) {
+    assert.deepEqual(groupsAreImmutable(objects), [], name);
+    assert.ok(objects.some((o) => o.kind === "StatefulSet"), `${name}: no engine group rendered`);
+    assert.ok(!objects.some((o) => o.kind === "Deployment" && ["worker", "scheduler"].includes(o.metadata.labels?.["app.kubernetes.io/component"])),
+              `${name}: an engine Deployment`);
+  }
+});
+
+// Spec changes a platform team makes; `engine` ones must produce new groups, the others must
+// leave every group object exactly as it was (so that nothing restarts).
+const CHANGES = [
+  { name: "maxBatchSize", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, maxBatchSize: 2 }; } },
+  { name: "pipeline", engine: true, patch: (s) => { s.parallelism = { ...s.parallelism, pipeline: 3 }; } },
+  { name: "image tag", engine: true, patch: (s) => { s.image = { ...s.image, tag: "9.9.9" }; } },
+  { name: "model dtype", engine: true, patch: (s) => { s.model.dtype = "f32"; } },
+  { name: "worker env", engine: true, patch: (s) => { s.worker = { ...s.worker, env: [{ name: "X", value: "1" }] }; } },
+  { name: "scheduler args", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, args: ["--worker-timeout-ms=9000"] }; } },
+  { name: "replicas", engine: false, patch: (s) => { s.replicas = (s.replicas ?? 1) + 2; } },
+  { name: "gateway replicas", engine: false, patch: (s) => { s.gateway = { ...s.gateway, replicas: 5 }; } },
+  { name: "monitoring", engine: false, patch: (s) => { s.monitoring = { serviceMonitor: { enabled: true, interval: "10s" } }; } },
+  { name: "network policy", engine: false, patch: (s) => { s.networkPolicy = { enabled: true }; } },
+  { name: "rollout", engine: false, patch: (s) => { s.rollout = { maxUnavailable: 2, maxSurge: 1 }; } },
+];
+
+test("(b) a change never alters a group under its name: engine changes make new groups, others touch none", () => {
+  const groupNames = (objects) => objects.filter((o) => o.metadata.labels?.["serving.orca.dev/revision"]).map((o) => `${o.kind}/${o.metadata.name}`);
+  for (const f of fs.readdirSync(EXAMPLES).filter((x) => x.endsWith(".yaml"))) {
+    const crs = readYaml(path.join(EXAMPLES, f)).filter(isCr);
+    for (const cr of crs) {
+      const before = renderObjects([cr]);
+      for (const change of CHANGES) {
+        const next = structuredClone(cr);
+        change.patch(next.spec);
+        const after = renderObjects([next]);
+        const where = `${f} ${change.name}`;
+        assert.deepEqual(unchangedUnderTheirName(before, after), [], where);
+        assert.deepEqual(groupsAreImmutable(after), [], where);
+        const kept = groupNames(before).filter((n) => groupNames(after).includes(n));
+        if (change.engine) assert.deepEqual(kept, [], `${where}: old groups must be replaced, not edited`);
+        else assert.deepEqual(kept, groupNames(before), `${where}: must leave the running groups alone`);
+      }
+    }
+  }
+});
+
+test("(b) is violated by a pipeline that can roll in place", () => {
+  const [, objects] = [...all].find(([n]) => n.includes("orca-cpu-tiny") && n.includes("(list)"));
+  const sts = (o) => o.kind === "StatefulSet" && o.metadata.labels["app.kubernetes.io/component"] === "worker";
+  const rolling = structuredClone(objects);
+  rolling.find(sts).spec.updateStrategy = { type: "RollingUpdate" };
+  assert.ok(groupsAreImmutable(rolling).some((p) => p.includes("updateStrategy must be OnDelete")));
+  const unnamed = structuredClone(objects);
+  unnamed.find(sts).metadata.name = "orca-tiny-r0-pipeline";
+  assert.ok(groupsAreImmutable(unnamed).some((p) => p.includes("not a revision-named group")));
+  const mutable = structuredClone(objects);
+  delete mutable.find((o) => o.kind === "ConfigMap" && o.metadata.labels["serving.orca.dev/revision"]).immutable;
+  assert.ok(groupsAreImmutable(mutable).some((p) => p.includes("not immutable")));
+  const edited = structuredClone(objects);
+  edited.find(sts).spec.template.spec.containers[0].image = "other:1";
+  assert.deepEqual(unchangedUnderTheirName(objects, edited), [`StatefulSet/${objects.find(sts).metadata.name} changed under the same name`]);
+});
+
+test("D3: GPU pods get the CUDA image and /dev/shm; NVIDIA_VISIBLE_DEVICES is never set", () => {
+  let gpuLayouts = 0;
+  for (const [name, objects] of all) {
+    assert.deepEqual(gpuPodsAreSound(objects), [], name);
+    gpuLayouts += objects.some((o) => o.spec?.template?.spec.containers[0].resources?.limits?.["nvidia.com/gpu"]);
+  }
+  assert.ok(gpuLayouts >= 3, "GPU layouts are covered");
+  const [, gpu] = [...all].find(([n]) => n.includes("orca-gpu-pvc"));
+  const broken = structuredClone(gpu);
+  const w = broken.find((o) => o.spec?.template?.spec.containers[0].resources?.limits?.["nvidia.com/gpu"]);
+  w.spec.template.spec.containers[0].env.push({ name: "NVIDIA_VISIBLE_DEVICES", value: "all" });
+  w.spec.template.spec.containers[0].image = "ghcr.io/orca-serving/orca:0.1.0";
+  w.spec.template.spec.volumes = w.spec.template.spec.volumes.filter((v) => v.name !== "dshm");
+  const problems = gpuPodsAreSound(broken);
+  assert.equal(problems.length, 3, problems.join("\n"));
+});
+
+test("D5: with DNS discovery scaling never changes the gateway; with the list, engine updates do not", () => {
+  const [cr] = readYaml(path.join(EXAMPLES, "orca-cpu-tiny.yaml")).filter(isCr);
+  const gatewayOf = (objects) => objects.filter((o) => o.metadata.name === "orca-tiny-gateway" && o.kind !== "Service");
+  const scaled = (n, ...flags) => {
+    const c = structuredClone(cr);
+    c.spec.replicas = n;
+    return gatewayOf(renderObjects([c], ...flags));
+  };
+  const one = scaled(1, "--gateway-scheduler-discovery=dns");
+  assert.equal(one.length, 3);  // ConfigMap, Deployment, PodDisruptionBudget
+  for (const n of [2, 3, 8]) assert.deepEqual(scaled(n, "--gateway-scheduler-discovery=dns"), one, `${n} replicas`);
+  assert.notDeepEqual(scaled(2), scaled(1), "list mode: the replica count is in the gateway's flags");
+  const changed = structuredClone(cr);
+  changed.spec.scheduler.maxBatchSize = 4;
+  assert.deepEqual(gatewayOf(renderObjects([changed])), gatewayOf(renderObjects([cr])));
+});
+
+// Flags rendered ahead of the binaries that will have them (issue 10, sibling work):
+// a worker with a fixed data-plane port, a gateway that re-resolves the schedulers' Service.
+const PENDING = { "orca-worker": ["data-plane-port"], "orca-gateway": ["schedulers-dns"] };
+
+test("every flag-file key is a flag of the binary that reads it (its --help)", (t) => {
+  const known = {};
+  const binaryOf = (w) => w.spec.template.spec.containers[0].command[0];
+  for (const [name, objects] of all) {
+    for (const w of objects.filter((o) => o.spec?.template?.spec)) {
+      const binary = binaryOf(w);
+      const arg = w.spec.template.spec.containers[0].args?.find((a) => a.startsWith("--config="));
+      if (!arg) continue;
+      const cmName = w.spec.template.spec.volumes.find((v) => v.name === "config").configMap.name;
+      const file = arg.split("/").pop();
+      const flags = YAML.parse(objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === cmName).data[file]);
+      known[binary] ??= binaryFlags(binary);
+      for (const key of Object.keys(flags)) {
+        if (known[binary].has(key)) continue;
+        assert.ok(PENDING[binary]?.includes(key), `${name}: ${w.metadata.name}: ${file}: --${key} is not a flag of ${binary}`);
+      }
+      for (const extra of w.spec.template.spec.containers[0].args.filter((a) => a !== arg)) {
+        const flag = /^--([a-z0-9-]+)/.exec(extra)?.[1];
+        assert.ok(known[binary].has(flag) || PENDING[binary]?.includes(flag), `${name}: ${w.metadata.name}: ${extra}`);
+      }
+    }
+  }
+  for (const [binary, flags] of Object.entries(PENDING)) {
+    for (const f of flags) {
+      known[binary] ??= binaryFlags(binary);
+      if (known[binary].has(f)) t.diagnostic(`${binary} now has --${f}: drop it from PENDING`);
+    }
+  }
+});
+
+test("every rule holds on every layout at once", () => {
+  for (const [name, objects] of all) assert.deepEqual(allRules(objects), [], name);
+});
+
+test("the dashboards' per-deployment labels are exactly what the operator's ServiceMonitor scrapes", () => {
+  const [cr] = readYaml(path.join(EXAMPLES, "orca-cpu-tiny.yaml")).filter(isCr);
+  cr.spec.monitoring = { serviceMonitor: { enabled: true } };
+  const objects = renderObjects([cr]);
+  const [sm] = objects.filter((o) => o.kind === "ServiceMonitor");
+  // The Prometheus Operator adds namespace and pod; the relabelings add the rest, from pod labels.
+  const scraped = ["namespace", "pod", ...sm.spec.endpoints[0].relabelings.map((r) => r.targetLabel)].sort();
+  const test = fs.readFileSync(path.join(ROOT, "tests/unit/metrics/dashboard_metrics_test.cc"), "utf8");
+  const allowed = [...(/kScrapeTargetLabels\[\] = \{([^}]*)\}/.exec(test)?.[1] ?? "").matchAll(/"([a-z_]+)"/g)].map((m) => m[1]).sort();
+  assert.deepEqual(allowed, scraped, "grafana_dashboard_metrics_test's kScrapeTargetLabels must match the ServiceMonitor");
+  for (const r of sm.spec.endpoints[0].relabelings) {
+    const podLabel = r.sourceLabels[0].replace("__meta_kubernetes_pod_label_", "");
+    const engine = objects.filter((o) => o.kind === "StatefulSet");
+    for (const w of engine) {
+      const labels = Object.keys(w.spec.template.metadata.labels).map((k) => k.replace(/[./-]/g, "_"));
+      assert.ok(labels.includes(podLabel), `${w.metadata.name} pods have no label for ${r.sourceLabels[0]}`);
+    }
+  }
+});
