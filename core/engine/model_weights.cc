@@ -123,8 +123,13 @@ class ModelWeights::Loader {
   absl::StatusOr<WeightView> Finish(WeightView v, const formats::TensorInfo& t, kernels::WeightUse use) {
     const size_t source_bytes = static_cast<size_t>(v.transposed ? v.k : v.n) * DTypeRowBytes(v.dtype, v.ld);
     bool owned = false;
-    if (out_->convert_to_.has_value() && v.dtype != *out_->convert_to_) {
-      const DType to = *out_->convert_to_;
+    // A quantized file's f16 matrices (rows that are not whole blocks fall back to
+    // f16) are computed in bf16, like f16 checkpoints.
+    const std::optional<DType> convert_to = out_->convert_to_.has_value() ? out_->convert_to_
+                                            : v.dtype == DType::kF16      ? std::optional<DType>(DType::kBF16)
+                                                                          : std::nullopt;
+    if (convert_to.has_value() && v.dtype != *convert_to) {
+      const DType to = *convert_to;
       const int64_t rows = v.transposed ? v.k : v.n, cols = v.transposed ? v.n : v.k;
       const size_t src_row = DTypeRowBytes(v.dtype, v.ld), dst_es = DTypeSize(to);
       std::vector<uint8_t> buf(static_cast<size_t>(rows * cols) * dst_es);
