@@ -7,6 +7,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/hash_store.h>
 #include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <netinet/in.h>
@@ -57,6 +58,18 @@ std::shared_ptr<gloo::transport::Device> CreateFixedPortDevice(const std::string
   return std::make_shared<FixedPortDevice>(attr, static_cast<uint16_t>(port));
 }
 
+// A Gloo whose pairs listen elsewhere than the device's address (later Gloo
+// versions bind one listener when the device is made) must fail loudly, not
+// fall back to ephemeral ports a firewall does not admit.
+void CheckListensOn(const gloo::transport::Pair& pair, uint16_t port) {
+  const auto* address = dynamic_cast<const gloo::transport::tcp::Address*>(&pair.address());
+  const sockaddr_storage& sa = address->getSockaddr();
+  const uint16_t bound = ntohs(sa.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in*>(&sa)->sin_port
+                                                       : reinterpret_cast<const sockaddr_in6*>(&sa)->sin6_port);
+  if (bound != port)
+    throw gloo::Exception(absl::StrCat("this Gloo listens on ", address->str(), ", not on the data-plane port ", port));
+}
+
 // A context whose pairs share one listening port: they connect one at a time
 // (see the header). Only gloo::Context's protected members make this possible
 // without changing Gloo.
@@ -64,7 +77,8 @@ class SequentialMeshContext final : public gloo::Context {
  public:
   using gloo::Context::Context;
 
-  void ConnectPairsInOrder(gloo::rendezvous::Store& store, const std::shared_ptr<gloo::transport::Device>& device) {
+  void ConnectPairsInOrder(gloo::rendezvous::Store& store, const std::shared_ptr<gloo::transport::Device>& device,
+                           uint16_t port) {
     const auto deadline = std::chrono::steady_clock::now() + getTimeout();
     auto transport = device->createContext(rank, size);
     transport->setTimeout(getTimeout());
@@ -74,6 +88,7 @@ class SequentialMeshContext final : public gloo::Context {
         const int peer = rank == a ? b : a;
         auto& pair = transport->createPair(peer);  // binds and listens on the fixed port
         pair->setLocalRank(0);
+        CheckListensOn(*pair, port);
         const std::string key = absl::StrCat("pair-", a, "-", b, "/");
         store.set(key + std::to_string(rank), pair->address().bytes());
         const auto left =
@@ -117,7 +132,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const
       c->device_ = CreateFixedPortDevice(o.hostname, o.port);
       auto ctx = std::make_shared<SequentialMeshContext>(o.rank, o.size);
       ctx->setTimeout(o.timeout);
-      ctx->ConnectPairsInOrder(store, c->device_);
+      ctx->ConnectPairsInOrder(store, c->device_, static_cast<uint16_t>(o.port));
       ctx->setTimeout(c->timeout_);
       c->context_ = ctx;
     }

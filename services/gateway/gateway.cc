@@ -109,6 +109,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::CreateWithModel(Options option
 
   SchedulerRouter::Options router_options;
   router_options.addresses = g.options.schedulers;
+  router_options.dns_target = g.options.schedulers_dns;
   router_options.poll_interval = g.options.scheduler_poll_interval;
   router_options.on_poll = [impl_ptr = impl.get()](bool any_ready) { impl_ptr->SetHealth(any_ready); };
   ORCA_ASSIGN_OR_RETURN(g.router, SchedulerRouter::Create(std::move(router_options)));

@@ -23,6 +23,8 @@ class Gateway {
     std::string listen = "127.0.0.1:8000";
     std::string grpc_listen = "127.0.0.1:8001";  // empty: no gRPC server
     std::vector<std::string> schedulers = {"127.0.0.1:7000"};
+    /// "HOST:PORT": discover the schedulers through DNS instead (see SchedulerRouter).
+    std::string schedulers_dns;
     GatewayModel::Options model;
     std::vector<std::string> api_keys;
     std::string api_keys_file;

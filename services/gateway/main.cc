@@ -24,6 +24,9 @@ int Run(int argc, char** argv) {
   flags.AddString("grpc-listen", &options.grpc_listen,
                   "gRPC address: orca.v1.Generation, health, reflection (empty disables)");
   flags.AddString("schedulers", &schedulers, "comma-separated scheduler addresses (engine replicas)");
+  flags.AddString("schedulers-dns", &options.schedulers_dns,
+                  "HOST:PORT: discover the schedulers as HOST's DNS addresses (e.g. a headless Service), "
+                  "re-resolved every poll; replaces --schedulers");
   flags.AddString("model", &options.model.model_path,
                   "model path: tokenizer, chat template, context length (required)");
   flags.AddString("served-model-name", &options.model.served_model_name,
@@ -59,8 +62,10 @@ int Run(int argc, char** argv) {
     return 2;
   }
   options.schedulers.clear();
-  for (absl::string_view address : absl::StrSplit(schedulers, ',', absl::SkipWhitespace())) {
-    options.schedulers.emplace_back(address);
+  if (options.schedulers_dns.empty()) {
+    for (absl::string_view address : absl::StrSplit(schedulers, ',', absl::SkipWhitespace())) {
+      options.schedulers.emplace_back(address);
+    }
   }
   options.api_keys = api_keys;
 

@@ -1,9 +1,14 @@
 #include "services/gateway/scheduler_router.h"
 
 #include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <limits>
+#include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
@@ -66,16 +71,58 @@ void SchedulerLease::Release(bool unavailable) {
 
 // ---- SchedulerRouter ---------------------------------------------------------
 
+namespace {
+
+absl::StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  // No such name: a headless Service with no endpoints (every scheduler gone) is not an error.
+  if (rc == EAI_NONAME || rc == EAI_NODATA) return std::vector<std::string>{};
+  if (rc != 0) return absl::UnavailableError(absl::StrCat("resolving ", host, ": ", gai_strerror(rc)));
+  std::set<std::string> ips;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char ip[NI_MAXHOST];
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, ip, sizeof ip, nullptr, 0, NI_NUMERICHOST) == 0) ips.insert(ip);
+  }
+  freeaddrinfo(found);
+  return std::vector<std::string>(ips.begin(), ips.end());
+}
+
+}  // namespace
+
 SchedulerRouter::SchedulerRouter(Options options) : options_(std::move(options)) {
+  absl::MutexLock lock(&backends_mu_);
   for (const std::string& address : options_.addresses) backends_.push_back(std::make_shared<Backend>(address));
 }
 
 absl::StatusOr<std::unique_ptr<SchedulerRouter>> SchedulerRouter::Create(Options options) {
-  if (options.addresses.empty()) return absl::InvalidArgumentError("--schedulers: at least one address is required");
-  for (const std::string& address : options.addresses) {
-    if (address.empty()) return absl::InvalidArgumentError("--schedulers: empty address in the list");
+  std::string dns_host, dns_port;
+  if (!options.dns_target.empty()) {
+    if (!options.addresses.empty()) {
+      return absl::InvalidArgumentError("--schedulers-dns and --schedulers are exclusive: give one");
+    }
+    const size_t colon = options.dns_target.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || colon == 0 || !absl::SimpleAtoi(options.dns_target.substr(colon + 1), &port) ||
+        port <= 0 || port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--schedulers-dns: want HOST:PORT, got \"", options.dns_target, "\""));
+    }
+    dns_host = options.dns_target.substr(0, colon);
+    dns_port = std::to_string(port);
+    if (!options.resolve) options.resolve = ResolveWithGetaddrinfo;
+  } else {
+    if (options.addresses.empty()) return absl::InvalidArgumentError("--schedulers: at least one address is required");
+    for (const std::string& address : options.addresses) {
+      if (address.empty()) return absl::InvalidArgumentError("--schedulers: empty address in the list");
+    }
   }
   std::unique_ptr<SchedulerRouter> router(new SchedulerRouter(std::move(options)));
+  router->dns_host_ = std::move(dns_host);
+  router->dns_port_ = std::move(dns_port);
   if (router->options_.start_polling) router->poller_ = std::thread([r = router.get()] { r->PollLoop(); });
   return router;
 }
@@ -90,8 +137,43 @@ void SchedulerRouter::Stop() {
   if (poller_.joinable()) poller_.join();
 }
 
+std::vector<std::shared_ptr<SchedulerLease::Backend>> SchedulerRouter::Backends() const {
+  absl::MutexLock lock(&backends_mu_);
+  return backends_;
+}
+
+void SchedulerRouter::RefreshDiscovery() {
+  if (dns_host_.empty()) return;
+  absl::StatusOr<std::vector<std::string>> ips = options_.resolve(dns_host_);
+  if (!ips.ok()) {
+    ORCA_LOG(WARNING).With("schedulers_dns", options_.dns_target)
+        << "keeping the current schedulers: " << ips.status().message();
+    return;
+  }
+  std::set<std::string> wanted;
+  for (const std::string& ip : *ips) {
+    wanted.insert(ip.find(':') != std::string::npos ? absl::StrCat("[", ip, "]:", dns_port_)
+                                                    : absl::StrCat(ip, ":", dns_port_));
+  }
+  absl::MutexLock lock(&backends_mu_);
+  std::vector<std::shared_ptr<Backend>> kept;
+  for (auto& backend : backends_) {
+    if (wanted.erase(backend->address) > 0) {
+      kept.push_back(std::move(backend));
+    } else {
+      ORCA_LOG(INFO).With("scheduler", backend->address) << "scheduler left " << dns_host_;
+    }
+  }
+  for (const std::string& address : wanted) {
+    ORCA_LOG(INFO).With("scheduler", address) << "scheduler discovered through " << dns_host_;
+    kept.push_back(std::make_shared<Backend>(address));
+  }
+  backends_ = std::move(kept);
+}
+
 void SchedulerRouter::PollLoop() {
   while (true) {
+    RefreshDiscovery();
     PollNow();
     if (options_.on_poll) options_.on_poll(AnyReady());
     absl::MutexLock lock(&mu_);
@@ -106,12 +188,13 @@ void SchedulerRouter::PollNow() {
     orca::v1::StatsRequest request;
     orca::v1::SchedulerStats response;
   };
-  std::unique_ptr<Poll[]> polls(new Poll[backends_.size()]);
-  absl::BlockingCounter pending(static_cast<int>(backends_.size()));
-  for (size_t i = 0; i < backends_.size(); ++i) {
+  const std::vector<std::shared_ptr<Backend>> backends = Backends();
+  std::unique_ptr<Poll[]> polls(new Poll[backends.size()]);
+  absl::BlockingCounter pending(static_cast<int>(backends.size()));
+  for (size_t i = 0; i < backends.size(); ++i) {
     Poll& poll = polls[i];
     poll.context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.stats_timeout));
-    Backend* backend = backends_[i].get();
+    Backend* backend = backends[i].get();
     backend->stub->async()->GetStats(
         &poll.context, &poll.request, &poll.response, [backend, &poll, &pending](grpc::Status status) {
           absl::MutexLock lock(&backend->mu);
@@ -138,7 +221,11 @@ void SchedulerRouter::PollNow() {
 }
 
 absl::StatusOr<SchedulerLease> SchedulerRouter::Acquire() {
-  const size_t n = backends_.size();
+  const std::vector<std::shared_ptr<Backend>> backends = Backends();
+  const size_t n = backends.size();
+  if (n == 0) {
+    return absl::UnavailableError(absl::StrCat("No scheduler is ready (none found at ", options_.dns_target, ")"));
+  }
   const size_t start = next_pick_.fetch_add(1, std::memory_order_relaxed) % n;
   Backend* best = nullptr;
   size_t best_index = 0;
@@ -146,7 +233,7 @@ absl::StatusOr<SchedulerLease> SchedulerRouter::Acquire() {
   std::vector<std::string> reasons;
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (start + k) % n;
-    Backend* backend = backends_[i].get();
+    Backend* backend = backends[i].get();
     {
       absl::MutexLock lock(&backend->mu);
       if (!backend->ready) {
@@ -165,11 +252,11 @@ absl::StatusOr<SchedulerLease> SchedulerRouter::Acquire() {
     return absl::UnavailableError(absl::StrCat("No scheduler is ready (", absl::StrJoin(reasons, "; "), ")"));
   }
   best->outstanding.fetch_add(1, std::memory_order_relaxed);
-  return SchedulerLease(backends_[best_index]);
+  return SchedulerLease(backends[best_index]);
 }
 
 bool SchedulerRouter::AnyReady() const {
-  for (const auto& backend : backends_) {
+  for (const auto& backend : Backends()) {
     absl::MutexLock lock(&backend->mu);
     if (backend->ready) return true;
   }
@@ -178,7 +265,7 @@ bool SchedulerRouter::AnyReady() const {
 
 std::vector<SchedulerStatus> SchedulerRouter::Snapshot() const {
   std::vector<SchedulerStatus> out;
-  for (const auto& backend : backends_) {
+  for (const auto& backend : Backends()) {
     SchedulerStatus status;
     status.address = backend->address;
     status.outstanding = backend->outstanding.load(std::memory_order_relaxed);
@@ -194,7 +281,7 @@ std::vector<SchedulerStatus> SchedulerRouter::Snapshot() const {
 
 int32_t SchedulerRouter::MaxContext() const {
   int32_t best = 0;
-  for (const auto& backend : backends_) {
+  for (const auto& backend : Backends()) {
     absl::MutexLock lock(&backend->mu);
     if (!backend->ready || backend->stats.max_context() <= 0) continue;
     if (best == 0 || backend->stats.max_context() < best) best = backend->stats.max_context();
@@ -208,6 +295,7 @@ bool SchedulerRouter::WaitUntilReady(absl::Duration timeout) {
     if (AnyReady()) return true;
     if (absl::Now() >= deadline) return false;
     absl::SleepFor(absl::Milliseconds(20));
+    RefreshDiscovery();
     PollNow();
   }
 }

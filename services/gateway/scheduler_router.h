@@ -6,6 +6,12 @@
 /// load. Acquire() picks the ready scheduler with the fewest requests this
 /// gateway has outstanding on it (ties broken round-robin); a scheduler whose
 /// call fails with UNAVAILABLE is taken out until a poll finds it ready again.
+///
+/// The schedulers are a fixed list, or discovered through DNS: every poll
+/// re-resolves one name (e.g. a headless Service with one A record per
+/// scheduler pod) and adds or drops backends, so engine replicas scale
+/// without restarting gateways. Leases keep a dropped backend alive until
+/// their calls end.
 
 #include <atomic>
 #include <cstdint>
@@ -67,6 +73,12 @@ class SchedulerRouter {
  public:
   struct Options {
     std::vector<std::string> addresses;
+    /// "HOST:PORT": discover schedulers as HOST's addresses at PORT instead of
+    /// `addresses` (which must then be empty); re-resolved every poll.
+    std::string dns_target;
+    /// Resolves HOST to IP addresses (tests inject one); default getaddrinfo.
+    /// An error keeps the current backends; an empty list drops them all.
+    std::function<absl::StatusOr<std::vector<std::string>>(const std::string& host)> resolve;
     absl::Duration poll_interval = absl::Seconds(1);
     absl::Duration stats_timeout = absl::Seconds(1);
     /// False: no background polling thread (tests call PollNow()).
@@ -76,7 +88,8 @@ class SchedulerRouter {
     std::function<void(bool any_ready)> on_poll;
   };
 
-  /// InvalidArgument when `addresses` is empty or one is blank. Does not wait
+  /// InvalidArgument when `addresses` is empty or one is blank (and no
+  /// `dns_target`), or when `dns_target` is not HOST:PORT. Does not wait
   /// for the schedulers; the first poll runs at once in the background.
   static absl::StatusOr<std::unique_ptr<SchedulerRouter>> Create(Options options);
   ~SchedulerRouter();
@@ -92,6 +105,8 @@ class SchedulerRouter {
   /// Smallest positive `max_context` among ready schedulers; 0 when unknown.
   int32_t MaxContext() const;
 
+  /// With `dns_target`: resolves it now and adds/drops backends to match.
+  void RefreshDiscovery();
   /// Polls every scheduler now and waits for the answers (bounded by stats_timeout).
   void PollNow();
   /// Waits until some scheduler is ready; false on timeout.
@@ -103,9 +118,13 @@ class SchedulerRouter {
   using Backend = SchedulerLease::Backend;
   explicit SchedulerRouter(Options options);
   void PollLoop();
+  std::vector<std::shared_ptr<Backend>> Backends() const;
 
   const Options options_;
-  std::vector<std::shared_ptr<Backend>> backends_;
+  std::string dns_host_;
+  std::string dns_port_;
+  mutable absl::Mutex backends_mu_;
+  std::vector<std::shared_ptr<Backend>> backends_ ABSL_GUARDED_BY(backends_mu_);
   std::atomic<uint64_t> next_pick_{0};
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -46,7 +46,7 @@ struct Flags {
   int64_t resync_seconds = 300;
   int64_t watch_timeout_seconds = 300;
   bool manage_service_monitors = true;
-  std::string scheduler_discovery = "list";
+  std::string scheduler_discovery = "dns";
   std::string render;
   bool post_render = false;
   std::string render_format = "yaml";
@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
                 "create, list and delete monitoring.coreos.com ServiceMonitors (needs that RBAC); false never "
                 "touches them");
   flags.AddString("gateway-scheduler-discovery", &f.scheduler_discovery,
-                  "list: the gateway gets one address per engine replica (scaling restarts gateways); dns: the "
-                  "gateway resolves the schedulers' headless Service (needs a gateway with --schedulers-dns)");
+                  "dns: the gateway resolves the schedulers' headless Service (scaling never restarts gateways); list: "
+                  "the gateway gets one address per engine replica (scaling restarts gateways)");
   flags.AddString("render", &f.render,
                   "print the objects the OrcaDeployment(s) in this file (- = standard input) become, then exit");
   flags.AddBool("post-render", &f.post_render,

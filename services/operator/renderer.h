@@ -52,7 +52,7 @@ enum class SchedulerDiscovery {
 struct RenderOptions {
   /// DNS suffix of the cluster, used in the stable addresses.
   std::string cluster_domain = "cluster.local";
-  SchedulerDiscovery scheduler_discovery = SchedulerDiscovery::kList;
+  SchedulerDiscovery scheduler_discovery = SchedulerDiscovery::kDns;
   /// The operator may create ServiceMonitors (--manage-service-monitors); false drops them.
   bool service_monitors = true;
 };

@@ -17,7 +17,7 @@ else()
              WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(deploy_${name}_test PROPERTIES
       LABELS "e2e;deploy"
-      TIMEOUT 300
+      TIMEOUT 600
       ENVIRONMENT "ORCA_SOURCE_DIR=${CMAKE_SOURCE_DIR};ORCA_BINARY_DIR=${CMAKE_BINARY_DIR}")
   endforeach()
 endif()

@@ -167,18 +167,19 @@ test("D5: with DNS discovery scaling never changes the gateway; with the list, e
     c.spec.replicas = n;
     return gatewayOf(renderObjects([c], ...flags));
   };
-  const one = scaled(1, "--gateway-scheduler-discovery=dns");
+  const one = scaled(1);  // DNS discovery is the default
   assert.equal(one.length, 3);  // ConfigMap, Deployment, PodDisruptionBudget
-  for (const n of [2, 3, 8]) assert.deepEqual(scaled(n, "--gateway-scheduler-discovery=dns"), one, `${n} replicas`);
-  assert.notDeepEqual(scaled(2), scaled(1), "list mode: the replica count is in the gateway's flags");
+  for (const n of [2, 3, 8]) assert.deepEqual(scaled(n), one, `${n} replicas`);
+  const list = "--gateway-scheduler-discovery=list";
+  assert.notDeepEqual(scaled(2, list), scaled(1, list), "list mode: the replica count is in the gateway's flags");
   const changed = structuredClone(cr);
   changed.spec.scheduler.maxBatchSize = 4;
-  assert.deepEqual(gatewayOf(renderObjects([changed])), gatewayOf(renderObjects([cr])));
+  assert.deepEqual(gatewayOf(renderObjects([changed], list)), gatewayOf(renderObjects([cr], list)));
 });
 
-// Flags rendered ahead of the binaries that will have them (issue 10, sibling work):
-// a worker with a fixed data-plane port, a gateway that re-resolves the schedulers' Service.
-const PENDING = { "orca-worker": ["data-plane-port"], "orca-gateway": ["schedulers-dns"] };
+// Flags rendered ahead of the binaries that will have them: none now (the worker's
+// --data-plane-port and the gateway's --schedulers-dns have landed).
+const PENDING = {};
 
 test("every flag-file key is a flag of the binary that reads it (its --help)", (t) => {
   const known = {};

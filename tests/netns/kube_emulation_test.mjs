@@ -7,6 +7,8 @@
 // node's probes). Small HTTP servers (node) stand in for Orca's binaries.
 // Exit 77 where namespaces cannot be made.
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
 
 import { Cluster } from "./kube.mjs";
 import { Network, NetnsUnavailable } from "./netns.mjs";
@@ -14,15 +16,16 @@ import { Network, NetnsUnavailable } from "./netns.mjs";
 const t0 = Date.now();
 const say = (msg) => console.log(`[kube +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
 
-// Answers /ready with 503 for its first READY_AFTER_MS, then 200; / with "hostname POD_IP greeting-file".
+// Answers /ready with 200 once the file READY_FILE exists (the test creates it), 503 before; / with
+// "hostname POD_IP greeting-file".
 const SERVER = `
-  const fs = require("fs"), os = require("os"), started = Date.now();
+  const fs = require("fs"), os = require("os");
   require("http").createServer((q, r) => {
-    if (q.url === "/ready") { r.statusCode = Date.now() - started < Number(process.env.READY_AFTER_MS) ? 503 : 200; return r.end(); }
+    if (q.url === "/ready") { r.statusCode = fs.existsSync(process.env.READY_FILE) ? 200 : 503; return r.end(); }
     r.end([os.hostname(), process.env.POD_IP, fs.readFileSync(process.argv[1], "utf8").trim()].join(" "));
   }).listen(8080);`;
 
-function deployment(name, labels, readyAfterMs) {
+function deployment(name, labels) {
   return {
     apiVersion: "apps/v1", kind: "Deployment", metadata: { name, namespace: "t" },
     spec: {
@@ -34,12 +37,12 @@ function deployment(name, labels, readyAfterMs) {
           containers: [{
             name: "web", command: [process.execPath], args: ["-e", SERVER, "/etc/greeting/$(GREETING_FILE)"],
             env: [{ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
-                  { name: "GREETING_FILE", value: "hello.txt" }, { name: "READY_AFTER_MS", value: String(readyAfterMs) }],
+                  { name: "GREETING_FILE", value: "hello.txt" }, { name: "READY_FILE", value: "/var/run/gate/ready" }],
             ports: [{ name: "http", containerPort: 8080 }],
             readinessProbe: { httpGet: { path: "/ready", port: "http" }, periodSeconds: 1, failureThreshold: 3 },
-            volumeMounts: [{ name: "greeting", mountPath: "/etc/greeting" }],
+            volumeMounts: [{ name: "greeting", mountPath: "/etc/greeting" }, { name: "gate", mountPath: "/var/run/gate" }],
           }],
-          volumes: [{ name: "greeting", configMap: { name: "greeting" } }],
+          volumes: [{ name: "greeting", configMap: { name: "greeting" } }, { name: "gate", emptyDir: {} }],
         },
       },
     },
@@ -48,8 +51,8 @@ function deployment(name, labels, readyAfterMs) {
 
 const OBJECTS = [
   { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "greeting", namespace: "t" }, data: { "hello.txt": "hello" } },
-  deployment("web", { app: "web" }, 6000),
-  deployment("peer", { app: "peer", role: "client" }, 0),
+  deployment("web", { app: "web" }),
+  deployment("peer", { app: "peer", role: "client" }),
   { apiVersion: "v1", kind: "Service", metadata: { name: "web", namespace: "t" },
     spec: { selector: { app: "web" }, ports: [{ name: "http", port: 80, targetPort: "http" }] } },
   { apiVersion: "v1", kind: "Service", metadata: { name: "web-ready", namespace: "t" },
@@ -85,8 +88,10 @@ async function main() {
       `require("http").get(${JSON.stringify(url)}, (r) => { let b = ""; r.on("data", (d) => b += d); r.on("end", () => console.log(r.statusCode + " " + b)); })` +
       `.on("error", (e) => console.log("error " + e.code)).setTimeout(2000, function () { this.destroy(); })`]).stdout.trim();
 
-    await cluster.waitFor(() => web.phase === "Running" && peer.ready, 30_000, "web running, peer Ready");
-    assert.equal(web.ready, false, "web is not Ready in its first 6 s");
+    const openGate = (pod) => fs.writeFileSync(path.join(pod.dir, "volumes/gate/ready"), "");
+    openGate(peer);
+    await cluster.waitFor(() => web.phase === "Running" && peer.ready, 60_000, "web running, peer Ready");
+    assert.equal(web.ready, false, "web is not Ready before its gate opens");
     const svc = cluster.service("web");
     assert.equal(await peer.host.canConnect(svc.vip, 80), false, "a ClusterIP Service without Ready endpoints refuses");
     assert.equal(fromPeer("http://web.t.svc.cluster.local/"), "error ECONNREFUSED");
@@ -95,6 +100,7 @@ async function main() {
     passed++;
     say("ok: before Ready: ClusterIP refuses, headless resolves only with publishNotReadyAddresses");
 
+    openGate(web);
     await cluster.waitFor(() => web.ready && svc.endpoints.length === 1, 30_000, "web Ready and routed");
     assert.equal(fromPeer("http://web.t.svc.cluster.local/"), `200 ${web.name} ${web.host.ip} hello`,
                  "through the Service: the pod's hostname, its IP from fieldRef, the ConfigMap file named by $(GREETING_FILE)");

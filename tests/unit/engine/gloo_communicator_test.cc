@@ -17,7 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace orca {
+namespace orca::engine {
 namespace {
 
 using ::testing::HasSubstr;
@@ -205,4 +205,4 @@ TEST(GlooCommunicatorTest, RejectsPortOutsideTheTcpRange) {
 }
 
 }  // namespace
-}  // namespace orca
+}  // namespace orca::engine

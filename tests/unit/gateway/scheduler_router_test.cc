@@ -2,6 +2,11 @@
 
 #include "services/gateway/scheduler_router.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "core/common/ports.h"
 #include "gtest/gtest.h"
 #include "services/gateway/testing/fake_scheduler.h"
 
@@ -123,6 +128,138 @@ TEST(SchedulerRouterTest, BackgroundPollingNoticesReadiness) {
   ASSERT_TRUE(router.ok());
   a->SetReady(true);
   EXPECT_TRUE((*router)->WaitUntilReady(absl::Seconds(10)));
+}
+
+// DNS discovery: schedulers are the A records of one name (a headless Service), all at one port.
+// Loopback has the whole 127/8, so two fake schedulers listen on 127.0.0.2 and 127.0.0.3 at one port.
+class DnsDiscoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto port = PickLoopbackPort();
+    ASSERT_TRUE(port.ok()) << port.status();
+    port_ = *port;
+    for (const char* ip : {"127.0.0.2", "127.0.0.3"}) {
+      FakeScheduler::Options options;
+      options.listen = absl::StrCat(ip, ":", port_);
+      auto scheduler = FakeScheduler::Start(options);
+      ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+      fakes_.push_back(std::move(scheduler).value());
+    }
+  }
+
+  std::unique_ptr<SchedulerRouter> MakeDnsRouter() {
+    SchedulerRouter::Options options;
+    options.dns_target = absl::StrCat("orca-schedulers.ns.svc.cluster.local:", port_);
+    options.start_polling = false;
+    options.resolve = [this](const std::string& host) -> absl::StatusOr<std::vector<std::string>> {
+      EXPECT_EQ(host, "orca-schedulers.ns.svc.cluster.local");
+      absl::MutexLock lock(&mu_);
+      return answer_;
+    };
+    auto router = SchedulerRouter::Create(options);
+    EXPECT_TRUE(router.ok()) << router.status();
+    return std::move(router).value();
+  }
+
+  void Answer(absl::StatusOr<std::vector<std::string>> ips) {
+    absl::MutexLock lock(&mu_);
+    answer_ = std::move(ips);
+  }
+
+  std::vector<std::string> Addresses(const SchedulerRouter& router) {
+    std::vector<std::string> out;
+    for (const auto& s : router.Snapshot()) out.push_back(s.address);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::string At(const char* ip) { return absl::StrCat(ip, ":", port_); }
+
+  int port_ = 0;
+  std::vector<std::unique_ptr<FakeScheduler>> fakes_;
+  absl::Mutex mu_;
+  absl::StatusOr<std::vector<std::string>> answer_ ABSL_GUARDED_BY(mu_) = std::vector<std::string>{};
+};
+
+TEST_F(DnsDiscoveryTest, FollowsTheNameAsReplicasComeAndGo) {
+  auto router = MakeDnsRouter();
+  // No scheduler yet (no endpoints: the name does not resolve): unavailable, saying where it looked.
+  router->RefreshDiscovery();
+  router->PollNow();
+  auto none = router->Acquire();
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(std::string(none.status().message()).find("orca-schedulers.ns.svc.cluster.local"), std::string::npos);
+
+  Answer(std::vector<std::string>{"127.0.0.2"});
+  router->RefreshDiscovery();
+  router->PollNow();
+  EXPECT_EQ(Addresses(*router), std::vector<std::string>{At("127.0.0.2")});
+  auto held = router->Acquire();
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->address(), At("127.0.0.2"));
+
+  // Scale out: the second replica joins without a new router (a gateway restart).
+  Answer(std::vector<std::string>{"127.0.0.3", "127.0.0.2"});
+  router->RefreshDiscovery();
+  router->PollNow();
+  EXPECT_EQ(Addresses(*router), (std::vector<std::string>{At("127.0.0.2"), At("127.0.0.3")}));
+  auto second = router->Acquire();  // the emptier one
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->address(), At("127.0.0.3"));
+
+  // Scale in: the first leaves; a lease on it stays usable until released.
+  Answer(std::vector<std::string>{"127.0.0.3"});
+  router->RefreshDiscovery();
+  EXPECT_EQ(Addresses(*router), std::vector<std::string>{At("127.0.0.3")});
+  EXPECT_EQ(held->address(), At("127.0.0.2"));
+  EXPECT_NE(held->stub(), nullptr);
+  held->Release();
+  for (int i = 0; i < 3; ++i) {
+    auto lease = router->Acquire();
+    ASSERT_TRUE(lease.ok());
+    EXPECT_EQ(lease->address(), At("127.0.0.3"));
+  }
+}
+
+TEST_F(DnsDiscoveryTest, AResolverErrorKeepsTheCurrentSchedulers) {
+  auto router = MakeDnsRouter();
+  Answer(std::vector<std::string>{"127.0.0.2", "127.0.0.3"});
+  router->RefreshDiscovery();
+  Answer(absl::UnavailableError("SERVFAIL"));
+  router->RefreshDiscovery();
+  router->PollNow();
+  EXPECT_EQ(Addresses(*router), (std::vector<std::string>{At("127.0.0.2"), At("127.0.0.3")}));
+  EXPECT_TRUE(router->AnyReady());
+}
+
+TEST(SchedulerRouterTest, DnsTargetMustBeHostPortAndExclusiveWithAList) {
+  SchedulerRouter::Options options;
+  options.start_polling = false;
+  for (const char* bad : {"no-port", "host:", ":7000", "host:0", "host:70000", "host:x"}) {
+    options.dns_target = bad;
+    EXPECT_EQ(SchedulerRouter::Create(options).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  options.dns_target = "sched.ns.svc:7000";
+  options.addresses = {"a:1"};
+  EXPECT_EQ(SchedulerRouter::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.addresses.clear();
+  EXPECT_TRUE(SchedulerRouter::Create(options).ok());
+}
+
+TEST(SchedulerRouterTest, DefaultResolverFindsLocalhostAndTreatsAnUnknownNameAsNoSchedulers) {
+  SchedulerRouter::Options options;
+  options.start_polling = false;
+  options.dns_target = "localhost:1";
+  auto router = SchedulerRouter::Create(options);
+  ASSERT_TRUE(router.ok());
+  (*router)->RefreshDiscovery();
+  EXPECT_FALSE((*router)->Snapshot().empty());
+  options.dns_target = "no-such-scheduler.invalid:1";
+  router = SchedulerRouter::Create(options);
+  ASSERT_TRUE(router.ok());
+  (*router)->RefreshDiscovery();
+  EXPECT_TRUE((*router)->Snapshot().empty());
 }
 
 }  // namespace

@@ -81,32 +81,31 @@ INSTANTIATE_TEST_SUITE_P(
     Table, TopologyTest,
     ::testing::Values(TopologyCase{"OneReplica",
                                    OrcaDeploymentBuilder(),
-                                   {"Service/demo-workers", "Service/demo-schedulers", "Service/demo-r0-scheduler",
-                                    "ConfigMap/demo-r0-REV", "StatefulSet/demo-r0-REV", "StatefulSet/demo-r0-REV-sched",
+                                   {"Service/demo-workers", "Service/demo-schedulers", "ConfigMap/demo-r0-REV",
+                                    "StatefulSet/demo-r0-REV", "StatefulSet/demo-r0-REV-sched",
                                     "ConfigMap/demo-gateway", "Service/demo-gateway", "Deployment/demo-gateway",
                                     "PodDisruptionBudget/demo-engine", "PodDisruptionBudget/demo-gateway"}},
                       TopologyCase{"TwoReplicas",
                                    OrcaDeploymentBuilder().Replicas(2).Pipeline(3),
-                                   {"Service/demo-workers", "Service/demo-schedulers", "Service/demo-r0-scheduler",
-                                    "Service/demo-r1-scheduler", "ConfigMap/demo-r0-REV", "StatefulSet/demo-r0-REV",
-                                    "StatefulSet/demo-r0-REV-sched", "ConfigMap/demo-r1-REV", "StatefulSet/demo-r1-REV",
-                                    "StatefulSet/demo-r1-REV-sched", "ConfigMap/demo-gateway", "Service/demo-gateway",
-                                    "Deployment/demo-gateway", "PodDisruptionBudget/demo-engine",
-                                    "PodDisruptionBudget/demo-gateway"}},
+                                   {"Service/demo-workers", "Service/demo-schedulers", "ConfigMap/demo-r0-REV",
+                                    "StatefulSet/demo-r0-REV", "StatefulSet/demo-r0-REV-sched", "ConfigMap/demo-r1-REV",
+                                    "StatefulSet/demo-r1-REV", "StatefulSet/demo-r1-REV-sched",
+                                    "ConfigMap/demo-gateway", "Service/demo-gateway", "Deployment/demo-gateway",
+                                    "PodDisruptionBudget/demo-engine", "PodDisruptionBudget/demo-gateway"}},
                       TopologyCase{"ScaledToZero",
                                    OrcaDeploymentBuilder().Replicas(0),
                                    {"Service/demo-workers", "Service/demo-schedulers", "ConfigMap/demo-gateway",
                                     "Service/demo-gateway", "Deployment/demo-gateway"}},
-                      TopologyCase{"WithServiceMonitorAndNetworkPolicies",
-                                   OrcaDeploymentBuilder()
-                                       .Set("/spec/monitoring/serviceMonitor/enabled", true)
-                                       .Set("/spec/networkPolicy/enabled", true),
-                                   {"Service/demo-workers", "Service/demo-schedulers", "Service/demo-r0-scheduler",
-                                    "ConfigMap/demo-r0-REV", "StatefulSet/demo-r0-REV", "StatefulSet/demo-r0-REV-sched",
-                                    "ConfigMap/demo-gateway", "Service/demo-gateway", "Deployment/demo-gateway",
-                                    "PodDisruptionBudget/demo-engine", "PodDisruptionBudget/demo-gateway",
-                                    "NetworkPolicy/demo-workers", "NetworkPolicy/demo-schedulers",
-                                    "NetworkPolicy/demo-gateway", "ServiceMonitor/demo"}}),
+                      TopologyCase{
+                          "WithServiceMonitorAndNetworkPolicies",
+                          OrcaDeploymentBuilder()
+                              .Set("/spec/monitoring/serviceMonitor/enabled", true)
+                              .Set("/spec/networkPolicy/enabled", true),
+                          {"Service/demo-workers", "Service/demo-schedulers", "ConfigMap/demo-r0-REV",
+                           "StatefulSet/demo-r0-REV", "StatefulSet/demo-r0-REV-sched", "ConfigMap/demo-gateway",
+                           "Service/demo-gateway", "Deployment/demo-gateway", "PodDisruptionBudget/demo-engine",
+                           "PodDisruptionBudget/demo-gateway", "NetworkPolicy/demo-workers",
+                           "NetworkPolicy/demo-schedulers", "NetworkPolicy/demo-gateway", "ServiceMonitor/demo"}}),
     [](const ::testing::TestParamInfo<TopologyCase>& info) { return std::string(info.param.name); });
 
 struct ParallelismCase {
@@ -120,8 +119,10 @@ class ParallelismTest : public ::testing::TestWithParam<ParallelismCase> {};
 TEST_P(ParallelismTest, EveryReplicaGetsItsOwnGroupInStageOrder) {
   const auto [replicas, pipeline, tensor] = GetParam();
   const auto b = OrcaDeploymentBuilder().Replicas(replicas).Pipeline(pipeline).Tensor(tensor);
-  const auto objects = Render(b);
-  const std::string rev = Revision(b);
+  RenderOptions list;
+  list.scheduler_discovery = SchedulerDiscovery::kList;
+  const auto objects = Render(b, list);
+  const std::string rev = Revision(b, list);
   std::vector<std::string> schedulers;
   for (int r = 0; r < replicas; ++r) {
     const std::string group = absl::StrCat("demo-r", r, "-", rev);
@@ -151,6 +152,9 @@ TEST_P(ParallelismTest, EveryReplicaGetsItsOwnGroupInStageOrder) {
     schedulers.push_back(absl::StrCat("demo-r", r, "-scheduler.team-a.svc.cluster.local:7000"));
   }
   EXPECT_EQ(FlagFile(objects, "demo-gateway", "gateway.yaml")["schedulers"], absl::StrJoin(schedulers, ","));
+  // The default discovery names one headless Service whatever the replica count.
+  EXPECT_EQ(FlagFile(Render(b), "demo-gateway", "gateway.yaml")["schedulers-dns"],
+            "demo-schedulers.team-a.svc.cluster.local:7000");
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, ParallelismTest,
@@ -271,10 +275,12 @@ TEST(RendererTest, ScalingNeverRestartsGatewaysWithDnsDiscovery) {
   EXPECT_FALSE(gateway.contains("schedulers"));
   for (const json& o : one) EXPECT_NE(o["metadata"]["name"], "demo-r0-scheduler") << "no per-replica Service";
   // The list: stable across engine updates.
-  const auto before = Render(OrcaDeploymentBuilder().Replicas(2));
-  const auto after = Render(OrcaDeploymentBuilder().Replicas(2).Set("/spec/scheduler/maxBatchSize", 4));
+  RenderOptions list;
+  list.scheduler_discovery = SchedulerDiscovery::kList;
+  const auto before = Render(OrcaDeploymentBuilder().Replicas(2), list);
+  const auto after = Render(OrcaDeploymentBuilder().Replicas(2).Set("/spec/scheduler/maxBatchSize", 4), list);
   EXPECT_EQ(Find(before, "Deployment", "demo-gateway"), Find(after, "Deployment", "demo-gateway"));
-  const auto three = Render(OrcaDeploymentBuilder().Replicas(3));
+  const auto three = Render(OrcaDeploymentBuilder().Replicas(3), list);
   EXPECT_NE(Find(before, "Deployment", "demo-gateway"), Find(three, "Deployment", "demo-gateway"));
 }
 
@@ -390,7 +396,7 @@ TEST(RendererTest, NetworkPoliciesAdmitTheDataPlaneByItsNamedPort) {
   EXPECT_EQ(workers["spec"]["ingress"][1]["from"][0]["podSelector"]["matchLabels"][kLabelComponent], "worker");
   const json& c = Find(objects, "StatefulSet", group)["spec"]["template"]["spec"]["containers"][0];
   EXPECT_EQ(c["ports"][2], json({{"name", "data-plane"}, {"containerPort", 7200}, {"protocol", "TCP"}}));
-  EXPECT_EQ(Ids(Render(OrcaDeploymentBuilder())).size(), 11u);  // none unless enabled
+  EXPECT_EQ(Ids(Render(OrcaDeploymentBuilder())).size(), 10u);  // none unless enabled
 }
 
 TEST(RendererTest, ServiceMonitorScrapesEachPodOnceWithReplicaLabels) {
@@ -506,7 +512,9 @@ TEST(RendererTest, ObjectsAreOwnedAndLabelled) {
 
 TEST(RendererTest, SelectorsMatchTheirPodsAndOnlyTheirPods) {
   const auto b = OrcaDeploymentBuilder().Replicas(2);
-  const auto objects = Render(b);
+  RenderOptions list;
+  list.scheduler_discovery = SchedulerDiscovery::kList;
+  const auto objects = Render(b, list);
   for (const json& o : objects) {
     if (o["kind"] != "StatefulSet" && o["kind"] != "Deployment") continue;
     const json& selector = o["spec"]["selector"]["matchLabels"];
@@ -515,8 +523,9 @@ TEST(RendererTest, SelectorsMatchTheirPodsAndOnlyTheirPods) {
   }
   // Replica 1's stable scheduler Service must not select replica 0's scheduler.
   EXPECT_EQ(Find(objects, "Service", "demo-r1-scheduler")["spec"]["selector"]["serving.orca.dev/replica"], "1");
-  EXPECT_EQ(Find(objects, "StatefulSet", "demo-r0-" + Revision(b))["spec"]["selector"]["matchLabels"][kLabelRevision],
-            Revision(b));
+  EXPECT_EQ(
+      Find(objects, "StatefulSet", "demo-r0-" + Revision(b, list))["spec"]["selector"]["matchLabels"][kLabelRevision],
+      Revision(b, list));
 }
 
 TEST(RendererTest, RenderingIsPure) {
