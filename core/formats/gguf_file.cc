@@ -326,11 +326,11 @@ absl::Status GgufFile::PlaceTensor(uint64_t offset, size_t data_start, uint64_t 
     // Said without wrapping: an offset near 2^64 has no meaningful end.
     const bool wraps = offset > UINT64_MAX - data_start || info->nbytes > UINT64_MAX - data_start - offset;
     const uint64_t end = wraps ? 0 : data_start + offset + info->nbytes;
+    const std::string needs =
+        wraps ? "an offset out of range" : absl::StrCat("bytes [", data_start + offset, ", ", end, ")");
     return absl::DataLossError(absl::StrCat(
-        path, ": ", what, " at data offset ", offset, " extends past the end of the file (", size, " bytes",
-        wraps ? "; the offset is out of range"
-              : absl::StrCat("; needs bytes [", data_start + offset, ", ", end, "), truncated by ", end - size),
-        ")"));
+        path, ": ", what, " at data offset ", offset, " extends past the end of the file: it needs ", needs,
+        " but the file has ", size, " bytes", wraps ? "" : absl::StrCat(" (truncated by ", end - size, ")")));
   }
   info->data = file_->data() + data_start + offset;
   return absl::OkStatus();
