@@ -1,11 +1,13 @@
 // Engine microbenchmark, the paper's Fig. 9 analog on this machine: time per
 // iteration and tokens/s for prefill (initiation) and decode (increment)
-// iterations over batch sizes, on synthetic Llama-shaped models, each figure
-// reported against the machine's ceilings measured in the same run (memory
-// read bandwidth; oneDNN GEMM peak per dtype).
+// iterations over batch sizes, on any model file or synthetic model shape in
+// any weight type, each figure reported against the machine's ceilings
+// measured in the same run (memory read bandwidth; oneDNN GEMM peak per type),
+// plus load time, resident memory, and the first requests after load.
 //
-//   engine_bench [--models 25m,135m] [--dtypes bf16,f32] [--batches 1,2,4,8,16,32,64]
+//   engine_bench [--models 25m,135m] [--dtypes bf16,q8_0,q4_k_m] [--batches 1,2,4,8,16,32,64]
 //                [--prompts 32,128] [--gen 32] [--model-dir DIR]
+//   engine_bench --model-file model.gguf [...]
 
 #include <immintrin.h>
 #include <omp.h>
@@ -29,8 +31,12 @@
 #include "bench/engine/ceilings.h"
 #include "core/common/flags.h"
 #include "core/common/logging.h"
+#include "core/common/status_macros.h"
+#include "core/convert/gguf_export.h"
 #include "core/engine/engine.h"
 #include "core/engine/synthetic_checkpoint.h"
+#include "core/text/synthetic_tokenizer.h"
+#include "core/text/tokenizer.h"
 
 namespace orca::bench {
 namespace {
@@ -42,19 +48,26 @@ struct Ceilings {
   double read_gbps = 0;
   double gemm_gflops_f32 = 0;
   double gemm_gflops_bf16 = 0;
-  std::string bf16_impl;
+  double gemm_gops_int8 = 0;
+  std::string f32_impl, bf16_impl, int8_impl;
+  /// The GEMM peak a model's matrices compute at: int8 for quantized weights.
+  double PeakFor(DType weights) const {
+    return IsQuantized(weights) ? gemm_gops_int8 : weights == DType::kBF16 ? gemm_gflops_bf16 : gemm_gflops_f32;
+  }
 };
 
-// oneDNN matmul on large shapes, the best GFLOP/s this machine gives per dtype.
-double MeasureGemmPeak(dnnl::memory::data_type dt, int threads, std::string* impl) {
+// oneDNN matmul on large shapes, the best GFLOP/s (GOP/s for int8) this machine gives per type:
+// f32 × f32, bf16 × bf16, or u8 activations × s8 weights (the int8 GEMM quantized weights compute as).
+double MeasureGemmPeak(dnnl::memory::data_type src, dnnl::memory::data_type wei, int threads, std::string* impl) {
   omp_set_num_threads(threads);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(eng);
+  const bool int8 = wei == dnnl::memory::data_type::s8;
   double best = 0;
   for (int64_t m : {1024, 2048}) {
     const int64_t k = 2048, n = 2048;
-    dnnl::memory::desc a({m, k}, dt, dnnl::memory::format_tag::ab), b({k, n}, dt, dnnl::memory::format_tag::ab),
-        c({m, n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+    dnnl::memory::desc a({m, k}, src, dnnl::memory::format_tag::ab), b({k, n}, wei, dnnl::memory::format_tag::ab),
+        c({m, n}, int8 ? dnnl::memory::data_type::s32 : dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), eng);
     dnnl::matmul mm(pd);
     dnnl::memory A(a, eng), B(b, eng), C(c, eng);
@@ -74,25 +87,44 @@ double MeasureGemmPeak(dnnl::memory::data_type dt, int threads, std::string* imp
   return best;
 }
 
-struct ModelShape {
-  std::string name;
-  engine::SyntheticModelOptions options;
-};
+Ceilings MeasureCeilings(int threads, BandwidthProbe& bandwidth) {
+  using dt = dnnl::memory::data_type;
+  Ceilings c;
+  c.read_gbps = bandwidth.Measure();
+  c.gemm_gflops_f32 = MeasureGemmPeak(dt::f32, dt::f32, threads, &c.f32_impl);
+  c.gemm_gflops_bf16 = MeasureGemmPeak(dt::bf16, dt::bf16, threads, &c.bf16_impl);
+  c.gemm_gops_int8 = MeasureGemmPeak(dt::u8, dt::s8, threads, &c.int8_impl);
+  std::printf(
+      "# ceilings: read bandwidth %.1f GB/s; oneDNN GEMM peak f32 %.0f GFLOP/s (%s), bf16 %.0f GFLOP/s (%s), "
+      "int8 %.0f GOP/s (%s)\n",
+      c.read_gbps, c.gemm_gflops_f32, c.f32_impl.c_str(), c.gemm_gflops_bf16, c.bf16_impl.c_str(), c.gemm_gops_int8,
+      c.int8_impl.c_str());
+  std::fflush(stdout);
+  return c;
+}
 
-ModelShape Shape(const std::string& name) {
-  ModelShape s{name, {}};
-  auto& o = s.options;
-  o.arch = engine::ModelArch::kLlama;
-  o.max_position = 2048;
-  o.tie_word_embeddings = true;
-  if (name == "25m") {
-    o.hidden_size = 512, o.num_layers = 8, o.num_heads = 8, o.num_kv_heads = 4, o.intermediate_size = 1408,
-    o.vocab_size = 8192;
-  } else {  // 135m: SmolLM-135M's shape
-    o.hidden_size = 576, o.num_layers = 30, o.num_heads = 9, o.num_kv_heads = 3, o.intermediate_size = 1536,
-    o.vocab_size = 49152;
-  }
-  return s;
+// Synthetic shapes (random weights): the engine bench's own and real models' (`orca model synth --preset`).
+bool ShapeOptions(const std::string& name, engine::SyntheticModelOptions* o) {
+  struct Shape {
+    const char* name;
+    int hidden, layers, heads, kv_heads, ffn, vocab;
+    bool tied;
+  };
+  static constexpr Shape kShapes[] = {{"25m", 512, 8, 8, 4, 1408, 8192, true},
+                                      {"135m", 576, 30, 9, 3, 1536, 49152, true},
+                                      {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, false},
+                                      {"llama-3.2-1b", 2048, 16, 32, 8, 8192, 128256, true},
+                                      {"llama-3.2-3b", 3072, 28, 24, 8, 8192, 128256, true},
+                                      {"llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, false}};
+  for (const Shape& s : kShapes)
+    if (name == s.name) {
+      o->arch = engine::ModelArch::kLlama;
+      o->max_position = 2048;
+      o->hidden_size = s.hidden, o->num_layers = s.layers, o->num_heads = s.heads, o->num_kv_heads = s.kv_heads;
+      o->intermediate_size = s.ffn, o->vocab_size = s.vocab, o->tie_word_embeddings = s.tied;
+      return true;
+    }
+  return false;
 }
 
 int64_t ResidentKiB(const char* field) {
@@ -117,143 +149,169 @@ double ForwardFlops(const engine::ModelConfig& c, double tokens, double samples,
 struct Args {
   std::vector<std::string> models{"25m", "135m"};
   std::vector<std::string> dtypes{"bf16", "f32"};
+  std::vector<std::string> files;
   std::vector<std::string> batches{"1", "2", "4", "8", "16", "32", "64"};
   std::vector<std::string> prompts{"32", "128"};
   int64_t gen = 32;
   int64_t threads = 0;
+  int64_t first_requests = 10;
   int64_t small_gemm_max_rows = -1;  // -1: the engine's default
   int64_t panel_gemm_max_rows = -1;
   std::string model_dir;
 };
 
-int Run(const Args& args) {
-  const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
-  std::printf("# Orca engine microbenchmark (paper Fig. 9 analog), %d threads\n", threads);
-  Ceilings ceil;
-  BandwidthProbe bandwidth(threads);
-  ceil.read_gbps = bandwidth.Measure();
-  std::string f32_impl;
-  ceil.gemm_gflops_f32 = MeasureGemmPeak(dnnl::memory::data_type::f32, threads, &f32_impl);
-  ceil.gemm_gflops_bf16 = MeasureGemmPeak(dnnl::memory::data_type::bf16, threads, &ceil.bf16_impl);
-  std::printf("# ceilings: read bandwidth %.1f GB/s; oneDNN GEMM peak f32 %.0f GFLOP/s (%s), bf16 %.0f GFLOP/s (%s)\n",
-              ceil.read_gbps, ceil.gemm_gflops_f32, f32_impl.c_str(), ceil.gemm_gflops_bf16, ceil.bf16_impl.c_str());
+// The model files to run: --model-file as given, else each shape × type, written as GGUF (with the
+// synthetic tokenizer, so llama.cpp loads the same file) the first time.
+absl::StatusOr<std::vector<std::string>> ModelFiles(const Args& args) {
+  if (!args.files.empty()) return args.files;
+  std::vector<std::string> out;
+  for (const auto& model : args.models)
+    for (const auto& type : args.dtypes) {
+      engine::SyntheticModelOptions o;
+      if (!ShapeOptions(model, &o)) return absl::InvalidArgumentError("unknown model shape " + model);
+      convert::ExportOptions eo;
+      if (!convert::ParseQuantMix(type, &eo.mix)) return absl::InvalidArgumentError("unknown type " + type);
+      const std::string path = args.model_dir + "/bench-" + model + "-" + type + ".gguf";
+      out.push_back(path);
+      if (std::filesystem::exists(path)) continue;
+      std::printf("# writing %s\n", path.c_str());
+      std::fflush(stdout);
+      ORCA_ASSIGN_OR_RETURN(text::SyntheticTokenizerFiles tok, text::MakeSyntheticByteLevelTokenizer(o.vocab_size));
+      ORCA_ASSIGN_OR_RETURN(auto t, text::Tokenizer::FromJson(tok.tokenizer_json, tok.tokenizer_config_json));
+      o.bos_token_id = t->bos_id().value_or(-1);
+      o.eos_token_id = t->eos_ids().empty() ? -1 : t->eos_ids().front();
+      ORCA_RETURN_IF_ERROR(
+          convert::WriteSyntheticGguf(o, tok.tokenizer_json, tok.tokenizer_config_json, path, eo).status());
+    }
+  return out;
+}
+
+// One prefill of `batch` new requests of `prompt` random tokens; returns its seconds (the requests stay).
+absl::StatusOr<double> Prefill(engine::Engine& e, int batch, int prompt, int gen, uint64_t* next_id, std::mt19937& rng,
+                               engine::StepInput* in, engine::StepOutput* out) {
+  in->seqs.clear();
+  for (int r = 0; r < batch; ++r) {
+    std::vector<int32_t> ids(prompt);
+    for (auto& t : ids) t = std::uniform_int_distribution<int>(0, e.config().vocab_size - 1)(rng);
+    in->seqs.push_back({(*next_id)++, ids, 0, true, engine::SequenceSetup{prompt + gen, {}, {}}});
+  }
+  const auto t0 = Clock::now();
+  ORCA_RETURN_IF_ERROR(e.Step(*in, nullptr, out));
+  return Seconds(t0, Clock::now());
+}
+
+// The first request after load against the later ones: no layout work may hide in a request.
+absl::Status FirstRequests(engine::Engine& e, const Args& args, int prompt, uint64_t* next_id, std::mt19937& rng) {
+  std::vector<double> ms;
+  for (int64_t i = 0; i < args.first_requests; ++i) {
+    engine::StepInput in;
+    engine::StepOutput out;
+    ORCA_ASSIGN_OR_RETURN(double s, Prefill(e, 1, prompt, 1, next_id, rng, &in, &out));
+    ms.push_back(s * 1e3);
+    e.Release(in.seqs[0].request_id);
+  }
+  std::vector<double> later(ms.begin() + 1, ms.end());
+  std::sort(later.begin(), later.end());
+  std::printf(
+      "# first requests after load, prefill of %d tokens: #1 %.1f ms, #%zu %.1f ms, median of #2-#%zu %.1f ms\n",
+      prompt, ms.front(), ms.size(), ms.back(), ms.size(), later.empty() ? 0 : later[later.size() / 2]);
+  return absl::OkStatus();
+}
+
+// One table row: a prefill of `batch` × `prompt`, then gen - 1 decode iterations (median) between two
+// bandwidth probes.
+absl::Status Row(engine::Engine& e, const Args& args, const Ceilings& ceil, BandwidthProbe& bandwidth, int batch,
+                 int prompt, double* b1_tps, uint64_t* next_id, std::mt19937& rng) {
+  const engine::ModelConfig& c = e.config();
+  const double weight_gb = e.weight_bytes() / 1e9;
+  engine::StepInput in;
+  engine::StepOutput out;
+  ORCA_ASSIGN_OR_RETURN(double prefill_s,
+                        Prefill(e, batch, prompt, static_cast<int>(args.gen), next_id, rng, &in, &out));
+  const double prefill_flops = ForwardFlops(c, 1.0 * batch * prompt, batch, batch * prompt * (prompt + 1) / 2.0);
+  const double bw_before = bandwidth.Measure(3);
+  std::vector<double> step_s;
+  for (int g = 1; g < args.gen; ++g) {
+    engine::StepInput next;
+    for (size_t r = 0; r < in.seqs.size(); ++r)
+      next.seqs.push_back(
+          {in.seqs[r].request_id, {out.samples[r].sample.token_id}, prompt + g - 1, true, std::nullopt});
+    auto t1 = Clock::now();
+    ORCA_RETURN_IF_ERROR(e.Step(next, nullptr, &out));
+    step_s.push_back(Seconds(t1, Clock::now()));
+    in.seqs = std::move(next.seqs);
+  }
+  const double bw_now = std::max(bw_before, bandwidth.Measure(3));
+  for (const auto& s : in.seqs) e.Release(s.request_id);
+  std::sort(step_s.begin(), step_s.end());
+  const double decode_s = step_s[step_s.size() / 2];  // median iteration
+  const double decode_tps = batch / decode_s;
+  if (batch == 1) *b1_tps = decode_tps;
+  std::printf("%-6d %-6d | %-10.1f %-13.0f %-5.0f%% | %-10.2f %-12.0f %-8.0f%% %-8.1f | %-8.1f %-5.0f%%\n", batch,
+              prompt, prefill_s * 1e3, batch * prompt / prefill_s,
+              100 * prefill_flops / prefill_s / 1e9 / ceil.PeakFor(e.weight_dtype()), decode_s * 1e3, decode_tps,
+              100 * weight_gb / ceil.read_gbps / decode_s, *b1_tps > 0 ? decode_tps / *b1_tps : 0.0, bw_now,
+              100 * weight_gb / bw_now / decode_s);
   std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+absl::Status BenchFile(const std::string& path, const Args& args, int threads, const Ceilings& ceil,
+                       BandwidthProbe& bandwidth) {
   std::vector<int> batches, prompts;
   for (const auto& b : args.batches) batches.push_back(std::stoi(b));
   for (const auto& p : args.prompts) prompts.push_back(std::stoi(p));
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   const int max_prompt = *std::max_element(prompts.begin(), prompts.end());
-
-  for (const auto& model_name : args.models) {
-    for (const auto& dtype_name : args.dtypes) {
-      ModelShape shape = Shape(model_name);
-      DType dt;
-      if (!ParseDType(dtype_name, &dt)) {
-        std::fprintf(stderr, "unknown dtype %s\n", dtype_name.c_str());
-        return 2;
-      }
-      shape.options.dtype = dt;
-      const std::string dir = args.model_dir + "/bench-llama-" + model_name + "-" + dtype_name;
-      if (!std::filesystem::exists(dir + "/model.safetensors")) {
-        std::printf("# writing %s\n", dir.c_str());
-        if (absl::Status s = WriteSyntheticCheckpoint(shape.options, dir); !s.ok()) {
-          std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-          return 1;
-        }
-      }
-      engine::Engine::Options eo;
-      eo.model_path = dir;
-      eo.num_threads = threads;
-      eo.n_slots = static_cast<int64_t>(max_batch) * (max_prompt + args.gen + 16);
-      if (args.small_gemm_max_rows >= 0) eo.small_gemm_max_rows = args.small_gemm_max_rows;
-      if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
-      auto engine_or = engine::Engine::Create(eo);
-      if (!engine_or.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(engine_or.status().message()).c_str());
-        return 1;
-      }
-      engine::Engine& engine = **engine_or;
-      const engine::ModelConfig& c = engine.config();
-      const double weight_gb = engine.weight_bytes() / 1e9;
-      const double gemm_peak = dt == DType::kBF16 ? ceil.gemm_gflops_bf16 : ceil.gemm_gflops_f32;
-      std::printf("\n## %s %s: %.1fM params, %.0f MB weights read per decode step, KV %.0f MiB, RSS %.0f MiB\n",
-                  model_name.c_str(), dtype_name.c_str(), c.NumParameters() / 1e6, weight_gb * 1e3,
-                  engine.kv_bytes() / 1048576.0, ResidentMiBWithoutProbe());
-      std::printf("%-6s %-6s | %-10s %-10s %-8s | %-10s %-10s %-9s %-8s | %-8s %-9s\n", "batch", "prompt", "prefill_ms",
-                  "prefill_tok/s", "%gemm", "decode_ms", "decode_tok/s", "%bw_roof", "x_b1", "bw_now", "%bw_now");
-      std::mt19937 rng(1);
-      uint64_t next_id = 1;
-      {  // Warm-up: page in the mapped weights and create the GEMM primitives of small shapes.
-        engine::StepInput warm;
-        warm.seqs.push_back({next_id++, std::vector<int32_t>(8, 1), 0, true, engine::SequenceSetup{16, {}, {}}});
-        engine::StepOutput out;
-        absl::Status s = engine.Step(warm, nullptr, &out);
-        warm.seqs[0] = {warm.seqs[0].request_id, {1}, 8, true, std::nullopt};
-        if (s.ok()) s = engine.Step(warm, nullptr, &out);
-        if (!s.ok()) {
-          std::fprintf(stderr, "warm-up failed: %s\n", std::string(s.message()).c_str());
-          return 1;
-        }
-        engine.Release(warm.seqs[0].request_id);
-      }
-      for (int prompt : prompts) {
-        double b1_tps = 0;
-        for (int batch : batches) {
-          engine::StepInput in;
-          for (int r = 0; r < batch; ++r) {
-            std::vector<int32_t> ids(prompt);
-            for (auto& t : ids) t = std::uniform_int_distribution<int>(0, c.vocab_size - 1)(rng);
-            in.seqs.push_back(
-                {next_id++, ids, 0, true, engine::SequenceSetup{static_cast<int32_t>(prompt + args.gen), {}, {}}});
-          }
-          engine::StepOutput out;
-          auto t0 = Clock::now();
-          if (absl::Status s = engine.Step(in, nullptr, &out); !s.ok()) {
-            std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-            return 1;
-          }
-          const double prefill_s = Seconds(t0, Clock::now());
-          const double prefill_flops =
-              ForwardFlops(c, 1.0 * batch * prompt, batch, batch * prompt * (prompt + 1) / 2.0);
-          // Decode: gen - 1 increment iterations, one token per request at its own position,
-          // between two probes of the bandwidth available at the time.
-          const double bw_before = bandwidth.Measure(3);
-          std::vector<double> step_s;
-          for (int g = 1; g < args.gen; ++g) {
-            engine::StepInput next;
-            for (size_t r = 0; r < in.seqs.size(); ++r)
-              next.seqs.push_back(
-                  {in.seqs[r].request_id, {out.samples[r].sample.token_id}, prompt + g - 1, true, std::nullopt});
-            auto t1 = Clock::now();
-            if (absl::Status s = engine.Step(next, nullptr, &out); !s.ok()) {
-              std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-              return 1;
-            }
-            step_s.push_back(Seconds(t1, Clock::now()));
-            in.seqs = std::move(next.seqs);
-          }
-          const double bw_now = std::max(bw_before, bandwidth.Measure(3));
-          for (const auto& s : in.seqs) engine.Release(s.request_id);
-          std::sort(step_s.begin(), step_s.end());
-          const double decode_s = step_s[step_s.size() / 2];  // median iteration
-          const double decode_tps = batch / decode_s;
-          if (batch == 1) b1_tps = decode_tps;
-          const double roofline_s = weight_gb / ceil.read_gbps;
-          std::printf("%-6d %-6d | %-10.1f %-13.0f %-5.0f%% | %-10.2f %-12.0f %-8.0f%% %-8.1f | %-8.1f %-5.0f%%\n",
-                      batch, prompt, prefill_s * 1e3, batch * prompt / prefill_s,
-                      100 * prefill_flops / prefill_s / 1e9 / gemm_peak, decode_s * 1e3, decode_tps,
-                      100 * roofline_s / decode_s, b1_tps > 0 ? decode_tps / b1_tps : 0.0, bw_now,
-                      100 * weight_gb / bw_now / decode_s);
-          std::fflush(stdout);
-        }
-      }
-      std::printf("# resident memory after the runs: %.0f MiB (weights are mapped: shared, clean pages)\n",
-                  ResidentMiBWithoutProbe());
-    }
-  }
+  engine::Engine::Options eo;
+  eo.model_path = path;
+  eo.num_threads = threads;
+  eo.n_slots = static_cast<int64_t>(max_batch) * (max_prompt + args.gen + 16);
+  if (args.small_gemm_max_rows >= 0) eo.small_gemm_max_rows = args.small_gemm_max_rows;
+  if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
+  const auto t0 = Clock::now();
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e, engine::Engine::Create(eo));
+  const double load_s = Seconds(t0, Clock::now());
+  const engine::ModelConfig& c = e->config();
   std::printf(
-      "\n# %%gemm: model FLOPs of the prefill iteration / time / measured GEMM peak of the dtype.\n"
-      "# %%bw_roof: (weight bytes / measured bandwidth) / decode iteration time (median).\n"
+      "\n## %s: %.1fM params, %s weights, %.0f MB read per decode step, KV %.0f MiB; loaded in %.2f s "
+      "(%.0f MiB packed at load), RSS %.0f MiB; %s\n",
+      path.c_str(), c.NumParameters() / 1e6, DTypeName(e->weight_dtype()), e->weight_bytes() / 1e6,
+      e->kv_bytes() / 1048576.0, load_s, e->packed_weight_bytes() / 1048576.0, ResidentMiBWithoutProbe(),
+      e->backend_name().c_str());
+  std::mt19937 rng(1);
+  uint64_t next_id = 1;
+  if (args.first_requests > 0) ORCA_RETURN_IF_ERROR(FirstRequests(*e, args, max_prompt, &next_id, rng));
+  std::printf("%-6s %-6s | %-10s %-10s %-8s | %-10s %-10s %-9s %-8s | %-8s %-9s\n", "batch", "prompt", "prefill_ms",
+              "prefill_tok/s", "%gemm", "decode_ms", "decode_tok/s", "%bw_roof", "x_b1", "bw_now", "%bw_now");
+  for (int prompt : prompts) {
+    double b1_tps = 0;
+    for (int batch : batches)
+      ORCA_RETURN_IF_ERROR(Row(*e, args, ceil, bandwidth, batch, prompt, &b1_tps, &next_id, rng));
+  }
+  std::printf("# resident memory after the runs: %.0f MiB\n", ResidentMiBWithoutProbe());
+  return absl::OkStatus();
+}
+
+int Run(const Args& args) {
+  const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
+  std::printf("# Orca engine microbenchmark (paper Fig. 9 analog), %d threads\n", threads);
+  BandwidthProbe bandwidth(threads);
+  const Ceilings ceil = MeasureCeilings(threads, bandwidth);
+  absl::StatusOr<std::vector<std::string>> files = ModelFiles(args);
+  if (!files.ok()) {
+    std::fprintf(stderr, "engine_bench: %s\n", std::string(files.status().message()).c_str());
+    return 1;
+  }
+  for (const std::string& path : *files)
+    if (absl::Status s = BenchFile(path, args, threads, ceil, bandwidth); !s.ok()) {
+      std::fprintf(stderr, "engine_bench: %s: %s\n", path.c_str(), std::string(s.message()).c_str());
+      return 1;
+    }
+  std::printf(
+      "\n# %%gemm: model FLOPs of the prefill iteration / time / measured GEMM peak of the weights' type\n"
+      "#   (oneDNN f32, bf16, or u8×s8 int8 for quantized weights).\n"
+      "# %%bw_roof: (bytes of weights read per decode step / measured bandwidth) / decode iteration time (median).\n"
       "# bw_now, %%bw_now: the same against the higher of two bandwidth probes taken right before and\n"
       "#   right after this row's decode iterations (the bandwidth available at the time).\n"
       "# x_b1: decode tokens/s relative to batch 1 at the same prompt length.\n");
@@ -267,8 +325,13 @@ int main(int argc, char** argv) {
   orca::bench::Args args;
   orca::FlagSet flags("engine_bench",
                       "Engine microbenchmark: prefill and decode iterations against the machine's ceilings.");
-  flags.AddStringList("models", &args.models, "Model shapes: 25m, 135m");
-  flags.AddStringList("dtypes", &args.dtypes, "Weight dtypes: bf16, f32");
+  flags.AddStringList("models", &args.models,
+                      "Model shapes: 25m, 135m, tinyllama-1.1b, llama-3.2-1b, llama-3.2-3b, llama-3.1-8b");
+  flags.AddStringList("dtypes", &args.dtypes,
+                      "Weight types (any `orca model quantize --type`): bf16, f32, q8_0, q4_k_m, ...");
+  flags.AddStringList("model-file", &args.files, "Model files or directories to run instead of --models × --dtypes");
+  flags.AddInt("first-requests", &args.first_requests,
+               "Prefills of single requests right after load, first vs later (0 = skip)");
   flags.AddStringList("batches", &args.batches, "Batch sizes");
   flags.AddStringList("prompts", &args.prompts, "Prompt lengths");
   flags.AddInt("gen", &args.gen, "Generated tokens per request");

@@ -1,10 +1,11 @@
-// GEMM microbenchmark for the CPU backend's decode paths: CpuBackend::Linear on
-// the 135M model's layer shapes for a given number of rows, weights uploaded
-// once (so the panel cache is warm, as in serving), against two ceilings
-// measured in the same run: the FMA peak of the cores (a register-only FMA
-// loop on every thread) and, for one row, the streaming read bandwidth.
+// GEMM microbenchmark for the CPU backend: CpuBackend::Linear on a model's
+// layer shapes for a given number of rows, weights uploaded (packed) once as
+// in serving, in f32, bf16 or any GGUF block type, against ceilings measured
+// in the same run: the FMA peak and the int8 (VNNI) peak of the cores
+// (register-only loops on every thread) and the streaming read bandwidth.
 //
-//   gemm_bench [--rows 1,8,32,64] [--dtypes bf16,f32] [--threads 0] [--seconds 1]
+//   gemm_bench [--rows 1,8,32,64] [--dtypes bf16,f32,q8_0,q4_K] [--model 135m|1.1b|8b]
+//              [--threads 0] [--seconds 1]
 
 #include <immintrin.h>
 #include <omp.h>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/engine/ceilings.h"
 #include "core/common/flags.h"
+#include "core/formats/ggml_quantize.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace orca::bench {
@@ -32,19 +34,43 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 struct Shape {
-  const char* name;
+  std::string name;
   int64_t n, k;
 };
-// One layer of SmolLM-135M (hidden 576, 9 heads / 3 KV heads of 64, ffn 1536) and its LM head.
-constexpr Shape kShapes[] = {{"q/o 576x576", 576, 576},
-                             {"k/v 192x576", 192, 576},
-                             {"gate/up 1536x576", 1536, 576},
-                             {"down 576x1536", 576, 1536},
-                             {"lm_head 49152x576", 49152, 576}};
+struct ModelShape {
+  const char* name;
+  int64_t hidden, kv, ffn, vocab, layers;
+};
+// SmolLM-135M, TinyLlama-1.1B, Llama-3.1-8B.
+constexpr ModelShape kModels[] = {
+    {"135m", 576, 192, 1536, 49152, 30}, {"1.1b", 2048, 256, 5632, 32000, 22}, {"8b", 4096, 1024, 14336, 128256, 32}};
+
+std::vector<Shape> LayerShapes(const ModelShape& m) {
+  auto dims = [](int64_t n, int64_t k) { return std::to_string(n) + "x" + std::to_string(k); };
+  return {{"q/o " + dims(m.hidden, m.hidden), m.hidden, m.hidden},
+          {"k/v " + dims(m.kv, m.hidden), m.kv, m.hidden},
+          {"gate/up " + dims(m.ffn, m.hidden), m.ffn, m.hidden},
+          {"down " + dims(m.hidden, m.ffn), m.hidden, m.ffn},
+          {"lm_head " + dims(m.vocab, m.hidden), m.vocab, m.hidden}};
+}
+
+// Host bytes of an [n, k] weight of random values (|w| ≤ 0.05) in `dtype`.
+void* RandomWeight(DType dtype, int64_t n, int64_t k, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
+  const size_t bytes = static_cast<size_t>(n) * DTypeRowBytes(dtype, k);
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n; ++r) {
+    for (float& v : row) v = dist(rng);
+    formats::QuantizeRow(dtype, row.data(), static_cast<uint8_t*>(p) + r * DTypeRowBytes(dtype, k), k);
+  }
+  return p;
+}
 
 struct Args {
   std::vector<std::string> rows{"1", "8", "32", "64"};
   std::vector<std::string> dtypes{"bf16", "f32"};
+  std::string model = "135m";
   int64_t threads = 0;
   double seconds = 1.0;
   bool hot = false;
@@ -56,20 +82,26 @@ struct Args {
 // grouping (Q/K/V and gate/up fused), every layer its own weights: the GEMM
 // time a decode step cannot go below with these kernels, and the bandwidth it
 // reaches, without attention, norms or anything else between the GEMMs.
-void ModelPass(const Args& args, int threads, double bw, DType dtype, int64_t m) {
-  constexpr int kLayers = 30;
-  constexpr int64_t kH = 576, kKv = 192, kF = 1536, kVocab = 49152;
+void ModelPass(const Args& args, const ModelShape& ms, int threads, double bw, DType dtype, int64_t m) {
+  const int kLayers = static_cast<int>(ms.layers);
+  const int64_t kH = ms.hidden, kKv = ms.kv, kF = ms.ffn, kVocab = ms.vocab;
   kernels::CpuBackend::Options o;
   o.num_threads = threads;
   auto cpu = kernels::CpuBackend::Create(o);
-  const size_t es = DTypeSize(dtype);
   std::vector<void*> storage;
+  std::mt19937 rng(3);
   auto make = [&](int64_t n, int64_t k) {
-    void* p = std::aligned_alloc(64, (static_cast<size_t>(n * k) * es + 63) / 64 * 64);
-    std::memset(p, 0x3c, static_cast<size_t>(n * k) * es);  // small finite values in both dtypes
-    storage.push_back(p);
+    void* p = RandomWeight(dtype, n, k, rng);
     void* dev = nullptr;
-    return *cpu->UploadWeight(kernels::WeightView{p, dtype, n, k, k, false}, &dev);
+    kernels::Backend& be = *cpu;
+    kernels::WeightView w = *be.UploadWeight(kernels::WeightView{p, dtype, n, k, k, false}, &dev);
+    if (dev != nullptr) {
+      storage.push_back(dev);
+      std::free(p);
+    } else {
+      storage.push_back(p);
+    }
+    return w;
   };
   struct Layer {
     kernels::WeightView q, k, v, o, gate, up, down;
@@ -106,49 +138,64 @@ void ModelPass(const Args& args, int threads, double bw, DType dtype, int64_t m)
   }
   std::sort(times.begin(), times.end());
   const double med = times[times.size() / 2];
-  std::printf("%-6s %-20s %5lld %10.1f %10.1f %8s %10.2f %7.0f%%   (median of %zu steps, %.0f MB)\n",
-              dtype == DType::kBF16 ? "bf16" : "f32", "model pass 135M", static_cast<long long>(m), med * 1e6,
-              2.0 * m * bytes / es / med / 1e9, "", bytes / med / 1e9, 100 * bytes / med / 1e9 / bw, times.size(),
+  double macs = static_cast<double>(kVocab) * kH;
+  for (const Layer& l : layers)
+    for (const auto* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) macs += static_cast<double>(w->n) * w->k;
+  std::printf("%-6s %-22s %5lld %10.1f %10.1f %8s %10.2f %7.0f%%   (median of %zu steps, %.0f MB)\n", DTypeName(dtype),
+              ("model pass " + std::string(ms.name)).c_str(), static_cast<long long>(m), med * 1e6,
+              2.0 * m * macs / med / 1e9, "", bytes / med / 1e9, 100 * bytes / med / 1e9 / bw, times.size(),
               bytes / 1e6);
   for (void* p : storage) std::free(p);
 }
 
 int Run(const Args& args) {
   const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
-  const double fma = MeasureFmaPeak(threads), bw = BandwidthProbe(threads).Measure();
-  std::printf("# %d threads; ceilings: FMA peak %.0f GFLOP/s (f32), read bandwidth %.1f GB/s\n", threads, fma, bw);
-  std::printf("%-6s %-20s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%fma", "GB/s",
-              "%bw");
+  const ModelShape* ms = nullptr;
+  for (const ModelShape& candidate : kModels)
+    if (args.model == candidate.name) ms = &candidate;
+  if (ms == nullptr) {
+    std::fprintf(stderr, "gemm_bench: --model must be 135m, 1.1b or 8b\n");
+    return 2;
+  }
+  const double fma = MeasureFmaPeak(threads), vnni = MeasureVnniPeak(threads), bw = BandwidthProbe(threads).Measure();
+  std::printf(
+      "# %d threads; ceilings: FMA peak %.0f GFLOP/s (f32), int8 VNNI peak %.0f GOP/s, read bandwidth %.1f GB/s\n",
+      threads, fma, vnni, bw);
+  std::printf("# %%peak: against the FMA peak (f32/bf16 weights) or the VNNI peak (quantized weights)\n");
+  std::printf("%-6s %-22s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%peak",
+              "GB/s", "%bw");
   kernels::CpuBackend::Options o;
   o.num_threads = threads;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1, 1);
   for (const std::string& dt : args.dtypes) {
-    const DType dtype = dt == "bf16" ? DType::kBF16 : DType::kF32;
-    for (const Shape& shape : kShapes) {
+    DType dtype;
+    if (!ParseWeightDType(dt, &dtype) || dtype == DType::kF16) {
+      std::fprintf(stderr, "gemm_bench: unknown dtype %s\n", dt.c_str());
+      return 2;
+    }
+    const double peak = IsQuantized(dtype) ? vnni : fma;
+    for (const Shape& shape : LayerShapes(*ms)) {
       if (!args.layers) break;
-      auto cpu = kernels::CpuBackend::Create(o);  // fresh panel cache per shape
+      auto cpu = kernels::CpuBackend::Create(o);
       // Weights of this shape, several copies so one call's bytes come from memory, not cache
       // (unless --hot).
-      const size_t bytes = static_cast<size_t>(shape.n * shape.k) * DTypeSize(dtype);
+      const size_t bytes = static_cast<size_t>(shape.n) * DTypeRowBytes(dtype, shape.k);
       const int copies = args.hot ? 1 : static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
       std::vector<kernels::WeightView> ws;
       std::vector<void*> storage;
       for (int c = 0; c < copies; ++c) {
-        void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-        auto* u = static_cast<uint16_t*>(p);
-        auto* f = static_cast<float*>(p);
-        for (int64_t i = 0; i < shape.n * shape.k; ++i) {
-          const float v = dist(rng) * 0.05f;
-          if (dtype == DType::kBF16)
-            u[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
-          else
-            f[i] = v;
-        }
-        storage.push_back(p);
+        void* p = RandomWeight(dtype, shape.n, shape.k, rng);
         kernels::WeightView host{p, dtype, shape.n, shape.k, shape.k, false};
         void* dev = nullptr;
-        ws.push_back(*cpu->UploadWeight(host, &dev));
+        kernels::Backend& be = *cpu;
+        ws.push_back(*be.UploadWeight(host, &dev));
+        if (dev != nullptr) {
+          storage.push_back(dev);
+          std::free(p);
+        } else {
+          storage.push_back(p);
+        }
       }
       for (const std::string& r : args.rows) {
         int64_t m = 0;
@@ -166,16 +213,16 @@ int Run(const Args& args) {
         } while (s < args.seconds);
         const double us = s / calls * 1e6;
         const double gflops = 2.0 * m * shape.n * shape.k / (us * 1e3);
-        const double gbps = bytes / (us * 1e3);
-        std::printf("%-6s %-20s %5lld %10.1f %10.1f %7.0f%% %10.2f %7.0f%%\n", dt.c_str(), shape.name,
-                    static_cast<long long>(m), us, gflops, 100 * gflops / fma, gbps, 100 * gbps / bw);
+        const double gbps = ws[0].ReadBytes() / (us * 1e3);
+        std::printf("%-6s %-22s %5lld %10.1f %10.1f %7.0f%% %10.2f %7.0f%%\n", dt.c_str(), shape.name.c_str(),
+                    static_cast<long long>(m), us, gflops, 100 * gflops / peak, gbps, 100 * gbps / bw);
       }
       for (void* p : storage) std::free(p);
     }
     if (args.model_pass)
       for (const std::string& r : args.rows) {
         int64_t m = 0;
-        if (absl::SimpleAtoi(r, &m) && m >= 1) ModelPass(args, threads, bw, dtype, m);
+        if (absl::SimpleAtoi(r, &m) && m >= 1) ModelPass(args, *ms, threads, bw, dtype, m);
       }
   }
   return 0;
@@ -191,10 +238,12 @@ int main(int argc, char** argv) {
       "GEMM microbenchmark of the CPU backend's decode paths on SmolLM-135M's layer shapes, against the "
       "FMA peak and read bandwidth measured in the same run.");
   flags.AddStringList("rows", &args.rows, "Rows of x (tokens in the batch)");
-  flags.AddStringList("dtypes", &args.dtypes, "Weight dtypes: bf16, f32");
+  flags.AddStringList("dtypes", &args.dtypes,
+                      "Weight dtypes: bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K");
+  flags.AddString("model", &args.model, "Layer shapes of: 135m (SmolLM), 1.1b (TinyLlama), 8b (Llama-3.1)");
   flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");
   flags.AddDouble("seconds", &args.seconds, "Seconds per measurement");
-  flags.AddBool("model-pass", &args.model_pass, "Also time a whole decode step's GEMMs (30 layers + LM head)");
+  flags.AddBool("model-pass", &args.model_pass, "Also time a whole decode step's GEMMs (every layer + LM head)");
   flags.AddBool("layers", &args.layers, "Time each layer shape on its own");
   flags.AddBool("hot", &args.hot,
                 "One copy of each weight, so it stays in cache: the kernels' compute ceiling, not serving conditions");

@@ -1,5 +1,9 @@
 #include "core/common/dtype.h"
 
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
 namespace orca {
 
 const char* DTypeName(DType t) {
@@ -10,6 +14,22 @@ const char* DTypeName(DType t) {
       return "f16";
     case DType::kBF16:
       return "bf16";
+    case DType::kQ8_0:
+      return "q8_0";
+    case DType::kQ4_0:
+      return "q4_0";
+    case DType::kQ4_1:
+      return "q4_1";
+    case DType::kQ5_0:
+      return "q5_0";
+    case DType::kQ5_1:
+      return "q5_1";
+    case DType::kQ4_K:
+      return "q4_K";
+    case DType::kQ5_K:
+      return "q5_K";
+    case DType::kQ6_K:
+      return "q6_K";
   }
   return "?";
 }
@@ -26,30 +46,21 @@ bool ParseDType(std::string_view name, DType* out) {
   return true;
 }
 
-float F16ToF32(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      bits = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+bool ParseWeightDType(std::string_view name, DType* out) {
+  if (ParseDType(name, out)) return true;
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static constexpr DType kQuantized[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                                         DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+  for (DType t : kQuantized) {
+    std::string want = DTypeName(t);
+    for (char& c : want) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == want) {
+      *out = t;
+      return true;
     }
-  } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return false;
 }
 
 uint16_t F32ToF16(float f) {
@@ -90,6 +101,8 @@ void ConvertToF32(const void* src, DType from, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = F16ToF32(s[i]);
       return;
     }
+    default:  // quantized: formats::DequantizeRow (a programming error here)
+      std::abort();
   }
 }
 
@@ -108,6 +121,8 @@ void ConvertFromF32(const float* src, DType to, void* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) d[i] = F32ToF16(src[i]);
       return;
     }
+    default:  // quantized: formats::QuantizeRow (a programming error here)
+      std::abort();
   }
 }
 

@@ -30,6 +30,13 @@ class MappedFile {
   size_t size_;
 };
 
+/// Drops this process's mapping of the whole pages inside [data, data + bytes)
+/// of a MappedFile (madvise MADV_DONTNEED): resident memory falls by those
+/// pages, and the bytes stay readable (a later access re-reads them from the
+/// page cache). For weights repacked into another layout at load. Only for
+/// MappedFile memory: on anonymous memory the same call discards the data.
+void ReleaseMappedPages(const void* data, size_t bytes);
+
 /// Reads a whole (small) file into a string.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 /// Writes `contents` to `path` atomically (temp file + rename).

@@ -229,14 +229,23 @@ const formats::GgufFile* Checkpoint::gguf() const {
 
 std::string Checkpoint::TensorName(TensorRole role, int32_t layer) const {
   if (format_ == Format::kGguf) return GgufName(role, layer);
-  if (config_.arch == ModelArch::kGpt2) return HfGpt2Name(gpt2_prefix_, role, layer);
-  return HfLlamaName(role, layer);
+  return HfTensorName(config_.arch, gpt2_prefix_, role, layer);
+}
+
+std::string Checkpoint::GgufTensorName(TensorRole role, int32_t layer) { return GgufName(role, layer); }
+
+std::string Checkpoint::HfTensorName(ModelArch arch, const std::string& gpt2_prefix, TensorRole role, int32_t layer) {
+  return arch == ModelArch::kGpt2 ? HfGpt2Name(gpt2_prefix, role, layer) : HfLlamaName(role, layer);
+}
+
+bool Checkpoint::IsHfConv1D(ModelArch arch, TensorRole role) {
+  // HF GPT-2 stores its projections as Conv1D [in, out].
+  return arch == ModelArch::kGpt2 &&
+         (role == TensorRole::kQkv || role == TensorRole::kO || role == TensorRole::kUp || role == TensorRole::kDown);
 }
 
 bool Checkpoint::IsTransposed(TensorRole role) const {
-  // HF GPT-2 stores its projections as Conv1D [in, out].
-  if (format_ != Format::kHuggingFace || config_.arch != ModelArch::kGpt2) return false;
-  return role == TensorRole::kQkv || role == TensorRole::kO || role == TensorRole::kUp || role == TensorRole::kDown;
+  return format_ == Format::kHuggingFace && IsHfConv1D(config_.arch, role);
 }
 
 absl::StatusOr<const formats::TensorInfo*> Checkpoint::FindOptional(TensorRole role, int32_t layer) const {

@@ -61,6 +61,13 @@ class Checkpoint {
 
   /// The checkpoint's name for a role (layer ignored for global tensors).
   std::string TensorName(TensorRole role, int32_t layer) const;
+  /// A role's name in GGUF files ("blk.3.attn_q.weight"), and in Hugging Face
+  /// checkpoints of an architecture (GPT-2 names under `gpt2_prefix`, e.g.
+  /// "transformer."). Empty when the role does not exist there.
+  static std::string GgufTensorName(TensorRole role, int32_t layer);
+  static std::string HfTensorName(ModelArch arch, const std::string& gpt2_prefix, TensorRole role, int32_t layer);
+  /// Whether Hugging Face GPT-2 stores this role as a Conv1D [in, out] matrix.
+  static bool IsHfConv1D(ModelArch arch, TensorRole role);
   /// Whether a GPT-2 Conv1D-style [in, out] layout is used for this role.
   bool IsTransposed(TensorRole role) const;
   /// Looks a role up; NotFound names the tensor and file, and a present but
@@ -77,6 +84,10 @@ class Checkpoint {
   ModelConfig config_;
   std::unique_ptr<formats::TensorSource> tensors_;
   std::string gpt2_prefix_;  // "transformer." or ""
+
+ public:
+  /// "transformer." or "" (HF GPT-2 checkpoints come both ways).
+  const std::string& gpt2_prefix() const { return gpt2_prefix_; }
 };
 
 }  // namespace orca::engine

@@ -141,7 +141,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     ko.head_dim = c.head_dim;
     ko.n_slots = o.n_slots;
     ko.block_size = o.kv_block_size;
-    ko.dtype = o.kv_dtype.value_or(shard->weights->dtype() == DType::kBF16 ? DType::kBF16 : DType::kF32);
+    // bf16 KV for bf16 and quantized weights (half the bytes attention reads), f32 for f32 ones.
+    const DType wd = shard->weights->dtype();
+    ko.dtype = o.kv_dtype.value_or(wd == DType::kBF16 || IsQuantized(wd) ? DType::kBF16 : DType::kF32);
     ORCA_ASSIGN_OR_RETURN(shard->kv, KvCache::Create(ko, shard->backend.get()));
     e->shards_.push_back(std::move(shard));
   }
@@ -189,8 +191,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
   }
   ORCA_LOG(INFO) << "engine ready: " << c.Summary() << "; stage " << o.stage << "/" << o.num_stages << " layers ["
                  << e->partition().layer_begin << ", " << e->partition().layer_end << "), tp " << o.tp_size << ", "
-                 << DTypeName(e->shards_[0]->weights->dtype()) << " weights, " << e->kv_slots_total() << " KV slots ("
-                 << e->kv_bytes() / (1 << 20) << " MiB), " << e->backend_name();
+                 << DTypeName(e->shards_[0]->weights->dtype()) << " weights (" << e->weight_bytes() / (1 << 20)
+                 << " MiB read per step, " << e->shards_[0]->weights->packed_bytes() / (1 << 20)
+                 << " MiB packed at load in " << e->shards_[0]->weights->load_seconds() << " s), "
+                 << e->kv_slots_total() << " KV slots (" << e->kv_bytes() / (1 << 20) << " MiB), " << e->backend_name();
   return e;
 }
 
@@ -238,6 +242,14 @@ size_t Engine::kv_bytes() const {
   for (const auto& s : shards_) total += s->kv->bytes();
   return total;
 }
+
+size_t Engine::packed_weight_bytes() const {
+  size_t total = 0;
+  for (const auto& s : shards_) total += s->weights->packed_bytes();
+  return total;
+}
+
+DType Engine::weight_dtype() const { return shards_[0]->weights->dtype(); }
 
 size_t Engine::owned_weight_bytes() const {
   size_t total = 0;

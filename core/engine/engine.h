@@ -84,6 +84,11 @@ class Engine {
   size_t weight_bytes() const;
   size_t kv_bytes() const;
   size_t owned_weight_bytes() const;
+  /// Bytes of weights the backend packed into its own layout at load (all
+  /// shards), which replaced their row-major copies.
+  size_t packed_weight_bytes() const;
+  /// The weights' type: f32 or bf16, or for a quantized checkpoint its embedding's block type.
+  DType weight_dtype() const;
   std::string backend_name() const;
 
  private:

@@ -11,7 +11,8 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const Options& o, kerne
   if (o.n_slots <= 0) return absl::InvalidArgumentError(absl::StrCat("n_slots must be positive, got ", o.n_slots));
   if (o.block_size <= 0 || o.block_size > 256)
     return absl::InvalidArgumentError(absl::StrCat("KV block size must be in [1, 256], got ", o.block_size));
-  if (o.dtype == DType::kF16) return absl::InvalidArgumentError("KV cache dtype must be f32 or bf16");
+  if (o.dtype != DType::kF32 && o.dtype != DType::kBF16)
+    return absl::InvalidArgumentError(absl::StrCat("KV cache dtype must be f32 or bf16, not ", DTypeName(o.dtype)));
   std::unique_ptr<KvCache> kv(new KvCache(o, backend));
   kv->num_blocks_ = (o.n_slots + o.block_size - 1) / o.block_size;
   if (kv->num_blocks_ > INT32_MAX / o.block_size)

@@ -1,9 +1,12 @@
 #include "core/engine/model_weights.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "core/formats/ggml_quants.h"
 
 namespace orca::engine {
 
@@ -26,9 +29,10 @@ class ModelWeights::Loader {
  public:
   Loader(const Checkpoint& ckpt, ModelWeights* out) : ckpt_(ckpt), out_(out) {}
 
-  // A [n_total, k_total] matrix; returns rows [n0, n0+n) × cols [k0, k0+k).
+  // A [n_total, k_total] matrix; returns rows [n0, n0+n) × cols [k0, k0+k), uploaded for `use`.
   absl::StatusOr<WeightView> Matrix(TensorRole role, int32_t layer, int64_t n_total, int64_t k_total, int64_t n0,
-                                    int64_t n, int64_t k0, int64_t k) {
+                                    int64_t n, int64_t k0, int64_t k,
+                                    kernels::WeightUse use = kernels::WeightUse::kMatmul) {
     ORCA_ASSIGN_OR_RETURN(const formats::TensorInfo* t, ckpt_.Find(role, layer));
     const bool transposed = ckpt_.IsTransposed(role);
     std::vector<int64_t> want =
@@ -40,10 +44,15 @@ class ModelWeights::Loader {
     v.k = k;
     v.transposed = transposed;
     v.ld = transposed ? n_total : k_total;
-    const size_t es = DTypeSize(t->dtype);
-    const int64_t offset = transposed ? k0 * v.ld + n0 : n0 * v.ld + k0;
-    v.data = t->data + static_cast<size_t>(offset) * es;
-    return Finish(v);
+    if (IsQuantized(t->dtype)) {
+      ORCA_RETURN_IF_ERROR(CheckBlocks(*t, n0, n, k0, k));
+      v.data = t->data + static_cast<size_t>(n0) * DTypeRowBytes(t->dtype, v.ld) + DTypeRowBytes(t->dtype, k0);
+    } else {
+      const size_t es = DTypeSize(t->dtype);
+      const int64_t offset = transposed ? k0 * v.ld + n0 : n0 * v.ld + k0;
+      v.data = t->data + static_cast<size_t>(offset) * es;
+    }
+    return Finish(v, *t, use);
   }
 
   // A vector of `total` values; returns [offset, offset+len) as device f32.
@@ -56,8 +65,13 @@ class ModelWeights::Loader {
           absl::StrCat(ckpt_.tensors().Describe(), ": tensor '", ckpt_.TensorName(role, layer), "' is missing"));
     }
     if (t->shape != std::vector<int64_t>{total}) return ShapeError(*t, {total});
+    const int64_t block = DTypeBlockElems(t->dtype);
+    if (offset % block != 0 || len % block != 0)
+      return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", t->name, "' (", DTypeName(t->dtype),
+                                                     "): this shard's values [", offset, ", ", offset + len,
+                                                     ") would split a ", block, "-value block"));
     std::vector<float> host(static_cast<size_t>(len));
-    ConvertToF32(t->data + static_cast<size_t>(offset) * DTypeSize(t->dtype), t->dtype, host.data(), host.size());
+    formats::DequantizeRow(t->dtype, t->data + DTypeRowBytes(t->dtype, offset), host.data(), len);
     return UploadF32(host);
   }
 
@@ -78,30 +92,76 @@ class ModelWeights::Loader {
                                                    ckpt_.config().Summary()));
   }
 
-  // Converts to the storage dtype when needed (into a contiguous owned copy),
-  // then hands the view to the backend.
-  absl::StatusOr<WeightView> Finish(WeightView v) {
-    if (v.dtype != out_->dtype_) {
+  // A quantized slice must be whole blocks (a tensor-parallel split inside a
+  // block cannot be computed), and its blocks must have finite scales.
+  absl::Status CheckBlocks(const formats::TensorInfo& t, int64_t n0, int64_t n, int64_t k0, int64_t k) {
+    const int64_t block = DTypeBlockElems(t.dtype), row = t.shape.back();
+    if (k0 % block != 0 || k % block != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          t.file, ": tensor '", t.name, "' (", DTypeName(t.dtype), ", ", block,
+          "-value blocks): this shard's columns [", k0, ", ", k0 + k, ") of ", row,
+          " would split a block; tensor parallelism ", out_->partition_.tp_size, " needs every shard's share of ", row,
+          " to be a multiple of ", block, " (choose a size that divides ", row / block, ")"));
+    const size_t row_bytes = DTypeRowBytes(t.dtype, row);
+    const int64_t blocks_per_row = row / block;
+    const char* field = nullptr;
+    const int64_t bad =
+        formats::FindCorruptBlock(t.dtype, t.data + static_cast<size_t>(n0) * row_bytes, n * blocks_per_row, &field);
+    if (bad >= 0) {
+      const int64_t r = n0 + bad / blocks_per_row, c = bad % blocks_per_row * block;
+      return absl::DataLossError(absl::StrCat(t.file, ": tensor '", t.name, "' (", DTypeName(t.dtype),
+                                              ") is corrupt: the block of row ", r, ", values [", c, ", ", c + block,
+                                              ") has a non-finite '", field, "' scale"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Converts to the requested dtype when needed (into a contiguous owned copy),
+  // then hands the view to the backend. When the backend repacks the weight
+  // (its own layout in its own memory), the row-major copy is let go: an owned
+  // one is freed, mapped pages are dropped from the process — one resident copy.
+  absl::StatusOr<WeightView> Finish(WeightView v, const formats::TensorInfo& t, kernels::WeightUse use) {
+    const size_t source_bytes = static_cast<size_t>(v.transposed ? v.k : v.n) * DTypeRowBytes(v.dtype, v.ld);
+    bool owned = false;
+    // A quantized file's f16 matrices (rows that are not whole blocks fall back to
+    // f16) are computed in bf16, like f16 checkpoints.
+    const std::optional<DType> convert_to = out_->convert_to_.has_value() ? out_->convert_to_
+                                            : v.dtype == DType::kF16      ? std::optional<DType>(DType::kBF16)
+                                                                          : std::nullopt;
+    if (convert_to.has_value() && v.dtype != *convert_to) {
+      const DType to = *convert_to;
       const int64_t rows = v.transposed ? v.k : v.n, cols = v.transposed ? v.n : v.k;
-      const size_t src_es = DTypeSize(v.dtype), dst_es = DTypeSize(out_->dtype_);
+      const size_t src_row = DTypeRowBytes(v.dtype, v.ld), dst_es = DTypeSize(to);
       std::vector<uint8_t> buf(static_cast<size_t>(rows * cols) * dst_es);
       std::vector<float> row(static_cast<size_t>(cols));
       for (int64_t r = 0; r < rows; ++r) {
-        ConvertToF32(static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r * v.ld) * src_es, v.dtype, row.data(),
-                     row.size());
-        ConvertFromF32(row.data(), out_->dtype_, buf.data() + static_cast<size_t>(r * cols) * dst_es, row.size());
+        formats::DequantizeRow(v.dtype, static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * src_row,
+                               row.data(), cols);
+        ConvertFromF32(row.data(), to, buf.data() + static_cast<size_t>(r * cols) * dst_es, row.size());
       }
       v.data = buf.data();
-      v.dtype = out_->dtype_;
+      v.dtype = to;
       v.ld = cols;
       out_->owned_bytes_ += buf.size();
       out_->host_buffers_.push_back(std::move(buf));
-    } else {
-      out_->mapped_bytes_ += v.ReadBytes();
+      owned = true;
     }
     void* storage = nullptr;
-    ORCA_ASSIGN_OR_RETURN(WeightView dev, out_->backend_->UploadWeight(v, &storage));
+    absl::StatusOr<WeightView> uploaded = out_->backend_->UploadWeight(v, &storage, use);
+    if (!uploaded.ok()) return Annotate(uploaded.status(), absl::StrCat(t.file, ": tensor '", t.name, "'"));
+    const WeightView dev = *uploaded;
     if (storage != nullptr) out_->device_buffers_.push_back(storage);
+    if (dev.packed) {
+      out_->packed_bytes_ += dev.packed_bytes;
+      if (owned) {
+        out_->owned_bytes_ -= out_->host_buffers_.back().size();
+        out_->host_buffers_.pop_back();
+      } else {
+        ReleaseMappedPages(v.data, source_bytes);
+      }
+    } else if (!owned) {
+      out_->mapped_bytes_ += v.ReadBytes();
+    }
     return dev;
   }
 
@@ -132,8 +192,20 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
   w->partition_ = p;
   w->backend_ = backend;
   ORCA_ASSIGN_OR_RETURN(const formats::TensorInfo* emb, ckpt.Find(TensorRole::kTokenEmbedding, 0));
-  w->dtype_ = options.dtype.value_or(emb->dtype == DType::kF32 ? DType::kF32 : DType::kBF16);
-  if (w->dtype_ == DType::kF16) return absl::InvalidArgumentError("f16 compute is not supported; use bf16 or f32");
+  if (options.dtype.has_value() && *options.dtype != DType::kF32 && *options.dtype != DType::kBF16)
+    return absl::InvalidArgumentError(absl::StrCat("weights can be converted to f32 or bf16 at load, not ",
+                                                   DTypeName(*options.dtype),
+                                                   " (quantize with `orca model quantize`)"));
+  // Float checkpoints: every matrix in one dtype (f16 becomes bf16). Quantized
+  // ones keep each tensor's own type unless a conversion is asked for.
+  if (options.dtype.has_value())
+    w->convert_to_ = options.dtype;
+  else if (!IsQuantized(emb->dtype))
+    w->convert_to_ = emb->dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
+  else if (const auto* t = ckpt.tensors().Find(ckpt.TensorName(TensorRole::kQ, 0)); t && t->dtype == DType::kF16)
+    w->convert_to_ = DType::kBF16;
+  w->dtype_ = w->convert_to_.value_or(emb->dtype);
+  const auto load_start = std::chrono::steady_clock::now();
   Loader ld(ckpt, w.get());
 
   const int64_t H = c.hidden_size, D = c.head_dim, T = p.tp_size, r = p.tp_rank;
@@ -183,14 +255,17 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
     ORCA_ASSIGN_OR_RETURN(lw.down, ld.Matrix(TensorRole::kDown, l, H, c.intermediate_size, 0, H, r * f_local, f_local));
     w->layers_.push_back(lw);
   }
-  const bool need_embedding = p.has_embedding || (p.has_head && c.tie_word_embeddings && r == 0);
-  if (need_embedding) {
+  const bool head_uses_embedding = p.has_head && c.tie_word_embeddings && r == 0;
+  if (p.has_embedding || head_uses_embedding) {
+    const kernels::WeightUse use = !head_uses_embedding ? kernels::WeightUse::kGather
+                                   : p.has_embedding    ? kernels::WeightUse::kMatmulAndGather
+                                                        : kernels::WeightUse::kMatmul;
     ORCA_ASSIGN_OR_RETURN(w->token_embedding_,
-                          ld.Matrix(TensorRole::kTokenEmbedding, 0, c.vocab_size, H, 0, c.vocab_size, 0, H));
+                          ld.Matrix(TensorRole::kTokenEmbedding, 0, c.vocab_size, H, 0, c.vocab_size, 0, H, use));
   }
   if (p.has_embedding && gpt2) {
-    ORCA_ASSIGN_OR_RETURN(w->position_embedding_,
-                          ld.Matrix(TensorRole::kPositionEmbedding, 0, c.max_position, H, 0, c.max_position, 0, H));
+    ORCA_ASSIGN_OR_RETURN(w->position_embedding_, ld.Matrix(TensorRole::kPositionEmbedding, 0, c.max_position, H, 0,
+                                                            c.max_position, 0, H, kernels::WeightUse::kGather));
   }
   if (p.has_head) {
     ORCA_ASSIGN_OR_RETURN(w->final_norm_, ld.Vector(TensorRole::kFinalNorm, 0, H, 0, H));
@@ -208,6 +283,7 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
   if (c.arch == ModelArch::kLlama) {
     ORCA_ASSIGN_OR_RETURN(w->rope_inv_freq_, ld.UploadF32(RopeInverseFrequencies(c)));
   }
+  w->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   return w;
 }
 

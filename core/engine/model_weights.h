@@ -3,7 +3,11 @@
 /// stage, paper's inter-layer partition) and one tensor-parallel slice
 /// (Megatron-style intra-layer partition) of a checkpoint. Weights whose
 /// on-disk dtype is the compute dtype are used in place from the mapping
-/// (strided views, zero copy); others are converted once at load.
+/// (strided views, zero copy) or, when the backend lays GEMM weights out its
+/// own way (the CPU backend's panels), repacked once here, at load, with the
+/// mapped pages let go afterwards; others are converted once at load.
+/// Quantized GGUF tensors keep their block type; a tensor-parallel slice must
+/// keep blocks whole, and blocks with non-finite scales are refused.
 
 #include <cstdint>
 #include <memory>
@@ -50,8 +54,9 @@ class ModelWeights {
  public:
   struct Options {
     Partition partition;
-    /// Storage dtype of the matrices: f32 or bf16. nullopt = the checkpoint's
-    /// (f16 checkpoints become bf16).
+    /// Convert every matrix to f32 or bf16 (quantized ones dequantized).
+    /// nullopt = the checkpoint's: float checkpoints in the embedding's dtype
+    /// (f16 becomes bf16), quantized ones each tensor in its own type.
     std::optional<DType> dtype;
   };
 
@@ -63,6 +68,7 @@ class ModelWeights {
 
   const ModelConfig& config() const { return config_; }
   const Partition& partition() const { return partition_; }
+  /// The matrices' dtype (f32/bf16), or for quantized checkpoints the embedding's type.
   DType dtype() const { return dtype_; }
   int32_t num_local_layers() const { return static_cast<int32_t>(layers_.size()); }
   const LayerWeights& layer(int32_t local_index) const { return layers_[local_index]; }
@@ -78,9 +84,13 @@ class ModelWeights {
   const kernels::WeightView& lm_head() const { return lm_head_; }
   const float* rope_inv_freq() const { return rope_inv_freq_; }
 
-  /// Bytes used in place from the mapping, and bytes converted into owned memory.
+  /// Bytes used in place from the mapping, bytes converted into owned memory,
+  /// and bytes the backend holds in its own (packed) layout.
   size_t mapped_bytes() const { return mapped_bytes_; }
   size_t owned_bytes() const { return owned_bytes_; }
+  size_t packed_bytes() const { return packed_bytes_; }
+  /// Wall time of Load (reading, checking, converting and packing).
+  double load_seconds() const { return load_seconds_; }
 
  private:
   class Loader;
@@ -89,6 +99,7 @@ class ModelWeights {
   ModelConfig config_;
   Partition partition_;
   DType dtype_ = DType::kF32;
+  std::optional<DType> convert_to_;  // matrices not already in this dtype are converted
   kernels::Backend* backend_ = nullptr;
   std::vector<LayerWeights> layers_;
   kernels::WeightView token_embedding_;
@@ -101,6 +112,8 @@ class ModelWeights {
   std::vector<void*> device_buffers_;               // backend allocations
   size_t mapped_bytes_ = 0;
   size_t owned_bytes_ = 0;
+  size_t packed_bytes_ = 0;
+  double load_seconds_ = 0;
 };
 
 }  // namespace orca::engine

@@ -130,6 +130,24 @@ std::vector<TensorSpec> Specs(const SyntheticModelOptions& o, const ModelConfig&
   return t;
 }
 
+// The values of one tensor: its own generator, seeded by its name.
+void Fill(const TensorSpec& t, uint64_t seed, float* out, int64_t n) {
+  Rng rng(Hash(t.name, seed));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t.init) {
+      case TensorSpec::Init::kNormal:
+        out[i] = static_cast<float>(rng.Normal() * t.stddev);
+        break;
+      case TensorSpec::Init::kOnes:
+        out[i] = 1.0f;
+        break;
+      case TensorSpec::Init::kZeros:
+        out[i] = 0.0f;
+        break;
+    }
+  }
+}
+
 nlohmann::json ConfigJson(const SyntheticModelOptions& o, const ModelConfig& c) {
   nlohmann::json j;
   if (o.arch == ModelArch::kGpt2) {
@@ -226,20 +244,7 @@ absl::Status WriteSyntheticCheckpoint(const SyntheticModelOptions& o, const std:
       int64_t n = 1;
       for (int64_t d : t.shape) n *= d;
       values.assign(static_cast<size_t>(n), 0.0f);
-      Rng rng(Hash(t.name, o.seed));
-      for (auto& v : values) {
-        switch (t.init) {
-          case TensorSpec::Init::kNormal:
-            v = static_cast<float>(rng.Normal() * t.stddev);
-            break;
-          case TensorSpec::Init::kOnes:
-            v = 1.0f;
-            break;
-          case TensorSpec::Init::kZeros:
-            v = 0.0f;
-            break;
-        }
-      }
+      Fill(t, o.seed, values.data(), n);
       encoded.resize(static_cast<size_t>(n) * DTypeSize(o.dtype));
       ConvertFromF32(values.data(), o.dtype, encoded.data(), values.size());
       out.write(reinterpret_cast<const char*>(encoded.data()), static_cast<std::streamsize>(encoded.size()));
@@ -250,6 +255,23 @@ absl::Status WriteSyntheticCheckpoint(const SyntheticModelOptions& o, const std:
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     return absl::FailedPreconditionError(absl::StrCat(path, ": rename failed: ", std::strerror(errno)));
   return WriteStringToFile(dir + "/config.json", ConfigJson(o, c).dump(2) + "\n");
+}
+
+int64_t SyntheticTensor::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<SyntheticTensor> SyntheticTensors(const SyntheticModelOptions& o) {
+  std::vector<SyntheticTensor> out;
+  for (const TensorSpec& t : Specs(o, o.ToConfig())) out.push_back({t.name, t.shape});
+  return out;
+}
+
+void SyntheticTensorValues(const SyntheticModelOptions& o, const SyntheticTensor& tensor, float* out) {
+  for (const TensorSpec& t : Specs(o, o.ToConfig()))
+    if (t.name == tensor.name) return Fill(t, o.seed, out, tensor.NumElements());
 }
 
 }  // namespace orca::engine

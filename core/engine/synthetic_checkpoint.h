@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/common/dtype.h"
@@ -35,5 +36,17 @@ struct SyntheticModelOptions {
 
 /// Creates `dir` if needed and writes config.json and model.safetensors.
 absl::Status WriteSyntheticCheckpoint(const SyntheticModelOptions& options, const std::string& dir);
+
+/// One tensor of a synthetic checkpoint, in Hugging Face naming (GPT-2 under
+/// "transformer."), in the order WriteSyntheticCheckpoint writes them.
+struct SyntheticTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t NumElements() const;
+};
+std::vector<SyntheticTensor> SyntheticTensors(const SyntheticModelOptions& options);
+/// The f32 values of `tensor` (before rounding to options.dtype): the same
+/// numbers WriteSyntheticCheckpoint stores, NumElements() of them.
+void SyntheticTensorValues(const SyntheticModelOptions& options, const SyntheticTensor& tensor, float* out);
 
 }  // namespace orca::engine

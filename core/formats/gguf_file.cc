@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/common/status_macros.h"
+#include "core/formats/ggml_quants.h"
 
 namespace orca::formats {
 namespace {
@@ -143,10 +144,12 @@ absl::Status ReadScalar(Cursor& c, uint32_t type, GgufValue* out, const char* wh
 }
 
 absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* what) {
+  out->type = type;
   if (type != kArray) return ReadScalar(c, type, out, what);
   uint32_t elem_type = 0;
   uint64_t count = 0;
   ORCA_RETURN_IF_ERROR(c.Read(&elem_type, what));
+  out->array_type = elem_type;
   ORCA_RETURN_IF_ERROR(c.Read(&count, what));
   if (count > kMaxArrayElements) return c.Truncated(what);
   GgufValue::Array array;
@@ -206,23 +209,6 @@ absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* wha
   }
   out->value = std::move(array);
   return absl::OkStatus();
-}
-
-// Bytes per element for the ggml types Orca computes with; 0 otherwise.
-size_t GgmlTypeSize(uint32_t type, DType* dtype) {
-  switch (type) {
-    case 0:
-      *dtype = DType::kF32;
-      return 4;
-    case 1:
-      *dtype = DType::kF16;
-      return 2;
-    case 30:
-      *dtype = DType::kBF16;
-      return 2;
-    default:
-      return 0;
-  }
 }
 
 }  // namespace
@@ -289,6 +275,10 @@ absl::Status GgufFile::Parse() {
       d = static_cast<int64_t>(v);
     }
     t.shape.assign(ne.rbegin(), ne.rend());  // ggml ne[0] is innermost
+    double elements = 1;
+    for (int64_t d : ne) elements *= static_cast<double>(d);
+    if (elements > 1e15)
+      return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' has ", elements, " elements"));
     ORCA_RETURN_IF_ERROR(c.Read(&t.type, "tensor type"));
     ORCA_RETURN_IF_ERROR(c.Read(&t.offset, "tensor offset"));
     pending.push_back(std::move(t));
@@ -306,27 +296,43 @@ absl::Status GgufFile::Parse() {
     info.name = t.name;
     info.shape = t.shape;
     info.file = path;
-    size_t elem = GgmlTypeSize(t.type, &info.dtype);
     ggml_types_[t.name] = t.type;
-    if (elem != 0) {
-      info.nbytes = static_cast<size_t>(info.NumElements()) * elem;
-      if (t.offset % alignment != 0)
-        return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' offset ", t.offset,
-                                                " is not a multiple of the alignment ", alignment));
-      // Compared without adding to the offset: an offset near 2^64 must not wrap around into the header.
-      const size_t size = file_->size();
-      if (data_start > size || t.offset > size - data_start || info.nbytes > size - data_start - t.offset)
-        return absl::DataLossError(absl::StrCat(path, ": tensor '", t.name, "' (", info.ShapeString(), " ",
-                                                DTypeName(info.dtype), ") at offset ", t.offset,
-                                                " extends past the end of the file"));
-      info.data = file_->data() + data_start + t.offset;
+    if (DTypeFromGgml(t.type, &info.dtype)) {
+      ORCA_RETURN_IF_ERROR(PlaceTensor(t.offset, data_start, alignment, &info));
     } else {
       info.unsupported = absl::StrCat(path, ": tensor '", t.name, "' has GGML type ", GgmlTypeName(t.type),
-                                      "; only F32, F16 and BF16 tensors are supported (quantized GGUF is not)");
+                                      "; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
     }
     order_.push_back(t.name);
     tensors_[t.name] = std::move(info);
   }
+  return absl::OkStatus();
+}
+
+absl::Status GgufFile::PlaceTensor(uint64_t offset, size_t data_start, uint64_t alignment, TensorInfo* info) const {
+  const std::string& path = file_->path();
+  const int64_t row = info->shape.back(), block = DTypeBlockElems(info->dtype);
+  const std::string what =
+      absl::StrCat("tensor '", info->name, "' (", info->ShapeString(), " ", DTypeName(info->dtype), ")");
+  if (row % block != 0)
+    return absl::DataLossError(absl::StrCat(path, ": ", what, " has rows of ", row, " values, not a multiple of the ",
+                                            block, "-value ", DTypeName(info->dtype), " block"));
+  if (offset % alignment != 0)
+    return absl::DataLossError(absl::StrCat(path, ": ", what, " starts at data offset ", offset,
+                                            ", not a multiple of the alignment ", alignment));
+  info->nbytes = static_cast<size_t>(info->NumElements() / row) * DTypeRowBytes(info->dtype, row);
+  const size_t size = file_->size();
+  if (data_start > size || offset > size - data_start || info->nbytes > size - data_start - offset) {
+    // Said without wrapping: an offset near 2^64 has no meaningful end.
+    const bool wraps = offset > UINT64_MAX - data_start || info->nbytes > UINT64_MAX - data_start - offset;
+    const uint64_t end = wraps ? 0 : data_start + offset + info->nbytes;
+    const std::string needs =
+        wraps ? "an offset out of range" : absl::StrCat("bytes [", data_start + offset, ", ", end, ")");
+    return absl::DataLossError(absl::StrCat(
+        path, ": ", what, " at data offset ", offset, " extends past the end of the file: it needs ", needs,
+        " but the file has ", size, " bytes", wraps ? "" : absl::StrCat(" (truncated by ", end - size, ")")));
+  }
+  info->data = file_->data() + data_start + offset;
   return absl::OkStatus();
 }
 

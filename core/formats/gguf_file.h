@@ -1,8 +1,12 @@
 #pragma once
 /// Reader for GGUF (llama.cpp's single-file format, versions 2 and 3).
 /// Parses the metadata key/values and the tensor directory; tensor data stays
-/// in the memory mapping. F32, F16 and BF16 tensors are supported; quantized
-/// types are reported with a clear error when a tensor of that type is used.
+/// in the memory mapping, never copied. F32, F16, BF16 and the block-quantized
+/// types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (ggml_quants.h) are
+/// supported; other types are reported with a clear error when a tensor of
+/// that type is used. Structural damage (rows that are not whole blocks,
+/// misaligned or truncated tensor data) fails Open with the tensor named;
+/// corrupt block contents are found by FindCorruptBlock when weights load.
 
 #include <cstdint>
 #include <map>
@@ -18,10 +22,14 @@
 
 namespace orca::formats {
 
-/// One metadata value. Arrays of scalars are stored flattened by kind.
+/// One metadata value. Arrays of scalars are stored flattened by kind; `type`
+/// (and `array_type` for arrays) keep the GGUF value type as written, so that
+/// a value can be written back unchanged (GgufWriter::Copy).
 struct GgufValue {
   using Array = std::variant<std::vector<int64_t>, std::vector<double>, std::vector<std::string>, std::vector<bool>>;
   std::variant<int64_t, uint64_t, double, bool, std::string, Array> value;
+  uint32_t type = 0;
+  uint32_t array_type = 0;
 };
 
 class GgufFile : public TensorSource {
@@ -54,6 +62,8 @@ class GgufFile : public TensorSource {
  private:
   explicit GgufFile(std::unique_ptr<MappedFile> file) : file_(std::move(file)) {}
   absl::Status Parse();
+  // Checks a tensor's row length, alignment and extent, and sets its data and size.
+  absl::Status PlaceTensor(uint64_t offset, size_t data_start, uint64_t alignment, TensorInfo* info) const;
 
   std::unique_ptr<MappedFile> file_;
   uint32_t version_ = 0;

@@ -11,9 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
+#include "core/common/status_macros.h"
+#include "core/formats/ggml_quants.h"
 #include "kernels/cpu/avx512_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/generic_kernels.h"
+#include "kernels/cpu/quant_layout.h"
+#include "kernels/cpu/quant_pack.h"
 
 namespace orca::kernels {
 namespace {
@@ -30,8 +34,9 @@ inline float LoadAs(const void* base, DType dtype, int64_t i) {
       return Bf16ToF32(static_cast<const uint16_t*>(base)[i]);
     case DType::kF16:
       return F16ToF32(static_cast<const uint16_t*>(base)[i]);
+    default:  // quantized: never a KV cache dtype
+      return 0;
   }
-  return 0;
 }
 
 inline void StoreAs(void* base, DType dtype, int64_t i, float v) {
@@ -41,12 +46,8 @@ inline void StoreAs(void* base, DType dtype, int64_t i, float v) {
     static_cast<float*>(base)[i] = v;
 }
 
-// Copies one row of an [*, k] table (any dtype, row stride ld) into f32.
-inline void RowToF32(const WeightView& t, int64_t row, float* out) {
-  const size_t es = DTypeSize(t.dtype);
-  const uint8_t* src = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(row * t.ld) * es;
-  ConvertToF32(src, t.dtype, out, static_cast<size_t>(t.k));
-}
+// Bytes of a bf16/f32 weight packed into [k][32] panels.
+size_t FloatPanelBytes(const WeightView& w) { return avx512::PackedPanelElements(w.n, w.k) * DTypeSize(w.dtype); }
 
 }  // namespace
 
@@ -58,18 +59,21 @@ CpuBackend::CpuBackend(const Options& options)
     : num_threads_(options.num_threads > 0 ? options.num_threads : std::max(1u, std::thread::hardware_concurrency())),
       small_gemm_max_rows_(options.small_gemm_max_rows),
       panel_gemm_max_rows_(options.panel_gemm_max_rows),
-      panel_cache_bytes_(options.panel_cache_bytes),
+      pack_weights_(options.pack_weights),
       avx512_(GetCpuFeatures().avx512),
-      amx_(GetCpuFeatures().amx_bf16) {}
-
-CpuBackend::~CpuBackend() {
-  for (auto& [key, packed] : panel_cache_) std::free(packed.data);
+      amx_(GetCpuFeatures().amx_bf16),
+      quant_isa_(options.quant_isa.value_or(quant::BestIsa())) {
+  ORCA_CHECK(quant::CanRun(quant_isa_)) << "quantized GEMM path " << quant::IsaName(quant_isa_)
+                                        << " does not run on this CPU";
 }
+
+CpuBackend::~CpuBackend() = default;
 
 std::string CpuBackend::name() const {
   const auto& f = GetCpuFeatures();
   return absl::StrCat("cpu(", num_threads_, " threads", f.avx512 ? ", avx512" : "",
-                      f.avx512_bf16 ? ", avx512_bf16" : "", f.amx_bf16 ? ", amx" : "", ")");
+                      f.avx512_bf16 ? ", avx512_bf16" : "", f.amx_bf16 ? ", amx" : "", ", int8 ",
+                      quant::IsaName(quant_isa_), ")");
 }
 
 absl::StatusOr<void*> CpuBackend::Allocate(size_t bytes) {
@@ -82,17 +86,52 @@ void CpuBackend::Free(void* ptr) { std::free(ptr); }
 void CpuBackend::CopyToDevice(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
-absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void** storage) {
-  *storage = nullptr;  // used in place
-  // Uploaded weights are immutable for the backend's life: decode batches may
-  // cache them prepacked (see PanelLinear).
-  if (avx512_ && !host.transposed && host.dtype != DType::kF16)
-    panel_cache_.try_emplace(PanelKey{host.data, host.n, host.k, host.ld, static_cast<int>(host.dtype)});
-  return host;
+absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void** storage, WeightUse use) {
+  *storage = nullptr;
+  if (host.empty() || host.packed || use == WeightUse::kGather) return host;  // lookup tables stay mapped
+  const bool quantized = IsQuantized(host.dtype);
+  if (quantized) {
+    const int64_t block = DTypeBlockElems(host.dtype);
+    if (host.transposed || host.k % block != 0 || host.ld < host.k || host.ld % block != 0)
+      return absl::InvalidArgumentError(absl::StrCat("a ", DTypeName(host.dtype), " weight [", host.n, ", ", host.k,
+                                                     "] (row stride ", host.ld, ") is not whole ", block,
+                                                     "-value blocks per row"));
+  } else if (!(pack_weights_ && avx512_ && !host.transposed && host.dtype != DType::kF16 &&
+               !(amx_ && host.dtype == DType::kBF16))) {
+    return host;  // row-major: the streaming / on-the-fly panel / oneDNN paths
+  }
+  // Pack once, here, in place of the row-major copy (see the class comment).
+  const size_t bytes = quantized ? quant::PackedBytes(host.dtype, host.n, host.k) : FloatPanelBytes(host);
+  ORCA_ASSIGN_OR_RETURN(void* packed, Allocate(bytes));
+  const int64_t panels = quantized ? quant::NumPanels(host.n) : (host.n + 31) / 32;
+#pragma omp parallel num_threads(num_threads_)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t p0 = panels * t / nt, p1 = panels * (t + 1) / nt;
+    if (p0 < p1) {
+      if (quantized)
+        quant::PackPanels(host, p0, p1, static_cast<uint8_t*>(packed));
+      else
+        avx512::PackPanels(host.data, host.dtype, host.ld, host.n, host.k, p0 * 32, std::min(host.n, p1 * 32), packed);
+    }
+  }
+  WeightView out = host;
+  out.data = packed;
+  out.ld = host.k;
+  out.packed = true;
+  out.packed_bytes = bytes;
+  *storage = packed;
+  return out;
 }
 
 void CpuBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) {
   if (m <= 0) return;
+  ORCA_CHECK(w.packed || !IsQuantized(w.dtype)) << "a " << DTypeName(w.dtype) << " weight used without UploadWeight";
+  if (w.packed) {
+    const StreamJob job{&w, bias, y, accumulate};
+    PackedLinears(x, m, &job, 1);
+    return;
+  }
   if (avx512_ && !w.transposed && w.dtype != DType::kF16) {
     if (m <= small_gemm_max_rows_) {
       SmallLinear(x, m, w, bias, y, accumulate);
@@ -109,6 +148,14 @@ void CpuBackend::Linear(const float* x, int64_t m, const WeightView& w, const fl
 }
 
 void CpuBackend::LinearMany(const float* x, int64_t m, const LinearOut* outs, int count) {
+  bool all_packed = m > 0 && count <= kMaxStreamJobs;
+  for (int i = 0; all_packed && i < count; ++i) all_packed = outs[i].w->packed && outs[i].w->k == outs[0].w->k;
+  if (all_packed) {
+    StreamJob jobs[kMaxStreamJobs];
+    for (int i = 0; i < count; ++i) jobs[i] = {outs[i].w, outs[i].bias, outs[i].y, false};
+    PackedLinears(x, m, jobs, count);
+    return;
+  }
   // Decode-sized GEMMs sharing x and W's dtype and k: x packed once, every W
   // streamed in one parallel region (one fork/join instead of `count`).
   bool fused = avx512_ && m > 0 && m <= small_gemm_max_rows_ && count > 1 && count <= kMaxStreamJobs;
@@ -168,53 +215,98 @@ void CpuBackend::StreamLinears(const float* x, int64_t m, const StreamJob* jobs,
 
 void CpuBackend::PanelLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y,
                              bool accumulate) {
-  // An uploaded weight's prepacked panels: ready, allocated now (packed below), or none
-  // (not uploaded, or over the cache budget: packed on the fly).
-  PackedWeight* packed = nullptr;
-  if (auto it = panel_cache_.find(PanelKey{w.data, w.n, w.k, w.ld, static_cast<int>(w.dtype)});
-      it != panel_cache_.end()) {
-    if (it->second.data == nullptr) {
-      const size_t bytes = avx512::PackedPanelElements(w.n, w.k) * DTypeSize(w.dtype);
-      if (panel_cache_used_ + bytes <= panel_cache_bytes_) {
-        it->second.data = std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-        if (it->second.data != nullptr) panel_cache_used_ += bytes;
-      }
-    }
-    if (it->second.data != nullptr) packed = &it->second;
-  }
-  const bool pack_now = packed != nullptr && !packed->ready;
+  // A row-major weight: each thread packs its 32-column panels on the fly.
   const int threads = static_cast<int>(std::min<int64_t>(num_threads_, std::max<int64_t>(1, w.n / 64)));
 #pragma omp parallel num_threads(threads)
   {
     const int tid = omp_get_thread_num();
     const int nt = omp_get_num_threads();
-    // Whole 32-column panels per thread; a thread packs the panels it then uses.
     const int64_t panels = (w.n + 31) / 32;
     const int64_t p0 = panels * tid / nt, p1 = panels * (tid + 1) / nt;
     const int64_t n0 = p0 * 32, n1 = std::min(w.n, p1 * 32);
-    if (n0 < n1) {
-      if (packed == nullptr) {
-        avx512::PanelGemm(x, m, w.k, w.data, w.dtype, w.ld, bias, y, w.n, accumulate, n0, n1);
+    if (n0 < n1) avx512::PanelGemm(x, m, w.k, w.data, w.dtype, w.ld, bias, y, w.n, accumulate, n0, n1);
+  }
+}
+
+void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs, int count) {
+  // Work units are panels of every job (16 columns for quantized weights, 32 for f32/bf16); each
+  // thread takes one contiguous share, so it streams contiguous packed memory.
+  int64_t start[kMaxStreamJobs + 1] = {};
+  bool any_quantized = false;
+  double work = 0;
+  for (int i = 0; i < count; ++i) {
+    const WeightView& w = *jobs[i].w;
+    const bool q = IsQuantized(w.dtype);
+    any_quantized |= q;
+    start[i + 1] = start[i] + (q ? quant::NumPanels(w.n) : (w.n + 31) / 32);
+    work += static_cast<double>(w.n) * w.k * m;
+  }
+  const int64_t total = start[count], k = jobs[0].w->k;
+  // Small products are not worth a fork (the region's overhead exceeds the work).
+  const int threads = work >= (1 << 17) ? static_cast<int>(std::min<int64_t>(num_threads_, total)) : 1;
+  if (any_quantized) quant::PrepareRows(m, k, &quantized_x_);
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
+    if (any_quantized) {
+      quant::QuantizeRows(x, m * tid / nt, m * (tid + 1) / nt, &quantized_x_);
+#pragma omp barrier
+    }
+    const int64_t b0 = total * tid / nt, b1 = total * (tid + 1) / nt;
+    for (int i = 0; i < count; ++i) {
+      const int64_t lo = std::max(b0, start[i]) - start[i], hi = std::min(b1, start[i + 1]) - start[i];
+      if (lo >= hi) continue;
+      const WeightView& w = *jobs[i].w;
+      if (IsQuantized(w.dtype)) {
+        quant::GemmArgs a;
+        a.x = &quantized_x_;
+        a.dtype = w.dtype;
+        a.packed = static_cast<const uint8_t*>(w.data);
+        a.n = w.n;
+        a.k = w.k;
+        a.bias = jobs[i].bias;
+        a.y = jobs[i].y;
+        a.ldy = w.n;
+        a.accumulate = jobs[i].accumulate;
+        a.panel_begin = lo;
+        a.panel_end = hi;
+        quant::Gemm(quant_isa_, a);
       } else {
-        if (pack_now) avx512::PackPanels(w.data, w.dtype, w.ld, w.n, w.k, n0, n1, packed->data);
-        avx512::PackedPanelGemm(x, m, w.k, packed->data, w.dtype, bias, y, w.n, accumulate, w.n, n0, n1);
+        avx512::PackedPanelGemm(x, m, w.k, w.data, w.dtype, jobs[i].bias, jobs[i].y, w.n, jobs[i].accumulate, w.n,
+                                lo * 32, std::min(w.n, hi * 32));
       }
     }
   }
-  if (pack_now) packed->ready = true;
+}
+
+void CpuBackend::DecodeRow(const WeightView& t, int64_t row, float* out) const {
+  if (t.packed && IsQuantized(t.dtype)) {
+    quant::DequantizePackedRow(t.dtype, static_cast<const uint8_t*>(t.data), t.k, row, out);
+  } else if (t.packed) {  // [k][32] panels
+    const size_t base = static_cast<size_t>(row / 32) * t.k * 32 + row % 32;
+    for (int64_t j = 0; j < t.k; ++j) out[j] = LoadAs(t.data, t.dtype, static_cast<int64_t>(base) + j * 32);
+  } else {
+    const uint8_t* src = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(row) * DTypeRowBytes(t.dtype, t.ld);
+    formats::DequantizeRow(t.dtype, src, out, t.k);
+  }
 }
 
 void CpuBackend::Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) {
 #pragma omp parallel for num_threads(num_threads_) if (m > 64)
-  for (int64_t i = 0; i < m; ++i) RowToF32(table, ids[i], out + i * table.k);
+  for (int64_t i = 0; i < m; ++i) DecodeRow(table, ids[i], out + i * table.k);
 }
 
 void CpuBackend::AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) {
-#pragma omp parallel for num_threads(num_threads_) if (m > 64)
-  for (int64_t i = 0; i < m; ++i) {
-    float* row = out + i * table.k;
-    const int64_t p = positions[i];
-    for (int64_t j = 0; j < table.k; ++j) row[j] += LoadAs(table.data, table.dtype, p * table.ld + j);
+#pragma omp parallel num_threads(num_threads_) if (m > 64)
+  {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(table.k));
+#pragma omp for
+    for (int64_t i = 0; i < m; ++i) {
+      DecodeRow(table, positions[i], row.data());
+      float* o = out + i * table.k;
+      for (int64_t j = 0; j < table.k; ++j) o[j] += row[j];
+    }
   }
 }
 

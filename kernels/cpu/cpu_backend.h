@@ -1,15 +1,23 @@
 #pragma once
-/// The CPU backend: oneDNN GEMMs (bf16 on AVX512-BF16/AMX, f32 otherwise),
-/// hand-written AVX-512 kernels for few-row GEMMs and paged attention, and
-/// OpenMP-parallel elementwise ops. One instance per compute thread (a
-/// tensor-parallel shard); `num_threads` OpenMP threads work inside each op.
+/// The CPU backend: GEMM weights packed once at load (UploadWeight) into
+/// panel layouts that one family of kernels serves at every batch size —
+/// quantized GGUF types through int8 dot products (quant_gemm.h: AVX512-VNNI,
+/// AVX-VNNI or portable, chosen from CPUID), f32/bf16 through AVX-512 FMA
+/// panels — plus oneDNN (bf16 on AMX hosts, transposed weights, CPUs without
+/// AVX-512), hand-written AVX-512 paged attention, and OpenMP-parallel
+/// elementwise ops. One instance per compute thread (a tensor-parallel shard);
+/// `num_threads` OpenMP threads work inside each op.
+///
+/// Packing happens in UploadWeight, never inside a request, and replaces the
+/// weight's row-major copy (the caller drops the mapped pages): resident
+/// memory stays one copy of the weights.
 
-#include <map>
 #include <memory>
-#include <tuple>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/onednn_gemm.h"
+#include "kernels/cpu/quant_gemm.h"
 #include "kernels/include/backend.h"
 
 namespace orca::kernels {
@@ -27,16 +35,18 @@ class CpuBackend final : public Backend {
     /// batches); larger ones (prefill) go to oneDNN, and so do bf16 ones on
     /// CPUs with AMX.
     int64_t panel_gemm_max_rows = 128;
-    /// Memory for uploaded weights (UploadWeight) prepacked into panels the
-    /// first time a decode batch uses them (a second, panel-ordered copy: packing on every iteration
-    /// costs as much as the arithmetic at batch 16). Beyond it, panels are
-    /// packed on the fly. 0 disables the cache.
-    size_t panel_cache_bytes = size_t{2} << 30;
+    /// UploadWeight packs f32/bf16 GEMM weights into [k][32] panels (with
+    /// AVX-512, except bf16 on AMX hosts, where oneDNN's tiles win) and every
+    /// GEMM on them runs the panel kernel; false keeps them row-major for the
+    /// thresholds above (tests of those paths, comparisons). Quantized weights
+    /// are always packed (their kernels read only the packed layout).
+    bool pack_weights = true;
+    /// The quantized GEMM implementation; nullopt = the fastest this CPU runs.
+    std::optional<quant::Isa> quant_isa;
   };
   static std::unique_ptr<CpuBackend> Create(const Options& options);
   ~CpuBackend() override;
-  /// Bytes held by prepacked weight panels.
-  size_t panel_cache_bytes_used() const { return panel_cache_used_; }
+  quant::Isa quant_isa() const { return quant_isa_; }
 
   std::string name() const override;
   int num_threads() const { return num_threads_; }
@@ -45,7 +55,7 @@ class CpuBackend final : public Backend {
   void Free(void* ptr) override;
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
-  absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage) override;
+  absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage, WeightUse use) override;
   void Synchronize() override {}
 
   void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) override;
@@ -77,22 +87,22 @@ class CpuBackend final : public Backend {
   static constexpr int kMaxStreamJobs = 8;
   void StreamLinears(const float* x, int64_t m, const StreamJob* jobs, int count);
   void PanelLinear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate);
+  /// GEMMs on packed weights sharing x (same k): one parallel region; quantized
+  /// ones share one quantization of x.
+  void PackedLinears(const float* x, int64_t m, const StreamJob* jobs, int count);
+  /// Row `row` of any weight view (packed or not, any dtype) as f32.
+  void DecodeRow(const WeightView& t, int64_t row, float* out) const;
 
   int num_threads_;
   int64_t small_gemm_max_rows_;
   int64_t panel_gemm_max_rows_;
-  size_t panel_cache_bytes_;
-  struct PackedWeight {
-    void* data = nullptr;
-    bool ready = false;
-  };
-  using PanelKey = std::tuple<const void*, int64_t, int64_t, int64_t, int>;
-  std::map<PanelKey, PackedWeight> panel_cache_;
-  size_t panel_cache_used_ = 0;
+  bool pack_weights_;
   bool avx512_;
   bool amx_;
+  quant::Isa quant_isa_;
   OnednnGemm onednn_;
   std::vector<float> packed_x_;
+  quant::QuantizedRows quantized_x_;
   struct RopeTable {
     std::vector<float> inv_freq;  // the key: frequencies, factor and positions
     float factor = 0;

@@ -20,8 +20,9 @@ dnnl::memory::data_type ToDnnl(DType t) {
       return dnnl::memory::data_type::bf16;
     case DType::kF16:
       return dnnl::memory::data_type::f16;
+    default:  // quantized weights never reach oneDNN (they are packed: quant_gemm.h)
+      return dnnl::memory::data_type::undef;
   }
-  return dnnl::memory::data_type::f32;
 }
 }  // namespace
 

@@ -179,9 +179,12 @@ void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   ORCA_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-absl::StatusOr<WeightView> CudaBackend::UploadWeight(const WeightView& host, void** storage) {
+absl::StatusOr<WeightView> CudaBackend::UploadWeight(const WeightView& host, void** storage, WeightUse /*use*/) {
   *storage = nullptr;
   if (host.empty()) return host;
+  if (IsQuantized(host.dtype) || host.packed)
+    return absl::UnimplementedError(absl::StrCat("the CUDA backend has no kernels for ", DTypeName(host.dtype),
+                                                 " weights yet (f32 and bf16 are supported)"));
   const int64_t rows = host.transposed ? host.k : host.n, cols = host.transposed ? host.n : host.k;
   if (rows <= 0 || cols <= 0 || host.ld < cols)
     return absl::InvalidArgumentError(

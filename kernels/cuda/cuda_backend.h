@@ -56,7 +56,7 @@ class CudaBackend final : public Backend {
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
   /// Copies the (possibly strided) host view into a contiguous device buffer,
   /// returned in `*storage` for the caller to Free.
-  absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage) override;
+  absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage, WeightUse use) override;
   void Synchronize() override;
 
   void Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) override;

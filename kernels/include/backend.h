@@ -5,8 +5,9 @@
 ///
 /// Conventions: activations are f32, row-major and contiguous unless a stride
 /// is given; pointers are device pointers of the backend (host memory for the
-/// CPU backend). Weights keep their storage dtype (f32 or bf16) and are used in
-/// place; norms/biases are f32.
+/// CPU backend). Weights keep their storage dtype (f32, bf16, or a GGUF block
+/// type: core/common/dtype.h) — in place, or in a backend's own layout built
+/// once by UploadWeight; norms/biases are f32.
 
 #include <cstddef>
 #include <cstdint>
@@ -19,9 +20,12 @@
 namespace orca::kernels {
 
 /// A weight matrix for y = x · Wᵀ, logically [n, k] (out_features, in_features).
-/// Row-major [n, k] with row stride `ld` (Linear / GGUF layout), or, when
+/// Row-major [n, k] with row stride `ld` values (Linear / GGUF layout), or, when
 /// `transposed`, stored [k, n] with row stride `ld` (GPT-2 Conv1D layout). The
 /// stride lets a tensor-parallel shard view a slice of a mapped file in place.
+/// Quantized types are never transposed; their k and any column offset are
+/// whole blocks (DTypeBlockElems), and a row starts DTypeRowBytes(dtype, ld)
+/// bytes after the previous one.
 struct WeightView {
   const void* data = nullptr;
   DType dtype = DType::kF32;
@@ -29,11 +33,24 @@ struct WeightView {
   int64_t k = 0;
   int64_t ld = 0;
   bool transposed = false;
+  /// Set by a backend's UploadWeight when `data` is in that backend's own
+  /// layout (the CPU backend's panels): only that backend reads it.
+  bool packed = false;
+  /// Bytes of that layout (0: not packed).
+  size_t packed_bytes = 0;
 
   bool empty() const { return data == nullptr; }
   /// Bytes a full pass over the weight reads.
-  size_t ReadBytes() const { return static_cast<size_t>(n * k) * DTypeSize(dtype); }
+  size_t ReadBytes() const {
+    return packed_bytes != 0 ? packed_bytes : static_cast<size_t>(n) * DTypeRowBytes(dtype, k);
+  }
 };
+
+/// What a weight is uploaded for: GEMMs (y = x · Wᵀ), row lookups (Embedding,
+/// AddPositionEmbedding), or both (a tied embedding / LM head). A backend may
+/// lay a weight out for its use (the CPU backend packs GEMM weights into
+/// panels and leaves lookup tables as they are).
+enum class WeightUse : uint8_t { kMatmul, kGather, kMatmulAndGather };
 
 enum class RopeStyle : uint8_t {
   kNeox,         ///< rotate-half pairs (i, i + d/2): Hugging Face Llama/Qwen
@@ -98,9 +115,13 @@ class Backend {
   virtual void Free(void* ptr) = 0;
   virtual void CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual void CopyToHost(void* dst, const void* src, size_t bytes) = 0;
-  /// Makes a weight usable on the device. The CPU backend returns `host` as is
-  /// (memory-mapped, zero copy); a GPU backend uploads it into `*storage`.
-  virtual absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage) = 0;
+  /// Makes a weight usable on the device, once, at load. A GPU backend uploads
+  /// it into `*storage`; the CPU backend returns lookup tables as they are
+  /// (memory-mapped, zero copy) and packs GEMM weights into its panel layouts
+  /// in `*storage` (the caller may then drop the host pages: the result does
+  /// not refer to them). `*storage` (or nullptr) is freed with Free.
+  virtual absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage,
+                                                  WeightUse use = WeightUse::kMatmul) = 0;
   /// Waits until all queued work is done (no-op on CPU).
   virtual void Synchronize() = 0;
 

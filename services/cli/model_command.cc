@@ -1,4 +1,4 @@
-// `orca model synth` and `orca model info`.
+// `orca model synth`, `orca model info` and `orca model quantize`.
 
 #include <sys/stat.h>
 
@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/flags.h"
 #include "core/common/mapped_file.h"
+#include "core/convert/gguf_export.h"
 #include "core/engine/checkpoint.h"
 #include "core/engine/synthetic_checkpoint.h"
 #include "core/text/synthetic_tokenizer.h"
@@ -23,16 +25,49 @@ struct Preset {
   const char* name;
   const char* arch;
   int hidden, layers, heads, kv_heads, ffn, vocab;
+  bool tied = true;
+  double rope_theta = 10000.0;
 };
 // "25m" and "135m" are the engine benchmark's Llama shapes (the latter is
 // SmolLM-135M's); "default" is what `orca serve` synthesizes on first run: the
 // 25m shape with the tokenizer's natural vocabulary (vocab 0 below), so every
-// token it can sample decodes to real text.
+// token it can sample decodes to real text. The rest are real models' shapes
+// (random weights; Llama-3's RoPE scaling left out).
 constexpr Preset kPresets[] = {
-    {"tiny", "llama", 64, 2, 4, 2, 192, 512},     {"default", "llama", 512, 8, 8, 4, 1408, 0},
-    {"25m", "llama", 512, 8, 8, 4, 1408, 8192},   {"135m", "llama", 576, 30, 9, 3, 1536, 49152},
+    {"tiny", "llama", 64, 2, 4, 2, 192, 512},
+    {"default", "llama", 512, 8, 8, 4, 1408, 0},
+    {"25m", "llama", 512, 8, 8, 4, 1408, 8192},
+    {"135m", "llama", 576, 30, 9, 3, 1536, 49152},
+    {"smollm-135m", "llama", 576, 30, 9, 3, 1536, 49152},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, false},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, true, 500000.0},
+    {"llama-3.2-3b", "llama", 3072, 28, 24, 8, 8192, 128256, true, 500000.0},
+    {"llama-3.1-8b", "llama", 4096, 32, 32, 8, 14336, 128256, false, 500000.0},
     {"gpt2-tiny", "gpt2", 64, 2, 4, 4, 256, 512},
 };
+
+std::string PresetNames() {
+  std::string out;
+  for (const auto& p : kPresets) out += std::string(out.empty() ? "" : ", ") + p.name;
+  return out;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void PrintReport(const convert::ExportReport& r, const std::string& out) {
+  std::map<std::string, int> counts;
+  for (const auto& t : r.tensors) {
+    ++counts[DTypeName(t.to)];
+    if (!t.note.empty()) std::cout << "  " << t.name << ": " << t.note << "\n";
+  }
+  for (const auto& n : r.notes) std::cout << "  note: " << n << "\n";
+  std::cout << "wrote " << out << ": " << r.tensors.size() << " tensors (";
+  bool first = true;
+  for (const auto& [type, n] : counts) std::cout << (first ? "" : ", ") << n << " " << type, first = false;
+  std::cout << "), " << r.bytes_written / 1048576.0 << " MiB of tensor data\n";
+}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "orca model: %s\n", std::string(s.message()).c_str());
@@ -56,15 +91,64 @@ absl::Status WriteTokenizer(const std::string& dir, int32_t vocab_size, int32_t*
   return absl::OkStatus();
 }
 
+int WriteSynthGguf(engine::SyntheticModelOptions o, const std::string& type, const std::string& out) {
+  convert::ExportOptions eo;
+  if (!convert::ParseQuantMix(type, &eo.mix))
+    return Fail(absl::InvalidArgumentError("--type: '" + type + "' is not one of " + convert::QuantMixNames()));
+  auto files = text::MakeSyntheticByteLevelTokenizer(o.vocab_size);
+  if (!files.ok()) return Fail(files.status());
+  auto tok = text::Tokenizer::FromJson(files->tokenizer_json, files->tokenizer_config_json);
+  if (!tok.ok()) return Fail(tok.status());
+  o.bos_token_id = (*tok)->bos_id().value_or(-1);
+  const std::vector<int32_t> eos_ids = (*tok)->eos_ids();
+  o.eos_token_id = eos_ids.empty() ? -1 : eos_ids.front();
+  auto report = convert::WriteSyntheticGguf(o, files->tokenizer_json, files->tokenizer_config_json, out, eo);
+  if (!report.ok()) return Fail(report.status());
+  std::cout << o.ToConfig().Summary() << "\n";
+  PrintReport(*report, out);
+  return 0;
+}
+
+int RunQuantize(int argc, char** argv) {
+  std::string type;
+  int64_t threads = 0;
+  FlagSet flags("orca model quantize",
+                "Writes a GGUF file with the tensor types of a quantization mix, from a Hugging Face checkpoint\n"
+                "directory or a GGUF file. Per-tensor types follow llama.cpp's rules for the mix (q4_k_m: Q6_K\n"
+                "output and some attn_v/ffn_down, Q4_K elsewhere; see core/convert/quant_mix.h), so llama.cpp\n"
+                "loads the result as that file type.\nUsage: orca model quantize SRC DST.gguf --type q4_k_m");
+  flags.AddString("type", &type, "Mix: " + convert::QuantMixNames() + " (required)");
+  flags.AddInt("threads", &threads, "Threads quantizing (0 = all cores)");
+  if (absl::Status s = flags.Parse(argc, argv, 1, /*allow_positional=*/true); !s.ok()) return Fail(s);
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  if (flags.positional().size() != 2) return Fail(absl::InvalidArgumentError("expected SRC and DST"));
+  convert::ExportOptions eo;
+  eo.num_threads = static_cast<int>(threads);
+  if (type.empty() || !convert::ParseQuantMix(type, &eo.mix))
+    return Fail(absl::InvalidArgumentError("--type: '" + type + "' is not one of " + convert::QuantMixNames()));
+  const std::string& dst = flags.positional()[1];
+  if (!EndsWith(dst, ".gguf")) return Fail(absl::InvalidArgumentError(dst + ": the output must be a .gguf file"));
+  auto report = convert::QuantizeCheckpoint(flags.positional()[0], dst, eo);
+  if (!report.ok()) return Fail(report.status());
+  PrintReport(*report, dst);
+  return 0;
+}
+
 int RunSynth(int argc, char** argv) {
-  std::string preset, arch = "llama", out, dtype = "bf16";
+  std::string preset, arch = "llama", out, dtype = "bf16", type;
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, max_position = 2048, seed = 0;
   bool tie = true, attention_bias = false;
   FlagSet flags("orca model synth",
                 "Writes a deterministic random-weight checkpoint (config.json, model.safetensors, tokenizer.json,\n"
-                "tokenizer_config.json) for tests, benchmarks and the default model. Same flags, same bytes.");
-  flags.AddString("out", &out, "Output directory (required)");
-  flags.AddString("preset", &preset, "Shape preset: tiny, default, 25m, 135m, gpt2-tiny (flags below override it)");
+                "tokenizer_config.json) for tests, benchmarks and the default model. Same flags, same bytes.\n"
+                "With --type (or an --out ending in .gguf) it writes one GGUF file instead, any size, in any\n"
+                "type or quantization mix, generated tensor by tensor.");
+  flags.AddString("out", &out, "Output directory, or a .gguf file (required)");
+  flags.AddString("preset", &preset, "Shape preset: " + PresetNames() + " (flags below override it)");
+  flags.AddString("type", &type, "GGUF tensor types: " + convert::QuantMixNames() + " (implies GGUF output)");
   flags.AddString("arch", &arch, "llama or gpt2");
   flags.AddInt("hidden-size", &hidden, "Hidden size");
   flags.AddInt("num-layers", &layers, "Transformer layers");
@@ -96,6 +180,8 @@ int RunSynth(int argc, char** argv) {
     o.num_kv_heads = p->kv_heads;
     o.intermediate_size = p->ffn;
     o.vocab_size = p->vocab > 0 ? p->vocab : text::SyntheticNaturalVocabSize();
+    if (!flags.IsSet("tie-embeddings")) tie = p->tied;
+    o.rope_theta = p->rope_theta;
   }
   if (arch == "llama")
     o.arch = engine::ModelArch::kLlama;
@@ -120,6 +206,7 @@ int RunSynth(int argc, char** argv) {
         absl::InvalidArgumentError("give a --preset or --hidden-size, --num-layers, --num-heads and --vocab-size"));
   if (o.hidden_size % o.num_heads != 0)
     return Fail(absl::InvalidArgumentError("--hidden-size must be divisible by --num-heads"));
+  if (!type.empty() || EndsWith(out, ".gguf")) return WriteSynthGguf(o, type.empty() ? dtype : type, out);
   if (::mkdir(out.c_str(), 0755) != 0 && errno != EEXIST)
     return Fail(absl::FailedPreconditionError(out + ": cannot create"));
   int32_t bos = -1, eos = -1;
@@ -134,8 +221,9 @@ int RunSynth(int argc, char** argv) {
 int RunInfo(int argc, char** argv) {
   bool tensors = false;
   FlagSet flags("orca model info",
-                "Prints a checkpoint's configuration (and tensors with --tensors).\nUsage: orca model info PATH");
-  flags.AddBool("tensors", &tensors, "List every tensor with shape and dtype");
+                "Prints a checkpoint's configuration and its tensor types (every tensor with --tensors).\n"
+                "Usage: orca model info PATH");
+  flags.AddBool("tensors", &tensors, "List every tensor with shape, type and size");
   if (absl::Status s = flags.Parse(argc, argv, 1, /*allow_positional=*/true); !s.ok()) return Fail(s);
   if (flags.help_requested()) {
     std::cout << flags.Usage();
@@ -145,12 +233,23 @@ int RunInfo(int argc, char** argv) {
   auto ckpt = engine::Checkpoint::Open(flags.positional()[0]);
   if (!ckpt.ok()) return Fail(ckpt.status());
   std::cout << (*ckpt)->config().Summary() << "\n";
-  if (tensors)
-    for (const auto& name : (*ckpt)->tensors().Names()) {
-      const formats::TensorInfo* t = (*ckpt)->tensors().Find(name);
-      std::cout << "  " << name << " " << t->ShapeString() << " "
-                << (t->unsupported.empty() ? DTypeName(t->dtype) : "unsupported") << "\n";
-    }
+  // Tensors per type, with their bytes: what a quantized file is made of.
+  std::map<std::string, std::pair<int, size_t>> by_type;
+  size_t total = 0;
+  for (const auto& name : (*ckpt)->tensors().Names()) {
+    const formats::TensorInfo* t = (*ckpt)->tensors().Find(name);
+    const std::string type = t->unsupported.empty() ? DTypeName(t->dtype) : "unsupported";
+    by_type[type].first++;
+    by_type[type].second += t->nbytes;
+    total += t->nbytes;
+    if (tensors)
+      std::cout << "  " << name << " " << t->ShapeString() << " " << type << " " << t->nbytes << " bytes"
+                << (t->unsupported.empty() ? "" : " (" + t->unsupported + ")") << "\n";
+  }
+  std::cout << "tensor types:";
+  for (const auto& [type, v] : by_type)
+    std::cout << " " << type << " ×" << v.first << " (" << v.second / 1048576.0 << " MiB)";
+  std::cout << "; " << total / 1048576.0 << " MiB in all\n";
   return 0;
 }
 
@@ -183,7 +282,7 @@ std::string EnsureDefaultModel() {
 
 int RunModel(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::cout << "Usage: orca model synth [flags] | orca model info PATH\n";
+    std::cout << "Usage: orca model synth [flags] | orca model info PATH | orca model quantize SRC DST --type T\n";
     return argc < 2 ? 2 : 0;
   }
   const std::string sub = argv[1];
@@ -191,6 +290,7 @@ int RunModel(int argc, char** argv) {
   argv[1] = name.data();
   if (sub == "synth") return RunSynth(argc - 1, argv + 1);
   if (sub == "info") return RunInfo(argc - 1, argv + 1);
+  if (sub == "quantize") return RunQuantize(argc - 1, argv + 1);
   std::fprintf(stderr, "orca model: unknown subcommand '%s'\n", sub.c_str());
   return 2;
 }

@@ -57,7 +57,7 @@ class ServerStreamWriter : public grpc::ServerWriteReactor<Response>,
     size_t max_queued = 0;
   };
 
-  ServerStreamWriter() = default;
+  ServerStreamWriter() : options_{} {}
   explicit ServerStreamWriter(Options options) : options_(options) {}
   ~ServerStreamWriter() override = default;
 

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/convert/gguf_export.h"
 #include "core/engine/checkpoint.h"
 #include "core/engine/synthetic_checkpoint.h"
+#include "core/formats/ggml_quants.h"
 #include "gtest/gtest.h"
 
 namespace orca::engine::testing {
@@ -40,6 +42,21 @@ inline std::string SyntheticModel(const SyntheticModelOptions& o) {
   EXPECT_TRUE(s.ok()) << s;
   cache[key] = dir;
   return dir;
+}
+
+/// A checkpoint exported as GGUF in a quantization mix ("q8_0", "q4_k_m", ...), once per process.
+inline std::string QuantizedModel(const std::string& src, const std::string& mix) {
+  static std::map<std::string, std::string> cache;
+  const std::string key = src + "|" + mix;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const std::string path = absl::StrCat(src, "-", mix, ".gguf");
+  convert::ExportOptions o;
+  EXPECT_TRUE(convert::ParseQuantMix(mix, &o.mix)) << mix;
+  auto report = convert::QuantizeCheckpoint(src, path, o);
+  EXPECT_TRUE(report.ok()) << report.status();
+  cache[key] = path;
+  return path;
 }
 
 inline SyntheticModelOptions SmallLlama(DType dtype = DType::kF32) {
@@ -164,7 +181,10 @@ class ReferenceModel {
     if (it == cache_.end()) {
       const formats::TensorInfo* t = *ckpt_.Find(role, layer);
       Tensor f32{std::vector<float>(t->NumElements()), t->shape.back()};
-      ConvertToF32(t->data, t->dtype, f32.values.data(), f32.values.size());
+      // Row by row: quantized types decode whole rows of blocks.
+      const size_t row_bytes = DTypeRowBytes(t->dtype, f32.cols);
+      for (int64_t r = 0; r < t->NumElements() / f32.cols; ++r)
+        formats::DequantizeRow(t->dtype, t->data + r * row_bytes, f32.values.data() + r * f32.cols, f32.cols);
       it = cache_.emplace(key, std::move(f32)).first;
     }
     return it->second.values[row * it->second.cols + col];

@@ -26,11 +26,13 @@ using testing::DeviceRunner;
 using testing::GemmCase;
 using testing::RandomFloats;
 
-std::unique_ptr<CpuBackend> MakeCpu(int64_t small_gemm_max_rows = 16, int64_t panel_gemm_max_rows = 128) {
+std::unique_ptr<CpuBackend> MakeCpu(int64_t small_gemm_max_rows = 16, int64_t panel_gemm_max_rows = 128,
+                                    bool pack_weights = false) {
   CpuBackend::Options o;
   o.num_threads = 2;
   o.small_gemm_max_rows = small_gemm_max_rows;
   o.panel_gemm_max_rows = panel_gemm_max_rows;
+  o.pack_weights = pack_weights;
   return CpuBackend::Create(o);
 }
 
@@ -40,7 +42,7 @@ class CpuGemmTest : public ::testing::TestWithParam<GemmCase> {};
 
 TEST_P(CpuGemmTest, MatchesScalarReference) {
   const GemmCase& c = GetParam();
-  auto cpu = MakeCpu(c.small_gemm_max_rows, c.panel_gemm_max_rows);
+  auto cpu = MakeCpu(c.small_gemm_max_rows, c.panel_gemm_max_rows, c.cpu_pack);
   const testing::GemmData d = testing::MakeGemmData(c, 17);
   DeviceRunner run(*cpu);
   const std::vector<float> y = testing::RunGemm(run, c, d);
@@ -65,31 +67,56 @@ TEST(CpuGemmPathTest, SmallAndOnednnPathsAgree) {
   EXPECT_TRUE(AllClose(testing::RunGemm(r1, c, d), testing::RunGemm(r2, c, d), 1e-5, 1e-5));
 }
 
-TEST(CpuGemmPathTest, PrepackedPanelsMatchOnTheFlyPanelsAcrossCalls) {
-  // Decode batches: the first call packs W's panels into the cache, later calls reuse them;
-  // with no cache budget every call packs on the fly. All must agree with the reference.
-  // 6 rows widen bf16 panel rows in registers, 24 widen each panel once per call.
-  for (const auto& [dt, m] : {std::pair{DType::kBF16, 6}, std::pair{DType::kBF16, 24}, std::pair{DType::kF32, 24}}) {
-    GemmCase c;
-    c.m = m, c.n = 77, c.k = 45, c.ld_pad = 2, c.bias = true, c.dtype = dt;
-    const testing::GemmData d = testing::MakeGemmData(c, 9);
-    const testing::GemmReference ref = testing::ReferenceGemm(c, d);
-    CpuBackend::Options cached_options, uncached_options;
-    cached_options.small_gemm_max_rows = uncached_options.small_gemm_max_rows = 4;
-    uncached_options.panel_cache_bytes = 0;
-    auto cached = CpuBackend::Create(cached_options), uncached = CpuBackend::Create(uncached_options);
-    DeviceRunner rc(*cached), ru(*uncached);
-    const auto first = testing::RunGemm(rc, c, d);
-    EXPECT_GT(cached->panel_cache_bytes_used(), 0u);
-    const auto second = testing::RunGemm(rc, c, d);
-    const auto on_the_fly = testing::RunGemm(ru, c, d);
-    EXPECT_EQ(uncached->panel_cache_bytes_used(), 0u);
-    EXPECT_EQ(first, second);
-    EXPECT_EQ(first, on_the_fly);
-    const double tol = dt == DType::kF32 ? 2e-6 : 8e-3;
-    for (size_t i = 0; i < first.size(); ++i)
-      ASSERT_NEAR(first[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << "m " << m << " i " << i;
-  }
+TEST(CpuGemmPathTest, WeightsPackedAtUploadMatchRowMajorPathsForEveryRowCount) {
+  // The engine's default: UploadWeight packs f32/bf16 weights into panels once, and every GEMM
+  // (decode rows, batches, prefill) runs on them. They must agree with the row-major paths
+  // (streaming kernel, on-the-fly panels, oneDNN) and with the reference.
+  if (!GetCpuFeatures().avx512) GTEST_SKIP() << "panels need AVX-512";
+  for (DType dt : {DType::kBF16, DType::kF32})
+    for (int64_t m : {1, 3, 6, 24, 200}) {
+      GemmCase c;
+      c.m = m, c.n = 77, c.k = 45, c.ld_pad = 2, c.bias = true, c.dtype = dt;
+      const testing::GemmData d = testing::MakeGemmData(c, 9);
+      const testing::GemmReference ref = testing::ReferenceGemm(c, d);
+      auto packed = MakeCpu(4, 128, true), row_major = MakeCpu(4, 128, false);
+      DeviceRunner rp(*packed), rr(*row_major);
+      void* storage = nullptr;
+      absl::StatusOr<WeightView> w = packed->UploadWeight(d.view, &storage, WeightUse::kMatmul);
+      ASSERT_TRUE(w.ok()) << w.status();
+      EXPECT_TRUE(w->packed);
+      EXPECT_NE(storage, nullptr);
+      packed->Free(storage);
+      const auto a = testing::RunGemm(rp, c, d), b = testing::RunGemm(rr, c, d);
+      const double tol = dt == DType::kF32 ? 2e-6 : 8e-3;
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_NEAR(a[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << DTypeName(dt) << " m " << m << " i " << i;
+        ASSERT_NEAR(a[i], b[i], tol * ref.magnitude[i] + 1e-6) << DTypeName(dt) << " m " << m << " i " << i;
+      }
+    }
+}
+
+TEST(CpuGemmPathTest, LookupTablesStayInPlaceAndPackedTablesDecodeTheSameRows) {
+  // Gather-only tables are not copied; a tied embedding (gather and GEMM) is packed and its
+  // rows still decode to the stored values.
+  GemmCase c;
+  c.n = 70, c.k = 48, c.ld_pad = 3, c.dtype = DType::kBF16;
+  const testing::GemmData d = testing::MakeGemmData(c, 4);
+  auto cpu = MakeCpu(4, 128, true);
+  void* storage = nullptr;
+  absl::StatusOr<WeightView> gather = cpu->UploadWeight(d.view, &storage, WeightUse::kGather);
+  ASSERT_TRUE(gather.ok());
+  EXPECT_EQ(gather->data, d.view.data);
+  EXPECT_EQ(storage, nullptr);
+  absl::StatusOr<WeightView> both = cpu->UploadWeight(d.view, &storage, WeightUse::kMatmulAndGather);
+  ASSERT_TRUE(both.ok());
+  const std::vector<int32_t> ids = {0, 69, 31, 32, 5};
+  std::vector<float> from_packed(ids.size() * c.k), from_table(ids.size() * c.k);
+  cpu->Embedding(ids.data(), static_cast<int64_t>(ids.size()), *both, from_packed.data());
+  cpu->Embedding(ids.data(), static_cast<int64_t>(ids.size()), *gather, from_table.data());
+  EXPECT_EQ(from_packed, from_table);
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t j = 0; j < c.k; ++j) ASSERT_EQ(from_table[i * c.k + j], d.w_logical[ids[i] * c.k + j]);
+  cpu->Free(storage);
 }
 
 // ---- Norms and elementwise ------------------------------------------------------------

@@ -112,6 +112,7 @@ struct GemmCase {
   bool accumulate = false;
   int64_t small_gemm_max_rows = 16;   ///< CPU: which GEMM path serves the case
   int64_t panel_gemm_max_rows = 128;  ///< CPU: rows up to this use the panel kernel, more oneDNN
+  bool cpu_pack = false;              ///< CPU: UploadWeight packs the weight into panels (the engine's default)
 };
 
 inline void PrintTo(const GemmCase& c, std::ostream* os) { *os << c.name; }
@@ -369,12 +370,13 @@ inline std::vector<double> ReferenceAttention(const AttentionCase& c, const Atte
 /// GEMM shapes covering both CPU paths; the CUDA test reuses them.
 inline std::vector<GemmCase> StandardGemmCases() {
   auto make = [](std::string name, int64_t m, int64_t n, int64_t k, int64_t pad, bool t, DType dt, bool bias, bool acc,
-                 int64_t small = 16, int64_t panel = 128) {
+                 int64_t small = 16, int64_t panel = 128, bool pack = false) {
     GemmCase c;
     c.name = std::move(name);
     c.m = m, c.n = n, c.k = k, c.ld_pad = pad, c.transposed = t, c.dtype = dt, c.bias = bias, c.accumulate = acc;
     c.small_gemm_max_rows = small;
     c.panel_gemm_max_rows = panel;
+    c.cpu_pack = pack;
     return c;
   };
   return {
@@ -395,6 +397,12 @@ inline std::vector<GemmCase> StandardGemmCases() {
       make("TransposedF32", 3, 19, 40, 4, true, DType::kF32, true, false),
       make("TransposedBf16", 24, 26, 48, 6, true, DType::kBF16, false, true),
       make("OnednnForcedSmallM", 2, 31, 64, 2, false, DType::kF32, true, false, /*small=*/0, /*panel=*/0),
+      // Weights packed at upload (the engine's default on AVX-512): every row count on the panels.
+      make("PackedF32Decode", 1, 45, 70, 3, false, DType::kF32, true, false, 16, 128, true),
+      make("PackedBf16DecodeAcc", 3, 77, 45, 2, false, DType::kBF16, true, true, 16, 128, true),
+      make("PackedBf16Batch", 24, 70, 96, 0, false, DType::kBF16, false, false, 16, 128, true),
+      make("PackedF32Batch", 40, 33, 64, 5, false, DType::kF32, true, true, 16, 128, true),
+      make("PackedBf16Prefill", 300, 40, 72, 3, false, DType::kBF16, true, false, 16, 128, true),
   };
 }
 

@@ -1,0 +1,235 @@
+#pragma once
+/// Block layouts of ggml's quantized tensor types as GGUF stores them, and
+/// plain decoders for one block. Written from the format's definition (the
+/// block structs of ggml and their meaning), usable from host code and, through
+/// ORCA_HOST_DEVICE (core/common/dtype.h), from CUDA device code: no library calls, no exceptions.
+///
+/// Every type stores a row of a [n, k] matrix (k values) as k / block_elems
+/// consecutive blocks; fp16 fields are IEEE half precision, little-endian.
+///
+///   type   values/block  bytes  value of element i
+///   Q8_0        32         34   d * qs[i]                        (qs int8)
+///   Q4_0        32         18   d * (q_i - 8)                    (q_i 4 bits)
+///   Q4_1        32         20   d * q_i + m
+///   Q5_0        32         22   d * (q_i - 16)                   (q_i 5 bits)
+///   Q5_1        32         24   d * q_i + m
+///   Q4_K       256        144   d * sc_j * q_i - dmin * m_j      (8 sub-blocks of 32, 6-bit sc_j/m_j)
+///   Q5_K       256        176   d * sc_j * q_i - dmin * m_j      (q_i 5 bits)
+///   Q6_K       256        210   d * scales_j * (q_i - 32)        (16 sub-blocks of 16, int8 scales_j, q_i 6 bits)
+///
+/// 4-bit packing (Q4_0/Q4_1/Q5_0/Q5_1): byte qs[j] holds element j in its low
+/// nibble and element j + 16 in its high nibble; the 5th bit of element i is
+/// bit i of the 32-bit little-endian word qh.
+/// K-quant 4-bit packing (Q4_K/Q5_K): the 256 values are four 64-value chunks;
+/// chunk c uses qs[32c .. 32c+32): low nibbles are elements 64c + l, high
+/// nibbles 64c + 32 + l. Q5_K's 5th bit of element 64c + l is bit 2c of qh[l],
+/// of element 64c + 32 + l bit 2c + 1.
+/// Q6_K: two 128-value halves h; within a half, for l < 32: element 128h + l
+/// has low 4 bits ql[64h + l] & 15 and high 2 bits (qh[32h + l] >> 0) & 3;
+/// 128h + 32 + l: ql[64h + 32 + l] & 15, (qh[32h + l] >> 2) & 3;
+/// 128h + 64 + l: ql[64h + l] >> 4, (qh[32h + l] >> 4) & 3;
+/// 128h + 96 + l: ql[64h + 32 + l] >> 4, (qh[32h + l] >> 6) & 3;
+/// element i uses scales[i / 16].
+/// K-quant 6-bit scales (Q4_K/Q5_K, 12 bytes, sub-block j of 8): for j < 4,
+/// sc_j = scales[j] & 63 and m_j = scales[j + 4] & 63; for j >= 4, the low 4
+/// bits come from scales[j + 4] (sc: low nibble, m: high nibble) and the top
+/// 2 bits from the top bits of scales[j - 4] (sc) and scales[j] (m).
+
+#include <cstdint>
+
+#include "core/common/dtype.h"
+
+namespace orca::formats {
+
+inline constexpr int kQK = 32;    ///< values per block of the 32-value types
+inline constexpr int kQKK = 256;  ///< values per K-quant super-block
+
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[32];
+};
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[128];
+};
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+struct BlockQ6_K {
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
+
+static_assert(sizeof(BlockQ8_0) == DTypeBlockBytes(DType::kQ8_0));
+static_assert(sizeof(BlockQ4_0) == DTypeBlockBytes(DType::kQ4_0));
+static_assert(sizeof(BlockQ4_1) == DTypeBlockBytes(DType::kQ4_1));
+static_assert(sizeof(BlockQ5_0) == DTypeBlockBytes(DType::kQ5_0));
+static_assert(sizeof(BlockQ5_1) == DTypeBlockBytes(DType::kQ5_1));
+static_assert(sizeof(BlockQ4_K) == DTypeBlockBytes(DType::kQ4_K));
+static_assert(sizeof(BlockQ5_K) == DTypeBlockBytes(DType::kQ5_K));
+static_assert(sizeof(BlockQ6_K) == DTypeBlockBytes(DType::kQ6_K));
+
+/// ggml's type ids (GGUF tensor info) for the types Orca reads.
+enum GgmlTypeId : uint32_t {
+  kGgmlF32 = 0,
+  kGgmlF16 = 1,
+  kGgmlQ4_0 = 2,
+  kGgmlQ4_1 = 3,
+  kGgmlQ5_0 = 6,
+  kGgmlQ5_1 = 7,
+  kGgmlQ8_0 = 8,
+  kGgmlQ4_K = 12,
+  kGgmlQ5_K = 13,
+  kGgmlQ6_K = 14,
+  kGgmlBF16 = 30,
+};
+
+/// The DType of a ggml type id; false for types Orca cannot use.
+bool DTypeFromGgml(uint32_t ggml_type, DType* out);
+uint32_t GgmlTypeOf(DType t);
+
+/// Sub-block j (0..7) scale and min of a Q4_K/Q5_K block's 12 scale bytes.
+ORCA_HOST_DEVICE inline void KQuantScaleMin(const uint8_t* s, int j, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+  }
+}
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ8_0& b, float* out) {
+  const float d = F16ToF32(b.d);
+  for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(b.qs[i]);
+}
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ4_0& b, float* out) {
+  const float d = F16ToF32(b.d);
+  for (int j = 0; j < 16; ++j) {
+    out[j] = d * static_cast<float>((b.qs[j] & 0x0f) - 8);
+    out[j + 16] = d * static_cast<float>((b.qs[j] >> 4) - 8);
+  }
+}
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ4_1& b, float* out) {
+  const float d = F16ToF32(b.d), m = F16ToF32(b.m);
+  for (int j = 0; j < 16; ++j) {
+    out[j] = d * static_cast<float>(b.qs[j] & 0x0f) + m;
+    out[j + 16] = d * static_cast<float>(b.qs[j] >> 4) + m;
+  }
+}
+
+ORCA_HOST_DEVICE inline uint32_t LoadLe32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ5_0& b, float* out) {
+  const float d = F16ToF32(b.d);
+  const uint32_t qh = LoadLe32(b.qh);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (b.qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int hi = (b.qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    out[j] = d * static_cast<float>(lo - 16);
+    out[j + 16] = d * static_cast<float>(hi - 16);
+  }
+}
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ5_1& b, float* out) {
+  const float d = F16ToF32(b.d), m = F16ToF32(b.m);
+  const uint32_t qh = LoadLe32(b.qh);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (b.qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
+    const int hi = (b.qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+    out[j] = d * static_cast<float>(lo) + m;
+    out[j + 16] = d * static_cast<float>(hi) + m;
+  }
+}
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ4_K& b, float* out) {
+  const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
+  for (int c = 0; c < 4; ++c) {
+    uint8_t sc0, m0, sc1, m1;
+    KQuantScaleMin(b.scales, 2 * c, &sc0, &m0);
+    KQuantScaleMin(b.scales, 2 * c + 1, &sc1, &m1);
+    const float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
+    const uint8_t* q = b.qs + 32 * c;
+    for (int l = 0; l < 32; ++l) {
+      out[64 * c + l] = d0 * static_cast<float>(q[l] & 0x0f) - mm0;
+      out[64 * c + 32 + l] = d1 * static_cast<float>(q[l] >> 4) - mm1;
+    }
+  }
+}
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ5_K& b, float* out) {
+  const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
+  for (int c = 0; c < 4; ++c) {
+    uint8_t sc0, m0, sc1, m1;
+    KQuantScaleMin(b.scales, 2 * c, &sc0, &m0);
+    KQuantScaleMin(b.scales, 2 * c + 1, &sc1, &m1);
+    const float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
+    const uint8_t* q = b.qs + 32 * c;
+    for (int l = 0; l < 32; ++l) {
+      const int lo = (q[l] & 0x0f) | (((b.qh[l] >> (2 * c)) & 1) << 4);
+      const int hi = (q[l] >> 4) | (((b.qh[l] >> (2 * c + 1)) & 1) << 4);
+      out[64 * c + l] = d0 * static_cast<float>(lo) - mm0;
+      out[64 * c + 32 + l] = d1 * static_cast<float>(hi) - mm1;
+    }
+  }
+}
+
+/// The 6-bit value (0..63) of element i of a Q6_K block.
+ORCA_HOST_DEVICE inline int Q6KValue(const BlockQ6_K& b, int i) {
+  const int h = i / 128, r = i % 128, quarter = r / 32, l = r % 32;
+  const uint8_t low_byte = b.ql[64 * h + (quarter & 1) * 32 + l];
+  const int low = quarter < 2 ? (low_byte & 0x0f) : (low_byte >> 4);
+  const int high = (b.qh[32 * h + l] >> (2 * quarter)) & 3;
+  return low | (high << 4);
+}
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ6_K& b, float* out) {
+  const float d = F16ToF32(b.d);
+  for (int i = 0; i < 256; ++i)
+    out[i] = d * static_cast<float>(b.scales[i / 16]) * static_cast<float>(Q6KValue(b, i) - 32);
+}
+
+/// Decodes `n` values of a row of type `t` (n a multiple of the block size;
+/// element types are converted as ConvertToF32 does).
+void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
+
+/// Index of the first block among `num_blocks` whose fp16 scale fields are not
+/// finite (NaN or infinity), with the field's name; -1 when all are. This is
+/// what makes a block corrupt: every bit pattern of the quantized values is a
+/// valid value.
+int64_t FindCorruptBlock(DType t, const void* blocks, int64_t num_blocks, const char** field);
+
+}  // namespace orca::formats

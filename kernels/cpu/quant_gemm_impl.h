@@ -1,0 +1,205 @@
+#pragma once
+// The ISA-independent half of the quantized GEMM (quant_gemm.h), included by
+// each per-ISA translation unit (quant_gemm_{avx512,avxvnni,generic}.cc) and
+// compiled with that unit's instruction set: the chunk loop over a panel, and
+// the unpacking of a chunk into plain u8 values and f32 scales (simple byte
+// loops the compiler vectorizes for the unit's ISA). The unit provides
+//   struct Isa {
+//     static void Halves16(const uint8_t* src, float* dst);   // 16 fp16 → f32
+//     template <int MR, Affine A, int kShift> static void Rows(const RowsArgs&);
+//     static constexpr int kMaxRows;                          // MR ≤ kMaxRows
+//   };
+// Not a public header.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/quant_gemm.h"
+#include "kernels/cpu/quant_layout.h"
+
+namespace orca::kernels::quant::impl {
+
+constexpr int kChunkGroups = 16;  // 512 values of k: ~11 KiB of scratch, in L1 with the activations
+
+struct alignas(64) Scratch {
+  uint8_t vals[kChunkGroups][512];  // group g, vector v (k 4v..4v+3), column c, byte b at [g][64v + 4c + b]
+  float a[kChunkGroups][32];        // per column: scale of the group (Q6_K: of its two halves)
+  float b[kChunkGroups][16];        // per column: min of the group (min types)
+};
+
+/// What a row-block kernel needs: the unpacked chunk and the activations.
+struct RowsArgs {
+  const Scratch* s;
+  int groups;  // groups in the chunk
+  const QuantizedRows* x;
+  int64_t row;          // first activation row
+  int64_t group_first;  // the chunk's first group along k
+  float* y;             // &y[row][first column of the panel]
+  int64_t ldy;
+  int cols;           // valid columns of the panel (≤ 16)
+  bool load_y;        // start from y (accumulate or a later chunk) instead of 0
+  const float* bias;  // added after the last chunk (null otherwise)
+};
+
+inline void Nibbles(const uint8_t* __restrict src, uint8_t* __restrict dst) {
+  for (int i = 0; i < 256; ++i) dst[i] = src[i] & 15;
+  for (int i = 0; i < 256; ++i) dst[256 + i] = src[i] >> 4;
+}
+inline void HighBits(const uint8_t* __restrict src, uint8_t* __restrict dst) {
+  for (int v = 0; v < 8; ++v)
+    for (int i = 0; i < 64; ++i) dst[64 * v + i] = static_cast<uint8_t>(dst[64 * v + i] | ((src[i] >> v) & 1) << 4);
+}
+inline void Planes2(const uint8_t* __restrict src, uint8_t* __restrict dst) {
+  for (int v = 0; v < 8; ++v) {
+    const uint8_t* p = src + 64 * (v / 4);
+    const int shift = 2 * (v % 4);
+    for (int i = 0; i < 64; ++i) dst[64 * v + i] = static_cast<uint8_t>(dst[64 * v + i] | ((p[i] >> shift) & 3) << 4);
+  }
+}
+
+// One unit of type T into scratch groups [g0, g0 + UnitValues(T) / 32).
+template <class I, DType T>
+inline void UnpackUnit(const uint8_t* u, Scratch& s, int g0) {
+  if constexpr (T == DType::kQ8_0) {
+    std::memcpy(s.vals[g0], u, 512);
+    I::Halves16(u + 512, s.a[g0]);
+  } else if constexpr (T == DType::kQ4_0 || T == DType::kQ4_1) {
+    Nibbles(u, s.vals[g0]);
+    I::Halves16(u + 256, s.a[g0]);
+    if constexpr (T == DType::kQ4_1) I::Halves16(u + 288, s.b[g0]);
+  } else if constexpr (T == DType::kQ5_0 || T == DType::kQ5_1) {
+    Nibbles(u, s.vals[g0]);
+    HighBits(u + 256, s.vals[g0]);
+    I::Halves16(u + 320, s.a[g0]);
+    if constexpr (T == DType::kQ5_1) I::Halves16(u + 352, s.b[g0]);
+  } else if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+    alignas(64) float d[16], dmin[16];
+    I::Halves16(u, d);
+    I::Halves16(u + 32, dmin);
+    for (int g = 0; g < 8; ++g) {
+      Nibbles(u + 320 + 256 * g, s.vals[g0 + g]);
+      if constexpr (T == DType::kQ5_K) HighBits(u + 320 + 2048 + 64 * g, s.vals[g0 + g]);
+      const uint8_t* sc = u + 64 + 16 * g;
+      const uint8_t* mn = u + 192 + 16 * g;
+      for (int c = 0; c < 16; ++c) {
+        s.a[g0 + g][c] = d[c] * static_cast<float>(sc[c]);
+        s.b[g0 + g][c] = -(dmin[c] * static_cast<float>(mn[c]));
+      }
+    }
+  } else if constexpr (T == DType::kQ6_K) {
+    alignas(64) float d[16];
+    I::Halves16(u, d);
+    const int8_t* scales = reinterpret_cast<const int8_t*>(u + 32);
+    for (int g = 0; g < 8; ++g) {
+      Nibbles(u + 288 + 256 * g, s.vals[g0 + g]);
+      Planes2(u + 288 + 2048 + 128 * g, s.vals[g0 + g]);
+      for (int c = 0; c < 16; ++c) {
+        s.a[g0 + g][c] = d[c] * static_cast<float>(scales[16 * (2 * g) + c]);
+        s.a[g0 + g][16 + c] = d[c] * static_cast<float>(scales[16 * (2 * g + 1) + c]);
+      }
+    }
+  }
+}
+
+template <class I, DType T, int MR>
+inline void RowBlock(const RowsArgs& r) {
+  I::template Rows<MR, AffineOf(T), OffsetShift(T)>(r);
+}
+
+template <class I, DType T>
+void RunRows(RowsArgs r, int64_t m) {
+  constexpr int kMax = I::kMaxRows;
+  for (int64_t row = r.row; row < m;) {
+    const int64_t rows = std::min<int64_t>(kMax, m - row);
+    r.row = row;
+    switch (rows) {
+      case 1:
+        RowBlock<I, T, 1>(r);
+        break;
+      case 2:
+        if constexpr (kMax >= 2) RowBlock<I, T, 2>(r);
+        break;
+      case 3:
+        if constexpr (kMax >= 3) RowBlock<I, T, 3>(r);
+        break;
+      case 4:
+        if constexpr (kMax >= 4) RowBlock<I, T, 4>(r);
+        break;
+      case 5:
+        if constexpr (kMax >= 5) RowBlock<I, T, 5>(r);
+        break;
+      case 6:
+        if constexpr (kMax >= 6) RowBlock<I, T, 6>(r);
+        break;
+      case 7:
+        if constexpr (kMax >= 7) RowBlock<I, T, 7>(r);
+        break;
+      default:
+        if constexpr (kMax >= 8) RowBlock<I, T, 8>(r);
+        break;
+    }
+    r.y += rows * r.ldy;
+    row += rows;
+  }
+}
+
+template <class I, DType T>
+void GemmTyped(const GemmArgs& a) {
+  thread_local Scratch scratch;
+  constexpr int64_t kUnitGroups = UnitValues(T) / kGroup;
+  constexpr int64_t kUnitsPerChunk = kChunkGroups / kUnitGroups;
+  constexpr size_t kUnitBytes = UnitBytes(T);
+  const int64_t units = a.k / UnitValues(T), m = a.x->m;
+  const size_t panel_bytes = PanelBytes(T, a.k);
+  for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
+    const uint8_t* panel = a.packed + static_cast<size_t>(p) * panel_bytes;
+    const int cols = static_cast<int>(std::min<int64_t>(kPanelCols, a.n - p * kPanelCols));
+    for (int64_t u0 = 0; u0 < units; u0 += kUnitsPerChunk) {
+      const int64_t uc = std::min(kUnitsPerChunk, units - u0);
+      // The next chunk streams in while this one computes (decode is bound by this stream).
+      const char* next = reinterpret_cast<const char*>(panel + (u0 + uc) * kUnitBytes);
+      for (size_t line = 0; line < uc * kUnitBytes; line += 64) __builtin_prefetch(next + line, 0, 1);
+      for (int64_t i = 0; i < uc; ++i)
+        UnpackUnit<I, T>(panel + (u0 + i) * kUnitBytes, scratch, static_cast<int>(i * kUnitGroups));
+      RowsArgs r;
+      r.s = &scratch;
+      r.groups = static_cast<int>(uc * kUnitGroups);
+      r.x = a.x;
+      r.row = 0;
+      r.group_first = u0 * kUnitGroups;
+      r.y = a.y + p * kPanelCols;
+      r.ldy = a.ldy;
+      r.cols = cols;
+      r.load_y = a.accumulate || u0 > 0;
+      r.bias = (u0 + uc == units && a.bias != nullptr) ? a.bias + p * kPanelCols : nullptr;
+      RunRows<I, T>(r, m);
+    }
+  }
+}
+
+template <class I>
+void Gemm(const GemmArgs& a) {
+  switch (a.dtype) {
+    case DType::kQ8_0:
+      return GemmTyped<I, DType::kQ8_0>(a);
+    case DType::kQ4_0:
+      return GemmTyped<I, DType::kQ4_0>(a);
+    case DType::kQ4_1:
+      return GemmTyped<I, DType::kQ4_1>(a);
+    case DType::kQ5_0:
+      return GemmTyped<I, DType::kQ5_0>(a);
+    case DType::kQ5_1:
+      return GemmTyped<I, DType::kQ5_1>(a);
+    case DType::kQ4_K:
+      return GemmTyped<I, DType::kQ4_K>(a);
+    case DType::kQ5_K:
+      return GemmTyped<I, DType::kQ5_K>(a);
+    case DType::kQ6_K:
+      return GemmTyped<I, DType::kQ6_K>(a);
+    default:
+      return;
+  }
+}
+
+}  // namespace orca::kernels::quant::impl
