@@ -3,9 +3,9 @@
 // whose sizes come from the input's first byte, and both runs must agree.
 #include <cstdint>
 #include <cstdlib>
-#include <string_view>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "core/loadgen/sse_parser.h"
 
 namespace {
@@ -21,7 +21,7 @@ bool Same(const std::vector<orca::loadgen::SseEvent>& a, const std::vector<orca:
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const size_t step = 1 + data[0] % 7;
-  const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const absl::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   constexpr size_t kMaxEvent = 1 << 12;
   orca::loadgen::SseParser whole(kMaxEvent), chunked(kMaxEvent);
   std::vector<orca::loadgen::SseEvent> a, b;
