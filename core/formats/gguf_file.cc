@@ -35,6 +35,7 @@ class Cursor {
  public:
   Cursor(const uint8_t* data, size_t size, const std::string& path) : data_(data), size_(size), path_(path) {}
   size_t offset() const { return pos_; }
+  size_t remaining() const { return pos_ <= size_ ? size_ - pos_ : 0; }
   void Seek(size_t pos) { pos_ = pos; }
 
   template <typename T>
@@ -152,6 +153,14 @@ absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* wha
   out->array_type = elem_type;
   ORCA_RETURN_IF_ERROR(c.Read(&count, what));
   if (count > kMaxArrayElements) return c.Truncated(what);
+  // Every element takes at least this many bytes of the file (a string its length), so a
+  // count the rest of the file cannot hold is refused before anything is allocated for it.
+  const size_t min_element_bytes = elem_type == kString                                          ? 8
+                                   : elem_type == kU8 || elem_type == kI8 || elem_type == kBool  ? 1
+                                   : elem_type == kU16 || elem_type == kI16                      ? 2
+                                   : elem_type == kU32 || elem_type == kI32 || elem_type == kF32 ? 4
+                                                                                                 : 8;
+  if (count > c.remaining() / min_element_bytes) return c.Truncated(what);
   GgufValue::Array array;
   switch (elem_type) {
     case kString: {

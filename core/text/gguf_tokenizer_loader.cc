@@ -3,6 +3,7 @@
 // fallback; "gpt2" = byte-level BPE with tokenizer.ggml.merges.
 
 #include <algorithm>
+#include <cctype>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -59,7 +60,8 @@ void FillTokenTables(const std::vector<std::string>& tokens, const std::vector<i
       if (!tok.empty()) spec.added_tokens.push_back(std::move(a));
       spec.pieces[id] = tok;
     } else if (is_spm) {
-      if (type == kByte && tok.size() == 6 && tok.compare(0, 3, "<0x") == 0) {
+      if (type == kByte && tok.size() == 6 && tok.compare(0, 3, "<0x") == 0 && tok[5] == '>' &&
+          std::isxdigit(static_cast<unsigned char>(tok[3])) && std::isxdigit(static_cast<unsigned char>(tok[4]))) {
         spec.pieces[id] = std::string(1, static_cast<char>(std::stoi(tok.substr(3, 2), nullptr, 16)));
       } else {
         spec.pieces[id] = absl::StrReplaceAll(tok, {{"\u2581", " "}});

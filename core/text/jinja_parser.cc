@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "core/text/jinja_ast.h"
@@ -435,7 +436,10 @@ class Parser {
           a->kind = Expr::Kind::kItem;
           a->args.push_back(std::move(e));
           ExprPtr idx = New(Expr::Kind::kLiteral, Peek());
-          idx->literal = Value::Int(std::stoll(Next().text));
+          int64_t index = 0;
+          if (!absl::SimpleAtoi(Peek().text, &index)) return ErrorAt(Peek(), "index out of range");
+          Next();
+          idx->literal = Value::Int(index);
           a->args.push_back(std::move(idx));
         } else {
           ORCA_ASSIGN_OR_RETURN(a->name, ExpectName());

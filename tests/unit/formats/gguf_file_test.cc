@@ -223,5 +223,29 @@ TEST(GgufFileTest, MisalignedTensorDataIsRejected) {
   std::remove(path.c_str());
 }
 
+// Found by the GGUF fuzzer: a metadata array whose count the rest of the file cannot
+// hold used to be allocated first (4 GiB for this one) and only then found short.
+TEST(GgufFileTest, ArrayCountsBeyondTheFileAreRefusedBeforeAllocating) {
+  std::string s = "GGUF";
+  auto put = [&s](auto v) { s.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(uint32_t{3});  // version
+  put(uint64_t{0});  // tensors
+  put(uint64_t{1});  // metadata entries
+  put(uint64_t{3});  // key length
+  s += "arr";
+  put(uint32_t{9});        // array
+  put(uint32_t{8});        // of strings
+  put(uint64_t{1} << 27);  // count: 134M strings, in a file of a few bytes
+  put(uint64_t{1});
+  s += "x";
+  const std::string path = TempPath("huge-array");
+  ASSERT_TRUE(WriteStringToFile(path, s).ok());
+  auto f = GgufFile::Open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kDataLoss) << f.status();
+  EXPECT_NE(f.status().message().find("arr"), std::string::npos) << f.status();
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace orca::formats

@@ -42,6 +42,12 @@ TEST(JinjaTest, SyntaxErrorsCarryLineAndColumn) {
 
   EXPECT_FALSE(ChatTemplate::FromSource("{{ 'unterminated }}").ok());
   EXPECT_FALSE(ChatTemplate::FromSource("{% endif %}").ok());
+
+  // Found by the chat template fuzzer: an index past int64 aborted the process.
+  auto huge_index = ChatTemplate::FromSource("{{ loop.22222222222222222222222222222last }}");
+  ASSERT_FALSE(huge_index.ok());
+  EXPECT_NE(std::string(huge_index.status().message()).find("index out of range"), std::string::npos)
+      << huge_index.status();
 }
 
 TEST(JinjaTest, RuntimeErrorsCarryPositionAndRaiseException) {
