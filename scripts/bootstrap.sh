@@ -42,8 +42,9 @@ TEST_PACKAGES=(
   prometheus gnuplot-nox yamllint
   # Network-namespace hosts (tests/netns): ip netns/veth/bridge, iptables, mount.
   iproute2 iptables mount
-  # The sanitizer stage (scripts/sanitize.sh): clang with its ASan/UBSan/libFuzzer runtimes.
-  clang libclang-rt-14-dev
+  # The sanitizer stage (scripts/sanitize.sh): clang with its ASan/UBSan/libFuzzer runtimes
+  # and its OpenMP (find_package(OpenMP REQUIRED) under clang).
+  clang libclang-rt-14-dev libomp-dev
 )
 
 install_packages() {
