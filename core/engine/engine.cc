@@ -307,7 +307,7 @@ void Engine::RollBack(const std::vector<uint64_t>& reserved) {
   for (uint64_t id : reserved) Release(id);
 }
 
-absl::Status Engine::Validate(const StepInput& in, std::vector<uint64_t>* reserved) {
+absl::Status Engine::ValidateAndReserve(const StepInput& in, std::vector<uint64_t>* reserved) {
   const ModelConfig& c = config();
   KvCache& kv0 = *shards_[0]->kv;
   seen_.clear();  // member: no allocation per iteration once it has grown
@@ -340,7 +340,7 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   std::vector<uint64_t>& reserved = reserved_;
   reserved.clear();
   appended_.clear();
-  if (absl::Status s = Validate(in, &reserved); !s.ok()) {
+  if (absl::Status s = ValidateAndReserve(in, &reserved); !s.ok()) {
     RollBack(reserved);
     return s;
   }
