@@ -7,12 +7,14 @@
 //   helm template ... | orca-operator --post-render              operator-less: OrcaDeployments
 //                                                                become objects, the rest passes
 
-#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +23,7 @@
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 #include "services/common/service_main.h"
+#include "services/common/signals.h"
 #include "services/operator/controller.h"
 #include "services/operator/event_recorder.h"
 #include "services/operator/json_yaml.h"
@@ -88,7 +91,35 @@ absl::Status Render(const Flags& flags) {
   return absl::OkStatus();
 }
 
+// The operator's stop: set by a termination signal, a lost Lease or the end of Run, whichever comes first (Notify
+// runs once however many of them race).
+class StopSignal {
+ public:
+  void Notify() {
+    std::call_once(once_, [this] { stop_.Notify(); });
+  }
+  absl::Notification* notification() { return &stop_; }
+
+ private:
+  std::once_flag once_;
+  absl::Notification stop_;
+};
+
+// SIGTERM/SIGINT/SIGHUP end the process cleanly (the Lease is released): the returned thread turns the first one into
+// `stop` and returns once `stop` is set, whatever set it. Termination signals must already be blocked.
+std::thread StartSignalWatcher(StopSignal* stop) {
+  return std::thread([stop] {
+    while (!stop->notification()->HasBeenNotified()) {
+      if (const int sig = services::WaitForTerminationSignal(std::chrono::milliseconds(200)); sig != 0) {
+        ORCA_LOG(INFO) << "signal " << sig << ": shutting down";
+        stop->Notify();
+      }
+    }
+  });
+}
+
 absl::Status Run(const Flags& flags) {
+  services::BlockTerminationSignals();  // before any thread starts, so that only the watcher takes them
   KubeClient::Options client_options;
   if (flags.kubeconfig.empty()) {
     ORCA_ASSIGN_OR_RETURN(client_options.config, LoadInClusterConfig());
@@ -96,22 +127,6 @@ absl::Status Run(const Flags& flags) {
     ORCA_ASSIGN_OR_RETURN(client_options.config, LoadKubeConfigFile(flags.kubeconfig, flags.context));
   }
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<KubeClient> client, KubeClient::Create(client_options));
-
-  // SIGTERM/SIGINT end the process cleanly (the Lease is released).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  absl::Notification stop;
-  std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (!stop.HasBeenNotified()) {
-      ORCA_LOG(INFO) << "signal " << sig << ": shutting down";
-      stop.Notify();
-    }
-  });
 
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
@@ -141,10 +156,13 @@ absl::Status Run(const Flags& flags) {
           .With("namespace", flags.namespace_.empty() ? "*" : flags.namespace_)
       << "orca-operator started; admin HTTP on port " << admin->port();
 
+  // Started after the last early return, so that no path leaves it unjoined; a signal that came earlier is pending.
+  StopSignal stop;
+  std::thread signal_thread = StartSignalWatcher(&stop);
   absl::Status result = absl::OkStatus();
   std::thread controller_thread;
   if (!flags.leader_elect) {
-    controller_thread = std::thread([&] { controller.Run(&stop); });
+    controller_thread = std::thread([&] { controller.Run(stop.notification()); });
   } else {
     LeaderElector::Options le;
     le.namespace_ = flags.leader_election_namespace.empty()
@@ -155,23 +173,22 @@ absl::Status Run(const Flags& flags) {
     le.identity = identity;
     LeaderElector elector(client.get(), le);
     elector.Run(
-        &stop,
+        stop.notification(),
         [&] {
           leading = true;
           metrics->SetLeader(true);
-          controller_thread = std::thread([&] { controller.Run(&stop); });
+          controller_thread = std::thread([&] { controller.Run(stop.notification()); });
         },
         [&] {
           metrics->SetLeader(false);
           result = absl::AbortedError("lost the leader Lease; exiting so that a fresh replica campaigns");
-          if (!stop.HasBeenNotified()) stop.Notify();
+          stop.Notify();
         });
   }
-  if (!flags.leader_elect) stop.WaitForNotification();
+  if (!flags.leader_elect) stop.notification()->WaitForNotification();
   if (controller_thread.joinable()) controller_thread.join();
   admin->Stop();
-  if (!stop.HasBeenNotified()) stop.Notify();
-  kill(getpid(), SIGTERM);  // wake the signal thread (the signal is blocked, so sigwait takes it)
+  stop.Notify();  // ends the signal watcher within one poll
   signal_thread.join();
   return result;
 }
