@@ -118,29 +118,83 @@ std::thread StartSignalWatcher(StopSignal* stop) {
   });
 }
 
-absl::Status Run(const Flags& flags) {
-  services::BlockTerminationSignals();  // before any thread starts, so that only the watcher takes them
+absl::StatusOr<KubeClient::Options> ClientOptionsFrom(const Flags& flags) {
   KubeClient::Options client_options;
   if (flags.kubeconfig.empty()) {
     ORCA_ASSIGN_OR_RETURN(client_options.config, LoadInClusterConfig());
   } else {
     ORCA_ASSIGN_OR_RETURN(client_options.config, LoadKubeConfigFile(flags.kubeconfig, flags.context));
   }
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<KubeClient> client, KubeClient::Create(client_options));
+  return client_options;
+}
 
+// This replica's name among the candidates: $POD_NAME, else host-pid.
+std::string CandidateIdentity() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  const std::string identity = EnvOr("POD_NAME", absl::StrCat(host, "-", getpid()));
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<OperatorMetrics> metrics, OperatorMetrics::Create());
-  metrics->SetLeader(!flags.leader_elect);
-  EventRecorder events(client.get(), "orca-operator", identity);
+  return EnvOr("POD_NAME", absl::StrCat(host, "-", getpid()));
+}
+
+Controller::Options ControllerOptionsFrom(const Flags& flags) {
   Controller::Options controller_options;
   controller_options.namespace_ = flags.namespace_;
   controller_options.reconciler.field_manager = flags.field_manager;
   controller_options.reconciler.render = RenderOptionsFrom(flags);
   controller_options.resync_period = absl::Seconds(flags.resync_seconds);
   controller_options.watch_timeout_seconds = static_cast<int>(flags.watch_timeout_seconds);
-  Controller controller(client.get(), &events, metrics.get(), controller_options);
+  return controller_options;
+}
+
+// The Lease lives in --leader-election-namespace, else $POD_NAMESPACE, else the kubeconfig's namespace, else default.
+LeaderElector::Options LeaderElectionOptionsFrom(const Flags& flags, const std::string& config_namespace,
+                                                 const std::string& identity) {
+  LeaderElector::Options le;
+  le.namespace_ = flags.leader_election_namespace.empty()
+                      ? EnvOr("POD_NAMESPACE", config_namespace.empty() ? "default" : config_namespace)
+                      : flags.leader_election_namespace;
+  le.lease_name = flags.leader_election_id;
+  le.identity = identity;
+  return le;
+}
+
+// Runs the controller until `stop`: at once without leader election, else only while this replica holds the Lease.
+// Losing the Lease sets `stop` and is an error, so that a fresh replica campaigns.
+absl::Status RunController(const Flags& flags, const LeaderElector::Options& election, KubeClient* client,
+                           Controller* controller, OperatorMetrics* metrics, std::atomic<bool>* leading,
+                           StopSignal* stop) {
+  absl::Status result = absl::OkStatus();
+  std::thread controller_thread;
+  if (!flags.leader_elect) {
+    controller_thread = std::thread([&] { controller->Run(stop->notification()); });
+  } else {
+    LeaderElector elector(client, election);
+    elector.Run(
+        stop->notification(),
+        [&] {
+          *leading = true;
+          metrics->SetLeader(true);
+          controller_thread = std::thread([&] { controller->Run(stop->notification()); });
+        },
+        [&] {
+          metrics->SetLeader(false);
+          result = absl::AbortedError("lost the leader Lease; exiting so that a fresh replica campaigns");
+          stop->Notify();
+        });
+  }
+  if (!flags.leader_elect) stop->notification()->WaitForNotification();
+  if (controller_thread.joinable()) controller_thread.join();
+  return result;
+}
+
+absl::Status Run(const Flags& flags) {
+  services::BlockTerminationSignals();  // before any thread starts, so that only the watcher takes them
+  ORCA_ASSIGN_OR_RETURN(const KubeClient::Options client_options, ClientOptionsFrom(flags));
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<KubeClient> client, KubeClient::Create(client_options));
+  const std::string identity = CandidateIdentity();
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<OperatorMetrics> metrics, OperatorMetrics::Create());
+  metrics->SetLeader(!flags.leader_elect);
+  EventRecorder events(client.get(), "orca-operator", identity);
+  Controller controller(client.get(), &events, metrics.get(), ControllerOptionsFrom(flags));
 
   std::atomic<bool> leading{!flags.leader_elect};
   OperatorAdminServer::Options admin_options;
@@ -159,34 +213,9 @@ absl::Status Run(const Flags& flags) {
   // Started after the last early return, so that no path leaves it unjoined; a signal that came earlier is pending.
   StopSignal stop;
   std::thread signal_thread = StartSignalWatcher(&stop);
-  absl::Status result = absl::OkStatus();
-  std::thread controller_thread;
-  if (!flags.leader_elect) {
-    controller_thread = std::thread([&] { controller.Run(stop.notification()); });
-  } else {
-    LeaderElector::Options le;
-    le.namespace_ = flags.leader_election_namespace.empty()
-                        ? EnvOr("POD_NAMESPACE",
-                                client_options.config.namespace_.empty() ? "default" : client_options.config.namespace_)
-                        : flags.leader_election_namespace;
-    le.lease_name = flags.leader_election_id;
-    le.identity = identity;
-    LeaderElector elector(client.get(), le);
-    elector.Run(
-        stop.notification(),
-        [&] {
-          leading = true;
-          metrics->SetLeader(true);
-          controller_thread = std::thread([&] { controller.Run(stop.notification()); });
-        },
-        [&] {
-          metrics->SetLeader(false);
-          result = absl::AbortedError("lost the leader Lease; exiting so that a fresh replica campaigns");
-          stop.Notify();
-        });
-  }
-  if (!flags.leader_elect) stop.notification()->WaitForNotification();
-  if (controller_thread.joinable()) controller_thread.join();
+  const absl::Status result =
+      RunController(flags, LeaderElectionOptionsFrom(flags, client_options.config.namespace_, identity), client.get(),
+                    &controller, metrics.get(), &leading, &stop);
   admin->Stop();
   stop.Notify();  // ends the signal watcher within one poll
   signal_thread.join();
