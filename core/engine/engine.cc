@@ -102,7 +102,10 @@ Engine::~Engine() {
   pool_.reset();  // join shard threads before their shards go away
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
+namespace {
+
+// The stage and tensor-parallel layout the options ask for, checked before anything is loaded.
+absl::Status CheckLayout(const Engine::Options& o) {
   if (o.num_stages < 1 || o.stage < 0 || o.stage >= o.num_stages)
     return absl::InvalidArgumentError(absl::StrCat("stage ", o.stage, " of ", o.num_stages, " is invalid"));
   if (o.tp_size < 1 || o.tp_size > 64)
@@ -112,6 +115,94 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
         absl::StrCat("tensor parallelism ", o.tp_size,
                      " on GPUs needs NCCL, and this build has none (NCCL was not found or "
                      "ORCA_ENABLE_NCCL=OFF when it was configured): run tensor parallelism 1, or a build with NCCL"));
+  return absl::OkStatus();
+}
+
+// Joins shard `rank`'s tensor-parallel group through `store`: over NCCL on GPUs when the build has it (the id is
+// exchanged through the same store), over Gloo otherwise.
+absl::StatusOr<std::unique_ptr<Communicator>> JoinTensorParallelGroup(const Engine::Options& o,
+                                                                      gloo::rendezvous::Store* store, int rank,
+                                                                      kernels::Backend* backend) {
+#ifdef ORCA_WITH_NCCL
+  if (o.device == "cuda") {
+    NcclCommunicator::Options no;
+    no.store = store;
+    no.prefix = absl::StrCat(o.tp_group, "/stage", o.stage, "/nccl");
+    no.rank = rank;
+    no.size = o.tp_size;
+    no.backend = static_cast<kernels::CudaBackend*>(backend);
+    no.timeout = std::chrono::milliseconds(o.peer_timeout_ms);
+    return NcclCommunicator::Create(no);
+  }
+#else
+  (void)backend;
+#endif
+  GlooCommunicator::Options go;
+  go.store = store;
+  go.prefix = absl::StrCat(o.tp_group, "/stage", o.stage);
+  go.rank = rank;
+  go.size = o.tp_size;
+  go.hostname = o.data_plane_host;
+  go.timeout = std::chrono::milliseconds(o.peer_timeout_ms);
+  return GlooCommunicator::Create(go);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine::Shard>> Engine::LoadShard(int rank, int num_threads) const {
+  const Options& o = options_;
+  const ModelConfig& c = checkpoint_->config();
+  auto shard = std::make_unique<Shard>();
+  kernels::BackendOptions bo;
+  bo.device = o.device;
+  bo.device_index = rank;
+  bo.num_threads = num_threads;
+  bo.small_gemm_max_rows = o.small_gemm_max_rows;
+  bo.panel_gemm_max_rows = o.panel_gemm_max_rows;
+  ORCA_ASSIGN_OR_RETURN(shard->backend, kernels::CreateBackend(bo));
+  ModelWeights::Options wo;
+  wo.partition = Partition::ForStage(o.stage, o.num_stages, c.num_layers, rank, o.tp_size);
+  wo.dtype = o.dtype;
+  ORCA_ASSIGN_OR_RETURN(shard->weights, ModelWeights::Load(*checkpoint_, wo, shard->backend.get()));
+  KvCache::Options ko;
+  ko.num_layers = shard->weights->num_local_layers();
+  ko.num_kv_heads = shard->weights->local_kv_heads();
+  ko.head_dim = c.head_dim;
+  ko.n_slots = o.n_slots;
+  ko.block_size = o.kv_block_size;
+  // bf16 KV for bf16 and quantized weights (half the bytes attention reads), f32 for f32 ones.
+  const DType wd = shard->weights->dtype();
+  ko.dtype = o.kv_dtype.value_or(wd == DType::kBF16 || IsQuantized(wd) ? DType::kBF16 : DType::kF32);
+  ORCA_ASSIGN_OR_RETURN(shard->kv, KvCache::Create(ko, shard->backend.get()));
+  return shard;
+}
+
+absl::Status Engine::ConnectShards() {
+  const Options& o = options_;
+  gloo::rendezvous::Store* store = o.tp_store;
+  if (store == nullptr) {
+    local_store_ = GlooCommunicator::MakeLocalStore();
+    store = local_store_.get();
+  }
+  // Every shard joins its group at once: the mesh forms only when all have.
+  return pool_->RunAll([&](int r) -> absl::Status {
+    ORCA_ASSIGN_OR_RETURN(shards_[r]->tp, JoinTensorParallelGroup(o, store, r, shards_[r]->backend.get()));
+    return absl::OkStatus();
+  });
+}
+
+void Engine::LogReady() const {
+  const Options& o = options_;
+  ORCA_LOG(INFO) << "engine ready: " << config().Summary() << "; stage " << o.stage << "/" << o.num_stages
+                 << " layers [" << partition().layer_begin << ", " << partition().layer_end << "), tp " << o.tp_size
+                 << ", " << DTypeName(shards_[0]->weights->dtype()) << " weights (" << weight_bytes() / (1 << 20)
+                 << " MiB read per step, " << shards_[0]->weights->packed_bytes() / (1 << 20)
+                 << " MiB packed at load in " << shards_[0]->weights->load_seconds() << " s), " << kv_slots_total()
+                 << " KV slots (" << kv_bytes() / (1 << 20) << " MiB), " << backend_name();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
+  ORCA_RETURN_IF_ERROR(CheckLayout(o));
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = o;
   ORCA_ASSIGN_OR_RETURN(e->checkpoint_, Checkpoint::Open(o.model_path));
@@ -123,64 +214,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
       o.num_threads > 0 ? o.num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads_per_shard = std::max(1, total_threads / o.tp_size);
   for (int r = 0; r < o.tp_size; ++r) {
-    auto shard = std::make_unique<Shard>();
-    kernels::BackendOptions bo;
-    bo.device = o.device;
-    bo.device_index = r;
-    bo.num_threads = threads_per_shard;
-    bo.small_gemm_max_rows = o.small_gemm_max_rows;
-    bo.panel_gemm_max_rows = o.panel_gemm_max_rows;
-    ORCA_ASSIGN_OR_RETURN(shard->backend, kernels::CreateBackend(bo));
-    ModelWeights::Options wo;
-    wo.partition = Partition::ForStage(o.stage, o.num_stages, c.num_layers, r, o.tp_size);
-    wo.dtype = o.dtype;
-    ORCA_ASSIGN_OR_RETURN(shard->weights, ModelWeights::Load(*e->checkpoint_, wo, shard->backend.get()));
-    KvCache::Options ko;
-    ko.num_layers = shard->weights->num_local_layers();
-    ko.num_kv_heads = shard->weights->local_kv_heads();
-    ko.head_dim = c.head_dim;
-    ko.n_slots = o.n_slots;
-    ko.block_size = o.kv_block_size;
-    // bf16 KV for bf16 and quantized weights (half the bytes attention reads), f32 for f32 ones.
-    const DType wd = shard->weights->dtype();
-    ko.dtype = o.kv_dtype.value_or(wd == DType::kBF16 || IsQuantized(wd) ? DType::kBF16 : DType::kF32);
-    ORCA_ASSIGN_OR_RETURN(shard->kv, KvCache::Create(ko, shard->backend.get()));
+    ORCA_ASSIGN_OR_RETURN(std::unique_ptr<Shard> shard, e->LoadShard(r, threads_per_shard));
     e->shards_.push_back(std::move(shard));
   }
   e->pool_ = std::make_unique<ShardPool>(o.tp_size);
-  if (o.tp_size > 1) {
-    gloo::rendezvous::Store* store = o.tp_store;
-    if (store == nullptr) {
-      e->local_store_ = GlooCommunicator::MakeLocalStore();
-      store = e->local_store_.get();
-    }
-    // Every shard joins its group at once: the mesh forms only when all have.
-    Engine* raw = e.get();
-    ORCA_RETURN_IF_ERROR(e->pool_->RunAll([&](int r) -> absl::Status {
-#ifdef ORCA_WITH_NCCL
-      if (o.device == "cuda") {  // GPUs all-reduce over NCCL (id exchanged through the same store)
-        NcclCommunicator::Options no;
-        no.store = store;
-        no.prefix = absl::StrCat(o.tp_group, "/stage", o.stage, "/nccl");
-        no.rank = r;
-        no.size = o.tp_size;
-        no.backend = static_cast<kernels::CudaBackend*>(raw->shards_[r]->backend.get());
-        no.timeout = std::chrono::milliseconds(o.peer_timeout_ms);
-        ORCA_ASSIGN_OR_RETURN(raw->shards_[r]->tp, NcclCommunicator::Create(no));
-        return absl::OkStatus();
-      }
-#endif
-      GlooCommunicator::Options go;
-      go.store = store;
-      go.prefix = absl::StrCat(o.tp_group, "/stage", o.stage);
-      go.rank = r;
-      go.size = o.tp_size;
-      go.hostname = o.data_plane_host;
-      go.timeout = std::chrono::milliseconds(o.peer_timeout_ms);
-      ORCA_ASSIGN_OR_RETURN(raw->shards_[r]->tp, GlooCommunicator::Create(go));
-      return absl::OkStatus();
-    }));
-  }
+  if (o.tp_size > 1) ORCA_RETURN_IF_ERROR(e->ConnectShards());
   for (auto& shard : e->shards_) {
     ModelRunner::Options ro;
     ro.weights = shard->weights.get();
@@ -189,12 +227,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     ro.tp = shard->tp.get();
     ORCA_ASSIGN_OR_RETURN(shard->runner, ModelRunner::Create(ro));
   }
-  ORCA_LOG(INFO) << "engine ready: " << c.Summary() << "; stage " << o.stage << "/" << o.num_stages << " layers ["
-                 << e->partition().layer_begin << ", " << e->partition().layer_end << "), tp " << o.tp_size << ", "
-                 << DTypeName(e->shards_[0]->weights->dtype()) << " weights (" << e->weight_bytes() / (1 << 20)
-                 << " MiB read per step, " << e->shards_[0]->weights->packed_bytes() / (1 << 20)
-                 << " MiB packed at load in " << e->shards_[0]->weights->load_seconds() << " s), "
-                 << e->kv_slots_total() << " KV slots (" << e->kv_bytes() / (1 << 20) << " MiB), " << e->backend_name();
+  e->LogReady();
   return e;
 }
 
@@ -307,7 +340,7 @@ void Engine::RollBack(const std::vector<uint64_t>& reserved) {
   for (uint64_t id : reserved) Release(id);
 }
 
-absl::Status Engine::Validate(const StepInput& in, std::vector<uint64_t>* reserved) {
+absl::Status Engine::ValidateAndReserve(const StepInput& in, std::vector<uint64_t>* reserved) {
   const ModelConfig& c = config();
   KvCache& kv0 = *shards_[0]->kv;
   seen_.clear();  // member: no allocation per iteration once it has grown
@@ -340,7 +373,7 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   std::vector<uint64_t>& reserved = reserved_;
   reserved.clear();
   appended_.clear();
-  if (absl::Status s = Validate(in, &reserved); !s.ok()) {
+  if (absl::Status s = ValidateAndReserve(in, &reserved); !s.ok()) {
     RollBack(reserved);
     return s;
   }

@@ -95,7 +95,13 @@ class Engine {
   struct Shard;
   class ShardPool;
   Engine() = default;
-  absl::Status Validate(const StepInput& input, std::vector<uint64_t>* reserved);
+  // Create's steps: one shard's backend, weights and KV cache; every shard's tensor-parallel group; the summary line.
+  absl::StatusOr<std::unique_ptr<Shard>> LoadShard(int rank, int num_threads) const;
+  absl::Status ConnectShards();
+  void LogReady() const;
+  // Checks every sequence of `input` (ids, lengths, positions, vocabulary) and reserves or extends its KV on every
+  // shard, appending what it reserved to `reserved` so that a failure can be rolled back.
+  absl::Status ValidateAndReserve(const StepInput& input, std::vector<uint64_t>* reserved);
   // Reserves or assigns a new sequence's KV on every shard, or appends its new blocks.
   absl::Status SetUpKv(const StepSequence& seq, std::vector<uint64_t>* reserved);
   // Undoes what a rejected step set up: appended blocks, then new reservations.

@@ -17,6 +17,16 @@ namespace {
 
 using nlohmann::json;
 
+/// A token id from tokenizer.json: an integer in [0, 2^30]; anything else (a float, a
+/// string, an id past int32) is an error naming `what`, never a conversion.
+absl::StatusOr<int32_t> TokenId(const json& v, const std::string& what) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a token id (an integer in [0, 2^30]), not ", v.dump()));
+  }
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
 absl::StatusOr<json> ParseJson(std::string_view text, std::string_view what) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(std::string(what), " is not valid JSON"));
@@ -117,14 +127,17 @@ absl::Status ParsePostProcessor(const json& pp, std::vector<int32_t>* prefix, st
             absl::StrCat("TemplateProcessing uses special token '", name, "' missing from special_tokens"));
       }
       for (const json& id : pp.at("special_tokens").at(name).at("ids")) {
-        (seen_sequence ? suffix : prefix)->push_back(id.get<int32_t>());
+        ORCA_ASSIGN_OR_RETURN(int32_t token, TokenId(id, "special_tokens['" + name + "'].ids"));
+        (seen_sequence ? suffix : prefix)->push_back(token);
       }
     }
     return absl::OkStatus();
   }
   if (type == "RobertaProcessing" || type == "BertProcessing") {
-    prefix->push_back(pp.at("cls").at(1).get<int32_t>());
-    suffix->push_back(pp.at("sep").at(1).get<int32_t>());
+    ORCA_ASSIGN_OR_RETURN(int32_t cls, TokenId(pp.at("cls").at(1), "post_processor.cls"));
+    ORCA_ASSIGN_OR_RETURN(int32_t sep, TokenId(pp.at("sep").at(1), "post_processor.sep"));
+    prefix->push_back(cls);
+    suffix->push_back(sep);
     return absl::OkStatus();
   }
   if (type == "Sequence") {
@@ -295,7 +308,7 @@ absl::Status ParseAddedTokens(const json& tj, std::vector<AddedToken>* out, int6
   if (tj.contains("added_tokens") && tj.at("added_tokens").is_array()) {
     for (const json& a : tj.at("added_tokens")) {
       AddedToken t;
-      t.id = a.at("id").get<int32_t>();
+      ORCA_ASSIGN_OR_RETURN(t.id, TokenId(a.at("id"), "added_tokens[].id"));
       t.content = a.at("content").get<std::string>();
       t.special = a.value("special", false);
       t.lstrip = a.value("lstrip", false);

@@ -447,53 +447,28 @@ absl::StatusOr<Value> Interpreter::EvalInner(const Expr& e) {
   return Value();
 }
 
-absl::StatusOr<Value> Interpreter::EvalBinary(const Expr& e) {
-  ORCA_ASSIGN_OR_RETURN(Value l, Eval(*e.args[0]));
-  ORCA_ASSIGN_OR_RETURN(Value r, Eval(*e.args[1]));
-  const std::string& op = e.name;
-  if (op == "==") return Value::Bool(l.Equals(r));
-  if (op == "!=") return Value::Bool(!l.Equals(r));
-  if (op == "<" || op == "<=" || op == ">" || op == ">=") {
-    ORCA_ASSIGN_OR_RETURN(int c, Compare(l, r));
-    if (op == "<") return Value::Bool(c < 0);
-    if (op == "<=") return Value::Bool(c <= 0);
-    if (op == ">") return Value::Bool(c > 0);
-    return Value::Bool(c >= 0);
+namespace {
+
+// `needle in haystack`: a substring, a list element or a dict key; undefined and none contain nothing.
+absl::StatusOr<bool> Contains(const Value& haystack, const Value& needle) {
+  const Value& r = haystack;
+  const Value& l = needle;
+  bool found = false;
+  if (r.IsString()) {
+    if (!l.IsString()) return absl::InvalidArgumentError("'in <string>' requires a string on the left");
+    found = r.str().find(l.str()) != std::string::npos;
+  } else if (r.IsList()) {
+    for (const Value& x : r.list()) found = found || x.Equals(l);
+  } else if (r.IsDict()) {
+    found = r.dict().Find(l.ToString()) != nullptr;
+  } else if (!r.IsUndefined() && !r.IsNone()) {
+    return absl::InvalidArgumentError(absl::StrCat("argument of type ", r.TypeName(), " is not iterable"));
   }
-  if (op == "in" || op == "not in") {
-    bool found = false;
-    if (r.IsString()) {
-      if (!l.IsString()) return absl::InvalidArgumentError("'in <string>' requires a string on the left");
-      found = r.str().find(l.str()) != std::string::npos;
-    } else if (r.IsList()) {
-      for (const Value& x : r.list()) found = found || x.Equals(l);
-    } else if (r.IsDict()) {
-      found = r.dict().Find(l.ToString()) != nullptr;
-    } else if (!r.IsUndefined() && !r.IsNone()) {
-      return absl::InvalidArgumentError(absl::StrCat("argument of type ", r.TypeName(), " is not iterable"));
-    }
-    return Value::Bool(found == (op == "in"));
-  }
-  if (op == "~") return Value::String(l.ToString() + r.ToString());
-  if (op == "+") {
-    if (l.IsString() && r.IsString()) return Value::String(l.str() + r.str());
-    if (l.IsList() && r.IsList()) {
-      Value::List items = l.list();
-      items.insert(items.end(), r.list().begin(), r.list().end());
-      return Value::MakeList(std::move(items));
-    }
-  }
-  if (op == "*" && (l.IsString() || l.IsList()) && r.type() == Value::Type::kInt) {
-    if (l.IsString()) {
-      std::string s;
-      for (int64_t i = 0; i < r.AsInt() && s.size() < (1u << 24); ++i) s += l.str();
-      return Value::String(std::move(s));
-    }
-    Value::List items;
-    for (int64_t i = 0; i < r.AsInt() && items.size() < (1u << 20); ++i)
-      items.insert(items.end(), l.list().begin(), l.list().end());
-    return Value::MakeList(std::move(items));
-  }
+  return found;
+}
+
+// + - * / // % ** on two numbers, with Python's floored division and modulo; anything else names the operand types.
+absl::StatusOr<Value> NumericBinary(const std::string& op, const Value& l, const Value& r) {
   if (!l.IsNumber() || !r.IsNumber()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unsupported operand types for ", op, ": '", l.TypeName(), "' and '", r.TypeName(), "'"));
@@ -527,6 +502,48 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const Expr& e) {
     return Value::Float(std::pow(a, b));
   }
   return absl::InvalidArgumentError("unknown operator " + op);
+}
+
+}  // namespace
+
+absl::StatusOr<Value> Interpreter::EvalBinary(const Expr& e) {
+  ORCA_ASSIGN_OR_RETURN(Value l, Eval(*e.args[0]));
+  ORCA_ASSIGN_OR_RETURN(Value r, Eval(*e.args[1]));
+  const std::string& op = e.name;
+  if (op == "==") return Value::Bool(l.Equals(r));
+  if (op == "!=") return Value::Bool(!l.Equals(r));
+  if (op == "<" || op == "<=" || op == ">" || op == ">=") {
+    ORCA_ASSIGN_OR_RETURN(int c, Compare(l, r));
+    if (op == "<") return Value::Bool(c < 0);
+    if (op == "<=") return Value::Bool(c <= 0);
+    if (op == ">") return Value::Bool(c > 0);
+    return Value::Bool(c >= 0);
+  }
+  if (op == "in" || op == "not in") {
+    ORCA_ASSIGN_OR_RETURN(const bool found, Contains(r, l));
+    return Value::Bool(found == (op == "in"));
+  }
+  if (op == "~") return Value::String(l.ToString() + r.ToString());
+  if (op == "+") {
+    if (l.IsString() && r.IsString()) return Value::String(l.str() + r.str());
+    if (l.IsList() && r.IsList()) {
+      Value::List items = l.list();
+      items.insert(items.end(), r.list().begin(), r.list().end());
+      return Value::MakeList(std::move(items));
+    }
+  }
+  if (op == "*" && (l.IsString() || l.IsList()) && r.type() == Value::Type::kInt) {
+    if (l.IsString()) {
+      std::string s;
+      for (int64_t i = 0; i < r.AsInt() && s.size() < (1u << 24); ++i) s += l.str();
+      return Value::String(std::move(s));
+    }
+    Value::List items;
+    for (int64_t i = 0; i < r.AsInt() && items.size() < (1u << 20); ++i)
+      items.insert(items.end(), l.list().begin(), l.list().end());
+    return Value::MakeList(std::move(items));
+  }
+  return NumericBinary(op, l, r);
 }
 
 }  // namespace

@@ -113,14 +113,19 @@ int32_t SyntheticNaturalVocabSize() {
   return size;
 }
 
-absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t vocab_size) {
-  if (vocab_size < kMinSyntheticVocabSize || vocab_size > kMaxSyntheticVocabSize) {
-    return absl::InvalidArgumentError(absl::StrCat("synthetic tokenizer vocab_size must be in [",
-                                                   kMinSyntheticVocabSize, ", ", kMaxSyntheticVocabSize, "], got ",
-                                                   vocab_size));
-  }
+namespace {
+
+// The special tokens, after the regular ones: end of text (also bos and pad), ChatML's turn start and end (eos).
+const char* const kSpecials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+
+struct ByteLevelBpe {
+  nlohmann::json vocab;   // token -> id: the 256 byte tokens, then the merges' results, then unused fillers
+  nlohmann::json merges;  // [left, right] pairs in rank order
+};
+
+// A byte-level BPE vocabulary of exactly `num_regular` tokens, merges learnt from the built-in corpus.
+ByteLevelBpe LearnByteLevelBpe(int32_t num_regular) {
   using nlohmann::json;
-  const int32_t num_regular = vocab_size - 3;
   json vocab = json::object();
   absl::flat_hash_map<std::string, int32_t> ids;
   auto add = [&](const std::string& token) {
@@ -140,8 +145,12 @@ absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t 
     merges.push_back(json::array({m.first, m.second}));
   }
   for (int32_t n = 0; static_cast<int32_t>(ids.size()) < num_regular; ++n) add(absl::StrCat("<|unused_", n, "|>"));
+  return ByteLevelBpe{std::move(vocab), std::move(merges)};
+}
 
-  const char* kSpecials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+// tokenizer.json: the BPE model, byte-level pre-tokenizer, post-processor and decoder, and the special tokens.
+nlohmann::json TokenizerJson(int32_t num_regular, ByteLevelBpe bpe) {
+  using nlohmann::json;
   json added = json::array();
   for (int k = 0; k < 3; ++k) {
     added.push_back({{"id", num_regular + k},
@@ -154,7 +163,7 @@ absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t 
   }
   const json byte_level = {
       {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  json tokenizer = {
+  return {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
@@ -172,9 +181,22 @@ absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t 
         {"fuse_unk", false},
         {"byte_fallback", false},
         {"ignore_merges", false},
-        {"vocab", vocab},
-        {"merges", merges}}},
+        {"vocab", std::move(bpe.vocab)},
+        {"merges", std::move(bpe.merges)}}},
   };
+}
+
+}  // namespace
+
+absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t vocab_size) {
+  if (vocab_size < kMinSyntheticVocabSize || vocab_size > kMaxSyntheticVocabSize) {
+    return absl::InvalidArgumentError(absl::StrCat("synthetic tokenizer vocab_size must be in [",
+                                                   kMinSyntheticVocabSize, ", ", kMaxSyntheticVocabSize, "], got ",
+                                                   vocab_size));
+  }
+  using nlohmann::json;
+  const int32_t num_regular = vocab_size - 3;
+  json tokenizer = TokenizerJson(num_regular, LearnByteLevelBpe(num_regular));
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<ChatTemplate> chatml, ChatTemplate::Builtin("chatml"));
   json config = {
       {"tokenizer_class", "PreTrainedTokenizerFast"},

@@ -286,10 +286,9 @@ absl::StatusOr<std::string> ResolveServeModel(const std::string& flag) {
   return std::filesystem::absolute(path).string();
 }
 
-int RunSweepCommand(int argc, char** argv) {
-  const std::string command = "orca bench sweep";
-  LoadFlags f;
-  f.out = "bench-out/fig10";
+// `orca bench sweep`'s flags: the load flags and the sweep's own.
+struct SweepFlags {
+  LoadFlags load;
   std::string configs = "orca:8,orca:32,request-level:1,request-level:8";
   std::string rates = "0.5,1,2,4,8";
   std::string targets = "1.25,1.5,2,3,5";
@@ -298,31 +297,43 @@ int RunSweepCommand(int argc, char** argv) {
   int64_t warmup = 2, n_slots = 0, threads = 0, ready_timeout = 300;
   bool interleave = true;
   std::vector<std::string> serve_args;
+};
+
+void AddSweepFlags(FlagSet& flags, SweepFlags& sw) {
+  AddLoadFlags(flags, sw.load, /*sweep=*/true);
+  flags.AddString("model", &sw.load.model, "Checkpoint for orca serve (default: the ~25M synthetic default model)");
+  flags.AddString("configs", &sw.configs,
+                  "Curves: POLICY:MAX_BS[:chunk=N][:prefix],... (POLICY orca, paged or request-level; chunk=N: "
+                  "--max-num-batched-tokens N; prefix: --enable-prefix-caching)");
+  flags.AddString("rates", &sw.rates, "Arrival rates λ (req/s), increasing");
+  flags.AddDouble("saturation-latency-ms", &sw.saturation_ms,
+                  "Stop a curve past this median normalized latency (ms/token; 0 = off)");
+  flags.AddInt("warmup", &sw.warmup, "Unmeasured requests after each stack start");
+  flags.AddBool("interleave", &sw.interleave,
+                "Rate by rate, each config on a fresh stack (fair under drifting background load); "
+                "--no-interleave: one stack per config");
+  flags.AddInt("n-slots", &sw.n_slots, "orca serve --n-slots (0 = its default)");
+  flags.AddInt("threads", &sw.threads, "orca serve --threads (0 = its default)");
+  flags.AddStringList("serve-arg", &sw.serve_args,
+                      "Extra argument for orca serve (repeatable), e.g. --serve-arg=--dtype=f32");
+  flags.AddString("targets", &sw.targets,
+                  "Ratio targets as multiples of the baseline's lowest median normalized latency");
+  flags.AddString("gnuplot", &sw.gnuplot, "gnuplot binary (empty: no PNG)");
+  flags.AddString("title", &sw.title, "Plot title");
+  flags.AddInt("ready-timeout", &sw.ready_timeout, "Seconds to wait for each stack");
+}
+
+int RunSweepCommand(int argc, char** argv) {
+  const std::string command = "orca bench sweep";
+  SweepFlags sw;
+  sw.load.out = "bench-out/fig10";
   FlagSet flags(command,
                 "The paper's Fig. 10 on this machine: for each --configs entry, starts `orca serve --policy P\n"
                 "--max-bs B` on loopback, replays the trace at each of --rates, stops the stack; then writes\n"
                 "sweep.csv, fig10.gp, fig10.png (gnuplot) and per-point CSV/JSON under --out, and prints the\n"
                 "points and the throughput ratio at equal median normalized latency.");
-  AddLoadFlags(flags, f, /*sweep=*/true);
-  flags.AddString("model", &f.model, "Checkpoint for orca serve (default: the ~25M synthetic default model)");
-  flags.AddString("configs", &configs,
-                  "Curves: POLICY:MAX_BS[:chunk=N][:prefix],... (POLICY orca, paged or request-level; chunk=N: "
-                  "--max-num-batched-tokens N; prefix: --enable-prefix-caching)");
-  flags.AddString("rates", &rates, "Arrival rates λ (req/s), increasing");
-  flags.AddDouble("saturation-latency-ms", &saturation_ms,
-                  "Stop a curve past this median normalized latency (ms/token; 0 = off)");
-  flags.AddInt("warmup", &warmup, "Unmeasured requests after each stack start");
-  flags.AddBool("interleave", &interleave,
-                "Rate by rate, each config on a fresh stack (fair under drifting background load); "
-                "--no-interleave: one stack per config");
-  flags.AddInt("n-slots", &n_slots, "orca serve --n-slots (0 = its default)");
-  flags.AddInt("threads", &threads, "orca serve --threads (0 = its default)");
-  flags.AddStringList("serve-arg", &serve_args,
-                      "Extra argument for orca serve (repeatable), e.g. --serve-arg=--dtype=f32");
-  flags.AddString("targets", &targets, "Ratio targets as multiples of the baseline's lowest median normalized latency");
-  flags.AddString("gnuplot", &gnuplot, "gnuplot binary (empty: no PNG)");
-  flags.AddString("title", &title, "Plot title");
-  flags.AddInt("ready-timeout", &ready_timeout, "Seconds to wait for each stack");
+  AddSweepFlags(flags, sw);
+  const LoadFlags& f = sw.load;
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(command, s);
   if (flags.help_requested()) {
     std::cout << flags.Usage();
@@ -333,37 +344,37 @@ int RunSweepCommand(int argc, char** argv) {
   loadgen::ServingSweepOptions options;
   options.run = ToRunOptions(f);
   options.run.driver.model = "";  // the served name: discovered from each stack
-  absl::StatusOr<std::vector<double>> rate_list = ParsePositiveNumberList(rates, "rates");
-  absl::StatusOr<std::vector<double>> target_list = ParsePositiveNumberList(targets, "targets");
-  absl::StatusOr<std::vector<loadgen::SweepCurveSpec>> curves = loadgen::ParseCurveSpecs(configs);
+  absl::StatusOr<std::vector<double>> rate_list = ParsePositiveNumberList(sw.rates, "rates");
+  absl::StatusOr<std::vector<double>> target_list = ParsePositiveNumberList(sw.targets, "targets");
+  absl::StatusOr<std::vector<loadgen::SweepCurveSpec>> curves = loadgen::ParseCurveSpecs(sw.configs);
   for (const absl::Status& s : {rate_list.status(), target_list.status(), curves.status()}) {
     if (!s.ok()) return Fail(command, s);
   }
   options.arrival_rates = *rate_list;
   options.curves = *curves;
-  options.saturation_latency_s = saturation_ms / 1e3;
-  options.warmup_requests = static_cast<int32_t>(std::clamp<int64_t>(warmup, 0, 1000));
+  options.saturation_latency_s = sw.saturation_ms / 1e3;
+  options.warmup_requests = static_cast<int32_t>(std::clamp<int64_t>(sw.warmup, 0, 1000));
   options.out_dir = f.out;
-  options.interleave = interleave;
+  options.interleave = sw.interleave;
   OrcaServeStack::Options stack_options;
   absl::StatusOr<std::string> model = ResolveServeModel(f.model);
   if (!model.ok()) return Fail(command, model.status());
   stack_options.model = *model;
-  stack_options.n_slots = n_slots;
-  stack_options.threads = threads;
-  stack_options.extra_args = serve_args;
+  stack_options.n_slots = sw.n_slots;
+  stack_options.threads = sw.threads;
+  stack_options.extra_args = sw.serve_args;
   stack_options.log_dir = f.out + "/logs";
-  stack_options.ready_timeout_s = ready_timeout;
+  stack_options.ready_timeout_s = sw.ready_timeout;
   OrcaServeStack stack(stack_options);
   absl::StatusOr<std::vector<loadgen::MeasuredCurve>> measured = loadgen::RunServingSweep(options, stack);
   if (!measured.ok()) return Fail(command, measured.status());
   loadgen::SweepOutputOptions out;
   out.out_dir = f.out;
   out.target_multiples = *target_list;
-  out.gnuplot = gnuplot;
-  out.title = title.empty() ? absl::StrCat("Orca vs request-level, ", f.trace, " trace, ",
-                                           std::filesystem::path(stack_options.model).filename().string())
-                            : title;
+  out.gnuplot = sw.gnuplot;
+  out.title = sw.title.empty() ? absl::StrCat("Orca vs request-level, ", f.trace, " trace, ",
+                                              std::filesystem::path(stack_options.model).filename().string())
+                               : sw.title;
   absl::StatusOr<std::string> text = loadgen::WriteSweepOutputs(*measured, out);
   if (!text.ok()) return Fail(command, text.status());
   std::cout << *text;

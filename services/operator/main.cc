@@ -7,12 +7,14 @@
 //   helm template ... | orca-operator --post-render              operator-less: OrcaDeployments
 //                                                                become objects, the rest passes
 
-#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <iterator>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +23,7 @@
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 #include "services/common/service_main.h"
+#include "services/common/signals.h"
 #include "services/operator/controller.h"
 #include "services/operator/event_recorder.h"
 #include "services/operator/json_yaml.h"
@@ -88,44 +91,110 @@ absl::Status Render(const Flags& flags) {
   return absl::OkStatus();
 }
 
-absl::Status Run(const Flags& flags) {
+// The operator's stop: set by a termination signal, a lost Lease or the end of Run, whichever comes first (Notify
+// runs once however many of them race).
+class StopSignal {
+ public:
+  void Notify() {
+    std::call_once(once_, [this] { stop_.Notify(); });
+  }
+  absl::Notification* notification() { return &stop_; }
+
+ private:
+  std::once_flag once_;
+  absl::Notification stop_;
+};
+
+// SIGTERM/SIGINT/SIGHUP end the process cleanly (the Lease is released): the returned thread turns the first one into
+// `stop` and returns once `stop` is set, whatever set it. Termination signals must already be blocked.
+std::thread StartSignalWatcher(StopSignal* stop) {
+  return std::thread([stop] {
+    while (!stop->notification()->HasBeenNotified()) {
+      if (const int sig = services::WaitForTerminationSignal(std::chrono::milliseconds(200)); sig != 0) {
+        ORCA_LOG(INFO) << "signal " << sig << ": shutting down";
+        stop->Notify();
+      }
+    }
+  });
+}
+
+absl::StatusOr<KubeClient::Options> ClientOptionsFrom(const Flags& flags) {
   KubeClient::Options client_options;
   if (flags.kubeconfig.empty()) {
     ORCA_ASSIGN_OR_RETURN(client_options.config, LoadInClusterConfig());
   } else {
     ORCA_ASSIGN_OR_RETURN(client_options.config, LoadKubeConfigFile(flags.kubeconfig, flags.context));
   }
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<KubeClient> client, KubeClient::Create(client_options));
+  return client_options;
+}
 
-  // SIGTERM/SIGINT end the process cleanly (the Lease is released).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  absl::Notification stop;
-  std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (!stop.HasBeenNotified()) {
-      ORCA_LOG(INFO) << "signal " << sig << ": shutting down";
-      stop.Notify();
-    }
-  });
-
+// This replica's name among the candidates: $POD_NAME, else host-pid.
+std::string CandidateIdentity() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  const std::string identity = EnvOr("POD_NAME", absl::StrCat(host, "-", getpid()));
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<OperatorMetrics> metrics, OperatorMetrics::Create());
-  metrics->SetLeader(!flags.leader_elect);
-  EventRecorder events(client.get(), "orca-operator", identity);
+  return EnvOr("POD_NAME", absl::StrCat(host, "-", getpid()));
+}
+
+Controller::Options ControllerOptionsFrom(const Flags& flags) {
   Controller::Options controller_options;
   controller_options.namespace_ = flags.namespace_;
   controller_options.reconciler.field_manager = flags.field_manager;
   controller_options.reconciler.render = RenderOptionsFrom(flags);
   controller_options.resync_period = absl::Seconds(flags.resync_seconds);
   controller_options.watch_timeout_seconds = static_cast<int>(flags.watch_timeout_seconds);
-  Controller controller(client.get(), &events, metrics.get(), controller_options);
+  return controller_options;
+}
+
+// The Lease lives in --leader-election-namespace, else $POD_NAMESPACE, else the kubeconfig's namespace, else default.
+LeaderElector::Options LeaderElectionOptionsFrom(const Flags& flags, const std::string& config_namespace,
+                                                 const std::string& identity) {
+  LeaderElector::Options le;
+  le.namespace_ = flags.leader_election_namespace.empty()
+                      ? EnvOr("POD_NAMESPACE", config_namespace.empty() ? "default" : config_namespace)
+                      : flags.leader_election_namespace;
+  le.lease_name = flags.leader_election_id;
+  le.identity = identity;
+  return le;
+}
+
+// Runs the controller until `stop`: at once without leader election, else only while this replica holds the Lease.
+// Losing the Lease sets `stop` and is an error, so that a fresh replica campaigns.
+absl::Status RunController(const Flags& flags, const LeaderElector::Options& election, KubeClient* client,
+                           Controller* controller, OperatorMetrics* metrics, std::atomic<bool>* leading,
+                           StopSignal* stop) {
+  absl::Status result = absl::OkStatus();
+  std::thread controller_thread;
+  if (!flags.leader_elect) {
+    controller_thread = std::thread([&] { controller->Run(stop->notification()); });
+  } else {
+    LeaderElector elector(client, election);
+    elector.Run(
+        stop->notification(),
+        [&] {
+          *leading = true;
+          metrics->SetLeader(true);
+          controller_thread = std::thread([&] { controller->Run(stop->notification()); });
+        },
+        [&] {
+          metrics->SetLeader(false);
+          result = absl::AbortedError("lost the leader Lease; exiting so that a fresh replica campaigns");
+          stop->Notify();
+        });
+  }
+  if (!flags.leader_elect) stop->notification()->WaitForNotification();
+  if (controller_thread.joinable()) controller_thread.join();
+  return result;
+}
+
+absl::Status Run(const Flags& flags) {
+  services::BlockTerminationSignals();  // before any thread starts, so that only the watcher takes them
+  ORCA_ASSIGN_OR_RETURN(const KubeClient::Options client_options, ClientOptionsFrom(flags));
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<KubeClient> client, KubeClient::Create(client_options));
+  const std::string identity = CandidateIdentity();
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<OperatorMetrics> metrics, OperatorMetrics::Create());
+  metrics->SetLeader(!flags.leader_elect);
+  EventRecorder events(client.get(), "orca-operator", identity);
+  Controller controller(client.get(), &events, metrics.get(), ControllerOptionsFrom(flags));
 
   std::atomic<bool> leading{!flags.leader_elect};
   OperatorAdminServer::Options admin_options;
@@ -141,37 +210,14 @@ absl::Status Run(const Flags& flags) {
           .With("namespace", flags.namespace_.empty() ? "*" : flags.namespace_)
       << "orca-operator started; admin HTTP on port " << admin->port();
 
-  absl::Status result = absl::OkStatus();
-  std::thread controller_thread;
-  if (!flags.leader_elect) {
-    controller_thread = std::thread([&] { controller.Run(&stop); });
-  } else {
-    LeaderElector::Options le;
-    le.namespace_ = flags.leader_election_namespace.empty()
-                        ? EnvOr("POD_NAMESPACE",
-                                client_options.config.namespace_.empty() ? "default" : client_options.config.namespace_)
-                        : flags.leader_election_namespace;
-    le.lease_name = flags.leader_election_id;
-    le.identity = identity;
-    LeaderElector elector(client.get(), le);
-    elector.Run(
-        &stop,
-        [&] {
-          leading = true;
-          metrics->SetLeader(true);
-          controller_thread = std::thread([&] { controller.Run(&stop); });
-        },
-        [&] {
-          metrics->SetLeader(false);
-          result = absl::AbortedError("lost the leader Lease; exiting so that a fresh replica campaigns");
-          if (!stop.HasBeenNotified()) stop.Notify();
-        });
-  }
-  if (!flags.leader_elect) stop.WaitForNotification();
-  if (controller_thread.joinable()) controller_thread.join();
+  // Started after the last early return, so that no path leaves it unjoined; a signal that came earlier is pending.
+  StopSignal stop;
+  std::thread signal_thread = StartSignalWatcher(&stop);
+  const absl::Status result =
+      RunController(flags, LeaderElectionOptionsFrom(flags, client_options.config.namespace_, identity), client.get(),
+                    &controller, metrics.get(), &leading, &stop);
   admin->Stop();
-  if (!stop.HasBeenNotified()) stop.Notify();
-  kill(getpid(), SIGTERM);  // wake the signal thread (the signal is blocked, so sigwait takes it)
+  stop.Notify();  // ends the signal watcher within one poll
   signal_thread.join();
   return result;
 }

@@ -83,75 +83,68 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
   return std::unique_ptr<EngineClient>(std::move(*c));
 }
 
-int Main(int argc, char** argv) {
-  Flags f;
-  FlagSet flags("orca-scheduler",
-                "The iteration-level scheduler (ORCA Algorithm 1) and engine master of one engine replica.\n"
-                "Serves orca.v1.Scheduler over gRPC; /health, /ready and /metrics over HTTP.");
-  flags.AddString("listen", &f.listen, "gRPC address");
-  flags.AddString("http-listen", &f.http_listen, "HTTP address for /health, /ready, /metrics");
-  flags.AddStringList("workers", &f.workers, "Worker gRPC addresses in stage order (empty: in-process engine)");
-  flags.AddString("model", &f.model, "Model path for the in-process engine");
-  flags.AddString("model-name", &f.model_name, "Model name in stats and metric labels (default: basename of --model)");
-  flags.AddString("policy", &f.policy,
-                  "orca (iteration-level, Algorithm 1), paged (iteration-level, paged KV: on-demand blocks, "
-                  "preemption) or request-level (baseline)");
-  flags.AddInt("max-num-batched-tokens", &f.max_num_batched_tokens,
-               "Chunked prefill: tokens per iteration, decodes first, then prompt chunks (0 = off: whole prompts, "
-               "Algorithm 1; else >= --max-bs; orca and paged)");
-  flags.AddBool("enable-prefix-caching", &f.enable_prefix_caching,
-                "Share full KV blocks by content across requests (the scheduler sends block ids; workers need the "
-                "same --kv-block-size)");
-  flags.AddString("scheduling-order", &f.scheduling_order,
-                  "fcfs (arrival order) or priority (request priority, lower first; orca and paged)");
-  flags.AddInt("priority-aging-ms", &f.priority_aging_ms,
-               "With --scheduling-order priority: a waiting request gains one priority level per this much waiting, "
-               "which bounds its wait (0 = strict priority, no bound)");
-  flags.AddInt("max-bs", &f.max_bs, "Paper's max_bs: requests per iteration");
-  flags.AddInt("n-slots", &f.n_slots, "Paper's n_slots: KV slot budget (tokens)");
-  flags.AddInt("n-workers", &f.n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
-  flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size; reservations round up to it");
-  flags.AddInt("max-queued-requests", &f.max_queued_requests,
-               "Queued requests beyond which Generate fails RESOURCE_EXHAUSTED");
-  flags.AddInt("max-queued-tokens", &f.max_queued_tokens,
-               "Queued prompt tokens beyond which Generate fails RESOURCE_EXHAUSTED");
-  flags.AddInt("default-deadline-ms", &f.default_deadline_ms, "Deadline for requests without one (0 = none)");
-  flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds,
-                  "On SIGTERM: time to finish in-flight work before cancelling it");
-  flags.AddInt("worker-timeout-ms", &f.worker_timeout_ms,
-               "A worker silent (no heartbeat) this long is dead, stopped or cut off: its pipeline session fails. "
-               "The only bound on silence; iterations may compute for as long as they take");
-  flags.AddInt("engine-down-wait-ms", &f.engine_down_wait_ms,
-               "While the worker pipeline is down (restarting), queued requests wait this long for it before "
-               "failing UNAVAILABLE (the gateway answers 503 + Retry-After); 0 = fail at once");
-  flags.AddStringList("api-keys", &f.api_keys,
-                      "Keys the gRPC port accepts ('authorization: Bearer <key>'; the gateways' and workers' "
-                      "--scheduler-api-key). Empty: any caller");
-  flags.AddString("api-keys-file", &f.api_keys_file, "File with one accepted key per line (e.g. a mounted Secret)");
-  flags.AddString("dtype", &f.dtype, "In-process engine weight dtype: auto, f32, bf16");
-  flags.AddString("device", &f.device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
-  flags.AddInt("threads", &f.threads, "In-process engine compute threads (0 = all cores)");
-  flags.AddInt("tensor-parallel", &f.tensor_parallel, "In-process engine tensor-parallel shards (threads)");
-  services::AddLoggingFlags(&flags, &f.logging);
-  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler", "ORCA_SCHEDULER_"))
-    return *exit_code;
-  if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
+void AddFlags(FlagSet* flags, Flags* f) {
+  flags->AddString("listen", &f->listen, "gRPC address");
+  flags->AddString("http-listen", &f->http_listen, "HTTP address for /health, /ready, /metrics");
+  flags->AddStringList("workers", &f->workers, "Worker gRPC addresses in stage order (empty: in-process engine)");
+  flags->AddString("model", &f->model, "Model path for the in-process engine");
+  flags->AddString("model-name", &f->model_name,
+                   "Model name in stats and metric labels (default: basename of --model)");
+  flags->AddString("policy", &f->policy,
+                   "orca (iteration-level, Algorithm 1), paged (iteration-level, paged KV: on-demand blocks, "
+                   "preemption) or request-level (baseline)");
+  flags->AddInt("max-num-batched-tokens", &f->max_num_batched_tokens,
+                "Chunked prefill: tokens per iteration, decodes first, then prompt chunks (0 = off: whole prompts, "
+                "Algorithm 1; else >= --max-bs; orca and paged)");
+  flags->AddBool("enable-prefix-caching", &f->enable_prefix_caching,
+                 "Share full KV blocks by content across requests (the scheduler sends block ids; workers need the "
+                 "same --kv-block-size)");
+  flags->AddString("scheduling-order", &f->scheduling_order,
+                   "fcfs (arrival order) or priority (request priority, lower first; orca and paged)");
+  flags->AddInt("priority-aging-ms", &f->priority_aging_ms,
+                "With --scheduling-order priority: a waiting request gains one priority level per this much waiting, "
+                "which bounds its wait (0 = strict priority, no bound)");
+  flags->AddInt("max-bs", &f->max_bs, "Paper's max_bs: requests per iteration");
+  flags->AddInt("n-slots", &f->n_slots, "Paper's n_slots: KV slot budget (tokens)");
+  flags->AddInt("n-workers", &f->n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
+  flags->AddInt("kv-block-size", &f->kv_block_size, "KV block size; reservations round up to it");
+  flags->AddInt("max-queued-requests", &f->max_queued_requests,
+                "Queued requests beyond which Generate fails RESOURCE_EXHAUSTED");
+  flags->AddInt("max-queued-tokens", &f->max_queued_tokens,
+                "Queued prompt tokens beyond which Generate fails RESOURCE_EXHAUSTED");
+  flags->AddInt("default-deadline-ms", &f->default_deadline_ms, "Deadline for requests without one (0 = none)");
+  flags->AddDouble("drain-grace-seconds", &f->drain_grace_seconds,
+                   "On SIGTERM: time to finish in-flight work before cancelling it");
+  flags->AddInt("worker-timeout-ms", &f->worker_timeout_ms,
+                "A worker silent (no heartbeat) this long is dead, stopped or cut off: its pipeline session fails. "
+                "The only bound on silence; iterations may compute for as long as they take");
+  flags->AddInt("engine-down-wait-ms", &f->engine_down_wait_ms,
+                "While the worker pipeline is down (restarting), queued requests wait this long for it before "
+                "failing UNAVAILABLE (the gateway answers 503 + Retry-After); 0 = fail at once");
+  flags->AddStringList("api-keys", &f->api_keys,
+                       "Keys the gRPC port accepts ('authorization: Bearer <key>'; the gateways' and workers' "
+                       "--scheduler-api-key). Empty: any caller");
+  flags->AddString("api-keys-file", &f->api_keys_file, "File with one accepted key per line (e.g. a mounted Secret)");
+  flags->AddString("dtype", &f->dtype, "In-process engine weight dtype: auto, f32, bf16");
+  flags->AddString("device", &f->device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
+  flags->AddInt("threads", &f->threads, "In-process engine compute threads (0 = all cores)");
+  flags->AddInt("tensor-parallel", &f->tensor_parallel, "In-process engine tensor-parallel shards (threads)");
+  services::AddLoggingFlags(flags, &f->logging);
+}
 
-  auto keys = services::ApiKeys::Load(f.api_keys, f.api_keys_file);
-  if (!keys.ok()) return Fail(keys.status());
-
+// The scheduler loop's options from the flags; InvalidArgument names the flag that is out of range.
+absl::StatusOr<SchedulerLoop::Options> LoopOptionsFrom(const Flags& f) {
   SchedulerLoop::Options lo;
   auto policy = sched::ParsePolicyKind(f.policy);
   if (!policy)
-    return Fail(absl::InvalidArgumentError("--policy must be orca, paged or request-level, got '" + f.policy + "'"));
+    return absl::InvalidArgumentError("--policy must be orca, paged or request-level, got '" + f.policy + "'");
   lo.scheduler.policy = *policy;
   auto order = sched::ParseSchedulingOrder(f.scheduling_order);
   if (!order)
-    return Fail(
-        absl::InvalidArgumentError("--scheduling-order must be fcfs or priority, got '" + f.scheduling_order + "'"));
+    return absl::InvalidArgumentError("--scheduling-order must be fcfs or priority, got '" + f.scheduling_order + "'");
   if (f.max_num_batched_tokens < 0 || f.max_num_batched_tokens > INT32_MAX)
-    return Fail(absl::InvalidArgumentError("--max-num-batched-tokens must be in [0, 2^31)"));
-  if (f.priority_aging_ms < 0) return Fail(absl::InvalidArgumentError("--priority-aging-ms must be >= 0"));
+    return absl::InvalidArgumentError("--max-num-batched-tokens must be in [0, 2^31)");
+  if (f.priority_aging_ms < 0) return absl::InvalidArgumentError("--priority-aging-ms must be >= 0");
   lo.scheduler.max_num_batched_tokens = static_cast<int32_t>(f.max_num_batched_tokens);
   lo.scheduler.enable_prefix_caching = f.enable_prefix_caching;
   lo.scheduler.scheduling_order = *order;
@@ -166,6 +159,37 @@ int Main(int argc, char** argv) {
   lo.engine_down_wait = absl::Milliseconds(std::max<int64_t>(0, f.engine_down_wait_ms));
   lo.model_name = f.model_name;
   if (lo.model_name.empty() && !f.model.empty()) lo.model_name = ServedModelNameFromPath(f.model);
+  return lo;
+}
+
+// Stops taking requests and gives in-flight ones up to `grace_seconds` to finish; a second signal cuts it short.
+void DrainInFlight(double grace_seconds, SchedulerLoop* loop, grpc::Server* server) {
+  loop->BeginDrain();
+  server->GetHealthCheckService()->SetServingStatus(false);
+  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds);
+  while (std::chrono::steady_clock::now() < grace_end) {
+    const LoopStats s = loop->stats();
+    if (s.scheduler.num_running == 0 && s.scheduler.num_queued == 0) break;
+    if (services::WaitForTerminationSignal(std::chrono::milliseconds(50)) != 0) break;  // a second signal: hurry
+  }
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  FlagSet flags("orca-scheduler",
+                "The iteration-level scheduler (ORCA Algorithm 1) and engine master of one engine replica.\n"
+                "Serves orca.v1.Scheduler over gRPC; /health, /ready and /metrics over HTTP.");
+  AddFlags(&flags, &f);
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler", "ORCA_SCHEDULER_"))
+    return *exit_code;
+  if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
+
+  auto keys = services::ApiKeys::Load(f.api_keys, f.api_keys_file);
+  if (!keys.ok()) return Fail(keys.status());
+
+  absl::StatusOr<SchedulerLoop::Options> loop_options = LoopOptionsFrom(f);
+  if (!loop_options.ok()) return Fail(loop_options.status());
+  const SchedulerLoop::Options& lo = *loop_options;
 
   services::BlockTerminationSignals();
   metrics::Registry registry;
@@ -195,14 +219,7 @@ int Main(int argc, char** argv) {
 
   const int sig = services::AwaitTerminationSignal();
   ORCA_LOG(INFO) << "signal " << sig << ": draining (grace " << f.drain_grace_seconds << " s)";
-  raw_loop->BeginDrain();
-  server->GetHealthCheckService()->SetServingStatus(false);
-  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::duration<double>(f.drain_grace_seconds);
-  while (std::chrono::steady_clock::now() < grace_end) {
-    const LoopStats s = raw_loop->stats();
-    if (s.scheduler.num_running == 0 && s.scheduler.num_queued == 0) break;
-    if (services::WaitForTerminationSignal(std::chrono::milliseconds(50)) != 0) break;  // a second signal: hurry
-  }
+  DrainInFlight(f.drain_grace_seconds, raw_loop, server.get());
   raw_loop->CancelAll();
   service.store().Close();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

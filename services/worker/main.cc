@@ -11,6 +11,7 @@
 #include "core/common/flags.h"
 #include "core/common/logging.h"
 #include "core/common/model_name.h"
+#include "core/common/status_macros.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
 #include "services/common/api_keys.h"
@@ -78,57 +79,55 @@ absl::Status CheckDataPlanePort(const Flags& f) {
   return absl::OkStatus();
 }
 
-int Main(int argc, char** argv) {
-  Flags f;
-  FlagSet flags("orca-worker",
-                "One pipeline stage of the Orca engine: loads its layers and tensor-parallel shards, receives\n"
-                "control messages over gRPC (orca.v1.Worker) and activations over Gloo.");
-  flags.AddString("listen", &f.listen, "gRPC control-plane address");
-  flags.AddString("http-listen", &f.http_listen, "HTTP address for /health, /ready, /metrics");
-  flags.AddString("model", &f.model, "HF checkpoint directory or .gguf file (required)");
-  flags.AddString("model-name", &f.model_name, "Model name for metric labels (default: basename of --model)");
-  flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32, bf16");
-  flags.AddString("device", &f.device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
-  flags.AddInt("stage", &f.stage, "Pipeline stage index");
-  flags.AddBool("stage-from-hostname", &f.stage_from_hostname,
-                "Take the stage from the hostname's trailing -N (StatefulSet ordinal)");
-  flags.AddInt("num-stages", &f.num_stages, "Pipeline depth");
-  flags.AddInt("tensor-parallel", &f.tensor_parallel, "Tensor-parallel shards (threads) in this process");
-  flags.AddStringList("workers", &f.workers, "gRPC addresses of all stages in order");
-  flags.AddString("scheduler", &f.scheduler, "Scheduler gRPC address (data-plane rendezvous)");
-  flags.AddString("scheduler-api-key", &f.scheduler_api_key,
-                  "Key sent to the scheduler (its --api-keys) for the data-plane rendezvous");
-  flags.AddString("scheduler-api-key-file", &f.scheduler_api_key_file,
-                  "File holding --scheduler-api-key (its first key line; e.g. a mounted Secret)");
-  flags.AddString("deployment-id", &f.deployment_id, "Rendezvous namespace of this engine replica");
-  flags.AddString("data-plane-host", &f.data_plane_host, "Address peers use to reach this worker's Gloo endpoints");
-  flags.AddInt("data-plane-port", &f.data_plane_port,
-               "Port of the pipeline's Gloo data plane on --data-plane-host; every data-plane connection from "
-               "other stages comes in here (0 = an ephemeral port per peer)");
-  flags.AddInt("n-slots", &f.n_slots, "KV slots (tokens) this stage pre-allocates");
-  flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens)");
-  flags.AddInt("threads", &f.threads, "Compute threads in total (0 = all cores)");
-  flags.AddInt("peer-timeout-ms", &f.peer_timeout_ms,
-               "Backstop on one data-plane operation. A peer that is dead or cut off is found by the engine "
-               "master's heartbeats (--worker-timeout-ms), which ends the session and aborts the wait");
-  flags.AddInt("rendezvous-timeout-ms", &f.rendezvous_timeout_ms, "Time to form a session's data plane");
-  services::AddLoggingFlags(&flags, &f.logging);
-  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-worker", "ORCA_WORKER_")) return *exit_code;
-  if (absl::Status s = services::ConfigureLogging("worker", f.logging); !s.ok()) return Fail(s);
-  if (f.model.empty()) return Fail(absl::InvalidArgumentError("--model is required"));
-  if (f.stage_from_hostname) {
-    auto s = StageFromHostname();
-    if (!s.ok()) return Fail(s.status());
-    f.stage = *s;
-  }
-  if (f.num_stages < 1 || f.stage < 0 || f.stage >= f.num_stages)
-    return Fail(absl::InvalidArgumentError("--stage must be in [0, --num-stages)"));
-  if (absl::Status s = CheckDataPlanePort(f); !s.ok()) return Fail(s);
-  if (f.model_name.empty()) f.model_name = ServedModelNameFromPath(f.model);
-  SetLogComponent("worker-" + std::to_string(f.stage));
-  services::BlockTerminationSignals();
+void AddFlags(FlagSet* flags, Flags* f) {
+  flags->AddString("listen", &f->listen, "gRPC control-plane address");
+  flags->AddString("http-listen", &f->http_listen, "HTTP address for /health, /ready, /metrics");
+  flags->AddString("model", &f->model, "HF checkpoint directory or .gguf file (required)");
+  flags->AddString("model-name", &f->model_name, "Model name for metric labels (default: basename of --model)");
+  flags->AddString("dtype", &f->dtype, "Weight dtype: auto, f32, bf16");
+  flags->AddString("device", &f->device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
+  flags->AddInt("stage", &f->stage, "Pipeline stage index");
+  flags->AddBool("stage-from-hostname", &f->stage_from_hostname,
+                 "Take the stage from the hostname's trailing -N (StatefulSet ordinal)");
+  flags->AddInt("num-stages", &f->num_stages, "Pipeline depth");
+  flags->AddInt("tensor-parallel", &f->tensor_parallel, "Tensor-parallel shards (threads) in this process");
+  flags->AddStringList("workers", &f->workers, "gRPC addresses of all stages in order");
+  flags->AddString("scheduler", &f->scheduler, "Scheduler gRPC address (data-plane rendezvous)");
+  flags->AddString("scheduler-api-key", &f->scheduler_api_key,
+                   "Key sent to the scheduler (its --api-keys) for the data-plane rendezvous");
+  flags->AddString("scheduler-api-key-file", &f->scheduler_api_key_file,
+                   "File holding --scheduler-api-key (its first key line; e.g. a mounted Secret)");
+  flags->AddString("deployment-id", &f->deployment_id, "Rendezvous namespace of this engine replica");
+  flags->AddString("data-plane-host", &f->data_plane_host, "Address peers use to reach this worker's Gloo endpoints");
+  flags->AddInt("data-plane-port", &f->data_plane_port,
+                "Port of the pipeline's Gloo data plane on --data-plane-host; every data-plane connection from "
+                "other stages comes in here (0 = an ephemeral port per peer)");
+  flags->AddInt("n-slots", &f->n_slots, "KV slots (tokens) this stage pre-allocates");
+  flags->AddInt("kv-block-size", &f->kv_block_size, "KV block size (tokens)");
+  flags->AddInt("threads", &f->threads, "Compute threads in total (0 = all cores)");
+  flags->AddInt("peer-timeout-ms", &f->peer_timeout_ms,
+                "Backstop on one data-plane operation. A peer that is dead or cut off is found by the engine "
+                "master's heartbeats (--worker-timeout-ms), which ends the session and aborts the wait");
+  flags->AddInt("rendezvous-timeout-ms", &f->rendezvous_timeout_ms, "Time to form a session's data plane");
+  services::AddLoggingFlags(flags, &f->logging);
+}
 
-  metrics::Registry registry;
+// The flags that need more than their parser: required, derived and cross-checked values.
+absl::Status CheckFlags(Flags* f) {
+  if (f->model.empty()) return absl::InvalidArgumentError("--model is required");
+  if (f->stage_from_hostname) {
+    auto s = StageFromHostname();
+    if (!s.ok()) return s.status();
+    f->stage = *s;
+  }
+  if (f->num_stages < 1 || f->stage < 0 || f->stage >= f->num_stages)
+    return absl::InvalidArgumentError("--stage must be in [0, --num-stages)");
+  ORCA_RETURN_IF_ERROR(CheckDataPlanePort(*f));
+  if (f->model_name.empty()) f->model_name = ServedModelNameFromPath(f->model);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WorkerNode::Options> NodeOptionsFrom(const Flags& f) {
   WorkerNode::Options o;
   o.engine.model_path = f.model;
   o.engine.stage = static_cast<int32_t>(f.stage);
@@ -140,18 +139,36 @@ int Main(int argc, char** argv) {
   // Tensor-parallel shards are threads of this process: their group stays on loopback.
   o.engine.data_plane_host = "127.0.0.1";
   o.engine.peer_timeout_ms = f.peer_timeout_ms;
-  if (absl::Status s = engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &o.engine); !s.ok()) return Fail(s);
+  ORCA_RETURN_IF_ERROR(engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &o.engine));
   o.workers = f.workers;
   o.scheduler_address = f.scheduler;
-  auto scheduler_key = services::ReadClientKey(f.scheduler_api_key, f.scheduler_api_key_file);
-  if (!scheduler_key.ok()) return Fail(scheduler_key.status());
-  o.scheduler_api_key = *scheduler_key;
+  ORCA_ASSIGN_OR_RETURN(o.scheduler_api_key, services::ReadClientKey(f.scheduler_api_key, f.scheduler_api_key_file));
   o.deployment_id = f.deployment_id;
   o.data_plane_host = f.data_plane_host;
   o.data_plane_port = static_cast<int32_t>(f.data_plane_port);
   o.peer_timeout = std::chrono::milliseconds(f.peer_timeout_ms);
   o.rendezvous_timeout = std::chrono::milliseconds(f.rendezvous_timeout_ms);
   o.model_name = f.model_name;
+
+  return o;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  FlagSet flags("orca-worker",
+                "One pipeline stage of the Orca engine: loads its layers and tensor-parallel shards, receives\n"
+                "control messages over gRPC (orca.v1.Worker) and activations over Gloo.");
+  AddFlags(&flags, &f);
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-worker", "ORCA_WORKER_")) return *exit_code;
+  if (absl::Status s = services::ConfigureLogging("worker", f.logging); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckFlags(&f); !s.ok()) return Fail(s);
+  SetLogComponent("worker-" + std::to_string(f.stage));
+  services::BlockTerminationSignals();
+
+  metrics::Registry registry;
+  absl::StatusOr<WorkerNode::Options> node_options = NodeOptionsFrom(f);
+  if (!node_options.ok()) return Fail(node_options.status());
+  const WorkerNode::Options& o = *node_options;
 
   // Health answers while the weights load; readiness waits for them and the peers.
   std::atomic<WorkerNode*> node_ptr{nullptr};

@@ -173,6 +173,18 @@ TEST(TokenizerTest, UnsupportedComponentsAreNamed) {
   EXPECT_TRUE(absl::IsNotFound(Tokenizer::Load("/nonexistent/model").status()));
 }
 
+// Found by the tokenizer.json fuzzer: a float id (1.1e26) was converted to int (undefined).
+TEST(TokenizerTest, AddedTokenIdsMustBeIntegerIds) {
+  for (const json& id : {json(1.1e26), json(3.5), json("7"), json(-1), json(int64_t{1} << 40)}) {
+    json j = ByteLevelJson();
+    j["added_tokens"][0]["id"] = id;
+    auto r = LoadHfTokenizer(j.dump(), "", "");
+    ASSERT_FALSE(r.ok()) << id;
+    EXPECT_NE(std::string(r.status().message()).find("added_tokens[].id must be a token id"), std::string::npos)
+        << r.status();
+  }
+}
+
 TEST(TokenizerTest, CleanUpTokenizationSpaces) {
   EXPECT_EQ(Tokenizer::CleanUpTokenizationSpaces("Hello , world . I do n't know ' s it 's"),
             "Hello, world. I don't know's it's");
