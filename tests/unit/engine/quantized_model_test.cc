@@ -64,6 +64,26 @@ double StdDev(const std::vector<float>& v) {
   return std::sqrt(s / v.size());
 }
 
+// Greedy decoding of `n` tokens after `prompt` for one request, step by step; the
+// request is released at the end.
+std::vector<int32_t> GreedyTokens(Engine& engine, uint64_t id, const std::vector<int32_t>& prompt, size_t n) {
+  StepInput step;
+  step.seqs.push_back({id, prompt, 0, true, SequenceSetup{static_cast<int32_t>(prompt.size() + n), {}, {}}});
+  std::vector<int32_t> got;
+  int32_t pos = 0;
+  for (size_t i = 0; i < n; ++i) {
+    StepOutput r;
+    const absl::Status s = engine.Step(step, nullptr, &r);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) break;
+    got.push_back(r.samples[0].sample.token_id);
+    pos += static_cast<int32_t>(step.seqs[0].token_ids.size());
+    step.seqs[0] = {id, {got.back()}, pos, true, std::nullopt};
+  }
+  engine.Release(id);
+  return got;
+}
+
 TEST(QuantizedModelTest, Q4KMFileHasLlamaCppsTensorTypesAndIsPackedNotCopied) {
   const std::string path = testing::QuantizedModel(testing::SyntheticModel(WideLlama()), "q4_k_m");
   auto file = formats::GgufFile::Open(path);
@@ -246,19 +266,7 @@ TEST(QuantizedModelTest, TinyGpt2QuantizedToQ8_0LoadsAndGenerates) {
   for (const auto& c : ref["cases"]) {
     const auto prompt = c["prompt_token_ids"].get<std::vector<int32_t>>();
     const auto want = c["greedy_token_ids"].get<std::vector<int32_t>>();
-    StepInput step;
-    step.seqs.push_back(
-        {id, prompt, 0, true, SequenceSetup{static_cast<int32_t>(prompt.size() + want.size()), {}, {}}});
-    std::vector<int32_t> got;
-    int32_t pos = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      StepOutput r;
-      ASSERT_TRUE((*engine)->Step(step, nullptr, &r).ok());
-      got.push_back(r.samples[0].sample.token_id);
-      pos += static_cast<int32_t>(step.seqs[0].token_ids.size());
-      step.seqs[0] = {id, {got.back()}, pos, true, std::nullopt};
-    }
-    (*engine)->Release(id++);
+    const std::vector<int32_t> got = GreedyTokens(**engine, id++, prompt, want.size());
     EXPECT_EQ(got, want) << "prompt: " << c["prompt"];
   }
   std::remove(out.c_str());
@@ -284,19 +292,7 @@ TEST(QuantizedModelTest, Stories260KQuantizedToQ8_0FollowsItsReference) {
   for (const auto& c : ref["cases"]) {
     const auto prompt = c["prompt_token_ids"].get<std::vector<int32_t>>();
     const auto want = c["greedy_token_ids"].get<std::vector<int32_t>>();
-    StepInput step;
-    step.seqs.push_back(
-        {id, prompt, 0, true, SequenceSetup{static_cast<int32_t>(prompt.size() + want.size()), {}, {}}});
-    std::vector<int32_t> got;
-    int32_t pos = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      StepOutput r;
-      ASSERT_TRUE((*engine)->Step(step, nullptr, &r).ok());
-      got.push_back(r.samples[0].sample.token_id);
-      pos += static_cast<int32_t>(step.seqs[0].token_ids.size());
-      step.seqs[0] = {id, {got.back()}, pos, true, std::nullopt};
-    }
-    (*engine)->Release(id++);
+    const std::vector<int32_t> got = GreedyTokens(**engine, id++, prompt, want.size());
     // Q8_0 weights and int8 activations round the model (as bf16 does, whose bound in
     // real_model_test is the same): the greedy continuation must agree for a long prefix.
     size_t same = 0;
