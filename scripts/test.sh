@@ -12,6 +12,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${ORCA_BUILD_DIR:-$ROOT/build}"
 "$ROOT/scripts/bootstrap.sh"
 printf '\033[1;34m[test]\033[0m running ctest in %s\n' "$BUILD_DIR"
+# Scratch files of tests (synthetic models, process logs, corrupt-file cases) go under the
+# build tree, emptied on every run, never into the machine's /tmp.
+export TEST_TMPDIR="$BUILD_DIR/test-tmp"
+export TMPDIR="$TEST_TMPDIR"
+rm -rf "$TEST_TMPDIR"
+mkdir -p "$TEST_TMPDIR"
 # Two at a time: this is a 2-core machine and the integration tests start real processes.
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 900 "$@"
 if [ $# -eq 0 ] && [ -z "${ORCA_SKIP_SANITIZE:-}" ]; then

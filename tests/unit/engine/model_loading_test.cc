@@ -2,6 +2,7 @@
 // truncated or mismatched files.
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -120,12 +121,16 @@ TEST(ModelLoadingTest, CorruptGgufIsRejected) {
   EXPECT_NE(g.status().message().find("truncated or corrupt"), std::string::npos) << g.status();
   const std::string real = testing::SharedModelsDir() + "/stories260K.gguf";
   auto content = ReadFileToString(real);
-  if (!content.ok()) return;
+  if (!content.ok()) {
+    std::filesystem::remove(path);
+    return;
+  }
   ASSERT_TRUE(WriteStringToFile(path, content->substr(0, content->size() / 2)).ok());
   absl::Status s = Load(path);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_NE(s.message().find("but the file has"), std::string::npos) << s;  // names the tensor and the bytes
+  std::filesystem::remove(path);
 }
 
 TEST(ModelLoadingTest, PartitionsLoadOnlyTheirLayersAndShard) {
