@@ -230,9 +230,10 @@ TEST(FasterTransformerTimelineTest, CancellingAPaddingOutMemberDeliversItAtOnce)
 }
 
 TEST(FasterTransformerTimelineTest, MicrobatchesAreIndependentOfThePipelineDepth) {
-  // ft(max_bs 4, mbs 2) on ONE pipeline slot: the microbatches take turns.
-  //   a | P - D
-  //   b | P - D
+  // ft(max_bs 4, mbs 2) on ONE pipeline slot: the microbatches take turns (a and b are held
+  // until c and d end the batch).
+  //   a | P - D -
+  //   b | P - D -
   //   c | - P - D
   //   d | - P - D
   {
@@ -244,8 +245,8 @@ TEST(FasterTransformerTimelineTest, MicrobatchesAreIndependentOfThePipelineDepth
     ExpectStates(h, {{ids[0], kRunning}, {ids[1], kRunning}, {ids[2], kQueued}, {ids[3], kQueued}}, 0);
     h.RunToCompletion();
     EXPECT_EQ(h.Timeline(),
-              "a | P - D\n"
-              "b | P - D\n"
+              "a | P - D -\n"
+              "b | P - D -\n"
               "c | - P - D\n"
               "d | - P - D\n");
   }
