@@ -19,16 +19,27 @@ machine_note
 # --microbatches mbs. Only orca and ft curves per sweep: the ratio tables compare the best of
 # each policy, and the selective request-level baseline would be the better "baseline".
 SIM_RATES=0.1,0.2,0.3,0.5,0.75,1,1.5,2,3,4,5,6,8,10,12,16,20,24,32
+FT13=orca:8,orca:16,orca:32,ft:1,ft:8,ft:16,ft:32
+FT175=orca:8,orca:16,orca:32,ft:8:mbs=1,ft:8:mbs=2,ft:16:mbs=2,ft:32:mbs=2,ft:32:mbs=4
+sim() {  # NAME PRESET TRACE CONFIGS [extra flags]
+  local name=$1 preset=$2 trace=$3 configs=$4
+  shift 4
+  run "$BIN/orca" bench sweep --simulate "$preset" --trace "$trace" --prompt-tokens 272 --output-tokens 64 \
+    --configs "$configs" --rates "$SIM_RATES" --num-requests 1000 --saturation-latency-ms 1000 \
+    --out "$OUT/$name" "$@"
+}
 if [ "$WHAT" = sim ] || [ "$WHAT" = all ]; then
+  # Fig. 10 (paper trace) and Fig. 11 (homogeneous: every request 272 prompt + 64 output
+  # tokens, the paper trace's mean lengths).
   for TRACE in paper homogeneous; do
-    # Fig. 11's trace: every request with the paper trace's mean lengths, 272 + 64.
-    run "$BIN/orca" bench sweep --simulate gpt3-13b --trace "$TRACE" --prompt-tokens 272 --output-tokens 64 \
-      --configs orca:8,orca:16,orca:32,ft:1,ft:8,ft:16,ft:32 \
-      --rates "$SIM_RATES" --num-requests 1000 --saturation-latency-ms 1000 --out "$OUT/sim-13b-$TRACE"
-    run "$BIN/orca" bench sweep --simulate gpt3-175b --trace "$TRACE" --prompt-tokens 272 --output-tokens 64 \
-      --configs orca:8,orca:16,orca:32,ft:8:mbs=1,ft:8:mbs=2,ft:16:mbs=2,ft:32:mbs=2,ft:32:mbs=4 \
-      --rates "$SIM_RATES" --num-requests 1000 --saturation-latency-ms 1000 --out "$OUT/sim-175b-$TRACE"
+    sim "sim-13b-$TRACE" gpt3-13b "$TRACE" "$FT13"
+    sim "sim-175b-$TRACE" gpt3-175b "$TRACE" "$FT175"
   done
+  sim sim-13b-paper-roofline gpt3-13b paper "$FT13" --cost-shape roofline
+  sim sim-175b-paper-roofline gpt3-175b paper "$FT175" --cost-shape roofline
+  # The selective (default) request-level baseline on the same trace, for comparison.
+  sim sim-13b-paper-selective gpt3-13b paper orca:8,orca:16,orca:32,request-level:1,request-level:8,request-level:16,request-level:32
+  sim sim-175b-paper-selective gpt3-175b paper orca:8,orca:16,orca:32,request-level:8,request-level:16,request-level:32
 fi
 
 if [ "$WHAT" = cpu ] || [ "$WHAT" = all ]; then
@@ -41,7 +52,7 @@ if [ "$WHAT" = cpu ] || [ "$WHAT" = all ]; then
   for TRACE in paper homogeneous; do
     machine_note
     run "$BIN/orca" bench sweep --model "$MODEL_DIR" --trace "$TRACE" --prompt-tokens 272 --output-tokens 64 \
-      --configs orca:8,orca:16,ft:8,ft:16 --rates 4,8,12 --num-requests 30 --max-duration 30 \
+      --configs orca:8,ft:8 --rates 2,4,8 --num-requests 30 --max-duration 30 \
       --threads 1 --saturation-latency-ms 200 --no-progress --out "$OUT/cpu-$TRACE"
   done
   machine_note

@@ -392,8 +392,8 @@ int RunSimulatedSweep(const std::string& command, const SweepFlags& sw, const st
   out.out_dir = f.out;
   out.target_multiples = multiples;
   out.gnuplot = sw.gnuplot;
-  out.title = sw.title.empty() ? absl::StrCat("Simulated ", model.description, ", ", sim::CostShapeName(model.shape),
-                                              " cost, ", f.trace, " trace")
+  out.title = sw.title.empty() ? absl::StrCat(model.description, ", ", sim::CostShapeName(model.shape), " cost, ",
+                                              f.trace, " trace")
                                : sw.title;
   absl::StatusOr<std::string> text =
       loadgen::WriteSweepOutputs(loadgen::FromSimCurves(*curves, specs, f.num_requests), out);
