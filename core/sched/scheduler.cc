@@ -512,6 +512,7 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   snapshot.num_iterations_completed = request->num_iterations_completed();
   snapshot.in_flight_iteration = request->in_flight_iteration();
   snapshot.cancel_requested = request->cancel_requested();
+  snapshot.padding_out = request->padding_out();
   return snapshot;
 }
 

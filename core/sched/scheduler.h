@@ -99,6 +99,8 @@ struct RequestSnapshot {
   int64_t num_iterations_completed = 0;
   std::optional<IterationId> in_flight_iteration;
   bool cancel_requested = false;
+  /// The FasterTransformer baseline: it ended but computes on with its batch.
+  bool padding_out = false;
 };
 
 /// Result of Cancel(): `found` is false for ids the scheduler does not track (never
