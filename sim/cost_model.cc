@@ -74,7 +74,9 @@ absl::Duration CostModel::IterationTime(const sched::IterationPlan& plan) const 
   double context = 0;
   double prompt_pairs = 0;
   for (const sched::ScheduledRequest& request : plan.requests) {
-    const double n = static_cast<double>(request.input_token_ids.size());
+    // Padding (the FasterTransformer baseline) is computed like the prompt it pads: its
+    // tokens go through every GEMM and the padded prompt's causal attention.
+    const double n = static_cast<double>(request.input_token_ids.size() + request.num_padding_tokens);
     tokens += n;
     if (request.phase == sched::Phase::kInitiation) {
       prompt_pairs += n * (n + 1.0) / 2.0;

@@ -50,7 +50,9 @@ enum class CostShape : uint8_t {
 ///   linear:    t = f + w + b · T + k · T + c · Σ_increment context + d · Σ_initiation L(L+1)/2
 ///   roofline:  t = f + max(w, b · T) + k · T + (same attention terms)
 ///
-///  T  tokens in the flattened batch (selective batching: one [ΣL, H] pass for all);
+///  T  tokens in the flattened batch (selective batching: one [ΣL, H] pass for all), padding
+///     tokens included (ScheduledRequest::num_padding_tokens, the FasterTransformer
+///     baseline: a padded prompt costs its padded length L + pad, also in d's L(L+1)/2);
 ///  f  fixed overhead: kernel launches and the latency of tensor-parallel all-reduces (two
 ///     per layer);
 ///  w  streaming the weight shard of every stage from HBM once (decoding is memory-bound);

@@ -156,8 +156,7 @@ std::vector<loadgen::SweepConfig> MakeConfigs(const std::vector<loadgen::SweepCu
   for (const loadgen::SweepCurveSpec& spec : specs) {
     loadgen::SweepConfig& c = configs.emplace_back();
     c.label = spec.label;
-    c.scheduler.policy = spec.policy;
-    c.scheduler.max_bs = spec.max_bs;
+    c.scheduler = loadgen::ApplyCurveSpec(spec, c.scheduler);
     c.scheduler.n_slots = engine.kv_slots_total();
     c.scheduler.n_workers = 1;
     c.scheduler.kv_block_size = 16;  // the engine's block table (engine::Engine::Options::kv_block_size)

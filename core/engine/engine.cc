@@ -291,8 +291,13 @@ size_t Engine::owned_weight_bytes() const {
 }
 
 void Engine::Release(uint64_t id) {
-  for (auto& s : shards_) (void)s->kv->Release(id);
+  for (auto& s : shards_) {
+    (void)s->kv->Release(id);
+    // Its prompt padding, if it had any (the FasterTransformer baseline).
+    if (s->kv->Contains(PaddingSequenceId(id))) (void)s->kv->Release(PaddingSequenceId(id));
+  }
   samplers_.erase(id);
+  samplers_.erase(PaddingSequenceId(id));
 }
 
 void Engine::ReleaseAll() {

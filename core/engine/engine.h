@@ -67,7 +67,8 @@ class Engine {
   /// releases). A sequence with `sample` false (a prompt chunk) gets no sample.
   absl::Status Step(const StepInput& input, const float* hidden_in, StepOutput* output);
 
-  /// Frees a request's KV and sampler now (also done by StepInput::released_ids).
+  /// Frees a request's KV and sampler now (also done by StepInput::released_ids), and the
+  /// KV of its prompt padding if it had any (PaddingSequenceId).
   /// Unknown ids are ignored: a release is idempotent.
   void Release(uint64_t request_id);
   /// Frees every request's KV and sampler (a new session of the engine master).

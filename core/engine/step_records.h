@@ -17,6 +17,13 @@
 
 namespace orca::engine {
 
+/// The id of the throwaway sequence that carries a request's prompt padding (the
+/// FasterTransformer baseline, sched::ScheduledRequest::num_padding_tokens): the padding
+/// tokens run through every layer like any prompt, sample nothing, and their KV lives until
+/// the request itself is released (Engine::Release frees both). Scheduler ids never reach
+/// the top bit.
+constexpr uint64_t PaddingSequenceId(uint64_t request_id) { return request_id | (uint64_t{1} << 63); }
+
 /// Sent with a sequence the first time a stage sees it (again after the
 /// scheduler preempted it): every stage sets up its KV — reserves `max_tokens`
 /// slots, or takes the scheduler's block table — and the last stage creates its

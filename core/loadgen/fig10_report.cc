@@ -45,20 +45,28 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
     const std::vector<std::string> parts = absl::StrSplit(entry, ':');
     const auto bad = [&](const std::string& why) {
       return absl::InvalidArgumentError(absl::StrCat("configuration '", std::string(entry), "': ", why,
-                                                     " (POLICY:MAX_BS[:chunk=N][:prefix], POLICY orca, paged or "
-                                                     "request-level, MAX_BS >= 1)"));
+                                                     " (POLICY:MAX_BS[:chunk=N][:prefix][:mbs=N], POLICY orca, "
+                                                     "paged, request-level or ft, MAX_BS >= 1)"));
     };
     std::optional<PolicyKind> policy;
     int32_t max_bs = 0;
-    if (parts.size() >= 2) policy = sched::ParsePolicyKind(parts[0]);
+    const bool ft = !parts.empty() && parts[0] == "ft";
+    if (parts.size() >= 2) policy = ft ? PolicyKind::kRequestLevel : sched::ParsePolicyKind(parts[0]);
     if (!policy.has_value() || !absl::SimpleAtoi(parts[1], &max_bs) || max_bs < 1) return bad("bad policy or max_bs");
     SweepCurveSpec spec;
     spec.policy = *policy;
     spec.max_bs = max_bs;
-    spec.label = absl::StrCat(sched::PolicyKindName(*policy), "(max_bs=", max_bs);
+    spec.faster_transformer = ft;
+    spec.label =
+        ft ? absl::StrCat("ft(max_bs=", max_bs) : absl::StrCat(sched::PolicyKindName(*policy), "(max_bs=", max_bs);
     for (size_t i = 2; i < parts.size(); ++i) {
       int32_t chunk = 0;
-      if (parts[i] == "prefix") {
+      int32_t mbs = 0;
+      if (absl::StartsWith(parts[i], "mbs=") && absl::SimpleAtoi(parts[i].substr(4), &mbs) && mbs >= 1 &&
+          spec.policy == PolicyKind::kRequestLevel) {
+        spec.microbatches = mbs;
+        absl::StrAppend(&spec.label, ",mbs=", mbs);
+      } else if (parts[i] == "prefix") {
         spec.prefix_caching = true;
         absl::StrAppend(&spec.label, ",prefix");
       } else if (absl::StartsWith(parts[i], "chunk=") && absl::SimpleAtoi(parts[i].substr(6), &chunk) &&
@@ -66,12 +74,14 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
         spec.max_num_batched_tokens = chunk;
         absl::StrAppend(&spec.label, ",chunk=", chunk);
       } else {
-        return bad(absl::StrCat("unknown option '", parts[i], "' (chunk=N with N >= MAX_BS, or prefix)"));
+        return bad(absl::StrCat("unknown option '", parts[i],
+                                "' (chunk=N with N >= MAX_BS, prefix, or mbs=N >= 1 for request-level and ft)"));
       }
     }
     if (spec.policy == PolicyKind::kRequestLevel && spec.max_num_batched_tokens > 0) {
       return bad("the request-level baseline has no chunked prefill");
     }
+    if (spec.faster_transformer && spec.prefix_caching) return bad("ft pads prompts: no prefix caching");
     absl::StrAppend(&spec.label, ")");
     specs.push_back(std::move(spec));
   }
@@ -88,12 +98,43 @@ loadgen::SweepCurve ToSimCurve(const MeasuredCurve& curve) {
   out.config.scheduler.max_bs = curve.spec.max_bs;
   out.config.scheduler.max_num_batched_tokens = curve.spec.max_num_batched_tokens;
   out.config.scheduler.enable_prefix_caching = curve.spec.prefix_caching;
+  out.config.scheduler.faster_transformer = curve.spec.faster_transformer;
+  out.config.scheduler.num_microbatches = curve.spec.microbatches;
   for (const MeasuredPoint& p : curve.points) {
     loadgen::SweepPoint& q = out.points.emplace_back();
     q.arrival_rate = p.arrival_rate;
     q.throughput_rps = p.summary.throughput_rps;
     q.median_normalized_latency = p.summary.normalized_latency_s.p50;
     q.p99_normalized_latency = p.summary.normalized_latency_s.p99;
+  }
+  return out;
+}
+
+sched::SchedulerOptions ApplyCurveSpec(const SweepCurveSpec& spec, sched::SchedulerOptions base) {
+  base.policy = spec.policy;
+  base.max_bs = spec.max_bs;
+  base.max_num_batched_tokens = spec.max_num_batched_tokens;
+  base.enable_prefix_caching = spec.prefix_caching;
+  base.faster_transformer = spec.faster_transformer;
+  base.num_microbatches = spec.microbatches;
+  return base;
+}
+
+std::vector<MeasuredCurve> FromSimCurves(const std::vector<loadgen::SweepCurve>& curves,
+                                         const std::vector<SweepCurveSpec>& specs, int64_t requests_per_point) {
+  std::vector<MeasuredCurve> out;
+  for (size_t i = 0; i < curves.size() && i < specs.size(); ++i) {
+    MeasuredCurve& m = out.emplace_back();
+    m.spec = specs[i];
+    for (const loadgen::SweepPoint& p : curves[i].points) {
+      MeasuredPoint& q = m.points.emplace_back();
+      q.arrival_rate = p.arrival_rate;
+      q.summary.throughput_rps = p.throughput_rps;
+      q.summary.num_requests = requests_per_point;
+      q.summary.num_completed = requests_per_point;
+      q.summary.normalized_latency_s.p50 = p.median_normalized_latency;
+      q.summary.normalized_latency_s.p99 = p.p99_normalized_latency;
+    }
   }
   return out;
 }

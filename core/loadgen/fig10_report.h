@@ -22,11 +22,17 @@ struct SweepCurveSpec {
   int32_t max_bs = 16;
   int32_t max_num_batched_tokens = 0;  ///< Chunked prefill's token budget; 0 = off.
   bool prefix_caching = false;
+  /// The request-level baseline as FasterTransformer runs it (--faster-transformer).
+  bool faster_transformer = false;
+  /// The baseline's microbatches (--microbatches, the paper's mbs); 0 = n_workers.
+  int32_t microbatches = 0;
 };
 
-/// Parses "orca:8,orca:16,request-level:1,paged:32:chunk=64:prefix" (POLICY:MAX_BS, then
-/// optional `chunk=N` for --max-num-batched-tokens and `prefix` for
-/// --enable-prefix-caching; comma-separated). INVALID_ARGUMENT names the bad entry.
+/// Parses "orca:8,orca:16,request-level:1,paged:32:chunk=64:prefix,ft:8:mbs=2" (POLICY:MAX_BS,
+/// then optional `chunk=N` for --max-num-batched-tokens, `prefix` for
+/// --enable-prefix-caching, `mbs=N` for the baseline's --microbatches; comma-separated).
+/// POLICY `ft` is the request-level baseline with --faster-transformer, labelled as the
+/// paper does: ft(max_bs, mbs). INVALID_ARGUMENT names the bad entry.
 absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& text);
 
 /// What the server's scheduler reported during one point (its /metrics, sampled).
@@ -55,6 +61,16 @@ struct MeasuredCurve {
 /// compare iteration-level scheduling (orca and paged, every option) with the request-level
 /// baseline, so a paged curve is recorded as kOrca there.
 loadgen::SweepCurve ToSimCurve(const MeasuredCurve& curve);
+
+/// `base` configured as `spec`: policy, max_bs, chunked prefill, prefix caching, the
+/// FasterTransformer baseline and its microbatches.
+sched::SchedulerOptions ApplyCurveSpec(const SweepCurveSpec& spec, sched::SchedulerOptions base);
+
+/// Simulated or virtual-clock curves (sim::RunSweep; `specs[i]` made `curves[i]`) as
+/// measured ones, so the same report, CSV and plot apply (every simulated request
+/// completes: `requests_per_point` each). TTFT and ITL stay empty.
+std::vector<MeasuredCurve> FromSimCurves(const std::vector<loadgen::SweepCurve>& curves,
+                                         const std::vector<SweepCurveSpec>& specs, int64_t requests_per_point);
 
 /// For every curve: its throughput at each latency target (multiples × the baseline's
 /// floor) and the ratio to the best baseline curve's there, plus the curve's TTFT and ITL

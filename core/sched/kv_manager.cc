@@ -62,8 +62,10 @@ int32_t KvManager::BlocksToAdmit(const Request& request, int32_t num_new_tokens)
   return BlocksFor(static_cast<int64_t>(hit) * options_.block_size + num_new_tokens) - hit + NumFreeAmong(match.blocks);
 }
 
-bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens) {
+bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reservation) {
   ORCA_CHECK(!records_.contains(request.id())) << "request " << request.id() << " admitted twice";
+  ORCA_CHECK(reservation == 0 || !paged()) << "request " << request.id() << ": a reservation with paged KV";
+  if (reservation == 0) reservation = request.reservation();
   Match match = FindPrefix(request);
   const int32_t hit = static_cast<int32_t>(match.blocks.size());
   int32_t total_blocks = 0;
@@ -74,9 +76,9 @@ bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens) {
     total_blocks = BlocksFor(static_cast<int64_t>(hit) * options_.block_size + num_new_tokens);
     if (total_blocks - hit + NumFreeAmong(match.blocks) > pool_->num_free()) return false;
   } else {
-    if (!budget_.TryReserve(request.reservation())) return false;
-    record.reserved = request.reservation();
-    total_blocks = BlocksFor(request.reservation());
+    if (!budget_.TryReserve(reservation)) return false;
+    record.reserved = reservation;
+    total_blocks = BlocksFor(reservation);
   }
   if (pool_ != nullptr) {
     for (int32_t b : match.blocks) pool_->Acquire(b);
@@ -127,6 +129,11 @@ void KvManager::Free(RequestId id) {
   const std::vector<int32_t>& blocks = it->second.blocks;
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_->Release(*b);
   records_.erase(it);
+}
+
+int64_t KvManager::reserved_slots(RequestId id) const {
+  auto it = records_.find(id);
+  return it == records_.end() ? 0 : it->second.reserved;
 }
 
 int32_t KvManager::num_cached_tokens(RequestId id) const {

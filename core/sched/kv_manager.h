@@ -82,8 +82,9 @@ class KvManager {
   /// Admits a QUEUED request. Reserved: reserves request.reservation() slots if they fit
   /// (and with block tables, the prefix hit plus fresh blocks for the rest). Paged: the
   /// prefix hit plus blocks for `num_new_tokens` more tokens. False, changing nothing, when
-  /// it does not fit.
-  [[nodiscard]] bool TryAdmit(const Request& request, int32_t num_new_tokens);
+  /// it does not fit. `reservation` > 0 (reserved mode only) reserves that many slots in
+  /// place of request.reservation() (the FasterTransformer baseline's padded footprint).
+  [[nodiscard]] bool TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reservation = 0);
   /// Free blocks an admitted request needs to compute `num_new_tokens` more tokens
   /// (0 in reserved mode: its reservation covers everything).
   [[nodiscard]] int32_t BlocksToGrow(const Request& request, int32_t num_new_tokens) const;
@@ -97,6 +98,8 @@ class KvManager {
 
   /// Prompt tokens its admission found cached.
   [[nodiscard]] int32_t num_cached_tokens(RequestId id) const;
+  /// Slots `id` reserves in reserved mode (0 when it holds none, and with paged KV).
+  [[nodiscard]] int64_t reserved_slots(RequestId id) const;
   /// Blocks added to `id`'s table since the last call (empty without block tables).
   [[nodiscard]] std::vector<int32_t> TakeNewBlockIds(RequestId id);
   /// `request`'s iteration returned: registers its newly filled full blocks (prefix caching).

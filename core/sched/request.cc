@@ -89,8 +89,12 @@ FinishCause Request::CompleteIteration(const SampledToken& token, absl::Time now
   in_flight_tokens_ = 0;
   in_flight_samples_ = false;
   prefilling_ = false;
-  ++num_generated_;
   token_ids_.push_back(token.token_id);
+  if (padding_out()) {
+    ++num_discarded_;
+    return FinishCause::kNone;
+  }
+  ++num_generated_;
   if (!first_token_time_.has_value()) first_token_time_ = now;
 
   if (num_generated_ >= spec_.min_new_tokens) {
@@ -108,8 +112,15 @@ FinishCause Request::CompleteIteration(const SampledToken& token, absl::Time now
   return FinishCause::kNone;
 }
 
+void Request::BeginPadOut(FinishCause cause) {
+  ORCA_CHECK(state_ == RequestState::kWaitingNextIteration && !padding_out() && !prefilling_)
+      << "request " << id_ << " pads out in state " << RequestStateName(state_);
+  ORCA_CHECK(cause != FinishCause::kNone) << "request " << id_ << " pads out without a cause";
+  pad_out_cause_ = cause;
+}
+
 void Request::Preempt() {
-  ORCA_CHECK(state_ == RequestState::kWaitingNextIteration)
+  ORCA_CHECK(state_ == RequestState::kWaitingNextIteration && !padding_out())
       << "request " << id_ << " preempted in state " << RequestStateName(state_);
   state_ = RequestState::kQueued;
   num_computed_ = 0;

@@ -73,6 +73,12 @@ class Request {
   bool in_flight_samples() const { return in_flight_samples_; }
   absl::Time arrival_time() const { return arrival_time_; }
   FinishCause finish_cause() const { return finish_cause_; }
+  /// The FasterTransformer baseline: it reached its end but keeps computing with its static
+  /// batch (BeginPadOut); finish it with pad_out_cause() when the batch ends.
+  bool padding_out() const { return pad_out_cause_ != FinishCause::kNone; }
+  FinishCause pad_out_cause() const { return pad_out_cause_; }
+  /// Tokens generated while padding out: computed, never counted nor delivered.
+  int32_t num_discarded_tokens() const { return num_discarded_; }
 
   /// QUEUED → WAITING_NEXT_ITERATION. The caller holds its KV (reserved, or the blocks of
   /// its first chunk); the first `num_cached_tokens` tokens are already in KV blocks the
@@ -93,6 +99,12 @@ class Request {
   [[nodiscard]] FinishCause CompleteIteration(const SampledToken& token, absl::Time now);
   /// RUNNING → WAITING_NEXT_ITERATION after a prompt chunk that did not sample.
   void CompleteChunk();
+  /// WAITING_NEXT_ITERATION, just ended by `cause` (CompleteIteration's result): instead of
+  /// finishing, it stays admitted and keeps decoding (FasterTransformer: a finished member
+  /// computes until its whole batch ends). From now on CompleteIteration appends the tokens
+  /// it samples to token_ids() (the next iteration's input) without counting them as
+  /// generated, and returns kNone.
+  void BeginPadOut(FinishCause cause);
   /// WAITING_NEXT_ITERATION → QUEUED: its KV was taken back (paged KV). It keeps its
   /// arrival position and generated tokens; the workers forget it (the caller releases it)
   /// and its next admission recomputes all its tokens.
@@ -127,6 +139,8 @@ class Request {
   std::optional<IterationId> in_flight_iteration_;
   FinishCause pending_cancel_ = FinishCause::kNone;
   FinishCause finish_cause_ = FinishCause::kNone;
+  FinishCause pad_out_cause_ = FinishCause::kNone;
+  int32_t num_discarded_ = 0;
   std::string error_message_;
   absl::StatusCode error_code_ = absl::StatusCode::kInternal;
   std::optional<int32_t> matched_stop_token_id_;

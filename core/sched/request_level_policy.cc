@@ -11,23 +11,35 @@ Selection RequestLevelPolicy::Select(const RequestPool& pool, KvManager& kv, int
   Selection selection;
   for (RequestId id : Select(pool, kv.slot_budget(), max_bs)) {
     const Request* request = pool.Find(id);
+    BatchEntry entry{id, 0};
     if (request->state() == RequestState::kQueued) {
-      ORCA_CHECK(kv.TryAdmit(*request, 0)) << "request " << id << " selected beyond n_slots";
+      int64_t reservation = 0;  // its own
+      if (options_.faster_transformer) {
+        const PaddedShape& shape = batch_->padded.at(id);
+        reservation = shape.reservation;
+        entry.num_padding_tokens = shape.num_padding_tokens;
+        entry.max_tokens = shape.max_tokens;
+      }
+      ORCA_CHECK(kv.TryAdmit(*request, 0, reservation)) << "request " << id << " selected beyond n_slots";
     }
-    selection.batch.push_back(BatchEntry{id, 0});
+    selection.batch.push_back(entry);
   }
   return selection;
 }
 
-RequestLevelPolicy::RequestLevelPolicy(int32_t num_microbatches) : num_microbatches_(std::max(1, num_microbatches)) {}
+RequestLevelPolicy::RequestLevelPolicy(Options options) : options_(options) {
+  options_.num_microbatches = std::max(1, options_.num_microbatches);
+}
 
 std::vector<RequestId> RequestLevelPolicy::RunnableMembers(const RequestPool& pool,
-                                                           const std::vector<RequestId>& microbatch) {
+                                                           const std::vector<RequestId>& microbatch) const {
   std::vector<RequestId> runnable;
   for (RequestId id : microbatch) {
     const Request* request = pool.Find(id);
     if (request == nullptr || request->finished()) continue;
     if (request->in_flight()) return {};
+    // Ahead of the batch's longest member (another microbatch): no KV position left.
+    if (request->padding_out() && request->num_computed_tokens() >= batch_->padded.at(id).max_tokens) continue;
     runnable.push_back(id);
   }
   return runnable;
@@ -47,27 +59,102 @@ std::vector<RequestId> RequestLevelPolicy::FormBatch(const RequestPool& pool, co
   return members;
 }
 
+std::vector<RequestId> RequestLevelPolicy::FormPaddedBatch(const RequestPool& pool, const KvSlotBudget& budget,
+                                                           int32_t max_bs,
+                                                           absl::flat_hash_map<RequestId, PaddedShape>& padded) const {
+  struct Member {
+    RequestId id;
+    int32_t prompt;
+  };
+  std::vector<Member> members;
+  int32_t longest_prompt = 0;
+  int32_t largest_output = 0;
+  // FasterTransformer's [batch, max_seq_len] KV: per member, its prompt plus the batch's
+  // largest output, and its padding up to the longest prompt.
+  const auto slots = [&budget](int32_t prompt, int32_t longest, int32_t output) {
+    return budget.ReservationFor(static_cast<int64_t>(prompt) + output) + budget.ReservationFor(longest - prompt);
+  };
+  for (const auto& [id, request] : pool) {
+    if (request->state() != RequestState::kQueued) continue;
+    const int32_t prompt = request->num_prompt_tokens();
+    const int32_t longest = std::max(longest_prompt, prompt);
+    const int32_t output = std::max(largest_output, request->max_new_tokens());
+    if (options_.max_context > 0 && static_cast<int64_t>(longest) + output > options_.max_context) break;
+    int64_t footprint = slots(prompt, longest, output);
+    for (const Member& m : members) footprint += slots(m.prompt, longest, output);
+    if (!budget.Fits(footprint)) break;
+    members.push_back({id, prompt});
+    longest_prompt = longest;
+    largest_output = output;
+    if (static_cast<int32_t>(members.size()) == max_bs) break;
+  }
+  std::vector<RequestId> ids;
+  for (const Member& m : members) {
+    PaddedShape& shape = padded[m.id];
+    shape.num_padding_tokens = longest_prompt - m.prompt;
+    shape.max_tokens = static_cast<int32_t>(budget.ReservationFor(static_cast<int64_t>(m.prompt) + largest_output));
+    shape.reservation = slots(m.prompt, longest_prompt, largest_output);
+    ids.push_back(m.id);
+  }
+  return ids;
+}
+
+bool RequestLevelPolicy::AllMembersEnded(const RequestPool& pool) const {
+  for (const std::vector<RequestId>& microbatch : batch_->microbatches) {
+    for (RequestId id : microbatch) {
+      const Request* request = pool.Find(id);
+      if (request != nullptr && !request->finished() && !request->padding_out()) return false;
+    }
+  }
+  return true;
+}
+
+std::vector<RequestId> RequestLevelPolicy::FinishedMembers(const RequestPool& pool) const {
+  if (!batch_.has_value() || !options_.faster_transformer || !AllMembersEnded(pool)) return {};
+  std::vector<RequestId> ended;
+  for (const std::vector<RequestId>& microbatch : batch_->microbatches) {
+    for (RequestId id : microbatch) {
+      const Request* request = pool.Find(id);
+      if (request != nullptr && request->padding_out() && !request->finished() && !request->in_flight()) {
+        ended.push_back(id);
+      }
+    }
+  }
+  return ended;
+}
+
 std::vector<RequestId> RequestLevelPolicy::Select(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs) {
   if (max_bs <= 0) return {};
   if (batch_.has_value()) {
-    // The running batch owns the engine: its next microbatch whose iteration returned goes.
-    for (const std::vector<RequestId>& microbatch : batch_->microbatches) {
-      std::vector<RequestId> runnable = RunnableMembers(pool, microbatch);
-      if (!runnable.empty()) return runnable;
+    // Every member ended: the batch is over, whatever is still in flight only pads out.
+    if (options_.faster_transformer && AllMembersEnded(pool)) return {};
+    // The running batch owns the engine: its next microbatch (in turn) whose iteration
+    // returned goes. With as many microbatches as pipeline slots that is the one that just
+    // returned; with more, none runs ahead while another waits.
+    const size_t n = batch_->microbatches.size();
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = (batch_->next_microbatch + i) % n;
+      std::vector<RequestId> runnable = RunnableMembers(pool, batch_->microbatches[k]);
+      if (runnable.empty()) continue;
+      batch_->next_microbatch = (k + 1) % n;
+      return runnable;
     }
     return {};
   }
-  const std::vector<RequestId> members = FormBatch(pool, budget, max_bs);
+  StaticBatch batch;
+  const std::vector<RequestId> members = options_.faster_transformer
+                                             ? FormPaddedBatch(pool, budget, max_bs, batch.padded)
+                                             : FormBatch(pool, budget, max_bs);
   if (members.empty()) return {};
   // Contiguous microbatches of near-equal size, as FasterTransformer splits a batch.
-  StaticBatch batch;
-  const size_t parts = std::min<size_t>(num_microbatches_, members.size());
+  const size_t parts = std::min<size_t>(options_.num_microbatches, members.size());
   for (size_t i = 0; i < parts; ++i) {
     const size_t begin = members.size() * i / parts;
     const size_t end = members.size() * (i + 1) / parts;
     batch.microbatches.emplace_back(members.begin() + begin, members.begin() + end);
   }
   batch.num_unfinished = static_cast<int32_t>(members.size());
+  batch.next_microbatch = batch.microbatches.size() > 1 ? 1 : 0;
   batch_ = std::move(batch);
   return batch_->microbatches.front();
 }

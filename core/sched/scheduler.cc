@@ -82,6 +82,20 @@ absl::Status Scheduler::ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         "the request-level baseline takes neither max_num_batched_tokens nor scheduling_order priority");
   }
+  if (options.num_microbatches < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_microbatches must be >= 0, 0 = n_workers (got ", options.num_microbatches, ")"));
+  }
+  if (options.policy != PolicyKind::kRequestLevel && (options.num_microbatches > 0 || options.faster_transformer)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_microbatches and faster_transformer apply to the "
+                     "request-level baseline only (policy is ",
+                     PolicyKindName(options.policy), ")"));
+  }
+  if (options.faster_transformer && options.enable_prefix_caching) {
+    return absl::InvalidArgumentError(
+        "faster_transformer pads prompts with engine-owned KV: it does not combine with enable_prefix_caching");
+  }
   if (options.priority_aging < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat("priority_aging must be >= 0, 0 = strict priority (got ",
                                                    absl::FormatDuration(options.priority_aging), ")"));
@@ -100,6 +114,9 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
   PolicyOptions policy_options;
   policy_options.kind = options.policy;
   policy_options.n_workers = options.n_workers;
+  policy_options.num_microbatches = options.num_microbatches;
+  policy_options.faster_transformer = options.faster_transformer;
+  policy_options.max_context = options.max_context;
   policy_options.max_num_batched_tokens = options.max_num_batched_tokens;
   policy_options.order = options.scheduling_order;
   policy_options.priority_aging = options.priority_aging;
@@ -248,7 +265,15 @@ ScheduledRequest Scheduler::StartEntry(const BatchEntry& entry, IterationId iter
     ++num_admitted_;
   }
   const int32_t block_size = kv_->owns_block_tables() ? kv_->block_size() : 0;
-  return request->StartIteration(iteration_id, entry.num_tokens, kv_->TakeNewBlockIds(id), block_size);
+  ScheduledRequest scheduled =
+      request->StartIteration(iteration_id, entry.num_tokens, kv_->TakeNewBlockIds(id), block_size);
+  // The FasterTransformer baseline: padding at a new member's initiation, and the KV bound
+  // of a member that decodes until its batch ends.
+  if (scheduled.new_request.has_value()) {
+    scheduled.num_padding_tokens = entry.num_padding_tokens;
+    if (entry.max_tokens > 0) scheduled.new_request->max_tokens = entry.max_tokens;
+  }
+  return scheduled;
 }
 
 void Scheduler::PreemptRequest(RequestId id) {
@@ -311,12 +336,30 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId
           now, events);
       continue;
     }
+    // A member padding out with its static batch (FasterTransformer): computed, discarded.
+    const bool discarded = request->padding_out();
     const FinishCause cause = request->CompleteIteration(token, now);
     kv_->OnTokensComputed(*request);
+    if (discarded) continue;
     events.For(*request).new_tokens.push_back(token);
-    if (cause != FinishCause::kNone) FinishRequest(*request, cause, "", now, events);
+    if (cause == FinishCause::kNone) continue;
+    if (policy_->KeepsFinishedMembersComputing()) {
+      request->BeginPadOut(cause);
+    } else {
+      FinishRequest(*request, cause, "", now, events);
+    }
   }
+  FinishEndedMembers(now, events);
   return std::move(events).Take();
+}
+
+void Scheduler::FinishEndedMembers(absl::Time now, EventList& events) {
+  for (RequestId id : policy_->FinishedMembers(pool_)) {
+    Request* request = pool_.Find(id);
+    ORCA_CHECK(request != nullptr && request->padding_out() && !request->in_flight() && !request->finished())
+        << "policy ended request " << id << " which is not padding out between iterations";
+    FinishRequest(*request, request->pad_out_cause(), "", now, events);
+  }
 }
 
 absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationFailed(IterationId iteration_id,
@@ -330,6 +373,7 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationFailed(Iteration
   num_in_flight_requests_ -= static_cast<int32_t>(members.size());
   EventList events;
   FailBatch(members, ErrorText(error, "iteration failed"), error.code(), now, events);
+  FinishEndedMembers(now, events);
   return std::move(events).Take();
 }
 
@@ -379,6 +423,7 @@ CancelResult Scheduler::CancelWithCause(RequestId id, FinishCause cause, absl::T
   }
   EventList events;
   FinishRequest(*request, cause, "", now, events);
+  FinishEndedMembers(now, events);
   result.events = std::move(events).Take();
   return result;
 }
@@ -456,6 +501,8 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   snapshot.num_generated_tokens = request->num_generated_tokens();
   snapshot.max_new_tokens = request->max_new_tokens();
   snapshot.reservation = request->reservation();
+  // The FasterTransformer baseline reserves its batch's padded footprint instead.
+  if (options_.faster_transformer && kv_->holds(id)) snapshot.reservation = kv_->reserved_slots(id);
   snapshot.priority = request->priority();
   snapshot.arrival_time = request->arrival_time();
   snapshot.num_computed_tokens = request->num_computed_tokens();
@@ -465,6 +512,7 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   snapshot.num_iterations_completed = request->num_iterations_completed();
   snapshot.in_flight_iteration = request->in_flight_iteration();
   snapshot.cancel_requested = request->cancel_requested();
+  snapshot.padding_out = request->padding_out();
   return snapshot;
 }
 

@@ -28,6 +28,15 @@ struct SchedulerOptions {
   int64_t n_slots = 8192;
   /// Paper's n_workers: batches in flight at once, the pipeline depth (>= 1).
   int32_t n_workers = 1;
+  /// kRequestLevel only: microbatches a static batch is split into, the paper's mbs in
+  /// ft(max_bs, mbs) (at most n_workers of them in flight). 0 = n_workers.
+  int32_t num_microbatches = 0;
+  /// kRequestLevel only: the FasterTransformer engine's behaviour instead of Orca's
+  /// selective batching — prompts padded to the batch's longest (the engine computes the
+  /// padding), finished members keep computing until the whole batch ends (their extra
+  /// tokens discarded), KV sized as [batch, longest prompt + largest max_new_tokens]. See
+  /// RequestLevelPolicy. Not with enable_prefix_caching.
+  bool faster_transformer = false;
   /// Reservations are rounded up to this many tokens; must divide n_slots. 1 = the paper
   /// exactly; a block-table KV pool uses its block size so it never fragments.
   int32_t kv_block_size = 1;
@@ -80,7 +89,7 @@ struct RequestSnapshot {
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;
   int32_t max_new_tokens = 0;  ///< Effective (capped by the context).
-  int64_t reservation = 0;     ///< KV slots reserved while admitted (paged: its bound).
+  int64_t reservation = 0;     ///< KV slots reserved while admitted (paged: its bound; FasterTransformer: padded).
   int32_t priority = 0;
   absl::Time arrival_time;
   int32_t num_computed_tokens = 0;  ///< Tokens whose KV the workers hold.
@@ -90,6 +99,8 @@ struct RequestSnapshot {
   int64_t num_iterations_completed = 0;
   std::optional<IterationId> in_flight_iteration;
   bool cancel_requested = false;
+  /// The FasterTransformer baseline: it ended but computes on with its batch.
+  bool padding_out = false;
 };
 
 /// Result of Cancel(): `found` is false for ids the scheduler does not track (never
@@ -206,6 +217,8 @@ class Scheduler {
   void FailBatch(const std::vector<RequestId>& members, const std::string& error_message, absl::StatusCode error_code,
                  absl::Time now, EventList& events);
   CancelResult CancelWithCause(RequestId id, FinishCause cause, absl::Time now);
+  // Finishes the padding-out members the policy says are done (their batch ended).
+  void FinishEndedMembers(absl::Time now, EventList& events);
   // Applies a policy's preemption: the request is QUEUED again, its workers' state released.
   void PreemptRequest(RequestId id);
   // Admits (when QUEUED) and starts the iteration of one batch entry.

@@ -58,6 +58,12 @@ struct ScheduledRequest {
   /// Present when the workers do not hold the request: its first schedule, and its first
   /// schedule after a preemption.
   std::optional<NewRequestData> new_request;
+  /// The FasterTransformer baseline only (0 otherwise): at its initiation the engine also
+  /// computes this many padding tokens for the request — its prompt padded to the batch's
+  /// longest. They are real work in the flattened batch (every stage runs them through
+  /// every layer; engine::PaddingSequenceId) whose outputs are thrown away; their KV is
+  /// held until the request is released, as a padded batch holds it.
+  int32_t num_padding_tokens = 0;
 };
 
 /// One iteration for the engine (paper §4.2, the batch Algorithm 1 selects).
@@ -70,10 +76,16 @@ struct IterationPlan {
   /// the same plan (the scheduler already reused their slots) and ignore unknown ids.
   std::vector<RequestId> released_request_ids;
 
-  /// Tokens in the flattened batch (sum of input_token_ids sizes).
+  /// Tokens in the flattened batch (sum of input_token_ids sizes), padding not counted.
   int64_t NumTokens() const {
     int64_t n = 0;
     for (const ScheduledRequest& r : requests) n += static_cast<int64_t>(r.input_token_ids.size());
+    return n;
+  }
+  /// Padding tokens the engine computes besides (the FasterTransformer baseline).
+  int64_t NumPaddingTokens() const {
+    int64_t n = 0;
+    for (const ScheduledRequest& r : requests) n += r.num_padding_tokens;
     return n;
   }
 };

@@ -53,7 +53,13 @@ std::unique_ptr<SchedulingPolicy> CreatePolicy(const PolicyOptions& options) {
                                                  RequestOrder(options.order, options.priority_aging));
     case PolicyKind::kRequestLevel:
       if (beyond_paper) return nullptr;
-      return std::make_unique<RequestLevelPolicy>(options.n_workers);
+      {
+        RequestLevelPolicy::Options o;
+        o.num_microbatches = options.num_microbatches > 0 ? options.num_microbatches : options.n_workers;
+        o.faster_transformer = options.faster_transformer;
+        o.max_context = options.max_context;
+        return std::make_unique<RequestLevelPolicy>(o);
+      }
   }
   return nullptr;
 }

@@ -40,6 +40,12 @@ struct BatchEntry {
   /// Tokens it computes this iteration: a prompt chunk's length, 1 at increment; 0 = all its
   /// uncomputed tokens (a whole prompt, after its prefix-cache hit).
   int32_t num_tokens = 0;
+  /// The FasterTransformer baseline only: padding tokens computed with it
+  /// (ScheduledRequest::num_padding_tokens), and the KV bound its workers reserve in place
+  /// of its own prompt + max_new_tokens (it keeps decoding until its batch ends). 0 = none
+  /// / its own.
+  int32_t num_padding_tokens = 0;
+  int32_t max_tokens = 0;
 };
 
 /// What a policy decided for the next iteration.
@@ -72,13 +78,30 @@ class SchedulingPolicy {
   /// pool) whose completion becomes visible to clients now; the scheduler delivers and
   /// removes them. Iteration-level scheduling returns the request itself.
   [[nodiscard]] virtual std::vector<RequestId> OnRequestFinished(const Request& request) = 0;
+
+  /// True when a request that reaches its end (stop token, length) keeps computing until
+  /// the policy lets it finish (the FasterTransformer baseline: a static batch runs until
+  /// its longest member ends). The scheduler then marks it Request::padding_out() instead
+  /// of finishing it, discards the tokens it still generates, and finishes it with its
+  /// recorded cause once FinishedMembers lists it.
+  virtual bool KeepsFinishedMembersComputing() const { return false; }
+  /// Padding-out requests to finish now (none of them in flight).
+  [[nodiscard]] virtual std::vector<RequestId> FinishedMembers(const RequestPool& /*pool*/) const { return {}; }
 };
 
 /// How to build a policy (from SchedulerOptions).
 struct PolicyOptions {
   PolicyKind kind = PolicyKind::kOrca;
-  /// Pipeline depth: batches in flight (the baseline's microbatches).
+  /// Pipeline depth: batches in flight.
   int32_t n_workers = 1;
+  /// kRequestLevel: microbatches a static batch is split into (the paper's ft(max_bs, mbs));
+  /// 0 = n_workers.
+  int32_t num_microbatches = 0;
+  /// kRequestLevel: the FasterTransformer engine's behaviour (RequestLevelPolicy::Options).
+  bool faster_transformer = false;
+  /// kRequestLevel with faster_transformer: the model context a padded batch must fit
+  /// (longest prompt + largest max_new_tokens); 0 = no limit.
+  int32_t max_context = 0;
   /// Per-iteration token budget (chunked prefill); 0 = none.
   int32_t max_num_batched_tokens = 0;
   SchedulingOrder order = SchedulingOrder::kFcfs;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +31,9 @@
 #include "core/loadgen/load_trace.h"
 #include "core/loadgen/serving_sweep.h"
 #include "services/cli/commands.h"
+#include "sim/cost_model.h"
+#include "sim/simulated_engine.h"
+#include "sim/sweep.h"
 
 namespace orca::cli {
 namespace {
@@ -210,6 +214,8 @@ class OrcaServeStack : public loadgen::ServingStack {
       args.push_back("--max-num-batched-tokens=" + std::to_string(spec.max_num_batched_tokens));
     }
     if (spec.prefix_caching) args.push_back("--enable-prefix-caching");
+    if (spec.faster_transformer) args.push_back("--faster-transformer");
+    if (spec.microbatches > 0) args.push_back("--microbatches=" + std::to_string(spec.microbatches));
     if (options_.n_slots > 0) args.push_back("--n-slots=" + std::to_string(options_.n_slots));
     if (options_.threads > 0) args.push_back("--threads=" + std::to_string(options_.threads));
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
@@ -293,6 +299,7 @@ struct SweepFlags {
   std::string rates = "0.5,1,2,4,8";
   std::string targets = "1.25,1.5,2,3,5";
   std::string gnuplot = "gnuplot", title;
+  std::string simulate, cost_shape = "linear";
   double saturation_ms = 0;
   int64_t warmup = 2, n_slots = 0, threads = 0, ready_timeout = 300;
   bool interleave = true;
@@ -303,8 +310,13 @@ void AddSweepFlags(FlagSet& flags, SweepFlags& sw) {
   AddLoadFlags(flags, sw.load, /*sweep=*/true);
   flags.AddString("model", &sw.load.model, "Checkpoint for orca serve (default: the ~25M synthetic default model)");
   flags.AddString("configs", &sw.configs,
-                  "Curves: POLICY:MAX_BS[:chunk=N][:prefix],... (POLICY orca, paged or request-level; chunk=N: "
-                  "--max-num-batched-tokens N; prefix: --enable-prefix-caching)");
+                  "Curves: POLICY:MAX_BS[:chunk=N][:prefix][:mbs=N],... (POLICY orca, paged, request-level or ft = "
+                  "request-level --faster-transformer, the paper's ft(max_bs, mbs); chunk=N: "
+                  "--max-num-batched-tokens N; prefix: --enable-prefix-caching; mbs=N: --microbatches N)");
+  flags.AddString("simulate", &sw.simulate,
+                  "Instead of orca serve stacks: the simulated GPU engine of sim/ with this cost model (gpt3-13b, "
+                  "gpt3-101b, gpt3-175b, gpt3-341b; A100-40GB; n_workers = its pipeline stages; virtual clock)");
+  flags.AddString("cost-shape", &sw.cost_shape, "--simulate: linear or roofline (sim/cost_model.h)");
   flags.AddString("rates", &sw.rates, "Arrival rates λ (req/s), increasing");
   flags.AddDouble("saturation-latency-ms", &sw.saturation_ms,
                   "Stop a curve past this median normalized latency (ms/token; 0 = off)");
@@ -323,6 +335,73 @@ void AddSweepFlags(FlagSet& flags, SweepFlags& sw) {
   flags.AddInt("ready-timeout", &sw.ready_timeout, "Seconds to wait for each stack");
 }
 
+/// `orca bench sweep --simulate PRESET`: the same curves on the simulated GPU engine (sim/),
+/// the real Scheduler deciding every iteration on a virtual clock. Paper and homogeneous
+/// traces only (the simulator has no token contents).
+int RunSimulatedSweep(const std::string& command, const SweepFlags& sw, const std::vector<double>& rates,
+                      const std::vector<double>& multiples, const std::vector<loadgen::SweepCurveSpec>& specs) {
+  const LoadFlags& f = sw.load;
+  absl::StatusOr<sim::CostModel> cost = sim::CostModel::Preset(sw.simulate);
+  if (!cost.ok()) return Fail(command, cost.status());
+  const std::optional<sim::CostShape> shape = sim::ParseCostShape(sw.cost_shape);
+  if (!shape.has_value()) {
+    return Fail(command,
+                absl::InvalidArgumentError("--cost-shape must be linear or roofline (got '" + sw.cost_shape + "')"));
+  }
+  cost->shape = *shape;
+  sim::SweepOptions options;
+  options.trace.seed = static_cast<uint64_t>(f.seed);
+  options.trace.num_requests = static_cast<int32_t>(f.num_requests);
+  if (f.trace == "paper") {
+    options.trace.min_prompt_tokens = static_cast<int32_t>(f.min_prompt_tokens);
+    options.trace.max_prompt_tokens = static_cast<int32_t>(f.max_prompt_tokens);
+    options.trace.min_new_tokens = static_cast<int32_t>(f.min_new_tokens);
+    options.trace.max_new_tokens = static_cast<int32_t>(f.max_new_tokens);
+  } else if (f.trace == "homogeneous") {
+    options.trace.min_prompt_tokens = options.trace.max_prompt_tokens = static_cast<int32_t>(f.prompt_tokens);
+    options.trace.min_new_tokens = options.trace.max_new_tokens = static_cast<int32_t>(f.output_tokens);
+  } else {
+    return Fail(command,
+                absl::InvalidArgumentError("--simulate takes --trace paper or homogeneous (got '" + f.trace + "')"));
+  }
+  options.arrival_rates = rates;
+  options.saturation_latency = sw.saturation_ms / 1e3;
+  sched::SchedulerOptions base;
+  base.n_slots = sw.n_slots > 0 ? sw.n_slots : cost->kv_slots;
+  base.n_workers = cost->num_stages;
+  base.max_context = 2048;  // GPT-3's: a padded FasterTransformer batch must fit it
+  std::vector<loadgen::SweepConfig> configs;
+  for (const loadgen::SweepCurveSpec& spec : specs)
+    configs.push_back({spec.label, loadgen::ApplyCurveSpec(spec, base)});
+  const sim::CostModel model = *cost;
+  sim::RunnerFactory factory =
+      [&model](const sched::SchedulerOptions& o) -> absl::StatusOr<std::unique_ptr<sim::StepRunner>> {
+    sim::SimulatedEngineOptions engine;
+    engine.cost = model;
+    engine.n_slots = o.n_slots;
+    ORCA_ASSIGN_OR_RETURN(std::unique_ptr<sim::SimulatedEngine> simulated, sim::SimulatedEngine::Create(engine));
+    return std::unique_ptr<sim::StepRunner>(std::move(simulated));
+  };
+  std::cout << "# " << model.description << ", " << sim::CostShapeName(model.shape) << " cost, n_slots " << base.n_slots
+            << ", n_workers " << base.n_workers << ", " << f.num_requests << " requests per point, seed " << f.seed
+            << ", " << f.trace << " trace\n\n";
+  absl::StatusOr<std::vector<loadgen::SweepCurve>> curves = sim::RunSweep(options, configs, factory);
+  if (!curves.ok()) return Fail(command, curves.status());
+  std::cout << loadgen::FormatSweepTable(*curves) << "\n";
+  loadgen::SweepOutputOptions out;
+  out.out_dir = f.out;
+  out.target_multiples = multiples;
+  out.gnuplot = sw.gnuplot;
+  out.title = sw.title.empty() ? absl::StrCat(model.description, ", ", sim::CostShapeName(model.shape), " cost, ",
+                                              f.trace, " trace")
+                               : sw.title;
+  absl::StatusOr<std::string> text =
+      loadgen::WriteSweepOutputs(loadgen::FromSimCurves(*curves, specs, f.num_requests), out);
+  if (!text.ok()) return Fail(command, text.status());
+  std::cout << *text;
+  return 0;
+}
+
 int RunSweepCommand(int argc, char** argv) {
   const std::string command = "orca bench sweep";
   SweepFlags sw;
@@ -331,7 +410,8 @@ int RunSweepCommand(int argc, char** argv) {
                 "The paper's Fig. 10 on this machine: for each --configs entry, starts `orca serve --policy P\n"
                 "--max-bs B` on loopback, replays the trace at each of --rates, stops the stack; then writes\n"
                 "sweep.csv, fig10.gp, fig10.png (gnuplot) and per-point CSV/JSON under --out, and prints the\n"
-                "points and the throughput ratio at equal median normalized latency.");
+                "points and the throughput ratio at equal median normalized latency. --trace homogeneous gives\n"
+                "Fig. 11; --simulate PRESET runs the same curves on the simulated A100 engine instead.");
   AddSweepFlags(flags, sw);
   const LoadFlags& f = sw.load;
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) return Fail(command, s);
@@ -350,6 +430,7 @@ int RunSweepCommand(int argc, char** argv) {
   for (const absl::Status& s : {rate_list.status(), target_list.status(), curves.status()}) {
     if (!s.ok()) return Fail(command, s);
   }
+  if (!sw.simulate.empty()) return RunSimulatedSweep(command, sw, *rate_list, *target_list, *curves);
   options.arrival_rates = *rate_list;
   options.curves = *curves;
   options.saturation_latency_s = sw.saturation_ms / 1e3;

@@ -73,6 +73,8 @@ std::vector<std::string> LocalStackCommands::SchedulerArgs() const {
     if (o.engine_threads > 0) args.push_back(absl::StrCat("--threads=", o.engine_threads));
   }
   if (o.n_workers > 0) args.push_back(absl::StrCat("--n-workers=", o.n_workers));
+  if (o.microbatches > 0) args.push_back(absl::StrCat("--microbatches=", o.microbatches));
+  if (o.faster_transformer) args.push_back("--faster-transformer");
   if (o.kv_block_size > 0) args.push_back(absl::StrCat("--kv-block-size=", o.kv_block_size));
   if (o.max_num_batched_tokens > 0) {
     args.push_back(absl::StrCat("--max-num-batched-tokens=", o.max_num_batched_tokens));

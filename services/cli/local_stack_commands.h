@@ -42,6 +42,10 @@ class LocalStackCommands {
     int max_bs = 16;
     int n_workers = 0;  ///< Scheduler --n-workers (0: not passed).
     std::string policy = "orca";
+    /// The request-level baseline (scheduler flags; 0 / false: not passed): --microbatches
+    /// (the paper's mbs) and --faster-transformer.
+    int microbatches = 0;
+    bool faster_transformer = false;
     /// Scheduler and worker --kv-block-size (0: not passed, the binaries' default).
     int kv_block_size = 0;
     /// Beyond the paper (scheduler flags; 0 / false / empty: not passed).

@@ -39,6 +39,8 @@ struct ServeFlags {
   int64_t n_slots = 8192;
   int n_workers = 0;
   std::string policy = "orca";
+  int microbatches = 0;
+  bool faster_transformer = false;
   int64_t kv_block_size = 16;
   int64_t max_num_batched_tokens = 0;
   bool enable_prefix_caching = false;
@@ -74,6 +76,11 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
   flags.AddInt("n-workers", &f.n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
   flags.AddString("policy", &f.policy,
                   "orca (Algorithm 1), paged (paged KV: on-demand blocks, preemption) or request-level (baseline)");
+  flags.AddInt("microbatches", &f.microbatches,
+               "request-level: microbatches per static batch, the paper's mbs in ft(max_bs, mbs) (0 = --n-workers)");
+  flags.AddBool("faster-transformer", &f.faster_transformer,
+                "request-level: FasterTransformer's engine behaviour (prompts padded to the batch's longest and "
+                "computed, finished members keep computing until the whole batch ends)");
   flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens), the same for scheduler and workers");
   flags.AddInt("max-num-batched-tokens", &f.max_num_batched_tokens,
                "Chunked prefill: tokens per iteration, decodes first (0 = off; else >= --max-bs)");
@@ -105,6 +112,13 @@ absl::Status ResolveServeFlags(ServeFlags& f) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-num-batched-tokens must be in [0, 1073741824] (got ", f.max_num_batched_tokens, ")"));
   }
+  if (f.microbatches < 0 || f.microbatches > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("--microbatches must be in [0, 4096] (got ", f.microbatches, ")"));
+  }
+  if ((f.microbatches > 0 || f.faster_transformer) && f.policy != "request-level" && f.policy != "request_level") {
+    return absl::InvalidArgumentError("--microbatches and --faster-transformer need --policy request-level (got '" +
+                                      f.policy + "')");
+  }
   if (f.model.empty()) {
     f.model = EnsureDefaultModel();
     if (f.model.empty()) return absl::FailedPreconditionError("cannot write the default model");
@@ -126,6 +140,8 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.max_bs = static_cast<int>(f.max_bs);
   o.n_workers = static_cast<int>(f.n_workers);
   o.policy = f.policy;
+  o.microbatches = static_cast<int>(f.microbatches);
+  o.faster_transformer = f.faster_transformer;
   o.kv_block_size = static_cast<int>(f.kv_block_size);
   o.max_num_batched_tokens = static_cast<int>(f.max_num_batched_tokens);
   o.enable_prefix_caching = f.enable_prefix_caching;

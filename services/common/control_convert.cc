@@ -1,6 +1,22 @@
 #include "services/common/control_convert.h"
 
 namespace orca::services {
+namespace {
+
+/// The throwaway sequence that computes `num_padding_tokens` of prompt padding for
+/// `request_id` (the FasterTransformer baseline): pad token 0 from position 0, nothing
+/// sampled, its KV reserved until the request is released.
+engine::StepSequence PaddingSequence(uint64_t request_id, int32_t num_padding_tokens) {
+  engine::StepSequence s;
+  s.request_id = engine::PaddingSequenceId(request_id);
+  s.token_ids.assign(static_cast<size_t>(num_padding_tokens), 0);
+  s.start_position = 0;
+  s.sample = false;
+  s.new_request = engine::SequenceSetup{num_padding_tokens, {}, {}, {}, 0};
+  return s;
+}
+
+}  // namespace
 
 engine::StepInput PlanToStepInput(const sched::IterationPlan& plan) {
   engine::StepInput in;
@@ -20,6 +36,7 @@ engine::StepInput PlanToStepInput(const sched::IterationPlan& plan) {
           engine::SequenceSetup{n.max_tokens, n.sampling, n.prompt_token_ids, n.output_token_ids, n.kv_block_size};
     }
     in.seqs.push_back(std::move(s));
+    if (r.num_padding_tokens > 0) in.seqs.push_back(PaddingSequence(r.request_id, r.num_padding_tokens));
   }
   return in;
 }
@@ -35,6 +52,7 @@ void PlanToControlMessage(const sched::IterationPlan& plan, v1::ControlMessage* 
     s->set_start_position(r.start_position);
     s->set_sample(r.sample);
     s->mutable_block_ids()->Add(r.new_block_ids.begin(), r.new_block_ids.end());
+    s->set_num_padding_tokens(r.num_padding_tokens);
     if (r.new_request.has_value()) {
       v1::NewRequestInfo* n = s->mutable_new_request();
       n->set_max_tokens(r.new_request->max_tokens);
@@ -68,6 +86,7 @@ engine::StepInput ControlMessageToStepInput(const v1::ControlMessage& msg) {
           std::vector<int32_t>(n.output_token_ids().begin(), n.output_token_ids().end()), n.kv_block_size()};
     }
     in.seqs.push_back(std::move(s));
+    if (r.num_padding_tokens() > 0) in.seqs.push_back(PaddingSequence(r.request_id(), r.num_padding_tokens()));
   }
   return in;
 }

@@ -37,6 +37,8 @@ struct Flags {
   int max_bs = 16;
   int64_t n_slots = 8192;
   int n_workers = 0;
+  int microbatches = 0;
+  bool faster_transformer = false;
   int kv_block_size = 16;
   int64_t max_queued_requests = 1024;
   int64_t max_queued_tokens = 1 << 20;
@@ -107,6 +109,12 @@ void AddFlags(FlagSet* flags, Flags* f) {
   flags->AddInt("max-bs", &f->max_bs, "Paper's max_bs: requests per iteration");
   flags->AddInt("n-slots", &f->n_slots, "Paper's n_slots: KV slot budget (tokens)");
   flags->AddInt("n-workers", &f->n_workers, "Paper's n_workers: batches in flight (0 = number of stages)");
+  flags->AddInt("microbatches", &f->microbatches,
+                "request-level: microbatches a static batch is split into, the paper's mbs in ft(max_bs, mbs) "
+                "(0 = --n-workers)");
+  flags->AddBool("faster-transformer", &f->faster_transformer,
+                 "request-level: FasterTransformer's engine behaviour (prompts padded to the batch's longest and "
+                 "computed, finished members keep computing until the batch ends, KV sized batch x max_seq_len)");
   flags->AddInt("kv-block-size", &f->kv_block_size, "KV block size; reservations round up to it");
   flags->AddInt("max-queued-requests", &f->max_queued_requests,
                 "Queued requests beyond which Generate fails RESOURCE_EXHAUSTED");
@@ -152,6 +160,9 @@ absl::StatusOr<SchedulerLoop::Options> LoopOptionsFrom(const Flags& f) {
   lo.scheduler.max_bs = static_cast<int32_t>(f.max_bs);
   lo.scheduler.n_slots = f.n_slots;
   lo.scheduler.n_workers = static_cast<int32_t>(f.n_workers > 0 ? f.n_workers : std::max<size_t>(1, f.workers.size()));
+  if (f.microbatches < 0) return absl::InvalidArgumentError("--microbatches must be >= 0 (0 = --n-workers)");
+  lo.scheduler.num_microbatches = static_cast<int32_t>(f.microbatches);
+  lo.scheduler.faster_transformer = f.faster_transformer;
   lo.scheduler.kv_block_size = static_cast<int32_t>(f.kv_block_size);
   lo.scheduler.max_queued_requests = f.max_queued_requests;
   lo.scheduler.max_queued_tokens = f.max_queued_tokens;

@@ -29,6 +29,8 @@ std::string SchedulingConfigJson(const LoopStats& s) {
   const sched::SchedulerOptions& o = s.options;
   return absl::StrCat("{\"policy\":\"", sched::PolicyKindName(o.policy), "\",\"max_bs\":", o.max_bs,
                       ",\"n_slots\":", o.n_slots, ",\"n_workers\":", o.n_workers,
+                      ",\"num_microbatches\":", o.num_microbatches,
+                      ",\"faster_transformer\":", o.faster_transformer ? "true" : "false",
                       ",\"kv_block_size\":", o.kv_block_size, ",\"max_num_batched_tokens\":", o.max_num_batched_tokens,
                       ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false",
                       ",\"scheduling_order\":\"", sched::SchedulingOrderName(o.scheduling_order),

@@ -75,6 +75,29 @@ TEST(Fig10ReportTest, ParsesChunkedPrefillAndPrefixCachingOptions) {
   EXPECT_THAT(std::string(ParseCurveSpecs("orca:16:prefx").status().message()), HasSubstr("unknown option 'prefx'"));
 }
 
+TEST(Fig10ReportTest, ParsesTheFasterTransformerBaselineAndItsMicrobatches) {
+  absl::StatusOr<std::vector<SweepCurveSpec>> specs = ParseCurveSpecs("ft:8,ft:16:mbs=2,request-level:4:mbs=3");
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 3u);
+  EXPECT_EQ((*specs)[0].label, "ft(max_bs=8)");
+  EXPECT_EQ((*specs)[0].policy, sched::PolicyKind::kRequestLevel);
+  EXPECT_TRUE((*specs)[0].faster_transformer);
+  EXPECT_EQ((*specs)[0].microbatches, 0);
+  EXPECT_EQ((*specs)[1].label, "ft(max_bs=16,mbs=2)");
+  EXPECT_EQ((*specs)[1].microbatches, 2);
+  EXPECT_EQ((*specs)[2].label, "request-level(max_bs=4,mbs=3)");
+  EXPECT_FALSE((*specs)[2].faster_transformer);
+  // Into the scheduler's options: the paper's ft(16, 2).
+  const sched::SchedulerOptions o = ApplyCurveSpec((*specs)[1], sched::SchedulerOptions{});
+  EXPECT_EQ(o.policy, sched::PolicyKind::kRequestLevel);
+  EXPECT_EQ(o.max_bs, 16);
+  EXPECT_TRUE(o.faster_transformer);
+  EXPECT_EQ(o.num_microbatches, 2);
+  for (const char* bad : {"orca:8:mbs=2", "ft:8:mbs=0", "ft:8:prefix", "ft:8:chunk=16", "ft:0"}) {
+    EXPECT_FALSE(ParseCurveSpecs(bad).ok()) << bad;
+  }
+}
+
 TEST(Fig10ReportTest, RatioAtEqualMedianLatencyInterpolatesEachCurve) {
   const std::vector<MeasuredCurve> curves = Curves();
   // The baseline floor is 10 ms/token; 1.5x and 2x of it.

@@ -72,6 +72,7 @@ class SchedulerHarness {
 
   /// One row per request, one column per plan: 'P' prompt (initiation: the whole prompt,
   /// or its last chunk), 'c' a prompt chunk that does not sample, 'D' decode (increment),
+  /// 'd' a decode whose token is discarded (a finished FasterTransformer member padding out),
   /// 'x' preempted in this plan (its release rides on it), '-' waiting in the pool (queued,
   /// between iterations, or finished but held by the baseline), ' ' before submission and
   /// after delivery. Rows are labelled with the caller ids (or "#id").

@@ -59,6 +59,8 @@ struct Features {
   bool faults = true;
   /// Priority order, but every request at priority 0 and no aging: arrival order again.
   bool priority_order_only = false;
+  /// kRequestLevel as FasterTransformer runs it, with a random microbatch count.
+  bool faster_transformer = false;
 };
 
 // Runs one randomized workload; returns "" or the first problem found. `plans_out`
@@ -82,6 +84,10 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
     options.scheduling_order = SchedulingOrder::kPriority;
     options.priority_aging = features.priority ? aging : absl::ZeroDuration();
   }
+  if (features.faster_transformer) {
+    options.faster_transformer = true;
+    options.num_microbatches = static_cast<int32_t>(rng.NextInt(0, 4));
+  }
   const int64_t eos_per_mille = rng.NextInt(0, 150);
   const bool faults_drawn = rng.NextInt(0, 4) == 0;
   const bool faults = features.faults && faults_drawn;
@@ -95,7 +101,8 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
   const std::string context = absl::StrCat(
       "seed ", seed, " policy ", PolicyKindName(policy), " max_bs ", options.max_bs, " n_workers ", options.n_workers,
       " n_slots ", options.n_slots, " block ", options.kv_block_size, " budget ", options.max_num_batched_tokens,
-      " prefix ", options.enable_prefix_caching, " order ", SchedulingOrderName(options.scheduling_order), ": ");
+      " prefix ", options.enable_prefix_caching, " order ", SchedulingOrderName(options.scheduling_order), " ft ",
+      options.faster_transformer, " mbs ", options.num_microbatches, ": ");
   auto token_fn = [seed, eos_per_mille](RequestId id, int32_t index) {
     SplitMix64 token_rng(seed ^ (id * 1000003ULL + static_cast<uint64_t>(index)));
     return token_rng.NextInt(0, 999) < eos_per_mille ? kEos : static_cast<int32_t>(token_rng.NextInt(1, 999));
@@ -252,6 +259,15 @@ TEST(SchedulerPropertyTest, OrcaInvariantsHoldOnRandomizedWorkloads) { RunMany({
 
 TEST(SchedulerPropertyTest, RequestLevelInvariantsHoldOnRandomizedWorkloads) {
   RunMany({PolicyKind::kRequestLevel}, 100000, 1000);
+}
+
+TEST(SchedulerPropertyTest, FasterTransformerBaselineInvariantsHold) {
+  // Padded footprints, members padding out until their batch ends, microbatch counts from
+  // n_workers (0) to more or fewer than the pipeline depth: every request finishes with
+  // exactly its own tokens, no slot leaks, the workers' positions stay within bounds.
+  Features ft{PolicyKind::kRequestLevel};
+  ft.faster_transformer = true;
+  RunMany(ft, 150000, 1000);
 }
 
 TEST(SchedulerPropertyTest, ChunkedPrefillInvariantsHold) {
