@@ -305,6 +305,10 @@ absl::Status Engine::SetUpKv(const StepSequence& s, std::vector<uint64_t>* reser
     const SequenceSetup& setup = *s.new_request;
     const std::string err = setup.sampling.Validate();
     if (!err.empty()) return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": ", err));
+    if (!setup.sampling.logit_bias.empty() && setup.sampling.logit_bias.back().first >= config().vocab_size)
+      return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": logit_bias token id ",
+                                                     setup.sampling.logit_bias.back().first,
+                                                     " is outside the vocabulary [0, ", config().vocab_size, ")"));
     if (setup.kv_block_size > 0 && setup.kv_block_size != options_.kv_block_size)
       return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": the scheduler's KV blocks hold ",
                                                      setup.kv_block_size, " tokens but this stage's hold ",

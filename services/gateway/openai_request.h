@@ -5,7 +5,7 @@
 ///
 /// Follows OpenAI's (and vLLM's) rules: unknown fields are ignored, `null`
 /// means "not given", wrong types and out-of-range values are 400s naming the
-/// field. Features Orca does not implement (suffix, logit_bias, tools,
+/// field. Features Orca does not implement (suffix, tools,
 /// json response formats, non-text content parts) are rejected explicitly
 /// rather than silently ignored.
 
