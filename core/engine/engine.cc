@@ -12,6 +12,7 @@
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
 #include "core/engine/gloo_communicator.h"
+#include "core/engine/prompt_logprobs.h"
 #include "kernels/include/backend_factory.h"
 #ifdef ORCA_WITH_NCCL
 #include "core/engine/nccl_communicator.h"
@@ -293,11 +294,13 @@ size_t Engine::owned_weight_bytes() const {
 void Engine::Release(uint64_t id) {
   for (auto& s : shards_) (void)s->kv->Release(id);
   samplers_.erase(id);
+  prompt_logprobs_.erase(id);
 }
 
 void Engine::ReleaseAll() {
   for (auto& s : shards_) s->kv->ReleaseAll();
   samplers_.clear();
+  prompt_logprobs_.clear();
 }
 
 absl::Status Engine::SetUpKv(const StepSequence& s, std::vector<uint64_t>* reserved) {
@@ -317,6 +320,13 @@ absl::Status Engine::SetUpKv(const StepSequence& s, std::vector<uint64_t>* reser
       return absl::InvalidArgumentError(
           absl::StrCat("request ", s.request_id, ": KV block ids without a scheduler block size"));
     reserved->push_back(s.request_id);  // before any shard changes: a rollback releases it everywhere
+    if (is_last_stage() && setup.sampling.WantsPromptLogprobs()) {
+      for (int32_t t : setup.prompt_token_ids)
+        if (t < 0 || t >= config().vocab_size)
+          return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": prompt token id ", t,
+                                                         " is outside the vocabulary [0, ", config().vocab_size, ")"));
+      prompt_logprobs_[s.request_id] = {setup.prompt_token_ids, setup.sampling.prompt_logprobs};
+    }
     for (auto& shard : shards_) {
       if (setup.kv_block_size > 0) {
         ORCA_RETURN_IF_ERROR(shard->kv->Assign(s.request_id, setup.max_tokens, s.block_ids, s.start_position));
@@ -385,9 +395,13 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   token_ids_.clear();
   int64_t samples = 0, tokens = 0;
   for (const StepSequence& s : in.seqs) {
-    seq_specs_.push_back({s.request_id, static_cast<int32_t>(s.token_ids.size()), s.start_position, s.sample});
+    SeqSpec spec{s.request_id, static_cast<int32_t>(s.token_ids.size()), s.start_position, s.sample};
+    if (auto it = prompt_logprobs_.find(s.request_id); it != prompt_logprobs_.end())
+      spec.all_logits =
+          StepHasPromptPositions(spec.start_pos, spec.num_tokens, static_cast<int32_t>(it->second.prompt.size()));
+    seq_specs_.push_back(spec);
     token_ids_.insert(token_ids_.end(), s.token_ids.begin(), s.token_ids.end());
-    samples += s.sample ? 1 : 0;
+    samples += spec.LogitRows();
     tokens += static_cast<int64_t>(s.token_ids.size());
   }
   const ModelConfig& c = config();
@@ -415,10 +429,20 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
     if (s.new_request.has_value())
       samplers_[s.request_id] = std::make_unique<Sampler>(
           s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids, s.new_request->output_token_ids);
-  if (options_.keep_logits) out->logits = logits_;
-  int64_t row = 0;
-  for (const StepSequence& s : in.seqs) {
+  int64_t row = 0;  // the sequence's first row of logits
+  for (size_t i = 0; i < in.seqs.size(); ++i) {
+    const StepSequence& s = in.seqs[i];
+    const SeqSpec& spec = seq_specs_[i];
+    if (spec.all_logits) {
+      const PromptLogprobsState& state = prompt_logprobs_.at(s.request_id);
+      out->prompt_logprobs.push_back(ComputePromptLogprobs(s.request_id, state.prompt, spec.start_pos,
+                                                           spec.num_tokens, logits_.data() + row * c.vocab_size,
+                                                           c.vocab_size, state.top_k, &logprob_scratch_));
+    }
+    row += spec.LogitRows();
     if (!s.sample) continue;
+    const float* sample_row = logits_.data() + (row - 1) * c.vocab_size;  // the last of its rows
+    if (options_.keep_logits) out->logits.insert(out->logits.end(), sample_row, sample_row + c.vocab_size);
     auto it = samplers_.find(s.request_id);
     if (it == samplers_.end()) {
       // A request known to the KV cache but never announced here: greedy by default.
@@ -427,8 +451,7 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
                         std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{}))
                .first;
     }
-    out->samples.push_back({s.request_id, it->second->Sample(logits_.data() + row * c.vocab_size, c.vocab_size)});
-    ++row;
+    out->samples.push_back({s.request_id, it->second->Sample(logits_.data() + (row - 1) * c.vocab_size, c.vocab_size)});
   }
   return absl::OkStatus();
 }

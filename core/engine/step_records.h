@@ -73,6 +73,16 @@ struct SequenceSample {
   SampleResult sample;
 };
 
+/// Prompt logprobs of one sequence computed this step (SamplingParams::prompt_logprobs):
+/// entry i is the prompt token at position first_position + i, its logprob given the
+/// tokens before it, and the top alternatives there. A prefill in chunks yields one
+/// record per chunk; a recomputed (preempted) request yields its positions again.
+struct PromptLogprobs {
+  uint64_t request_id = 0;
+  int32_t first_position = 1;  ///< >= 1: the first prompt token has no logprob
+  std::vector<SampleResult> tokens;
+};
+
 /// Where one shard's forward pass spent its time.
 struct ForwardTimings {
   int64_t compute_micros = 0;
@@ -84,9 +94,12 @@ struct StepOutput {
   std::vector<SequenceSample> samples;  ///< last stage: one per sampling sequence, in batch order
   std::vector<float> hidden;            ///< other stages: [ΣL, hidden] for the next stage
   std::vector<float> logits;            ///< last stage with Engine::Options::keep_logits: [sampled, vocab]
+  /// Last stage: the prompt positions this step computed for requests that asked.
+  std::vector<PromptLogprobs> prompt_logprobs;
   ForwardTimings timings;
   void Clear() {
     samples.clear();
+    prompt_logprobs.clear();
     hidden.clear();
     logits.clear();
     timings = {};
