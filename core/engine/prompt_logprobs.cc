@@ -16,6 +16,8 @@ SampleResult TokenLogprobs(const float* logits, int32_t vocab, int32_t token, in
   SampleResult out;
   out.token_id = token;
   out.logprob = logits[token] - lse;
+  out.rank = 1;
+  for (int32_t i = 0; i < vocab; ++i) out.rank += logits[i] > logits[token] ? 1 : 0;
   const int32_t k = std::min(top_k, vocab);
   if (k > 0) {
     scratch->clear();

@@ -15,8 +15,9 @@
 
 namespace orca::engine {
 
-/// The log-softmax of `logits` [vocab] at `token`, and the `top_k` most likely
-/// tokens (ties: the lower id first) with theirs. Raw distribution: no bias,
+/// The log-softmax of `logits` [vocab] at `token`, its rank (1 + the number of
+/// strictly more likely tokens), and the `top_k` most likely tokens (ties: the
+/// lower id first) with theirs. Raw distribution: no bias,
 /// penalty or temperature. `scratch` is reused between calls.
 SampleResult TokenLogprobs(const float* logits, int32_t vocab, int32_t token, int32_t top_k,
                            std::vector<std::pair<float, int32_t>>* scratch);

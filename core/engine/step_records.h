@@ -65,6 +65,8 @@ struct SampleResult {
   int32_t token_id = 0;
   float logprob = 0.0f;  ///< filled when logprobs or top_logprobs were asked
   std::vector<TokenLogprob> top_logprobs;
+  /// Prompt logprobs only: token_id's 1-based rank in the distribution (0 = not computed).
+  int32_t rank = 0;
 };
 
 /// The token the last stage sampled for one sequence.

@@ -159,6 +159,8 @@ absl::Status ParseOptions(const json& body, GenerationOptions* o) {
   ORCA_RETURN_IF_ERROR(r.Bool("include_stop_str_in_output", &o->include_stop_str_in_output));
   ORCA_RETURN_IF_ERROR(r.Bool("stream", &o->stream));
   ORCA_RETURN_IF_ERROR(r.String("user", &o->user));
+  ORCA_RETURN_IF_ERROR(r.OptionalInt32("prompt_logprobs", 0, kMaxPromptLogprobs, &o->prompt_logprobs));
+  o->sampling.prompt_logprobs = o->prompt_logprobs.value_or(-1);
   if (const json* so = r.Find("stream_options")) {
     if (!so->is_object()) {
       return InvalidFieldError("stream_options",
@@ -420,9 +422,6 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(const json& body) {
     }
     if (!suffix->get_ref<const std::string&>().empty()) return Unsupported("suffix", "'suffix'");
   }
-  if (out.echo && out.logprobs) {
-    return Unsupported("echo", "'echo' together with 'logprobs' (prompt logprobs are not computed)");
-  }
   const size_t num_prompts = out.prompt_texts.size() + out.prompt_token_ids.size();
   if (num_prompts * static_cast<size_t>(out.options.n) > static_cast<size_t>(kMaxChoicesPerRequest)) {
     return InvalidFieldError("n", absl::StrCat("'n' × number of prompts must be at most ", kMaxChoicesPerRequest,
@@ -431,6 +430,8 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(const json& body) {
   if (out.logprobs) {
     out.options.sampling.logprobs = true;
     out.options.sampling.top_logprobs = *out.logprobs;
+    // echo with logprobs: the prompt's tokens lead the logprobs, with as many alternatives as the output's.
+    if (out.echo) out.options.sampling.prompt_logprobs = std::max(out.options.sampling.prompt_logprobs, *out.logprobs);
   }
   return out;
 }

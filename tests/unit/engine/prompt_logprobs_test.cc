@@ -83,6 +83,13 @@ class PromptLogprobsTest : public ::testing::TestWithParam<ModelArch> {
       const SampleResult& g = got[p - 1];
       EXPECT_EQ(g.token_id, prompt_[p]) << what << " position " << p;
       EXPECT_NEAR(g.logprob, want[prompt_[p]], kTol) << what << " position " << p;
+      int32_t rank = 1;
+      bool near_tie = false;
+      for (int32_t i = 0; i < vocab_; ++i) {
+        rank += want[i] > want[prompt_[p]] ? 1 : 0;
+        near_tie |= i != prompt_[p] && std::abs(want[i] - want[prompt_[p]]) < 2 * kTol;
+      }
+      if (!near_tie) EXPECT_EQ(g.rank, rank) << what << " position " << p;
       ASSERT_EQ(g.top_logprobs.size(), static_cast<size_t>(k)) << what;
       std::vector<double> sorted = want;
       std::sort(sorted.rbegin(), sorted.rend());
@@ -258,6 +265,8 @@ TEST(TokenLogprobsTest, IsTheLogSoftmaxWithTiesByLowerId) {
   double z = 0;
   for (float x : logits) z += std::exp(x);
   EXPECT_NEAR(r.logprob, -2.0 - std::log(z), 1e-6);
+  EXPECT_EQ(r.rank, 4);
+  EXPECT_EQ(TokenLogprobs(logits.data(), 4, 2, 0, &scratch).rank, 1);  // tied for first: nothing strictly above
   ASSERT_EQ(r.top_logprobs.size(), 3u);
   EXPECT_EQ(r.top_logprobs[0].token_id, 1);
   EXPECT_EQ(r.top_logprobs[1].token_id, 2);

@@ -101,7 +101,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"LogprobsTooMany", R"({"prompt": "x", "logprobs": 6})", "logprobs", "at most 5, got 6"},
         BadInput{"LogprobsBool", R"({"prompt": "x", "logprobs": true})", "logprobs", "must be an integer"},
         BadInput{"Suffix", R"({"prompt": "x", "suffix": "end"})", "suffix", "'suffix' is not supported"},
-        BadInput{"EchoWithLogprobs", R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo", "not supported"},
+        BadInput{"PromptLogprobsTooMany", R"({"prompt": "x", "prompt_logprobs": 21})", "prompt_logprobs",
+                 "at most 20, got 21"},
+        BadInput{"PromptLogprobsNegative", R"({"prompt": "x", "prompt_logprobs": -1})", "prompt_logprobs",
+                 "at least 0, got -1"},
+        BadInput{"PromptLogprobsBool", R"({"prompt": "x", "prompt_logprobs": true})", "prompt_logprobs",
+                 "must be an integer"},
         BadInput{"LogitBiasArray", R"({"prompt": "x", "logit_bias": [1, 2]})", "logit_bias",
                  "'logit_bias' must be an object, got an array"},
         BadInput{"LogitBiasKeyNotInteger", R"({"prompt": "x", "logit_bias": {"hello": 1}})", "logit_bias",
@@ -258,6 +263,28 @@ TEST(OpenAiRequestTest, LogitBiasIsCarriedSortedByTokenId) {
     ASSERT_TRUE(none.ok()) << none.status();
     EXPECT_TRUE(none->options.sampling.logit_bias.empty());
   }
+}
+
+TEST(OpenAiRequestTest, EchoWithLogprobsAndPromptLogprobsAskForPromptLogprobs) {
+  auto none = Completion(R"({"prompt": "x", "logprobs": 2})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->options.sampling.prompt_logprobs, -1);
+  auto echo_only = Completion(R"({"prompt": "x", "echo": true})");
+  ASSERT_TRUE(echo_only.ok()) << echo_only.status();
+  EXPECT_EQ(echo_only->options.sampling.prompt_logprobs, -1);
+  auto echo = Completion(R"({"prompt": "x", "echo": true, "logprobs": 2})");
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(echo->options.sampling.prompt_logprobs, 2);
+  EXPECT_EQ(echo->options.sampling.top_logprobs, 2);
+  EXPECT_FALSE(echo->options.prompt_logprobs.has_value());  // no vLLM prompt_logprobs field in the response
+  auto both = Completion(R"({"prompt": "x", "echo": true, "logprobs": 1, "prompt_logprobs": 4})");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->options.sampling.prompt_logprobs, 4);  // the engine computes the larger of the two
+  EXPECT_EQ(both->options.prompt_logprobs, 4);
+  auto chat = Chat(R"({"messages": [{"role": "user", "content": "hi"}], "prompt_logprobs": 0})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->options.sampling.prompt_logprobs, 0);
+  EXPECT_EQ(chat->options.sampling.Validate(), "");
 }
 
 TEST(OpenAiRequestTest, LogitBiasEntriesAreCapped) {
