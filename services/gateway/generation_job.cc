@@ -125,9 +125,9 @@ void GenerationJob::AddPromptLogprobs(Choice& choice, const orca::v1::GenerateRe
     first.id = request_.prompts[choice.prompt_index].token_ids.front();
     first.has_logprob = false;
     first.text = tokenizer_->TokenBytes(first.id);
-    delta->prompt_tokens.push_back(std::move(first));
+    delta->prompt_logprobs.push_back(std::move(first));
   }
-  for (const orca::v1::SampledToken& sampled : response.prompt_logprobs()) delta->prompt_tokens.push_back(MakeToken(sampled));
+  for (const orca::v1::SampledToken& sampled : response.prompt_logprobs()) delta->prompt_logprobs.push_back(MakeToken(sampled));
 }
 
 bool GenerationJob::EmitText(Choice& choice, std::string_view text, ChoiceDelta* delta) {
@@ -215,7 +215,7 @@ void GenerationJob::Deliver(Choice& choice, ChoiceDelta& delta) {
     delta.prompt_tokens = static_cast<int32_t>(request_.prompts[choice.prompt_index].token_ids.size());
     delta.completion_tokens = choice.completion_tokens;
   }
-  if (delta.text.empty() && delta.tokens.empty() && delta.prompt_tokens.empty() && !finishing) return;
+  if (delta.text.empty() && delta.tokens.empty() && delta.prompt_logprobs.empty() && !finishing) return;
   observer_->OnDelta(delta);
   if (num_finished_ < static_cast<int>(choices_.size())) return;
   GenerationUsage usage;

@@ -72,7 +72,7 @@ struct ChoiceDelta {
   std::vector<GeneratedToken> tokens;
   /// Prompt tokens with their logprobs (SamplingParams::prompt_logprobs), in order from the
   /// first (which has none); they come before the choice's first generated token.
-  std::vector<GeneratedToken> prompt_tokens;
+  std::vector<GeneratedToken> prompt_logprobs;
   /// Set on the last delta of the choice.
   std::optional<FinishReason> finish_reason;
   /// For kStop: the stop string that matched, or empty.

@@ -26,7 +26,7 @@ std::string SseEvent(const json& payload) { return "data: " + DumpJson(payload) 
 void ChoiceResult::Append(const ChoiceDelta& delta) {
   text += delta.text;
   tokens.insert(tokens.end(), delta.tokens.begin(), delta.tokens.end());
-  prompt_tokens.insert(prompt_tokens.end(), delta.prompt_tokens.begin(), delta.prompt_tokens.end());
+  prompt_logprobs.insert(prompt_logprobs.end(), delta.prompt_logprobs.begin(), delta.prompt_logprobs.end());
   if (delta.finish_reason) {
     finish_reason = delta.finish_reason;
     stop_string = delta.stop_string;
@@ -182,7 +182,7 @@ std::string OpenAiResponseBuilder::DeltaChunk(const ChoiceDelta& delta) {
   } else {
     choice["text"] = delta.text;
   }
-  AddChoiceLogprobs(delta.prompt_tokens, delta.tokens, delta.index, /*streaming=*/true, &choice);
+  AddChoiceLogprobs(delta.prompt_logprobs, delta.tokens, delta.index, /*streaming=*/true, &choice);
   choice["finish_reason"] = FinishJson(delta.finish_reason);
   choice["stop_reason"] = StopReason(delta.finish_reason, delta.stop_string, delta.stop_token);
   chunk["choices"] = json::array({std::move(choice)});
@@ -216,7 +216,7 @@ std::string OpenAiResponseBuilder::FullResponse(const std::vector<ChoiceResult>&
     } else {
       choice["text"] = c.text;
     }
-    AddChoiceLogprobs(c.prompt_tokens, c.tokens, c.index, /*streaming=*/false, &choice);
+    AddChoiceLogprobs(c.prompt_logprobs, c.tokens, c.index, /*streaming=*/false, &choice);
     choice["finish_reason"] = FinishJson(c.finish_reason);
     choice["stop_reason"] = StopReason(c.finish_reason, c.stop_string, c.stop_token);
     out.push_back(std::move(choice));

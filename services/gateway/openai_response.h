@@ -24,7 +24,7 @@ struct ChoiceResult {
   int index = 0;
   std::string text;
   std::vector<GeneratedToken> tokens;
-  std::vector<GeneratedToken> prompt_tokens;
+  std::vector<GeneratedToken> prompt_logprobs;
   std::optional<FinishReason> finish_reason;
   std::string stop_string;
   std::optional<int32_t> stop_token;

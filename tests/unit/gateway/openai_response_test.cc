@@ -173,7 +173,7 @@ TEST(OpenAiResponseTest, EchoLogprobsLeadWithThePrompt) {
   c.text = "Hi there!";
   GeneratedToken second = Token(7, -2.5f, " there", {{8, -0.5f, " you"}, {7, -2.5f, " there"}});
   second.rank = 4;
-  c.prompt_tokens = {PromptStart(5, "Hi"), second};
+  c.prompt_logprobs = {PromptStart(5, "Hi"), second};
   c.tokens = {Token(9, -0.1f, "!", {{9, -0.1f, "!"}})};
   c.finish_reason = FinishReason::kLength;
   const json body = json::parse(builder.FullResponse({c}, {2, 1}));
@@ -203,7 +203,7 @@ TEST(OpenAiResponseTest, PromptLogprobsAsVllm) {
     third.rank = 1;
     ChoiceResult c;
     c.index = 0;
-    c.prompt_tokens = {PromptStart(5, "Hi"), second, third};
+    c.prompt_logprobs = {PromptStart(5, "Hi"), second, third};
     c.finish_reason = FinishReason::kLength;
     const json body = json::parse(builder.FullResponse({c}, {3, 0}));
     const json& choice = body["choices"][0];
@@ -222,7 +222,7 @@ TEST(OpenAiResponseTest, PromptLogprobsAsVllm) {
 
     ChoiceDelta d;
     d.index = 1;
-    d.prompt_tokens = {PromptStart(5, "Hi")};
+    d.prompt_logprobs = {PromptStart(5, "Hi")};
     const json chunk = ParseChunk(builder.DeltaChunk(d));
     EXPECT_EQ(chunk["choices"][0]["prompt_logprobs"], json::array({nullptr}));
     ChoiceDelta text_only;
