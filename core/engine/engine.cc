@@ -435,9 +435,9 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
     const SeqSpec& spec = seq_specs_[i];
     if (spec.all_logits) {
       const PromptLogprobsState& state = prompt_logprobs_.at(s.request_id);
-      out->prompt_logprobs.push_back(ComputePromptLogprobs(s.request_id, state.prompt, spec.start_pos,
-                                                           spec.num_tokens, logits_.data() + row * c.vocab_size,
-                                                           c.vocab_size, state.top_k, &logprob_scratch_));
+      out->prompt_logprobs.push_back(ComputePromptLogprobs(s.request_id, state.prompt, spec.start_pos, spec.num_tokens,
+                                                           logits_.data() + row * c.vocab_size, c.vocab_size,
+                                                           state.top_k, &logprob_scratch_));
     }
     row += spec.LogitRows();
     if (!s.sample) continue;

@@ -294,7 +294,8 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId
       FinishRequest(*request, request->pending_cancel_cause(), "", now, events);
       continue;
     }
-    if (auto p = prompt_logprobs.find(id); p != prompt_logprobs.end() && request->spec().sampling.WantsPromptLogprobs()) {
+    if (auto p = prompt_logprobs.find(id);
+        p != prompt_logprobs.end() && request->spec().sampling.WantsPromptLogprobs()) {
       std::vector<SampledToken> fresh;
       request->TakeNewPromptLogprobs(p->second->prompt_first_position, p->second->prompt_logprobs, &fresh);
       if (!fresh.empty()) events.For(*request).new_prompt_logprobs = std::move(fresh);

@@ -127,7 +127,8 @@ void GenerationJob::AddPromptLogprobs(Choice& choice, const orca::v1::GenerateRe
     first.text = tokenizer_->TokenBytes(first.id);
     delta->prompt_logprobs.push_back(std::move(first));
   }
-  for (const orca::v1::SampledToken& sampled : response.prompt_logprobs()) delta->prompt_logprobs.push_back(MakeToken(sampled));
+  for (const orca::v1::SampledToken& sampled : response.prompt_logprobs())
+    delta->prompt_logprobs.push_back(MakeToken(sampled));
 }
 
 bool GenerationJob::EmitText(Choice& choice, std::string_view text, ChoiceDelta* delta) {

@@ -204,8 +204,9 @@ absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* op
     return InvalidFieldError("sampling", "sampling." + problem);
   }
   if (sampling.WantsPromptLogprobs()) {
-    return InvalidFieldError("sampling", "sampling.prompt_logprobs is not supported by the gRPC API (its responses "
-                                         "carry generated tokens only); use the HTTP API");
+    return InvalidFieldError("sampling",
+                             "sampling.prompt_logprobs is not supported by the gRPC API (its responses "
+                             "carry generated tokens only); use the HTTP API");
   }
   options->sampling = sampling;
   if (request.stop_size() > kMaxStopStrings) {

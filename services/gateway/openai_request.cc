@@ -93,13 +93,13 @@ absl::Status ParseLogitBias(const json& bias, std::vector<std::pair<int32_t, flo
                                                           key, "'"));
     }
     if (!value.is_number()) {
-      return InvalidFieldError("logit_bias", absl::StrCat("'logit_bias[\"", key, "\"]' must be a number, got ",
-                                                          DescribeJsonValue(value)));
+      return InvalidFieldError(
+          "logit_bias", absl::StrCat("'logit_bias[\"", key, "\"]' must be a number, got ", DescribeJsonValue(value)));
     }
     const double v = value.get<double>();
     if (!(v >= -kMaxLogitBias && v <= kMaxLogitBias)) {
-      return InvalidFieldError("logit_bias", absl::StrCat("'logit_bias[\"", key, "\"]' must be in [-100, 100], got ",
-                                                          value.dump()));
+      return InvalidFieldError("logit_bias",
+                               absl::StrCat("'logit_bias[\"", key, "\"]' must be in [-100, 100], got ", value.dump()));
     }
     out->emplace_back(static_cast<int32_t>(id), static_cast<float>(v));
   }

@@ -94,7 +94,8 @@ json OpenAiResponseBuilder::EchoLogprobs(const std::vector<GeneratedToken>& prom
   for (const GeneratedToken& t : prompt) {
     all.push_back(t);
     // The engine computed max(logprobs, prompt_logprobs) alternatives per prompt position.
-    if (all.back().top.size() > static_cast<size_t>(options_.top_logprobs)) all.back().top.resize(options_.top_logprobs);
+    if (all.back().top.size() > static_cast<size_t>(options_.top_logprobs))
+      all.back().top.resize(options_.top_logprobs);
   }
   all.insert(all.end(), tokens.begin(), tokens.end());
   return CompletionLogprobs(all, text_offset);

@@ -43,9 +43,9 @@ absl::Status RequestResolver::CheckLogitBias(const SamplingParams& sampling) con
   const int32_t vocab = model_->tokenizer().vocab_size();
   for (const auto& [id, bias] : sampling.logit_bias) {
     if (id < 0 || id >= vocab) {
-      return InvalidFieldError("logit_bias", absl::StrCat("'logit_bias' key '", id,
-                                                          "' is not a token id of this model: the vocabulary is [0, ",
-                                                          vocab, ")"));
+      return InvalidFieldError("logit_bias",
+                               absl::StrCat("'logit_bias' key '", id,
+                                            "' is not a token id of this model: the vocabulary is [0, ", vocab, ")"));
     }
   }
   return absl::OkStatus();

@@ -72,11 +72,12 @@ class PromptLogprobsTest : public ::testing::TestWithParam<ModelArch> {
     return e.ok() ? std::move(*e) : nullptr;
   }
   // Checks entries for positions 1 .. prompt_len - 1 against the reference, with k alternatives each.
-  void ExpectMatchesReference(const std::vector<SampleResult>& got, int32_t first, int32_t k,
+  // `first` is read after `got` is built (Collect sets it; argument evaluation order is unspecified).
+  void ExpectMatchesReference(const std::vector<SampleResult>& got, const int32_t* first, int32_t k,
                               const std::string& what) const {
     ReferenceModel ref(*ckpt_);
     const auto logits = ref.Logits(prompt_);
-    ASSERT_EQ(first, 1) << what;
+    ASSERT_EQ(*first, 1) << what;
     ASSERT_EQ(got.size(), prompt_.size() - 1) << what;
     for (size_t p = 1; p < prompt_.size(); ++p) {
       const std::vector<double> want = LogSoftmax(logits[p - 1]);
@@ -114,7 +115,7 @@ TEST_P(PromptLogprobsTest, WholePrefillMatchesNaiveReference) {
   ASSERT_TRUE(engine->Step(in, nullptr, &out).ok());
   ASSERT_EQ(out.prompt_logprobs.size(), 1u);
   int32_t first = 0;
-  ExpectMatchesReference(Collect(out.prompt_logprobs, 1, &first), first, 3, "whole");
+  ExpectMatchesReference(Collect(out.prompt_logprobs, 1, &first), &first, 3, "whole");
   ASSERT_EQ(out.samples.size(), 1u);
 
   // Decoding steps report nothing more.
@@ -164,7 +165,7 @@ TEST_P(PromptLogprobsTest, ChunkedPrefillMatchesWholeAndReference) {
       start += chunks[c];
     }
     int32_t first = 0;
-    ExpectMatchesReference(Collect(records, 1, &first), first, 2,
+    ExpectMatchesReference(Collect(records, 1, &first), &first, 2,
                            absl::StrCat("chunks ", chunks.size(), " first ", chunks[0]));
   }
 }
@@ -181,8 +182,8 @@ TEST_P(PromptLogprobsTest, PipelineAndTensorPartitionsMatch) {
   ASSERT_TRUE(s1->Step(in, o0.hidden.data(), &o1).ok());
   ASSERT_TRUE(tp2->Step(in, nullptr, &otp).ok());
   int32_t first = 0;
-  ExpectMatchesReference(Collect(o1.prompt_logprobs, 1, &first), first, 1, "pp=2");
-  ExpectMatchesReference(Collect(otp.prompt_logprobs, 1, &first), first, 1, "tp=2");
+  ExpectMatchesReference(Collect(o1.prompt_logprobs, 1, &first), &first, 1, "pp=2");
+  ExpectMatchesReference(Collect(otp.prompt_logprobs, 1, &first), &first, 1, "tp=2");
   ASSERT_EQ(o1.samples.size(), 2u);
   ASSERT_EQ(otp.samples.size(), 2u);
   EXPECT_EQ(o1.samples[0].sample.token_id, otp.samples[0].sample.token_id);
@@ -206,7 +207,7 @@ TEST_P(PromptLogprobsTest, RecomputeScoresOnlyThePromptAgain) {
   StepOutput again;
   ASSERT_TRUE(engine->Step(redo, nullptr, &again).ok());
   int32_t first = 0;
-  ExpectMatchesReference(Collect(again.prompt_logprobs, 1, &first), first, 0, "recomputed");
+  ExpectMatchesReference(Collect(again.prompt_logprobs, 1, &first), &first, 0, "recomputed");
   EXPECT_EQ(engine->num_requests(), 1);
 }
 

@@ -502,10 +502,9 @@ TEST(GatewayHttpTest, DeveloperRoleRendersAsSystem) {
   EXPECT_EQ(tokens("developer"), tokens("system"));
   EXPECT_NE(tokens("developer"), tokens("user"));
   for (const char* role : {"tool", "function"}) {
-    HttpResult r = f.Client().Request(
-        "POST", "/v1/chat/completions",
-        std::string(R"({"messages": [{"role": "user", "content": "x"}, {"role": ")") + role +
-            R"(", "content": "42"}], "max_tokens": 2})");
+    HttpResult r = f.Client().Request("POST", "/v1/chat/completions",
+                                      std::string(R"({"messages": [{"role": "user", "content": "x"}, {"role": ")") +
+                                          role + R"(", "content": "42"}], "max_tokens": 2})");
     EXPECT_EQ(r.status, 200) << role << ": " << r.body;
   }
 }
@@ -530,9 +529,9 @@ TEST(GatewayHttpTest, LogitBiasAndPromptLogprobsAreForwarded) {
 // running through prompt and output; streamed, the same arrays split over chunks.
 TEST(GatewayHttpTest, EchoWithLogprobsLeadsWithThePromptTokens) {
   GatewayFixture f;
-  HttpResult r = f.Client().Request(
-      "POST", "/v1/completions",
-      R"({"prompt": "Hi!", "max_tokens": 2, "temperature": 0, "echo": true, "logprobs": 1})");
+  HttpResult r =
+      f.Client().Request("POST", "/v1/completions",
+                         R"({"prompt": "Hi!", "max_tokens": 2, "temperature": 0, "echo": true, "logprobs": 1})");
   ASSERT_EQ(r.status, 200) << r.body;
   const json& choice = r.Json()["choices"][0];
   EXPECT_THAT(choice["text"].get<std::string>(), StartsWith("Hi!"));

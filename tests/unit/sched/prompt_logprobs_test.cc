@@ -60,8 +60,8 @@ TEST(PromptLogprobsSchedulerTest, ChunksReportTheirPositionsOnceAndInOrder) {
     const bool last = c + 1 == chunks.size();
     EXPECT_EQ(plan->requests[0].sample, last);
     auto events = scheduler->OnIterationDone(
-        plan->iteration_id, {PromptRecord(*id, chunks[c].first, chunks[c].second, last ? std::optional(7) : std::nullopt)},
-        kT0);
+        plan->iteration_id,
+        {PromptRecord(*id, chunks[c].first, chunks[c].second, last ? std::optional(7) : std::nullopt)}, kT0);
     ASSERT_TRUE(events.ok()) << events.status();
     ASSERT_EQ(events->size(), 1u);
     std::vector<float> want;
