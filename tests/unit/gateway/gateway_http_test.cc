@@ -533,7 +533,8 @@ TEST(GatewayHttpTest, EchoWithLogprobsLeadsWithThePromptTokens) {
       f.Client().Request("POST", "/v1/completions",
                          R"({"prompt": "Hi!", "max_tokens": 2, "temperature": 0, "echo": true, "logprobs": 1})");
   ASSERT_EQ(r.status, 200) << r.body;
-  const json& choice = r.Json()["choices"][0];
+  const json body = r.Json();
+  const json& choice = body["choices"][0];
   EXPECT_THAT(choice["text"].get<std::string>(), StartsWith("Hi!"));
   const json& lp = choice["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), 5u) << lp;
@@ -576,8 +577,9 @@ TEST(GatewayHttpTest, PromptLogprobsOnChatChoices) {
   const std::vector<orca::v1::GenerateRequest> requests = f.scheduler().requests();
   ASSERT_FALSE(requests.empty());
   const int prompt_len = requests.back().prompt_token_ids_size();
-  ASSERT_EQ(r.Json()["choices"].size(), 2u);
-  for (const json& choice : r.Json()["choices"]) {
+  const json body = r.Json();
+  ASSERT_EQ(body["choices"].size(), 2u);
+  for (const json& choice : body["choices"]) {
     const json& p = choice["prompt_logprobs"];
     ASSERT_EQ(p.size(), static_cast<size_t>(prompt_len)) << p;
     EXPECT_TRUE(p[0].is_null());
