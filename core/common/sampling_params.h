@@ -5,8 +5,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace orca {
+
+/// OpenAI's bound on a logit_bias value and on the number of biased tokens.
+inline constexpr float kMaxLogitBias = 100.0f;
+inline constexpr int32_t kMaxLogitBiasEntries = 300;
 
 struct SamplingParams {
   /// 0 = greedy (argmax). Must be >= 0.
@@ -28,7 +34,19 @@ struct SamplingParams {
   bool logprobs = false;
   /// Number of most likely alternatives to report per position (0..20).
   int32_t top_logprobs = 0;
+  /// OpenAI's logit_bias: (token id, bias in [-100, 100]) pairs, sorted by id,
+  /// no duplicates, at most kMaxLogitBiasEntries. Added to the logits before
+  /// penalties and sampling; reported logprobs stay those of the raw model
+  /// distribution (before the bias), like vLLM's default. Ids are checked
+  /// against the vocabulary where it is known (gateway, engine).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  /// vLLM's prompt_logprobs: -1 = none; k >= 0 = the logprob of every prompt
+  /// token after the first (under the raw model distribution given the tokens
+  /// before it) with the k most likely alternatives (0..20). Computed on the
+  /// last stage during the prefill of the requests that ask.
+  int32_t prompt_logprobs = -1;
 
+  bool WantsPromptLogprobs() const { return prompt_logprobs >= 0; }
   bool IsGreedy() const { return temperature <= 0.0f; }
   bool HasPenalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
@@ -43,6 +61,21 @@ struct SamplingParams {
     if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) return "presence_penalty must be in [-2, 2]";
     if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) return "frequency_penalty must be in [-2, 2]";
     if (top_logprobs < 0 || top_logprobs > 20) return "top_logprobs must be in [0, 20]";
+    if (prompt_logprobs < -1 || prompt_logprobs > 20) return "prompt_logprobs must be in [0, 20] (or -1: none)";
+    return ValidateLogitBias();
+  }
+  /// The logit_bias part of Validate().
+  std::string ValidateLogitBias() const {
+    if (logit_bias.size() > static_cast<size_t>(kMaxLogitBiasEntries))
+      return "logit_bias may hold at most " + std::to_string(kMaxLogitBiasEntries) + " entries, got " +
+             std::to_string(logit_bias.size());
+    for (size_t i = 0; i < logit_bias.size(); ++i) {
+      const auto& [id, bias] = logit_bias[i];
+      if (id < 0) return "logit_bias token id " + std::to_string(id) + " is negative";
+      if (i > 0 && id <= logit_bias[i - 1].first) return "logit_bias token ids must be sorted and unique";
+      if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias))
+        return "logit_bias for token " + std::to_string(id) + " must be in [-100, 100]";
+    }
     return "";
   }
 };

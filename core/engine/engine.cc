@@ -12,6 +12,7 @@
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
 #include "core/engine/gloo_communicator.h"
+#include "core/engine/prompt_logprobs.h"
 #include "kernels/include/backend_factory.h"
 #ifdef ORCA_WITH_NCCL
 #include "core/engine/nccl_communicator.h"
@@ -298,11 +299,13 @@ void Engine::Release(uint64_t id) {
   }
   samplers_.erase(id);
   samplers_.erase(PaddingSequenceId(id));
+  prompt_logprobs_.erase(id);
 }
 
 void Engine::ReleaseAll() {
   for (auto& s : shards_) s->kv->ReleaseAll();
   samplers_.clear();
+  prompt_logprobs_.clear();
 }
 
 absl::Status Engine::SetUpKv(const StepSequence& s, std::vector<uint64_t>* reserved) {
@@ -310,6 +313,10 @@ absl::Status Engine::SetUpKv(const StepSequence& s, std::vector<uint64_t>* reser
     const SequenceSetup& setup = *s.new_request;
     const std::string err = setup.sampling.Validate();
     if (!err.empty()) return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": ", err));
+    if (!setup.sampling.logit_bias.empty() && setup.sampling.logit_bias.back().first >= config().vocab_size)
+      return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": logit_bias token id ",
+                                                     setup.sampling.logit_bias.back().first,
+                                                     " is outside the vocabulary [0, ", config().vocab_size, ")"));
     if (setup.kv_block_size > 0 && setup.kv_block_size != options_.kv_block_size)
       return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": the scheduler's KV blocks hold ",
                                                      setup.kv_block_size, " tokens but this stage's hold ",
@@ -318,6 +325,13 @@ absl::Status Engine::SetUpKv(const StepSequence& s, std::vector<uint64_t>* reser
       return absl::InvalidArgumentError(
           absl::StrCat("request ", s.request_id, ": KV block ids without a scheduler block size"));
     reserved->push_back(s.request_id);  // before any shard changes: a rollback releases it everywhere
+    if (is_last_stage() && setup.sampling.WantsPromptLogprobs()) {
+      for (int32_t t : setup.prompt_token_ids)
+        if (t < 0 || t >= config().vocab_size)
+          return absl::InvalidArgumentError(absl::StrCat("request ", s.request_id, ": prompt token id ", t,
+                                                         " is outside the vocabulary [0, ", config().vocab_size, ")"));
+      prompt_logprobs_[s.request_id] = {setup.prompt_token_ids, setup.sampling.prompt_logprobs};
+    }
     for (auto& shard : shards_) {
       if (setup.kv_block_size > 0) {
         ORCA_RETURN_IF_ERROR(shard->kv->Assign(s.request_id, setup.max_tokens, s.block_ids, s.start_position));
@@ -386,9 +400,13 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   token_ids_.clear();
   int64_t samples = 0, tokens = 0;
   for (const StepSequence& s : in.seqs) {
-    seq_specs_.push_back({s.request_id, static_cast<int32_t>(s.token_ids.size()), s.start_position, s.sample});
+    SeqSpec spec{s.request_id, static_cast<int32_t>(s.token_ids.size()), s.start_position, s.sample};
+    if (auto it = prompt_logprobs_.find(s.request_id); it != prompt_logprobs_.end())
+      spec.all_logits =
+          StepHasPromptPositions(spec.start_pos, spec.num_tokens, static_cast<int32_t>(it->second.prompt.size()));
+    seq_specs_.push_back(spec);
     token_ids_.insert(token_ids_.end(), s.token_ids.begin(), s.token_ids.end());
-    samples += s.sample ? 1 : 0;
+    samples += spec.LogitRows();
     tokens += static_cast<int64_t>(s.token_ids.size());
   }
   const ModelConfig& c = config();
@@ -416,10 +434,20 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
     if (s.new_request.has_value())
       samplers_[s.request_id] = std::make_unique<Sampler>(
           s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids, s.new_request->output_token_ids);
-  if (options_.keep_logits) out->logits = logits_;
-  int64_t row = 0;
-  for (const StepSequence& s : in.seqs) {
+  int64_t row = 0;  // the sequence's first row of logits
+  for (size_t i = 0; i < in.seqs.size(); ++i) {
+    const StepSequence& s = in.seqs[i];
+    const SeqSpec& spec = seq_specs_[i];
+    if (spec.all_logits) {
+      const PromptLogprobsState& state = prompt_logprobs_.at(s.request_id);
+      out->prompt_logprobs.push_back(ComputePromptLogprobs(s.request_id, state.prompt, spec.start_pos, spec.num_tokens,
+                                                           logits_.data() + row * c.vocab_size, c.vocab_size,
+                                                           state.top_k, &logprob_scratch_));
+    }
+    row += spec.LogitRows();
     if (!s.sample) continue;
+    const float* sample_row = logits_.data() + (row - 1) * c.vocab_size;  // the last of its rows
+    if (options_.keep_logits) out->logits.insert(out->logits.end(), sample_row, sample_row + c.vocab_size);
     auto it = samplers_.find(s.request_id);
     if (it == samplers_.end()) {
       // A request known to the KV cache but never announced here: greedy by default.
@@ -428,8 +456,7 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
                         std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{}))
                .first;
     }
-    out->samples.push_back({s.request_id, it->second->Sample(logits_.data() + row * c.vocab_size, c.vocab_size)});
-    ++row;
+    out->samples.push_back({s.request_id, it->second->Sample(logits_.data() + (row - 1) * c.vocab_size, c.vocab_size)});
   }
   return absl::OkStatus();
 }

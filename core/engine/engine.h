@@ -65,6 +65,9 @@ class Engine {
   /// positions past a reservation or the context, token ids outside the
   /// vocabulary are errors and leave the engine as it was (apart from the
   /// releases). A sequence with `sample` false (a prompt chunk) gets no sample.
+  /// On the last stage, a request whose sampling asks for prompt_logprobs gets
+  /// logits at every prompt position its steps cover and a
+  /// StepOutput::prompt_logprobs record per step; other requests cost nothing more.
   absl::Status Step(const StepInput& input, const float* hidden_in, StepOutput* output);
 
   /// Frees a request's KV and sampler now (also done by StepInput::released_ids), and the
@@ -103,7 +106,8 @@ class Engine {
   // Checks every sequence of `input` (ids, lengths, positions, vocabulary) and reserves or extends its KV on every
   // shard, appending what it reserved to `reserved` so that a failure can be rolled back.
   absl::Status ValidateAndReserve(const StepInput& input, std::vector<uint64_t>* reserved);
-  // Reserves or assigns a new sequence's KV on every shard, or appends its new blocks.
+  // Reserves or assigns a new sequence's KV on every shard, or appends its new blocks; on the last stage, notes a
+  // new sequence that asks for prompt logprobs.
   absl::Status SetUpKv(const StepSequence& seq, std::vector<uint64_t>* reserved);
   // Undoes what a rejected step set up: appended blocks, then new reservations.
   void RollBack(const std::vector<uint64_t>& reserved);
@@ -114,6 +118,13 @@ class Engine {
   std::vector<std::unique_ptr<Shard>> shards_;
   std::unique_ptr<ShardPool> pool_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Sampler>> samplers_;
+  // Last stage: the requests that asked for prompt logprobs, with their prompts and how many alternatives.
+  struct PromptLogprobsState {
+    std::vector<int32_t> prompt;
+    int32_t top_k = 0;
+  };
+  absl::flat_hash_map<uint64_t, PromptLogprobsState> prompt_logprobs_;
+  std::vector<std::pair<float, int32_t>> logprob_scratch_;
   std::vector<SeqSpec> seq_specs_;
   std::vector<int32_t> token_ids_;
   std::vector<float> logits_;

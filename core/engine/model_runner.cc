@@ -80,7 +80,7 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
   int64_t n = 0, samples = 0, blocks = 0;
   for (const SeqSpec& s : in.seqs) {
     n += s.num_tokens;
-    samples += s.sample ? 1 : 0;
+    samples += s.LogitRows();
     blocks += (s.start_pos + s.num_tokens + bs - 1) / bs;
   }
   if (n == 0) return absl::InvalidArgumentError("empty iteration");
@@ -109,7 +109,8 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
     const int64_t nb = (s.start_pos + s.num_tokens + bs - 1) / bs;
     std::copy(table->begin(), table->begin() + nb, h_block_tables_.begin() + block_off);
     attention_seqs_[si] = {static_cast<int32_t>(row), s.num_tokens, s.start_pos, I(block_tables_) + block_off};
-    if (s.sample) h_sample_rows_.push_back(static_cast<int32_t>(row + s.num_tokens - 1));
+    for (int32_t t = s.num_tokens - s.LogitRows(); t < s.num_tokens; ++t)
+      h_sample_rows_.push_back(static_cast<int32_t>(row + t));
     row += s.num_tokens;
     block_off += nb;
   }

@@ -5,7 +5,8 @@
 /// the initiation phase and single tokens of those in the increment phase —
 /// while attention is split per request against that request's cached keys
 /// and values. The LM head runs only on the last token of requests that
-/// sample. Buffers grow to the largest batch seen, so a steady state does no
+/// sample, and on every token of those that ask for all their logits
+/// (prompt logprobs). Buffers grow to the largest batch seen, so a steady state does no
 /// allocation.
 
 #include <cstdint>
@@ -28,6 +29,11 @@ struct SeqSpec {
   int32_t num_tokens = 0;  ///< L: all prompt tokens (initiation) or 1 (increment)
   int32_t start_pos = 0;   ///< position of its first token this iteration
   bool sample = true;      ///< produce logits for its last token
+  /// Produce logits for every token of it this iteration (prompt logprobs), not
+  /// only the last; its sample row, if any, is the last of them.
+  bool all_logits = false;
+  /// Rows of logits Forward writes for it.
+  int32_t LogitRows() const { return all_logits ? num_tokens : (sample ? 1 : 0); }
 };
 
 struct ForwardInput {
@@ -50,7 +56,7 @@ class ModelRunner {
   /// Runs this shard's layers. The caller has validated the sequences against
   /// the KV cache (KvCache::CheckWrite). On a non-last stage, writes the hidden
   /// states [ΣL, H] to `hidden_out`; on the last stage (rank 0), the logits
-  /// [num sampled, vocab] to `logits_out`. Host pointers.
+  /// [Σ LogitRows(), vocab] to `logits_out`, in batch order. Host pointers.
   absl::Status Forward(const ForwardInput& input, float* hidden_out, float* logits_out, ForwardTimings* timings);
 
  private:

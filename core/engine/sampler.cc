@@ -38,6 +38,12 @@ Sampler::Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<c
   if (!params_.IsGreedy()) rng_.discard(resumed_output.size());
 }
 
+void Sampler::ApplyLogitBias(float* logits, int32_t vocab) const {
+  // Ids past the vocabulary were refused upstream (gateway, Engine::Step); skip rather than write out of bounds.
+  for (const auto& [t, bias] : params_.logit_bias)
+    if (t >= 0 && t < vocab) logits[t] += bias;
+}
+
 void Sampler::ApplyPenalties(float* logits, int32_t vocab) const {
   if (!params_.HasPenalties()) return;
   auto penalize_rep = [&](int32_t t) {
@@ -75,6 +81,7 @@ SampleResult Sampler::Sample(float* logits, int32_t vocab) {
         result.top_logprobs.push_back({candidates_[i].second, candidates_[i].first - raw_lse});
     }
   }
+  ApplyLogitBias(logits, vocab);
   ApplyPenalties(logits, vocab);
   const int32_t chosen = Draw(logits, vocab);
   result.token_id = chosen;

@@ -3,8 +3,9 @@
 /// (repetition, presence, frequency), temperature, top-k, top-p, min-p, a
 /// per-request seeded generator (reproducible), and log-probabilities of the
 /// chosen token and the top alternatives. Logprobs are those of the raw model
-/// distribution (log-softmax of the logits before any sampling transform),
-/// like vLLM's default.
+/// distribution (log-softmax of the logits before logit_bias, penalties or
+/// any sampling transform), like vLLM's default. logit_bias is added first, then
+/// the penalties apply to the biased logits.
 
 #include <cstdint>
 #include <random>
@@ -33,6 +34,7 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
+  void ApplyLogitBias(float* logits, int32_t vocab_size) const;
   void ApplyPenalties(float* logits, int32_t vocab_size) const;
   int32_t Draw(float* logits, int32_t vocab_size);
 

@@ -72,12 +72,24 @@ struct SampleResult {
   int32_t token_id = 0;
   float logprob = 0.0f;  ///< filled when logprobs or top_logprobs were asked
   std::vector<TokenLogprob> top_logprobs;
+  /// Prompt logprobs only: token_id's 1-based rank in the distribution (0 = not computed).
+  int32_t rank = 0;
 };
 
 /// The token the last stage sampled for one sequence.
 struct SequenceSample {
   uint64_t request_id = 0;
   SampleResult sample;
+};
+
+/// Prompt logprobs of one sequence computed this step (SamplingParams::prompt_logprobs):
+/// entry i is the prompt token at position first_position + i, its logprob given the
+/// tokens before it, and the top alternatives there. A prefill in chunks yields one
+/// record per chunk; a recomputed (preempted) request yields its positions again.
+struct PromptLogprobs {
+  uint64_t request_id = 0;
+  int32_t first_position = 1;  ///< >= 1: the first prompt token has no logprob
+  std::vector<SampleResult> tokens;
 };
 
 /// Where one shard's forward pass spent its time.
@@ -91,9 +103,12 @@ struct StepOutput {
   std::vector<SequenceSample> samples;  ///< last stage: one per sampling sequence, in batch order
   std::vector<float> hidden;            ///< other stages: [ΣL, hidden] for the next stage
   std::vector<float> logits;            ///< last stage with Engine::Options::keep_logits: [sampled, vocab]
+  /// Last stage: the prompt positions this step computed for requests that asked.
+  std::vector<PromptLogprobs> prompt_logprobs;
   ForwardTimings timings;
   void Clear() {
     samples.clear();
+    prompt_logprobs.clear();
     hidden.clear();
     logits.clear();
     timings = {};

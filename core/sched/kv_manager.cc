@@ -27,6 +27,9 @@ KvManager::KvManager(const Options& options, KvSlotBudget budget) : options_(opt
 KvManager::Match KvManager::FindPrefix(const Request& request) const {
   Match match;
   if (!options_.prefix_caching) return match;
+  // A cached prefix has no logits: a request asking for prompt logprobs computes its whole prompt (as vLLM does).
+  // Its blocks are still registered for others to reuse.
+  if (request.spec().sampling.WantsPromptLogprobs()) return match;
   const std::vector<int32_t>& tokens = request.token_ids();
   const int32_t bs = options_.block_size;
   // At least the last token is computed: its logits give the next token.

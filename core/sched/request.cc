@@ -69,6 +69,16 @@ ScheduledRequest Request::StartIteration(IterationId iteration_id, int32_t num_t
   return entry;
 }
 
+void Request::TakeNewPromptLogprobs(int32_t first_position, const std::vector<SampledToken>& logprobs,
+                                    std::vector<SampledToken>* out) {
+  for (size_t i = 0; i < logprobs.size(); ++i) {
+    const int64_t position = static_cast<int64_t>(first_position) + static_cast<int64_t>(i);
+    if (position != next_prompt_logprob_position_ || position >= num_prompt_tokens()) continue;
+    out->push_back(logprobs[i]);
+    ++next_prompt_logprob_position_;
+  }
+}
+
 void Request::CompleteChunk() {
   ORCA_CHECK(state_ == RequestState::kRunning && !in_flight_samples_)
       << "request " << id_ << " completed a prompt chunk in state " << RequestStateName(state_);

@@ -97,6 +97,11 @@ class Request {
   /// continues); the caller then calls Finish(). Stop/EOS tokens count only after
   /// min_new_tokens.
   [[nodiscard]] FinishCause CompleteIteration(const SampledToken& token, absl::Time now);
+  /// Appends to `out` the prompt logprobs of a record (entry i scores position
+  /// `first_position` + i) that were not reported before: a recomputed request (after a
+  /// preemption) scores its prompt again, and positions are reported once, in order.
+  void TakeNewPromptLogprobs(int32_t first_position, const std::vector<SampledToken>& logprobs,
+                             std::vector<SampledToken>* out);
   /// RUNNING → WAITING_NEXT_ITERATION after a prompt chunk that did not sample.
   void CompleteChunk();
   /// WAITING_NEXT_ITERATION, just ended by `cause` (CompleteIteration's result): instead of
@@ -130,6 +135,7 @@ class Request {
   int32_t num_computed_ = 0;
   int32_t num_cached_ = 0;
   int32_t num_preemptions_ = 0;
+  int32_t next_prompt_logprob_position_ = 1;  // the first prompt token has no logprob
   bool prefilling_ = true;
   bool on_workers_ = false;
   int32_t in_flight_tokens_ = 0;

@@ -302,8 +302,12 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId
   ++num_iterations_completed_;
 
   absl::flat_hash_map<RequestId, const SampledToken*> tokens;
+  absl::flat_hash_map<RequestId, const RequestResult*> prompt_logprobs;
   tokens.reserve(results.size());
-  for (const RequestResult& result : results) tokens.emplace(result.request_id, &result.token);
+  for (const RequestResult& result : results) {
+    if (result.has_token) tokens.emplace(result.request_id, &result.token);
+    if (!result.prompt_logprobs.empty()) prompt_logprobs.emplace(result.request_id, &result);
+  }
 
   EventList events;
   for (RequestId id : members) {
@@ -314,6 +318,12 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId
       // Cancelled while in flight: the token it brings back is discarded.
       FinishRequest(*request, request->pending_cancel_cause(), "", now, events);
       continue;
+    }
+    if (auto p = prompt_logprobs.find(id);
+        p != prompt_logprobs.end() && request->spec().sampling.WantsPromptLogprobs()) {
+      std::vector<SampledToken> fresh;
+      request->TakeNewPromptLogprobs(p->second->prompt_first_position, p->second->prompt_logprobs, &fresh);
+      if (!fresh.empty()) events.For(*request).new_prompt_logprobs = std::move(fresh);
     }
     if (!request->in_flight_samples()) {
       // A prompt chunk that does not reach the end of the prompt: no token to expect.

@@ -100,12 +100,21 @@ struct SampledToken {
   int32_t token_id = 0;
   float logprob = 0.0f;
   std::vector<TopLogprob> top_logprobs;
+  /// Prompt logprobs only: the token's 1-based rank in the distribution (0 = not computed).
+  int32_t rank = 0;
 };
 
-/// The engine's output for one request of one iteration.
+/// The engine's output for one request of one iteration: the token it sampled and/or the
+/// prompt logprobs it computed (SamplingParams::prompt_logprobs), one record per request.
 struct RequestResult {
   RequestId request_id = 0;
   SampledToken token;
+  /// False for a record that carries prompt logprobs only (a prompt chunk that does not sample).
+  bool has_token = true;
+  /// Prompt logprobs: entry i scores the prompt token at position prompt_first_position + i.
+  /// A recomputed request repeats positions; the scheduler reports each once.
+  int32_t prompt_first_position = 0;
+  std::vector<SampledToken> prompt_logprobs;
 };
 
 /// Per-request timings reported when it finishes. Durations not reached are zero
@@ -139,6 +148,9 @@ struct RequestEvent {
   RequestId request_id = 0;
   std::string caller_id;
   std::vector<SampledToken> new_tokens;
+  /// Prompt logprobs not reported before, in position order from position 1 (the first prompt
+  /// token has none); only for requests whose sampling asks for prompt_logprobs.
+  std::vector<SampledToken> new_prompt_logprobs;
   std::optional<FinishInfo> finish;
 };
 

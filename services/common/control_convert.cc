@@ -1,5 +1,7 @@
 #include "services/common/control_convert.h"
 
+#include <algorithm>
+
 namespace orca::services {
 namespace {
 
@@ -121,16 +123,78 @@ void SamplesToProto(const std::vector<engine::SequenceSample>& tokens, v1::Itera
   }
 }
 
+namespace {
+
+sched::SampledToken ToSched(const engine::SampleResult& s) {
+  sched::SampledToken t;
+  t.token_id = s.token_id;
+  t.logprob = s.logprob;
+  t.rank = s.rank;
+  for (const engine::TokenLogprob& lp : s.top_logprobs) t.top_logprobs.push_back({lp.token_id, lp.logprob});
+  return t;
+}
+
+void ToProto(const engine::SampleResult& s, v1::SampledToken* out) {
+  out->set_token_id(s.token_id);
+  out->set_logprob(s.logprob);
+  out->set_rank(s.rank);
+  for (const engine::TokenLogprob& lp : s.top_logprobs) {
+    v1::TopLogprob* top = out->add_top_logprobs();
+    top->set_token_id(lp.token_id);
+    top->set_logprob(lp.logprob);
+  }
+}
+
+sched::SampledToken FromProto(const v1::SampledToken& s) {
+  sched::SampledToken t;
+  t.token_id = s.token_id();
+  t.logprob = s.logprob();
+  t.rank = s.rank();
+  for (const v1::TopLogprob& lp : s.top_logprobs()) t.top_logprobs.push_back({lp.token_id(), lp.logprob()});
+  return t;
+}
+
+}  // namespace
+
+void AddPromptLogprobs(const std::vector<engine::PromptLogprobs>& records, std::vector<sched::RequestResult>* results) {
+  for (const engine::PromptLogprobs& p : records) {
+    auto it = std::find_if(results->begin(), results->end(),
+                           [&](const sched::RequestResult& r) { return r.request_id == p.request_id; });
+    if (it == results->end()) {
+      results->emplace_back();
+      it = results->end() - 1;
+      it->request_id = p.request_id;
+      it->has_token = false;
+    }
+    it->prompt_first_position = p.first_position;
+    for (const engine::SampleResult& s : p.tokens) it->prompt_logprobs.push_back(ToSched(s));
+  }
+}
+
+void PromptLogprobsToProto(const std::vector<engine::PromptLogprobs>& records, v1::IterationResult* result) {
+  for (const engine::PromptLogprobs& p : records) {
+    v1::RequestResult* r = nullptr;
+    for (v1::RequestResult& existing : *result->mutable_results())
+      if (existing.request_id() == p.request_id) r = &existing;
+    if (r == nullptr) {
+      r = result->add_results();
+      r->set_request_id(p.request_id);
+    }
+    r->set_prompt_first_position(p.first_position);
+    for (const engine::SampleResult& s : p.tokens) ToProto(s, r->add_prompt_logprobs());
+  }
+}
+
 std::vector<sched::RequestResult> ProtoToResults(const v1::IterationResult& result) {
   std::vector<sched::RequestResult> out;
   out.reserve(result.results_size());
   for (const v1::RequestResult& r : result.results()) {
     sched::RequestResult rr;
     rr.request_id = r.request_id();
-    rr.token.token_id = r.token().token_id();
-    rr.token.logprob = r.token().logprob();
-    for (const v1::TopLogprob& lp : r.token().top_logprobs())
-      rr.token.top_logprobs.push_back({lp.token_id(), lp.logprob()});
+    rr.has_token = r.has_token();
+    if (rr.has_token) rr.token = FromProto(r.token());
+    rr.prompt_first_position = r.prompt_first_position();
+    for (const v1::SampledToken& p : r.prompt_logprobs()) rr.prompt_logprobs.push_back(FromProto(p));
     out.push_back(std::move(rr));
   }
   return out;

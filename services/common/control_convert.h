@@ -24,6 +24,10 @@ engine::StepInput ControlMessageToStepInput(const v1::ControlMessage& msg);
 std::vector<sched::RequestResult> SamplesToResults(const std::vector<engine::SequenceSample>& tokens);
 /// Engine samples → wire results (last stage).
 void SamplesToProto(const std::vector<engine::SequenceSample>& tokens, v1::IterationResult* result);
+/// Engine prompt logprobs → results: merged into the request's record, or a record of their own.
+void AddPromptLogprobs(const std::vector<engine::PromptLogprobs>& records, std::vector<sched::RequestResult>* results);
+/// Engine prompt logprobs → wire results (last stage), likewise.
+void PromptLogprobsToProto(const std::vector<engine::PromptLogprobs>& records, v1::IterationResult* result);
 /// Wire results → scheduler results.
 std::vector<sched::RequestResult> ProtoToResults(const v1::IterationResult& result);
 

@@ -1,5 +1,7 @@
 #include "services/common/sampling_proto.h"
 
+#include <algorithm>
+
 namespace orca::services {
 
 SamplingParams SamplingFromProto(const v1::SamplingParams& proto) {
@@ -14,6 +16,9 @@ SamplingParams SamplingFromProto(const v1::SamplingParams& proto) {
   params.frequency_penalty = proto.frequency_penalty();
   params.top_logprobs = proto.top_logprobs();
   params.logprobs = proto.logprobs() || proto.top_logprobs() > 0;
+  params.logit_bias.assign(proto.logit_bias().begin(), proto.logit_bias().end());
+  std::sort(params.logit_bias.begin(), params.logit_bias.end());  // a proto map has no order
+  params.prompt_logprobs = proto.has_prompt_logprobs() ? proto.prompt_logprobs() : -1;
   return params;
 }
 
@@ -28,6 +33,8 @@ void SamplingToProto(const SamplingParams& params, v1::SamplingParams* proto) {
   proto->set_frequency_penalty(params.frequency_penalty);
   proto->set_top_logprobs(params.top_logprobs);
   proto->set_logprobs(params.logprobs);
+  for (const auto& [id, bias] : params.logit_bias) (*proto->mutable_logit_bias())[id] = bias;
+  if (params.WantsPromptLogprobs()) proto->set_prompt_logprobs(params.prompt_logprobs);
 }
 
 }  // namespace orca::services

@@ -109,11 +109,26 @@ GeneratedToken GenerationJob::MakeToken(const orca::v1::SampledToken& sampled) c
   GeneratedToken token;
   token.id = sampled.token_id();
   token.logprob = sampled.logprob();
+  token.rank = sampled.rank();
   token.text = tokenizer_->TokenBytes(token.id);
   for (const orca::v1::TopLogprob& top : sampled.top_logprobs()) {
     token.top.push_back(TokenAlternative{top.token_id(), top.logprob(), tokenizer_->TokenBytes(top.token_id())});
   }
   return token;
+}
+
+void GenerationJob::AddPromptLogprobs(Choice& choice, const orca::v1::GenerateResponse& response,
+                                      ChoiceDelta* delta) const {
+  if (!choice.prompt_logprobs_started) {
+    choice.prompt_logprobs_started = true;
+    GeneratedToken first;
+    first.id = request_.prompts[choice.prompt_index].token_ids.front();
+    first.has_logprob = false;
+    first.text = tokenizer_->TokenBytes(first.id);
+    delta->prompt_logprobs.push_back(std::move(first));
+  }
+  for (const orca::v1::SampledToken& sampled : response.prompt_logprobs())
+    delta->prompt_logprobs.push_back(MakeToken(sampled));
 }
 
 bool GenerationJob::EmitText(Choice& choice, std::string_view text, ChoiceDelta* delta) {
@@ -140,6 +155,7 @@ void GenerationJob::OnSchedulerResponse(int index, const orca::v1::GenerateRespo
   delta.index = choice.index;
   const bool last_message = response.finish_reason() != orca::v1::FINISH_REASON_UNSPECIFIED;
   const bool want_logprobs = request_.sampling.logprobs;
+  if (request_.sampling.WantsPromptLogprobs()) AddPromptLogprobs(choice, response, &delta);
   const int num_tokens = response.tokens_size();
   for (int k = 0; k < num_tokens; ++k) {
     const orca::v1::SampledToken& sampled = response.tokens(k);
@@ -200,7 +216,7 @@ void GenerationJob::Deliver(Choice& choice, ChoiceDelta& delta) {
     delta.prompt_tokens = static_cast<int32_t>(request_.prompts[choice.prompt_index].token_ids.size());
     delta.completion_tokens = choice.completion_tokens;
   }
-  if (delta.text.empty() && delta.tokens.empty() && !finishing) return;
+  if (delta.text.empty() && delta.tokens.empty() && delta.prompt_logprobs.empty() && !finishing) return;
   observer_->OnDelta(delta);
   if (num_finished_ < static_cast<int>(choices_.size())) return;
   GenerationUsage usage;

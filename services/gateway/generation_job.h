@@ -52,6 +52,7 @@ class GenerationJob : public GenerationHandle,
     std::unique_ptr<text::StopMatcher> stop_matcher;  // null without stop strings
     std::shared_ptr<SchedulerCall> call;
     int32_t completion_tokens = 0;
+    bool prompt_logprobs_started = false;
     bool finished = false;
     bool call_done = false;
   };
@@ -68,6 +69,9 @@ class GenerationJob : public GenerationHandle,
   void CancelCalls() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsStopToken(int32_t id) const;
   GeneratedToken MakeToken(const orca::v1::SampledToken& sampled) const;
+  /// Prompt logprobs of a response into the delta, after the prompt's first token (no logprob) on the first one.
+  void AddPromptLogprobs(Choice& choice, const orca::v1::GenerateResponse& response, ChoiceDelta* delta) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t id_;
   GenerationPipeline* const pipeline_;

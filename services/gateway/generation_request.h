@@ -52,6 +52,10 @@ struct TokenAlternative {
 struct GeneratedToken {
   int32_t id = 0;
   float logprob = 0.0f;
+  /// False for a prompt's first token, which has no logprob (rendered as null).
+  bool has_logprob = true;
+  /// Prompt tokens: the 1-based rank of the token in the model's distribution.
+  int32_t rank = 0;
   std::string text;
   std::vector<TokenAlternative> top;
 };
@@ -66,6 +70,9 @@ struct ChoiceDelta {
   int index = 0;
   std::string text;
   std::vector<GeneratedToken> tokens;
+  /// Prompt tokens with their logprobs (SamplingParams::prompt_logprobs), in order from the
+  /// first (which has none); they come before the choice's first generated token.
+  std::vector<GeneratedToken> prompt_logprobs;
   /// Set on the last delta of the choice.
   std::optional<FinishReason> finish_reason;
   /// For kStop: the stop string that matched, or empty.

@@ -203,6 +203,11 @@ absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* op
   if (std::string problem = sampling.Validate(); !problem.empty()) {
     return InvalidFieldError("sampling", "sampling." + problem);
   }
+  if (sampling.WantsPromptLogprobs()) {
+    return InvalidFieldError("sampling",
+                             "sampling.prompt_logprobs is not supported by the gRPC API (its responses "
+                             "carry generated tokens only); use the HTTP API");
+  }
   options->sampling = sampling;
   if (request.stop_size() > kMaxStopStrings) {
     return InvalidFieldError("stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings, " strings"));

@@ -182,6 +182,7 @@ absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
     ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, resolver_.MaxModelLen());
     ORCA_ASSIGN_OR_RETURN(generation, resolver_.Completion(parsed, max_model_len, &responder.echo_texts));
     if (!parsed.echo) responder.echo_texts.clear();
+    responder.format.echo_logprobs = parsed.echo && parsed.logprobs.has_value();
     options = parsed.options;
     generation.request_id = NewRequestId("cmpl-");
   } else {
@@ -198,6 +199,8 @@ absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
   responder.format.model = options_.model->name();
   responder.format.num_choices = generation.num_choices();
   responder.format.logprobs = generation.sampling.logprobs;
+  responder.format.top_logprobs = generation.sampling.top_logprobs;
+  responder.format.prompt_logprobs = options.prompt_logprobs;
   responder.format.include_usage = options.include_usage;
   responder.stream = options.stream;
   responder.n = generation.n;

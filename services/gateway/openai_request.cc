@@ -1,5 +1,6 @@
 #include "services/gateway/openai_request.h"
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -69,6 +70,49 @@ absl::Status ParseIntArray(const json& array, const std::string& field, size_t m
   return absl::OkStatus();
 }
 
+// "logit_bias": {"<token id>": bias in [-100, 100], ...}. Token ids are checked
+// against the vocabulary later (RequestResolver), which knows it.
+absl::Status ParseLogitBias(const json& bias, std::vector<std::pair<int32_t, float>>* out) {
+  if (!bias.is_object()) {
+    return InvalidFieldError("logit_bias",
+                             absl::StrCat("'logit_bias' must be an object, got ", DescribeJsonValue(bias)));
+  }
+  if (bias.size() > static_cast<size_t>(kMaxLogitBiasEntries)) {
+    return InvalidFieldError("logit_bias", absl::StrCat("'logit_bias' may hold at most ", kMaxLogitBiasEntries,
+                                                        " entries, got ", bias.size()));
+  }
+  out->clear();
+  for (const auto& [key, value] : bias.items()) {
+    // Decimal digits only: no sign, spaces, exponent or fraction ("50256", not "+5e3").
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int64_t id = digits ? std::stoll(key) : -1;
+    if (!digits || id > kInt32Max) {
+      return InvalidFieldError("logit_bias", absl::StrCat("'logit_bias' keys must be token ids (non-negative "
+                                                          "integers written as strings), got '",
+                                                          key, "'"));
+    }
+    if (!value.is_number()) {
+      return InvalidFieldError(
+          "logit_bias", absl::StrCat("'logit_bias[\"", key, "\"]' must be a number, got ", DescribeJsonValue(value)));
+    }
+    const double v = value.get<double>();
+    if (!(v >= -kMaxLogitBias && v <= kMaxLogitBias)) {
+      return InvalidFieldError("logit_bias",
+                               absl::StrCat("'logit_bias[\"", key, "\"]' must be in [-100, 100], got ", value.dump()));
+    }
+    out->emplace_back(static_cast<int32_t>(id), static_cast<float>(v));
+  }
+  std::sort(out->begin(), out->end());
+  for (size_t i = 1; i < out->size(); ++i) {
+    if ((*out)[i].first == (*out)[i - 1].first) {  // "7" and "007"
+      return InvalidFieldError("logit_bias",
+                               absl::StrCat("'logit_bias' names token id ", (*out)[i].first, " more than once"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseSampling(const JsonFieldReader& r, SamplingParams* s) {
   ORCA_RETURN_IF_ERROR(r.Float("temperature", 0.0, 2.0, &s->temperature));
   ORCA_RETURN_IF_ERROR(r.Float("top_p", 0.0, 1.0, &s->top_p));
@@ -115,6 +159,8 @@ absl::Status ParseOptions(const json& body, GenerationOptions* o) {
   ORCA_RETURN_IF_ERROR(r.Bool("include_stop_str_in_output", &o->include_stop_str_in_output));
   ORCA_RETURN_IF_ERROR(r.Bool("stream", &o->stream));
   ORCA_RETURN_IF_ERROR(r.String("user", &o->user));
+  ORCA_RETURN_IF_ERROR(r.OptionalInt32("prompt_logprobs", 0, kMaxPromptLogprobs, &o->prompt_logprobs));
+  o->sampling.prompt_logprobs = o->prompt_logprobs.value_or(-1);
   if (const json* so = r.Find("stream_options")) {
     if (!so->is_object()) {
       return InvalidFieldError("stream_options",
@@ -125,13 +171,7 @@ absl::Status ParseOptions(const json& body, GenerationOptions* o) {
     }
     ORCA_RETURN_IF_ERROR(JsonFieldReader(*so, "stream_options.").Bool("include_usage", &o->include_usage));
   }
-  if (const json* bias = r.Find("logit_bias")) {
-    if (!bias->is_object()) {
-      return InvalidFieldError("logit_bias",
-                               absl::StrCat("'logit_bias' must be an object, got ", DescribeJsonValue(*bias)));
-    }
-    if (!bias->empty()) return Unsupported("logit_bias", "'logit_bias'");
-  }
+  if (const json* bias = r.Find("logit_bias")) ORCA_RETURN_IF_ERROR(ParseLogitBias(*bias, &o->sampling.logit_bias));
   return absl::OkStatus();
 }
 
@@ -382,9 +422,6 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(const json& body) {
     }
     if (!suffix->get_ref<const std::string&>().empty()) return Unsupported("suffix", "'suffix'");
   }
-  if (out.echo && out.logprobs) {
-    return Unsupported("echo", "'echo' together with 'logprobs' (prompt logprobs are not computed)");
-  }
   const size_t num_prompts = out.prompt_texts.size() + out.prompt_token_ids.size();
   if (num_prompts * static_cast<size_t>(out.options.n) > static_cast<size_t>(kMaxChoicesPerRequest)) {
     return InvalidFieldError("n", absl::StrCat("'n' × number of prompts must be at most ", kMaxChoicesPerRequest,
@@ -393,6 +430,8 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(const json& body) {
   if (out.logprobs) {
     out.options.sampling.logprobs = true;
     out.options.sampling.top_logprobs = *out.logprobs;
+    // echo with logprobs: the prompt's tokens lead the logprobs, with as many alternatives as the output's.
+    if (out.echo) out.options.sampling.prompt_logprobs = std::max(out.options.sampling.prompt_logprobs, *out.logprobs);
   }
   return out;
 }

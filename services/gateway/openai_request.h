@@ -5,7 +5,7 @@
 ///
 /// Follows OpenAI's (and vLLM's) rules: unknown fields are ignored, `null`
 /// means "not given", wrong types and out-of-range values are 400s naming the
-/// field. Features Orca does not implement (suffix, logit_bias, tools,
+/// field. Features Orca does not implement (suffix, tools,
 /// json response formats, non-text content parts) are rejected explicitly
 /// rather than silently ignored.
 
@@ -29,6 +29,7 @@ inline constexpr int32_t kMaxStopStrings = 16;
 inline constexpr int32_t kMaxStopTokenIds = 64;
 inline constexpr int32_t kMaxCompletionLogprobs = 5;
 inline constexpr int32_t kMaxChatTopLogprobs = 20;
+inline constexpr int32_t kMaxPromptLogprobs = 20;
 
 /// Generation options shared by completions and chat.
 struct GenerationOptions {
@@ -50,6 +51,9 @@ struct GenerationOptions {
   /// stream_options.include_usage: a last chunk with empty choices and usage.
   bool include_usage = false;
   std::string user;
+  /// vLLM's prompt_logprobs (0..20): each prompt token's logprob with this many alternatives,
+  /// returned as the choice's `prompt_logprobs`.
+  std::optional<int32_t> prompt_logprobs;
 
   static SamplingParams DefaultSampling() {
     SamplingParams params;

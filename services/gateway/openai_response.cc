@@ -26,6 +26,7 @@ std::string SseEvent(const json& payload) { return "data: " + DumpJson(payload) 
 void ChoiceResult::Append(const ChoiceDelta& delta) {
   text += delta.text;
   tokens.insert(tokens.end(), delta.tokens.begin(), delta.tokens.end());
+  prompt_logprobs.insert(prompt_logprobs.end(), delta.prompt_logprobs.begin(), delta.prompt_logprobs.end());
   if (delta.finish_reason) {
     finish_reason = delta.finish_reason;
     stop_string = delta.stop_string;
@@ -67,6 +68,13 @@ json OpenAiResponseBuilder::CompletionLogprobs(const std::vector<GeneratedToken>
               {"text_offset", json::array()}};
   for (const GeneratedToken& token : tokens) {
     out["tokens"].push_back(token.text);
+    out["text_offset"].push_back(*text_offset);
+    *text_offset += token.text.size();
+    if (!token.has_logprob) {  // a prompt's first token (echo)
+      out["token_logprobs"].push_back(nullptr);
+      out["top_logprobs"].push_back(nullptr);
+      continue;
+    }
     out["token_logprobs"].push_back(token.logprob);
     // As OpenAI documents: the sampled token is always included, so a position
     // has up to logprobs + 1 entries. (Keys holding partial UTF-8 are repaired
@@ -75,10 +83,66 @@ json OpenAiResponseBuilder::CompletionLogprobs(const std::vector<GeneratedToken>
     for (const TokenAlternative& alt : token.top) top[alt.text] = alt.logprob;
     if (!top.contains(token.text)) top[token.text] = token.logprob;
     out["top_logprobs"].push_back(std::move(top));
-    out["text_offset"].push_back(*text_offset);
-    *text_offset += token.text.size();
   }
   return out;
+}
+
+json OpenAiResponseBuilder::EchoLogprobs(const std::vector<GeneratedToken>& prompt,
+                                         const std::vector<GeneratedToken>& tokens, size_t* text_offset) const {
+  std::vector<GeneratedToken> all;
+  all.reserve(prompt.size() + tokens.size());
+  for (const GeneratedToken& t : prompt) {
+    all.push_back(t);
+    // The engine computed max(logprobs, prompt_logprobs) alternatives per prompt position.
+    if (all.back().top.size() > static_cast<size_t>(options_.top_logprobs))
+      all.back().top.resize(options_.top_logprobs);
+  }
+  all.insert(all.end(), tokens.begin(), tokens.end());
+  return CompletionLogprobs(all, text_offset);
+}
+
+json OpenAiResponseBuilder::PromptLogprobsJson(const std::vector<GeneratedToken>& prompt) const {
+  json out = json::array();
+  const size_t k = static_cast<size_t>(options_.prompt_logprobs.value_or(0));
+  for (const GeneratedToken& t : prompt) {
+    if (!t.has_logprob) {
+      out.push_back(nullptr);
+      continue;
+    }
+    // As vLLM: the prompt token itself with its rank in the distribution, then the k most likely (rank 1 = most
+    // likely; ties broken by the lower id, so a tied prompt token may show a rank its alternative also shows).
+    json position = json::object();
+    position[std::to_string(t.id)] = {{"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", t.text}};
+    for (size_t i = 0; i < t.top.size() && i < k; ++i) {
+      const TokenAlternative& alt = t.top[i];
+      if (alt.id == t.id) continue;
+      position[std::to_string(alt.id)] = {
+          {"logprob", alt.logprob}, {"rank", static_cast<int32_t>(i + 1)}, {"decoded_token", alt.text}};
+    }
+    out.push_back(std::move(position));
+  }
+  return out;
+}
+
+void OpenAiResponseBuilder::AddChoiceLogprobs(const std::vector<GeneratedToken>& prompt,
+                                              const std::vector<GeneratedToken>& tokens, int index, bool streaming,
+                                              json* choice) {
+  const bool chat = options_.api == OpenAiApi::kChat;
+  const bool echo = !chat && options_.echo_logprobs;
+  const bool any = !tokens.empty() || (echo && !prompt.empty());
+  if (!options_.logprobs || (streaming && !any)) {
+    (*choice)["logprobs"] = nullptr;
+  } else if (chat) {
+    (*choice)["logprobs"] = ChatLogprobs(tokens);
+  } else {
+    size_t offset = 0;
+    size_t* offset_ptr = &offset;
+    if (index >= 0 && static_cast<size_t>(index) < text_offsets_.size()) offset_ptr = &text_offsets_[index];
+    (*choice)["logprobs"] = echo ? EchoLogprobs(prompt, tokens, offset_ptr) : CompletionLogprobs(tokens, offset_ptr);
+  }
+  if (options_.prompt_logprobs && (!streaming || !prompt.empty())) {
+    (*choice)["prompt_logprobs"] = PromptLogprobsJson(prompt);
+  }
 }
 
 json OpenAiResponseBuilder::ChatLogprobs(const std::vector<GeneratedToken>& tokens) const {
@@ -112,21 +176,14 @@ std::string OpenAiResponseBuilder::RoleChunk(int index) const {
 std::string OpenAiResponseBuilder::DeltaChunk(const ChoiceDelta& delta) {
   json chunk = ChunkEnvelope();
   json choice = {{"index", delta.index}};
-  const bool with_logprobs = options_.logprobs && !delta.tokens.empty();
   if (options_.api == OpenAiApi::kChat) {
     json d = json::object();
     if (!delta.text.empty() || !delta.finish_reason) d["content"] = delta.text;
     choice["delta"] = std::move(d);
-    choice["logprobs"] = with_logprobs ? ChatLogprobs(delta.tokens) : json(nullptr);
   } else {
     choice["text"] = delta.text;
-    size_t offset = 0;
-    size_t* offset_ptr = &offset;
-    if (delta.index >= 0 && static_cast<size_t>(delta.index) < text_offsets_.size()) {
-      offset_ptr = &text_offsets_[delta.index];
-    }
-    choice["logprobs"] = with_logprobs ? CompletionLogprobs(delta.tokens, offset_ptr) : json(nullptr);
   }
+  AddChoiceLogprobs(delta.prompt_logprobs, delta.tokens, delta.index, /*streaming=*/true, &choice);
   choice["finish_reason"] = FinishJson(delta.finish_reason);
   choice["stop_reason"] = StopReason(delta.finish_reason, delta.stop_string, delta.stop_token);
   chunk["choices"] = json::array({std::move(choice)});
@@ -157,13 +214,10 @@ std::string OpenAiResponseBuilder::FullResponse(const std::vector<ChoiceResult>&
     json choice = {{"index", c.index}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-      choice["logprobs"] = options_.logprobs ? ChatLogprobs(c.tokens) : json(nullptr);
     } else {
       choice["text"] = c.text;
-      size_t offset = 0;
-      if (c.index >= 0 && static_cast<size_t>(c.index) < text_offsets_.size()) offset = text_offsets_[c.index];
-      choice["logprobs"] = options_.logprobs ? CompletionLogprobs(c.tokens, &offset) : json(nullptr);
     }
+    AddChoiceLogprobs(c.prompt_logprobs, c.tokens, c.index, /*streaming=*/false, &choice);
     choice["finish_reason"] = FinishJson(c.finish_reason);
     choice["stop_reason"] = StopReason(c.finish_reason, c.stop_string, c.stop_token);
     out.push_back(std::move(choice));

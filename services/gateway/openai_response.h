@@ -24,6 +24,7 @@ struct ChoiceResult {
   int index = 0;
   std::string text;
   std::vector<GeneratedToken> tokens;
+  std::vector<GeneratedToken> prompt_logprobs;
   std::optional<FinishReason> finish_reason;
   std::string stop_string;
   std::optional<int32_t> stop_token;
@@ -44,6 +45,13 @@ class OpenAiResponseBuilder {
     bool logprobs = false;
     /// stream_options.include_usage: chunks carry "usage": null, then a usage chunk.
     bool include_usage = false;
+    /// Completions `echo` with `logprobs`: the prompt's tokens lead each choice's logprobs
+    /// (the first with null logprob and alternatives), with `top_logprobs` alternatives each.
+    bool echo_logprobs = false;
+    int32_t top_logprobs = 0;
+    /// vLLM's prompt_logprobs: each choice gets a `prompt_logprobs` list, null for the first
+    /// prompt token, then {token id: {logprob, rank, decoded_token}} with this many alternatives.
+    std::optional<int32_t> prompt_logprobs;
   };
   explicit OpenAiResponseBuilder(Options options);
 
@@ -72,6 +80,14 @@ class OpenAiResponseBuilder {
   nlohmann::json ChunkEnvelope() const;
   nlohmann::json CompletionLogprobs(const std::vector<GeneratedToken>& tokens, size_t* text_offset) const;
   nlohmann::json ChatLogprobs(const std::vector<GeneratedToken>& tokens) const;
+  /// The completions logprobs of a choice's prompt tokens (echo) followed by its generated ones.
+  nlohmann::json EchoLogprobs(const std::vector<GeneratedToken>& prompt, const std::vector<GeneratedToken>& tokens,
+                              size_t* text_offset) const;
+  /// vLLM's `prompt_logprobs` list for these prompt tokens.
+  nlohmann::json PromptLogprobsJson(const std::vector<GeneratedToken>& prompt) const;
+  /// Adds the logprobs and prompt_logprobs fields of one choice (chunk or full response).
+  void AddChoiceLogprobs(const std::vector<GeneratedToken>& prompt, const std::vector<GeneratedToken>& tokens,
+                         int index, bool streaming, nlohmann::json* choice);
   static nlohmann::json UsageJson(const GenerationUsage& usage);
   static nlohmann::json StopReason(const std::optional<FinishReason>& reason, const std::string& stop_string,
                                    const std::optional<int32_t>& stop_token);

@@ -39,6 +39,18 @@ absl::Status RequestResolver::CheckTokenIds(const std::vector<int32_t>& ids, con
   return absl::OkStatus();
 }
 
+absl::Status RequestResolver::CheckLogitBias(const SamplingParams& sampling) const {
+  const int32_t vocab = model_->tokenizer().vocab_size();
+  for (const auto& [id, bias] : sampling.logit_bias) {
+    if (id < 0 || id >= vocab) {
+      return InvalidFieldError("logit_bias",
+                               absl::StrCat("'logit_bias' key '", id,
+                                            "' is not a token id of this model: the vocabulary is [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PromptInput> RequestResolver::MakePrompt(std::vector<int32_t> ids, const GenerationOptions& options,
                                                         int32_t max_model_len, const char* prompt_field,
                                                         const char* max_tokens_field) const {
@@ -95,6 +107,7 @@ GenerationRequest RequestResolver::BaseRequest(const GenerationOptions& options)
 absl::StatusOr<GenerationRequest> RequestResolver::Completion(const CompletionRequest& request, int32_t max_model_len,
                                                               std::vector<std::string>* echo_texts) const {
   ORCA_RETURN_IF_ERROR(CheckTokenIds(request.options.stop_token_ids, "stop_token_ids"));
+  ORCA_RETURN_IF_ERROR(CheckLogitBias(request.options.sampling));
   GenerationRequest out = BaseRequest(request.options);
   const text::Tokenizer& tokenizer = model_->tokenizer();
   for (const std::string& text : request.prompt_texts) {
@@ -137,6 +150,10 @@ absl::StatusOr<std::string> RequestResolver::RenderChat(const std::vector<text::
   }
   text::ChatTemplateInputs inputs;
   inputs.messages = messages;
+  // OpenAI's `developer` role replaced `system` for its newer models and means the same thing; chat templates
+  // know only `system`, so render it as one (as OpenAI does for models without a developer role).
+  for (text::ChatMessage& m : inputs.messages)
+    if (m.role == "developer") m.role = "system";
   inputs.add_generation_prompt = add_generation_prompt;
   inputs.bos_token = model_->tokenizer().bos_token();
   inputs.eos_token = model_->tokenizer().eos_token();
@@ -151,6 +168,7 @@ absl::StatusOr<std::string> RequestResolver::RenderChat(const std::vector<text::
 
 absl::StatusOr<GenerationRequest> RequestResolver::Chat(const ChatRequest& request, int32_t max_model_len) const {
   ORCA_RETURN_IF_ERROR(CheckTokenIds(request.options.stop_token_ids, "stop_token_ids"));
+  ORCA_RETURN_IF_ERROR(CheckLogitBias(request.options.sampling));
   ORCA_ASSIGN_OR_RETURN(std::string prompt_text,
                         RenderChat(request.messages, request.add_generation_prompt, request.chat_template_kwargs));
   std::vector<int32_t> ids = model_->tokenizer().Encode(prompt_text, request.add_special_tokens);

@@ -41,6 +41,8 @@ class RequestResolver {
                                          const std::map<std::string, std::string>& kwargs) const;
   /// InvalidArgument naming `field` when an id is outside the vocabulary.
   absl::Status CheckTokenIds(const std::vector<int32_t>& ids, const std::string& field) const;
+  /// InvalidArgument (param "logit_bias") naming the first token id outside the vocabulary.
+  absl::Status CheckLogitBias(const SamplingParams& sampling) const;
 
  private:
   /// Validates one prompt's length against the context and sets its budget.

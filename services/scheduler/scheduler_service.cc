@@ -28,11 +28,13 @@ v1::FinishReason ToWire(sched::RequestState state) {
   }
 }
 
-void AppendTokens(const std::vector<sched::SampledToken>& tokens, v1::GenerateResponse* out) {
+void AppendTokens(const std::vector<sched::SampledToken>& tokens,
+                  google::protobuf::RepeatedPtrField<v1::SampledToken>* out) {
   for (const sched::SampledToken& t : tokens) {
-    v1::SampledToken* s = out->add_tokens();
+    v1::SampledToken* s = out->Add();
     s->set_token_id(t.token_id);
     s->set_logprob(t.logprob);
+    if (t.rank > 0) s->set_rank(t.rank);
     for (const sched::TopLogprob& lp : t.top_logprobs) {
       v1::TopLogprob* top = s->add_top_logprobs();
       top->set_token_id(lp.token_id);
@@ -72,7 +74,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
     if (done_) return;
     if (pending_.empty() || pending_.back().finish_reason() != v1::FINISH_REASON_UNSPECIFIED) pending_.emplace_back();
     v1::GenerateResponse& r = pending_.back();
-    AppendTokens(e.new_tokens, &r);
+    AppendTokens(e.new_tokens, r.mutable_tokens());
+    AppendTokens(e.new_prompt_logprobs, r.mutable_prompt_logprobs());
     r.set_engine_request_id(e.request_id);
     if (e.finish.has_value()) {
       const sched::FinishInfo& f = *e.finish;

@@ -430,6 +430,7 @@ absl::Status WorkerNode::RunIteration(const v1::ControlMessage& msg) {
     v1::IterationResult r;
     r.set_iteration_id(msg.iteration_id());
     services::SamplesToProto(output_.samples, &r);
+    services::PromptLogprobsToProto(output_.prompt_logprobs, &r);
     v1::StageTiming* t = r.add_stage_timings();
     t->set_stage(stage);
     t->set_compute_micros(compute_us);

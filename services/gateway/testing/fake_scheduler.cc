@@ -255,6 +255,20 @@ void FakeScheduler::Step(Stream* stream) {
     const auto& stops = request.stop_token_ids();
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) finish = orca::v1::FINISH_REASON_STOP;
   }
+  if (position == 0 && request.sampling().has_prompt_logprobs()) {
+    // Prompt position p (from 1) scores -p / 2 with rank (p % 3) + 1, and k alternatives below it.
+    for (int p = 1; p < request.prompt_token_ids_size(); ++p) {
+      orca::v1::SampledToken* lp = out.add_prompt_logprobs();
+      lp->set_token_id(request.prompt_token_ids(p));
+      lp->set_logprob(-0.5f * static_cast<float>(p));
+      lp->set_rank(p % 3 + 1);
+      for (int k = 0; k < request.sampling().prompt_logprobs(); ++k) {
+        orca::v1::TopLogprob* top = lp->add_top_logprobs();
+        top->set_token_id(options_.token_min + k);
+        top->set_logprob(-0.1f * static_cast<float>(k + 1));
+      }
+    }
+  }
   orca::v1::SampledToken* sampled = out.add_tokens();
   sampled->set_token_id(token);
   const uint64_t lp_hash = Mix(static_cast<uint64_t>(token), static_cast<uint64_t>(position));

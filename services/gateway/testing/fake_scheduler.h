@@ -8,6 +8,8 @@
 /// Tokens depend only on the prompt, the position and (when sampling with a
 /// seed) the seed, so greedy requests are reproducible, seeded ones differ by
 /// seed, and the gateway's detokenization / stop strings see realistic input.
+/// With sampling.prompt_logprobs, the first message carries made-up prompt
+/// logprobs (position p scores -p / 2) for the gateway's rendering.
 /// A cancelled call (client disconnect, stop string) releases its KV slots at
 /// the next iteration, as the real scheduler does.
 

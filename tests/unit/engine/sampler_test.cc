@@ -106,6 +106,78 @@ TEST(SamplerTest, LogprobsAreTheRawLogSoftmax) {
   EXPECT_NEAR(r.top_logprobs[2].logprob, raw[2] - std::log(z), 1e-5);
 }
 
+TEST(SamplerTest, LogitBiasForcesAndBansTokensGreedy) {
+  SamplingParams p;
+  p.logit_bias = {{3, 100.0f}};  // the least likely token (-1.0) becomes the argmax
+  EXPECT_EQ(SampleOnce(p), 3);
+  p.logit_bias = {{1, -100.0f}};  // the argmax is banned: the next best (2.9) wins
+  EXPECT_EQ(SampleOnce(p), 5);
+  p.logit_bias = {{1, -100.0f}, {5, -100.0f}, {2, -0.5f}};  // 2.0 - 0.5 = 1.5 still beats 1.0
+  EXPECT_EQ(SampleOnce(p), 2);
+  p.logit_bias = {{1, -100.0f}, {5, -100.0f}, {2, -1.5f}};  // 0.5 < 1.0: token 0
+  EXPECT_EQ(SampleOnce(p), 0);
+}
+
+TEST(SamplerTest, LogitBiasBansTokensWhenSampling) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.logit_bias = {{1, -100.0f}, {5, -100.0f}};
+  std::map<int32_t, int> counts;
+  for (uint64_t id = 0; id < 2000; ++id) ++counts[SampleOnce(p, id)];
+  EXPECT_EQ(counts.count(1), 0u);
+  EXPECT_EQ(counts.count(5), 0u);
+  EXPECT_GT(counts[2], 0);  // the others are still drawn
+  p.logit_bias = {{4, 100.0f}};
+  for (uint64_t id = 0; id < 200; ++id) EXPECT_EQ(SampleOnce(p, id), 4);
+}
+
+TEST(SamplerTest, LogitBiasComesBeforePenaltiesAndLeavesLogprobsRaw) {
+  SamplingParams p;
+  p.logprobs = true;
+  p.top_logprobs = 1;
+  p.repetition_penalty = 2.0f;
+  // Tokens 1 and 5 banned; token 3 (-1.0, in the prompt) biased by +4.5. Bias first: (-1 + 4.5) / 2 = 1.75 < 2.0, so
+  // token 2 wins; had the penalty come first, -1 * 2 + 4.5 = 2.5 would have made it token 3.
+  p.logit_bias = {{1, -100.0f}, {3, 4.5f}, {5, -100.0f}};
+  std::vector<int32_t> prompt = {3};
+  Sampler s(p, 1, prompt);
+  auto l = Logits();
+  const SampleResult r = s.Sample(l.data(), 6);
+  EXPECT_EQ(r.token_id, 2);
+  auto raw = Logits();
+  double z = 0;
+  for (float v : raw) z += std::exp(v);
+  EXPECT_NEAR(r.logprob, raw[2] - std::log(z), 1e-5);
+  ASSERT_EQ(r.top_logprobs.size(), 1u);
+  EXPECT_EQ(r.top_logprobs[0].token_id, 1);  // the raw distribution's best, although it is banned
+
+  SamplingParams q;
+  q.logprobs = true;
+  q.logit_bias = {{3, 100.0f}};
+  Sampler forced(q, 1, {});
+  l = Logits();
+  const SampleResult f = forced.Sample(l.data(), 6);
+  EXPECT_EQ(f.token_id, 3);
+  EXPECT_NEAR(f.logprob, raw[3] - std::log(z), 1e-5);  // the raw logprob of the forced token
+}
+
+TEST(SamplerTest, LogitBiasValidation) {
+  SamplingParams p;
+  p.logit_bias = {{1, 100.0f}, {2, -100.0f}};
+  EXPECT_EQ(p.Validate(), "");
+  p.logit_bias = {{1, 100.5f}};
+  EXPECT_NE(p.Validate().find("logit_bias for token 1 must be in [-100, 100]"), std::string::npos);
+  p.logit_bias = {{1, std::nanf("")}};
+  EXPECT_NE(p.Validate().find("logit_bias"), std::string::npos);
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_NE(p.Validate().find("negative"), std::string::npos);
+  p.logit_bias = {{2, 1.0f}, {2, 1.0f}};
+  EXPECT_NE(p.Validate().find("sorted and unique"), std::string::npos);
+  p.logit_bias.clear();
+  for (int i = 0; i <= kMaxLogitBiasEntries; ++i) p.logit_bias.emplace_back(i, 1.0f);
+  EXPECT_NE(p.Validate().find("at most 300"), std::string::npos);
+}
+
 TEST(SamplerTest, ValidateNamesTheBadField) {
   SamplingParams p;
   p.top_p = 0.0f;

@@ -261,6 +261,18 @@ TEST(GatewayHttpTest, BadInputTableWhileAConcurrentStreamGoesOnUnharmed) {
        400,
        "'messages[1].role' is 'wizard'; supported roles are 'system', 'developer', 'user', 'assistant', 'tool' "
        "and 'function'"},
+      {"logit_bias id out of vocab",
+       "/v1/completions",
+       R"({"prompt": "x", "logit_bias": {"65": 1, "300": -100}})",
+       {auth},
+       400,
+       "'logit_bias' key '300' is not a token id of this model: the vocabulary is [0, 257)"},
+      {"logit_bias value out of range",
+       "/v1/chat/completions",
+       R"({"messages": [{"role":"user","content":"x"}], "logit_bias": {"65": 101}})",
+       {auth},
+       400,
+       "'logit_bias[\"65\"]' must be in [-100, 100], got 101"},
       {"invalid utf-8", "/v1/completions", "{\"prompt\": \"a\xc3(\"}", {auth}, 400, "not valid UTF-8"},
       {"n zero", "/v1/completions", R"({"prompt": "x", "n": 0})", {auth}, 400, "'n' must be at least 1"},
       {"stop number", "/v1/completions", R"({"prompt": "x", "stop": 5})", {auth}, 400, "'stop' must be a string"},
@@ -474,6 +486,109 @@ TEST(GatewayHttpTest, TokenizeAndDetokenize) {
   HttpResult chat = f.Client().Request("POST", "/tokenize", R"({"messages": [{"role": "user", "content": "a"}]})");
   ASSERT_EQ(chat.status, 200);
   EXPECT_GT(chat.Json()["count"].get<int>(), 1);
+}
+
+// OpenAI's `developer` role is its newer name for `system`: it renders as a system turn. Tool and function turns
+// reach the template (chatml renders any role); unknown roles are refused by name (the bad-input table).
+TEST(GatewayHttpTest, DeveloperRoleRendersAsSystem) {
+  GatewayFixture f;
+  auto tokens = [&](const std::string& role) {
+    HttpResult r = f.Client().Request(
+        "POST", "/tokenize",
+        R"({"messages": [{"role": ")" + role + R"(", "content": "be brief"}, {"role": "user", "content": "hi"}]})");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json()["tokens"];
+  };
+  EXPECT_EQ(tokens("developer"), tokens("system"));
+  EXPECT_NE(tokens("developer"), tokens("user"));
+  for (const char* role : {"tool", "function"}) {
+    HttpResult r = f.Client().Request("POST", "/v1/chat/completions",
+                                      std::string(R"({"messages": [{"role": "user", "content": "x"}, {"role": ")") +
+                                          role + R"(", "content": "42"}], "max_tokens": 2})");
+    EXPECT_EQ(r.status, 200) << role << ": " << r.body;
+  }
+}
+
+// logit_bias reaches the scheduler on the wire, sorted by id; prompt_logprobs too.
+TEST(GatewayHttpTest, LogitBiasAndPromptLogprobsAreForwarded) {
+  GatewayFixture f;
+  HttpResult r = f.Client().Request(
+      "POST", "/v1/completions",
+      R"({"prompt": "x", "max_tokens": 2, "logit_bias": {"65": 100, "10": -100}, "prompt_logprobs": 2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<orca::v1::GenerateRequest> requests = f.scheduler().requests();
+  ASSERT_FALSE(requests.empty());
+  const orca::v1::SamplingParams& sent = requests.back().sampling();
+  ASSERT_EQ(sent.logit_bias_size(), 2);
+  EXPECT_FLOAT_EQ(sent.logit_bias().at(65), 100.0f);
+  EXPECT_FLOAT_EQ(sent.logit_bias().at(10), -100.0f);
+  EXPECT_EQ(sent.prompt_logprobs(), 2);
+}
+
+// echo + logprobs: the text starts with the prompt and the logprobs with its tokens (the first null), offsets
+// running through prompt and output; streamed, the same arrays split over chunks.
+TEST(GatewayHttpTest, EchoWithLogprobsLeadsWithThePromptTokens) {
+  GatewayFixture f;
+  HttpResult r =
+      f.Client().Request("POST", "/v1/completions",
+                         R"({"prompt": "Hi!", "max_tokens": 2, "temperature": 0, "echo": true, "logprobs": 1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = r.Json();
+  const json& choice = body["choices"][0];
+  EXPECT_THAT(choice["text"].get<std::string>(), StartsWith("Hi!"));
+  const json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u) << lp;
+  EXPECT_EQ(lp["tokens"][0], "H");
+  EXPECT_EQ(lp["tokens"][1], "i");
+  EXPECT_EQ(lp["tokens"][2], "!");
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), -0.5f);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][2].get<float>(), -1.0f);
+  EXPECT_EQ(lp["top_logprobs"][1].size(), 2u) << "one alternative + the token itself";
+  EXPECT_EQ(lp["text_offset"], json({0, 1, 2, 3, 4}));
+  EXPECT_FALSE(choice.contains("prompt_logprobs"));
+
+  HttpResult s = f.Client().Request(
+      "POST", "/v1/completions",
+      R"({"prompt": "Hi!", "max_tokens": 2, "temperature": 0, "echo": true, "logprobs": 1, "stream": true})");
+  ASSERT_EQ(s.status, 200) << s.body;
+  json tokens = json::array(), logprobs = json::array();
+  std::string text;
+  for (const json& e : JsonEvents(s.body)) {
+    const json& c = e["choices"][0];
+    text += c["text"].get<std::string>();
+    if (c["logprobs"].is_null()) continue;
+    for (const auto& t : c["logprobs"]["tokens"]) tokens.push_back(t);
+    for (const auto& t : c["logprobs"]["token_logprobs"]) logprobs.push_back(t);
+  }
+  EXPECT_EQ(text, choice["text"].get<std::string>());
+  EXPECT_EQ(tokens, lp["tokens"]);
+  EXPECT_EQ(logprobs, lp["token_logprobs"]);
+}
+
+// vLLM's prompt_logprobs on chat (n = 2: each choice carries them).
+TEST(GatewayHttpTest, PromptLogprobsOnChatChoices) {
+  GatewayFixture f;
+  HttpResult r = f.Client().Request(
+      "POST", "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "ab"}], "max_tokens": 2, "n": 2, "prompt_logprobs": 1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<orca::v1::GenerateRequest> requests = f.scheduler().requests();
+  ASSERT_FALSE(requests.empty());
+  const int prompt_len = requests.back().prompt_token_ids_size();
+  const json body = r.Json();
+  ASSERT_EQ(body["choices"].size(), 2u);
+  for (const json& choice : body["choices"]) {
+    const json& p = choice["prompt_logprobs"];
+    ASSERT_EQ(p.size(), static_cast<size_t>(prompt_len)) << p;
+    EXPECT_TRUE(p[0].is_null());
+    const std::string id = std::to_string(requests.back().prompt_token_ids(1));
+    EXPECT_FLOAT_EQ(p[1][id]["logprob"].get<float>(), -0.5f);
+    EXPECT_EQ(p[1][id]["rank"], 2);
+    EXPECT_EQ(p[1].size(), 2u) << "the token and one alternative";
+    EXPECT_TRUE(choice["logprobs"].is_null());
+  }
 }
 
 TEST(GatewayHttpTest, KeepAliveAndPipelinedRequestsOnOneConnection) {

@@ -101,8 +101,33 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"LogprobsTooMany", R"({"prompt": "x", "logprobs": 6})", "logprobs", "at most 5, got 6"},
         BadInput{"LogprobsBool", R"({"prompt": "x", "logprobs": true})", "logprobs", "must be an integer"},
         BadInput{"Suffix", R"({"prompt": "x", "suffix": "end"})", "suffix", "'suffix' is not supported"},
-        BadInput{"EchoWithLogprobs", R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo", "not supported"},
-        BadInput{"LogitBias", R"({"prompt": "x", "logit_bias": {"50256": -100}})", "logit_bias", "not supported"},
+        BadInput{"PromptLogprobsTooMany", R"({"prompt": "x", "prompt_logprobs": 21})", "prompt_logprobs",
+                 "at most 20, got 21"},
+        BadInput{"PromptLogprobsNegative", R"({"prompt": "x", "prompt_logprobs": -1})", "prompt_logprobs",
+                 "at least 0, got -1"},
+        BadInput{"PromptLogprobsBool", R"({"prompt": "x", "prompt_logprobs": true})", "prompt_logprobs",
+                 "must be an integer"},
+        BadInput{"LogitBiasArray", R"({"prompt": "x", "logit_bias": [1, 2]})", "logit_bias",
+                 "'logit_bias' must be an object, got an array"},
+        BadInput{"LogitBiasKeyNotInteger", R"({"prompt": "x", "logit_bias": {"hello": 1}})", "logit_bias",
+                 "keys must be token ids (non-negative integers written as strings), got 'hello'"},
+        BadInput{"LogitBiasKeyNegative", R"({"prompt": "x", "logit_bias": {"-5": 1}})", "logit_bias", "got '-5'"},
+        BadInput{"LogitBiasKeyFraction", R"({"prompt": "x", "logit_bias": {"1.5": 1}})", "logit_bias", "got '1.5'"},
+        BadInput{"LogitBiasKeyEmpty", R"({"prompt": "x", "logit_bias": {"": 1}})", "logit_bias", "got ''"},
+        BadInput{"LogitBiasKeyHuge", R"({"prompt": "x", "logit_bias": {"99999999999": 1}})", "logit_bias",
+                 "got '99999999999'"},
+        BadInput{"LogitBiasValueString", R"({"prompt": "x", "logit_bias": {"50256": "-100"}})", "logit_bias",
+                 "'logit_bias[\"50256\"]' must be a number, got a string"},
+        BadInput{"LogitBiasValueBool", R"({"prompt": "x", "logit_bias": {"7": true}})", "logit_bias",
+                 "'logit_bias[\"7\"]' must be a number, got a boolean"},
+        BadInput{"LogitBiasValueNull", R"({"prompt": "x", "logit_bias": {"7": null}})", "logit_bias",
+                 "must be a number, got null"},
+        BadInput{"LogitBiasValueTooLow", R"({"prompt": "x", "logit_bias": {"7": -100.5}})", "logit_bias",
+                 "'logit_bias[\"7\"]' must be in [-100, 100], got -100.5"},
+        BadInput{"LogitBiasValueTooHigh", R"({"prompt": "x", "logit_bias": {"7": 1000}})", "logit_bias",
+                 "must be in [-100, 100], got 1000"},
+        BadInput{"LogitBiasDuplicateId", R"({"prompt": "x", "logit_bias": {"7": 1, "007": 2}})", "logit_bias",
+                 "names token id 7 more than once"},
         BadInput{"BestOf", R"({"prompt": "x", "best_of": 3})", "best_of", "not supported"},
         BadInput{"UserNumber", R"({"prompt": "x", "user": 7})", "user", "'user' must be a string"},
         BadInput{"ModelNumber", R"({"prompt": "x", "model": 7})", "model", "'model' must be a string"},
@@ -219,6 +244,61 @@ TEST(OpenAiRequestTest, SamplingAndOptionsAreCarried) {
   EXPECT_TRUE(o.stream);
   EXPECT_TRUE(o.include_usage);
   EXPECT_EQ(o.user, "u1");
+}
+
+TEST(OpenAiRequestTest, LogitBiasIsCarriedSortedByTokenId) {
+  auto r = Completion(R"({"prompt": "x", "logit_bias": {"50256": -100, "13": 100, "0": 0.5, "7": -3}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<std::pair<int32_t, float>> expected = {{0, 0.5f}, {7, -3.0f}, {13, 100.0f}, {50256, -100.0f}};
+  EXPECT_EQ(r->options.sampling.logit_bias, expected);
+  EXPECT_EQ(r->options.sampling.Validate(), "");
+
+  auto chat = Chat(R"({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"42": 5}})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->options.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{42, 5.0f}}));
+
+  // Empty and null both mean no bias.
+  for (const char* body : {R"({"prompt": "x", "logit_bias": {}})", R"({"prompt": "x", "logit_bias": null})"}) {
+    auto none = Completion(body);
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_TRUE(none->options.sampling.logit_bias.empty());
+  }
+}
+
+TEST(OpenAiRequestTest, EchoWithLogprobsAndPromptLogprobsAskForPromptLogprobs) {
+  auto none = Completion(R"({"prompt": "x", "logprobs": 2})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->options.sampling.prompt_logprobs, -1);
+  auto echo_only = Completion(R"({"prompt": "x", "echo": true})");
+  ASSERT_TRUE(echo_only.ok()) << echo_only.status();
+  EXPECT_EQ(echo_only->options.sampling.prompt_logprobs, -1);
+  auto echo = Completion(R"({"prompt": "x", "echo": true, "logprobs": 2})");
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(echo->options.sampling.prompt_logprobs, 2);
+  EXPECT_EQ(echo->options.sampling.top_logprobs, 2);
+  EXPECT_FALSE(echo->options.prompt_logprobs.has_value());  // no vLLM prompt_logprobs field in the response
+  auto both = Completion(R"({"prompt": "x", "echo": true, "logprobs": 1, "prompt_logprobs": 4})");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->options.sampling.prompt_logprobs, 4);  // the engine computes the larger of the two
+  EXPECT_EQ(both->options.prompt_logprobs, 4);
+  auto chat = Chat(R"({"messages": [{"role": "user", "content": "hi"}], "prompt_logprobs": 0})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->options.sampling.prompt_logprobs, 0);
+  EXPECT_EQ(chat->options.sampling.Validate(), "");
+}
+
+TEST(OpenAiRequestTest, LogitBiasEntriesAreCapped) {
+  json body = {{"prompt", "x"}, {"logit_bias", json::object()}};
+  for (int i = 0; i < kMaxLogitBiasEntries; ++i) body["logit_bias"][std::to_string(i)] = 1;
+  auto at_cap = ParseCompletionRequest(body);
+  ASSERT_TRUE(at_cap.ok()) << at_cap.status();
+  EXPECT_EQ(at_cap->options.sampling.logit_bias.size(), static_cast<size_t>(kMaxLogitBiasEntries));
+  body["logit_bias"][std::to_string(kMaxLogitBiasEntries)] = 1;
+  auto over = ParseCompletionRequest(body);
+  ASSERT_FALSE(over.ok());
+  const ApiError error = ApiError::FromStatus(over.status());
+  EXPECT_EQ(error.param, "logit_bias");
+  EXPECT_THAT(error.message, HasSubstr("at most 300 entries, got 301"));
 }
 
 TEST(OpenAiRequestTest, PriorityIsCarriedAndRangeChecked) {

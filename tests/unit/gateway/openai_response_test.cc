@@ -154,6 +154,84 @@ TEST(OpenAiResponseTest, FullChatResponse) {
   EXPECT_EQ(body["usage"], json({{"prompt_tokens", 2}, {"completion_tokens", 1}, {"total_tokens", 3}}));
 }
 
+GeneratedToken PromptStart(int32_t id, std::string text) {
+  GeneratedToken t = Token(id, 0.0f, std::move(text));
+  t.has_logprob = false;
+  return t;
+}
+
+// echo with logprobs: the prompt's tokens lead the logprobs, the first with null logprob and alternatives
+// (OpenAI's legacy completions shape), offsets running through prompt then output, alternatives trimmed to
+// `logprobs` even when the engine computed more for prompt_logprobs.
+TEST(OpenAiResponseTest, EchoLogprobsLeadWithThePrompt) {
+  OpenAiResponseBuilder::Options o = Format(OpenAiApi::kCompletions, /*logprobs=*/true);
+  o.echo_logprobs = true;
+  o.top_logprobs = 1;
+  OpenAiResponseBuilder builder(o);
+  ChoiceResult c;
+  c.index = 0;
+  c.text = "Hi there!";
+  GeneratedToken second = Token(7, -2.5f, " there", {{8, -0.5f, " you"}, {7, -2.5f, " there"}});
+  second.rank = 4;
+  c.prompt_logprobs = {PromptStart(5, "Hi"), second};
+  c.tokens = {Token(9, -0.1f, "!", {{9, -0.1f, "!"}})};
+  c.finish_reason = FinishReason::kLength;
+  const json body = json::parse(builder.FullResponse({c}, {2, 1}));
+  const json& lp = body["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json({"Hi", " there", "!"}));
+  EXPECT_EQ(lp["token_logprobs"][0], nullptr);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), -2.5f);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][2].get<float>(), -0.1f);
+  EXPECT_EQ(lp["top_logprobs"][0], nullptr);
+  EXPECT_EQ(lp["top_logprobs"][1].size(), 2u) << lp;  // " you" (the one alternative asked) + the token itself
+  EXPECT_TRUE(lp["top_logprobs"][1].contains(" you"));
+  EXPECT_TRUE(lp["top_logprobs"][1].contains(" there"));
+  EXPECT_EQ(lp["text_offset"], json({0, 2, 8}));
+  EXPECT_FALSE(body["choices"][0].contains("prompt_logprobs"));
+}
+
+// vLLM's prompt_logprobs: null for the first prompt token, then {id: {logprob, rank, decoded_token}} with the
+// prompt token and k alternatives; on chat and completions, and in the stream's chunks as they come.
+TEST(OpenAiResponseTest, PromptLogprobsAsVllm) {
+  for (OpenAiApi api : {OpenAiApi::kCompletions, OpenAiApi::kChat}) {
+    OpenAiResponseBuilder::Options o = Format(api);
+    o.prompt_logprobs = 1;
+    OpenAiResponseBuilder builder(o);
+    GeneratedToken second = Token(7, -2.5f, " there", {{8, -0.5f, " you"}, {7, -2.5f, " there"}});
+    second.rank = 2;
+    GeneratedToken third = Token(3, -0.2f, ".", {{3, -0.2f, "."}});
+    third.rank = 1;
+    ChoiceResult c;
+    c.index = 0;
+    c.prompt_logprobs = {PromptStart(5, "Hi"), second, third};
+    c.finish_reason = FinishReason::kLength;
+    const json body = json::parse(builder.FullResponse({c}, {3, 0}));
+    const json& choice = body["choices"][0];
+    EXPECT_TRUE(choice["logprobs"].is_null()) << "logprobs were not asked";
+    const json& p = choice["prompt_logprobs"];
+    ASSERT_EQ(p.size(), 3u) << p;
+    EXPECT_TRUE(p[0].is_null());
+    ASSERT_EQ(p[1].size(), 2u) << p[1];
+    EXPECT_FLOAT_EQ(p[1]["7"]["logprob"].get<float>(), -2.5f);
+    EXPECT_EQ(p[1]["7"]["rank"], 2);
+    EXPECT_EQ(p[1]["7"]["decoded_token"], " there");
+    EXPECT_EQ(p[1]["8"]["rank"], 1);
+    EXPECT_EQ(p[1]["8"]["decoded_token"], " you");
+    ASSERT_EQ(p[2].size(), 1u) << "the token is its own best alternative";
+    EXPECT_EQ(p[2]["3"]["rank"], 1);
+
+    ChoiceDelta d;
+    d.index = 1;
+    d.prompt_logprobs = {PromptStart(5, "Hi")};
+    const json chunk = ParseChunk(builder.DeltaChunk(d));
+    EXPECT_EQ(chunk["choices"][0]["prompt_logprobs"], json::array({nullptr}));
+    ChoiceDelta text_only;
+    text_only.index = 1;
+    text_only.text = "x";
+    EXPECT_FALSE(ParseChunk(builder.DeltaChunk(text_only))["choices"][0].contains("prompt_logprobs"));
+  }
+}
+
 TEST(OpenAiResponseTest, ChoiceResultAccumulatesDeltas) {
   ChoiceResult result;
   ChoiceDelta a;

@@ -1,6 +1,7 @@
-// The plan → engine conversions carry the FasterTransformer baseline's prompt padding: in
-// process (PlanToStepInput) and over the wire (PlanToControlMessage →
-// ControlMessageToStepInput) alike.
+// The plan -> engine conversions and the engine -> scheduler results: the FasterTransformer
+// baseline's prompt padding (PlanToStepInput, PlanToControlMessage -> ControlMessageToStepInput)
+// and prompt logprobs (merged with the request's sampled token when it has one, a record of
+// their own when not), in process and over the wire alike.
 
 #include "services/common/control_convert.h"
 
@@ -61,6 +62,67 @@ TEST(ControlConvertTest, UnpaddedPlansAreUnchanged) {
   v1::ControlMessage msg;
   PlanToControlMessage(plan, &msg);
   EXPECT_EQ(ControlMessageToStepInput(msg).seqs.size(), 2u);
+}
+
+engine::PromptLogprobs Record(uint64_t id, int32_t first, int32_t n) {
+  engine::PromptLogprobs p;
+  p.request_id = id;
+  p.first_position = first;
+  for (int32_t i = 0; i < n; ++i) {
+    engine::SampleResult r;
+    r.token_id = 100 + i;
+    r.logprob = -0.25f * static_cast<float>(i + 1);
+    r.rank = i + 2;
+    r.top_logprobs = {{7, -0.1f}};
+    p.tokens.push_back(r);
+  }
+  return p;
+}
+
+void ExpectResults(const std::vector<sched::RequestResult>& results, const std::string& what) {
+  ASSERT_EQ(results.size(), 2u) << what;
+  const sched::RequestResult& sampled = results[0];  // request 1: a token and prompt logprobs
+  EXPECT_EQ(sampled.request_id, 1u);
+  EXPECT_TRUE(sampled.has_token);
+  EXPECT_EQ(sampled.token.token_id, 42);
+  EXPECT_EQ(sampled.prompt_first_position, 9);
+  ASSERT_EQ(sampled.prompt_logprobs.size(), 2u);
+  EXPECT_EQ(sampled.prompt_logprobs[1].token_id, 101);
+  EXPECT_FLOAT_EQ(sampled.prompt_logprobs[1].logprob, -0.5f);
+  EXPECT_EQ(sampled.prompt_logprobs[1].rank, 3);
+  ASSERT_EQ(sampled.prompt_logprobs[1].top_logprobs.size(), 1u);
+  EXPECT_EQ(sampled.prompt_logprobs[1].top_logprobs[0].token_id, 7);
+  const sched::RequestResult& chunk = results[1];  // request 2: a chunk that does not sample
+  EXPECT_EQ(chunk.request_id, 2u);
+  EXPECT_FALSE(chunk.has_token) << what;
+  EXPECT_EQ(chunk.prompt_first_position, 1);
+  EXPECT_EQ(chunk.prompt_logprobs.size(), 3u);
+}
+
+TEST(ControlConvertTest, PromptLogprobsReachTheSchedulerInProcessAndOverTheWire) {
+  std::vector<engine::SequenceSample> samples = {{1, {42, -1.0f, {}}}};
+  const std::vector<engine::PromptLogprobs> records = {Record(1, 9, 2), Record(2, 1, 3)};
+
+  std::vector<sched::RequestResult> in_process = SamplesToResults(samples);
+  AddPromptLogprobs(records, &in_process);
+  ExpectResults(in_process, "in process");
+
+  v1::IterationResult wire;
+  SamplesToProto(samples, &wire);
+  PromptLogprobsToProto(records, &wire);
+  v1::IterationResult parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire.SerializeAsString()));
+  ExpectResults(ProtoToResults(parsed), "over the wire");
+}
+
+TEST(ControlConvertTest, ResultsWithoutPromptLogprobsAreUnchanged) {
+  v1::IterationResult wire;
+  SamplesToProto({{5, {3, -0.5f, {}}}}, &wire);
+  const std::vector<sched::RequestResult> results = ProtoToResults(wire);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0].has_token);
+  EXPECT_EQ(results[0].token.token_id, 3);
+  EXPECT_TRUE(results[0].prompt_logprobs.empty());
 }
 
 }  // namespace

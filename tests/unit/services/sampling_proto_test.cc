@@ -59,6 +59,8 @@ TEST(SamplingProtoTest, EveryFieldRoundTrips) {
   in.frequency_penalty = -0.5f;
   in.logprobs = true;
   in.top_logprobs = 5;
+  in.logit_bias = {{3, -100.0f}, {17, 2.5f}, {50256, 100.0f}};
+  in.prompt_logprobs = 0;
   v1::SamplingParams proto;
   SamplingToProto(in, &proto);
   const SamplingParams out = SamplingFromProto(proto);
@@ -72,6 +74,20 @@ TEST(SamplingProtoTest, EveryFieldRoundTrips) {
   EXPECT_EQ(out.frequency_penalty, in.frequency_penalty);
   EXPECT_EQ(out.logprobs, in.logprobs);
   EXPECT_EQ(out.top_logprobs, in.top_logprobs);
+  EXPECT_EQ(out.logit_bias, in.logit_bias);  // sorted again after the unordered proto map
+  EXPECT_EQ(out.prompt_logprobs, 0);
+  EXPECT_EQ(out.Validate(), "");
+}
+
+TEST(SamplingProtoTest, PromptLogprobsAndLogitBiasDefaultToNone) {
+  const SamplingParams params = SamplingFromProto(v1::SamplingParams());
+  EXPECT_EQ(params.prompt_logprobs, -1);
+  EXPECT_FALSE(params.WantsPromptLogprobs());
+  EXPECT_TRUE(params.logit_bias.empty());
+  v1::SamplingParams proto;
+  SamplingToProto(params, &proto);
+  EXPECT_FALSE(proto.has_prompt_logprobs());
+  EXPECT_EQ(proto.logit_bias_size(), 0);
 }
 
 }  // namespace
