@@ -19,6 +19,6 @@ if [ $# -eq 0 ] && [ -z "${ORCA_SKIP_SANITIZE:-}" ]; then
   # Fuzz targets replay their regressions, then explore ORCA_FUZZ_RUNS inputs (scaled per
   # target, tests/fuzz/CMakeLists.txt) from the fixed random seed ORCA_FUZZ_SEED: bounded
   # and reproducible. Exploring for a time is `ORCA_FUZZ_SECONDS=N scripts/sanitize.sh`.
-  ORCA_FUZZ_SECONDS="${ORCA_FUZZ_SECONDS:-0}" ORCA_FUZZ_RUNS="${ORCA_FUZZ_RUNS:-4000}" \
+  ORCA_FUZZ_SECONDS="${ORCA_FUZZ_SECONDS:-0}" ORCA_FUZZ_RUNS="${ORCA_FUZZ_RUNS:-8000}" \
     ORCA_FUZZ_SEED="${ORCA_FUZZ_SEED:-1}" exec "$ROOT/scripts/sanitize.sh"
 fi

@@ -35,7 +35,13 @@ if [ "$seconds" != 0 ]; then
 fi
 if [ "$runs" != 0 ]; then
   echo "== fuzzing $name: $runs inputs from random seed $seed and $(ls "$corpus" | wc -l) seed file(s)"
-  exec "$bin" -seed="$seed" -runs="$runs" -max_len=4096 -max_total_time=300 "${limits[@]}" -print_final_stats=1 "$corpus"
+  # Same seed, same inputs only without address randomization: Abseil's hash seed (and
+  # so flat_hash_map order, and so coverage) follows the addresses; two runs with ASLR
+  # grew different corpora, two with setarch -R identical ones. -reload=0: no corpus
+  # re-reads on a timer.
+  norandom=()
+  if setarch "$(uname -m)" -R true 2>/dev/null; then norandom=(setarch "$(uname -m)" -R); fi
+  exec "${norandom[@]}" "$bin" -seed="$seed" -runs="$runs" -reload=0 -max_len=4096 -max_total_time=300 "${limits[@]}" -print_final_stats=1 "$corpus"
 fi
 echo "== running $name on its $(ls "$corpus" | wc -l) seed(s)"
 exec "$bin" -runs=0 "${limits[@]}" "$corpus"
