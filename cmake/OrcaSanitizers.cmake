@@ -8,6 +8,8 @@
 set(ORCA_SANITIZE "" CACHE STRING "Sanitizers for Orca's code: address,undefined | thread | empty")
 option(ORCA_FUZZ "Build the libFuzzer targets (requires clang)" OFF)
 set(ORCA_FUZZ_SECONDS 30 CACHE STRING "How long each fuzz test fuzzes after replaying its seeds")
+set(ORCA_FUZZ_RUNS 0 CACHE STRING "With ORCA_FUZZ_SECONDS 0: inputs each fuzz test explores (reproducible)")
+set(ORCA_FUZZ_SEED 1 CACHE STRING "libFuzzer's random seed for the ORCA_FUZZ_RUNS exploration")
 
 if(ORCA_SANITIZE)
   if(ORCA_SANITIZE MATCHES "thread" AND ORCA_SANITIZE MATCHES "address")

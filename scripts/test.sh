@@ -5,8 +5,9 @@
 #   scripts/test.sh                 # everything, then the sanitizer stage
 #   scripts/test.sh -L unit         # extra arguments go to ctest (no sanitizer stage)
 #
-# The sanitizer stage (scripts/sanitize.sh): the parsers' unit tests under ASan+UBSan,
-# and every fuzz target on its seeds and regressions. ORCA_SKIP_SANITIZE=1 skips it.
+# The sanitizer stage (scripts/sanitize.sh): unit and integration tests under ASan+UBSan,
+# and every fuzz target on its regressions, then a bounded, reproducible exploration.
+# ORCA_SKIP_SANITIZE=1 skips it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${ORCA_BUILD_DIR:-$ROOT/build}"
@@ -21,7 +22,9 @@ mkdir -p "$TEST_TMPDIR"
 # Two at a time: this is a 2-core machine and the integration tests start real processes.
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 --timeout 900 "$@"
 if [ $# -eq 0 ] && [ -z "${ORCA_SKIP_SANITIZE:-}" ]; then
-  # Fuzz targets replay their seeds and regressions only (deterministic); exploring is
-  # `ORCA_FUZZ_SECONDS=N scripts/sanitize.sh`.
-  ORCA_FUZZ_SECONDS="${ORCA_FUZZ_SECONDS:-0}" exec "$ROOT/scripts/sanitize.sh"
+  # Fuzz targets replay their regressions, then explore ORCA_FUZZ_RUNS inputs (scaled per
+  # target, tests/fuzz/CMakeLists.txt) from the fixed random seed ORCA_FUZZ_SEED: bounded
+  # and reproducible. Exploring for a time is `ORCA_FUZZ_SECONDS=N scripts/sanitize.sh`.
+  ORCA_FUZZ_SECONDS="${ORCA_FUZZ_SECONDS:-0}" ORCA_FUZZ_RUNS="${ORCA_FUZZ_RUNS:-8000}" \
+    ORCA_FUZZ_SEED="${ORCA_FUZZ_SEED:-1}" exec "$ROOT/scripts/sanitize.sh"
 fi

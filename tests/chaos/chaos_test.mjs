@@ -18,7 +18,7 @@ import { spawnSync } from "node:child_process";
 import path from "node:path";
 
 import { Network, NetnsUnavailable } from "../netns/netns.mjs";
-import { ChaosStack, Load, sleep, waitFor } from "./stack.mjs";
+import { ChaosStack, Load, sleep, stream, waitFor } from "./stack.mjs";
 
 const t0 = Date.now();
 const say = (msg) => console.log(`[chaos +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
@@ -41,6 +41,16 @@ const scenarios = [
   { name: "SIGTERM worker-0, restart", mayFail: true, fault: (s) => terminateAndRestart(s, "worker-0") },
   { name: "SIGTERM scheduler (drain), restart", mayFail: true, fault: (s) => terminateAndRestart(s, "scheduler") },
   { name: "rolling restart of the gateways (SIGTERM, drain)", mayFail: false, fault: rollingGatewayRestart },
+  // One gateway stalled: its streams pause and resume; the scheduler keeps their state meanwhile.
+  { name: "SIGSTOP gateway-a 0.5 s", mayFail: false, fault: (s) => stall(s, "gateway-a", 500) },
+  { name: "SIGSTOP gateway-a 3 s", mayFail: false, fault: (s) => stall(s, "gateway-a", 3000) },
+  // One gateway drained on its own: its in-flight streams finish, new requests to it are refused or 503'd (the
+  // load retries them on gateway-b, as a load balancer would), it exits 0 within its grace period.
+  { name: "SIGTERM gateway-a alone (drain), restart", mayFail: false, fault: (s) => drainGateway(s, "gateway-a") },
+  // gateway-a cut off from the scheduler (a silent partition): its streams end with their tokens or an error
+  // event then [DONE]; new requests to it are 503'd while its stats polls time out.
+  { name: "partition gateway-a / scheduler 3 s", mayFail: true, fault: (s) => partition(s, "gateway-a", "scheduler", 3000) },
+  { name: "partition gateway-a / scheduler 10 s", mayFail: true, fault: (s) => partition(s, "gateway-a", "scheduler", 10_000) },
   // A silent partition (dropped packets) of 3 s may outlast --worker-timeout-ms (5 s) for TCP: its retransmission
   // timer doubles from ~200 ms (resends at ~0.2, 0.6, 1.4, 3.0, 6.2 s), so a cut healed at 3 s can stay dark
   // until ~6 s. Whether requests fail depends on that timing; the README records what was seen.
@@ -81,6 +91,43 @@ async function impairStages(stack) {
   stack.net.clearImpairment(stack.hosts["worker-0"]);
 }
 
+// SIGTERM one gateway with the load running and check the drain from outside: a request sent to it during the drain
+// is refused or answered 503 (never served, never cut), it exits 0 within --drain-grace-seconds, and every stream
+// it was writing when the signal came ends with its tokens and [DONE]. Then it starts again.
+async function drainGateway(stack, name) {
+  const p = stack.procs[name];
+  const termAt = Date.now();
+  p.expectExit = true;
+  p.child.kill("SIGTERM");
+  await sleep(200);
+  const late = await stream(stack.client, stack.hosts[name], { model: stack.servedModel, maxTokens: 4, timeoutMs: 10_000 });
+  if (!(late.outcome === "refused" || (late.outcome === "rejected" && late.status === 503 && late.retryAfter))) {
+    throw new Error(`a request sent ${Date.now() - termAt} ms into ${name}'s drain ended "${late.outcome}" (${late.detail}), ` +
+                    "not refused or 503 + Retry-After");
+  }
+  const graceMs = stack.gatewayGraceSeconds * 1000;
+  const e = await Promise.race([p.exited, sleep(graceMs + 5000).then(() => null)]);
+  if (e === null) throw new Error(`${name} did not exit within its ${stack.gatewayGraceSeconds} s grace period (+5 s)`);
+  if (e.code !== 0) throw new Error(`${name} exited ${JSON.stringify(e)} after SIGTERM, not 0`);
+  const exitMs = Date.now() - termAt;
+  stack.restart(name);
+  await waitFor(() => stack.ready(name), 20_000, `${name} ready again`);
+  return {
+    note: `${name} exited 0 ${(exitMs / 1000).toFixed(1)} s after SIGTERM; a request during the drain: ${late.outcome}` +
+          `${late.status ? ` ${late.status}` : ""}`,
+    // The streams it was writing at the signal: there were some, and each ended with its tokens (or its client
+    // hung up on purpose); none got an error event or was cut.
+    check: (load) => {
+      const inFlight = load.results.filter((r) => r.gateway === name && r.startedAt < termAt && r.at > termAt &&
+                                                  r.outcome !== "refused" && r.outcome !== "rejected");
+      if (inFlight.length === 0) return [`no stream was in flight on ${name} at SIGTERM: the drain was not exercised`];
+      const bad = inFlight.filter((r) => !["ok", "disconnected"].includes(r.outcome));
+      return bad.length ? [`${bad.length} of ${inFlight.length} streams in flight on ${name} at SIGTERM did not finish: ` +
+                           bad.slice(0, 3).map((r) => `${r.outcome} ${r.detail}`).join(" | ")] : [];
+    },
+  };
+}
+
 // SIGTERM one gateway; it drains (exit 0) while the other serves; start it again; then the other.
 async function rollingGatewayRestart(stack) {
   for (const name of ["gateway-a", "gateway-b"]) {
@@ -102,9 +149,9 @@ async function runScenario(stack, sc) {
     kvUnderLoad = Math.max(kvUnderLoad, (await stack.kvSlotsUsed()) ?? 0);
   }
   const faultStart = Date.now();
-  let faultError = null;
+  let faultError = null, faultResult = null;
   try {
-    await sc.fault(stack);
+    faultResult = await sc.fault(stack);
   } catch (e) {
     faultError = e.message;
   }
@@ -143,13 +190,14 @@ async function runScenario(stack, sc) {
   if (kvMs === null) failures.push(`orca:kv_slots_used still ${await stack.kvSlotsUsed()} 10 s after the load stopped`);
   if (n("ok") === 0) failures.push("no stream completed at all");
   if (kvUnderLoad <= 0) failures.push("orca:kv_slots_used never rose above 0 under load");
+  if (faultResult?.check) failures.push(...faultResult.check(load));
   const errorKinds = [...new Set(load.results.filter((r) => r.outcome === "error-event" || r.outcome === "rejected")
                                              .map((r) => r.detail.replace(/[0-9]+/g, "N").slice(0, 70)))];
   const maxOkMs = Math.max(0, ...load.results.filter((r) => r.outcome === "ok").map((r) => r.ms));
   return {
     name: sc.name, streams: load.results.length, ok: n("ok"), errorEvents: n("error-event"), rejected: n("rejected"),
     refused: n("refused"), disconnected: n("disconnected"), cut: n("cut") + n("hung") - cutOnKilled, cutOnKilled, kvUnderLoad, retried: load.retries,
-    faultMs: faultEnd - faultStart, recoveryMs, kvMs, maxOkMs, errorKinds, failures,
+    faultMs: faultEnd - faultStart, recoveryMs, kvMs, maxOkMs, errorKinds, note: faultResult?.note, failures,
   };
 }
 

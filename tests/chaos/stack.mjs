@@ -211,7 +211,7 @@ export async function stream(client, gateway, { model, maxTokens, disconnectAfte
   try {
     socket = await client.dial(gateway.ip, GATEWAY_PORT);
   } catch (e) {
-    return { outcome: "refused", detail: e.message, ms: Date.now() - started };
+    return { outcome: "refused", detail: e.message, ms: Date.now() - started, startedAt: started, gateway: gateway.name };
   }
   return new Promise((resolve) => {
     let done = false;
@@ -220,7 +220,7 @@ export async function stream(client, gateway, { model, maxTokens, disconnectAfte
       done = true;
       clearTimeout(timer);
       socket.destroy();
-      resolve({ outcome, detail, ms: Date.now() - started, gateway: gateway.name, ...extra });
+      resolve({ outcome, detail, ms: Date.now() - started, startedAt: started, gateway: gateway.name, ...extra });
     };
     const timer = setTimeout(() => finish("hung", `no end in ${timeoutMs} ms`), timeoutMs);
     let gotResponse = false;
@@ -310,16 +310,6 @@ export class Load {
   }
 
   /** Stops opening streams and waits for the open ones to end. */
-  /** Copies every process's log to `dir` (e.g. ORCA_CHAOS_LOG_DIR, for a failure seen in CI). */
-  saveLogs(dir) {
-    fs.mkdirSync(dir, { recursive: true });
-    for (const name of Object.keys(this.procs)) {
-      try {
-        fs.copyFileSync(this.logFile(name), path.join(dir, `${name}.log`));
-      } catch {}
-    }
-  }
-
   async stop() {
     this.stopping = true;
     await Promise.all(this.loops);
