@@ -244,14 +244,14 @@ void ReadKvBudget(SpecReader& r, const json& s, OrcaDeployment& d) {
     out.kv_bytes_per_token = per_token;
     out.kv_slots = *bytes / per_token / block * block;
     if (out.kv_slots < 1) {
-      r.Error("spec.scheduler.kvMemory.size", absl::StrCat(*bytes, " bytes hold no KV block of ", block,
-                                                           " tokens at ", per_token, " bytes per token"));
+      r.Error("spec.scheduler.kvMemory.size",
+              absl::StrCat(*bytes, " bytes hold no KV block of ", block, " tokens at ", per_token, " bytes per token"));
       return;
     }
   } else if (out.kv_slots % block != 0) {
-    r.Error("spec.scheduler.kvBlockSize", absl::StrCat("the default kvSlots (", out.kv_slots,
-                                                       ") is not a multiple of kvBlockSize (", block,
-                                                       "): set kvSlots"));
+    r.Error("spec.scheduler.kvBlockSize",
+            absl::StrCat("the default kvSlots (", out.kv_slots, ") is not a multiple of kvBlockSize (", block,
+                         "): set kvSlots"));
     return;
   }
   const std::string field = has_memory ? "spec.scheduler.kvMemory" : "spec.scheduler.kvSlots";

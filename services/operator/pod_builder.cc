@@ -124,8 +124,7 @@ void AddPreStopSleep(int seconds, json& container) {
   if (seconds <= 0) return;
   // exec of the image's own sleep (coreutils in the Debian runtime image), which every cluster
   // version runs; the built-in `sleep` handler needs Kubernetes 1.30.
-  container["lifecycle"] = {
-      {"preStop", {{"exec", {{"command", json::array({"sleep", std::to_string(seconds)})}}}}}};
+  container["lifecycle"] = {{"preStop", {{"exec", {{"command", json::array({"sleep", std::to_string(seconds)})}}}}}};
 }
 
 void AddEnv(const ContainerExtras& extras, json& container) {

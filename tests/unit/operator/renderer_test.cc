@@ -457,14 +457,30 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
   // The binaries refuse unknown keys. tests/deploy checks these against each binary's --help;
   // data-plane-port (worker) and schedulers-dns (gateway) are the flags this rendering relies on.
   const std::map<std::string, std::set<std::string>> allowed = {
-      {"worker",
-       {"listen", "http-listen", "model", "model-name", "dtype", "stage", "stage-from-hostname", "num-stages",
-        "tensor-parallel", "workers", "scheduler", "deployment-id", "data-plane-host", "data-plane-port", "n-slots",
-        "threads", "peer-timeout-ms", "device", "kv-block-size", "scheduler-api-key-file"}},
+      {"worker", {"listen",    "http-listen",         "model",           "model-name",      "dtype",
+                  "stage",     "stage-from-hostname", "num-stages",      "tensor-parallel", "workers",
+                  "scheduler", "deployment-id",       "data-plane-host", "data-plane-port", "n-slots",
+                  "threads",   "peer-timeout-ms",     "device",          "kv-block-size",   "scheduler-api-key-file"}},
       {"scheduler",
-       {"listen", "http-listen", "workers", "model", "model-name", "policy", "max-bs", "n-slots", "n-workers",
-        "max-queued-requests", "max-queued-tokens", "default-deadline-ms", "drain-grace-seconds", "worker-timeout-ms",
-        "kv-block-size", "max-num-batched-tokens", "enable-prefix-caching", "scheduling-order", "priority-aging-ms",
+       {"listen",
+        "http-listen",
+        "workers",
+        "model",
+        "model-name",
+        "policy",
+        "max-bs",
+        "n-slots",
+        "n-workers",
+        "max-queued-requests",
+        "max-queued-tokens",
+        "default-deadline-ms",
+        "drain-grace-seconds",
+        "worker-timeout-ms",
+        "kv-block-size",
+        "max-num-batched-tokens",
+        "enable-prefix-caching",
+        "scheduling-order",
+        "priority-aging-ms",
         "api-keys-file"}},
       {"gateway",
        {"listen", "grpc-listen", "schedulers", "schedulers-dns", "model", "served-model-name", "api-keys",
@@ -741,7 +757,8 @@ TEST(RendererTest, TerminationGraceCoversPreStopAndDrain) {
     // Workers outlive their scheduler's drain: the batches it finishes need every stage.
     EXPECT_EQ(PreStopSeconds(worker), drain);
     EXPECT_GT(worker["terminationGracePeriodSeconds"].get<int>(), PreStopSeconds(worker));
-    EXPECT_GE(worker["terminationGracePeriodSeconds"].get<int>(), scheduler["terminationGracePeriodSeconds"].get<int>());
+    EXPECT_GE(worker["terminationGracePeriodSeconds"].get<int>(),
+              scheduler["terminationGracePeriodSeconds"].get<int>());
   }
 }
 
