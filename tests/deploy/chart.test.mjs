@@ -321,7 +321,7 @@ test("schedulerApiKey.generate: one random Secret, named in the spec; the operat
   assert.ok(!JSON.stringify(rules(objects)).includes("secrets"));
 });
 
-test("without schedulerApiKey.generate nothing changes; with a Secret of one's own it is refused twice over", () => {
+test("without schedulerApiKey.generate nothing changes; a generated key next to one's own Secret is refused", () => {
   for (const name of ["default.yaml", "with-orcadeployment.yaml", "operatorless.yaml"]) {
     const file = path.join(VALUES_DIR, name);
     const off = helmTemplate(file, "--set", "orcaDeployment.schedulerApiKey.generate=false");
