@@ -214,7 +214,7 @@ req.on("trailers", (t) => { if (t["grpc-status"] !== undefined) status = t["grpc
 req.on("data", () => {});
 req.on("close", () => { console.log("grpc-status " + status); c.close(); });
 req.end(Buffer.alloc(5));  // an empty StatsRequest
-setTimeout(() => { console.log("timeout"); process.exit(0); }, 10000);`;
+setTimeout(() => { console.log("timeout"); process.exit(0); }, 10000).unref();`;
   return host.run([process.execPath, "-e", script, address, key]).stdout.trim();
 }
 
