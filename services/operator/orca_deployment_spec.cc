@@ -202,25 +202,23 @@ void ReadImage(SpecReader& r, const json& spec, OrcaDeployment& d) {
   if (d.image.tag.empty()) r.Error("spec.image.tag", "must not be empty");
 }
 
-void ReadScheduler(SpecReader& r, const json& spec, OrcaDeployment& d) {
-  const json& s = r.Object(spec, "scheduler", "spec.scheduler");
+// kvSlots, or slots derived from kvMemory (rounded down to whole KV blocks), against maxBatchSize.
+void ReadKvBudget(SpecReader& r, const json& s, OrcaDeployment& d) {
   SchedulerSpec& out = d.scheduler;
-  r.String(s, "policy", "spec.scheduler.policy", &out.policy, {"orca", "request-level"});
-  r.Int(s, "maxBatchSize", "spec.scheduler.maxBatchSize", 1, 4096, &out.max_batch_size);
-  r.Int(s, "maxQueued", "spec.scheduler.maxQueued", 1, kInt32Max, &out.max_queued);
-  r.Int(s, "numWorkers", "spec.scheduler.numWorkers", 0, 256, &out.num_workers);
-  r.Resources(s, "spec.scheduler.resources", &out.resources);
-  r.Extras(s, "spec.scheduler", &out.extras);
-  r.String(s, "image", "spec.scheduler.image", &out.image);
-
   const bool has_slots = s.contains("kvSlots") && !s["kvSlots"].is_null();
   const bool has_memory = s.contains("kvMemory") && !s["kvMemory"].is_null();
   if (has_slots && has_memory) {
     r.Error("spec.scheduler", "set kvSlots or kvMemory, not both");
     return;
   }
+  const int64_t block = out.kv_block_size;
   if (has_slots) {
     r.Int(s, "kvSlots", "spec.scheduler.kvSlots", 1, INT64_MAX, &out.kv_slots);
+    // The scheduler and the workers allocate KV in whole blocks (KvSlotBudget, KvCache).
+    if (out.kv_slots % block != 0) {
+      r.Error("spec.scheduler.kvSlots", absl::StrCat(out.kv_slots, " is not a multiple of kvBlockSize (", block,
+                                                     "): KV is allocated in whole blocks"));
+    }
   } else if (has_memory) {
     const json& mem = r.Object(s, "kvMemory", "spec.scheduler.kvMemory");
     if (!mem.contains("size")) {
@@ -244,18 +242,72 @@ void ReadScheduler(SpecReader& r, const json& spec, OrcaDeployment& d) {
     }
     out.kv_memory_bytes = *bytes;
     out.kv_bytes_per_token = per_token;
-    out.kv_slots = *bytes / per_token;
+    out.kv_slots = *bytes / per_token / block * block;
     if (out.kv_slots < 1) {
       r.Error("spec.scheduler.kvMemory.size",
-              absl::StrCat(*bytes, " bytes hold no token at ", per_token, " bytes per token"));
+              absl::StrCat(*bytes, " bytes hold no KV block of ", block, " tokens at ", per_token, " bytes per token"));
       return;
     }
+  } else if (out.kv_slots % block != 0) {
+    r.Error("spec.scheduler.kvBlockSize",
+            absl::StrCat("the default kvSlots (", out.kv_slots, ") is not a multiple of kvBlockSize (", block,
+                         "): set kvSlots"));
+    return;
   }
+  const std::string field = has_memory ? "spec.scheduler.kvMemory" : "spec.scheduler.kvSlots";
   if (out.kv_slots < out.max_batch_size) {
-    r.Error(has_memory ? "spec.scheduler.kvMemory" : "spec.scheduler.kvSlots",
-            absl::StrCat("gives ", out.kv_slots, " KV slots, fewer than maxBatchSize (", out.max_batch_size,
-                         "): every request in a batch needs at least one slot"));
+    r.Error(field, absl::StrCat("gives ", out.kv_slots, " KV slots, fewer than maxBatchSize (", out.max_batch_size,
+                                "): every request in a batch needs at least one slot"));
   }
+  // A worker's KV cache indexes slots with int32 (KvCache); the paged pool holds at most 2^30 blocks.
+  const int64_t blocks = out.kv_slots / block;
+  const bool pooled = out.policy == "paged" || out.enable_prefix_caching;
+  if (blocks > kInt32Max / block || (pooled && blocks > kInt32Max / 2)) {
+    r.Error(field, absl::StrCat("gives ", out.kv_slots, " KV slots, ", blocks, " blocks of ", block,
+                                " tokens: at most ", kInt32Max / block, " blocks fit a worker's KV cache",
+                                pooled ? " and 1073741823 the paged block pool" : ""));
+  }
+}
+
+// The scheduling knobs beyond the paper; the cross-field rules are the scheduler's own
+// (sched::Scheduler::ValidateOptions), so that a spec the operator accepts starts.
+void ReadSchedulingKnobs(SpecReader& r, const json& s, SchedulerSpec& out) {
+  r.Int(s, "kvBlockSize", "spec.scheduler.kvBlockSize", 1, 256, &out.kv_block_size);
+  r.Int(s, "maxNumBatchedTokens", "spec.scheduler.maxNumBatchedTokens", 0, kInt32Max, &out.max_num_batched_tokens);
+  r.Bool(s, "enablePrefixCaching", "spec.scheduler.enablePrefixCaching", &out.enable_prefix_caching);
+  r.String(s, "schedulingOrder", "spec.scheduler.schedulingOrder", &out.scheduling_order, {"fcfs", "priority"});
+  r.Int(s, "priorityAgingMs", "spec.scheduler.priorityAgingMs", 0, INT64_MAX, &out.priority_aging_ms);
+  r.Int(s, "drainGraceSeconds", "spec.scheduler.drainGraceSeconds", 0, 3600, &out.drain_grace_seconds);
+  if (out.max_num_batched_tokens > 0 && out.max_num_batched_tokens < out.max_batch_size) {
+    r.Error("spec.scheduler.maxNumBatchedTokens",
+            absl::StrCat("must be 0 (off) or at least maxBatchSize (", out.max_batch_size,
+                         ") so that every decode fits, got ", out.max_num_batched_tokens));
+  }
+  if (out.policy == "request-level" && (out.max_num_batched_tokens > 0 || out.scheduling_order != "fcfs")) {
+    r.Error("spec.scheduler.policy",
+            "the request-level baseline takes neither maxNumBatchedTokens nor schedulingOrder priority");
+  }
+  if (s.contains("apiKeys") && !s["apiKeys"].is_null()) {
+    const json& keys = r.Object(s, "apiKeys", "spec.scheduler.apiKeys");
+    r.String(keys, "secretName", "spec.scheduler.apiKeys.secretName", &out.api_keys.secret_name);
+    r.String(keys, "key", "spec.scheduler.apiKeys.key", &out.api_keys.key);
+    if (out.api_keys.secret_name.empty()) r.Error("spec.scheduler.apiKeys.secretName", "is required");
+    if (out.api_keys.key.empty()) r.Error("spec.scheduler.apiKeys.key", "must not be empty");
+  }
+}
+
+void ReadScheduler(SpecReader& r, const json& spec, OrcaDeployment& d) {
+  const json& s = r.Object(spec, "scheduler", "spec.scheduler");
+  SchedulerSpec& out = d.scheduler;
+  r.String(s, "policy", "spec.scheduler.policy", &out.policy, {"orca", "paged", "request-level"});
+  r.Int(s, "maxBatchSize", "spec.scheduler.maxBatchSize", 1, 4096, &out.max_batch_size);
+  r.Int(s, "maxQueued", "spec.scheduler.maxQueued", 1, kInt32Max, &out.max_queued);
+  r.Int(s, "numWorkers", "spec.scheduler.numWorkers", 0, 256, &out.num_workers);
+  r.Resources(s, "spec.scheduler.resources", &out.resources);
+  r.Extras(s, "spec.scheduler", &out.extras);
+  r.String(s, "image", "spec.scheduler.image", &out.image);
+  ReadSchedulingKnobs(r, s, out);
+  ReadKvBudget(r, s, d);
 }
 
 void ReadWorker(SpecReader& r, const json& spec, OrcaDeployment& d) {
@@ -326,6 +378,7 @@ void ReadGateway(SpecReader& r, const json& spec, OrcaDeployment& d) {
     if (d.gateway.api_keys_secret.empty()) r.Error("spec.gateway.apiKeys.secretName", "is required");
     if (d.gateway.api_keys_key.empty()) r.Error("spec.gateway.apiKeys.key", "must not be empty");
   }
+  r.Int(g, "drainGraceSeconds", "spec.gateway.drainGraceSeconds", 0, 3600, &d.gateway.drain_grace_seconds);
   r.Resources(g, "spec.gateway.resources", &d.gateway.resources);
   r.Extras(g, "spec.gateway", &d.gateway.extras);
   r.String(g, "image", "spec.gateway.image", &d.gateway.image);

@@ -78,9 +78,31 @@ struct WorkerSpec {
   std::string image;  // "" = spec.image (its CUDA repository when the pods get GPUs)
 };
 
+/// A Secret holding API keys, one per line, mounted as a file (never passed in args or env).
+struct SecretKeyRef {
+  std::string secret_name;  // "" = none
+  std::string key;
+  bool enabled() const { return !secret_name.empty(); }
+};
+
+/// Default of spec.scheduler.drainGraceSeconds and spec.gateway.drainGraceSeconds (the binaries' own).
+inline constexpr int32_t kDefaultDrainGraceSeconds = 30;
+
 struct SchedulerSpec {
-  std::string policy = "orca";  // orca | request-level
+  std::string policy = "orca";  // orca | paged | request-level
   int32_t max_batch_size = 16;
+  /// Tokens per KV block, the same on the scheduler and every stage (they cross-check it at
+  /// session formation); kv_slots is a whole number of blocks.
+  int32_t kv_block_size = 16;
+  /// Chunked prefill: tokens per iteration (0 = off, whole prompts as in Algorithm 1).
+  int32_t max_num_batched_tokens = 0;
+  bool enable_prefix_caching = false;
+  std::string scheduling_order = "fcfs";  // fcfs | priority
+  int64_t priority_aging_ms = 1000;
+  /// --drain-grace-seconds: on SIGTERM, in-flight work gets this long (the pod's grace is longer).
+  int32_t drain_grace_seconds = kDefaultDrainGraceSeconds;
+  /// Keys the scheduler's gRPC port accepts; its first line is the key gateways and workers send.
+  SecretKeyRef api_keys{"", "scheduler-api-keys"};
   /// The n_slots in effect: spec.scheduler.kvSlots, or derived from kvMemory, or 8192.
   int64_t kv_slots = 8192;
   /// Set when the slots were derived from a memory budget.
@@ -100,6 +122,8 @@ struct GatewaySpec {
   std::map<std::string, std::string> service_annotations;
   std::string api_keys_secret;  // "" = no authentication
   std::string api_keys_key = "api-keys";
+  /// --drain-grace-seconds: on SIGTERM, in-flight requests get this long (the pod's grace is longer).
+  int32_t drain_grace_seconds = kDefaultDrainGraceSeconds;
   ResourceRequirements resources;
   ContainerExtras extras;
   std::string image;

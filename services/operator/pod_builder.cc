@@ -105,6 +105,28 @@ json MainContainer(const OrcaDeployment& d, const std::string& name, const std::
   return c;
 }
 
+std::string SchedulerKeyPath() { return absl::StrCat(kSchedulerKeyMountPath, "/", kSchedulerKeyFile); }
+
+void AddSchedulerKey(const OrcaDeployment& d, json& pod_spec, json& container) {
+  const SecretKeyRef& keys = d.scheduler.api_keys;
+  if (!keys.enabled()) return;
+  // Only that key, readable by the pod's group (fsGroup) and nobody else.
+  pod_spec["volumes"].push_back({{"name", "scheduler-api-keys"},
+                                 {"secret",
+                                  {{"secretName", keys.secret_name},
+                                   {"items", json::array({{{"key", keys.key}, {"path", kSchedulerKeyFile}}})},
+                                   {"defaultMode", 0440}}}});
+  container["volumeMounts"].push_back(
+      {{"name", "scheduler-api-keys"}, {"mountPath", kSchedulerKeyMountPath}, {"readOnly", true}});
+}
+
+void AddPreStopSleep(int seconds, json& container) {
+  if (seconds <= 0) return;
+  // exec of the image's own sleep (coreutils in the Debian runtime image), which every cluster
+  // version runs; the built-in `sleep` handler needs Kubernetes 1.30.
+  container["lifecycle"] = {{"preStop", {{"exec", {{"command", json::array({"sleep", std::to_string(seconds)})}}}}}};
+}
+
 void AddEnv(const ContainerExtras& extras, json& container) {
   if (extras.env.empty()) return;
   if (!container.contains("env")) container["env"] = json::array();

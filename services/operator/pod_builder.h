@@ -19,6 +19,11 @@ using FlagList = std::vector<std::pair<std::string, nlohmann::json>>;
 /// Where the flag files and the API-key Secret are mounted.
 inline constexpr char kConfigMountPath[] = "/etc/orca";
 inline constexpr char kSecretMountPath[] = "/etc/orca-secrets";
+/// Where the scheduler's key Secret (spec.scheduler.apiKeys) is mounted, in scheduler, worker and
+/// gateway pods: its key is projected as the file kSchedulerKeyFile. Not under kSecretMountPath: a
+/// mount point inside another Secret volume would have to be created in a read-only tmpfs.
+inline constexpr char kSchedulerKeyMountPath[] = "/etc/orca-scheduler-auth";
+inline constexpr char kSchedulerKeyFile[] = "api-keys";
 
 /// 16 hex digits of FNV-1a over `text`.
 std::string Fnv1aHex(const std::string& text);
@@ -51,6 +56,17 @@ nlohmann::json PodSpec(const OrcaDeployment& d, nlohmann::json container, const 
 
 /// Adds the model volume (and the synthesizing init container) to a pod that loads the model.
 void AddModel(const OrcaDeployment& d, const std::string& image, nlohmann::json& pod_spec, nlohmann::json& container);
+
+/// The file holding the scheduler's keys inside a pod (kSchedulerKeyMountPath/kSchedulerKeyFile).
+std::string SchedulerKeyPath();
+
+/// With spec.scheduler.apiKeys: mounts that Secret's key read-only as SchedulerKeyPath() (a file,
+/// never an env var or an argument). Nothing otherwise.
+void AddSchedulerKey(const OrcaDeployment& d, nlohmann::json& pod_spec, nlohmann::json& container);
+
+/// A preStop hook that keeps the container running `seconds` after Kubernetes decided to stop it
+/// (before SIGTERM); the pod's terminationGracePeriodSeconds counts it.
+void AddPreStopSleep(int seconds, nlohmann::json& container);
 
 /// Appends the user's env entries to the container's env.
 void AddEnv(const ContainerExtras& extras, nlohmann::json& container);

@@ -45,9 +45,13 @@ FlagList WorkerFlags(const OrcaDeployment& d, int r, const std::string& rev, con
       {"scheduler", GroupSchedulerAddress(d, r, rev, o)},
       {"deployment-id", absl::StrCat(d.namespace_, ".", GroupName(d, r, rev))},
       {"n-slots", d.scheduler.kv_slots},
+      // The scheduler's: the session's formation refuses a mismatch.
+      {"kv-block-size", d.scheduler.kv_block_size},
       // A fixed port, so that NetworkPolicies can admit the data plane by name.
       {"data-plane-port", kWorkerDataPlanePort},
   };
+  // The key the workers send to their scheduler for the data-plane rendezvous.
+  if (d.scheduler.api_keys.enabled()) flags.emplace_back("scheduler-api-key-file", SchedulerKeyPath());
   if (d.worker.threads > 0) flags.emplace_back("threads", d.worker.threads);
   // Pods given GPUs run the CUDA backend (one tensor-parallel shard per GPU).
   if (d.UsesGpus()) flags.emplace_back("device", "cuda");
@@ -57,17 +61,26 @@ FlagList WorkerFlags(const OrcaDeployment& d, int r, const std::string& rev, con
 FlagList SchedulerFlags(const OrcaDeployment& d, int r, const std::string& rev, const RenderOptions& o) {
   std::vector<std::string> stages;
   for (int i = 0; i < d.pipeline; ++i) stages.push_back(StageAddress(d, r, rev, i, o));
-  return {
+  const SchedulerSpec& s = d.scheduler;
+  FlagList flags = {
       {"listen", absl::StrCat("0.0.0.0:", kSchedulerGrpcPort)},
       {"http-listen", absl::StrCat("0.0.0.0:", kSchedulerHttpPort)},
       {"workers", absl::StrJoin(stages, ",")},
       {"model-name", d.model.served_model_name},
-      {"policy", d.scheduler.policy},
-      {"max-bs", d.scheduler.max_batch_size},
-      {"n-slots", d.scheduler.kv_slots},
-      {"n-workers", d.scheduler.num_workers},
-      {"max-queued-requests", d.scheduler.max_queued},
+      {"policy", s.policy},
+      {"max-bs", s.max_batch_size},
+      {"n-slots", s.kv_slots},
+      {"n-workers", s.num_workers},
+      {"max-queued-requests", s.max_queued},
+      {"kv-block-size", s.kv_block_size},
+      {"max-num-batched-tokens", s.max_num_batched_tokens},
+      {"enable-prefix-caching", s.enable_prefix_caching},
+      {"scheduling-order", s.scheduling_order},
+      {"priority-aging-ms", s.priority_aging_ms},
+      {"drain-grace-seconds", s.drain_grace_seconds},
   };
+  if (s.api_keys.enabled()) flags.emplace_back("api-keys-file", SchedulerKeyPath());
+  return flags;
 }
 
 FlagList GatewayFlags(const OrcaDeployment& d, const RenderOptions& o) {
@@ -87,6 +100,8 @@ FlagList GatewayFlags(const OrcaDeployment& d, const RenderOptions& o) {
   if (!d.gateway.api_keys_secret.empty()) {
     flags.emplace_back("api-keys-file", absl::StrCat(kSecretMountPath, "/", d.gateway.api_keys_key));
   }
+  if (d.scheduler.api_keys.enabled()) flags.emplace_back("scheduler-api-key-file", SchedulerKeyPath());
+  flags.emplace_back("drain-grace-seconds", d.gateway.drain_grace_seconds);
   return flags;
 }
 
@@ -152,8 +167,10 @@ json RenderPipeline(const OrcaDeployment& d, int r, const std::string& rev) {
   AddEnv(d.worker.extras, container);
   container["ports"] = json::array({ContainerPort("grpc", kWorkerGrpcPort), ContainerPort("http", kWorkerHttpPort),
                                     ContainerPort("data-plane", kWorkerDataPlanePort)});
-  json pod_spec = PodSpec(d, json::object(), GroupName(d, r, rev), 30);
+  AddPreStopSleep(d.scheduler.drain_grace_seconds, container);
+  json pod_spec = PodSpec(d, json::object(), GroupName(d, r, rev), WorkerTerminationGraceSeconds(d));
   AddModel(d, image, pod_spec, container);
+  AddSchedulerKey(d, pod_spec, container);
   if (d.UsesGpus()) {
     // NCCL's shared-memory transport needs far more than the runtime's 64 MiB /dev/shm.
     pod_spec["volumes"].push_back(
@@ -185,8 +202,9 @@ json RenderScheduler(const OrcaDeployment& d, int r, const std::string& rev) {
   AddEnv(d.scheduler.extras, container);
   container["ports"] =
       json::array({ContainerPort("grpc", kSchedulerGrpcPort), ContainerPort("http", kSchedulerHttpPort)});
-  // The scheduler drains for --drain-grace-seconds (30) on SIGTERM; leave it room.
-  json pod_spec = PodSpec(d, container, GroupName(d, r, rev), 45);
+  json pod_spec = PodSpec(d, json::object(), GroupName(d, r, rev), SchedulerTerminationGraceSeconds(d));
+  AddSchedulerKey(d, pod_spec, container);
+  pod_spec["containers"] = json::array({container});
   return {{"apiVersion", "apps/v1"},
           {"kind", "StatefulSet"},
           {"metadata", Metadata(d, GroupSchedulerName(d, r, rev), Labels(d, "scheduler", r, rev))},
@@ -205,8 +223,10 @@ json RenderGateway(const OrcaDeployment& d, const RenderOptions& o) {
       MainContainer(d, "gateway", image, "orca-gateway", kGatewayConfig, d.gateway.resources, d.gateway.extras);
   AddEnv(d.gateway.extras, container);
   container["ports"] = json::array({ContainerPort("http", kGatewayHttpPort), ContainerPort("grpc", kGatewayGrpcPort)});
-  json pod_spec = PodSpec(d, json::object(), GatewayName(d), 30);
+  AddPreStopSleep(kGatewayPreStopSeconds, container);
+  json pod_spec = PodSpec(d, json::object(), GatewayName(d), GatewayTerminationGraceSeconds(d));
   AddModel(d, image, pod_spec, container);
+  AddSchedulerKey(d, pod_spec, container);
   if (!d.gateway.api_keys_secret.empty()) {
     pod_spec["volumes"].push_back({{"name", "api-keys"}, {"secret", {{"secretName", d.gateway.api_keys_secret}}}});
     container["volumeMounts"].push_back({{"name", "api-keys"}, {"mountPath", kSecretMountPath}, {"readOnly", true}});
@@ -329,6 +349,16 @@ json RenderServiceMonitor(const OrcaDeployment& d) {
 }
 
 }  // namespace
+
+int GatewayTerminationGraceSeconds(const OrcaDeployment& d) {
+  return kGatewayPreStopSeconds + d.gateway.drain_grace_seconds + kShutdownMarginSeconds;
+}
+int SchedulerTerminationGraceSeconds(const OrcaDeployment& d) {
+  return d.scheduler.drain_grace_seconds + kShutdownMarginSeconds;
+}
+int WorkerTerminationGraceSeconds(const OrcaDeployment& d) {
+  return d.scheduler.drain_grace_seconds + kShutdownMarginSeconds;
+}
 
 std::string GatewayName(const OrcaDeployment& d) { return d.name + "-gateway"; }
 std::string WorkersServiceName(const OrcaDeployment& d) { return d.name + "-workers"; }

@@ -66,6 +66,24 @@ inline constexpr int kWorkerHttpPort = 7101;
 /// The worker's fixed data-plane (Gloo/NCCL bootstrap) port, named `data-plane` (--data-plane-port).
 inline constexpr int kWorkerDataPlanePort = 7200;
 
+/// Draining on SIGTERM (--drain-grace-seconds) must end before the kubelet's SIGKILL:
+///
+///   delete ─▶ preStop ─▶ SIGTERM ─▶ drain (in-flight work finishes) ─▶ cancel the rest, exit ─▶ (SIGKILL)
+///             |<------------------- terminationGracePeriodSeconds --------------------------->|
+///
+/// Gateway: a preStop of kGatewayPreStopSeconds first, while the endpoint controller, kube-proxy
+/// and load balancers stop sending it new connections (they learn of the deletion concurrently
+/// with the kubelet); only then does it stop accepting. Worker: a preStop as long as its
+/// scheduler's drain, so that the stages keep running the batches the draining scheduler
+/// finishes (a group's pods are deleted together). Scheduler: none; gateways poll its gRPC
+/// health, which turns NOT_SERVING at SIGTERM. Every pod then gets kShutdownMarginSeconds to
+/// end what is left with proper errors and exit.
+inline constexpr int kGatewayPreStopSeconds = 5;
+inline constexpr int kShutdownMarginSeconds = 15;
+int GatewayTerminationGraceSeconds(const OrcaDeployment& d);
+int SchedulerTerminationGraceSeconds(const OrcaDeployment& d);
+int WorkerTerminationGraceSeconds(const OrcaDeployment& d);
+
 inline constexpr char kLabelDeployment[] = "serving.orca.dev/deployment";
 inline constexpr char kLabelReplica[] = "serving.orca.dev/replica";
 inline constexpr char kLabelRevision[] = "serving.orca.dev/revision";

@@ -83,10 +83,26 @@ const BAD = [
     rule: "metadata.name is too long", operator: "is too long" },
   { name: "kvSlots and kvMemory", cr: () => { const c = base(); c.spec.scheduler = { kvSlots: 64, kvMemory: { size: "1Gi" } }; return c; },
     rule: "set kvSlots or kvMemory, not both", operator: "not both" },
-  { name: "kvSlots below maxBatchSize", cr: () => { const c = base(); c.spec.scheduler = { kvSlots: 4, maxBatchSize: 16 }; return c; },
+  { name: "kvSlots below maxBatchSize", cr: () => { const c = base(); c.spec.scheduler = { kvSlots: 8, maxBatchSize: 16, kvBlockSize: 8 }; return c; },
     rule: "kvSlots must be at least maxBatchSize", operator: "fewer than maxBatchSize" },
-  { name: "kvSlots below the default maxBatchSize", cr: () => { const c = base(); c.spec.scheduler = { kvSlots: 15 }; return c; },
+  { name: "kvSlots below the default maxBatchSize", cr: () => { const c = base(); c.spec.scheduler = { kvSlots: 15, kvBlockSize: 5 }; return c; },
     rule: "kvSlots must be at least maxBatchSize", operator: "fewer than maxBatchSize" },
+  { name: "kvSlots not whole blocks", cr: () => { const c = base(); c.spec.scheduler = { kvSlots: 8200 }; return c; },
+    rule: "must be a multiple of kvBlockSize", operator: "spec.scheduler.kvSlots: 8200 is not a multiple of kvBlockSize (16)" },
+  { name: "default kvSlots not whole blocks", cr: () => { const c = base(); c.spec.scheduler = { kvBlockSize: 48 }; return c; },
+    rule: "must be a multiple of kvBlockSize", operator: "the default kvSlots (8192) is not a multiple of kvBlockSize (48)" },
+  { name: "more blocks than a worker's KV cache", cr: () => { const c = base(); c.spec.scheduler = { kvSlots: 2 ** 32 }; return c; },
+    rule: "is too many KV blocks", operator: "blocks fit a worker's KV cache" },
+  { name: "more blocks than the paged pool", cr: () => { const c = base(); c.spec.scheduler = { policy: "paged", kvBlockSize: 1, kvSlots: 2 ** 30 }; return c; },
+    rule: "is too many KV blocks", operator: "1073741823 the paged block pool" },
+  { name: "prefix caching beyond the pool", cr: () => { const c = base(); c.spec.scheduler = { enablePrefixCaching: true, kvBlockSize: 1, kvSlots: 2 ** 30 }; return c; },
+    rule: "is too many KV blocks", operator: "1073741823 the paged block pool" },
+  { name: "chunk below maxBatchSize", cr: () => { const c = base(); c.spec.scheduler = { maxNumBatchedTokens: 15 }; return c; },
+    rule: "maxNumBatchedTokens must be 0 (chunked prefill off) or at least maxBatchSize", operator: "must be 0 (off) or at least maxBatchSize (16)" },
+  { name: "baseline with chunked prefill", cr: () => { const c = base(); c.spec.scheduler = { policy: "request-level", maxNumBatchedTokens: 512 }; return c; },
+    rule: "the request-level baseline takes neither", operator: "the request-level baseline takes neither" },
+  { name: "baseline with priorities", cr: () => { const c = base(); c.spec.scheduler = { policy: "request-level", schedulingOrder: "priority" }; return c; },
+    rule: "the request-level baseline takes neither", operator: "nor schedulingOrder priority" },
   { name: "kvMemory without bytesPerToken", cr: () => { const c = base(); c.spec.model.uri = "pvc://m/llama"; c.spec.scheduler = { kvMemory: { size: "1Gi" } }; return c; },
     rule: "bytesPerToken is required", operator: "bytesPerToken: is required" },
   { name: "GPU limits != tensor", cr: () => { const c = base(); c.spec.parallelism = { tensor: 2 }; gpu(c.spec, 1); return c; },
@@ -121,6 +137,18 @@ const GOOD = [
   { name: "GPUs = tensor as string", cr: () => { const c = base(); c.spec.parallelism = { tensor: 2 }; gpu(c.spec, "2", "requests"); return c; } },
   { name: "gguf file", cr: () => { const c = base(); c.spec.model = { uri: "/models/q8.gguf", format: "gguf" }; return c; } },
   { name: "surge only", cr: () => { const c = base(); c.spec.rollout = { maxUnavailable: 0, maxSurge: 1 }; return c; } },
+  { name: "every scheduling knob at its edge", cr: () => {
+    const c = base();
+    c.spec.scheduler = { policy: "paged", kvBlockSize: 32, kvSlots: 4096, maxNumBatchedTokens: 16, enablePrefixCaching: true,
+                         schedulingOrder: "priority", priorityAgingMs: 0, drainGraceSeconds: 0, apiKeys: { secretName: "k" } };
+    c.spec.gateway = { drainGraceSeconds: 3600 };
+    return c;
+  } },
+  { name: "256-token blocks, default kvSlots", cr: () => { const c = base(); c.spec.scheduler = { kvBlockSize: 256 }; return c; } },
+  { name: "kvMemory rounds to whole blocks", cr: () => { const c = base(); c.spec.scheduler = { kvBlockSize: 48, kvMemory: { size: "64Mi" } }; return c; } },
+  { name: "the most blocks a worker holds", cr: () => { const c = base(); c.spec.scheduler = { kvSlots: 134217727 * 16 }; return c; } },
+  { name: "the most blocks the paged pool holds", cr: () => { const c = base(); c.spec.scheduler = { policy: "paged", kvBlockSize: 1, kvSlots: 1073741823 }; return c; } },
+  { name: "baseline as it was", cr: () => { const c = base(); c.spec.scheduler = { policy: "request-level", kvSlots: 2048 }; return c; } },
   { name: "extra env and args", cr: () => { const c = base(); c.spec.worker = { env: [{ name: "NCCL_DEBUG", value: "INFO" }], args: ["--threads=4"] }; return c; } },
 ];
 
@@ -173,6 +201,31 @@ test("CEL and the operator agree on a grid of kvSlots x maxBatchSize x GPUs x te
           assert.equal(cel, op, `CEL ${cel ? "accepts" : "refuses"} but the operator ${op ? "accepts" : "refuses"}: ${JSON.stringify(cr)}`);
           refused += !cel;
           ++total;
+        }
+      }
+    }
+  }
+  assert.ok(refused > 0 && refused < total, `${refused}/${total} refused`);
+});
+
+test("CEL and the operator agree on a grid of policy x chunk x order x block size x kvSlots x prefix caching", () => {
+  let refused = 0, total = 0;
+  for (const policy of ["orca", "paged", "request-level"]) {
+    for (const maxNumBatchedTokens of [0, 15, 16]) {
+      for (const schedulingOrder of ["fcfs", "priority"]) {
+        for (const kvBlockSize of [16, 48]) {
+          for (const kvSlots of [undefined, 4096, 2 ** 31]) {
+            for (const enablePrefixCaching of [false, true]) {
+              const cr = base();
+              cr.spec.scheduler = { policy, maxNumBatchedTokens, schedulingOrder, kvBlockSize, enablePrefixCaching };
+              if (kvSlots !== undefined) cr.spec.scheduler.kvSlots = kvSlots;
+              const cel = celViolations(cr).length === 0;
+              const op = operatorVerdict(cr).status === 0;
+              assert.equal(cel, op, `CEL ${cel ? "accepts" : "refuses"} but the operator ${op ? "accepts" : "refuses"}: ${JSON.stringify(cr.spec.scheduler)}`);
+              refused += !cel;
+              ++total;
+            }
+          }
         }
       }
     }

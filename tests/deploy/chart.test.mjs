@@ -11,7 +11,7 @@ import * as YAML from "yaml";
 
 import {
   CHART, CRD_FILE, OPERATOR, ROOT, checkKnownFields, documentedFlags, helm, helmTemplate, isPostRendered, parseDocs,
-  requireFile, tmpDir, validateObject, yamllint,
+  renderObjects, requireFile, tmpDir, validateObject, yamllint,
 } from "./lib.mjs";
 
 const VALUES_DIR = path.join(ROOT, "tests/deploy/values");
@@ -279,3 +279,66 @@ test("NOTES.txt renders for every values file", () => {
     if (path.basename(f) === "with-orcadeployment.yaml") assert.match(notes, /port-forward svc\/llama-8b-gateway/);
   }
 });
+
+// Issue 14 item 5 through Helm: every scheduling value of orcaDeployment.spec reaches the flag
+// of the binary that reads it, in what the operator (or the post-renderer) makes of it.
+test("scheduling values reach the scheduler's and the workers' flags", () => {
+  const objects = objectsOf("scheduling-knobs.yaml");
+  const [cr] = find(objects, "OrcaDeployment");
+  const rendered = renderObjects([cr]);
+  const group = find(rendered, "ConfigMap", (o) => o.metadata.labels["serving.orca.dev/revision"])[0];
+  const scheduler = YAML.parse(group.data["scheduler.yaml"]);
+  const worker = YAML.parse(group.data["worker.yaml"]);
+  const expected = { policy: "paged", "max-bs": 32, "n-slots": 8192, "kv-block-size": 32, "max-num-batched-tokens": 512,
+                     "enable-prefix-caching": true, "scheduling-order": "priority", "priority-aging-ms": 500,
+                     "drain-grace-seconds": 60, "api-keys-file": "/etc/orca-scheduler-auth/api-keys" };
+  for (const [flag, value] of Object.entries(expected)) assert.equal(scheduler[flag], value, `scheduler --${flag}`);
+  assert.equal(worker["kv-block-size"], 32, "the workers get the scheduler's block size");
+  assert.equal(worker["scheduler-api-key-file"], "/etc/orca-scheduler-auth/api-keys");
+  const gatewayCm = find(rendered, "ConfigMap", (o) => o.metadata.name === "chat-paged-gateway")[0];
+  const gateway = YAML.parse(gatewayCm.data["gateway.yaml"]);
+  assert.equal(gateway["drain-grace-seconds"], 45);
+  assert.equal(gateway["scheduler-api-key-file"], "/etc/orca-scheduler-auth/api-keys");
+  const gw = find(rendered, "Deployment", (o) => o.metadata.name === "chat-paged-gateway")[0].spec.template.spec;
+  assert.ok(gw.terminationGracePeriodSeconds > 45, `gateway grace ${gw.terminationGracePeriodSeconds}`);
+});
+
+test("schedulerApiKey.generate: one random Secret, named in the spec; the operator's RBAC unchanged", () => {
+  const objects = objectsOf("scheduling-knobs.yaml");
+  const [secret, ...more] = find(objects, "Secret");
+  assert.equal(more.length, 0);
+  assert.equal(secret.metadata.name, "chat-paged-scheduler-api-key");
+  assert.equal(secret.metadata.namespace, "orca-system");
+  assert.deepEqual(Object.keys(secret.data), ["scheduler-api-keys"]);
+  assert.match(Buffer.from(secret.data["scheduler-api-keys"], "base64").toString(), /^[A-Za-z0-9]{48}$/);
+  const again = find(parseDocs(helmTemplate(path.join(VALUES_DIR, "scheduling-knobs.yaml"))), "Secret")[0];
+  assert.notEqual(again.data["scheduler-api-keys"], secret.data["scheduler-api-keys"], "a fresh key where nothing can be looked up");
+  const [cr] = find(objects, "OrcaDeployment");
+  assert.deepEqual(cr.spec.scheduler.apiKeys, { secretName: "chat-paged-scheduler-api-key", key: "scheduler-api-keys" });
+  // The pods mount the Secret; the operator never reads it, so it gets no Secret access.
+  const rules = (objs) => find(objs, "ClusterRole").map((r) => r.rules);
+  assert.deepEqual(rules(objects), rules(objectsOf("default.yaml")));
+  assert.ok(!JSON.stringify(rules(objects)).includes("secrets"));
+});
+
+test("without schedulerApiKey.generate nothing changes; a generated key next to one's own Secret is refused", () => {
+  for (const name of ["default.yaml", "with-orcadeployment.yaml", "operatorless.yaml"]) {
+    const file = path.join(VALUES_DIR, name);
+    const off = helmTemplate(file, "--set", "orcaDeployment.schedulerApiKey.generate=false");
+    assert.equal(off, helmTemplate(file), `${name}: generate=false renders exactly the same`);
+    assert.equal(find(parseDocs(off), "Secret").length, 0, name);
+  }
+  // The chart with generate=false and the same spec: the Secret and the apiKeys reference are all that differ.
+  const knobs = path.join(VALUES_DIR, "scheduling-knobs.yaml");
+  const plain = parseDocs(helmTemplate(knobs, "--set", "orcaDeployment.schedulerApiKey.generate=false"));
+  const keyed = objectsOf("scheduling-knobs.yaml").filter((o) => o.kind !== "Secret");
+  const [cr] = find(keyed, "OrcaDeployment");
+  const stripped = structuredClone(cr);
+  delete stripped.spec.scheduler.apiKeys;
+  assert.deepEqual(plain, keyed.map((o) => (o === cr ? stripped : o)));
+  // Both a generated key and one's own Secret: the template fails, naming both.
+  const both = helm("template", "x", CHART, "-f", knobs, "--set", "orcaDeployment.spec.scheduler.apiKeys.secretName=mine");
+  assert.notEqual(both.status, 0);
+  assert.match(both.stderr, /orcaDeployment\.schedulerApiKey\.generate: spec\.scheduler\.apiKeys already names a Secret/);
+});
+

@@ -17,6 +17,20 @@
 //      immutable ConfigMaps of the same revision, dialing only the same revision.
 //  (d3) GPUs: the device plugin sets NVIDIA_VISIBLE_DEVICES; GPU pods need the
 //      CUDA image and a memory-backed /dev/shm for NCCL.
+//  (drain) the kubelet runs a container's preStop hook, then sends SIGTERM, and
+//      sends SIGKILL terminationGracePeriodSeconds (default 30) after the
+//      deletion, preStop included. A process that drains for
+//      --drain-grace-seconds (the gateway's and the scheduler's default: 30)
+//      needs preStop + drain < grace. Endpoints and load balancers learn of a
+//      deletion concurrently with the kubelet, so a pod behind a ClusterIP /
+//      NodePort / LoadBalancer Service keeps getting new connections for a
+//      moment: it needs a preStop before it stops accepting. The pods of a
+//      group are deleted together, so a worker must outlive its scheduler's
+//      drain (the batches being finished need every stage).
+//  (auth) a Secret in a pod's args, env or ConfigMap is readable by anyone who
+//      can read those objects: scheduler keys are files of mounted Secret
+//      volumes only, and a scheduler that demands a key is called only by
+//      pods that send one from the same Secret key.
 import * as YAML from "yaml";
 
 const REVISION = "serving.orca.dev/revision";
@@ -177,7 +191,132 @@ export function gpuPodsAreSound(objects) {
   return problems;
 }
 
+/** A workload's main-container flags: its flag file's keys, then its `--flag=value` args (the command line wins). */
+export function flagsOf(objects, workload) {
+  const flags = {};
+  const ref = flagFileOf(workload);
+  const cm = ref && objects.find((o) => o.kind === "ConfigMap" && o.metadata.name === ref[0] &&
+                                        o.metadata.namespace === workload.metadata.namespace);
+  Object.assign(flags, cm?.data?.[ref[1]] ? YAML.parse(cm.data[ref[1]]) ?? {} : {});
+  for (const a of workload.spec.template.spec.containers[0].args ?? []) {
+    const m = /^--([a-z0-9-]+)(?:=(.*))?$/.exec(a);
+    if (m && m[1] !== "config") flags[m[1]] = m[2] ?? true;
+  }
+  return flags;
+}
+
+const binaryOf = (w) => (w.spec.template.spec.containers[0].command ?? [])[0] ?? "";
+
+/** The workloads whose pods an address (host:port in cluster DNS) reaches. */
+function workloadsBehind(objects, address) {
+  const host = address.split(":")[0];
+  const labels = host.split(".");
+  const svcAt = labels.indexOf("svc");
+  if (svcAt < 2) return [];
+  const [svcName, ns] = [labels[svcAt - 2], labels[svcAt - 1]];
+  const svc = objects.find((o) => o.kind === "Service" && o.metadata.name === svcName && o.metadata.namespace === ns);
+  if (!svc) return [];
+  return podTemplates(objects).filter((w) => {
+    if (w.metadata.namespace !== ns || !selects(svc.spec.selector, w.spec.template.metadata.labels)) return false;
+    if (svcAt !== 3) return true;
+    const pod = labels[0];
+    return w.kind === "StatefulSet" && pod.startsWith(`${w.metadata.name}-`) && /^\d+$/.test(pod.slice(w.metadata.name.length + 1));
+  });
+}
+
+/** The `sleep N` of a container's exec preStop hook (0 without one). */
+export function preStopSeconds(container) {
+  const command = container.lifecycle?.preStop?.exec?.command;
+  if (command?.[0] === "sleep" && /^\d+$/.test(command[1] ?? "")) return Number(command[1]);
+  if (container.lifecycle?.preStop?.sleep) return container.lifecycle.preStop.sleep.seconds;
+  return container.lifecycle?.preStop ? NaN : 0;
+}
+
+const DRAINING_BINARIES = { "orca-gateway": 30, "orca-scheduler": 30 };  // their --drain-grace-seconds default
+
+/** (drain) SIGKILL never cuts a drain short; Service-fronted pods wait for endpoints; workers outlive their scheduler's drain. */
+export function drainFitsTheGracePeriod(objects) {
+  const problems = [];
+  const drainOf = (w) => Number(flagsOf(objects, w)["drain-grace-seconds"] ?? DRAINING_BINARIES[binaryOf(w)] ?? 0);
+  for (const w of podTemplates(objects)) {
+    const pod = w.spec.template.spec;
+    const grace = pod.terminationGracePeriodSeconds ?? 30;
+    const pre = preStopSeconds(pod.containers[0]);
+    const drain = drainOf(w);
+    if (!(pre + drain < grace)) {
+      problems.push(`${id(w)}: preStop ${pre}s + --drain-grace-seconds ${drain}s is not below terminationGracePeriodSeconds ${grace}s: SIGKILL cuts the drain short`);
+    }
+    const fronted = objects.some((s) => s.kind === "Service" && s.spec.clusterIP !== "None" && s.spec.selector &&
+                                        s.metadata.namespace === w.metadata.namespace &&
+                                        selects(s.spec.selector, w.spec.template.metadata.labels));
+    if (fronted && binaryOf(w) in DRAINING_BINARIES && !(pre > 0)) {
+      problems.push(`${id(w)}: behind a load-balanced Service without a preStop: it stops accepting while endpoints still send it connections`);
+    }
+    const scheduler = flagsOf(objects, w).scheduler;
+    if (binaryOf(w) === "orca-worker" && typeof scheduler === "string") {
+      for (const s of workloadsBehind(objects, scheduler)) {
+        if (pre < drainOf(s)) {
+          problems.push(`${id(w)}: stops after a ${pre}s preStop, before ${id(s)} ends its ${drainOf(s)}s drain: the batches it finishes need every stage`);
+        }
+      }
+    }
+  }
+  return problems;
+}
+
+/** The Secret key behind a file path in a workload's pods: {secretName, key} or null. */
+function secretFileOf(workload, file) {
+  const pod = workload.spec.template.spec;
+  for (const m of pod.containers[0].volumeMounts ?? []) {
+    if (!file.startsWith(`${m.mountPath}/`)) continue;
+    const secret = (pod.volumes ?? []).find((v) => v.name === m.name)?.secret;
+    if (!secret) return null;
+    const name = file.slice(m.mountPath.length + 1);
+    const item = (secret.items ?? [{ key: name, path: name }]).find((it) => it.path === name);
+    return item ? { secretName: secret.secretName, key: item.key } : null;
+  }
+  return null;
+}
+
+/** (auth) Scheduler keys are mounted Secret files, and every caller of a scheduler that demands one sends it. */
+export function schedulerKeysAreConsistent(objects) {
+  const problems = [];
+  const keyOf = (w, flag) => {
+    const file = flagsOf(objects, w)[flag];
+    return typeof file === "string" ? secretFileOf(w, file) : undefined;
+  };
+  for (const w of podTemplates(objects)) {
+    const flags = flagsOf(objects, w);
+    for (const flag of ["api-keys", "scheduler-api-key"]) {
+      if (flags[flag] !== undefined) problems.push(`${id(w)}: --${flag} puts a key in the pod's spec or ConfigMap; mount a Secret and give --${flag}-file`);
+    }
+    for (const e of w.spec.template.spec.containers[0].env ?? []) {
+      if (/API_KEY/.test(e.name)) problems.push(`${id(w)}: env ${e.name} carries a key (env is readable through the pod spec and /proc); mount it as a file`);
+    }
+    for (const flag of ["api-keys-file", "scheduler-api-key-file"]) {
+      if (flags[flag] !== undefined && !keyOf(w, flag)) problems.push(`${id(w)}: --${flag} ${flags[flag]} is not a file of a mounted Secret`);
+    }
+  }
+  for (const caller of podTemplates(objects)) {
+    const flags = flagsOf(objects, caller);
+    const sent = keyOf(caller, "scheduler-api-key-file");
+    const addresses = ["scheduler", "schedulers", "schedulers-dns"].flatMap((k) => (typeof flags[k] === "string" ? flags[k].split(",") : []));
+    for (const address of addresses.filter(Boolean)) {
+      for (const s of workloadsBehind(objects, address).filter((x) => binaryOf(x) === "orca-scheduler")) {
+        const wanted = keyOf(s, "api-keys-file");
+        if (!wanted) continue;
+        if (!sent || sent.secretName !== wanted.secretName || sent.key !== wanted.key) {
+          problems.push(`${id(caller)} dials ${id(s)}, which accepts only keys from Secret ${wanted.secretName}[${wanted.key}], ` +
+                        `sending ${sent ? `${sent.secretName}[${sent.key}]` : "none"}: its calls are refused (UNAUTHENTICATED)`);
+        }
+      }
+    }
+  }
+  return problems;
+}
+
 /** Every rule at once. */
 export function allRules(objects) {
-  return [...addressesReachNotReadyPods(objects), ...groupsAreImmutable(objects), ...gpuPodsAreSound(objects)];
+  return [...addressesReachNotReadyPods(objects), ...groupsAreImmutable(objects), ...gpuPodsAreSound(objects),
+          ...drainFitsTheGracePeriod(objects), ...schedulerKeysAreConsistent(objects)];
 }

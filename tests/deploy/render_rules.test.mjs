@@ -12,7 +12,8 @@ import * as YAML from "yaml";
 
 import { ROOT, binaryFlags, helmTemplate, isPostRendered, parseDocs, readYaml, renderObjects } from "./lib.mjs";
 import {
-  addressesReachNotReadyPods, allRules, dialedAddresses, gpuPodsAreSound, groupsAreImmutable, unchangedUnderTheirName,
+  addressesReachNotReadyPods, allRules, dialedAddresses, drainFitsTheGracePeriod, flagsOf, gpuPodsAreSound,
+  groupsAreImmutable, preStopSeconds, schedulerKeysAreConsistent, unchangedUnderTheirName,
 } from "./render_rules.mjs";
 
 const EXAMPLES = path.join(ROOT, "deploy/examples");
@@ -28,6 +29,13 @@ function layouts() {
     for (const mode of ["list", "dns"]) {
       out.set(`example ${f} (${mode})`, renderObjects(crs, `--gateway-scheduler-discovery=${mode}`));
     }
+  }
+  // The CPU example with a key on the schedulers' port and longer drains, in both modes.
+  const [tiny] = readYaml(path.join(EXAMPLES, "orca-cpu-tiny.yaml")).filter(isCr);
+  tiny.spec.scheduler = { ...tiny.spec.scheduler, apiKeys: { secretName: "tiny-sched-keys" }, drainGraceSeconds: 120 };
+  tiny.spec.gateway = { ...tiny.spec.gateway, drainGraceSeconds: 90 };
+  for (const mode of ["list", "dns"]) {
+    out.set(`example orca-cpu-tiny.yaml + scheduler.apiKeys (${mode})`, renderObjects([tiny], `--gateway-scheduler-discovery=${mode}`));
   }
   for (const f of fs.readdirSync(VALUES_DIR).filter((x) => x.endsWith(".yaml") && !x.startsWith("bad-")).sort()) {
     const file = path.join(VALUES_DIR, f);
@@ -97,6 +105,14 @@ const CHANGES = [
   { name: "model dtype", engine: true, patch: (s) => { s.model.dtype = "f32"; } },
   { name: "worker env", engine: true, patch: (s) => { s.worker = { ...s.worker, env: [{ name: "X", value: "1" }] }; } },
   { name: "scheduler args", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, args: ["--worker-timeout-ms=9000"] }; } },
+  { name: "paged policy", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, policy: "paged" }; } },
+  { name: "KV block size", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, kvBlockSize: 8 }; } },
+  { name: "chunked prefill", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, maxNumBatchedTokens: 256 }; } },
+  { name: "prefix caching", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, enablePrefixCaching: true }; } },
+  { name: "priorities", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, schedulingOrder: "priority", priorityAgingMs: 200 }; } },
+  { name: "scheduler drain", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, drainGraceSeconds: 5 }; } },
+  { name: "scheduler key", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, apiKeys: { secretName: "k" } }; } },
+  { name: "gateway drain", engine: false, patch: (s) => { s.gateway = { ...s.gateway, drainGraceSeconds: 5 }; } },
   { name: "replicas", engine: false, patch: (s) => { s.replicas = (s.replicas ?? 1) + 2; } },
   { name: "gateway replicas", engine: false, patch: (s) => { s.gateway = { ...s.gateway, replicas: 5 }; } },
   { name: "monitoring", engine: false, patch: (s) => { s.monitoring = { serviceMonitor: { enabled: true, interval: "10s" } }; } },
@@ -233,4 +249,72 @@ test("the dashboards' per-deployment labels are exactly what the operator's Serv
       assert.ok(labels.includes(podLabel), `${w.metadata.name} pods have no label for ${r.sourceLabels[0]}`);
     }
   }
+});
+
+test("(drain) no drain is cut short by SIGKILL; gateways wait for endpoints; workers outlive their scheduler's drain", () => {
+  for (const [name, objects] of all) assert.deepEqual(drainFitsTheGracePeriod(objects), [], name);
+  // The grace really is above the drain in every layout, with the defaults and with longer drains.
+  const [, keyed] = [...all].find(([n]) => n.includes("scheduler.apiKeys (dns)"));
+  const gateway = keyed.find((o) => o.kind === "Deployment" && o.metadata.name === "orca-tiny-gateway");
+  assert.equal(flagsOf(keyed, gateway)["drain-grace-seconds"], 90);
+  assert.ok(gateway.spec.template.spec.terminationGracePeriodSeconds > 90 + preStopSeconds(gateway.spec.template.spec.containers[0]));
+});
+
+test("(drain) is violated by a grace period at the drain, a gateway without preStop, a worker leaving early", () => {
+  const [, objects] = [...all].find(([n]) => n.includes("orca-cpu-tiny") && n.includes("(list)"));
+  const role = (c) => (o) => o.spec?.template && o.metadata.labels["app.kubernetes.io/component"] === c;
+  const tight = structuredClone(objects);
+  tight.find(role("scheduler")).spec.template.spec.terminationGracePeriodSeconds = 30;  // = its 30 s drain
+  assert.ok(drainFitsTheGracePeriod(tight).some((p) => /-sched: preStop 0s \+ --drain-grace-seconds 30s is not below terminationGracePeriodSeconds 30s/.test(p)),
+            drainFitsTheGracePeriod(tight).join("\n"));
+  const defaulted = structuredClone(objects);
+  delete defaulted.find(role("gateway")).spec.template.spec.terminationGracePeriodSeconds;  // Kubernetes' 30 s
+  assert.ok(drainFitsTheGracePeriod(defaulted).some((p) => p.includes("Deployment/orca-tiny-gateway: preStop 5s + --drain-grace-seconds 30s")));
+  const eager = structuredClone(objects);
+  delete eager.find(role("gateway")).spec.template.spec.containers[0].lifecycle;
+  assert.ok(drainFitsTheGracePeriod(eager).some((p) => p.includes("behind a load-balanced Service without a preStop")));
+  const early = structuredClone(objects);
+  delete early.find(role("worker")).spec.template.spec.containers[0].lifecycle;
+  assert.ok(drainFitsTheGracePeriod(early).some((p) => /stops after a 0s preStop, before StatefulSet\/.*-sched ends its 30s drain/.test(p)));
+});
+
+test("(auth) scheduler keys are Secret files, and every caller of a keyed scheduler sends the key", () => {
+  for (const [name, objects] of all) assert.deepEqual(schedulerKeysAreConsistent(objects), [], name);
+  let keyed = 0;
+  for (const [name, objects] of all) {
+    const schedulers = objects.filter((o) => o.spec?.template && o.metadata.labels["app.kubernetes.io/component"] === "scheduler");
+    if (!schedulers.some((s) => flagsOf(objects, s)["api-keys-file"])) continue;
+    ++keyed;
+    // Nothing of the key itself in any object: no env from the Secret, only its name in volumes.
+    for (const o of objects.filter((x) => x.kind !== "Secret")) assert.ok(!JSON.stringify(o).includes("secretKeyRef"), `${name}: ${o.metadata.name}`);
+    for (const w of objects.filter((o) => o.spec?.template)) {
+      assert.ok(flagsOf(objects, w)["scheduler-api-key-file"] || flagsOf(objects, w)["api-keys-file"], `${name}: ${w.metadata.name} has no key file`);
+    }
+  }
+  assert.ok(keyed >= 3, `layouts with a scheduler key: ${keyed}`);  // both example modes and the chart's values
+});
+
+test("(auth) is violated by a caller without the key, a key in the flag file or env, a file not from a Secret", () => {
+  const [, objects] = [...all].find(([n]) => n.includes("scheduler.apiKeys (list)"));
+  const role = (c) => (o) => o.spec?.template && o.metadata.labels["app.kubernetes.io/component"] === c;
+  const cmOf = (objs, w) => objs.find((o) => o.kind === "ConfigMap" && o.metadata.name === w.spec.template.spec.volumes.find((v) => v.name === "config").configMap.name);
+  const file = (w) => w.spec.template.spec.containers[0].args[0].split("/").pop();
+  const keyless = structuredClone(objects);
+  const worker = keyless.find(role("worker"));
+  const cm = cmOf(keyless, worker);
+  cm.data[file(worker)] = cm.data[file(worker)].replace(/^scheduler-api-key-file: .*\n/m, "");
+  assert.ok(schedulerKeysAreConsistent(keyless).some((p) => /^StatefulSet\/orca-tiny-r0-\w+ dials .*-sched, which accepts only keys from Secret tiny-sched-keys\[scheduler-api-keys\], sending none/.test(p)),
+            schedulerKeysAreConsistent(keyless).join("\n"));
+  const gatewayless = structuredClone(objects);
+  const gw = gatewayless.find(role("gateway"));
+  gw.spec.template.spec.volumes = gw.spec.template.spec.volumes.filter((v) => v.name !== "scheduler-api-keys");
+  const problems = schedulerKeysAreConsistent(gatewayless);
+  assert.ok(problems.some((p) => p.includes("Deployment/orca-tiny-gateway: --scheduler-api-key-file /etc/orca-scheduler-auth/api-keys is not a file of a mounted Secret")), problems.join("\n"));
+  assert.ok(problems.some((p) => p.startsWith("Deployment/orca-tiny-gateway dials")), problems.join("\n"));
+  const inline = structuredClone(objects);
+  inline.find(role("scheduler")).spec.template.spec.containers[0].args.push("--api-keys=hunter2");
+  inline.find(role("gateway")).spec.template.spec.containers[0].env = [{ name: "ORCA_GATEWAY_SCHEDULER_API_KEY", value: "hunter2" }];
+  const leaks = schedulerKeysAreConsistent(inline);
+  assert.ok(leaks.some((p) => p.includes("--api-keys puts a key in the pod's spec")), leaks.join("\n"));
+  assert.ok(leaks.some((p) => p.includes("env ORCA_GATEWAY_SCHEDULER_API_KEY carries a key")), leaks.join("\n"));
 });

@@ -15,10 +15,16 @@
 //      --data-plane-port, and every connection between pods has one end on a
 //      declared container port or that port (a NetworkPolicy can allow it);
 //   4. everything stops and no namespace, interface or process is left.
+// With ORCA_LAYOUT_SCHEDULER_KEY=1 (CTest: rendered_layout_keyed_test) the
+// example also gets spec.scheduler.apiKeys and its Secret: the layout forms
+// and serves only if every worker and gateway sends the mounted key, and the
+// scheduler's port refuses a call without it or with another one.
 // Exit 77 (CTest SKIP_RETURN_CODE) where network namespaces cannot be made.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -29,6 +35,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const BIN = process.env.ORCA_BIN_DIR ?? path.join(ROOT, "build/bin");
 const EXAMPLE = path.join(ROOT, "deploy/examples/orca-cpu-tiny.yaml");
 const FORM_TIMEOUT_MS = Number(process.env.ORCA_LAYOUT_TIMEOUT_MS ?? 240_000);
+const SCHEDULER_KEY = process.env.ORCA_LAYOUT_SCHEDULER_KEY === "1" ? crypto.randomBytes(24).toString("hex") : "";
+const KEY_SECRET = "orca-tiny-scheduler-key";
 const t0 = Date.now();
 const say = (msg) => console.log(`[layout +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`);
 
@@ -57,9 +65,23 @@ const binaryOf = (pod) => path.basename(pod.containers[0]?.run?.argv[0] ?? "");
 // chart's output converted, or a hand-edited rendering to try a fix).
 function layoutObjects() {
   if (process.env.ORCA_LAYOUT_OBJECTS) return JSON.parse(fs.readFileSync(process.env.ORCA_LAYOUT_OBJECTS, "utf8"));
-  const render = spawnSync(path.join(BIN, "orca-operator"), ["--render", EXAMPLE, "--render-format", "json"], { encoding: "utf8" });
+  let example = EXAMPLE;
+  if (SCHEDULER_KEY) {
+    // The example with a key on the schedulers' port.
+    const text = fs.readFileSync(EXAMPLE, "utf8");
+    assert.ok(/^ *scheduler: *$/m.test(text), "the example has a scheduler section");
+    example = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "layout-keyed-")), "example.yaml");
+    fs.writeFileSync(example, text.replace(/^( *)scheduler: *$/m, `$1scheduler:\n$1  apiKeys:\n$1    secretName: ${KEY_SECRET}`));
+  }
+  const render = spawnSync(path.join(BIN, "orca-operator"), ["--render", example, "--render-format", "json"], { encoding: "utf8" });
   assert.equal(render.status, 0, `orca-operator --render failed: ${render.stderr}`);
-  return JSON.parse(render.stdout);
+  const objects = JSON.parse(render.stdout);
+  if (SCHEDULER_KEY) {
+    const namespace = objects.find((o) => o.metadata?.namespace)?.metadata.namespace ?? "default";
+    objects.push({ apiVersion: "v1", kind: "Secret", metadata: { name: KEY_SECRET, namespace },
+                   data: { "scheduler-api-keys": Buffer.from(`${SCHEDULER_KEY}\n`).toString("base64") } });
+  }
+  return objects;
 }
 
 async function main() {
@@ -153,6 +175,8 @@ async function main() {
     assert.equal(streamed, completion.choices[0].text, "greedy: the streamed text is the same");
     say(`streamed completion: ${events.length - 1} events then [DONE]`);
 
+    if (SCHEDULER_KEY) checkSchedulerKey(client, schedulers[0], pods, flags);
+
     // 3. Connections between pods: the data plane on the fixed port, everything on declared ports.
     checkPodConnections(cluster, workers, flags);
   } catch (e) {
@@ -172,6 +196,42 @@ async function main() {
   say("torn down: no namespace, interface or process left");
   console.log("1 passed, 0 failed");
   return 0;
+}
+
+/** grpc-status of a unary orca.v1.Scheduler/GetStats from `host` to `address` with `key` as bearer ("" = none). */
+function schedulerStatsStatus(host, address, key) {
+  const script = `
+const http2 = require("node:http2");
+const [address, key] = process.argv.slice(1);
+const c = http2.connect("http://" + address);
+c.on("error", (e) => { console.log("error " + e.message); process.exit(0); });
+const headers = { ":method": "POST", ":path": "/orca.v1.Scheduler/GetStats", "content-type": "application/grpc", te: "trailers" };
+if (key) headers.authorization = "Bearer " + key;
+const req = c.request(headers);
+let status = "none";
+req.on("response", (h) => { if (h["grpc-status"] !== undefined) status = h["grpc-status"]; });
+req.on("trailers", (t) => { if (t["grpc-status"] !== undefined) status = t["grpc-status"]; });
+req.on("data", () => {});
+req.on("close", () => { console.log("grpc-status " + status); c.close(); });
+req.end(Buffer.alloc(5));  // an empty StatsRequest
+setTimeout(() => { console.log("timeout"); process.exit(0); }, 10000).unref();`;
+  return host.run([process.execPath, "-e", script, address, key]).stdout.trim();
+}
+
+/** The keyed layout: the key reached the pods only as a file, and the scheduler's port demands it. */
+function checkSchedulerKey(client, scheduler, pods, flags) {
+  assert.ok(flags.get(scheduler.name)["api-keys-file"], "the scheduler reads its keys from a file");
+  for (const p of pods) {
+    assert.ok(!p.containers[0].run.argv.join(" ").includes(SCHEDULER_KEY), `${p.name}: the key is in its command line`);
+    if (binaryOf(p) !== "orca-scheduler") assert.ok(flags.get(p.name)["scheduler-api-key-file"], `${p.name} sends the key from a file`);
+  }
+  const address = `${scheduler.host.ip}:${flags.get(scheduler.name).listen.split(":").pop()}`;
+  // UNAUTHENTICATED (16) without the key and with another one; OK (0) with it.
+  assert.equal(schedulerStatsStatus(client, address, ""), "grpc-status 16", "a call without the key is refused");
+  assert.equal(schedulerStatsStatus(client, address, "not-the-key"), "grpc-status 16", "a call with another key is refused");
+  assert.equal(schedulerStatsStatus(client, address, SCHEDULER_KEY), "grpc-status 0", "a call with the key is served");
+  say(`scheduler ${address}: GetStats refused without the key and with another (UNAUTHENTICATED), served with it; ` +
+      "the workers formed the pipeline and the gateway served through it with the mounted key");
 }
 
 function labelsMatch(selector, labels) {

@@ -54,6 +54,64 @@ TEST(OrcaDeploymentSpecTest, KvSlotsAreDerivedFromTheMemoryBudget) {
   EXPECT_EQ(*explicit_rate->scheduler.kv_memory_bytes, int64_t{4} << 30);
 }
 
+TEST(OrcaDeploymentSpecTest, SchedulingKnobsDefaultToTheBinariesDefaults) {
+  auto d = ParseOrcaDeployment(OrcaDeploymentBuilder().Build());
+  ASSERT_TRUE(d.ok()) << d.status();
+  // orca-scheduler's and orca-worker's own defaults (services/scheduler/main.cc, services/worker/main.cc).
+  EXPECT_EQ(d->scheduler.kv_block_size, 16);
+  EXPECT_EQ(d->scheduler.max_num_batched_tokens, 0);
+  EXPECT_FALSE(d->scheduler.enable_prefix_caching);
+  EXPECT_EQ(d->scheduler.scheduling_order, "fcfs");
+  EXPECT_EQ(d->scheduler.priority_aging_ms, 1000);
+  EXPECT_EQ(d->scheduler.drain_grace_seconds, 30);
+  EXPECT_EQ(d->gateway.drain_grace_seconds, 30);
+  EXPECT_FALSE(d->scheduler.api_keys.enabled());
+  EXPECT_EQ(d->scheduler.api_keys.key, "scheduler-api-keys");
+}
+
+TEST(OrcaDeploymentSpecTest, SchedulingKnobsAreRead) {
+  auto d = ParseOrcaDeployment(OrcaDeploymentBuilder()
+                                   .Set("/spec/scheduler/policy", "paged")
+                                   .Set("/spec/scheduler/kvBlockSize", 32)
+                                   .Set("/spec/scheduler/kvSlots", 4096)
+                                   .Set("/spec/scheduler/maxNumBatchedTokens", 512)
+                                   .Set("/spec/scheduler/enablePrefixCaching", true)
+                                   .Set("/spec/scheduler/schedulingOrder", "priority")
+                                   .Set("/spec/scheduler/priorityAgingMs", 0)
+                                   .Set("/spec/scheduler/drainGraceSeconds", 120)
+                                   .Set("/spec/scheduler/apiKeys", {{"secretName", "sched-auth"}})
+                                   .Set("/spec/gateway/drainGraceSeconds", 0)
+                                   .Build());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->scheduler.policy, "paged");
+  EXPECT_EQ(d->scheduler.kv_block_size, 32);
+  EXPECT_EQ(d->scheduler.max_num_batched_tokens, 512);
+  EXPECT_TRUE(d->scheduler.enable_prefix_caching);
+  EXPECT_EQ(d->scheduler.scheduling_order, "priority");
+  EXPECT_EQ(d->scheduler.priority_aging_ms, 0);
+  EXPECT_EQ(d->scheduler.drain_grace_seconds, 120);
+  EXPECT_EQ(d->scheduler.api_keys.secret_name, "sched-auth");
+  EXPECT_EQ(d->scheduler.api_keys.key, "scheduler-api-keys");
+  EXPECT_EQ(d->gateway.drain_grace_seconds, 0);
+  // The edges the scheduler accepts: a chunk of exactly maxBatchSize tokens, 256-token blocks.
+  EXPECT_TRUE(ParseOrcaDeployment(OrcaDeploymentBuilder().Set("/spec/scheduler/maxNumBatchedTokens", 16).Build()).ok());
+  EXPECT_TRUE(ParseOrcaDeployment(OrcaDeploymentBuilder().Set("/spec/scheduler/kvBlockSize", 256).Build()).ok());
+}
+
+TEST(OrcaDeploymentSpecTest, SlotsFromMemoryAreWholeBlocks) {
+  // 1Mi + 5000 bytes at 1024 bytes per token = 1028 tokens, rounded down to 1024 (64 blocks of 16)...
+  auto d = ParseOrcaDeployment(OrcaDeploymentBuilder().Set("/spec/scheduler/kvMemory", {{"size", 1053576}}).Build());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->scheduler.kv_slots, 1024);
+  // ... or to 1000 with blocks of 40 (25 blocks).
+  auto forty = ParseOrcaDeployment(OrcaDeploymentBuilder()
+                                       .Set("/spec/scheduler/kvBlockSize", 40)
+                                       .Set("/spec/scheduler/kvMemory", {{"size", 1053576}})
+                                       .Build());
+  ASSERT_TRUE(forty.ok()) << forty.status();
+  EXPECT_EQ(forty->scheduler.kv_slots, 1000);
+}
+
 TEST(OrcaDeploymentSpecTest, ModelUriForms) {
   auto pvc = ParseOrcaDeployment(OrcaDeploymentBuilder().Uri("pvc://weights/llama-3-8b/").Build());
   ASSERT_TRUE(pvc.ok()) << pvc.status();
@@ -99,7 +157,50 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"StringReplicas", OrcaDeploymentBuilder().Set("/spec/replicas", "two"),
                     "spec.replicas: must be an integer"},
         InvalidCase{"BadPolicy", OrcaDeploymentBuilder().Set("/spec/scheduler/policy", "fifo"),
-                    "spec.scheduler.policy: must be one of orca, request-level; got 'fifo'"},
+                    "spec.scheduler.policy: must be one of orca, paged, request-level; got 'fifo'"},
+        InvalidCase{"SlotsNotWholeBlocks", OrcaDeploymentBuilder().Set("/spec/scheduler/kvSlots", 8200),
+                    "spec.scheduler.kvSlots: 8200 is not a multiple of kvBlockSize (16)"},
+        InvalidCase{"DefaultSlotsNotWholeBlocks", OrcaDeploymentBuilder().Set("/spec/scheduler/kvBlockSize", 48),
+                    "spec.scheduler.kvBlockSize: the default kvSlots (8192) is not a multiple of kvBlockSize (48)"},
+        InvalidCase{"BlockSizeAboveTheEngines", OrcaDeploymentBuilder().Set("/spec/scheduler/kvBlockSize", 512),
+                    "spec.scheduler.kvBlockSize: must be in [1, 256], got 512"},
+        InvalidCase{"TooManyBlocksForAWorker", OrcaDeploymentBuilder().Set("/spec/scheduler/kvSlots", int64_t{1} << 32),
+                    "4294967296 KV slots, 268435456 blocks of 16 tokens: at most 134217727 blocks fit"},
+        InvalidCase{"TooManyBlocksForThePagedPool",
+                    OrcaDeploymentBuilder()
+                        .Set("/spec/scheduler/policy", "paged")
+                        .Set("/spec/scheduler/kvBlockSize", 1)
+                        .Set("/spec/scheduler/kvSlots", int64_t{1} << 30),
+                    "and 1073741823 the paged block pool"},
+        InvalidCase{"ChunkSmallerThanTheBatch", OrcaDeploymentBuilder().Set("/spec/scheduler/maxNumBatchedTokens", 8),
+                    "spec.scheduler.maxNumBatchedTokens: must be 0 (off) or at least maxBatchSize (16)"},
+        InvalidCase{"NegativeChunk", OrcaDeploymentBuilder().Set("/spec/scheduler/maxNumBatchedTokens", -1),
+                    "spec.scheduler.maxNumBatchedTokens: must be in [0, 2147483647], got -1"},
+        InvalidCase{"BaselineWithChunks",
+                    OrcaDeploymentBuilder()
+                        .Set("/spec/scheduler/policy", "request-level")
+                        .Set("/spec/scheduler/maxNumBatchedTokens", 512),
+                    "spec.scheduler.policy: the request-level baseline takes neither maxNumBatchedTokens"},
+        InvalidCase{"BaselineWithPriorities",
+                    OrcaDeploymentBuilder()
+                        .Set("/spec/scheduler/policy", "request-level")
+                        .Set("/spec/scheduler/schedulingOrder", "priority"),
+                    "nor schedulingOrder priority"},
+        InvalidCase{"SchedulingOrder", OrcaDeploymentBuilder().Set("/spec/scheduler/schedulingOrder", "lifo"),
+                    "spec.scheduler.schedulingOrder: must be one of fcfs, priority; got 'lifo'"},
+        InvalidCase{"NegativeAging", OrcaDeploymentBuilder().Set("/spec/scheduler/priorityAgingMs", -5),
+                    "spec.scheduler.priorityAgingMs: must be in [0, "},
+        InvalidCase{"PrefixCachingNotABool", OrcaDeploymentBuilder().Set("/spec/scheduler/enablePrefixCaching", "yes"),
+                    "spec.scheduler.enablePrefixCaching: must be true or false"},
+        InvalidCase{"SchedulerDrain", OrcaDeploymentBuilder().Set("/spec/scheduler/drainGraceSeconds", 7200),
+                    "spec.scheduler.drainGraceSeconds: must be in [0, 3600], got 7200"},
+        InvalidCase{"GatewayDrain", OrcaDeploymentBuilder().Set("/spec/gateway/drainGraceSeconds", -1),
+                    "spec.gateway.drainGraceSeconds: must be in [0, 3600], got -1"},
+        InvalidCase{"SchedulerKeysSecret", OrcaDeploymentBuilder().Set("/spec/scheduler/apiKeys", {{"key", "k"}}),
+                    "spec.scheduler.apiKeys.secretName: is required"},
+        InvalidCase{"SchedulerKeysKey",
+                    OrcaDeploymentBuilder().Set("/spec/scheduler/apiKeys", {{"secretName", "s"}, {"key", ""}}),
+                    "spec.scheduler.apiKeys.key: must not be empty"},
         InvalidCase{"SlotsBelowBatch",
                     OrcaDeploymentBuilder().Set("/spec/scheduler/kvSlots", 8).Set("/spec/scheduler/maxBatchSize", 16),
                     "gives 8 KV slots, fewer than maxBatchSize (16)"},
@@ -114,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"BadQuantity", OrcaDeploymentBuilder().Set("/spec/scheduler/kvMemory", {{"size", "lots"}}),
                     "spec.scheduler.kvMemory.size: 'lots' is not a quantity"},
         InvalidCase{"TinyMemory", OrcaDeploymentBuilder().Set("/spec/scheduler/kvMemory", {{"size", "100"}}),
-                    "100 bytes hold no token at 1024 bytes per token"},
+                    "100 bytes hold no KV block of 16 tokens at 1024 bytes per token"},
         InvalidCase{"HttpUri", OrcaDeploymentBuilder().Uri("https://huggingface.co/x"),
                     "spec.model.uri: 'https://huggingface.co/x' is not supported"},
         InvalidCase{"BadClaim", OrcaDeploymentBuilder().Uri("pvc://Bad_Claim/x"),

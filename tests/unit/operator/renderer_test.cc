@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -456,16 +457,35 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
   // The binaries refuse unknown keys. tests/deploy checks these against each binary's --help;
   // data-plane-port (worker) and schedulers-dns (gateway) are the flags this rendering relies on.
   const std::map<std::string, std::set<std::string>> allowed = {
-      {"worker",
-       {"listen", "http-listen", "model", "model-name", "dtype", "stage", "stage-from-hostname", "num-stages",
-        "tensor-parallel", "workers", "scheduler", "deployment-id", "data-plane-host", "data-plane-port", "n-slots",
-        "threads", "peer-timeout-ms", "device"}},
+      {"worker", {"listen",    "http-listen",         "model",           "model-name",      "dtype",
+                  "stage",     "stage-from-hostname", "num-stages",      "tensor-parallel", "workers",
+                  "scheduler", "deployment-id",       "data-plane-host", "data-plane-port", "n-slots",
+                  "threads",   "peer-timeout-ms",     "device",          "kv-block-size",   "scheduler-api-key-file"}},
       {"scheduler",
-       {"listen", "http-listen", "workers", "model", "model-name", "policy", "max-bs", "n-slots", "n-workers",
-        "max-queued-requests", "max-queued-tokens", "default-deadline-ms", "drain-grace-seconds", "worker-timeout-ms"}},
+       {"listen",
+        "http-listen",
+        "workers",
+        "model",
+        "model-name",
+        "policy",
+        "max-bs",
+        "n-slots",
+        "n-workers",
+        "max-queued-requests",
+        "max-queued-tokens",
+        "default-deadline-ms",
+        "drain-grace-seconds",
+        "worker-timeout-ms",
+        "kv-block-size",
+        "max-num-batched-tokens",
+        "enable-prefix-caching",
+        "scheduling-order",
+        "priority-aging-ms",
+        "api-keys-file"}},
       {"gateway",
        {"listen", "grpc-listen", "schedulers", "schedulers-dns", "model", "served-model-name", "api-keys",
-        "api-keys-file", "max-body-bytes", "max-concurrent-requests", "chat-template", "max-model-len"}}};
+        "api-keys-file", "max-body-bytes", "max-concurrent-requests", "chat-template", "max-model-len",
+        "scheduler-api-key-file", "drain-grace-seconds"}}};
   RenderOptions dns;
   dns.scheduler_discovery = SchedulerDiscovery::kDns;
   for (const RenderOptions& o : {RenderOptions{}, dns}) {
@@ -474,7 +494,8 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
                        .Tensor(2)
                        .Set("/spec/worker/threads", 4)
                        .Set("/spec/worker/resources/limits", {{"nvidia.com/gpu", 2}})
-                       .Set("/spec/gateway/apiKeys", {{"secretName", "keys"}});
+                       .Set("/spec/gateway/apiKeys", {{"secretName", "keys"}})
+                       .Set("/spec/scheduler/apiKeys", {{"secretName", "sched-keys"}});
     const auto objects = Render(b, o);
     int files = 0;
     for (const json& cm : objects) {
@@ -608,6 +629,137 @@ TEST(RendererTest, ClusterDomainIsConfigurable) {
             "demo-r0-abc-sched-0.demo-schedulers.team-a.svc.corp.internal:7000");
   EXPECT_EQ(ReplicaSchedulerAddress(d, 2, options), "demo-r2-scheduler.team-a.svc.corp.internal:7000");
   EXPECT_EQ(SchedulersDnsAddress(d, options), "demo-schedulers.team-a.svc.corp.internal:7000");
+}
+
+// Every scheduling knob of the CRD reaches the flag of the binary that reads it: one row per
+// field, the value given, the flag file and key it must appear under.
+TEST(RendererTest, EverySchedulingFieldBecomesItsFlag) {
+  struct Row {
+    const char* field;
+    json value;
+    std::vector<std::pair<std::string, std::string>> files_and_flags;  // {"scheduler.yaml", "policy"}
+  };
+  const std::vector<Row> rows = {
+      {"policy", "paged", {{"scheduler.yaml", "policy"}}},
+      {"kvBlockSize", 32, {{"scheduler.yaml", "kv-block-size"}, {"worker.yaml", "kv-block-size"}}},
+      {"maxNumBatchedTokens", 512, {{"scheduler.yaml", "max-num-batched-tokens"}}},
+      {"enablePrefixCaching", true, {{"scheduler.yaml", "enable-prefix-caching"}}},
+      {"schedulingOrder", "priority", {{"scheduler.yaml", "scheduling-order"}}},
+      {"priorityAgingMs", 250, {{"scheduler.yaml", "priority-aging-ms"}}},
+      {"drainGraceSeconds", 90, {{"scheduler.yaml", "drain-grace-seconds"}}},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.field);
+    const auto b = OrcaDeploymentBuilder().Set(std::string("/spec/scheduler/") + row.field, row.value);
+    const auto objects = Render(b);
+    const std::string group = "demo-r0-" + Revision(b);
+    for (const auto& [file, flag] : row.files_and_flags) EXPECT_EQ(FlagFile(objects, group, file)[flag], row.value);
+    // A new value is a new revision: the group is replaced, never edited.
+    EXPECT_NE(Revision(b), Revision(OrcaDeploymentBuilder()));
+  }
+  const auto gw = Render(OrcaDeploymentBuilder().Set("/spec/gateway/drainGraceSeconds", 75));
+  EXPECT_EQ(FlagFile(gw, "demo-gateway", "gateway.yaml")["drain-grace-seconds"], 75);
+}
+
+TEST(RendererTest, DefaultsRenderTheBinariesDefaults) {
+  const auto b = OrcaDeploymentBuilder();
+  const auto objects = Render(b);
+  const std::string group = "demo-r0-" + Revision(b);
+  const json scheduler = FlagFile(objects, group, "scheduler.yaml");
+  EXPECT_EQ(scheduler["policy"], "orca");
+  EXPECT_EQ(scheduler["kv-block-size"], 16);
+  EXPECT_EQ(scheduler["max-num-batched-tokens"], 0);
+  EXPECT_EQ(scheduler["enable-prefix-caching"], false);
+  EXPECT_EQ(scheduler["scheduling-order"], "fcfs");
+  EXPECT_EQ(scheduler["priority-aging-ms"], 1000);
+  EXPECT_EQ(scheduler["drain-grace-seconds"], 30);
+  EXPECT_EQ(FlagFile(objects, group, "worker.yaml")["kv-block-size"], 16);
+  EXPECT_EQ(FlagFile(objects, "demo-gateway", "gateway.yaml")["drain-grace-seconds"], 30);
+}
+
+// Pods, by name, with their main container and pod spec.
+std::vector<std::pair<std::string, const json*>> PodTemplates(const std::vector<json>& objects) {
+  std::vector<std::pair<std::string, const json*>> out;
+  for (const json& o : objects) {
+    if (o["kind"] == "StatefulSet" || o["kind"] == "Deployment") {
+      out.emplace_back(o["metadata"]["name"].get<std::string>(), &o["spec"]["template"]["spec"]);
+    }
+  }
+  return out;
+}
+
+TEST(RendererTest, SchedulerKeyIsAMountedFileOfEveryCaller) {
+  const auto b = OrcaDeploymentBuilder().Pipeline(2).Set("/spec/scheduler/apiKeys",
+                                                         {{"secretName", "sched-auth"}, {"key", "keys.txt"}});
+  const auto objects = Render(b);
+  const std::string group = "demo-r0-" + Revision(b);
+  EXPECT_EQ(FlagFile(objects, group, "scheduler.yaml")["api-keys-file"], "/etc/orca-scheduler-auth/api-keys");
+  EXPECT_EQ(FlagFile(objects, group, "worker.yaml")["scheduler-api-key-file"], "/etc/orca-scheduler-auth/api-keys");
+  EXPECT_EQ(FlagFile(objects, "demo-gateway", "gateway.yaml")["scheduler-api-key-file"],
+            "/etc/orca-scheduler-auth/api-keys");
+  const auto pods = PodTemplates(objects);
+  ASSERT_EQ(pods.size(), 3u);  // pipeline, scheduler, gateway
+  for (const auto& [name, pod] : pods) {
+    SCOPED_TRACE(name);
+    const json* volume = nullptr;
+    for (const json& v : (*pod)["volumes"]) {
+      if (v["name"] == "scheduler-api-keys") volume = &v;
+    }
+    ASSERT_NE(volume, nullptr);
+    EXPECT_EQ((*volume)["secret"]["secretName"], "sched-auth");
+    EXPECT_EQ((*volume)["secret"]["items"], json::parse(R"([{"key": "keys.txt", "path": "api-keys"}])"));
+    EXPECT_EQ((*volume)["secret"]["defaultMode"], 0440);
+    const json& c = (*pod)["containers"][0];
+    const json mount = {{"name", "scheduler-api-keys"}, {"mountPath", "/etc/orca-scheduler-auth"}, {"readOnly", true}};
+    EXPECT_NE(std::find(c["volumeMounts"].begin(), c["volumeMounts"].end(), mount), c["volumeMounts"].end());
+    // The key itself is never in the pod's spec: no env from the Secret, no key flag in args.
+    EXPECT_EQ(c.dump().find("secretKeyRef"), std::string::npos);
+    for (const json& a : c["args"]) EXPECT_EQ(a.get<std::string>().find("api-key"), std::string::npos) << a;
+  }
+}
+
+TEST(RendererTest, WithoutSchedulerKeyNothingMentionsOne) {
+  const auto objects = Render(OrcaDeploymentBuilder().Pipeline(2));
+  for (const json& o : objects) {
+    const std::string text = o.dump();
+    EXPECT_EQ(text.find("scheduler-api-key"), std::string::npos) << o["metadata"]["name"];
+    EXPECT_EQ(text.find("orca-scheduler-auth"), std::string::npos) << o["metadata"]["name"];
+    EXPECT_EQ(text.find("api-keys-file"), std::string::npos) << o["metadata"]["name"];
+  }
+}
+
+// The preStop hook's `sleep N`, 0 without one.
+int PreStopSeconds(const json& pod) {
+  const json& c = pod["containers"][0];
+  if (!c.contains("lifecycle")) return 0;
+  const json& command = c["lifecycle"]["preStop"]["exec"]["command"];
+  EXPECT_EQ(command.size(), 2u);
+  EXPECT_EQ(command[0], "sleep");
+  return std::stoi(command[1].get<std::string>());
+}
+
+TEST(RendererTest, TerminationGraceCoversPreStopAndDrain) {
+  for (const int drain : {0, 1, 30, 600}) {
+    SCOPED_TRACE(drain);
+    const auto b = OrcaDeploymentBuilder()
+                       .Set("/spec/scheduler/drainGraceSeconds", drain)
+                       .Set("/spec/gateway/drainGraceSeconds", drain);
+    const auto objects = Render(b);
+    const std::string group = "demo-r0-" + Revision(b);
+    const json& gateway = Find(objects, "Deployment", "demo-gateway")["spec"]["template"]["spec"];
+    const json& scheduler = Find(objects, "StatefulSet", group + "-sched")["spec"]["template"]["spec"];
+    const json& worker = Find(objects, "StatefulSet", group)["spec"]["template"]["spec"];
+    // The gateway waits for endpoint propagation, then drains, then has time to end streams and exit.
+    EXPECT_EQ(PreStopSeconds(gateway), kGatewayPreStopSeconds);
+    EXPECT_EQ(gateway["terminationGracePeriodSeconds"], kGatewayPreStopSeconds + drain + kShutdownMarginSeconds);
+    EXPECT_EQ(PreStopSeconds(scheduler), 0);
+    EXPECT_EQ(scheduler["terminationGracePeriodSeconds"], drain + kShutdownMarginSeconds);
+    // Workers outlive their scheduler's drain: the batches it finishes need every stage.
+    EXPECT_EQ(PreStopSeconds(worker), drain);
+    EXPECT_GT(worker["terminationGracePeriodSeconds"].get<int>(), PreStopSeconds(worker));
+    EXPECT_GE(worker["terminationGracePeriodSeconds"].get<int>(),
+              scheduler["terminationGracePeriodSeconds"].get<int>());
+  }
 }
 
 }  // namespace

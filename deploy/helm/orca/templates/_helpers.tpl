@@ -120,3 +120,18 @@ groups are replaced by deleting their StatefulSets.
   verbs: [list, create, patch, delete]
 {{- end }}
 {{- end }}
+
+{{/* The OrcaDeployment's name (orcaDeployment.name, or the fullname). */}}
+{{- define "orca.orcaDeploymentName" -}}
+{{- default (include "orca.fullname" .) .Values.orcaDeployment.name }}
+{{- end }}
+
+{{/* The Secret generated for the schedulers' key (orcaDeployment.schedulerApiKey.generate). */}}
+{{- define "orca.schedulerApiKeySecret" -}}
+{{- printf "%s-scheduler-api-key" (include "orca.orcaDeploymentName" . | trunc 45 | trimSuffix "-") }}
+{{- end }}
+
+{{/* The key inside that Secret (the CRD's default of spec.scheduler.apiKeys.key). */}}
+{{- define "orca.schedulerApiKeyKey" -}}
+scheduler-api-keys
+{{- end }}
