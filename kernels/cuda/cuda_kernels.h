@@ -28,7 +28,8 @@ cudaError_t LaunchConvertFromF32(const float* x, int64_t n, DType to, void* out,
 cudaError_t LaunchBroadcastBias(float* y, const float* bias, int64_t m, int64_t n, bool accumulate,
                                 cudaStream_t stream);
 
-/// out[i, :] (+)= f32(table[rows[i] * ld : + k]) for i < m; `add` selects +=.
+/// out[i, :] (+)= f32(table[rows[i] * ld : + k]) for i < m; `add` selects +=. Element types
+/// only: a quantized `dtype` is cudaErrorInvalidValue, nothing launched.
 cudaError_t LaunchGatherTableRows(const int32_t* rows, int64_t m, const void* table, DType dtype, int64_t k, int64_t ld,
                                   bool add, float* out, cudaStream_t stream);
 

@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
 namespace orca::kernels {
@@ -216,6 +217,19 @@ TEST_F(CudaBackendTest, EmbeddingsAndGatherMatchCpu) {
       return result;
     });
     EXPECT_TRUE(AllClose(gpu, cpu, 0, 0)) << DTypeName(dt);
+  }
+}
+
+TEST_F(CudaBackendTest, GatherRefusesQuantizedTablesBeforeLaunching) {
+  // LoadAsF32 has no element i of a block-quantized table: the launcher says so on the host.
+  const int32_t row = 0;
+  uint8_t block[34] = {};
+  float out[32] = {};
+  for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
+                   DType::kQ6_K}) {
+    EXPECT_EQ(cuda::LaunchGatherTableRows(&row, 1, block, dt, 32, 32, /*add=*/false, out, nullptr),
+              cudaErrorInvalidValue)
+        << DTypeName(dt);
   }
 }
 
