@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
+#include "kernels/cuda/cublas_library.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/pinned_staging.h"
 
@@ -29,14 +30,15 @@ void CheckCuda(cudaError_t e, const char* what, int device, const char* file, in
                                                     << cudaGetErrorName(e) << " (" << cudaGetErrorString(e) << ")";
 }
 
-void CheckCublas(cublasStatus_t s, const char* what, int device, const char* file, int line) {
+void CheckCublas(const cuda::CublasApi& api, cublasStatus_t s, const char* what, int device, const char* file,
+                 int line) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   LogMessage(LogLevel::kFatal, file, line).stream()
-      << "cuBLAS error on device " << device << " in " << what << ": " << cublasGetStatusString(s);
+      << "cuBLAS error on device " << device << " in " << what << ": " << api.get_status_string(s);
 }
 
 #define ORCA_CUDA_CHECK(expr) CheckCuda((expr), #expr, device_, __FILE__, __LINE__)
-#define ORCA_CUBLAS_CHECK(expr) CheckCublas((expr), #expr, device_, __FILE__, __LINE__)
+#define ORCA_CUBLAS_CHECK(expr) CheckCublas(*cublas_api_, (expr), #expr, device_, __FILE__, __LINE__)
 
 absl::Status CudaStatus(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return absl::OkStatus();
@@ -53,6 +55,17 @@ cudaDataType CudaType(DType t) {
       return CUDA_R_16BF;
     case DType::kF16:
       return CUDA_R_16F;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      // UploadWeight refuses quantized weights, so no GEMM can be asked for one.
+      ORCA_LOG(FATAL) << "cuBLAS has no type for " << DTypeName(t) << " weights";
+      break;
   }
   return CUDA_R_32F;
 }
@@ -113,12 +126,14 @@ absl::Status CudaBackend::Init() {
   cudaStream_t stream = nullptr;
   ORCA_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), where));
   stream_ = stream;
+  ORCA_ASSIGN_OR_RETURN(cublas_api_, cuda::LoadCublas());
+  const cuda::CublasApi& api = *cublas_api_;
   cublasHandle_t handle = nullptr;
-  if (cublasStatus_t s = cublasCreate(&handle); s != CUBLAS_STATUS_SUCCESS)
-    return absl::InternalError(absl::StrCat(where, ": cublasCreate: ", cublasGetStatusString(s)));
+  if (cublasStatus_t s = api.create(&handle); s != CUBLAS_STATUS_SUCCESS)
+    return absl::InternalError(absl::StrCat(where, ": cublasCreate: ", api.get_status_string(s)));
   cublas_ = handle;
-  if (cublasStatus_t s = cublasSetStream(cublas_, stream_); s != CUBLAS_STATUS_SUCCESS)
-    return absl::InternalError(absl::StrCat(where, ": cublasSetStream: ", cublasGetStatusString(s)));
+  if (cublasStatus_t s = api.set_stream(cublas_, stream_); s != CUBLAS_STATUS_SUCCESS)
+    return absl::InternalError(absl::StrCat(where, ": cublasSetStream: ", api.get_status_string(s)));
   ORCA_ASSIGN_OR_RETURN(staging_, PinnedStaging::Create(stream_, kStagingSegmentBytes, kStagingSegments));
   return absl::OkStatus();
 }
@@ -130,7 +145,7 @@ CudaBackend::~CudaBackend() {
   staging_.reset();
   if (lowp_x_ != nullptr) cudaFree(lowp_x_);
   if (attn_seqs_ != nullptr) cudaFree(attn_seqs_);
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_ != nullptr) cublas_api_->destroy(cublas_);
   cudaStreamDestroy(stream_);
 }
 
@@ -252,10 +267,10 @@ void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const f
     ORCA_CUDA_CHECK(cuda::LaunchBroadcastBias(y, bias, m, w.n, accumulate, stream_));
     beta = 1.0f;
   }
-  ORCA_CUBLAS_CHECK(cublasGemmEx(cublas_, w.transposed ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.n),
-                                 static_cast<int>(m), static_cast<int>(w.k), &alpha, w.data, type,
-                                 static_cast<int>(w.ld), xb, type, static_cast<int>(w.k), &beta, y, CUDA_R_32F,
-                                 static_cast<int>(w.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  ORCA_CUBLAS_CHECK(cublas_api_->gemm_ex(
+      cublas_, w.transposed ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.n), static_cast<int>(m),
+      static_cast<int>(w.k), &alpha, w.data, type, static_cast<int>(w.ld), xb, type, static_cast<int>(w.k), &beta, y,
+      CUDA_R_32F, static_cast<int>(w.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 // ---- Row and elementwise ops -------------------------------------------------------
