@@ -197,9 +197,10 @@ void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
 absl::StatusOr<WeightView> CudaBackend::UploadWeight(const WeightView& host, void** storage, WeightUse /*use*/) {
   *storage = nullptr;
   if (host.empty()) return host;
-  if (IsQuantized(host.dtype) || host.packed)
-    return absl::UnimplementedError(absl::StrCat("the CUDA backend has no kernels for ", DTypeName(host.dtype),
-                                                 " weights yet (f32 and bf16 are supported)"));
+  if (host.packed)
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", DTypeName(host.dtype), " weight in another backend's packed layout cannot be uploaded"));
+  if (IsQuantized(host.dtype)) return UploadQuantizedWeight(host, storage);
   const int64_t rows = host.transposed ? host.k : host.n, cols = host.transposed ? host.n : host.k;
   if (rows <= 0 || cols <= 0 || host.ld < cols)
     return absl::InvalidArgumentError(
@@ -219,6 +220,32 @@ absl::StatusOr<WeightView> CudaBackend::UploadWeight(const WeightView& host, voi
   WeightView out = host;
   out.data = dev;
   out.ld = cols;
+  *storage = dev;
+  return out;
+}
+
+// Block-quantized weights keep their file's bytes (quant_kernels.cu decodes them in the GEMM):
+// rows of whole blocks, copied without their padding (ld becomes k).
+absl::StatusOr<WeightView> CudaBackend::UploadQuantizedWeight(const WeightView& host, void** storage) {
+  const int64_t block = DTypeBlockElems(host.dtype);
+  if (host.transposed || host.n <= 0 || host.k <= 0 || host.k % block != 0 || host.ld < host.k || host.ld % block != 0)
+    return absl::InvalidArgumentError(absl::StrCat("a ", DTypeName(host.dtype), " weight [", host.n, ", ", host.k,
+                                                   "] (row stride ", host.ld, host.transposed ? ", transposed" : "",
+                                                   ") is not row-major whole ", block, "-value blocks per row"));
+  if (host.n > INT_MAX) return absl::InvalidArgumentError(absl::StrCat("weight rows ", host.n, " exceed int32"));
+  const size_t row_bytes = DTypeRowBytes(host.dtype, host.k), pitch = DTypeRowBytes(host.dtype, host.ld);
+  ORCA_ASSIGN_OR_RETURN(void* dev, Allocate(row_bytes * static_cast<size_t>(host.n)));
+  cudaError_t e = cudaMemcpy2DAsync(dev, row_bytes, host.data, pitch, row_bytes, static_cast<size_t>(host.n),
+                                    cudaMemcpyHostToDevice, stream_);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);  // the host view may be unmapped after return
+  if (e != cudaSuccess) {
+    cudaFree(dev);
+    return CudaStatus(e, absl::StrCat("uploading a ", DTypeName(host.dtype), " [", host.n, ", ", host.k,
+                                      "] weight to CUDA device ", device_));
+  }
+  WeightView out = host;
+  out.data = dev;
+  out.ld = host.k;
   *storage = dev;
   return out;
 }
@@ -250,6 +277,10 @@ void* CudaBackend::Scratch(void** buffer, size_t* capacity, size_t bytes) {
 void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) {
   if (m <= 0 || w.n <= 0) return;
   MakeCurrent();
+  if (IsQuantized(w.dtype)) {
+    ORCA_CUDA_CHECK(cuda::LaunchQuantLinear(x, m, w.data, w.dtype, w.n, w.k, w.ld, bias, y, accumulate, stream_));
+    return;
+  }
   ORCA_CHECK(m <= INT_MAX && w.n <= INT_MAX && w.k <= INT_MAX && w.ld <= INT_MAX)
       << "GEMM [" << m << " x " << w.k << "] · [" << w.n << " x " << w.k << "]ᵀ exceeds int32 dimensions";
   const cudaDataType type = CudaType(w.dtype);
@@ -277,12 +308,22 @@ void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const f
 
 void CudaBackend::Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) {
   MakeCurrent();
+  if (IsQuantized(table.dtype)) {
+    ORCA_CUDA_CHECK(
+        cuda::LaunchGatherQuantRows(ids, m, table.data, table.dtype, table.k, table.ld, /*add=*/false, out, stream_));
+    return;
+  }
   ORCA_CUDA_CHECK(
       cuda::LaunchGatherTableRows(ids, m, table.data, table.dtype, table.k, table.ld, /*add=*/false, out, stream_));
 }
 
 void CudaBackend::AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) {
   MakeCurrent();
+  if (IsQuantized(table.dtype)) {
+    ORCA_CUDA_CHECK(cuda::LaunchGatherQuantRows(positions, m, table.data, table.dtype, table.k, table.ld, /*add=*/true,
+                                                out, stream_));
+    return;
+  }
   ORCA_CUDA_CHECK(cuda::LaunchGatherTableRows(positions, m, table.data, table.dtype, table.k, table.ld, /*add=*/true,
                                               out, stream_));
 }

@@ -80,6 +80,7 @@ class CudaBackend final : public Backend {
  private:
   explicit CudaBackend(int device);
   absl::Status Init();
+  absl::StatusOr<WeightView> UploadQuantizedWeight(const WeightView& host, void** storage);
   /// A device scratch buffer of at least `bytes` (grown geometrically).
   void* Scratch(void** buffer, size_t* capacity, size_t bytes);
 
