@@ -15,6 +15,17 @@
 #include "core/common/status_macros.h"
 
 namespace orca {
+namespace {
+
+/// The words a bool flag takes as a separate argument (`--progress false`). Narrower than
+/// SimpleAtob's set on purpose: "1", "y" or "no" after a bool flag stay positional arguments.
+bool IsBoolLiteral(std::string_view arg) {
+  std::string lower(arg);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == "true" || lower == "false";
+}
+
+}  // namespace
 
 FlagSet::FlagSet(std::string program, std::string description)
     : program_(std::move(program)), description_(std::move(description)) {}
@@ -165,7 +176,9 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first, bool allow_positio
     if (it == flags_.end()) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
     if (!has_value) {
       if (it->second.kind == Kind::kBool) {
+        // `--flag false` as well as `--flag=false`: a following true/false literal is the value.
         value = "true";
+        if (i + 1 < argc && IsBoolLiteral(argv[i + 1])) value = argv[++i];
       } else {
         if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a value"));
         value = argv[++i];

@@ -7,7 +7,8 @@
 ///   ORCA_RETURN_IF_ERROR(flags.Parse(argc, argv));
 ///   if (flags.help_requested()) { std::cout << flags.Usage(); return 0; }
 ///
-/// Accepts `--name=value`, `--name value`, `--bool-flag`, `--no-bool-flag`.
+/// Accepts `--name=value`, `--name value`, `--bool-flag`, `--no-bool-flag`, and for bool
+/// flags `--bool-flag=false` or `--bool-flag false` (a following `true`/`false`, any case).
 /// `--config FILE` (YAML or JSON mapping) sets flags too; names may use '-' or
 /// '_'; the command line wins over the file. With EnableEnvironment, unset
 /// flags also come from environment variables (e.g. ORCA_WORKER_STAGE).

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/common/split_mix64.h"
 #include "core/common/status_macros.h"
 #include "core/loadgen/http_client.h"
@@ -33,24 +34,38 @@ constexpr const char* kCalibrationText =
     "for the evening, so sailors tied down their boats, painters covered their easels, and "
     "everyone agreed that the autumn festival would begin one day later than planned.";
 
+/// The ids the server's POST /tokenize gives for kCalibrationText. Each request body dialect in
+/// turn: a refusal (non-200) or an answer without tokens (llama-server answers a body without
+/// "content" with an empty list) moves on to the next. UNAVAILABLE when the server is down,
+/// NOT_FOUND when every body was refused, INVALID_ARGUMENT when one was accepted but no body
+/// gave ids; the message says what each body got.
 absl::StatusOr<std::vector<int32_t>> Tokenize(const PromptSourceOptions& options) {
   const std::string url = JoinUrl(options.base_url, "/tokenize");
-  // Orca and vLLM: {"model", "prompt", "add_special_tokens"}; llama.cpp: {"content"}.
-  const std::string bodies[] = {
-      json{{"model", options.model}, {"prompt", kCalibrationText}, {"add_special_tokens", false}}.dump(),
-      json{{"content", kCalibrationText}, {"add_special", false}}.dump(),
+  struct Dialect {
+    const char* name;
+    std::string body;
   };
-  absl::Status last = absl::NotFoundError("no tokenize attempt");
-  for (const std::string& body : bodies) {
-    absl::StatusOr<HttpResponse> response = HttpPostJson(url, body, options.timeout, options.api_key);
+  const Dialect dialects[] = {
+      {"Orca/vLLM body {\"prompt\"}",
+       json{{"model", options.model}, {"prompt", kCalibrationText}, {"add_special_tokens", false}}.dump()},
+      {"llama.cpp body {\"content\"}", json{{"content", kCalibrationText}, {"add_special", false}}.dump()},
+  };
+  std::vector<std::string> outcomes;
+  bool accepted = false;
+  for (const Dialect& dialect : dialects) {
+    absl::StatusOr<HttpResponse> response = HttpPostJson(url, dialect.body, options.timeout, options.api_key);
     if (!response.ok()) return response.status();  // the server is down: no point retrying
     if (response->status != 200) {
-      last = absl::NotFoundError(absl::StrCat("POST ", url, " answered ", response->status));
+      outcomes.push_back(absl::StrCat(dialect.name, ": HTTP ", response->status));
       continue;
     }
-    return ParseTokenizeResponse(response->body);
+    accepted = true;
+    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenizeResponse(response->body);
+    if (ids.ok()) return ids;
+    outcomes.push_back(absl::StrCat(dialect.name, ": ", ids.status().message()));
   }
-  return last;
+  const std::string message = absl::StrCat("POST ", url, " gave no token ids (", absl::StrJoin(outcomes, "; "), ")");
+  return accepted ? absl::InvalidArgumentError(message) : absl::NotFoundError(message);
 }
 
 }  // namespace
@@ -128,6 +143,13 @@ absl::StatusOr<PromptBuilder> ResolvePromptBuilder(const PromptSourceOptions& op
     }
     if (options.mode == "tokenize") return Annotate(ids.status(), "prompt token source");
     if (absl::IsUnavailable(ids.status())) return ids.status();  // server unreachable
+    if (!options.token_id_range_given) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "prompt token source: ", ids.status().message(),
+          "; random ids need a range of ordinary tokens of the server's vocabulary (--token-id-min/--token-id-max; "
+          "the default [",
+          options.token_id_min, ", ", options.token_id_max, "] holds BOS/EOS/byte tokens in Llama vocabularies)"));
+    }
   }
   if (options.token_id_min < 0 || options.token_id_max < options.token_id_min ||
       options.token_id_max - options.token_id_min >= kMaxRandomIds) {

@@ -44,12 +44,17 @@ struct PromptSourceOptions {
   std::string model;
   std::string api_key;
   /// "auto": tokenize a built-in English text on the server (POST /tokenize, the Orca/vLLM
-  /// body first, then llama.cpp's) and draw from its distinct ids; if the server has no
-  /// /tokenize, random ids in [token_id_min, token_id_max]. "tokenize": the former or an
-  /// error. "random": the latter.
+  /// body first, then llama.cpp's `{"content"}` when the first is refused or answered with no
+  /// tokens, as llama-server does) and draw from its distinct ids; if that gives no ids,
+  /// random ids in [token_id_min, token_id_max] — but only when `token_id_range_given`: the
+  /// default range is BOS/EOS/byte tokens in Llama vocabularies, so without a chosen range
+  /// auto fails (FAILED_PRECONDITION, saying what the server answered). "tokenize": the
+  /// server's ids or an error. "random": the range, whatever it is.
   std::string mode = "auto";
   int32_t token_id_min = 1;
   int32_t token_id_max = 255;
+  /// The user chose [token_id_min, token_id_max] (a fallback auto may use).
+  bool token_id_range_given = false;
   uint64_t seed = 1;
   absl::Duration timeout = absl::Seconds(10);
 };

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
+#include "kernels/cuda/cublas_library.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/pinned_staging.h"
 
@@ -29,14 +30,15 @@ void CheckCuda(cudaError_t e, const char* what, int device, const char* file, in
                                                     << cudaGetErrorName(e) << " (" << cudaGetErrorString(e) << ")";
 }
 
-void CheckCublas(cublasStatus_t s, const char* what, int device, const char* file, int line) {
+void CheckCublas(const cuda::CublasApi& api, cublasStatus_t s, const char* what, int device, const char* file,
+                 int line) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   LogMessage(LogLevel::kFatal, file, line).stream()
-      << "cuBLAS error on device " << device << " in " << what << ": " << cublasGetStatusString(s);
+      << "cuBLAS error on device " << device << " in " << what << ": " << api.get_status_string(s);
 }
 
 #define ORCA_CUDA_CHECK(expr) CheckCuda((expr), #expr, device_, __FILE__, __LINE__)
-#define ORCA_CUBLAS_CHECK(expr) CheckCublas((expr), #expr, device_, __FILE__, __LINE__)
+#define ORCA_CUBLAS_CHECK(expr) CheckCublas(*cublas_api_, (expr), #expr, device_, __FILE__, __LINE__)
 
 absl::Status CudaStatus(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return absl::OkStatus();
@@ -53,6 +55,17 @@ cudaDataType CudaType(DType t) {
       return CUDA_R_16BF;
     case DType::kF16:
       return CUDA_R_16F;
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      // UploadWeight refuses quantized weights, so no GEMM can be asked for one.
+      ORCA_LOG(FATAL) << "cuBLAS has no type for " << DTypeName(t) << " weights";
+      break;
   }
   return CUDA_R_32F;
 }
@@ -113,12 +126,14 @@ absl::Status CudaBackend::Init() {
   cudaStream_t stream = nullptr;
   ORCA_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), where));
   stream_ = stream;
+  ORCA_ASSIGN_OR_RETURN(cublas_api_, cuda::LoadCublas());
+  const cuda::CublasApi& api = *cublas_api_;
   cublasHandle_t handle = nullptr;
-  if (cublasStatus_t s = cublasCreate(&handle); s != CUBLAS_STATUS_SUCCESS)
-    return absl::InternalError(absl::StrCat(where, ": cublasCreate: ", cublasGetStatusString(s)));
+  if (cublasStatus_t s = api.create(&handle); s != CUBLAS_STATUS_SUCCESS)
+    return absl::InternalError(absl::StrCat(where, ": cublasCreate: ", api.get_status_string(s)));
   cublas_ = handle;
-  if (cublasStatus_t s = cublasSetStream(cublas_, stream_); s != CUBLAS_STATUS_SUCCESS)
-    return absl::InternalError(absl::StrCat(where, ": cublasSetStream: ", cublasGetStatusString(s)));
+  if (cublasStatus_t s = api.set_stream(cublas_, stream_); s != CUBLAS_STATUS_SUCCESS)
+    return absl::InternalError(absl::StrCat(where, ": cublasSetStream: ", api.get_status_string(s)));
   ORCA_ASSIGN_OR_RETURN(staging_, PinnedStaging::Create(stream_, kStagingSegmentBytes, kStagingSegments));
   return absl::OkStatus();
 }
@@ -130,7 +145,7 @@ CudaBackend::~CudaBackend() {
   staging_.reset();
   if (lowp_x_ != nullptr) cudaFree(lowp_x_);
   if (attn_seqs_ != nullptr) cudaFree(attn_seqs_);
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_ != nullptr) cublas_api_->destroy(cublas_);
   cudaStreamDestroy(stream_);
 }
 
@@ -182,9 +197,10 @@ void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
 absl::StatusOr<WeightView> CudaBackend::UploadWeight(const WeightView& host, void** storage, WeightUse /*use*/) {
   *storage = nullptr;
   if (host.empty()) return host;
-  if (IsQuantized(host.dtype) || host.packed)
-    return absl::UnimplementedError(absl::StrCat("the CUDA backend has no kernels for ", DTypeName(host.dtype),
-                                                 " weights yet (f32 and bf16 are supported)"));
+  if (host.packed)
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", DTypeName(host.dtype), " weight in another backend's packed layout cannot be uploaded"));
+  if (IsQuantized(host.dtype)) return UploadQuantizedWeight(host, storage);
   const int64_t rows = host.transposed ? host.k : host.n, cols = host.transposed ? host.n : host.k;
   if (rows <= 0 || cols <= 0 || host.ld < cols)
     return absl::InvalidArgumentError(
@@ -204,6 +220,32 @@ absl::StatusOr<WeightView> CudaBackend::UploadWeight(const WeightView& host, voi
   WeightView out = host;
   out.data = dev;
   out.ld = cols;
+  *storage = dev;
+  return out;
+}
+
+// Block-quantized weights keep their file's bytes (quant_kernels.cu decodes them in the GEMM):
+// rows of whole blocks, copied without their padding (ld becomes k).
+absl::StatusOr<WeightView> CudaBackend::UploadQuantizedWeight(const WeightView& host, void** storage) {
+  const int64_t block = DTypeBlockElems(host.dtype);
+  if (host.transposed || host.n <= 0 || host.k <= 0 || host.k % block != 0 || host.ld < host.k || host.ld % block != 0)
+    return absl::InvalidArgumentError(absl::StrCat("a ", DTypeName(host.dtype), " weight [", host.n, ", ", host.k,
+                                                   "] (row stride ", host.ld, host.transposed ? ", transposed" : "",
+                                                   ") is not row-major whole ", block, "-value blocks per row"));
+  if (host.n > INT_MAX) return absl::InvalidArgumentError(absl::StrCat("weight rows ", host.n, " exceed int32"));
+  const size_t row_bytes = DTypeRowBytes(host.dtype, host.k), pitch = DTypeRowBytes(host.dtype, host.ld);
+  ORCA_ASSIGN_OR_RETURN(void* dev, Allocate(row_bytes * static_cast<size_t>(host.n)));
+  cudaError_t e = cudaMemcpy2DAsync(dev, row_bytes, host.data, pitch, row_bytes, static_cast<size_t>(host.n),
+                                    cudaMemcpyHostToDevice, stream_);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);  // the host view may be unmapped after return
+  if (e != cudaSuccess) {
+    cudaFree(dev);
+    return CudaStatus(e, absl::StrCat("uploading a ", DTypeName(host.dtype), " [", host.n, ", ", host.k,
+                                      "] weight to CUDA device ", device_));
+  }
+  WeightView out = host;
+  out.data = dev;
+  out.ld = host.k;
   *storage = dev;
   return out;
 }
@@ -235,6 +277,10 @@ void* CudaBackend::Scratch(void** buffer, size_t* capacity, size_t bytes) {
 void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) {
   if (m <= 0 || w.n <= 0) return;
   MakeCurrent();
+  if (IsQuantized(w.dtype)) {
+    ORCA_CUDA_CHECK(cuda::LaunchQuantLinear(x, m, w.data, w.dtype, w.n, w.k, w.ld, bias, y, accumulate, stream_));
+    return;
+  }
   ORCA_CHECK(m <= INT_MAX && w.n <= INT_MAX && w.k <= INT_MAX && w.ld <= INT_MAX)
       << "GEMM [" << m << " x " << w.k << "] · [" << w.n << " x " << w.k << "]ᵀ exceeds int32 dimensions";
   const cudaDataType type = CudaType(w.dtype);
@@ -252,22 +298,32 @@ void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const f
     ORCA_CUDA_CHECK(cuda::LaunchBroadcastBias(y, bias, m, w.n, accumulate, stream_));
     beta = 1.0f;
   }
-  ORCA_CUBLAS_CHECK(cublasGemmEx(cublas_, w.transposed ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.n),
-                                 static_cast<int>(m), static_cast<int>(w.k), &alpha, w.data, type,
-                                 static_cast<int>(w.ld), xb, type, static_cast<int>(w.k), &beta, y, CUDA_R_32F,
-                                 static_cast<int>(w.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  ORCA_CUBLAS_CHECK(cublas_api_->gemm_ex(
+      cublas_, w.transposed ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.n), static_cast<int>(m),
+      static_cast<int>(w.k), &alpha, w.data, type, static_cast<int>(w.ld), xb, type, static_cast<int>(w.k), &beta, y,
+      CUDA_R_32F, static_cast<int>(w.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 // ---- Row and elementwise ops -------------------------------------------------------
 
 void CudaBackend::Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) {
   MakeCurrent();
+  if (IsQuantized(table.dtype)) {
+    ORCA_CUDA_CHECK(
+        cuda::LaunchGatherQuantRows(ids, m, table.data, table.dtype, table.k, table.ld, /*add=*/false, out, stream_));
+    return;
+  }
   ORCA_CUDA_CHECK(
       cuda::LaunchGatherTableRows(ids, m, table.data, table.dtype, table.k, table.ld, /*add=*/false, out, stream_));
 }
 
 void CudaBackend::AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) {
   MakeCurrent();
+  if (IsQuantized(table.dtype)) {
+    ORCA_CUDA_CHECK(cuda::LaunchGatherQuantRows(positions, m, table.data, table.dtype, table.k, table.ld, /*add=*/true,
+                                                out, stream_));
+    return;
+  }
   ORCA_CUDA_CHECK(cuda::LaunchGatherTableRows(positions, m, table.data, table.dtype, table.k, table.ld, /*add=*/true,
                                               out, stream_));
 }

@@ -29,6 +29,9 @@ struct CUstream_st;
 struct cublasContext;
 
 namespace orca::kernels {
+namespace cuda {
+struct CublasApi;
+}  // namespace cuda
 
 class PinnedStaging;
 
@@ -77,6 +80,7 @@ class CudaBackend final : public Backend {
  private:
   explicit CudaBackend(int device);
   absl::Status Init();
+  absl::StatusOr<WeightView> UploadQuantizedWeight(const WeightView& host, void** storage);
   /// A device scratch buffer of at least `bytes` (grown geometrically).
   void* Scratch(void** buffer, size_t* capacity, size_t bytes);
 
@@ -86,6 +90,7 @@ class CudaBackend final : public Backend {
   size_t total_memory_ = 0;
   size_t max_shared_per_block_ = 0;  ///< opt-in limit for dynamic shared memory
   CUstream_st* stream_ = nullptr;
+  const cuda::CublasApi* cublas_api_ = nullptr;  ///< loaded by Init (kernels/cuda/cublas_library.h)
   cublasContext* cublas_ = nullptr;
   std::unique_ptr<PinnedStaging> staging_;
 

@@ -28,7 +28,18 @@ cudaError_t LaunchConvertFromF32(const float* x, int64_t n, DType to, void* out,
 cudaError_t LaunchBroadcastBias(float* y, const float* bias, int64_t m, int64_t n, bool accumulate,
                                 cudaStream_t stream);
 
-/// out[i, :] (+)= f32(table[rows[i] * ld : + k]) for i < m; `add` selects +=.
+/// y[i, :] (+)= x[i, :] · dequant(W)ᵀ (+ bias) for i < m: W is a row-major [n, k] matrix of a
+/// block-quantized `dtype` (kernels/cuda/quant_kernels.cu) with row stride `ld` values, both
+/// k and ld whole blocks; `bias` may be null. cudaErrorInvalidValue for an element type or
+/// partial blocks, nothing launched.
+cudaError_t LaunchQuantLinear(const float* x, int64_t m, const void* w, DType dtype, int64_t n, int64_t k, int64_t ld,
+                              const float* bias, float* y, bool accumulate, cudaStream_t stream);
+/// out[i, :] (+)= dequant(table[rows[i], :k]) for i < m, a block-quantized table as above.
+cudaError_t LaunchGatherQuantRows(const int32_t* rows, int64_t m, const void* table, DType dtype, int64_t k, int64_t ld,
+                                  bool add, float* out, cudaStream_t stream);
+
+/// out[i, :] (+)= f32(table[rows[i] * ld : + k]) for i < m; `add` selects +=. Element types
+/// only: a quantized `dtype` is cudaErrorInvalidValue, nothing launched.
 cudaError_t LaunchGatherTableRows(const int32_t* rows, int64_t m, const void* table, DType dtype, int64_t k, int64_t ld,
                                   bool add, float* out, cudaStream_t stream);
 

@@ -58,7 +58,11 @@ __device__ __forceinline__ float F16BitsToF32(uint16_t v) { return __half2float(
 __device__ __forceinline__ uint16_t F32ToF16Bits(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
 // Element i of a tensor whose dtype is only known at run time (uniform across
-// the block, so the switch does not diverge).
+// the block, so the switch does not diverge). Element types only: a block-
+// quantized type has no element i on its own (its values need their block's
+// scales), so the launchers refuse such tables on the host before any kernel
+// runs (cudaErrorInvalidValue); reaching one here is a bug and traps the kernel
+// (the launch then fails) instead of reading garbage.
 __device__ __forceinline__ float LoadAsF32(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
     case DType::kF32:
@@ -67,6 +71,15 @@ __device__ __forceinline__ float LoadAsF32(const void* base, DType dtype, int64_
       return Bf16BitsToF32(static_cast<const uint16_t*>(base)[i]);
     case DType::kF16:
       return F16BitsToF32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      __trap();
   }
   return 0.0f;
 }

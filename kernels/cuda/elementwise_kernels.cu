@@ -201,6 +201,7 @@ cudaError_t LaunchBroadcastBias(float* y, const float* bias, int64_t m, int64_t 
 
 cudaError_t LaunchGatherTableRows(const int32_t* rows, int64_t m, const void* table, DType dtype, int64_t k, int64_t ld,
                                   bool add, float* out, cudaStream_t stream) {
+  if (IsQuantized(dtype)) return cudaErrorInvalidValue;  // LoadAsF32 reads element types only
   if (m <= 0 || k <= 0) return cudaSuccess;
   return Launch(GatherTableRowsKernel, static_cast<unsigned>(m), RowThreads(k), 0, stream, rows, table, dtype, k, ld,
                 add, out);

@@ -104,12 +104,13 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
   flags.AddDouble("temperature", &f.temperature, "Sampling temperature (negative = the server's default)");
   flags.AddString("prompt-source", &f.prompt_source,
                   "auto, tokenize (ids from POST /tokenize of built-in text) or random");
-  flags.AddInt("token-id-min", &f.token_id_min, "random prompt ids: smallest");
+  flags.AddInt("token-id-min", &f.token_id_min,
+               "random prompt ids: smallest (auto falls back to random ids only when this or --token-id-max is given)");
   flags.AddInt("token-id-max", &f.token_id_max, "random prompt ids: largest");
   flags.AddBool("progress", &f.progress, "Progress bar on stderr");
 }
 
-loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f) {
+loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f, const FlagSet& flags) {
   loadgen::BenchRunOptions o;
   o.trace.trace = f.trace;
   o.trace.seed = static_cast<uint64_t>(f.seed);
@@ -143,6 +144,8 @@ loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f) {
   o.prompts.mode = f.prompt_source;
   o.prompts.token_id_min = static_cast<int32_t>(f.token_id_min);
   o.prompts.token_id_max = static_cast<int32_t>(f.token_id_max);
+  // Only a range the user chose is a fallback for auto (the defaults are special ids in Llama vocabularies).
+  o.prompts.token_id_range_given = flags.IsSet("token-id-min") || flags.IsSet("token-id-max");
   o.prompts.seed = static_cast<uint64_t>(f.seed);
   return o;
 }
@@ -422,7 +425,7 @@ int RunSweepCommand(int argc, char** argv) {
   if (absl::Status s = CheckLoadFlags(f); !s.ok()) return Fail(command, s);
   if (f.out.empty()) return Fail(command, absl::InvalidArgumentError("--out must not be empty"));
   loadgen::ServingSweepOptions options;
-  options.run = ToRunOptions(f);
+  options.run = ToRunOptions(f, flags);
   options.run.driver.model = "";  // the served name: discovered from each stack
   absl::StatusOr<std::vector<double>> rate_list = ParsePositiveNumberList(sw.rates, "rates");
   absl::StatusOr<std::vector<double>> target_list = ParsePositiveNumberList(sw.targets, "targets");
@@ -481,7 +484,7 @@ int RunLoad(int argc, char** argv) {
     return 0;
   }
   if (absl::Status s = CheckLoadFlags(f); !s.ok()) return Fail(command, s);
-  const loadgen::BenchRunOptions options = ToRunOptions(f);
+  const loadgen::BenchRunOptions options = ToRunOptions(f, flags);
   absl::StatusOr<loadgen::BenchRunReport> report = loadgen::RunBenchmark(options, label);
   if (!report.ok()) return Fail(command, report.status());
   std::cout << loadgen::FormatReport(*report);

@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "core/common/logging.h"
+#include "core/common/process_memory.h"
 #include "core/metrics/text_format.h"
 
 namespace orca::services {
@@ -353,7 +354,7 @@ Reply AdminHttpServer::Impl::Handle(http::verb method, std::string_view target) 
   if (path == "/health") return TextReply(http::status::ok, "ok");
   if (path == "/ready") {
     const absl::Status ready = options_.readiness ? options_.readiness() : absl::OkStatus();
-    if (ready.ok() && !options_.ready_details) return TextReply(http::status::ok, "ok");
+    if (ready.ok() && !options_.ready_details && !options_.report_memory) return TextReply(http::status::ok, "ok");
     nlohmann::json body = {{"status", "ok"}};
     if (!ready.ok()) {
       body = {{"status", "unavailable"},
@@ -362,6 +363,11 @@ Reply AdminHttpServer::Impl::Handle(http::verb method, std::string_view target) 
     }
     if (options_.ready_details) {
       body["config"] = nlohmann::json::parse(options_.ready_details(), nullptr, /*allow_exceptions=*/false);
+    }
+    if (options_.report_memory) {
+      const absl::StatusOr<ProcessMemory> memory = ReadProcessMemory();
+      body["memory"] = memory.ok() ? nlohmann::json::parse(memory->ToJson())
+                                   : nlohmann::json{{"error", std::string(memory.status().message())}};
     }
     Reply reply = TextReply(ready.ok() ? http::status::ok : http::status::service_unavailable,
                             body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -4,8 +4,9 @@
 ///
 ///   GET /health   200 "ok" while the process is alive (liveness probe)
 ///   GET /ready    200 "ok" when the readiness callback returns OK, else 503
-///                 (JSON with the service's configuration when ready_details is set)
 ///                 with {"status":"unavailable","code":"...","reason":"..."}
+///                 (JSON when ready: {"status":"ok"} plus the service's "config"
+///                 when ready_details is set and its "memory" when report_memory)
 ///   GET /metrics  the registry's page, text format 0.0.4
 ///   anything else 404 (405 for methods other than GET/HEAD)
 ///
@@ -50,6 +51,11 @@ class AdminHttpServer {
     /// then answers JSON ({"status": "ok", "config": …} or the 503 body with
     /// "config" added). Runs on the server thread; must be quick.
     std::function<std::string()> ready_details;
+    /// Adds "memory" to the /ready JSON (which it makes JSON even without
+    /// ready_details): this process's resident memory now and at its peak
+    /// (core/common/process_memory.h: rss_bytes, peak_rss_bytes, rss_anon_bytes,
+    /// rss_file_bytes, rss_shmem_bytes, threads).
+    bool report_memory = false;
     /// Largest request line plus headers; larger requests get 431.
     size_t max_header_bytes = 8 * 1024;
     /// Largest request body accepted (and ignored); larger gets 413.

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
+#include "core/common/process_memory.h"
 #include "core/common/status_macros.h"
 #include "services/gateway/completion_responder.h"
 #include "services/gateway/openai_request.h"
@@ -71,6 +72,12 @@ class MeteredExchange : public HttpExchange, public std::enable_shared_from_this
   std::atomic<int> stream_status_{200};
   std::atomic<bool> recorded_{false};
 };
+
+/// This process's resident memory for /ready (core/common/process_memory.h), or why it is unknown.
+json MemoryJson() {
+  const absl::StatusOr<ProcessMemory> memory = ReadProcessMemory();
+  return memory.ok() ? json::parse(memory->ToJson()) : json{{"error", std::string(memory.status().message())}};
+}
 
 bool NeedsApiKey(const std::string& path) { return path != "/health" && path != "/ready" && path != "/metrics"; }
 
@@ -290,7 +297,8 @@ HttpResponse HttpApi::Ready() const {
                                                      : ready  ? "ready"
                                                               : "not_ready"},
                                           {"model", options_.model->name()},
-                                          {"schedulers", std::move(schedulers)}});
+                                          {"schedulers", std::move(schedulers)},
+                                          {"memory", MemoryJson()}});
 }
 
 HttpResponse HttpApi::Metrics() const {

@@ -221,6 +221,7 @@ int Main(int argc, char** argv) {
   SchedulerLoop* raw_loop = loop->get();
   ao.readiness = [raw_loop] { return raw_loop->Ready(); };
   ao.ready_details = [raw_loop] { return SchedulingConfigJson(raw_loop->stats()); };
+  ao.report_memory = true;
   auto admin = services::AdminHttpServer::Create(ao);
   if (!admin.ok()) return Fail(admin.status());
   if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);

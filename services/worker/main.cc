@@ -179,6 +179,7 @@ int Main(int argc, char** argv) {
     WorkerNode* n = node_ptr.load();
     return n ? n->Ready() : absl::UnavailableError("loading weights");
   };
+  ao.report_memory = true;
   auto admin = services::AdminHttpServer::Create(ao);
   if (!admin.ok()) return Fail(admin.status());
   if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);

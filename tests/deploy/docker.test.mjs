@@ -225,7 +225,13 @@ for (const flavour of ["Dockerfile", "Dockerfile.cuda"]) {
     }
     if (cuda && builtWithCuda) {
       const worker = neededLibraries(path.join(BUILD, "bin/orca-worker"));
-      for (const lib of ["libcudart.so.13", "libcublas.so.13", "libnccl.so.2"]) assert.ok(worker.has(lib), `this CUDA build's orca-worker loads ${lib}`);
+      for (const lib of ["libcudart.so.13", "libnccl.so.2"]) assert.ok(worker.has(lib), `this CUDA build's orca-worker loads ${lib}`);
+      // cuBLAS is dlopen'ed by the first CudaBackend (kernels/cuda/cublas_library.h), not linked: linked, its
+      // libcublasLt cost every process ~145 MiB at start. The image must still carry both for that dlopen.
+      assert.ok(!worker.has("libcublas.so.13"), "orca-worker links libcublas again (it should dlopen it)");
+      for (const lib of ["libcublas.so.13", "libcublasLt.so.13"]) {
+        assert.ok(copiedSoname(lib), `${flavour}: the runtime image must carry ${lib}, which the CUDA backend dlopens`);
+      }
     }
   });
 

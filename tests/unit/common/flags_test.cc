@@ -34,6 +34,47 @@ TEST(FlagSetTest, ParsesTypedFlagsInBothForms) {
   EXPECT_TRUE(flags.IsSet("max-bs"));
 }
 
+TEST(FlagSetTest, BoolFlagsTakeTrueOrFalseAsTheNextArgumentOrAfterEquals) {
+  bool progress = true, ignore_eos = true, logprobs = false, usage = true;
+  FlagSet flags("t", "test");
+  flags.AddBool("progress", &progress, "p");
+  flags.AddBool("ignore-eos", &ignore_eos, "i");
+  flags.AddBool("logprobs", &logprobs, "l");
+  flags.AddBool("include-usage", &usage, "u");
+  std::vector<std::string> args = {"prog",       "--progress", "false",           "--ignore-eos=false",
+                                   "--logprobs", "TRUE",       "--include-usage", "False"};
+  auto argv = Argv(args);
+  absl::Status s = flags.Parse(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_FALSE(progress);
+  EXPECT_FALSE(ignore_eos);
+  EXPECT_TRUE(logprobs);
+  EXPECT_FALSE(usage);
+  EXPECT_TRUE(flags.positional().empty());
+}
+
+TEST(FlagSetTest, BoolFlagLeavesOtherWordsAsPositionalArguments) {
+  bool verbose = false;
+  int64_t n = 0;
+  FlagSet flags("t", "test");
+  flags.AddBool("verbose", &verbose, "v");
+  flags.AddInt("n", &n, "n");
+  std::vector<std::string> args = {"prog", "--verbose", "model.gguf", "--verbose", "--n", "3"};
+  auto argv = Argv(args);
+  absl::Status s = flags.Parse(static_cast<int>(argv.size()), argv.data(), 1, /*allow_positional=*/true);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(verbose);
+  EXPECT_EQ(n, 3);
+  ASSERT_EQ(flags.positional().size(), 1u);
+  EXPECT_EQ(flags.positional()[0], "model.gguf");
+  // Without positionals allowed, a word that is not true/false after a bool flag is still an error.
+  FlagSet strict("t", "test");
+  strict.AddBool("verbose", &verbose, "v");
+  std::vector<std::string> bad = {"prog", "--verbose", "maybe"};
+  auto bad_argv = Argv(bad);
+  EXPECT_FALSE(strict.Parse(static_cast<int>(bad_argv.size()), bad_argv.data()).ok());
+}
+
 TEST(FlagSetTest, RejectsWrongTypesWithTheFlagName) {
   int64_t n = 0;
   FlagSet flags("t", "test");

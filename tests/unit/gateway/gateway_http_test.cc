@@ -349,6 +349,18 @@ TEST(GatewayHttpTest, ClientDisconnectWhileWaitingForANonStreamingAnswerCancels)
   EXPECT_TRUE(f.scheduler().WaitFor([&] { return f.scheduler().kv_slots_used() == 0; }, absl::Seconds(10)));
 }
 
+TEST(GatewayHttpTest, ReadyReportsTheGatewaysResidentMemory) {
+  GatewayFixture f;
+  HttpResult ready = f.Client().Request("GET", "/ready");
+  ASSERT_EQ(ready.status, 200);
+  const auto memory = ready.Json()["memory"];
+  const int64_t rss = memory.value("rss_bytes", int64_t{0});
+  EXPECT_GT(rss, 1 << 20);
+  EXPECT_GE(memory.value("peak_rss_bytes", int64_t{0}), rss);
+  EXPECT_GT(memory.value("rss_anon_bytes", int64_t{0}), 0);
+  EXPECT_GE(memory.value("threads", 0), 2);
+}
+
 TEST(GatewayHttpTest, OperationalEndpointsStayOpenWithAuth) {
   GatewayFixture::Config config = GatewayFixture::DefaultConfig();
   config.gateway.api_keys = {kKey};

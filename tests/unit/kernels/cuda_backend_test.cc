@@ -9,8 +9,11 @@
 #include <limits>
 #include <memory>
 
+#include "core/formats/ggml_quantize.h"
+#include "core/formats/ggml_quants.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
 namespace orca::kernels {
@@ -217,6 +220,134 @@ TEST_F(CudaBackendTest, EmbeddingsAndGatherMatchCpu) {
     });
     EXPECT_TRUE(AllClose(gpu, cpu, 0, 0)) << DTypeName(dt);
   }
+}
+
+TEST_F(CudaBackendTest, GatherRefusesQuantizedTablesBeforeLaunching) {
+  // LoadAsF32 has no element i of a block-quantized table: the launcher says so on the host.
+  const int32_t row = 0;
+  uint8_t block[34] = {};
+  float out[32] = {};
+  for (DType dt : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K,
+                   DType::kQ6_K}) {
+    EXPECT_EQ(cuda::LaunchGatherTableRows(&row, 1, block, dt, 32, 32, /*add=*/false, out, nullptr),
+              cudaErrorInvalidValue)
+        << DTypeName(dt);
+  }
+}
+
+// ---- Block-quantized weights (GGUF types) ----------------------------------------------------
+
+constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                                 DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+// Rows of `n` × `ld` values quantized to `dt` (the host bytes of a weight with row stride ld).
+std::vector<uint8_t> QuantizedRows(const std::vector<float>& values, int64_t n, int64_t ld, DType dt) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * DTypeRowBytes(dt, ld));
+  for (int64_t r = 0; r < n; ++r)
+    formats::QuantizeRow(dt, values.data() + r * ld, bytes.data() + r * DTypeRowBytes(dt, ld), ld);
+  return bytes;
+}
+
+// Row r of the weight as the CPU reference decoders read it (core/formats/ggml_quants.h).
+std::vector<float> DecodedRow(const std::vector<uint8_t>& bytes, int64_t ld, DType dt, int64_t r, int64_t k) {
+  std::vector<float> row(static_cast<size_t>(ld));
+  formats::DequantizeRow(dt, bytes.data() + r * DTypeRowBytes(dt, ld), row.data(), ld);
+  row.resize(static_cast<size_t>(k));
+  return row;
+}
+
+TEST_F(CudaBackendTest, QuantizedLinearMatchesTheReferenceDecodersInDouble) {
+  // k = 512: two K-quant super-blocks, 16 blocks of 32; ld pads each row by one block/super-block.
+  // m = 11 crosses the kernel's 8-row passes; n = 5 output features, one CUDA block each.
+  const int64_t m = 11, n = 5, k = 512;
+  const std::vector<float> x = RandomFloats(m * k, 21), bias = RandomFloats(n, 22), y0 = RandomFloats(m * n, 23);
+  for (DType dt : kQuantTypes) {
+    const int64_t ld = k + DTypeBlockElems(dt);
+    const std::vector<uint8_t> bytes = QuantizedRows(RandomFloats(n * ld, 24), n, ld, dt);
+    for (bool with_bias : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        DeviceRunner run(*cuda_);
+        WeightView host;
+        host.data = bytes.data();
+        host.dtype = dt;
+        host.n = n;
+        host.k = k;
+        host.ld = ld;
+        void* storage = nullptr;
+        absl::StatusOr<WeightView> w = cuda_->UploadWeight(host, &storage, WeightUse::kMatmul);
+        ASSERT_TRUE(w.ok()) << DTypeName(dt) << ": " << w.status();
+        EXPECT_EQ(w->ld, k);
+        float* y = run.Upload(y0);
+        cuda_->Linear(run.Upload(x), m, *w, with_bias ? run.Upload(bias) : nullptr, y, accumulate);
+        const std::vector<float> got = run.Download(y, m * n);
+        if (storage != nullptr) cuda_->Free(storage);
+        std::vector<float> want(static_cast<size_t>(m * n));
+        for (int64_t j = 0; j < n; ++j) {
+          const std::vector<float> row = DecodedRow(bytes, ld, dt, j, k);
+          for (int64_t i = 0; i < m; ++i) {
+            double s = (accumulate ? y0[i * n + j] : 0.0) + (with_bias ? bias[j] : 0.0);
+            for (int64_t c = 0; c < k; ++c) s += static_cast<double>(row[c]) * x[i * k + c];
+            want[i * n + j] = static_cast<float>(s);
+          }
+        }
+        EXPECT_TRUE(AllClose(got, want, 1e-3, 1e-4))
+            << DTypeName(dt) << " bias " << with_bias << " accumulate " << accumulate;
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, QuantizedEmbeddingRowsAreTheReferenceDecodersBitForBit) {
+  const int64_t rows = 6, k = 256;
+  const std::vector<int32_t> ids = {5, 0, 3, 3}, positions = {1, 2, 4, 0};
+  for (DType dt : kQuantTypes) {
+    const int64_t ld = k + DTypeBlockElems(dt);
+    const std::vector<uint8_t> bytes = QuantizedRows(RandomFloats(rows * ld, 31), rows, ld, dt);
+    DeviceRunner run(*cuda_);
+    WeightView host;
+    host.data = bytes.data();
+    host.dtype = dt;
+    host.n = rows;
+    host.k = k;
+    host.ld = ld;
+    void* storage = nullptr;
+    absl::StatusOr<WeightView> t = cuda_->UploadWeight(host, &storage, WeightUse::kGather);
+    ASSERT_TRUE(t.ok()) << DTypeName(dt) << ": " << t.status();
+    const int64_t m = static_cast<int64_t>(ids.size());
+    float* out = static_cast<float*>(run.Alloc(m * k * sizeof(float)));
+    cuda_->Embedding(run.Upload(ids), m, *t, out);
+    const std::vector<float> embedded = run.Download(out, m * k);
+    cuda_->AddPositionEmbedding(run.Upload(positions), m, *t, out);
+    const std::vector<float> summed = run.Download(out, m * k);
+    if (storage != nullptr) cuda_->Free(storage);
+    for (int64_t i = 0; i < m; ++i) {
+      const std::vector<float> a = DecodedRow(bytes, ld, dt, ids[i], k), b = DecodedRow(bytes, ld, dt, positions[i], k);
+      for (int64_t c = 0; c < k; ++c) {
+        ASSERT_EQ(embedded[i * k + c], a[c]) << DTypeName(dt) << " row " << i << " col " << c;
+        ASSERT_EQ(summed[i * k + c], a[c] + b[c]) << DTypeName(dt) << " row " << i << " col " << c;
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, QuantizedWeightsOfPartialBlocksOrTransposedAreRefusedByName) {
+  const std::vector<uint8_t> bytes(4096);
+  WeightView host;
+  host.data = bytes.data();
+  host.dtype = DType::kQ4_K;
+  host.n = 2;
+  host.k = 200;  // not whole 256-value super-blocks
+  host.ld = 256;
+  void* storage = nullptr;
+  absl::StatusOr<WeightView> w = cuda_->UploadWeight(host, &storage, WeightUse::kMatmul);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(w.status().message().find("q4_K"), std::string::npos) << w.status();
+  host.k = 256;
+  host.transposed = true;
+  EXPECT_EQ(cuda_->UploadWeight(host, &storage, WeightUse::kMatmul).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(storage, nullptr);
 }
 
 // ---- KV cache and fused attention -----------------------------------------------------------

@@ -54,7 +54,7 @@ std::string TokenChunk(int i) {
 
 }  // namespace
 
-FakeOpenAiServer::FakeOpenAiServer(bool serve_tokenize) : serve_tokenize_(serve_tokenize) {
+FakeOpenAiServer::FakeOpenAiServer(Tokenize tokenize) : tokenize_(tokenize) {
   listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
   const int one = 1;
   setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -85,6 +85,11 @@ FakeOpenAiServer::~FakeOpenAiServer() {
 std::vector<json> FakeOpenAiServer::completion_bodies() const {
   absl::MutexLock lock(&mu_);
   return bodies_;
+}
+
+std::vector<json> FakeOpenAiServer::tokenize_bodies() const {
+  absl::MutexLock lock(&mu_);
+  return tokenize_bodies_;
 }
 
 void FakeOpenAiServer::AcceptLoop() {
@@ -126,9 +131,23 @@ void FakeOpenAiServer::Serve(int fd) {
   if (request_line.rfind("GET /v1/models ", 0) == 0) {
     SendAll(fd, Response(200, "OK", R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})"));
   } else if (request_line.rfind("POST /tokenize ", 0) == 0) {
-    SendAll(fd, serve_tokenize_ && body.is_object() && body.contains("prompt")
-                    ? Response(200, "OK", R"({"count":4,"tokens":[5,6,7,5]})")
-                    : Response(404, "Not Found", R"({"error":{"message":"no such route"}})"));
+    {
+      absl::MutexLock lock(&mu_);
+      tokenize_bodies_.push_back(body);
+    }
+    const char* ids = R"({"count":4,"tokens":[5,6,7,5]})";
+    const std::string not_found = Response(404, "Not Found", R"({"error":{"message":"no such route"}})");
+    switch (tokenize_) {
+      case Tokenize::kOrca:
+        SendAll(fd, body.is_object() && body.contains("prompt") ? Response(200, "OK", ids) : not_found);
+        break;
+      case Tokenize::kLlamaCpp:  // as llama-server's handler: no "content", no tokens, still 200
+        SendAll(fd, Response(200, "OK", body.is_object() && body.contains("content") ? ids : R"({"tokens":[]})"));
+        break;
+      case Tokenize::kNone:
+        SendAll(fd, not_found);
+        break;
+    }
   } else if (request_line.rfind("POST /v1/completions ", 0) == 0 && body.is_object()) {
     {
       absl::MutexLock lock(&mu_);

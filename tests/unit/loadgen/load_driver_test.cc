@@ -173,11 +173,12 @@ TEST(PromptBuilderTest, TokenizesOnTheServerOrFallsBackToRandomIds) {
   EXPECT_EQ(tokenized.num_candidates(), 3u);  // distinct ids of [5, 6, 7, 5]
   EXPECT_THAT(tokenized.description(), HasSubstr("POST /tokenize"));
 
-  FakeOpenAiServer without(/*serve_tokenize=*/false);
+  FakeOpenAiServer without(FakeOpenAiServer::Tokenize::kNone);
   PromptSourceOptions o;
   o.base_url = without.url();
   o.token_id_min = 10;
   o.token_id_max = 19;
+  o.token_id_range_given = true;
   absl::StatusOr<PromptBuilder> random = ResolvePromptBuilder(o);
   ASSERT_TRUE(random.ok()) << random.status();
   EXPECT_EQ(random->num_candidates(), 10u);
@@ -190,6 +191,43 @@ TEST(PromptBuilderTest, TokenizesOnTheServerOrFallsBackToRandomIds) {
   o.token_id_min = 5;
   o.token_id_max = 4;
   EXPECT_EQ(ResolvePromptBuilder(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PromptBuilderTest, SendsLlamaCppsBodyWhenTheFirstGetsAnEmptyList) {
+  FakeOpenAiServer llama(FakeOpenAiServer::Tokenize::kLlamaCpp);
+  PromptSourceOptions o;
+  o.base_url = llama.url();
+  o.model = "m";
+  absl::StatusOr<PromptBuilder> p = ResolvePromptBuilder(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->num_candidates(), 3u);  // the server's ids, not a random range
+  EXPECT_THAT(p->description(), HasSubstr("POST /tokenize"));
+  const std::vector<json> bodies = llama.tokenize_bodies();
+  ASSERT_EQ(bodies.size(), 2u);
+  EXPECT_TRUE(bodies[0].contains("prompt"));
+  ASSERT_TRUE(bodies[1].contains("content"));
+  EXPECT_TRUE(bodies[1]["content"].is_string());
+  EXPECT_FALSE(bodies[1]["content"].get<std::string>().empty());
+  EXPECT_EQ(bodies[1]["add_special"], false);  // no BOS among the ids
+  o.mode = "tokenize";
+  EXPECT_TRUE(ResolvePromptBuilder(o).ok());
+}
+
+TEST(PromptBuilderTest, AutoNeverFallsBackToTheDefaultRangeOfSpecialIds) {
+  FakeOpenAiServer without(FakeOpenAiServer::Tokenize::kNone);
+  PromptSourceOptions o;
+  o.base_url = without.url();
+  // Defaults [1, 255]: BOS, EOS and the byte tokens of a Llama vocabulary.
+  absl::StatusOr<PromptBuilder> p = ResolvePromptBuilder(o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("HTTP 404"));
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("--token-id-min"));
+  // Asked for explicitly, random ids are the user's choice.
+  o.mode = "random";
+  absl::StatusOr<PromptBuilder> random = ResolvePromptBuilder(o);
+  ASSERT_TRUE(random.ok()) << random.status();
+  EXPECT_EQ(random->num_candidates(), 255u);
 }
 
 TEST(PromptBuilderTest, PromptsAreDeterministicPerRequestAndExactlyLong) {

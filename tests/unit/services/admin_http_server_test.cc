@@ -192,6 +192,36 @@ TEST_F(AdminHttpServerTest, ReadyFollowsTheCallbackAndExplainsWhyNot) {
   EXPECT_EQ(ready.body, "ok");
 }
 
+TEST_F(AdminHttpServerTest, ReadyReportsThisProcessesMemoryWhenAsked) {
+  AdminHttpServer::Options options;
+  options.report_memory = true;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  HttpResponse not_ready = Request(server->port(), Get("/ready"));
+  EXPECT_EQ(not_ready.status, 503);
+  nlohmann::json body = nlohmann::json::parse(not_ready.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << not_ready.body;
+  EXPECT_GT(body["memory"].value("rss_bytes", int64_t{0}), 0);
+
+  ready_ = true;
+  HttpResponse ready = Request(server->port(), Get("/ready"));
+  EXPECT_EQ(ready.status, 200);
+  EXPECT_EQ(ready.headers["content-type"], "application/json");
+  body = nlohmann::json::parse(ready.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << ready.body;
+  EXPECT_EQ(body.value("status", ""), "ok");
+  EXPECT_FALSE(body.contains("config"));
+  const nlohmann::json& memory = body["memory"];
+  // The test process itself: at least its code and the server's thread are resident.
+  const int64_t rss = memory.value("rss_bytes", int64_t{0});
+  EXPECT_GT(rss, 1 << 20);
+  EXPECT_GE(memory.value("peak_rss_bytes", int64_t{0}), rss);
+  EXPECT_EQ(memory.value("rss_anon_bytes", int64_t{0}) + memory.value("rss_file_bytes", int64_t{0}) +
+                memory.value("rss_shmem_bytes", int64_t{0}),
+            rss);
+  EXPECT_GE(memory.value("threads", 0), 2);
+}
+
 TEST_F(AdminHttpServerTest, ReadyCarriesTheConfigurationWhenAsked) {
   AdminHttpServer::Options options;
   options.ready_details = [] { return std::string(R"({"policy":"paged","max_num_batched_tokens":64})"); };

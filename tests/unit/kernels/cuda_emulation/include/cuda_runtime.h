@@ -36,6 +36,7 @@ cudaError_t EmulatedLaunch(unsigned grid, unsigned block, size_t shared, cudaStr
 }
 
 inline void __syncthreads() { EmulatedBlockBarrier(); }
+[[noreturn]] inline void __trap() { std::abort(); }  // a device-side trap ends the kernel, here the process
 inline float __shfl_xor_sync(unsigned mask, float value, int lane_mask) {
   if (mask != 0xffffffffu) std::abort();  // the kernels only use full-warp shuffles
   return EmulatedShuffleXor(value, lane_mask);
