@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& o) 
     co.num_threads = o.num_threads;
     co.small_gemm_max_rows = o.small_gemm_max_rows;
     co.panel_gemm_max_rows = o.panel_gemm_max_rows;
+    co.bf16_dot = o.cpu_bf16_dot;
     return std::unique_ptr<Backend>(CpuBackend::Create(co));
   }
   if (o.device == "cuda") {

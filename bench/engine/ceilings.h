@@ -101,6 +101,37 @@ inline double MeasureFmaPeak(int threads) {
   return best;
 }
 
+// The same for the bf16 dot product (vdpbf16ps: 32 multiply-adds per instruction), when the CPU has AVX512-BF16.
+__attribute__((target("avx512f,avx512bf16"), noinline)) inline float Bf16DotLoop(int64_t iters) {
+  __m512 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512bh u = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(2e-3f));
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_dpbf16_ps(a[i], u, u);
+  __m512 s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  return lanes[0];
+}
+
+/// bf16 multiply-add peak of `threads` cores in GFLOP/s (2 flops per multiply-add; 0 without AVX512-BF16).
+inline double MeasureBf16DotPeak(int threads) {
+  if (!__builtin_cpu_supports("avx512bf16")) return 0;
+  constexpr int64_t kIters = 20'000'000;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    float sink = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += Bf16DotLoop(kIters);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (sink == 42) std::printf(" ");
+    best = std::max(best, threads * kIters * 12.0 * 64 / s / 1e9);
+  }
+  return best;
+}
+
 // The same for the int8 dot product (vpdpbusd: 64 multiply-adds per instruction), when the CPU has AVX512-VNNI.
 __attribute__((target("avx512f,avx512vnni"), noinline)) inline int32_t VnniLoop(int64_t iters) {
   __m512i a[12];

@@ -157,6 +157,7 @@ struct Args {
   int64_t first_requests = 10;
   int64_t small_gemm_max_rows = -1;  // -1: the engine's default
   int64_t panel_gemm_max_rows = -1;
+  bool bf16_dot = true;
   std::string model_dir;
 };
 
@@ -269,6 +270,7 @@ absl::Status BenchFile(const std::string& path, const Args& args, int threads, c
   eo.n_slots = static_cast<int64_t>(max_batch) * (max_prompt + args.gen + 16);
   if (args.small_gemm_max_rows >= 0) eo.small_gemm_max_rows = args.small_gemm_max_rows;
   if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
+  eo.cpu_bf16_dot = args.bf16_dot;
   const auto t0 = Clock::now();
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e, engine::Engine::Create(eo));
   const double load_s = Seconds(t0, Clock::now());
@@ -336,6 +338,8 @@ int main(int argc, char** argv) {
   flags.AddStringList("prompts", &args.prompts, "Prompt lengths");
   flags.AddInt("gen", &args.gen, "Generated tokens per request");
   flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");
+  flags.AddBool("bf16-dot", &args.bf16_dot,
+                "bf16 weights on AVX512-BF16 dot products where the CPU has them (false: the f32-FMA panel kernel)");
   flags.AddInt("small-gemm-max-rows", &args.small_gemm_max_rows,
                "GEMMs up to this many rows use the AVX-512 streaming kernel (-1 = default)");
   flags.AddInt("panel-gemm-max-rows", &args.panel_gemm_max_rows,

@@ -26,6 +26,7 @@
 #include "core/common/flags.h"
 #include "core/formats/ggml_quantize.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace orca::bench {
 namespace {
@@ -76,6 +77,7 @@ struct Args {
   bool hot = false;
   bool model_pass = true;
   bool layers = true;
+  bool bf16_dot = true;
 };
 
 // One decode step's GEMMs for the whole 135M model, in the engine's order and
@@ -87,6 +89,7 @@ void ModelPass(const Args& args, const ModelShape& ms, int threads, double bw, D
   const int64_t kH = ms.hidden, kKv = ms.kv, kF = ms.ffn, kVocab = ms.vocab;
   kernels::CpuBackend::Options o;
   o.num_threads = threads;
+  o.bf16_dot = args.bf16_dot;
   auto cpu = kernels::CpuBackend::Create(o);
   std::vector<void*> storage;
   std::mt19937 rng(3);
@@ -157,15 +160,21 @@ int Run(const Args& args) {
     std::fprintf(stderr, "gemm_bench: --model must be 135m, 1.1b or 8b\n");
     return 2;
   }
-  const double fma = MeasureFmaPeak(threads), vnni = MeasureVnniPeak(threads), bw = BandwidthProbe(threads).Measure();
+  const double fma = MeasureFmaPeak(threads), bf16 = MeasureBf16DotPeak(threads), vnni = MeasureVnniPeak(threads),
+               bw = BandwidthProbe(threads).Measure();
   std::printf(
-      "# %d threads; ceilings: FMA peak %.0f GFLOP/s (f32), int8 VNNI peak %.0f GOP/s, read bandwidth %.1f GB/s\n",
-      threads, fma, vnni, bw);
-  std::printf("# %%peak: against the FMA peak (f32/bf16 weights) or the VNNI peak (quantized weights)\n");
+      "# %d threads; ceilings: FMA peak %.0f GFLOP/s (f32), bf16 dot peak %.0f GFLOP/s, int8 VNNI peak %.0f GOP/s, "
+      "read bandwidth %.1f GB/s\n",
+      threads, fma, bf16, vnni, bw);
+  std::printf(
+      "# %%peak: against the FMA peak (f32 weights; bf16 with --bf16-dot=false or without AVX512-BF16), the bf16 dot "
+      "peak (bf16 weights on AVX512-BF16) or the VNNI peak (quantized weights); bf16 kernel: %s\n",
+      args.bf16_dot && kernels::GetCpuFeatures().avx512_bf16 ? "vdpbf16ps pair panels" : "f32 FMA [k][32] panels");
   std::printf("%-6s %-22s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%peak",
               "GB/s", "%bw");
   kernels::CpuBackend::Options o;
   o.num_threads = threads;
+  o.bf16_dot = args.bf16_dot;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1, 1);
   for (const std::string& dt : args.dtypes) {
@@ -174,7 +183,8 @@ int Run(const Args& args) {
       std::fprintf(stderr, "gemm_bench: unknown dtype %s\n", dt.c_str());
       return 2;
     }
-    const double peak = IsQuantized(dtype) ? vnni : fma;
+    const bool dot = dtype == DType::kBF16 && args.bf16_dot && bf16 > 0;
+    const double peak = IsQuantized(dtype) ? vnni : dot ? bf16 : fma;
     for (const Shape& shape : LayerShapes(*ms)) {
       if (!args.layers) break;
       auto cpu = kernels::CpuBackend::Create(o);
@@ -235,8 +245,8 @@ int main(int argc, char** argv) {
   orca::bench::Args args;
   orca::FlagSet flags(
       "gemm_bench",
-      "GEMM microbenchmark of the CPU backend's decode paths on SmolLM-135M's layer shapes, against the "
-      "FMA peak and read bandwidth measured in the same run.");
+      "GEMM microbenchmark of the CPU backend on a model's layer shapes (decode and prefill row counts), "
+      "against the FMA, bf16-dot and VNNI peaks and the read bandwidth measured in the same run.");
   flags.AddStringList("rows", &args.rows, "Rows of x (tokens in the batch)");
   flags.AddStringList("dtypes", &args.dtypes,
                       "Weight dtypes: bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K");
@@ -245,6 +255,8 @@ int main(int argc, char** argv) {
   flags.AddDouble("seconds", &args.seconds, "Seconds per measurement");
   flags.AddBool("model-pass", &args.model_pass, "Also time a whole decode step's GEMMs (every layer + LM head)");
   flags.AddBool("layers", &args.layers, "Time each layer shape on its own");
+  flags.AddBool("bf16-dot", &args.bf16_dot,
+                "bf16 weights on AVX512-BF16 dot products where the CPU has them (false: the f32-FMA panel kernel)");
   flags.AddBool("hot", &args.hot,
                 "One copy of each weight, so it stays in cache: the kernels' compute ceiling, not serving conditions");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {

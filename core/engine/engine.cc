@@ -160,6 +160,7 @@ absl::StatusOr<std::unique_ptr<Engine::Shard>> Engine::LoadShard(int rank, int n
   bo.num_threads = num_threads;
   bo.small_gemm_max_rows = o.small_gemm_max_rows;
   bo.panel_gemm_max_rows = o.panel_gemm_max_rows;
+  bo.cpu_bf16_dot = o.cpu_bf16_dot;
   ORCA_ASSIGN_OR_RETURN(shard->backend, kernels::CreateBackend(bo));
   ModelWeights::Options wo;
   wo.partition = Partition::ForStage(o.stage, o.num_stages, c.num_layers, rank, o.tp_size);

@@ -46,6 +46,7 @@ class Engine {
     int32_t num_threads = 0;            ///< compute threads in total (0 = all cores), split over shards
     int64_t small_gemm_max_rows = 4;    ///< see CpuBackend::Options
     int64_t panel_gemm_max_rows = 128;  ///< see CpuBackend::Options
+    bool cpu_bf16_dot = true;           ///< see CpuBackend::Options::bf16_dot
     bool keep_logits = false;           ///< copy logits into StepOutput (tests)
     /// Data plane for tensor parallelism: a rendezvous store shared by the
     /// shards (nullptr: an in-process store, the shards being our threads).

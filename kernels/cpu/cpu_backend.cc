@@ -14,6 +14,7 @@
 #include "core/common/status_macros.h"
 #include "core/formats/ggml_quants.h"
 #include "kernels/cpu/avx512_kernels.h"
+#include "kernels/cpu/bf16_dot_gemm.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/generic_kernels.h"
 #include "kernels/cpu/quant_layout.h"
@@ -46,8 +47,10 @@ inline void StoreAs(void* base, DType dtype, int64_t i, float v) {
     static_cast<float*>(base)[i] = v;
 }
 
-// Bytes of a bf16/f32 weight packed into [k][32] panels.
-size_t FloatPanelBytes(const WeightView& w) { return avx512::PackedPanelElements(w.n, w.k) * DTypeSize(w.dtype); }
+// Bytes of a bf16/f32 weight packed into panels: [k][32], or bf16dot's pair panels.
+size_t FloatPanelBytes(const WeightView& w, bool pairs) {
+  return (pairs ? bf16dot::PanelElements(w.n, w.k) : avx512::PackedPanelElements(w.n, w.k)) * DTypeSize(w.dtype);
+}
 
 }  // namespace
 
@@ -62,6 +65,7 @@ CpuBackend::CpuBackend(const Options& options)
       pack_weights_(options.pack_weights),
       avx512_(GetCpuFeatures().avx512),
       amx_(GetCpuFeatures().amx_bf16),
+      bf16_dot_(options.bf16_dot && GetCpuFeatures().avx512_bf16),
       quant_isa_(options.quant_isa.value_or(quant::BestIsa())) {
   ORCA_CHECK(quant::CanRun(quant_isa_)) << "quantized GEMM path " << quant::IsaName(quant_isa_)
                                         << " does not run on this CPU";
@@ -101,7 +105,8 @@ absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void
     return host;  // row-major: the streaming / on-the-fly panel / oneDNN paths
   }
   // Pack once, here, in place of the row-major copy (see the class comment).
-  const size_t bytes = quantized ? quant::PackedBytes(host.dtype, host.n, host.k) : FloatPanelBytes(host);
+  const bool pairs = bf16_dot_ && host.dtype == DType::kBF16;
+  const size_t bytes = quantized ? quant::PackedBytes(host.dtype, host.n, host.k) : FloatPanelBytes(host, pairs);
   ORCA_ASSIGN_OR_RETURN(void* packed, Allocate(bytes));
   const int64_t panels = quantized ? quant::NumPanels(host.n) : (host.n + 31) / 32;
 #pragma omp parallel num_threads(num_threads_)
@@ -111,6 +116,9 @@ absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void
     if (p0 < p1) {
       if (quantized)
         quant::PackPanels(host, p0, p1, static_cast<uint8_t*>(packed));
+      else if (pairs)
+        bf16dot::PackPanels(static_cast<const uint16_t*>(host.data), host.ld, host.n, host.k, p0, p1,
+                            static_cast<uint16_t*>(packed));
       else
         avx512::PackPanels(host.data, host.dtype, host.ld, host.n, host.k, p0 * 32, std::min(host.n, p1 * 32), packed);
     }
@@ -232,12 +240,13 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
   // Work units are panels of every job (16 columns for quantized weights, 32 for f32/bf16); each
   // thread takes one contiguous share, so it streams contiguous packed memory.
   int64_t start[kMaxStreamJobs + 1] = {};
-  bool any_quantized = false;
+  bool any_quantized = false, any_pairs = false;
   double work = 0;
   for (int i = 0; i < count; ++i) {
     const WeightView& w = *jobs[i].w;
     const bool q = IsQuantized(w.dtype);
     any_quantized |= q;
+    any_pairs |= bf16_dot_ && w.dtype == DType::kBF16;
     start[i + 1] = start[i] + (q ? quant::NumPanels(w.n) : (w.n + 31) / 32);
     work += static_cast<double>(w.n) * w.k * m;
   }
@@ -245,11 +254,13 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
   // Small products are not worth a fork (the region's overhead exceeds the work).
   const int threads = work >= (1 << 17) ? static_cast<int>(std::min<int64_t>(num_threads_, total)) : 1;
   if (any_quantized) quant::PrepareRows(m, k, &quantized_x_);
+  if (any_pairs && bf16_x_.size() < bf16dot::ConvertedElements(m, k)) bf16_x_.resize(bf16dot::ConvertedElements(m, k));
 #pragma omp parallel num_threads(threads)
   {
     const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
-    if (any_quantized) {
-      quant::QuantizeRows(x, m * tid / nt, m * (tid + 1) / nt, &quantized_x_);
+    if (any_quantized) quant::QuantizeRows(x, m * tid / nt, m * (tid + 1) / nt, &quantized_x_);
+    if (any_pairs) bf16dot::ConvertRows(x, k, m * tid / nt, m * (tid + 1) / nt, bf16_x_.data());
+    if (any_quantized || any_pairs) {
 #pragma omp barrier
     }
     const int64_t b0 = total * tid / nt, b1 = total * (tid + 1) / nt;
@@ -271,6 +282,9 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
         a.panel_begin = lo;
         a.panel_end = hi;
         quant::Gemm(quant_isa_, a);
+      } else if (bf16_dot_ && w.dtype == DType::kBF16) {
+        bf16dot::Gemm(bf16_x_.data(), m, w.k, static_cast<const uint16_t*>(w.data), jobs[i].bias, jobs[i].y, w.n,
+                      jobs[i].accumulate, w.n, lo * 32, std::min(w.n, hi * 32));
       } else {
         avx512::PackedPanelGemm(x, m, w.k, w.data, w.dtype, jobs[i].bias, jobs[i].y, w.n, jobs[i].accumulate, w.n,
                                 lo * 32, std::min(w.n, hi * 32));
@@ -282,6 +296,9 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
 void CpuBackend::DecodeRow(const WeightView& t, int64_t row, float* out) const {
   if (t.packed && IsQuantized(t.dtype)) {
     quant::DequantizePackedRow(t.dtype, static_cast<const uint8_t*>(t.data), t.k, row, out);
+  } else if (t.packed && bf16_dot_ && t.dtype == DType::kBF16) {
+    const auto* p = static_cast<const uint16_t*>(t.data);
+    for (int64_t j = 0; j < t.k; ++j) out[j] = Bf16ToF32(bf16dot::PackedValue(p, t.k, row, j));
   } else if (t.packed) {  // [k][32] panels
     const size_t base = static_cast<size_t>(row / 32) * t.k * 32 + row % 32;
     for (int64_t j = 0; j < t.k; ++j) out[j] = LoadAs(t.data, t.dtype, static_cast<int64_t>(base) + j * 32);

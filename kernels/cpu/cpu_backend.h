@@ -2,8 +2,9 @@
 /// The CPU backend: GEMM weights packed once at load (UploadWeight) into
 /// panel layouts that one family of kernels serves at every batch size —
 /// quantized GGUF types through int8 dot products (quant_gemm.h: AVX512-VNNI,
-/// AVX-VNNI or portable, chosen from CPUID), f32/bf16 through AVX-512 FMA
-/// panels — plus oneDNN (bf16 on AMX hosts, transposed weights, CPUs without
+/// AVX-VNNI or portable, chosen from CPUID), bf16 through AVX512-BF16 dot
+/// products (bf16_dot_gemm.h) where the CPU has them, f32 (and bf16
+/// elsewhere) through AVX-512 FMA panels — plus oneDNN (bf16 on AMX hosts, transposed weights, CPUs without
 /// AVX-512), hand-written AVX-512 paged attention, and OpenMP-parallel
 /// elementwise ops. One instance per compute thread (a tensor-parallel shard);
 /// `num_threads` OpenMP threads work inside each op.
@@ -41,6 +42,10 @@ class CpuBackend final : public Backend {
     /// thresholds above (tests of those paths, comparisons). Quantized weights
     /// are always packed (their kernels read only the packed layout).
     bool pack_weights = true;
+    /// Packed bf16 weights use AVX512-BF16 dot products (bf16dot::, pair
+    /// panels) where the CPU has them; false keeps the [k][32] panels and the
+    /// f32-FMA kernel (tests of that path, comparisons).
+    bool bf16_dot = true;
     /// The quantized GEMM implementation; nullopt = the fastest this CPU runs.
     std::optional<quant::Isa> quant_isa;
   };
@@ -99,10 +104,12 @@ class CpuBackend final : public Backend {
   bool pack_weights_;
   bool avx512_;
   bool amx_;
+  bool bf16_dot_;  ///< packed bf16 weights are bf16dot pair panels
   quant::Isa quant_isa_;
   OnednnGemm onednn_;
   std::vector<float> packed_x_;
   quant::QuantizedRows quantized_x_;
+  std::vector<uint16_t> bf16_x_;  ///< activations rounded to bf16 for bf16dot::Gemm
   struct RopeTable {
     std::vector<float> inv_freq;  // the key: frequencies, factor and positions
     float factor = 0;

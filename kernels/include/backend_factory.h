@@ -16,6 +16,7 @@ struct BackendOptions {
   int num_threads = 0;                ///< CPU: OpenMP threads per op (0 = all cores)
   int64_t small_gemm_max_rows = 4;    ///< CPU: see CpuBackend::Options
   int64_t panel_gemm_max_rows = 128;  ///< CPU: see CpuBackend::Options
+  bool cpu_bf16_dot = true;           ///< CPU: see CpuBackend::Options::bf16_dot
 };
 
 /// Unavailable when the device is not compiled in or not present; InvalidArgument for an unknown name.

@@ -27,12 +27,13 @@ using testing::GemmCase;
 using testing::RandomFloats;
 
 std::unique_ptr<CpuBackend> MakeCpu(int64_t small_gemm_max_rows = 16, int64_t panel_gemm_max_rows = 128,
-                                    bool pack_weights = false) {
+                                    bool pack_weights = false, bool bf16_dot = true) {
   CpuBackend::Options o;
   o.num_threads = 2;
   o.small_gemm_max_rows = small_gemm_max_rows;
   o.panel_gemm_max_rows = panel_gemm_max_rows;
   o.pack_weights = pack_weights;
+  o.bf16_dot = bf16_dot;
   return CpuBackend::Create(o);
 }
 
@@ -70,29 +71,33 @@ TEST(CpuGemmPathTest, SmallAndOnednnPathsAgree) {
 TEST(CpuGemmPathTest, WeightsPackedAtUploadMatchRowMajorPathsForEveryRowCount) {
   // The engine's default: UploadWeight packs f32/bf16 weights into panels once, and every GEMM
   // (decode rows, batches, prefill) runs on them. They must agree with the row-major paths
-  // (streaming kernel, on-the-fly panels, oneDNN) and with the reference.
+  // (streaming kernel, on-the-fly panels, oneDNN) and with the reference. bf16 runs on both
+  // packed layouts: AVX512-BF16 pair panels (where the CPU has them) and the f32-FMA [k][32] panels.
   if (!GetCpuFeatures().avx512) GTEST_SKIP() << "panels need AVX-512";
-  for (DType dt : {DType::kBF16, DType::kF32})
-    for (int64_t m : {1, 3, 6, 24, 200}) {
-      GemmCase c;
-      c.m = m, c.n = 77, c.k = 45, c.ld_pad = 2, c.bias = true, c.dtype = dt;
-      const testing::GemmData d = testing::MakeGemmData(c, 9);
-      const testing::GemmReference ref = testing::ReferenceGemm(c, d);
-      auto packed = MakeCpu(4, 128, true), row_major = MakeCpu(4, 128, false);
-      DeviceRunner rp(*packed), rr(*row_major);
-      void* storage = nullptr;
-      absl::StatusOr<WeightView> w = packed->UploadWeight(d.view, &storage, WeightUse::kMatmul);
-      ASSERT_TRUE(w.ok()) << w.status();
-      EXPECT_TRUE(w->packed);
-      EXPECT_NE(storage, nullptr);
-      packed->Free(storage);
-      const auto a = testing::RunGemm(rp, c, d), b = testing::RunGemm(rr, c, d);
-      const double tol = dt == DType::kF32 ? 2e-6 : 8e-3;
-      for (size_t i = 0; i < a.size(); ++i) {
-        ASSERT_NEAR(a[i], ref.y[i], tol * ref.magnitude[i] + 1e-6) << DTypeName(dt) << " m " << m << " i " << i;
-        ASSERT_NEAR(a[i], b[i], tol * ref.magnitude[i] + 1e-6) << DTypeName(dt) << " m " << m << " i " << i;
+  for (bool bf16_dot : {true, false})
+    for (DType dt : {DType::kBF16, DType::kF32})
+      for (int64_t m : {1, 3, 6, 13, 24, 200, 300}) {
+        GemmCase c;
+        c.m = m, c.n = 77, c.k = m == 300 ? 1001 : 45, c.ld_pad = 2, c.bias = true, c.dtype = dt;
+        const testing::GemmData d = testing::MakeGemmData(c, 9);
+        const testing::GemmReference ref = testing::ReferenceGemm(c, d);
+        auto packed = MakeCpu(4, 128, true, bf16_dot), row_major = MakeCpu(4, 128, false);
+        DeviceRunner rp(*packed), rr(*row_major);
+        void* storage = nullptr;
+        absl::StatusOr<WeightView> w = packed->UploadWeight(d.view, &storage, WeightUse::kMatmul);
+        ASSERT_TRUE(w.ok()) << w.status();
+        EXPECT_TRUE(w->packed);
+        EXPECT_NE(storage, nullptr);
+        packed->Free(storage);
+        const auto a = testing::RunGemm(rp, c, d), b = testing::RunGemm(rr, c, d);
+        const double tol = dt == DType::kF32 ? 2e-6 : 8e-3;
+        for (size_t i = 0; i < a.size(); ++i) {
+          ASSERT_NEAR(a[i], ref.y[i], tol * ref.magnitude[i] + 1e-6)
+              << DTypeName(dt) << " bf16_dot " << bf16_dot << " m " << m << " i " << i;
+          ASSERT_NEAR(a[i], b[i], tol * ref.magnitude[i] + 1e-6)
+              << DTypeName(dt) << " bf16_dot " << bf16_dot << " m " << m << " i " << i;
+        }
       }
-    }
 }
 
 TEST(CpuGemmPathTest, LookupTablesStayInPlaceAndPackedTablesDecodeTheSameRows) {
@@ -101,22 +106,25 @@ TEST(CpuGemmPathTest, LookupTablesStayInPlaceAndPackedTablesDecodeTheSameRows) {
   GemmCase c;
   c.n = 70, c.k = 48, c.ld_pad = 3, c.dtype = DType::kBF16;
   const testing::GemmData d = testing::MakeGemmData(c, 4);
-  auto cpu = MakeCpu(4, 128, true);
-  void* storage = nullptr;
-  absl::StatusOr<WeightView> gather = cpu->UploadWeight(d.view, &storage, WeightUse::kGather);
-  ASSERT_TRUE(gather.ok());
-  EXPECT_EQ(gather->data, d.view.data);
-  EXPECT_EQ(storage, nullptr);
-  absl::StatusOr<WeightView> both = cpu->UploadWeight(d.view, &storage, WeightUse::kMatmulAndGather);
-  ASSERT_TRUE(both.ok());
-  const std::vector<int32_t> ids = {0, 69, 31, 32, 5};
-  std::vector<float> from_packed(ids.size() * c.k), from_table(ids.size() * c.k);
-  cpu->Embedding(ids.data(), static_cast<int64_t>(ids.size()), *both, from_packed.data());
-  cpu->Embedding(ids.data(), static_cast<int64_t>(ids.size()), *gather, from_table.data());
-  EXPECT_EQ(from_packed, from_table);
-  for (size_t i = 0; i < ids.size(); ++i)
-    for (int64_t j = 0; j < c.k; ++j) ASSERT_EQ(from_table[i * c.k + j], d.w_logical[ids[i] * c.k + j]);
-  cpu->Free(storage);
+  for (bool bf16_dot : {true, false}) {
+    SCOPED_TRACE(bf16_dot ? "pair panels" : "[k][32] panels");
+    auto cpu = MakeCpu(4, 128, true, bf16_dot);
+    void* storage = nullptr;
+    absl::StatusOr<WeightView> gather = cpu->UploadWeight(d.view, &storage, WeightUse::kGather);
+    ASSERT_TRUE(gather.ok());
+    EXPECT_EQ(gather->data, d.view.data);
+    EXPECT_EQ(storage, nullptr);
+    absl::StatusOr<WeightView> both = cpu->UploadWeight(d.view, &storage, WeightUse::kMatmulAndGather);
+    ASSERT_TRUE(both.ok());
+    const std::vector<int32_t> ids = {0, 69, 31, 32, 5};
+    std::vector<float> from_packed(ids.size() * c.k), from_table(ids.size() * c.k);
+    cpu->Embedding(ids.data(), static_cast<int64_t>(ids.size()), *both, from_packed.data());
+    cpu->Embedding(ids.data(), static_cast<int64_t>(ids.size()), *gather, from_table.data());
+    EXPECT_EQ(from_packed, from_table);
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t j = 0; j < c.k; ++j) ASSERT_EQ(from_table[i * c.k + j], d.w_logical[ids[i] * c.k + j]);
+    cpu->Free(storage);
+  }
 }
 
 // ---- Norms and elementwise ------------------------------------------------------------
