@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "core/common/structured_output.h"
+
 namespace orca {
 
 struct SamplingParams {
@@ -28,6 +30,8 @@ struct SamplingParams {
   bool logprobs = false;
   /// Number of most likely alternatives to report per position (0..20).
   int32_t top_logprobs = 0;
+  /// Structured output (constrained decoding); kind kNone = unconstrained.
+  StructuredOutputSpec structured;
 
   bool IsGreedy() const { return temperature <= 0.0f; }
   bool HasPenalties() const {

@@ -2,6 +2,36 @@
 
 namespace orca::services {
 
+void StructuredFromProto(const v1::StructuredOutput& proto, StructuredOutputSpec* spec) {
+  using Kind = StructuredOutputSpec::Kind;
+  switch (proto.kind()) {
+    case v1::StructuredOutput::KIND_JSON_OBJECT: spec->kind = Kind::kJsonObject; break;
+    case v1::StructuredOutput::KIND_JSON_SCHEMA: spec->kind = Kind::kJsonSchema; break;
+    case v1::StructuredOutput::KIND_REGEX: spec->kind = Kind::kRegex; break;
+    case v1::StructuredOutput::KIND_CHOICE: spec->kind = Kind::kChoice; break;
+    default: spec->kind = Kind::kNone; return;
+  }
+  spec->schema = proto.schema();
+  spec->regex = proto.regex();
+  spec->choices.assign(proto.choices().begin(), proto.choices().end());
+  spec->end_token_ids.assign(proto.end_token_ids().begin(), proto.end_token_ids().end());
+}
+
+void StructuredToProto(const StructuredOutputSpec& spec, v1::StructuredOutput* proto) {
+  using Kind = StructuredOutputSpec::Kind;
+  switch (spec.kind) {
+    case Kind::kJsonObject: proto->set_kind(v1::StructuredOutput::KIND_JSON_OBJECT); break;
+    case Kind::kJsonSchema: proto->set_kind(v1::StructuredOutput::KIND_JSON_SCHEMA); break;
+    case Kind::kRegex: proto->set_kind(v1::StructuredOutput::KIND_REGEX); break;
+    case Kind::kChoice: proto->set_kind(v1::StructuredOutput::KIND_CHOICE); break;
+    case Kind::kNone: proto->set_kind(v1::StructuredOutput::KIND_UNSPECIFIED); break;
+  }
+  proto->set_schema(spec.schema);
+  proto->set_regex(spec.regex);
+  for (const std::string& c : spec.choices) proto->add_choices(c);
+  for (int32_t id : spec.end_token_ids) proto->add_end_token_ids(id);
+}
+
 SamplingParams SamplingFromProto(const v1::SamplingParams& proto) {
   SamplingParams params;
   params.temperature = proto.temperature();
@@ -14,6 +44,7 @@ SamplingParams SamplingFromProto(const v1::SamplingParams& proto) {
   params.frequency_penalty = proto.frequency_penalty();
   params.top_logprobs = proto.top_logprobs();
   params.logprobs = proto.logprobs() || proto.top_logprobs() > 0;
+  if (proto.has_structured()) StructuredFromProto(proto.structured(), &params.structured);
   return params;
 }
 
@@ -28,6 +59,7 @@ void SamplingToProto(const SamplingParams& params, v1::SamplingParams* proto) {
   proto->set_frequency_penalty(params.frequency_penalty);
   proto->set_top_logprobs(params.top_logprobs);
   proto->set_logprobs(params.logprobs);
+  if (params.structured.enabled()) StructuredToProto(params.structured, proto->mutable_structured());
 }
 
 }  // namespace orca::services
