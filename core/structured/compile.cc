@@ -99,6 +99,8 @@ GrammarRuntime::Stats MatcherFactory::stats() const {
     total.mask_misses += s.mask_misses;
     total.trie_nodes_visited += s.trie_nodes_visited;
     total.stack_nodes += s.stack_nodes;
+    total.dfa_states += s.dfa_states;
+    total.dfa_transitions += s.dfa_transitions;
   }
   return total;
 }

@@ -6,18 +6,9 @@
 #include "absl/strings/str_cat.h"
 
 namespace orca::structured {
-namespace {
-
-constexpr size_t kMaxCachedMasks = 8192;
-
-}  // namespace
-
 GrammarRuntime::GrammarRuntime(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {
   nodes_.push_back({-1, -1, 0});  // kAccept
-  size_t longest = 0;
-  for (int32_t id = 0; id < vocab_->vocab_size(); ++id) longest = std::max(longest, vocab_->bytes(id).size());
-  walk_scratch_.resize(longest + 1);
 }
 
 int32_t GrammarRuntime::Intern(int32_t state, int32_t parent) {
@@ -90,49 +81,72 @@ GrammarRuntime::StateSet GrammarRuntime::Advance(const StateSet& states, uint8_t
   return out;
 }
 
-GrammarRuntime::StateSet GrammarRuntime::AdvanceBytes(StateSet states, std::string_view bytes) {
-  StateSet next;
-  for (char c : bytes) {
-    AdvanceInto(states, static_cast<uint8_t>(c), &next);
-    if (next.empty()) return next;
-    states.swap(next);
-  }
-  return states;
+int32_t GrammarRuntime::InternSet(const StateSet& states) {
+  if (states.empty()) return -1;
+  std::string key(reinterpret_cast<const char*>(states.data()), states.size() * sizeof(int32_t));
+  auto [it, inserted] = set_ids_.try_emplace(std::move(key), static_cast<int32_t>(sets_.size()));
+  if (inserted) sets_.push_back(states);
+  return it->second;
 }
 
-void GrammarRuntime::Walk(int32_t trie_node, const StateSet& states, int depth, TokenMask* mask) {
+int32_t GrammarRuntime::Step(int32_t set_id, uint8_t byte) {
+  const uint64_t key = (static_cast<uint64_t>(set_id) << 8) | byte;
+  if (auto it = transitions_.find(key); it != transitions_.end()) return it->second;
+  AdvanceInto(sets_[set_id], byte, &scratch_);
+  const int32_t next = InternSet(scratch_);
+  transitions_.emplace(key, next);
+  return next;
+}
+
+GrammarRuntime::StateSet GrammarRuntime::AdvanceBytes(StateSet states, std::string_view bytes) {
+  int32_t id = InternSet(states);
+  for (char c : bytes) {
+    if (id < 0) return {};
+    id = Step(id, static_cast<uint8_t>(c));
+  }
+  return id < 0 ? StateSet{} : sets_[id];
+}
+
+void GrammarRuntime::Walk(int32_t trie_node, int32_t set_id, TokenMask* mask) {
   const auto& trie = vocab_->trie();
-  StateSet& next = walk_scratch_[depth];
   for (const auto& [byte, child] : trie[trie_node].children) {
     ++stats_.trie_nodes_visited;
-    AdvanceInto(states, byte, &next);
-    if (next.empty()) continue;
+    const int32_t next = Step(set_id, byte);
+    if (next < 0) continue;
     for (int32_t t : trie[child].tokens) {
       mask->words[t >> 6] |= uint64_t{1} << (t & 63);
       ++mask->allowed;
     }
-    if (!trie[child].children.empty()) Walk(child, next, depth + 1, mask);
+    if (!trie[child].children.empty()) Walk(child, next, mask);
   }
 }
 
 std::shared_ptr<const TokenMask> GrammarRuntime::Mask(const StateSet& states) {
-  std::string key(reinterpret_cast<const char*>(states.data()), states.size() * sizeof(int32_t));
-  if (auto it = masks_.find(key); it != masks_.end()) {
+  if (transitions_.size() > kMaxDfaTransitions || masks_.size() >= kMaxCachedMasks) {
+    // Restart the caches (matchers hold stack sets, not set ids, so nothing dangles).
+    set_ids_.clear();
+    sets_.clear();
+    transitions_.clear();
+    masks_.clear();
+  }
+  const int32_t id = InternSet(states);
+  if (auto it = masks_.find(id); it != masks_.end()) {
     ++stats_.mask_hits;
     return it->second;
   }
   ++stats_.mask_misses;
   auto mask = std::make_shared<TokenMask>();
   mask->words.assign((static_cast<size_t>(vocab_->vocab_size()) + 63) / 64, 0);
-  Walk(0, states, 0, mask.get());
-  if (masks_.size() >= kMaxCachedMasks) masks_.clear();
-  masks_.emplace(std::move(key), mask);
+  if (id >= 0) Walk(0, id, mask.get());
+  masks_.emplace(id, mask);
   return mask;
 }
 
 GrammarRuntime::Stats GrammarRuntime::stats() const {
   Stats s = stats_;
   s.stack_nodes = static_cast<int64_t>(nodes_.size());
+  s.dfa_states = static_cast<int64_t>(sets_.size());
+  s.dfa_transitions = static_cast<int64_t>(transitions_.size());
   return s;
 }
 

@@ -7,11 +7,15 @@
 /// Parser state: the set of live stacks of a nondeterministic pushdown
 /// automaton (the grammar's rule NFAs; a call pushes the return state).
 /// Stacks are interned as (state, parent) nodes so a set is a sorted vector of
-/// ids, cheap to copy and to hash. A token mask is computed by walking the
-/// vocabulary's byte trie from the state set, advancing byte by byte and
-/// pruning a subtree as soon as no stack survives; it is cached per state set
-/// (the full stacks, so a cached mask is exact). Stacks deeper than
+/// ids, cheap to copy and to hash. State sets are interned too, and their
+/// byte transitions memoized: a lazily built DFA over stack sets, so walking
+/// the same bytes from the same set twice is a hash lookup (inside a JSON
+/// string almost every byte leads back to the same set). A token mask is
+/// computed by walking the vocabulary's byte trie from the state set through
+/// that DFA, pruning a subtree as soon as no stack survives; it is cached per
+/// state set (the full stacks, so a cached mask is exact). Stacks deeper than
 /// kMaxStackDepth are dropped (deeply recursive schemas stop nesting there).
+/// Memory is bounded: past kMaxDfaTransitions the DFA and mask caches restart.
 ///
 /// Thread-compatible: the runtime and its matchers are used by one thread at
 /// a time (the engine's), or guarded by the caller.
@@ -39,6 +43,8 @@ struct TokenMask {
 class GrammarRuntime {
  public:
   static constexpr int32_t kMaxStackDepth = 128;
+  static constexpr size_t kMaxDfaTransitions = size_t{1} << 22;
+  static constexpr size_t kMaxCachedMasks = 8192;
   /// Node 0 is the accepting (empty) stack.
   static constexpr int32_t kAccept = 0;
   using StateSet = std::vector<int32_t>;
@@ -60,6 +66,8 @@ class GrammarRuntime {
     int64_t mask_misses = 0;
     int64_t trie_nodes_visited = 0;
     int64_t stack_nodes = 0;
+    int64_t dfa_states = 0;
+    int64_t dfa_transitions = 0;
   };
   Stats stats() const;
 
@@ -74,14 +82,20 @@ class GrammarRuntime {
   // (or kAccept).
   void Closure(int32_t node, StateSet* out);
   void AdvanceInto(const StateSet& states, uint8_t byte, StateSet* out);
-  void Walk(int32_t trie_node, const StateSet& states, int depth, TokenMask* mask);
+  // The DFA over interned state sets: a set's id, and the id after one byte (-1: no stack survives).
+  int32_t InternSet(const StateSet& states);
+  int32_t Step(int32_t set_id, uint8_t byte);
+  void Walk(int32_t trie_node, int32_t set_id, TokenMask* mask);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   std::vector<Node> nodes_;
   absl::flat_hash_map<uint64_t, int32_t> intern_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const TokenMask>> masks_;
-  std::vector<StateSet> walk_scratch_;  // one per trie depth
+  absl::flat_hash_map<std::string, int32_t> set_ids_;
+  std::vector<StateSet> sets_;
+  absl::flat_hash_map<uint64_t, int32_t> transitions_;  // (set id << 8 | byte) -> set id or -1
+  absl::flat_hash_map<int32_t, std::shared_ptr<const TokenMask>> masks_;  // by set id
+  StateSet scratch_;
   std::vector<int32_t> closure_work_;
   std::vector<int32_t> closure_seen_;
   Stats stats_;
