@@ -147,8 +147,9 @@ int Overhead(const std::shared_ptr<const TokenVocabulary>& vocab, const std::vec
   free_params.temperature = 1.0f;
   SamplingParams guided_params = free_params;
   guided_params.structured = spec;
-  std::printf("| batch | steps | free sample ms/step | guided sample ms/step | overhead ms/step | overhead µs/token |"
-              " mask hit rate | misses | restarts |\n|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| batch | steps | free sample ms/step | guided sample ms/step | overhead ms/step | overhead µs/token |"
+      " mask hit rate | misses | restarts |\n|---|---|---|---|---|---|---|---|---|\n");
   for (int64_t batch : batches) {
     std::vector<std::unique_ptr<engine::Sampler>> free, guided;
     uint64_t next_id = 1;

@@ -20,8 +20,8 @@ struct StructuredOutputSpec {
     kChoice = 4,      ///< exactly one of `choices`
   };
   Kind kind = Kind::kNone;
-  std::string schema;  ///< kJsonSchema: the schema as JSON text
-  std::string regex;   ///< kRegex
+  std::string schema;                ///< kJsonSchema: the schema as JSON text
+  std::string regex;                 ///< kRegex
   std::vector<std::string> choices;  ///< kChoice: at least one, each non-empty
   /// Extra token ids allowed (besides the model's EOS) where the grammar may
   /// end: the request's stop_token_ids.

@@ -30,8 +30,7 @@ class Sampler {
   /// nothing had happened. `matcher` (may be null) constrains the output; it
   /// is replayed over `resumed_output`.
   Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt,
-          absl::Span<const int32_t> resumed_output = {},
-          std::unique_ptr<structured::GrammarMatcher> matcher = nullptr);
+          absl::Span<const int32_t> resumed_output = {}, std::unique_ptr<structured::GrammarMatcher> matcher = nullptr);
 
   /// Samples the next token from `logits` (modified in place) and records it.
   SampleResult Sample(float* logits, int32_t vocab_size);

@@ -36,11 +36,16 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileRegexGrammar(const std::st
 
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileSpec(const StructuredOutputSpec& spec) {
   switch (spec.kind) {
-    case StructuredOutputSpec::Kind::kJsonObject: return CompileJsonObject();
-    case StructuredOutputSpec::Kind::kJsonSchema: return CompileJsonSchema(spec.schema);
-    case StructuredOutputSpec::Kind::kRegex: return CompileRegexGrammar(spec.regex);
-    case StructuredOutputSpec::Kind::kChoice: return CompileChoice(spec.choices);
-    case StructuredOutputSpec::Kind::kNone: break;
+    case StructuredOutputSpec::Kind::kJsonObject:
+      return CompileJsonObject();
+    case StructuredOutputSpec::Kind::kJsonSchema:
+      return CompileJsonSchema(spec.schema);
+    case StructuredOutputSpec::Kind::kRegex:
+      return CompileRegexGrammar(spec.regex);
+    case StructuredOutputSpec::Kind::kChoice:
+      return CompileChoice(spec.choices);
+    case StructuredOutputSpec::Kind::kNone:
+      break;
   }
   return absl::InvalidArgumentError("no structured-output constraint to compile");
 }

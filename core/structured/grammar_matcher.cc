@@ -212,11 +212,11 @@ absl::Status GrammarMatcher::Accept(int32_t token) {
     terminated_ = true;
     return absl::OkStatus();
   }
-  if (terminated_)
-    return absl::InvalidArgumentError(absl::StrCat("token ", token, " follows the end of the grammar"));
+  if (terminated_) return absl::InvalidArgumentError(absl::StrCat("token ", token, " follows the end of the grammar"));
   const std::string& bytes = runtime_->vocab().bytes(token);
   if (bytes.empty())
-    return absl::InvalidArgumentError(absl::StrCat("token ", token, " (special or unknown) is not allowed by the grammar"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("token ", token, " (special or unknown) is not allowed by the grammar"));
   GrammarRuntime::StateSet next = runtime_->AdvanceBytes(states_, bytes);
   if (next.empty()) return absl::InvalidArgumentError(absl::StrCat("token ", token, " is not allowed by the grammar"));
   states_ = std::move(next);

@@ -93,7 +93,7 @@ class GrammarRuntime {
   absl::flat_hash_map<uint64_t, int32_t> intern_;
   absl::flat_hash_map<std::string, int32_t> set_ids_;
   std::vector<StateSet> sets_;
-  absl::flat_hash_map<uint64_t, int32_t> transitions_;  // (set id << 8 | byte) -> set id or -1
+  absl::flat_hash_map<uint64_t, int32_t> transitions_;                    // (set id << 8 | byte) -> set id or -1
   absl::flat_hash_map<int32_t, std::shared_ptr<const TokenMask>> masks_;  // by set id
   StateSet scratch_;
   std::vector<int32_t> closure_work_;

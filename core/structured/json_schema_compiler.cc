@@ -1,6 +1,7 @@
 #include "core/structured/json_schema_compiler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -19,11 +20,12 @@ using Json = JsonSchemaCompiler::Json;
 constexpr int kMaxIndent = 20;
 constexpr int64_t kMaxUnrolledItems = 256;
 constexpr int64_t kMaxStringLength = 4096;
+constexpr int64_t kMaxMagnitude = 9'999'999'999'999'999;  // 16 digits: what Number() generates
 
 const std::set<std::string>& Annotations() {
-  static const auto* k = new std::set<std::string>{"title",   "description", "examples", "default",   "$schema",
-                                                   "$id",     "$comment",    "deprecated", "readOnly", "writeOnly",
-                                                   "$defs",   "definitions"};
+  static const auto* k =
+      new std::set<std::string>{"title",    "description", "examples", "default",   "$schema", "$id",
+                                "$comment", "deprecated",  "readOnly", "writeOnly", "$defs",   "definitions"};
   return *k;
 }
 const std::set<std::string>& ObjectKeywords() {
@@ -36,6 +38,10 @@ const std::set<std::string>& ArrayKeywords() {
 }
 const std::set<std::string>& StringKeywords() {
   static const auto* k = new std::set<std::string>{"minLength", "maxLength", "pattern", "format"};
+  return *k;
+}
+const std::set<std::string>& NumberKeywords() {
+  static const auto* k = new std::set<std::string>{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
   return *k;
 }
 const std::set<std::string>& GeneralKeywords() {
@@ -140,10 +146,10 @@ Fragment JsonSchemaCompiler::StringChar() {
   // Unescaped: U+0020.. except '"' and '\'. Escapes: the short ones and \uXXXX outside the surrogates.
   Fragment plain = b_->Codepoints({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}});
   auto hex = [&] { return b_->Codepoints({{'0', '9'}, {'A', 'F'}, {'a', 'f'}}); };
-  Fragment short_escape = b_->Codepoints({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'}, {'f', 'f'}, {'n', 'n'},
-                                          {'r', 'r'}, {'t', 't'}});
-  Fragment non_surrogate = b_->Seq({b_->Codepoints({{'0', '9'}, {'A', 'C'}, {'a', 'c'}, {'E', 'F'}, {'e', 'f'}}),
-                                    hex(), hex(), hex()});
+  Fragment short_escape = b_->Codepoints(
+      {{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'}, {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}});
+  Fragment non_surrogate =
+      b_->Seq({b_->Codepoints({{'0', '9'}, {'A', 'C'}, {'a', 'c'}, {'E', 'F'}, {'e', 'f'}}), hex(), hex(), hex()});
   Fragment low_d = b_->Seq({b_->Codepoints({{'D', 'D'}, {'d', 'd'}}), b_->Codepoints({{'0', '7'}}), hex(), hex()});
   Fragment unicode = b_->Seq(b_->Literal("u"), b_->Alt({non_surrogate, low_d}));
   Fragment escape = b_->Seq(b_->Literal("\\"), b_->Alt({short_escape, unicode}));
@@ -157,13 +163,94 @@ Fragment JsonSchemaCompiler::JsonString() {
 Fragment JsonSchemaCompiler::Number(bool integer) {
   Fragment int_part = b_->Seq(
       b_->Optional(b_->Literal("-")),
-      b_->Alt({b_->Literal("0"),
-               b_->Seq(b_->Codepoints({{'1', '9'}}), b_->Repeat([&] { return b_->Codepoints({{'0', '9'}}); }, 0, 15))}));
+      b_->Alt({b_->Literal("0"), b_->Seq(b_->Codepoints({{'1', '9'}}), b_->Repeat(
+                                                                           [&] {
+                                                                             return b_->Codepoints({{'0', '9'}});
+                                                                           },
+                                                                           0, 15))}));
   if (integer) return int_part;
   Fragment frac = b_->Seq(b_->Literal("."), b_->Repeat([&] { return b_->Codepoints({{'0', '9'}}); }, 1, 16));
-  Fragment exp = b_->Seq({b_->Codepoints({{'E', 'E'}, {'e', 'e'}}), b_->Optional(b_->Codepoints({{'+', '+'}, {'-', '-'}})),
-                          b_->Repeat([&] { return b_->Codepoints({{'0', '9'}}); }, 1, 2)});
+  Fragment exp =
+      b_->Seq({b_->Codepoints({{'E', 'E'}, {'e', 'e'}}), b_->Optional(b_->Codepoints({{'+', '+'}, {'-', '-'}})),
+               b_->Repeat(
+                   [&] {
+                     return b_->Codepoints({{'0', '9'}});
+                   },
+                   1, 2)});
   return b_->Seq({int_part, b_->Optional(frac), b_->Optional(exp)});
+}
+
+Fragment JsonSchemaCompiler::SameLengthRange(const std::string& lo, const std::string& hi) {
+  const size_t n = lo.size();
+  auto digits = [&](size_t count) { return b_->Repeat([&] { return b_->Codepoints({{'0', '9'}}); }, count, count); };
+  auto range = [&](char a, char z) { return b_->Codepoints({{static_cast<uint32_t>(a), static_cast<uint32_t>(z)}}); };
+  if (n == 1) return range(lo[0], hi[0]);
+  const std::string lo_rest = lo.substr(1), hi_rest = hi.substr(1);
+  if (lo[0] == hi[0]) return b_->Seq(range(lo[0], lo[0]), SameLengthRange(lo_rest, hi_rest));
+  if (lo_rest == std::string(n - 1, '0') && hi_rest == std::string(n - 1, '9'))
+    return b_->Seq(range(lo[0], hi[0]), digits(n - 1));
+  std::vector<Fragment> alternatives = {
+      b_->Seq(range(lo[0], lo[0]), SameLengthRange(lo_rest, std::string(n - 1, '9')))};
+  if (lo[0] + 1 <= hi[0] - 1) alternatives.push_back(b_->Seq(range(lo[0] + 1, hi[0] - 1), digits(n - 1)));
+  alternatives.push_back(b_->Seq(range(hi[0], hi[0]), SameLengthRange(std::string(n - 1, '0'), hi_rest)));
+  return b_->Alt(alternatives);
+}
+
+Fragment JsonSchemaCompiler::NonNegativeRange(int64_t lo, int64_t hi) {
+  std::vector<Fragment> alternatives;
+  int64_t first = 0, last = 9;  // the numbers of one digit count
+  for (int digits = 1; digits <= 16; ++digits) {
+    const int64_t a = std::max(lo, first), z = std::min(hi, last);
+    if (a <= z) alternatives.push_back(SameLengthRange(std::to_string(a), std::to_string(z)));
+    first = last + 1;
+    if (digits < 16) last = last * 10 + 9;
+  }
+  return b_->Alt(alternatives);
+}
+
+Fragment JsonSchemaCompiler::IntRange(int64_t lo, int64_t hi) {
+  std::vector<Fragment> alternatives;
+  if (lo < 0) alternatives.push_back(b_->Seq(b_->Literal("-"), NonNegativeRange(-std::min<int64_t>(hi, -1), -lo)));
+  if (hi >= 0) alternatives.push_back(NonNegativeRange(std::max<int64_t>(lo, 0), hi));
+  return b_->Alt(alternatives);
+}
+
+absl::StatusOr<Fragment> JsonSchemaCompiler::BoundedNumber(const Json& schema, bool integer, const std::string& path) {
+  std::optional<double> bound[4];
+  const char* names[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+  bool any = false;
+  for (int i = 0; i < 4; ++i) {
+    if (!schema.contains(names[i])) continue;
+    if (!schema[names[i]].is_number()) return KeywordError(names[i], path, "must be a number");
+    bound[i] = schema[names[i]].get<double>();
+    any = true;
+  }
+  if (!any) return Number(integer);
+  auto clamp = [](double v) { return std::max<double>(-kMaxMagnitude, std::min<double>(kMaxMagnitude, v)); };
+  if (integer) {
+    double lo = -kMaxMagnitude, hi = kMaxMagnitude;
+    if (bound[0]) lo = std::max(lo, std::ceil(clamp(*bound[0])));
+    if (bound[1]) lo = std::max(lo, std::floor(clamp(*bound[1])) + 1);
+    if (bound[2]) hi = std::min(hi, std::floor(clamp(*bound[2])));
+    if (bound[3]) hi = std::min(hi, std::ceil(clamp(*bound[3])) - 1);
+    if (lo > hi)
+      return KeywordError(bound[2] ? "maximum" : "exclusiveMaximum", path, "no integer lies within the bounds");
+    return IntRange(static_cast<int64_t>(lo), static_cast<int64_t>(hi));
+  }
+  for (int i : {1, 3})
+    if (bound[i])
+      return KeywordError(names[i], path, "is supported on 'integer' only (use inclusive bounds on 'number')");
+  for (int i : {0, 2})
+    if (bound[i] && (*bound[i] != std::floor(*bound[i]) || std::abs(*bound[i]) > kMaxMagnitude))
+      return KeywordError(names[i], path, "on 'number' must be an integer of at most 16 digits");
+  const int64_t lo = bound[0] ? static_cast<int64_t>(*bound[0]) : 0;
+  const int64_t hi = bound[2] ? static_cast<int64_t>(*bound[2]) : kMaxMagnitude;
+  if (lo < 0) return KeywordError("minimum", path, "on 'number' must be >= 0 (negative ranges: use 'integer')");
+  if (hi < lo) return KeywordError("maximum", path, "no number of the generated form lies within the bounds");
+  // [lo, hi): an integer part in [lo, hi - 1] and any fraction; or hi exactly.
+  Fragment frac = b_->Seq(b_->Literal("."), b_->Repeat([&] { return b_->Codepoints({{'0', '9'}}); }, 1, 16));
+  if (hi == lo) return IntRange(lo, hi);
+  return b_->Alt({b_->Seq(IntRange(lo, hi - 1), b_->Optional(frac)), IntRange(hi, hi)});
 }
 
 void JsonSchemaCompiler::EnsureAnyRules() {
@@ -176,9 +263,10 @@ void JsonSchemaCompiler::EnsureAnyRules() {
                                       b_->Literal("true"), b_->Literal("false"), b_->Literal("null")}));
   auto member = [&] { return b_->Seq({JsonString(), Ws(), b_->Literal(":"), Ws(), b_->Call(any_value_)}); };
   Fragment members = b_->Seq(member(), b_->Star(b_->Seq({Ws(), b_->Literal(","), Ws(), member()})));
-  b_->DefineRule(any_object_, b_->Seq({b_->Literal("{"), Ws(), b_->Optional(b_->Seq(members, Ws())), b_->Literal("}")}));
-  Fragment items = b_->Seq(b_->Call(any_value_),
-                           b_->Star(b_->Seq({Ws(), b_->Literal(","), Ws(), b_->Call(any_value_)})));
+  b_->DefineRule(any_object_,
+                 b_->Seq({b_->Literal("{"), Ws(), b_->Optional(b_->Seq(members, Ws())), b_->Literal("}")}));
+  Fragment items =
+      b_->Seq(b_->Call(any_value_), b_->Star(b_->Seq({Ws(), b_->Literal(","), Ws(), b_->Call(any_value_)})));
   b_->DefineRule(any_array_, b_->Seq({b_->Literal("["), Ws(), b_->Optional(b_->Seq(items, Ws())), b_->Literal("]")}));
 }
 
@@ -203,9 +291,8 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Value(const Json& schema, const std
   for (const auto& [key, value] : schema.items()) {
     if (Annotations().contains(key)) continue;
     if (!GeneralKeywords().contains(key) && !ObjectKeywords().contains(key) && !ArrayKeywords().contains(key) &&
-        !StringKeywords().contains(key)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unsupported JSON Schema keyword '", key, "' at ", Where(path)));
+        !StringKeywords().contains(key) && !NumberKeywords().contains(key)) {
+      return absl::InvalidArgumentError(absl::StrCat("unsupported JSON Schema keyword '", key, "' at ", Where(path)));
     }
     constraints.push_back(key);
   }
@@ -254,6 +341,7 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Value(const Json& schema, const std
     if (has_any(ObjectKeywords())) types.push_back("object");
     if (has_any(ArrayKeywords())) types.push_back("array");
     if (has_any(StringKeywords())) types.push_back("string");
+    if (has_any(NumberKeywords())) types.push_back("number");
     if (types.empty()) return AnyValue();
   }
   std::vector<Fragment> alternatives;
@@ -269,8 +357,8 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Typed(const Json& schema, const std
   if (type == "object") return Object(schema, path);
   if (type == "array") return Array(schema, path);
   if (type == "string") return String(schema, path);
-  if (type == "number") return Number(false);
-  if (type == "integer") return Number(true);
+  if (type == "number") return BoundedNumber(schema, false, path);
+  if (type == "integer") return BoundedNumber(schema, true, path);
   if (type == "boolean") return b_->Alt({b_->Literal("true"), b_->Literal("false")});
   return b_->Literal("null");
 }
@@ -518,8 +606,9 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::String(const Json& schema, const st
     if (it == Formats().end()) {
       std::vector<std::string> known;
       for (const auto& [name, unused] : Formats()) known.push_back(name);
-      return KeywordError("format", path,
-                          absl::StrCat("'", format, "' is not supported (supported: ", absl::StrJoin(known, ", "), ")"));
+      return KeywordError(
+          "format", path,
+          absl::StrCat("'", format, "' is not supported (supported: ", absl::StrJoin(known, ", "), ")"));
     }
     if (!regex.empty()) return KeywordError("format", path, "combining it with 'pattern' is not supported");
     regex = it->second;

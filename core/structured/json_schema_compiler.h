@@ -3,7 +3,9 @@
 /// `definitions`) compiled into a byte-level grammar of the JSON texts valid
 /// against it.
 ///
-/// Supported: type (a name or an array of names), enum, const, properties,
+/// Supported: type (a name or an array of names), enum, const, minimum,
+/// maximum, exclusiveMinimum, exclusiveMaximum (integers: any bounds; numbers:
+/// inclusive integer bounds, generated within [max(minimum, 0), maximum]), properties,
 /// required, additionalProperties (false, true or a schema; extra keys are
 /// then limited to [A-Za-z0-9_-]+ and never a declared name), items (schema or
 /// false), prefixItems, minItems, maxItems, minLength, maxLength (strings;
@@ -70,6 +72,12 @@ class JsonSchemaCompiler {
   Fragment StringChar();
   Fragment JsonString();
   Fragment Number(bool integer);
+  // number / integer with minimum, maximum, exclusiveMinimum, exclusiveMaximum.
+  absl::StatusOr<Fragment> BoundedNumber(const Json& schema, bool integer, const std::string& path);
+  // Decimal integers in [lo, hi] (no leading zeros, no "-0").
+  Fragment IntRange(int64_t lo, int64_t hi);
+  Fragment NonNegativeRange(int64_t lo, int64_t hi);
+  Fragment SameLengthRange(const std::string& lo, const std::string& hi);
   Fragment ExtraKey(const std::vector<std::string>& declared);
   void EnsureAnyRules();
 

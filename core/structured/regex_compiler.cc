@@ -59,7 +59,7 @@ CodepointRanges Intersect(const CodepointRanges& a, const CodepointRanges& b) {
 
 // JavaScript's \s (what ajv's RegExp uses).
 CodepointRanges JsSpace() {
-  return {{0x09, 0x0D}, {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+  return {{0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
           {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
 }
 CodepointRanges Digits() { return {{'0', '9'}}; }
@@ -204,25 +204,40 @@ class Parser {
     if (AtEnd()) return Error(at, "trailing backslash");
     const char c = text_[pos_++];
     switch (c) {
-      case 'd': return Digits();
-      case 'D': return Complement(Digits());
-      case 'w': return Word();
-      case 'W': return Complement(Word());
-      case 's': return JsSpace();
-      case 'S': return Complement(JsSpace());
-      case 'n': return CodepointRanges{{'\n', '\n'}};
-      case 'r': return CodepointRanges{{'\r', '\r'}};
-      case 't': return CodepointRanges{{'\t', '\t'}};
-      case 'f': return CodepointRanges{{'\f', '\f'}};
-      case 'v': return CodepointRanges{{'\v', '\v'}};
-      case '0': return CodepointRanges{{0, 0}};
+      case 'd':
+        return Digits();
+      case 'D':
+        return Complement(Digits());
+      case 'w':
+        return Word();
+      case 'W':
+        return Complement(Word());
+      case 's':
+        return JsSpace();
+      case 'S':
+        return Complement(JsSpace());
+      case 'n':
+        return CodepointRanges{{'\n', '\n'}};
+      case 'r':
+        return CodepointRanges{{'\r', '\r'}};
+      case 't':
+        return CodepointRanges{{'\t', '\t'}};
+      case 'f':
+        return CodepointRanges{{'\f', '\f'}};
+      case 'v':
+        return CodepointRanges{{'\v', '\v'}};
+      case '0':
+        return CodepointRanges{{0, 0}};
       case 'b':
         if (in_class) return CodepointRanges{{'\b', '\b'}};
         return Error(at, "word boundaries (\\b) are not supported");
-      case 'B': return Error(at, "word boundaries (\\B) are not supported");
-      case 'k': return Error(at, "backreferences (\\k<name>) are not supported");
+      case 'B':
+        return Error(at, "word boundaries (\\B) are not supported");
+      case 'k':
+        return Error(at, "backreferences (\\k<name>) are not supported");
       case 'p':
-      case 'P': return Error(at, "Unicode property classes (\\p{...}) are not supported");
+      case 'P':
+        return Error(at, "Unicode property classes (\\p{...}) are not supported");
       case 'x':
       case 'u': {
         const int digits = c == 'x' ? 2 : 4;
@@ -237,7 +252,8 @@ class Parser {
         if (v >= 0xD800 && v <= 0xDFFF) return Error(at, "surrogate escapes are not supported");
         return CodepointRanges{{v, v}};
       }
-      default: break;
+      default:
+        break;
     }
     if (c >= '1' && c <= '9') return Error(at, "backreferences are not supported");
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
@@ -313,20 +329,27 @@ class Parser {
     const size_t at = pos_;
     const char c = Peek();
     switch (c) {
-      case '(': return ParseGroup();
-      case '[': return ParseClass();
-      case '.': ++pos_; return SetNode(AnyButNewline(), at);
+      case '(':
+        return ParseGroup();
+      case '[':
+        return ParseClass();
+      case '.':
+        ++pos_;
+        return SetNode(AnyButNewline(), at);
       case '\\': {
         ++pos_;
         ORCA_ASSIGN_OR_RETURN(CodepointRanges set, ReadEscape(/*in_class=*/false));
         return SetNode(std::move(set), at);
       }
       case '^':
-      case '$': return Error(at, "anchors are only supported at the start ('^') and end ('$') of the pattern");
+      case '$':
+        return Error(at, "anchors are only supported at the start ('^') and end ('$') of the pattern");
       case '*':
       case '+':
-      case '?': return Error(at, "nothing to repeat");
-      default: break;
+      case '?':
+        return Error(at, "nothing to repeat");
+      default:
+        break;
     }
     ORCA_ASSIGN_OR_RETURN(uint32_t cp, ReadChar());
     return SetNode({{cp, cp}}, at);

@@ -6,8 +6,8 @@
 
 namespace orca::structured {
 
-absl::StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::FromTokenizer(
-    const text::Tokenizer& tokenizer, int32_t vocab_size) {
+absl::StatusOr<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::FromTokenizer(const text::Tokenizer& tokenizer,
+                                                                                      int32_t vocab_size) {
   const int32_t n = tokenizer.vocab_size();
   if (vocab_size == 0) vocab_size = n;
   if (vocab_size < n)

@@ -29,7 +29,7 @@ class TokenVocabulary {
   /// `vocab_size`: the model's logit count (>= the tokenizer's; ids past the
   /// tokenizer's are never allowed). 0 = the tokenizer's.
   static absl::StatusOr<std::shared_ptr<const TokenVocabulary>> FromTokenizer(const text::Tokenizer& tokenizer,
-                                                                             int32_t vocab_size = 0);
+                                                                              int32_t vocab_size = 0);
   /// From explicit token bytes (tests): ids with an empty string are excluded.
   static std::shared_ptr<const TokenVocabulary> FromBytes(std::vector<std::string> token_bytes,
                                                           std::vector<int32_t> eos_ids);

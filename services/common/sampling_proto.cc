@@ -5,11 +5,21 @@ namespace orca::services {
 void StructuredFromProto(const v1::StructuredOutput& proto, StructuredOutputSpec* spec) {
   using Kind = StructuredOutputSpec::Kind;
   switch (proto.kind()) {
-    case v1::StructuredOutput::KIND_JSON_OBJECT: spec->kind = Kind::kJsonObject; break;
-    case v1::StructuredOutput::KIND_JSON_SCHEMA: spec->kind = Kind::kJsonSchema; break;
-    case v1::StructuredOutput::KIND_REGEX: spec->kind = Kind::kRegex; break;
-    case v1::StructuredOutput::KIND_CHOICE: spec->kind = Kind::kChoice; break;
-    default: spec->kind = Kind::kNone; return;
+    case v1::StructuredOutput::KIND_JSON_OBJECT:
+      spec->kind = Kind::kJsonObject;
+      break;
+    case v1::StructuredOutput::KIND_JSON_SCHEMA:
+      spec->kind = Kind::kJsonSchema;
+      break;
+    case v1::StructuredOutput::KIND_REGEX:
+      spec->kind = Kind::kRegex;
+      break;
+    case v1::StructuredOutput::KIND_CHOICE:
+      spec->kind = Kind::kChoice;
+      break;
+    default:
+      spec->kind = Kind::kNone;
+      return;
   }
   spec->schema = proto.schema();
   spec->regex = proto.regex();
@@ -20,11 +30,21 @@ void StructuredFromProto(const v1::StructuredOutput& proto, StructuredOutputSpec
 void StructuredToProto(const StructuredOutputSpec& spec, v1::StructuredOutput* proto) {
   using Kind = StructuredOutputSpec::Kind;
   switch (spec.kind) {
-    case Kind::kJsonObject: proto->set_kind(v1::StructuredOutput::KIND_JSON_OBJECT); break;
-    case Kind::kJsonSchema: proto->set_kind(v1::StructuredOutput::KIND_JSON_SCHEMA); break;
-    case Kind::kRegex: proto->set_kind(v1::StructuredOutput::KIND_REGEX); break;
-    case Kind::kChoice: proto->set_kind(v1::StructuredOutput::KIND_CHOICE); break;
-    case Kind::kNone: proto->set_kind(v1::StructuredOutput::KIND_UNSPECIFIED); break;
+    case Kind::kJsonObject:
+      proto->set_kind(v1::StructuredOutput::KIND_JSON_OBJECT);
+      break;
+    case Kind::kJsonSchema:
+      proto->set_kind(v1::StructuredOutput::KIND_JSON_SCHEMA);
+      break;
+    case Kind::kRegex:
+      proto->set_kind(v1::StructuredOutput::KIND_REGEX);
+      break;
+    case Kind::kChoice:
+      proto->set_kind(v1::StructuredOutput::KIND_CHOICE);
+      break;
+    case Kind::kNone:
+      proto->set_kind(v1::StructuredOutput::KIND_UNSPECIFIED);
+      break;
   }
   proto->set_schema(spec.schema);
   proto->set_regex(spec.regex);

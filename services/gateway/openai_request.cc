@@ -136,8 +136,8 @@ absl::Status ParseOptions(const json& body, GenerationOptions* o) {
   ORCA_RETURN_IF_ERROR(ParseStructuredOutput(body, &o->sampling.structured));
   if (o->sampling.structured.enabled()) {
     if (o->ignore_eos) {
-      return InvalidFieldError("ignore_eos",
-                               "'ignore_eos' cannot be combined with structured outputs (the output ends with its grammar)");
+      return InvalidFieldError(
+          "ignore_eos", "'ignore_eos' cannot be combined with structured outputs (the output ends with its grammar)");
     }
     o->sampling.structured.end_token_ids = o->stop_token_ids;
   }

@@ -42,7 +42,8 @@ absl::Status ParseResponseFormat(const json& fmt, StructuredOutputSpec* spec) {
                                                                  type, "'"));
   }
   const json* js = r.Find("json_schema");
-  if (js == nullptr) return InvalidFieldError(kParam, "'response_format.json_schema' is required for type 'json_schema'");
+  if (js == nullptr)
+    return InvalidFieldError(kParam, "'response_format.json_schema' is required for type 'json_schema'");
   if (!js->is_object()) {
     return InvalidFieldError(
         kParam, absl::StrCat("'response_format.json_schema' must be an object, got ", DescribeJsonValue(*js)));
@@ -91,13 +92,13 @@ absl::Status ParseGuidedChoice(const json& value, StructuredOutputSpec* spec) {
     return InvalidFieldError("guided_choice", absl::StrCat("'guided_choice' must be a non-empty array of strings, got ",
                                                            DescribeJsonValue(value)));
   if (value.size() > kMaxChoices)
-    return InvalidFieldError("guided_choice",
-                             absl::StrCat("'guided_choice' may hold at most ", kMaxChoices, " choices, got ", value.size()));
+    return InvalidFieldError("guided_choice", absl::StrCat("'guided_choice' may hold at most ", kMaxChoices,
+                                                           " choices, got ", value.size()));
   for (size_t i = 0; i < value.size(); ++i) {
     if (!value[i].is_string() || value[i].get_ref<const std::string&>().empty())
-      return InvalidFieldError("guided_choice",
-                               absl::StrCat("'guided_choice[", i, "]' must be a non-empty string, got ",
-                                            DescribeJsonValue(value[i])));
+      return InvalidFieldError(
+          "guided_choice",
+          absl::StrCat("'guided_choice[", i, "]' must be a non-empty string, got ", DescribeJsonValue(value[i])));
     spec->choices.push_back(value[i].get<std::string>());
   }
   spec->kind = Kind::kChoice;
@@ -137,9 +138,10 @@ absl::Status ParseStructuredOutput(const json& body, StructuredOutputSpec* spec)
     given.push_back("guided_choice");
   }
   if (given.size() > 1) {
-    return InvalidFieldError(given[1], absl::StrCat("'", given[0], "' and '", given[1],
-                                                    "' both constrain the output; give at most one of "
-                                                    "response_format (json), guided_json, guided_regex, guided_choice"));
+    return InvalidFieldError(given[1],
+                             absl::StrCat("'", given[0], "' and '", given[1],
+                                          "' both constrain the output; give at most one of "
+                                          "response_format (json), guided_json, guided_regex, guided_choice"));
   }
   if (guided.enabled()) *spec = std::move(guided);
   if (!spec->enabled()) return absl::OkStatus();

@@ -20,7 +20,7 @@ const haveModel = model && fs.existsSync(path.join(model, 'tokenizer.json'));
 
 export const specs = [
   { schema: { type: 'object', properties: {
-      name: { type: 'string', maxLength: 12 }, age: { type: 'integer' },
+      name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: -5, maximum: 150 },
       tags: { type: 'array', items: { enum: ['a', 'b c', 7] }, maxItems: 3 },
       when: { type: 'string', format: 'date' } },
     required: ['name', 'age'], additionalProperties: false } },
@@ -28,7 +28,7 @@ export const specs = [
       kids: { type: 'array', items: { $ref: '#/$defs/t' }, maxItems: 2 } },
       required: ['v'], additionalProperties: false } }, $ref: '#/$defs/t' } },
   { schema: { type: 'object', properties: { id: { type: 'string', format: 'uuid' },
-      score: { type: ['number', 'null'] }, ok: { type: 'boolean' }, kind: { const: 'x' } },
+      score: { type: ['number', 'null'] }, w: { type: 'number', minimum: 2, maximum: 7 }, ok: { type: 'boolean' }, kind: { const: 'x' } },
     required: ['id', 'score', 'ok', 'kind'], additionalProperties: false } },
   { schema: { type: 'array', prefixItems: [{ type: 'string', minLength: 1, maxLength: 5 }, { type: 'integer' }],
     items: false, minItems: 2 } },

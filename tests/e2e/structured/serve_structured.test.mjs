@@ -29,7 +29,7 @@ const person = {
   type: 'object',
   properties: {
     name: { type: 'string', maxLength: 10 },
-    age: { type: 'integer' },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
     role: { enum: ['admin', 'user', null] },
     active: { type: 'boolean' },
     born: { type: 'string', format: 'date' },
@@ -172,8 +172,8 @@ for (const m of models) {
         await expect400(client.chat.completions.create({
           model, messages: [{ role: 'user', content: 'x' }],
           response_format: { type: 'json_schema', json_schema: { name: 'n', schema: {
-            type: 'object', properties: { age: { type: 'integer', minimum: 0 } } } } },
-        }), 'response_format', /'minimum' at \/properties\/age/);
+            type: 'object', properties: { age: { type: 'integer', multipleOf: 2 } } } } },
+        }), 'response_format', /'multipleOf' at \/properties\/age/);
         await expect400(client.completions.create({ model, prompt: 'x', guided_regex: '(a)\\1' }),
           'guided_regex', /backreferences/);
         await expect400(client.completions.create({ model, prompt: 'x', guided_regex: 'a', guided_choice: ['a'] }),

@@ -160,8 +160,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"SchemaKeywordRefused",
                  R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
                      "json_schema": {"name": "n", "schema": {"type": "object",
-                     "properties": {"a": {"type": "number", "maximum": 3}}}}}})",
-                 "response_format", "unsupported JSON Schema keyword 'maximum' at /properties/a"},
+                     "properties": {"a": {"type": "number", "multipleOf": 3}}}}}})",
+                 "response_format", "unsupported JSON Schema keyword 'multipleOf' at /properties/a"},
         BadInput{"SchemaNotAnObject",
                  R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
                      "json_schema": {"name": "n", "schema": "x"}}})",
@@ -173,7 +173,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"GuidedJsonNotJson", R"({"messages": [{"role": "user", "content": "x"}], "guided_json": "{oops"})",
                  "guided_json", "'guided_json' is a string but not JSON"},
         BadInput{"GuidedRegexRefused", R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a(?=b)"})",
-                 "guided_regex", "lookaround"},
+                 "guided_regex", "lookaround"
+},
         BadInput{"GuidedChoiceEmpty", R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": [""]})",
                  "guided_choice", "'guided_choice[0]' must be a non-empty string"},
         BadInput{"GuidedGrammar", R"({"messages": [{"role": "user", "content": "x"}], "guided_grammar": "root ::= x"})",
@@ -188,7 +189,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"MaxCompletionTokensNegative",
                  R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
                  "max_completion_tokens", "at least 1, got -1"}),
-    [](const ::testing::TestParamInfo<BadInput>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<BadInput>& info) {
+  return std::string(info.param.name); });
 
 TEST(OpenAiRequestTest, UnknownFieldsAndNullsAreIgnored) {
   auto request = Completion(R"({"prompt": "hi", "frobnicate": {"x": 1}, "temperature": null, "stop": null})");

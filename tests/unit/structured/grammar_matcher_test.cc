@@ -2,13 +2,14 @@
 // (checked against a brute force over the vocabulary), EOS only where the
 // grammar may end, the cache reused across requests, and ApplyToLogits.
 
+#include "core/structured/grammar_matcher.h"
+
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/structured/compile.h"
-#include "core/structured/grammar_matcher.h"
 #include "gtest/gtest.h"
 #include "tests/unit/structured/test_util.h"
 
@@ -17,10 +18,10 @@ namespace {
 
 std::shared_ptr<const TokenVocabulary> SmallVocab() {
   // Multi-byte tokens crossing JSON token boundaries, as BPE vocabularies have.
-  std::vector<std::string> t = {"{",   "}",    "\"",     ":",   ",",   " ",  "\n",    "a",   "b",  "ab",
-                                "\"a", "\":",  "\": \"", "1",   "12",  "-",  "true",  "tr",  "ue", "null",
-                                "{\"", "\"}",  "[",      "]",   "x\"", "\\", "\\n",   "\xC3", "\xA9", "\xC3\xA9",
-                                "",    "\"b\"", "  ",    "},",  "e"};
+  std::vector<std::string> t = {"{",    "}",    "\"",       ":",      ",",     " ",  "\n",  "a",    "b",
+                                "ab",   "\"a",  "\":",      "\": \"", "1",     "12", "-",   "true", "tr",
+                                "ue",   "null", "{\"",      "\"}",    "[",     "]",  "x\"", "\\",   "\\n",
+                                "\xC3", "\xA9", "\xC3\xA9", "",       "\"b\"", "  ", "},",  "e"};
   t.push_back("");  // id 35: EOS
   return TokenVocabulary::FromBytes(t, {35});
 }
@@ -131,7 +132,7 @@ TEST(GrammarMatcherTest, FactorySharesTheMaskCacheBetweenRequests) {
   const GrammarRuntime::Stats s = factory.stats();
   EXPECT_EQ(s.mask_misses, 6);
   EXPECT_EQ(s.mask_hits, 12);
-  EXPECT_FALSE(factory.NewMatcher(testing::SchemaSpec(R"({"type":"integer","maximum":3})")).ok());
+  EXPECT_FALSE(factory.NewMatcher(testing::SchemaSpec(R"({"type":"integer","multipleOf":3})")).ok());
 }
 
 }  // namespace
