@@ -173,20 +173,25 @@ void GrammarMatcher::ApplyToLogits(float* logits, int32_t n) {
       allow_end = true;
     }
   }
-  std::vector<std::pair<int32_t, float>> saved;
+  std::vector<std::pair<int32_t, float>>& saved = saved_;
+  saved.clear();
   if (allow_end)
     for (int32_t t : end_tokens_)
       if (t >= 0 && t < n) saved.emplace_back(t, logits[t]);
   const int32_t vocab = std::min(n, runtime_->vocab().vocab_size());
-  if (mask == nullptr) {
+  if (mask == nullptr || mask->allowed < vocab / 2) {
+    // Few allowed: keep them, fill the rest.
+    if (mask != nullptr)
+      for (int32_t w = 0; w * 64 < vocab; ++w)
+        for (uint64_t bits = mask->words[w]; bits != 0; bits &= bits - 1)
+          saved.emplace_back(w * 64 + __builtin_ctzll(bits), logits[w * 64 + __builtin_ctzll(bits)]);
     std::fill(logits, logits + n, kNegInf);
   } else {
+    // Most allowed (e.g. inside a string): clear only the disallowed ones.
     for (int32_t w = 0; w * 64 < vocab; ++w) {
-      const uint64_t bits = mask->words[w];
-      if (bits == ~uint64_t{0}) continue;
-      const int32_t end = std::min(vocab, (w + 1) * 64);
-      for (int32_t i = w * 64; i < end; ++i)
-        if (!((bits >> (i & 63)) & 1)) logits[i] = kNegInf;
+      uint64_t bits = ~mask->words[w];
+      if ((w + 1) * 64 > vocab) bits &= (vocab - w * 64 == 64) ? ~uint64_t{0} : ((uint64_t{1} << (vocab - w * 64)) - 1);
+      for (; bits != 0; bits &= bits - 1) logits[w * 64 + __builtin_ctzll(bits)] = kNegInf;
     }
     std::fill(logits + vocab, logits + n, kNegInf);
   }

@@ -131,6 +131,7 @@ class GrammarMatcher {
   std::shared_ptr<GrammarRuntime> runtime_;
   std::vector<int32_t> end_tokens_;
   GrammarRuntime::StateSet states_;
+  std::vector<std::pair<int32_t, float>> saved_;  // ApplyToLogits scratch
   bool terminated_ = false;
   int64_t dead_ends_ = 0;
 };

@@ -95,7 +95,8 @@ class Parser {
 
  private:
   absl::Status Error(size_t at, std::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("regex: ", what, " at offset ", at, " of \"", text_, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("regex: ", std::string(what), " at offset ", at, " of \"", std::string(text_), "\""));
   }
   bool AtEnd() const { return pos_ >= end_; }
   char Peek() const { return text_[pos_]; }
@@ -372,8 +373,8 @@ class Emitter {
         if (options_.json_string) set = Intersect(set, {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, kMaxCodepoint}});
         if (set.empty())
           return absl::InvalidArgumentError(absl::StrCat(
-              "regex: the character class at offset ", n.offset, " of \"", text_, "\" matches no character",
-              options_.json_string ? " that can appear unescaped in a JSON string" : ""));
+              "regex: the character class at offset ", n.offset, " of \"", std::string(text_),
+              "\" matches no character", options_.json_string ? " that can appear unescaped in a JSON string" : ""));
         return b_->Codepoints(set);
       }
       case RegexNode::Kind::kSeq: {
