@@ -49,7 +49,7 @@ test('random constrained generations validate against their schemas (ajv) and re
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-structured-'));
   const file = path.join(dir, 'specs.json');
   fs.writeFileSync(file, JSON.stringify(specs.map(({ validate, ...s }) => s)));
-  const perSpec = 400;
+  const perSpec = 350;
   const started = Date.now();
   const run = spawnSync(path.join(binDir(), 'structured_bench'),
     ['--mode=sample', `--model=${model}`, `--specs=${file}`, `--per-spec=${perSpec}`, '--max-tokens=300', '--seed=7'],

@@ -172,7 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "guided_regex", "'response_format' and 'guided_regex' both constrain the output"},
         BadInput{"GuidedJsonNotJson", R"({"messages": [{"role": "user", "content": "x"}], "guided_json": "{oops"})",
                  "guided_json", "'guided_json' is a string but not JSON"},
-        BadInput{"GuidedRegexRefused", R"({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a(?=b)"})",
+        BadInput{"GuidedRegexRefused", R"j({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a(?=b)"})j",
                  "guided_regex", "lookaround"
 },
         BadInput{"GuidedChoiceEmpty", R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": [""]})",
