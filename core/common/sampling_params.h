@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/structured_output.h"
+
 namespace orca {
 
 /// OpenAI's bound on a logit_bias value and on the number of biased tokens.
@@ -45,6 +47,8 @@ struct SamplingParams {
   /// before it) with the k most likely alternatives (0..20). Computed on the
   /// last stage during the prefill of the requests that ask.
   int32_t prompt_logprobs = -1;
+  /// Structured output (constrained decoding); kind kNone = unconstrained.
+  StructuredOutputSpec structured;
 
   bool WantsPromptLogprobs() const { return prompt_logprobs >= 0; }
   bool IsGreedy() const { return temperature <= 0.0f; }

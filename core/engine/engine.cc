@@ -9,10 +9,13 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
 #include "core/engine/gloo_communicator.h"
 #include "core/engine/prompt_logprobs.h"
+#include "core/structured/compile.h"
+#include "core/text/tokenizer.h"
 #include "kernels/include/backend_factory.h"
 #ifdef ORCA_WITH_NCCL
 #include "core/engine/nccl_communicator.h"
@@ -434,7 +437,9 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   for (const StepSequence& s : in.seqs)
     if (s.new_request.has_value())
       samplers_[s.request_id] = std::make_unique<Sampler>(
-          s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids, s.new_request->output_token_ids);
+          s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids, s.new_request->output_token_ids,
+          s.new_request->sampling.structured.enabled() ? NewMatcher(s.request_id, s.new_request->sampling.structured)
+                                                       : nullptr);
   int64_t row = 0;  // the sequence's first row of logits
   for (size_t i = 0; i < in.seqs.size(); ++i) {
     const StepSequence& s = in.seqs[i];
@@ -460,6 +465,38 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
     out->samples.push_back({s.request_id, it->second->Sample(logits_.data() + (row - 1) * c.vocab_size, c.vocab_size)});
   }
   return absl::OkStatus();
+}
+
+std::unique_ptr<structured::GrammarMatcher> Engine::NewMatcher(uint64_t request_id, const StructuredOutputSpec& spec) {
+  if (structured_ == nullptr && !structured_unavailable_) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::unique_ptr<text::Tokenizer>> tokenizer = text::Tokenizer::Load(options_.model_path);
+    absl::StatusOr<std::shared_ptr<const structured::TokenVocabulary>> vocab =
+        tokenizer.ok() ? structured::TokenVocabulary::FromTokenizer(**tokenizer, config().vocab_size)
+                       : absl::StatusOr<std::shared_ptr<const structured::TokenVocabulary>>(tokenizer.status());
+    if (!vocab.ok()) {
+      structured_unavailable_ = true;
+      ORCA_LOG(ERROR) << "structured outputs are unavailable (requests run unconstrained): loading the tokenizer of "
+                      << options_.model_path << ": " << vocab.status().ToString();
+      return nullptr;
+    }
+    ORCA_LOG(INFO) << "structured outputs: vocabulary of " << (*vocab)->vocab_size() << " tokens ("
+                   << (*vocab)->num_trie_tokens() << " in the trie) built in "
+                   << absl::ToDoubleMilliseconds(absl::Now() - start) << " ms";
+    structured_ = std::make_unique<structured::MatcherFactory>(*std::move(vocab));
+  }
+  if (structured_ == nullptr) return nullptr;
+  absl::StatusOr<std::unique_ptr<structured::GrammarMatcher>> matcher = structured_->NewMatcher(spec);
+  if (!matcher.ok()) {
+    ORCA_LOG(ERROR) << "request " << request_id << " runs unconstrained: its structured-output spec does not compile: "
+                    << matcher.status().ToString();
+    return nullptr;
+  }
+  return *std::move(matcher);
+}
+
+structured::GrammarRuntime::Stats Engine::structured_stats() const {
+  return structured_ == nullptr ? structured::GrammarRuntime::Stats{} : structured_->stats();
 }
 
 }  // namespace orca::engine

@@ -28,6 +28,9 @@
 namespace gloo::rendezvous {
 class Store;
 }
+namespace orca::structured {
+class MatcherFactory;
+}
 
 namespace orca::engine {
 
@@ -95,6 +98,8 @@ class Engine {
   /// The weights' type: f32 or bf16, or for a quantized checkpoint its embedding's block type.
   DType weight_dtype() const;
   std::string backend_name() const;
+  /// Mask-cache statistics of structured-output requests so far (zeros before the first).
+  structured::GrammarRuntime::Stats structured_stats() const;
 
  private:
   struct Shard;
@@ -104,6 +109,9 @@ class Engine {
   absl::StatusOr<std::unique_ptr<Shard>> LoadShard(int rank, int num_threads) const;
   absl::Status ConnectShards();
   void LogReady() const;
+  // A request's grammar matcher; null (logged) when the tokenizer or the spec cannot be loaded, and the request then
+  // runs unconstrained. The vocabulary is built from the checkpoint's tokenizer at the first structured request.
+  std::unique_ptr<structured::GrammarMatcher> NewMatcher(uint64_t request_id, const StructuredOutputSpec& spec);
   // Checks every sequence of `input` (ids, lengths, positions, vocabulary) and reserves or extends its KV on every
   // shard, appending what it reserved to `reserved` so that a failure can be rolled back.
   absl::Status ValidateAndReserve(const StepInput& input, std::vector<uint64_t>* reserved);
@@ -126,6 +134,8 @@ class Engine {
   };
   absl::flat_hash_map<uint64_t, PromptLogprobsState> prompt_logprobs_;
   std::vector<std::pair<float, int32_t>> logprob_scratch_;
+  std::unique_ptr<structured::MatcherFactory> structured_;
+  bool structured_unavailable_ = false;  // the tokenizer failed to load (logged once)
   std::vector<SeqSpec> seq_specs_;
   std::vector<int32_t> token_ids_;
   std::vector<float> logits_;

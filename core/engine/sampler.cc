@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/common/logging.h"
+
 namespace orca::engine {
 namespace {
 
@@ -28,8 +30,18 @@ uint64_t SplitMix(uint64_t x) {
 }  // namespace
 
 Sampler::Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt,
-                 absl::Span<const int32_t> resumed_output)
-    : params_(params), rng_(params.seed.has_value() ? *params.seed : SplitMix(request_id)) {
+                 absl::Span<const int32_t> resumed_output, std::unique_ptr<structured::GrammarMatcher> matcher)
+    : params_(params),
+      rng_(params.seed.has_value() ? *params.seed : SplitMix(request_id)),
+      matcher_(std::move(matcher)) {
+  if (matcher_ != nullptr) {
+    for (int32_t t : resumed_output) {
+      if (absl::Status s = matcher_->Accept(t); !s.ok()) {
+        ORCA_LOG(WARNING) << "request " << request_id << ": replaying its output through its grammar: " << s.ToString();
+        break;
+      }
+    }
+  }
   if (params_.repetition_penalty != 1.0f)
     for (int32_t t : prompt) prompt_tokens_[t] = true;
   for (int32_t t : resumed_output) ++output_counts_[t];
@@ -83,7 +95,12 @@ SampleResult Sampler::Sample(float* logits, int32_t vocab) {
   }
   ApplyLogitBias(logits, vocab);
   ApplyPenalties(logits, vocab);
+  if (matcher_ != nullptr) matcher_->ApplyToLogits(logits, vocab);
   const int32_t chosen = Draw(logits, vocab);
+  if (matcher_ != nullptr) {
+    // Cannot fail: the draw only sees tokens the mask allowed.
+    if (absl::Status s = matcher_->Accept(chosen); !s.ok()) ORCA_LOG(ERROR) << "structured output: " << s.ToString();
+  }
   result.token_id = chosen;
   if (want_logprobs) result.logprob = raw_logits_[chosen] - raw_lse;
   ++output_counts_[chosen];
@@ -97,6 +114,7 @@ int32_t Sampler::Draw(float* logits, int32_t vocab) {
   const float inv_t = 1.0f / params_.temperature;
   float m = -std::numeric_limits<float>::infinity();
   for (int32_t i = 0; i < vocab; ++i) m = std::max(m, logits[i]);
+  if (!std::isfinite(m)) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
   // Candidates sorted by probability, pruned by top-k / top-p / min-p.
   candidates_.clear();
   double total = 0;

@@ -5,9 +5,13 @@
 /// chosen token and the top alternatives. Logprobs are those of the raw model
 /// distribution (log-softmax of the logits before logit_bias, penalties or
 /// any sampling transform), like vLLM's default. logit_bias is added first, then
-/// the penalties apply to the biased logits.
+/// the penalties apply to the biased logits. A request with a structured-output
+/// constraint carries a GrammarMatcher: every step it masks the (biased,
+/// penalized) logits to the tokens its grammar allows before drawing, and
+/// advances on the drawn token.
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -15,6 +19,7 @@
 #include "absl/types/span.h"
 #include "core/common/sampling_params.h"
 #include "core/engine/step_records.h"
+#include "core/structured/grammar_matcher.h"
 
 namespace orca::engine {
 
@@ -24,14 +29,16 @@ class Sampler {
   /// `resumed_output`: tokens this request generated before (it was preempted
   /// and is recomputed): their penalty counts are restored and a non-greedy
   /// generator skips the draws that produced them, so sampling continues as if
-  /// nothing had happened.
+  /// nothing had happened. `matcher` (may be null) constrains the output; it
+  /// is replayed over `resumed_output`.
   Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt,
-          absl::Span<const int32_t> resumed_output = {});
+          absl::Span<const int32_t> resumed_output = {}, std::unique_ptr<structured::GrammarMatcher> matcher = nullptr);
 
   /// Samples the next token from `logits` (modified in place) and records it.
   SampleResult Sample(float* logits, int32_t vocab_size);
 
   const SamplingParams& params() const { return params_; }
+  const structured::GrammarMatcher* matcher() const { return matcher_.get(); }
 
  private:
   void ApplyLogitBias(float* logits, int32_t vocab_size) const;
@@ -44,6 +51,7 @@ class Sampler {
   absl::flat_hash_map<int32_t, bool> prompt_tokens_;
   std::vector<std::pair<float, int32_t>> candidates_;  // reused scratch
   std::vector<float> raw_logits_;                      // kept only when logprobs are asked
+  std::unique_ptr<structured::GrammarMatcher> matcher_;
 };
 
 }  // namespace orca::engine

@@ -4,6 +4,56 @@
 
 namespace orca::services {
 
+void StructuredFromProto(const v1::StructuredOutput& proto, StructuredOutputSpec* spec) {
+  using Kind = StructuredOutputSpec::Kind;
+  switch (proto.kind()) {
+    case v1::StructuredOutput::KIND_JSON_OBJECT:
+      spec->kind = Kind::kJsonObject;
+      break;
+    case v1::StructuredOutput::KIND_JSON_SCHEMA:
+      spec->kind = Kind::kJsonSchema;
+      break;
+    case v1::StructuredOutput::KIND_REGEX:
+      spec->kind = Kind::kRegex;
+      break;
+    case v1::StructuredOutput::KIND_CHOICE:
+      spec->kind = Kind::kChoice;
+      break;
+    default:
+      spec->kind = Kind::kNone;
+      return;
+  }
+  spec->schema = proto.schema();
+  spec->regex = proto.regex();
+  spec->choices.assign(proto.choices().begin(), proto.choices().end());
+  spec->end_token_ids.assign(proto.end_token_ids().begin(), proto.end_token_ids().end());
+}
+
+void StructuredToProto(const StructuredOutputSpec& spec, v1::StructuredOutput* proto) {
+  using Kind = StructuredOutputSpec::Kind;
+  switch (spec.kind) {
+    case Kind::kJsonObject:
+      proto->set_kind(v1::StructuredOutput::KIND_JSON_OBJECT);
+      break;
+    case Kind::kJsonSchema:
+      proto->set_kind(v1::StructuredOutput::KIND_JSON_SCHEMA);
+      break;
+    case Kind::kRegex:
+      proto->set_kind(v1::StructuredOutput::KIND_REGEX);
+      break;
+    case Kind::kChoice:
+      proto->set_kind(v1::StructuredOutput::KIND_CHOICE);
+      break;
+    case Kind::kNone:
+      proto->set_kind(v1::StructuredOutput::KIND_UNSPECIFIED);
+      break;
+  }
+  proto->set_schema(spec.schema);
+  proto->set_regex(spec.regex);
+  for (const std::string& c : spec.choices) proto->add_choices(c);
+  for (int32_t id : spec.end_token_ids) proto->add_end_token_ids(id);
+}
+
 SamplingParams SamplingFromProto(const v1::SamplingParams& proto) {
   SamplingParams params;
   params.temperature = proto.temperature();
@@ -19,6 +69,7 @@ SamplingParams SamplingFromProto(const v1::SamplingParams& proto) {
   params.logit_bias.assign(proto.logit_bias().begin(), proto.logit_bias().end());
   std::sort(params.logit_bias.begin(), params.logit_bias.end());  // a proto map has no order
   params.prompt_logprobs = proto.has_prompt_logprobs() ? proto.prompt_logprobs() : -1;
+  if (proto.has_structured()) StructuredFromProto(proto.structured(), &params.structured);
   return params;
 }
 
@@ -35,6 +86,7 @@ void SamplingToProto(const SamplingParams& params, v1::SamplingParams* proto) {
   proto->set_logprobs(params.logprobs);
   for (const auto& [id, bias] : params.logit_bias) (*proto->mutable_logit_bias())[id] = bias;
   if (params.WantsPromptLogprobs()) proto->set_prompt_logprobs(params.prompt_logprobs);
+  if (params.structured.enabled()) StructuredToProto(params.structured, proto->mutable_structured());
 }
 
 }  // namespace orca::services

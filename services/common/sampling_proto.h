@@ -19,5 +19,8 @@ namespace orca::services {
 SamplingParams SamplingFromProto(const v1::SamplingParams& proto);
 /// Plain → wire (every field; the seed only when set).
 void SamplingToProto(const SamplingParams& params, v1::SamplingParams* proto);
+/// The structured-output part alone (an unknown kind reads as kNone = unconstrained).
+void StructuredFromProto(const v1::StructuredOutput& proto, StructuredOutputSpec* spec);
+void StructuredToProto(const StructuredOutputSpec& spec, v1::StructuredOutput* proto);
 
 }  // namespace orca::services

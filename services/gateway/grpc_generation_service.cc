@@ -10,6 +10,7 @@
 #include "services/common/grpc_status.h"
 #include "services/common/sampling_proto.h"
 #include "services/gateway/api_error.h"
+#include "services/gateway/structured_output_request.h"
 
 namespace orca::gateway {
 namespace {
@@ -208,6 +209,7 @@ absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* op
                              "sampling.prompt_logprobs is not supported by the gRPC API (its responses "
                              "carry generated tokens only); use the HTTP API");
   }
+  ORCA_RETURN_IF_ERROR(ValidateStructuredOutput(sampling.structured, "sampling.structured"));
   options->sampling = sampling;
   if (request.stop_size() > kMaxStopStrings) {
     return InvalidFieldError("stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings, " strings"));

@@ -9,6 +9,7 @@
 #include "core/sched/request_spec.h"
 #include "services/gateway/api_error.h"
 #include "services/gateway/json_fields.h"
+#include "services/gateway/structured_output_request.h"
 
 namespace orca::gateway {
 namespace {
@@ -172,6 +173,14 @@ absl::Status ParseOptions(const json& body, GenerationOptions* o) {
     ORCA_RETURN_IF_ERROR(JsonFieldReader(*so, "stream_options.").Bool("include_usage", &o->include_usage));
   }
   if (const json* bias = r.Find("logit_bias")) ORCA_RETURN_IF_ERROR(ParseLogitBias(*bias, &o->sampling.logit_bias));
+  ORCA_RETURN_IF_ERROR(ParseStructuredOutput(body, &o->sampling.structured));
+  if (o->sampling.structured.enabled()) {
+    if (o->ignore_eos) {
+      return InvalidFieldError(
+          "ignore_eos", "'ignore_eos' cannot be combined with structured outputs (the output ends with its grammar)");
+    }
+    o->sampling.structured.end_token_ids = o->stop_token_ids;
+  }
   return absl::OkStatus();
 }
 
@@ -297,22 +306,6 @@ absl::Status ParseChatOnlyFields(const json& body, ChatRequest* out) {
   }
   ORCA_RETURN_IF_ERROR(r.Bool("add_generation_prompt", &out->add_generation_prompt));
   ORCA_RETURN_IF_ERROR(r.Bool("add_special_tokens", &out->add_special_tokens));
-  if (const json* fmt = r.Find("response_format")) {
-    if (!fmt->is_object()) {
-      return InvalidFieldError("response_format",
-                               absl::StrCat("'response_format' must be an object, got ", DescribeJsonValue(*fmt)));
-    }
-    std::string type;
-    ORCA_RETURN_IF_ERROR(JsonFieldReader(*fmt, "response_format.").String("type", &type));
-    if (type == "json_object" || type == "json_schema") {
-      return Unsupported("response_format", absl::StrCat("'response_format' of type '", type, "'"));
-    }
-    if (type != "text") {
-      return InvalidFieldError("response_format",
-                               "'response_format.type' must be 'text', 'json_object' or "
-                               "'json_schema'");
-    }
-  }
   std::string tool_choice;
   if (const json* choice = r.Find("tool_choice"); choice != nullptr && choice->is_string()) {
     tool_choice = choice->get<std::string>();

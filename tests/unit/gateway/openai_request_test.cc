@@ -176,12 +176,37 @@ INSTANTIATE_TEST_SUITE_P(
                  "top_logprobs", "at most 20, got 21"},
         BadInput{"LogprobsInt", R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", "logprobs",
                  "'logprobs' must be a boolean"},
-        BadInput{"JsonObjectFormat",
-                 R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
-                 "response_format", "'response_format' of type 'json_object' is not supported"},
-        BadInput{"JsonSchemaFormat",
+        BadInput{"JsonSchemaFormatWithoutSchema",
                  R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})",
-                 "response_format", "not supported"},
+                 "response_format", "'response_format.json_schema' is required"},
+        BadInput{"UnknownFormatType",
+                 R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}})",
+                 "response_format", "must be 'text', 'json_object' or 'json_schema', got 'yaml'"},
+        BadInput{"SchemaKeywordRefused",
+                 R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+                     "json_schema": {"name": "n", "schema": {"type": "object",
+                     "properties": {"a": {"type": "number", "multipleOf": 3}}}}}})",
+                 "response_format", "unsupported JSON Schema keyword 'multipleOf' at /properties/a"},
+        BadInput{"SchemaNotAnObject",
+                 R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema",
+                     "json_schema": {"name": "n", "schema": "x"}}})",
+                 "response_format", "'response_format.json_schema.schema' must be an object"},
+        BadInput{"TwoConstraints",
+                 R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"},
+                     "guided_regex": "a+"})",
+                 "guided_regex", "'response_format' and 'guided_regex' both constrain the output"},
+        BadInput{"GuidedJsonNotJson", R"({"messages": [{"role": "user", "content": "x"}], "guided_json": "{oops"})",
+                 "guided_json", "'guided_json' is a string but not JSON"},
+        BadInput{"GuidedRegexRefused", R"j({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a(?=b)"})j",
+                 "guided_regex", "lookaround"
+},
+        BadInput{"GuidedChoiceEmpty", R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": [""]})",
+                 "guided_choice", "'guided_choice[0]' must be a non-empty string"},
+        BadInput{"GuidedGrammar", R"({"messages": [{"role": "user", "content": "x"}], "guided_grammar": "root ::= x"})",
+                 "guided_grammar", "'guided_grammar' is not supported"},
+        BadInput{"StructuredWithIgnoreEos",
+                 R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": ["a"], "ignore_eos": true})",
+                 "ignore_eos", "cannot be combined with structured outputs"},
         BadInput{
             "Tools",
             R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})",
@@ -189,7 +214,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"MaxCompletionTokensNegative",
                  R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
                  "max_completion_tokens", "at least 1, got -1"}),
-    [](const ::testing::TestParamInfo<BadInput>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<BadInput>& info) {
+  return std::string(info.param.name); });
 
 TEST(OpenAiRequestTest, UnknownFieldsAndNullsAreIgnored) {
   auto request = Completion(R"({"prompt": "hi", "frobnicate": {"x": 1}, "temperature": null, "stop": null})");
@@ -333,6 +359,32 @@ TEST(OpenAiRequestTest, ChatContentPartsAreJoinedAndMaxCompletionTokensWins) {
   EXPECT_EQ(r->options.max_tokens, 9);
   EXPECT_TRUE(r->options.sampling.logprobs);
   EXPECT_EQ(r->options.sampling.top_logprobs, 3);
+}
+
+TEST(OpenAiRequestTest, StructuredOutputFieldsBecomeTheSamplingSpec) {
+  using Kind = StructuredOutputSpec::Kind;
+  auto chat = Chat(R"({"messages": [{"role": "user", "content": "x"}], "stop_token_ids": [7],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true,
+      "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->options.sampling.structured.kind, Kind::kJsonSchema);
+  EXPECT_EQ(chat->options.sampling.structured.schema, R"({"properties":{"a":{"type":"string"}},"type":"object"})");
+  EXPECT_EQ(chat->options.sampling.structured.end_token_ids, std::vector<int32_t>{7});
+  auto json_mode = Completion(R"({"prompt": "x", "response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(json_mode.ok()) << json_mode.status();
+  EXPECT_EQ(json_mode->options.sampling.structured.kind, Kind::kJsonObject);
+  auto guided_json = Completion(R"({"prompt": "x", "guided_json": "{\"type\": \"integer\"}"})");
+  ASSERT_TRUE(guided_json.ok()) << guided_json.status();
+  EXPECT_EQ(guided_json->options.sampling.structured.schema, R"({"type":"integer"})");
+  auto regex = Completion(R"({"prompt": "x", "guided_regex": "[a-z]+", "guided_decoding_backend": "xgrammar"})");
+  ASSERT_TRUE(regex.ok()) << regex.status();
+  EXPECT_EQ(regex->options.sampling.structured.kind, Kind::kRegex);
+  auto choice = Completion(R"({"prompt": "x", "guided_choice": ["yes", "no"]})");
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->options.sampling.structured.choices, (std::vector<std::string>{"yes", "no"}));
+  auto text = Chat(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "text"}})");
+  ASSERT_TRUE(text.ok());
+  EXPECT_FALSE(text->options.sampling.structured.enabled());
 }
 
 TEST(OpenAiRequestTest, DeeplyNestedJsonIsHandled) {
