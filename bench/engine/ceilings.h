@@ -85,20 +85,27 @@ __attribute__((target("avx512f"), noinline)) inline float FmaLoop(int64_t iters)
   return lanes[0];
 }
 
-/// f32 FMA peak of `threads` cores in GFLOP/s (register-only loop, best of 3).
-inline double MeasureFmaPeak(int threads) {
+/// Best of 3 runs of `loop(kIters)` on `threads` cores, in G(FL)OP/s: each call of `loop` does
+/// `ops_per_iter` operations per iteration (12 independent accumulators × ops per instruction).
+template <typename Loop>
+double BestOfThreePeak(int threads, double ops_per_iter, Loop loop) {
   constexpr int64_t kIters = 20'000'000;
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
-    float sink = 0;
+    double sink = 0;
     const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += FmaLoop(kIters);
+    sink += static_cast<double>(loop(kIters));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (sink == 42) std::printf(" ");
-    best = std::max(best, threads * kIters * 12.0 * 32 / s / 1e9);
+    if (sink == 42) std::printf(" ");  // keeps the loops from being optimized away
+    best = std::max(best, threads * kIters * ops_per_iter / s / 1e9);
   }
   return best;
+}
+
+/// f32 FMA peak of `threads` cores in GFLOP/s (register-only loop, best of 3).
+inline double MeasureFmaPeak(int threads) {
+  return BestOfThreePeak(threads, 12.0 * 32, [](int64_t n) { return FmaLoop(n); });
 }
 
 // The same for the bf16 dot product (vdpbf16ps: 32 multiply-adds per instruction), when the CPU has AVX512-BF16.
@@ -118,18 +125,7 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) inline float Bf16DotLoop
 /// bf16 multiply-add peak of `threads` cores in GFLOP/s (2 flops per multiply-add; 0 without AVX512-BF16).
 inline double MeasureBf16DotPeak(int threads) {
   if (!__builtin_cpu_supports("avx512bf16")) return 0;
-  constexpr int64_t kIters = 20'000'000;
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    float sink = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += Bf16DotLoop(kIters);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (sink == 42) std::printf(" ");
-    best = std::max(best, threads * kIters * 12.0 * 64 / s / 1e9);
-  }
-  return best;
+  return BestOfThreePeak(threads, 12.0 * 64, [](int64_t n) { return Bf16DotLoop(n); });
 }
 
 // The same for the int8 dot product (vpdpbusd: 64 multiply-adds per instruction), when the CPU has AVX512-VNNI.
@@ -147,18 +143,7 @@ __attribute__((target("avx512f,avx512vnni"), noinline)) inline int32_t VnniLoop(
 /// int8 multiply-add peak of `threads` cores in GOP/s (2 ops per multiply-add; 0 without AVX512-VNNI).
 inline double MeasureVnniPeak(int threads) {
   if (!__builtin_cpu_supports("avx512vnni")) return 0;
-  constexpr int64_t kIters = 20'000'000;
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    int64_t sink = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += VnniLoop(kIters);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (sink == 42) std::printf(" ");
-    best = std::max(best, threads * kIters * 12.0 * 128 / s / 1e9);
-  }
-  return best;
+  return BestOfThreePeak(threads, 12.0 * 128, [](int64_t n) { return VnniLoop(n); });
 }
 
 }  // namespace orca::bench

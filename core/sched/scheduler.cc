@@ -289,16 +289,21 @@ void Scheduler::PreemptRequest(RequestId id) {
   ++num_preemptions_;
 }
 
-absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId iteration_id,
-                                                                     absl::Span<const RequestResult> results,
-                                                                     absl::Time now) {
+absl::StatusOr<std::vector<RequestId>> Scheduler::TakeInFlight(IterationId iteration_id) {
   auto it = in_flight_.find(iteration_id);
   if (it == in_flight_.end()) {
     return absl::NotFoundError(absl::StrCat("iteration ", iteration_id, " is not in flight"));
   }
-  const std::vector<RequestId> members = std::move(it->second);
+  std::vector<RequestId> members = std::move(it->second);
   in_flight_.erase(it);
   num_in_flight_requests_ -= static_cast<int32_t>(members.size());
+  return members;
+}
+
+absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId iteration_id,
+                                                                     absl::Span<const RequestResult> results,
+                                                                     absl::Time now) {
+  ORCA_ASSIGN_OR_RETURN(const std::vector<RequestId> members, TakeInFlight(iteration_id));
   ++num_iterations_completed_;
 
   absl::flat_hash_map<RequestId, const SampledToken*> tokens;
@@ -374,13 +379,7 @@ void Scheduler::FinishEndedMembers(absl::Time now, EventList& events) {
 
 absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationFailed(IterationId iteration_id,
                                                                        const absl::Status& error, absl::Time now) {
-  auto it = in_flight_.find(iteration_id);
-  if (it == in_flight_.end()) {
-    return absl::NotFoundError(absl::StrCat("iteration ", iteration_id, " is not in flight"));
-  }
-  const std::vector<RequestId> members = std::move(it->second);
-  in_flight_.erase(it);
-  num_in_flight_requests_ -= static_cast<int32_t>(members.size());
+  ORCA_ASSIGN_OR_RETURN(const std::vector<RequestId> members, TakeInFlight(iteration_id));
   EventList events;
   FailBatch(members, ErrorText(error, "iteration failed"), error.code(), now, events);
   FinishEndedMembers(now, events);

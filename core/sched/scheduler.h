@@ -223,6 +223,9 @@ class Scheduler {
   void PreemptRequest(RequestId id);
   // Admits (when QUEUED) and starts the iteration of one batch entry.
   ScheduledRequest StartEntry(const BatchEntry& entry, IterationId iteration_id, absl::Time now);
+  // Removes a finished or failed iteration from the pipeline and returns its members;
+  // NOT_FOUND when it is not in flight.
+  absl::StatusOr<std::vector<RequestId>> TakeInFlight(IterationId iteration_id);
 
   SchedulerOptions options_;
   std::unique_ptr<KvManager> kv_;
