@@ -6,6 +6,10 @@
 
 namespace orca::services {
 
+/// Prints the faulting thread's symbolized stack trace to stderr on SIGSEGV,
+/// SIGBUS, SIGILL, SIGFPE and SIGABRT, then lets the signal kill the process as
+/// before (so the exit status still says which signal it was). Call first in main().
+void InstallCrashHandler(const char* argv0);
 /// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and the threads it starts later.
 void BlockTerminationSignals();
 /// Waits up to `timeout` for one of them; returns the signal number or 0.

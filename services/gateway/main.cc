@@ -59,6 +59,7 @@ void AddFlags(FlagSet& flags, Flags& f) {
 }
 
 int Main(int argc, char** argv) {
+  services::InstallCrashHandler(argv[0]);
   Flags f;
   FlagSet flags("orca-gateway",
                 "OpenAI-compatible HTTP API and orca.v1.Generation gRPC API in front of Orca schedulers.");

@@ -226,6 +226,7 @@ absl::Status Run(const Flags& flags) {
 }  // namespace orca::k8s
 
 int main(int argc, char** argv) {
+  orca::services::InstallCrashHandler(argv[0]);
   using orca::k8s::Flags;
   Flags f;
   orca::FlagSet flags("orca-operator", "Reconciles OrcaDeployment (serving.orca.dev/v1alpha1) objects.");

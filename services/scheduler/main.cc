@@ -186,6 +186,7 @@ void DrainInFlight(double grace_seconds, SchedulerLoop* loop, grpc::Server* serv
 }
 
 int Main(int argc, char** argv) {
+  services::InstallCrashHandler(argv[0]);
   Flags f;
   FlagSet flags("orca-scheduler",
                 "The iteration-level scheduler (ORCA Algorithm 1) and engine master of one engine replica.\n"

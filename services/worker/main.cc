@@ -154,6 +154,7 @@ absl::StatusOr<WorkerNode::Options> NodeOptionsFrom(const Flags& f) {
 }
 
 int Main(int argc, char** argv) {
+  services::InstallCrashHandler(argv[0]);
   Flags f;
   FlagSet flags("orca-worker",
                 "One pipeline stage of the Orca engine: loads its layers and tensor-parallel shards, receives\n"
