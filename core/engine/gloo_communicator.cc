@@ -14,6 +14,7 @@
 
 #include <exception>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
 namespace orca::engine {
@@ -175,6 +176,14 @@ absl::Status GlooCommunicator::PointToPoint(int32_t peer, void* data, size_t byt
       if (aborted_) return absl::AbortedError(absl::StrCat(what, ": the data-plane group was abandoned"));
       waiting_ = buf.get();
     }
+    // Declared after `buf`, so destroyed before it on every way out: a wait that throws
+    // (Gloo's timeout) unwinds through here, and Abort() from another thread must never
+    // see the buffer after it is gone (it did: a SIGSEGV in Abort() when a session
+    // ended just as a receive timed out).
+    absl::Cleanup forget_buffer = [this] {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      waiting_ = nullptr;
+    };
     bool completed;
     if (send) {
       buf->send(peer, /*slot=*/0);
@@ -183,14 +192,8 @@ absl::Status GlooCommunicator::PointToPoint(int32_t peer, void* data, size_t byt
       buf->recv(peer, /*slot=*/0);
       completed = buf->waitRecv(timeout_);
     }
-    {
-      std::lock_guard<std::mutex> lock(abort_mu_);
-      waiting_ = nullptr;
-    }
     if (!completed) return absl::AbortedError(absl::StrCat(what, ": the data-plane group was abandoned"));
   } catch (const std::exception& e) {
-    std::lock_guard<std::mutex> lock(abort_mu_);
-    waiting_ = nullptr;
     return FromException(e, what);
   }
   return absl::OkStatus();
