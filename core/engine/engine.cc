@@ -303,12 +303,14 @@ void Engine::Release(uint64_t id) {
   }
   samplers_.erase(id);
   samplers_.erase(PaddingSequenceId(id));
+  failed_.erase(id);
   prompt_logprobs_.erase(id);
 }
 
 void Engine::ReleaseAll() {
   for (auto& s : shards_) s->kv->ReleaseAll();
   samplers_.clear();
+  failed_.clear();
   prompt_logprobs_.clear();
 }
 
@@ -435,11 +437,7 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
     for (const SeqSpec& s : seq_specs_) shard->kv->CommitWrite(s.request_id, s.start_pos, s.num_tokens);
   if (!is_last_stage()) return absl::OkStatus();
   for (const StepSequence& s : in.seqs)
-    if (s.new_request.has_value())
-      samplers_[s.request_id] = std::make_unique<Sampler>(
-          s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids, s.new_request->output_token_ids,
-          s.new_request->sampling.structured.enabled() ? NewMatcher(s.request_id, s.new_request->sampling.structured)
-                                                       : nullptr);
+    if (s.new_request.has_value()) AddSampler(s, out);
   int64_t row = 0;  // the sequence's first row of logits
   for (size_t i = 0; i < in.seqs.size(); ++i) {
     const StepSequence& s = in.seqs[i];
@@ -452,6 +450,11 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
     }
     row += spec.LogitRows();
     if (!s.sample) continue;
+    if (auto failed = failed_.find(s.request_id); failed != failed_.end()) {
+      // Still in the batch until the scheduler has seen the failure: no token, the same error again.
+      if (!s.new_request.has_value()) out->failures.push_back({s.request_id, failed->second});
+      continue;
+    }
     const float* sample_row = logits_.data() + (row - 1) * c.vocab_size;  // the last of its rows
     if (options_.keep_logits) out->logits.insert(out->logits.end(), sample_row, sample_row + c.vocab_size);
     auto it = samplers_.find(s.request_id);
@@ -467,32 +470,49 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   return absl::OkStatus();
 }
 
-std::unique_ptr<structured::GrammarMatcher> Engine::NewMatcher(uint64_t request_id, const StructuredOutputSpec& spec) {
-  if (structured_ == nullptr && !structured_unavailable_) {
+void Engine::AddSampler(const StepSequence& s, StepOutput* out) {
+  std::unique_ptr<structured::GrammarMatcher> matcher;
+  if (s.new_request->sampling.structured.enabled()) {
+    absl::StatusOr<std::unique_ptr<structured::GrammarMatcher>> m = NewMatcher(s.new_request->sampling.structured);
+    if (!m.ok()) {
+      ORCA_LOG(ERROR).With("request_id", s.request_id) << m.status();
+      samplers_.erase(s.request_id);
+      failed_[s.request_id] = m.status();
+      out->failures.push_back({s.request_id, m.status()});
+      return;
+    }
+    matcher = *std::move(m);
+  }
+  failed_.erase(s.request_id);
+  samplers_[s.request_id] =
+      std::make_unique<Sampler>(s.new_request->sampling, s.request_id, s.new_request->prompt_token_ids,
+                                s.new_request->output_token_ids, std::move(matcher));
+}
+
+absl::StatusOr<std::unique_ptr<structured::GrammarMatcher>> Engine::NewMatcher(const StructuredOutputSpec& spec) {
+  if (structured_ == nullptr && structured_unavailable_.ok()) {
     const absl::Time start = absl::Now();
     absl::StatusOr<std::unique_ptr<text::Tokenizer>> tokenizer = text::Tokenizer::Load(options_.model_path);
     absl::StatusOr<std::shared_ptr<const structured::TokenVocabulary>> vocab =
         tokenizer.ok() ? structured::TokenVocabulary::FromTokenizer(**tokenizer, config().vocab_size)
                        : absl::StatusOr<std::shared_ptr<const structured::TokenVocabulary>>(tokenizer.status());
     if (!vocab.ok()) {
-      structured_unavailable_ = true;
-      ORCA_LOG(ERROR) << "structured outputs are unavailable (requests run unconstrained): loading the tokenizer of "
-                      << options_.model_path << ": " << vocab.status().ToString();
-      return nullptr;
+      structured_unavailable_ = absl::FailedPreconditionError(
+          absl::StrCat("structured outputs are unavailable on this worker: loading the tokenizer of ",
+                       options_.model_path, " failed: ", vocab.status().message()));
+    } else {
+      ORCA_LOG(INFO) << "structured outputs: vocabulary of " << (*vocab)->vocab_size() << " tokens ("
+                     << (*vocab)->num_trie_tokens() << " in the trie) built in "
+                     << absl::ToDoubleMilliseconds(absl::Now() - start) << " ms";
+      structured_ = std::make_unique<structured::MatcherFactory>(*std::move(vocab));
     }
-    ORCA_LOG(INFO) << "structured outputs: vocabulary of " << (*vocab)->vocab_size() << " tokens ("
-                   << (*vocab)->num_trie_tokens() << " in the trie) built in "
-                   << absl::ToDoubleMilliseconds(absl::Now() - start) << " ms";
-    structured_ = std::make_unique<structured::MatcherFactory>(*std::move(vocab));
   }
-  if (structured_ == nullptr) return nullptr;
+  if (structured_ == nullptr) return structured_unavailable_;
   absl::StatusOr<std::unique_ptr<structured::GrammarMatcher>> matcher = structured_->NewMatcher(spec);
-  if (!matcher.ok()) {
-    ORCA_LOG(ERROR) << "request " << request_id << " runs unconstrained: its structured-output spec does not compile: "
-                    << matcher.status().ToString();
-    return nullptr;
-  }
-  return *std::move(matcher);
+  if (!matcher.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("the structured-output constraint does not compile: ", matcher.status().message()));
+  return matcher;
 }
 
 structured::GrammarRuntime::Stats Engine::structured_stats() const {

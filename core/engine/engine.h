@@ -109,9 +109,11 @@ class Engine {
   absl::StatusOr<std::unique_ptr<Shard>> LoadShard(int rank, int num_threads) const;
   absl::Status ConnectShards();
   void LogReady() const;
-  // A request's grammar matcher; null (logged) when the tokenizer or the spec cannot be loaded, and the request then
-  // runs unconstrained. The vocabulary is built from the checkpoint's tokenizer at the first structured request.
-  std::unique_ptr<structured::GrammarMatcher> NewMatcher(uint64_t request_id, const StructuredOutputSpec& spec);
+  // A request's grammar matcher. The vocabulary is built from the checkpoint's tokenizer at the first structured
+  // request; when that tokenizer or the spec cannot be loaded the request fails (it never runs unconstrained).
+  absl::StatusOr<std::unique_ptr<structured::GrammarMatcher>> NewMatcher(const StructuredOutputSpec& spec);
+  // The last stage's sampler for a request it sees for the first time, or its failure in `out`.
+  void AddSampler(const StepSequence& seq, StepOutput* out);
   // Checks every sequence of `input` (ids, lengths, positions, vocabulary) and reserves or extends its KV on every
   // shard, appending what it reserved to `reserved` so that a failure can be rolled back.
   absl::Status ValidateAndReserve(const StepInput& input, std::vector<uint64_t>* reserved);
@@ -127,6 +129,8 @@ class Engine {
   std::vector<std::unique_ptr<Shard>> shards_;
   std::unique_ptr<ShardPool> pool_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Sampler>> samplers_;
+  // Requests that cannot be served (no sampler could be made): reported again every step until released.
+  absl::flat_hash_map<uint64_t, absl::Status> failed_;
   // Last stage: the requests that asked for prompt logprobs, with their prompts and how many alternatives.
   struct PromptLogprobsState {
     std::vector<int32_t> prompt;
@@ -135,7 +139,7 @@ class Engine {
   absl::flat_hash_map<uint64_t, PromptLogprobsState> prompt_logprobs_;
   std::vector<std::pair<float, int32_t>> logprob_scratch_;
   std::unique_ptr<structured::MatcherFactory> structured_;
-  bool structured_unavailable_ = false;  // the tokenizer failed to load (logged once)
+  absl::Status structured_unavailable_;  // why the tokenizer could not be loaded (logged once)
   std::vector<SeqSpec> seq_specs_;
   std::vector<int32_t> token_ids_;
   std::vector<float> logits_;

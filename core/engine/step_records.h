@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "core/common/sampling_params.h"
 
 namespace orca::engine {
@@ -99,15 +100,25 @@ struct ForwardTimings {
 };
 
 /// What one step returns.
+/// A request the engine cannot serve although the step ran (e.g. its structured-output
+/// constraint cannot be built): it gets no token, and the scheduler ends it with `status`;
+/// the other requests of the batch go on.
+struct RequestFailure {
+  uint64_t request_id = 0;
+  absl::Status status;
+};
+
 struct StepOutput {
-  std::vector<SequenceSample> samples;  ///< last stage: one per sampling sequence, in batch order
-  std::vector<float> hidden;            ///< other stages: [ΣL, hidden] for the next stage
-  std::vector<float> logits;            ///< last stage with Engine::Options::keep_logits: [sampled, vocab]
+  std::vector<SequenceSample> samples;   ///< last stage: one per sampling sequence, in batch order
+  std::vector<RequestFailure> failures;  ///< last stage: requests that get no token, and why
+  std::vector<float> hidden;             ///< other stages: [ΣL, hidden] for the next stage
+  std::vector<float> logits;             ///< last stage with Engine::Options::keep_logits: [sampled, vocab]
   /// Last stage: the prompt positions this step computed for requests that asked.
   std::vector<PromptLogprobs> prompt_logprobs;
   ForwardTimings timings;
   void Clear() {
     samples.clear();
+    failures.clear();
     prompt_logprobs.clear();
     hidden.clear();
     logits.clear();

@@ -308,8 +308,10 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId
 
   absl::flat_hash_map<RequestId, const SampledToken*> tokens;
   absl::flat_hash_map<RequestId, const RequestResult*> prompt_logprobs;
+  absl::flat_hash_map<RequestId, const absl::Status*> failures;
   tokens.reserve(results.size());
   for (const RequestResult& result : results) {
+    if (!result.error.ok()) failures.emplace(result.request_id, &result.error);
     if (result.has_token) tokens.emplace(result.request_id, &result.token);
     if (!result.prompt_logprobs.empty()) prompt_logprobs.emplace(result.request_id, &result);
   }
@@ -322,6 +324,11 @@ absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId
     if (request->cancel_requested()) {
       // Cancelled while in flight: the token it brings back is discarded.
       FinishRequest(*request, request->pending_cancel_cause(), "", now, events);
+      continue;
+    }
+    if (auto f = failures.find(id); f != failures.end()) {
+      // The engine cannot serve this request; the others of the batch go on.
+      FinishRequest(*request, FinishCause::kError, std::string(f->second->message()), now, events, f->second->code());
       continue;
     }
     if (auto p = prompt_logprobs.find(id);

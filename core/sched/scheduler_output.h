@@ -115,6 +115,8 @@ struct RequestResult {
   /// A recomputed request repeats positions; the scheduler reports each once.
   int32_t prompt_first_position = 0;
   std::vector<SampledToken> prompt_logprobs;
+  /// Not OK: the engine cannot serve this request (no token); it finishes with this error.
+  absl::Status error;
 };
 
 /// Per-request timings reported when it finishes. Durations not reached are zero

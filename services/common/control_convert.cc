@@ -185,6 +185,35 @@ void PromptLogprobsToProto(const std::vector<engine::PromptLogprobs>& records, v
   }
 }
 
+void AddFailures(const std::vector<engine::RequestFailure>& failures, std::vector<sched::RequestResult>* results) {
+  for (const engine::RequestFailure& f : failures) {
+    auto it = std::find_if(results->begin(), results->end(),
+                           [&](const sched::RequestResult& r) { return r.request_id == f.request_id; });
+    if (it == results->end()) {
+      results->emplace_back();
+      it = results->end() - 1;
+      it->request_id = f.request_id;
+    }
+    it->has_token = false;
+    it->error = f.status;
+  }
+}
+
+void FailuresToProto(const std::vector<engine::RequestFailure>& failures, v1::IterationResult* result) {
+  for (const engine::RequestFailure& f : failures) {
+    v1::RequestResult* r = nullptr;
+    for (v1::RequestResult& existing : *result->mutable_results())
+      if (existing.request_id() == f.request_id) r = &existing;
+    if (r == nullptr) {
+      r = result->add_results();
+      r->set_request_id(f.request_id);
+    }
+    r->clear_token();
+    r->set_error(std::string(f.status.message()));
+    r->set_error_code(static_cast<int32_t>(f.status.code()));
+  }
+}
+
 std::vector<sched::RequestResult> ProtoToResults(const v1::IterationResult& result) {
   std::vector<sched::RequestResult> out;
   out.reserve(result.results_size());
@@ -195,6 +224,10 @@ std::vector<sched::RequestResult> ProtoToResults(const v1::IterationResult& resu
     if (rr.has_token) rr.token = FromProto(r.token());
     rr.prompt_first_position = r.prompt_first_position();
     for (const v1::SampledToken& p : r.prompt_logprobs()) rr.prompt_logprobs.push_back(FromProto(p));
+    if (!r.error().empty() || r.error_code() != 0) {
+      const auto code = static_cast<absl::StatusCode>(r.error_code());
+      rr.error = absl::Status(code == absl::StatusCode::kOk ? absl::StatusCode::kInternal : code, r.error());
+    }
     out.push_back(std::move(rr));
   }
   return out;

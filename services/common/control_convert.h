@@ -28,6 +28,10 @@ void SamplesToProto(const std::vector<engine::SequenceSample>& tokens, v1::Itera
 void AddPromptLogprobs(const std::vector<engine::PromptLogprobs>& records, std::vector<sched::RequestResult>* results);
 /// Engine prompt logprobs → wire results (last stage), likewise.
 void PromptLogprobsToProto(const std::vector<engine::PromptLogprobs>& records, v1::IterationResult* result);
+/// Engine per-request failures → results: each becomes (or marks) the request's record.
+void AddFailures(const std::vector<engine::RequestFailure>& failures, std::vector<sched::RequestResult>* results);
+/// Engine per-request failures → wire results (last stage), likewise.
+void FailuresToProto(const std::vector<engine::RequestFailure>& failures, v1::IterationResult* result);
 /// Wire results → scheduler results.
 std::vector<sched::RequestResult> ProtoToResults(const v1::IterationResult& result);
 

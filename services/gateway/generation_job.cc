@@ -198,9 +198,11 @@ void GenerationJob::HandleFinish(Choice& choice, const orca::v1::GenerateRespons
       return;
     default: {
       // UNAVAILABLE (the pipeline failed; it re-forms) tells the client a retry may work: 503 / service_unavailable.
+      // INVALID_ARGUMENT (the engine cannot take the request as given, e.g. its constraint) is the client's: 400.
       const auto code = static_cast<absl::StatusCode>(response.error_code());
       const bool retry = code == absl::StatusCode::kUnavailable;
-      Fail(absl::Status(retry ? code : absl::StatusCode::kInternal,
+      const bool keep = retry || code == absl::StatusCode::kInvalidArgument;
+      Fail(absl::Status(keep ? code : absl::StatusCode::kInternal,
                         absl::StrCat("Generation failed in the engine", retry ? " (retry the request)" : "", ": ",
                                      response.error().empty() ? "unknown error" : response.error())));
       return;

@@ -73,6 +73,7 @@ void InProcessEngineClient::Loop() {
     if (outcome.status.ok()) {
       outcome.results = services::SamplesToResults(output.samples);
       services::AddPromptLogprobs(output.prompt_logprobs, &outcome.results);
+      services::AddFailures(output.failures, &outcome.results);
       outcome.stage_timings.push_back({0, output.timings.compute_micros, output.timings.comm_micros});
     } else {
       ORCA_LOG(ERROR).With("iteration_id", plan.iteration_id) << "iteration failed: " << outcome.status;

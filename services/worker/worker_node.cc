@@ -431,6 +431,7 @@ absl::Status WorkerNode::RunIteration(const v1::ControlMessage& msg) {
     r.set_iteration_id(msg.iteration_id());
     services::SamplesToProto(output_.samples, &r);
     services::PromptLogprobsToProto(output_.prompt_logprobs, &r);
+    services::FailuresToProto(output_.failures, &r);
     v1::StageTiming* t = r.add_stage_timings();
     t->set_stage(stage);
     t->set_compute_micros(compute_us);

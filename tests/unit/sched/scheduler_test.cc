@@ -438,6 +438,28 @@ TEST(SchedulerFailureTest, MemberWithoutAResultFailsAndOthersContinue) {
   EXPECT_EQ(h.scheduler().GetRequest(b)->state, RequestState::kWaitingNextIteration);
 }
 
+TEST(SchedulerFailureTest, MemberTheEngineCannotServeFailsWithItsReasonAndOthersContinue) {
+  SchedulerHarness h(Options());
+  RequestId a = h.Submit(RequestBuilder().MaxNewTokens(3).Build());
+  RequestId b = h.Submit(RequestBuilder().MaxNewTokens(3).Build());
+  std::vector<IterationPlan> plans = h.ScheduleAll();
+  ASSERT_EQ(plans.size(), 1u);
+  RequestResult failed{a, {}};
+  failed.has_token = false;
+  failed.error = absl::FailedPreconditionError("structured outputs are unavailable on this worker");
+  absl::StatusOr<std::vector<RequestEvent>> events = h.scheduler().OnIterationDone(
+      plans[0].iteration_id, {failed, RequestResult{b, SampledToken{9, 0.f, {}}}}, h.now());
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].request_id, a);
+  ASSERT_TRUE((*events)[0].finish.has_value());
+  EXPECT_EQ((*events)[0].finish->state, RequestState::kFinishedError);
+  EXPECT_EQ((*events)[0].finish->error_message, "structured outputs are unavailable on this worker");
+  EXPECT_EQ((*events)[0].finish->error_code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(h.scheduler().GetRequest(b)->state, RequestState::kWaitingNextIteration);
+  EXPECT_THAT(h.scheduler().TakeReleasedRequestIds(), ElementsAre(a));  // its KV is freed on the workers too
+}
+
 TEST(SchedulerFailureTest, FailAllFailsAdmittedRequestsAndKeepsQueuedOnes) {
   SchedulerHarness h(Options(1, 1024, 2));
   RequestId a = h.Submit(RequestBuilder().MaxNewTokens(5).Build());

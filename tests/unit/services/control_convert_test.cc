@@ -125,5 +125,29 @@ TEST(ControlConvertTest, ResultsWithoutPromptLogprobsAreUnchanged) {
   EXPECT_TRUE(results[0].prompt_logprobs.empty());
 }
 
+TEST(ControlConvertTest, PerRequestFailuresReachTheSchedulerInProcessAndOverTheWire) {
+  const std::vector<engine::SequenceSample> samples = {{1, {42, -1.0f, {}}}};
+  const std::vector<engine::RequestFailure> failures = {
+      {2, absl::FailedPreconditionError("structured outputs are unavailable on this worker")}};
+  auto expect = [&failures](const std::vector<sched::RequestResult>& results, const std::string& what) {
+    ASSERT_EQ(results.size(), 2u) << what;
+    EXPECT_TRUE(results[0].has_token) << what;
+    EXPECT_TRUE(results[0].error.ok()) << what;
+    EXPECT_EQ(results[1].request_id, 2u) << what;
+    EXPECT_FALSE(results[1].has_token) << what;
+    EXPECT_EQ(results[1].error, failures[0].status) << what;
+  };
+  std::vector<sched::RequestResult> in_process = SamplesToResults(samples);
+  AddFailures(failures, &in_process);
+  expect(in_process, "in process");
+
+  v1::IterationResult wire;
+  SamplesToProto(samples, &wire);
+  FailuresToProto(failures, &wire);
+  v1::IterationResult parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire.SerializeAsString()));
+  expect(ProtoToResults(parsed), "over the wire");
+}
+
 }  // namespace
 }  // namespace orca::services

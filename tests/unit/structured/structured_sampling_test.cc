@@ -6,6 +6,7 @@
 // engine constrains a batch mixing guided and free requests.
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -16,8 +17,10 @@
 
 #include "core/engine/engine.h"
 #include "core/engine/sampler.h"
+#include "core/engine/synthetic_checkpoint.h"
 #include "core/structured/compile.h"
 #include "core/text/tokenizer.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace orca::structured {
@@ -238,6 +241,84 @@ TEST_F(Gpt2VocabTest, EngineConstrainsGuidedRequestsInAMixedBatch) {
   }
   EXPECT_EQ(outputs[3].size(), 120u);  // unconstrained greedy runs on
   EXPECT_GT((*engine)->structured_stats().mask_misses, 0);
+}
+
+// One guided request and one free one, both new in the step.
+engine::StepInput GuidedAndFree(const StructuredOutputSpec& spec) {
+  engine::StepInput in;
+  for (uint64_t id : {1, 2}) {
+    engine::SequenceSetup setup;
+    setup.max_tokens = 8;
+    if (id == 1) setup.sampling.structured = spec;
+    setup.prompt_token_ids = {3, 4, 5};
+    in.seqs.push_back({id, {3, 4, 5}, 0, true, setup});
+  }
+  return in;
+}
+
+// The engine fails the guided request alone, with the reason, every step until it is released; it never
+// runs it unconstrained, and the free request of the same batch goes on.
+void ExpectOnlyTheGuidedRequestFails(engine::Engine& engine, const StructuredOutputSpec& spec, absl::StatusCode code,
+                                     const std::string& reason) {
+  engine::StepOutput out;
+  ASSERT_TRUE(engine.Step(GuidedAndFree(spec), nullptr, &out).ok());
+  ASSERT_EQ(out.failures.size(), 1u);
+  EXPECT_EQ(out.failures[0].request_id, 1u);
+  EXPECT_EQ(out.failures[0].status.code(), code) << out.failures[0].status;
+  EXPECT_THAT(std::string(out.failures[0].status.message()), ::testing::HasSubstr(reason));
+  ASSERT_EQ(out.samples.size(), 1u);
+  EXPECT_EQ(out.samples[0].request_id, 2u);
+
+  // Still in the next batch (the scheduler has not seen the failure yet): no token, the same error.
+  engine::StepInput next;
+  next.seqs.push_back({1, {7}, 3, true, std::nullopt});
+  next.seqs.push_back({2, {out.samples[0].sample.token_id}, 3, true, std::nullopt});
+  engine::StepOutput again;
+  ASSERT_TRUE(engine.Step(next, nullptr, &again).ok());
+  ASSERT_EQ(again.failures.size(), 1u);
+  EXPECT_EQ(again.failures[0].request_id, 1u);
+  EXPECT_EQ(again.failures[0].status, out.failures[0].status);
+  ASSERT_EQ(again.samples.size(), 1u);
+  EXPECT_EQ(again.samples[0].request_id, 2u);
+
+  // Released, the id is new again: a free request under it samples.
+  engine.Release(1);
+  engine.Release(2);
+  engine::StepInput fresh;
+  engine::SequenceSetup setup;
+  setup.max_tokens = 8;
+  setup.prompt_token_ids = {3, 4, 5};
+  fresh.seqs.push_back({1, {3, 4, 5}, 0, true, setup});
+  engine::StepOutput after;
+  ASSERT_TRUE(engine.Step(fresh, nullptr, &after).ok());
+  EXPECT_TRUE(after.failures.empty());
+  EXPECT_EQ(after.samples.size(), 1u);
+}
+
+TEST(EngineStructuredFailureTest, CheckpointWithoutATokenizerFailsGuidedRequestsOnly) {
+  engine::SyntheticModelOptions so;  // config + weights only: no tokenizer to build a vocabulary from
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/orca-structured-no-tokenizer-" + std::to_string(getpid());
+  ASSERT_TRUE(engine::WriteSyntheticCheckpoint(so, dir).ok());
+  engine::Engine::Options o;
+  o.model_path = dir;
+  o.n_slots = 256;
+  auto engine = engine::Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ExpectOnlyTheGuidedRequestFails(**engine, {StructuredOutputSpec::Kind::kRegex, "", "[0-9]+"},
+                                  absl::StatusCode::kFailedPrecondition,
+                                  "structured outputs are unavailable on this worker: loading the tokenizer of");
+}
+
+TEST_F(Gpt2VocabTest, EngineFailsAGuidedRequestWhoseConstraintDoesNotCompile) {
+  engine::Engine::Options o;
+  o.model_path = TinyGpt2Dir();
+  o.n_slots = 256;
+  auto engine = engine::Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ExpectOnlyTheGuidedRequestFails(**engine, {StructuredOutputSpec::Kind::kRegex, "", "(unclosed"},
+                                  absl::StatusCode::kInvalidArgument,
+                                  "the structured-output constraint does not compile");
 }
 
 }  // namespace
