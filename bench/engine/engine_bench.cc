@@ -158,6 +158,7 @@ struct Args {
   int64_t small_gemm_max_rows = -1;  // -1: the engine's default
   int64_t panel_gemm_max_rows = -1;
   bool bf16_dot = true;
+  bool fused_kernels = true;
   std::string model_dir;
 };
 
@@ -271,6 +272,7 @@ absl::Status BenchFile(const std::string& path, const Args& args, int threads, c
   if (args.small_gemm_max_rows >= 0) eo.small_gemm_max_rows = args.small_gemm_max_rows;
   if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
   eo.cpu_bf16_dot = args.bf16_dot;
+  eo.fused_kernels = args.fused_kernels;
   const auto t0 = Clock::now();
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e, engine::Engine::Create(eo));
   const double load_s = Seconds(t0, Clock::now());
@@ -340,6 +342,8 @@ int main(int argc, char** argv) {
   flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");
   flags.AddBool("bf16-dot", &args.bf16_dot,
                 "bf16 weights on AVX512-BF16 dot products where the CPU has them (false: the f32-FMA panel kernel)");
+  flags.AddBool("fused-kernels", &args.fused_kernels,
+                "Fused kernel pairs where the backend has them (CUDA: RoPE + KV write, residual add + RMSNorm)");
   flags.AddInt("small-gemm-max-rows", &args.small_gemm_max_rows,
                "GEMMs up to this many rows use the AVX-512 streaming kernel (-1 = default)");
   flags.AddInt("panel-gemm-max-rows", &args.panel_gemm_max_rows,

@@ -230,6 +230,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     ro.kv = shard->kv.get();
     ro.backend = shard->backend.get();
     ro.tp = shard->tp.get();
+    ro.fused_kernels = o.fused_kernels;
     ORCA_ASSIGN_OR_RETURN(shard->runner, ModelRunner::Create(ro));
   }
   e->LogReady();

@@ -51,6 +51,7 @@ class Engine {
     int64_t panel_gemm_max_rows = 128;  ///< see CpuBackend::Options
     bool cpu_bf16_dot = true;           ///< see CpuBackend::Options::bf16_dot
     bool keep_logits = false;           ///< copy logits into StepOutput (tests)
+    bool fused_kernels = true;          ///< see ModelRunner::Options::fused_kernels
     /// Data plane for tensor parallelism: a rendezvous store shared by the
     /// shards (nullptr: an in-process store, the shards being our threads).
     gloo::rendezvous::Store* tp_store = nullptr;

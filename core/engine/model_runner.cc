@@ -127,7 +127,9 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
     be.CopyToDevice(x_.ptr, in.hidden_in, n * H * sizeof(float));
   }
   ForwardTimings local;
+  residual_pending_ = false;
   for (int32_t l = 0; l < w.num_local_layers(); ++l) ORCA_RETURN_IF_ERROR(Layer(l, n, &local));
+  FlushResidual(n);
 
   if (!w.partition().has_head) {
     if (hidden_out != nullptr) be.CopyToHost(hidden_out, x_.ptr, n * H * sizeof(float));
@@ -163,8 +165,32 @@ absl::Status ModelRunner::RowParallelOutput(const float* in, int64_t n, const ke
   const int64_t t0 = NowMicros();
   ORCA_RETURN_IF_ERROR(o_.tp->AllReduceSum(F(tmp_), static_cast<size_t>(n * H)));
   timings->comm_micros += NowMicros() - t0;
-  be.Add(F(x_), F(tmp_), n * H);
+  if (o_.fused_kernels)
+    residual_pending_ = true;  // added by the next norm (AddRmsNorm) or FlushResidual
+  else
+    be.Add(F(x_), F(tmp_), n * H);
   return absl::OkStatus();
+}
+
+void ModelRunner::FlushResidual(int64_t n) {
+  if (!residual_pending_) return;
+  o_.backend->Add(F(x_), F(tmp_), n * o_.weights->config().hidden_size);
+  residual_pending_ = false;
+}
+
+void ModelRunner::NormInto(const float* weight, const float* bias, int64_t n, float* out) {
+  const ModelConfig& c = o_.weights->config();
+  kernels::Backend& be = *o_.backend;
+  const int64_t H = c.hidden_size;
+  if (c.arch == ModelArch::kGpt2) {
+    FlushResidual(n);
+    be.LayerNorm(F(x_), weight, bias, n, H, c.norm_eps, out);
+  } else if (residual_pending_) {
+    be.AddRmsNorm(F(x_), F(tmp_), weight, n, H, c.norm_eps, out);
+    residual_pending_ = false;
+  } else {
+    be.RmsNorm(F(x_), weight, n, H, c.norm_eps, out);
+  }
 }
 
 absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
@@ -172,23 +198,12 @@ absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
   const ModelConfig& c = w.config();
   const LayerWeights& lw = w.layer(l);
   kernels::Backend& be = *o_.backend;
-  const int64_t H = c.hidden_size;
   const bool gpt2 = c.arch == ModelArch::kGpt2;
 
-  if (gpt2)
-    be.LayerNorm(F(x_), lw.attn_norm, lw.attn_norm_bias, n, H, c.norm_eps, F(h_));
-  else
-    be.RmsNorm(F(x_), lw.attn_norm, n, H, c.norm_eps, F(h_));
+  NormInto(lw.attn_norm, lw.attn_norm_bias, n, F(h_));
   const kernels::Backend::LinearOut qkv[] = {
       {&lw.q, lw.q_bias, F(q_)}, {&lw.k, lw.k_bias, F(k_)}, {&lw.v, lw.v_bias, F(v_)}};
   be.LinearMany(F(h_), n, qkv, 3);
-  if (!gpt2) {
-    kernels::RopeParams rope;
-    rope.style = c.rope_style;
-    rope.rotary_dim = c.rotary_dim;
-    rope.inv_freq = w.rope_inv_freq();
-    be.Rope(F(q_), F(k_), I(positions_), n, w.local_q_heads(), w.local_kv_heads(), c.head_dim, rope);
-  }
   const kernels::KvLayerView kv = o_.kv->Layer(l);
   kernels::KvWriteParams write;
   write.k = F(k_);
@@ -196,7 +211,20 @@ absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
   write.slots = I(slots_);
   write.num_tokens = static_cast<int32_t>(n);
   write.kv = kv;
-  be.KvWrite(write);
+  if (gpt2) {
+    be.KvWrite(write);
+  } else {
+    kernels::RopeParams rope;
+    rope.style = c.rope_style;
+    rope.rotary_dim = c.rotary_dim;
+    rope.inv_freq = w.rope_inv_freq();
+    if (o_.fused_kernels) {
+      be.RopeKvWrite(F(q_), F(k_), I(positions_), w.local_q_heads(), rope, write);
+    } else {
+      be.Rope(F(q_), F(k_), I(positions_), n, w.local_q_heads(), w.local_kv_heads(), c.head_dim, rope);
+      be.KvWrite(write);
+    }
+  }
   kernels::AttentionParams attn;
   attn.q = F(q_);
   attn.out = F(attn_);
@@ -208,10 +236,7 @@ absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
   be.Attention(attn);
   ORCA_RETURN_IF_ERROR(RowParallelOutput(F(attn_), n, lw.o, lw.o_bias, timings));
 
-  if (gpt2)
-    be.LayerNorm(F(x_), lw.ffn_norm, lw.ffn_norm_bias, n, H, c.norm_eps, F(h_));
-  else
-    be.RmsNorm(F(x_), lw.ffn_norm, n, H, c.norm_eps, F(h_));
+  NormInto(lw.ffn_norm, lw.ffn_norm_bias, n, F(h_));
   const int64_t f = w.local_intermediate();
   if (gpt2) {
     be.Linear(F(h_), n, lw.up, lw.up_bias, F(ff1_));

@@ -49,6 +49,10 @@ class ModelRunner {
     KvCache* kv = nullptr;
     kernels::Backend* backend = nullptr;
     Communicator* tp = nullptr;  ///< the tensor-parallel group (nullptr when tp_size == 1)
+    /// Use the backend's fused pairs: RoPE + KV write, and (tensor parallel) the all-reduce's
+    /// residual add + the next RMSNorm. Same results; fewer launches/passes where the backend
+    /// fuses them (CUDA), the same ops where it does not (CPU).
+    bool fused_kernels = true;
   };
   static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const Options& options);
   ~ModelRunner();
@@ -65,7 +69,13 @@ class ModelRunner {
   absl::Status Layer(int32_t local_layer, int64_t n, ForwardTimings* timings);
   absl::Status RowParallelOutput(const float* in, int64_t n, const kernels::WeightView& w, const float* bias,
                                  ForwardTimings* timings);
+  // h_ = norm(x_) with the layer's weights; first adds a pending all-reduced residual (fused with an RMSNorm).
+  void NormInto(const float* weight, const float* bias, int64_t n, float* out);
+  // x_ += tmp_ if an all-reduced partial sum is still pending.
+  void FlushResidual(int64_t n);
 
+  // Tensor parallel with fused kernels: tmp_ holds an all-reduced sum not yet added to x_.
+  bool residual_pending_ = false;
   struct Buffer {
     void* ptr = nullptr;
     size_t bytes = 0;

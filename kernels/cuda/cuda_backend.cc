@@ -344,6 +344,12 @@ void CudaBackend::Add(float* y, const float* x, int64_t n) {
   ORCA_CUDA_CHECK(cuda::LaunchAdd(y, x, n, stream_));
 }
 
+void CudaBackend::AddRmsNorm(float* residual, const float* x, const float* weight, int64_t m, int64_t h, float eps,
+                             float* y) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchAddRmsNorm(residual, x, weight, m, h, eps, y, stream_));
+}
+
 void CudaBackend::SiluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) {
   MakeCurrent();
   ORCA_CUDA_CHECK(cuda::LaunchSiluMul(gate, up, m * n, out, stream_));
@@ -354,9 +360,9 @@ void CudaBackend::GeluTanh(float* x, int64_t n) {
   ORCA_CUDA_CHECK(cuda::LaunchGeluTanh(x, n, stream_));
 }
 
-void CudaBackend::Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
-                       int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) {
-  MakeCurrent();
+namespace {
+cuda::RopeLaunch ToRopeLaunch(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
+                              int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) {
   ORCA_CHECK(rope.rotary_dim % 2 == 0 && rope.rotary_dim <= head_dim)
       << "rotary_dim " << rope.rotary_dim << " with head_dim " << head_dim;
   cuda::RopeLaunch p;
@@ -371,7 +377,24 @@ void CudaBackend::Rope(float* q, float* k, const int32_t* positions, int64_t m, 
   p.interleaved = rope.style == RopeStyle::kInterleaved;
   p.inv_freq = rope.inv_freq;
   p.attention_factor = rope.attention_factor;
-  ORCA_CUDA_CHECK(cuda::LaunchRope(p, stream_));
+  return p;
+}
+}  // namespace
+
+void CudaBackend::Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
+                       int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(
+      cuda::LaunchRope(ToRopeLaunch(q, k, positions, m, num_q_heads, num_kv_heads, head_dim, rope), stream_));
+}
+
+void CudaBackend::RopeKvWrite(float* q, float* k, const int32_t* positions, int32_t num_q_heads, const RopeParams& rope,
+                              const KvWriteParams& write) {
+  MakeCurrent();
+  ORCA_CHECK(write.k == k) << "RopeKvWrite writes the k it rotates";
+  const cuda::RopeLaunch p =
+      ToRopeLaunch(q, k, positions, write.num_tokens, num_q_heads, write.kv.num_kv_heads, write.kv.head_dim, rope);
+  ORCA_CUDA_CHECK(cuda::LaunchRopeKvWrite(p, write.v, write.slots, ToDesc(write.kv), stream_));
 }
 
 void CudaBackend::KvWrite(const KvWriteParams& p) {

@@ -69,11 +69,15 @@ class CudaBackend final : public Backend {
   void LayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
                  float* y) override;
   void Add(float* y, const float* x, int64_t n) override;
+  void AddRmsNorm(float* residual, const float* x, const float* weight, int64_t m, int64_t h, float eps,
+                  float* y) override;
   void SiluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) override;
   void GeluTanh(float* x, int64_t n) override;
   void Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads, int32_t num_kv_heads,
             int32_t head_dim, const RopeParams& rope) override;
   void KvWrite(const KvWriteParams& params) override;
+  void RopeKvWrite(float* q, float* k, const int32_t* positions, int32_t num_q_heads, const RopeParams& rope,
+                   const KvWriteParams& write) override;
   void Attention(const AttentionParams& params) override;
   void GatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst) override;
 

@@ -45,6 +45,9 @@ cudaError_t LaunchGatherTableRows(const int32_t* rows, int64_t m, const void* ta
 
 cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y,
                           cudaStream_t stream);
+/// residual += x, then y = RmsNorm(residual) (one launch; y may alias residual).
+cudaError_t LaunchAddRmsNorm(float* residual, const float* x, const float* weight, int64_t m, int64_t h, float eps,
+                             float* y, cudaStream_t stream);
 /// `beta` may be null.
 cudaError_t LaunchLayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
                             float* y, cudaStream_t stream);
@@ -81,6 +84,11 @@ struct KvCacheDesc {
 /// Stores k/v rows [num_tokens, num_kv_heads * head_dim] at their slots.
 cudaError_t LaunchKvWrite(const float* k, const float* v, const int32_t* slots, int32_t num_tokens,
                           const KvCacheDesc& kv, cudaStream_t stream);
+
+/// RoPE of p.q in place and of p.k into the cache at `slots`, with v beside it: LaunchRope
+/// then LaunchKvWrite in one launch (p.k itself is left unrotated).
+cudaError_t LaunchRopeKvWrite(const RopeLaunch& p, const float* v, const int32_t* slots, const KvCacheDesc& kv,
+                              cudaStream_t stream);
 
 /// dst[i, :] = src[rows[i], :] for rows of h floats.
 cudaError_t LaunchGatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst,

@@ -83,6 +83,24 @@ __global__ void RmsNormKernel(const float* x, const float* __restrict__ weight, 
   for (int64_t j = threadIdx.x; j < h; j += blockDim.x) yr[j] = xr[j] * inv * weight[j];
 }
 
+// residual += x, then RmsNorm of the sum into y: the unfused pair's arithmetic in the same
+// per-thread order (same launch shape as RmsNormKernel), one pass fewer over the row.
+__global__ void AddRmsNormKernel(float* residual, const float* __restrict__ x, const float* __restrict__ weight,
+                                 int64_t h, float eps, float* y) {
+  float* rr = residual + static_cast<int64_t>(blockIdx.x) * h;
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * h;
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * h;
+  float ss = 0.0f;
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
+    const float s = rr[j] + xr[j];
+    rr[j] = s;
+    ss += s * s;
+  }
+  ss = BlockSum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(h) + eps);
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) yr[j] = rr[j] * inv * weight[j];
+}
+
 __global__ void LayerNormKernel(const float* x, const float* __restrict__ gamma, const float* __restrict__ beta,
                                 int64_t h, float eps, float* y) {
   const float* xr = x + static_cast<int64_t>(blockIdx.x) * h;
@@ -125,21 +143,27 @@ __global__ void GeluTanhKernel(float* x, int64_t n) {
 
 // ---- RoPE: one block per token; cos/sin once per frequency in shared memory --
 
-__global__ void RopeKernel(RopeLaunch p) {
-  float* rope_shared = DynamicShared();
+// This block's token's cos/sin table in shared memory ([0, half) cos, [half, rotary_dim) sin).
+// Angles in double like the CPU backend: positions reach 1e5+ radians.
+__device__ __forceinline__ float* RopeTable(const RopeLaunch& p, int64_t t) {
+  float* cs = DynamicShared();
   const int32_t half = p.rotary_dim / 2;
-  float* cs = rope_shared;
-  float* sn = rope_shared + half;
-  const int64_t t = blockIdx.x;
-  // Angles in double like the CPU backend: positions reach 1e5+ radians.
   const double pos = p.positions[t];
   for (int32_t i = threadIdx.x; i < half; i += blockDim.x) {
     double s, c;
     sincos(pos * static_cast<double>(p.inv_freq[i]), &s, &c);
     cs[i] = static_cast<float>(c) * p.attention_factor;
-    sn[i] = static_cast<float>(s) * p.attention_factor;
+    cs[half + i] = static_cast<float>(s) * p.attention_factor;
   }
   __syncthreads();
+  return cs;
+}
+
+__global__ void RopeKernel(RopeLaunch p) {
+  const int32_t half = p.rotary_dim / 2;
+  const int64_t t = blockIdx.x;
+  const float* cs = RopeTable(p, t);
+  const float* sn = cs + half;
   const int32_t heads = p.num_q_heads + p.num_kv_heads;
   for (int32_t idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
     const int32_t h = idx / half, i = idx % half;
@@ -172,6 +196,49 @@ __global__ void KvWriteKernel(const float* __restrict__ k, const float* __restri
     const int32_t h = idx / d, j = idx % d;
     const int64_t base = (block * kv.num_kv_heads + h) * static_cast<int64_t>(d) * kv.block_size;
     StoreKv(kc, base + static_cast<int64_t>(j) * kv.block_size + off, k[t * width + idx]);
+    StoreKv(vc, base + off * d + j, v[t * width + idx]);
+  }
+}
+
+// RoPE of q in place, and of k on its way into the cache (the k rows themselves are left as
+// they were), with v stored beside it: RopeKernel then KvWriteKernel in one launch.
+template <typename T>
+__global__ void RopeKvWriteKernel(RopeLaunch p, const float* __restrict__ v, const int32_t* __restrict__ slots,
+                                  KvCacheDesc kv) {
+  const int32_t half = p.rotary_dim / 2;
+  const int64_t t = blockIdx.x;
+  const float* cs = RopeTable(p, t);
+  const float* sn = cs + half;
+  for (int32_t idx = threadIdx.x; idx < p.num_q_heads * half; idx += blockDim.x) {
+    const int32_t h = idx / half, i = idx % half;
+    float* head = p.q + (t * p.num_q_heads + h) * p.head_dim;
+    const int32_t ia = p.interleaved ? 2 * i : i;
+    const int32_t ib = p.interleaved ? 2 * i + 1 : i + half;
+    const float a = head[ia], b = head[ib];
+    head[ia] = a * cs[i] - b * sn[i];
+    head[ib] = b * cs[i] + a * sn[i];
+  }
+  const int32_t slot = slots[t];
+  const int64_t block = slot / kv.block_size, off = slot % kv.block_size;
+  const int32_t d = kv.head_dim;
+  const int32_t width = kv.num_kv_heads * d;
+  T* kc = static_cast<T*>(kv.k);
+  T* vc = static_cast<T*>(kv.v);
+  for (int32_t idx = threadIdx.x; idx < width; idx += blockDim.x) {
+    const int32_t h = idx / d, j = idx % d;
+    const float* head = p.k + t * width + h * d;
+    float value = head[j];
+    if (j < p.rotary_dim) {
+      // j is the first (a) or second (b) member of pair i.
+      const bool first = p.interleaved ? (j % 2 == 0) : j < half;
+      const int32_t i = p.interleaved ? j / 2 : (first ? j : j - half);
+      const int32_t ia = p.interleaved ? 2 * i : i;
+      const int32_t ib = p.interleaved ? 2 * i + 1 : i + half;
+      const float a = head[ia], b = head[ib];
+      value = first ? a * cs[i] - b * sn[i] : b * cs[i] + a * sn[i];
+    }
+    const int64_t base = (block * kv.num_kv_heads + h) * static_cast<int64_t>(d) * kv.block_size;
+    StoreKv(kc, base + static_cast<int64_t>(j) * kv.block_size + off, value);
     StoreKv(vc, base + off * d + j, v[t * width + idx]);
   }
 }
@@ -213,6 +280,12 @@ cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t m, int64_
   return Launch(RmsNormKernel, static_cast<unsigned>(m), RowThreads(h), 0, stream, x, weight, h, eps, y);
 }
 
+cudaError_t LaunchAddRmsNorm(float* residual, const float* x, const float* weight, int64_t m, int64_t h, float eps,
+                             float* y, cudaStream_t stream) {
+  if (m <= 0 || h <= 0) return cudaSuccess;
+  return Launch(AddRmsNormKernel, static_cast<unsigned>(m), RowThreads(h), 0, stream, residual, x, weight, h, eps, y);
+}
+
 cudaError_t LaunchLayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
                             float* y, cudaStream_t stream) {
   if (m <= 0 || h <= 0) return cudaSuccess;
@@ -248,6 +321,21 @@ cudaError_t LaunchKvWrite(const float* k, const float* v, const int32_t* slots, 
   const unsigned blocks = static_cast<unsigned>(num_tokens);
   if (kv.bf16) return Launch(KvWriteKernel<uint16_t>, blocks, threads, 0, stream, k, v, slots, kv);
   return Launch(KvWriteKernel<float>, blocks, threads, 0, stream, k, v, slots, kv);
+}
+
+cudaError_t LaunchRopeKvWrite(const RopeLaunch& p, const float* v, const int32_t* slots, const KvCacheDesc& kv,
+                              cudaStream_t stream) {
+  if (p.num_tokens <= 0) return cudaSuccess;
+  if (p.rotary_dim < 2) {
+    // Nothing rotates: the plain write.
+    return LaunchKvWrite(p.k, v, slots, static_cast<int32_t>(p.num_tokens), kv, stream);
+  }
+  const int64_t width = std::max<int64_t>(static_cast<int64_t>(p.num_q_heads) * (p.rotary_dim / 2),
+                                          static_cast<int64_t>(kv.num_kv_heads) * kv.head_dim);
+  const size_t shared = sizeof(float) * static_cast<size_t>(p.rotary_dim);
+  const unsigned blocks = static_cast<unsigned>(p.num_tokens);
+  if (kv.bf16) return Launch(RopeKvWriteKernel<uint16_t>, blocks, RowThreads(width), shared, stream, p, v, slots, kv);
+  return Launch(RopeKvWriteKernel<float>, blocks, RowThreads(width), shared, stream, p, v, slots, kv);
 }
 
 cudaError_t LaunchGatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst,

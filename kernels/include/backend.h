@@ -149,6 +149,13 @@ class Backend {
                          float* y) = 0;
   /// y += x, elementwise over n values.
   virtual void Add(float* y, const float* x, int64_t n) = 0;
+  /// residual += x, then y = RmsNorm(residual) (rows of h; y may alias residual): a tensor-parallel
+  /// all-reduce's residual add and the next norm, which a backend may fuse. Default: the two ops.
+  virtual void AddRmsNorm(float* residual, const float* x, const float* weight, int64_t m, int64_t h, float eps,
+                          float* y) {
+    Add(residual, x, m * h);
+    RmsNorm(residual, weight, m, h, eps, y);
+  }
   /// out[m, n] = silu(gate) * up.
   virtual void SiluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) = 0;
   /// x = gelu_tanh(x) (GPT-2's "gelu_new"), in place over n values.
@@ -157,6 +164,15 @@ class Backend {
   virtual void Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads, int32_t num_kv_heads,
                     int32_t head_dim, const RopeParams& rope) = 0;
   virtual void KvWrite(const KvWriteParams& params) = 0;
+  /// Rope of q, then KvWrite of the rotated k (`write.k` must be `k`) and `write.v`: the decode
+  /// step's pair, which a backend may fuse into one pass (CUDA: one launch, k rotated on its way
+  /// into the cache). Afterwards q is rotated and the cache holds the rotated k; the k rows
+  /// themselves are unspecified. Default: the two ops.
+  virtual void RopeKvWrite(float* q, float* k, const int32_t* positions, int32_t num_q_heads, const RopeParams& rope,
+                           const KvWriteParams& write) {
+    Rope(q, k, positions, write.num_tokens, num_q_heads, write.kv.num_kv_heads, write.kv.head_dim, rope);
+    KvWrite(write);
+  }
   /// Causal attention of each sequence against its own cached K/V (paper §4.1:
   /// the only op split per request).
   virtual void Attention(const AttentionParams& params) = 0;

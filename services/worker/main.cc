@@ -29,6 +29,7 @@ struct Flags {
   std::string model_name;
   std::string dtype = "auto";
   std::string device = "cpu";
+  bool fused_kernels = true;
   int stage = 0;
   bool stage_from_hostname = false;
   int num_stages = 1;
@@ -86,6 +87,8 @@ void AddFlags(FlagSet* flags, Flags* f) {
   flags->AddString("model-name", &f->model_name, "Model name for metric labels (default: basename of --model)");
   flags->AddString("dtype", &f->dtype, "Weight dtype: auto, f32, bf16");
   flags->AddString("device", &f->device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
+  flags->AddBool("fused-kernels", &f->fused_kernels,
+                 "Fused kernel pairs where the backend has them (CUDA: RoPE + KV write, residual add + RMSNorm)");
   flags->AddInt("stage", &f->stage, "Pipeline stage index");
   flags->AddBool("stage-from-hostname", &f->stage_from_hostname,
                  "Take the stage from the hostname's trailing -N (StatefulSet ordinal)");
@@ -140,6 +143,7 @@ absl::StatusOr<WorkerNode::Options> NodeOptionsFrom(const Flags& f) {
   o.engine.data_plane_host = "127.0.0.1";
   o.engine.peer_timeout_ms = f.peer_timeout_ms;
   ORCA_RETURN_IF_ERROR(engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &o.engine));
+  o.engine.fused_kernels = f.fused_kernels;
   o.workers = f.workers;
   o.scheduler_address = f.scheduler;
   ORCA_ASSIGN_OR_RETURN(o.scheduler_api_key, services::ReadClientKey(f.scheduler_api_key, f.scheduler_api_key_file));

@@ -392,6 +392,47 @@ TEST_P(EngineEquivalenceTest, MalformedBlockTablesAreRejectedWithoutSideEffects)
 // 0.075 of the logits' deviation on these models (bf16: 0.03).
 constexpr double kQuantTol = 0.1;
 
+// The fused kernel pairs (RoPE + KV write; tensor parallel: the all-reduce's residual add +
+// the next RMSNorm) only change how ops are grouped: on the CPU, whose backend runs each
+// pair as its two ops, the logits are bit-identical with and without them, alone and at
+// tp = 2 (which defers every residual add into the next norm or the end of the stage).
+TEST(EngineFusedKernelsTest, SameLogitsWithAndWithoutFusedKernels) {
+  const std::string path = testing::SyntheticModel(testing::SmallLlama(DType::kF32));
+  for (int tp : {1, 2}) {
+    std::vector<std::unique_ptr<Engine>> engines;
+    for (bool fused : {true, false}) {
+      Engine::Options o;
+      o.model_path = path;
+      o.n_slots = 1024;
+      o.tp_size = tp;
+      o.keep_logits = true;
+      o.fused_kernels = fused;
+      auto e = Engine::Create(o);
+      ASSERT_TRUE(e.ok()) << e.status();
+      engines.push_back(std::move(*e));
+    }
+    StepInput in;
+    in.seqs.push_back({1, {5, 6, 7, 8, 9}, 0, true, SequenceSetup{32, {}, {}}});
+    in.seqs.push_back({2, {42}, 0, true, SequenceSetup{32, {}, {}}});
+    for (int step = 0; step < 3; ++step) {
+      StepOutput fused, separate;
+      ASSERT_TRUE(engines[0]->Step(in, nullptr, &fused).ok());
+      ASSERT_TRUE(engines[1]->Step(in, nullptr, &separate).ok());
+      ASSERT_EQ(fused.logits, separate.logits) << "tp " << tp << " step " << step;
+      StepInput next;
+      for (size_t i = 0; i < in.seqs.size(); ++i) {
+        const auto& s = in.seqs[i];
+        next.seqs.push_back({s.request_id,
+                             {fused.samples[i].sample.token_id},
+                             s.start_position + static_cast<int32_t>(s.token_ids.size()),
+                             true,
+                             std::nullopt});
+      }
+      in = next;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, EngineEquivalenceTest,
     ::testing::Values(Case{"llama_f32", ModelArch::kLlama, DType::kF32, 1e-3},

@@ -5,10 +5,12 @@
 
 #include "kernels/cuda/cuda_backend.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "core/formats/ggml_quantize.h"
 #include "core/formats/ggml_quants.h"
 #include "gtest/gtest.h"
@@ -185,6 +187,115 @@ TEST_F(CudaBackendTest, RopeMatchesCpuInBothStyles) {
         return out;
       });
       EXPECT_TRUE(AllClose(gpu, cpu, 1e-5, 1e-5)) << "style " << static_cast<int>(style) << " rotary " << rotary_dim;
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, AddRmsNormIsAddThenRmsNorm) {
+  for (int64_t h : {64, 77, 4096}) {
+    const int64_t m = 5;
+    const std::vector<float> x = RandomFloats(m * h, 21, -3, 3), r = RandomFloats(m * h, 22, -3, 3),
+                             w = RandomFloats(h, 23);
+    // {residual, y} fused on the GPU, fused (the default pair) on the CPU, and the two ops on the GPU.
+    auto run_fused = [&](DeviceRunner& run) {
+      float* res = run.Upload(r);
+      float* y = static_cast<float*>(run.Alloc(x.size() * sizeof(float)));
+      run.backend().AddRmsNorm(res, run.Upload(x), run.Upload(w), m, h, 1e-6f, y);
+      std::vector<float> out = run.Download(res, r.size());
+      const std::vector<float> yy = run.Download(y, x.size());
+      out.insert(out.end(), yy.begin(), yy.end());
+      return out;
+    };
+    auto [gpu, cpu] = OnBoth(run_fused);
+    EXPECT_TRUE(AllClose(gpu, cpu, 1e-5, 1e-5)) << "h " << h;
+    DeviceRunner run(*cuda_);
+    float* res = run.Upload(r);
+    float* y = static_cast<float*>(run.Alloc(x.size() * sizeof(float)));
+    run.backend().Add(res, run.Upload(x), m * h);
+    run.backend().RmsNorm(res, run.Upload(w), m, h, 1e-6f, y);
+    std::vector<float> separate = run.Download(res, r.size());
+    const std::vector<float> yy = run.Download(y, x.size());
+    separate.insert(separate.end(), yy.begin(), yy.end());
+    EXPECT_EQ(gpu, separate) << "h " << h << ": the fused kernel must round like the pair";
+  }
+}
+
+// RoPE of q and of k into the paged cache in one launch equals Rope then KvWrite, on the GPU
+// bit for bit and against the CPU backend (the reference) to f32 noise, in both RoPE styles,
+// partial rotary dims, and f32 / bf16 caches.
+TEST_F(CudaBackendTest, RopeKvWriteIsRopeThenKvWrite) {
+  const int32_t nq = 8, nkv = 2, d = 64, block_size = 16, num_blocks = 6;
+  const std::vector<int32_t> positions = {0, 1, 17, 31, 4095, 70000};
+  const std::vector<int32_t> slots = {0, 1, 33, 47, 90, 16};
+  const int64_t m = static_cast<int64_t>(positions.size());
+  const std::vector<float> q = RandomFloats(m * nq * d, 24), k = RandomFloats(m * nkv * d, 25),
+                           v = RandomFloats(m * nkv * d, 26);
+  const size_t pool_elems = static_cast<size_t>(num_blocks) * block_size * nkv * d;
+  for (DType kv_dtype : {DType::kF32, DType::kBF16}) {
+    const std::vector<uint8_t> poison =
+        testing::StoreAs(std::vector<float>(pool_elems, std::numeric_limits<float>::quiet_NaN()), kv_dtype);
+    for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+      for (int32_t rotary_dim : {64, 32}) {
+        std::vector<float> inv_freq(rotary_dim / 2);
+        for (int32_t i = 0; i < rotary_dim / 2; ++i)
+          inv_freq[i] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * i / rotary_dim));
+        // Returns q after, then the K and V pools' bytes (as floats' worth of bytes).
+        auto run_op = [&](DeviceRunner& run, bool fused) {
+          Backend& be = run.backend();
+          float* dq = run.Upload(q);
+          float* dk = run.Upload(k);
+          RopeParams rope;
+          rope.style = style;
+          rope.rotary_dim = rotary_dim;
+          rope.inv_freq = run.Upload(inv_freq);
+          KvWriteParams write;
+          write.k = dk;
+          write.v = run.Upload(v);
+          write.slots = run.Upload(slots);
+          write.num_tokens = static_cast<int32_t>(m);
+          write.kv.k = run.Bytes(poison.data(), poison.size());
+          write.kv.v = run.Bytes(poison.data(), poison.size());
+          write.kv.dtype = kv_dtype;
+          write.kv.block_size = block_size;
+          write.kv.num_kv_heads = nkv;
+          write.kv.head_dim = d;
+          const int32_t* dpos = run.Upload(positions);
+          if (fused) {
+            be.RopeKvWrite(dq, dk, dpos, nq, rope, write);
+          } else {
+            be.Rope(dq, dk, dpos, m, nq, nkv, d, rope);
+            be.KvWrite(write);
+          }
+          struct Out {
+            std::vector<float> q;
+            std::vector<uint8_t> k_pool, v_pool;
+          } out{run.Download(dq, q.size()), run.Download(static_cast<const uint8_t*>(write.kv.k), poison.size()),
+                run.Download(static_cast<const uint8_t*>(write.kv.v), poison.size())};
+          return out;
+        };
+        const std::string what =
+            absl::StrCat(DTypeName(kv_dtype), " style ", static_cast<int>(style), " rotary ", rotary_dim);
+        DeviceRunner gpu_run(*cuda_), gpu_pair_run(*cuda_), cpu_run(*cpu_);
+        const auto gpu = run_op(gpu_run, true);
+        const auto gpu_pair = run_op(gpu_pair_run, false);
+        const auto cpu = run_op(cpu_run, false);
+        EXPECT_EQ(gpu.q, gpu_pair.q) << what;
+        EXPECT_TRUE(gpu.k_pool == gpu_pair.k_pool) << what << ": K pools differ from Rope + KvWrite";
+        EXPECT_TRUE(gpu.v_pool == gpu_pair.v_pool) << what << ": V pools differ from Rope + KvWrite";
+        EXPECT_TRUE(AllClose(gpu.q, cpu.q, 1e-5, 1e-5)) << what;
+        EXPECT_TRUE(gpu.v_pool == cpu.v_pool) << what;
+        if (kv_dtype == DType::kF32) {
+          std::vector<float> gk(pool_elems), ck(pool_elems);
+          std::memcpy(gk.data(), gpu.k_pool.data(), gpu.k_pool.size());
+          std::memcpy(ck.data(), cpu.k_pool.data(), cpu.k_pool.size());
+          for (size_t i = 0; i < pool_elems; ++i)  // slots nobody wrote stay NaN in both
+            if (std::isnan(ck[i])) {
+              EXPECT_TRUE(std::isnan(gk[i])) << what << " element " << i;
+              gk[i] = ck[i] = 0.0f;
+            }
+          EXPECT_TRUE(AllClose(gk, ck, 1e-5, 1e-5)) << what;
+        }
+      }
     }
   }
 }
