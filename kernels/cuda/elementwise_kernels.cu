@@ -159,6 +159,16 @@ __device__ __forceinline__ float* RopeTable(const RopeLaunch& p, int64_t t) {
   return cs;
 }
 
+// Rotates pair i of one head in place: (i, i + half), or (2i, 2i + 1) when interleaved.
+__device__ __forceinline__ void RotatePair(float* head, int32_t i, int32_t half, bool interleaved, const float* cs,
+                                           const float* sn) {
+  const int32_t ia = interleaved ? 2 * i : i;
+  const int32_t ib = interleaved ? 2 * i + 1 : i + half;
+  const float a = head[ia], b = head[ib];
+  head[ia] = a * cs[i] - b * sn[i];
+  head[ib] = b * cs[i] + a * sn[i];
+}
+
 __global__ void RopeKernel(RopeLaunch p) {
   const int32_t half = p.rotary_dim / 2;
   const int64_t t = blockIdx.x;
@@ -169,11 +179,7 @@ __global__ void RopeKernel(RopeLaunch p) {
     const int32_t h = idx / half, i = idx % half;
     float* head = h < p.num_q_heads ? p.q + (t * p.num_q_heads + h) * p.head_dim
                                     : p.k + (t * p.num_kv_heads + (h - p.num_q_heads)) * p.head_dim;
-    const int32_t ia = p.interleaved ? 2 * i : i;
-    const int32_t ib = p.interleaved ? 2 * i + 1 : i + half;
-    const float a = head[ia], b = head[ib];
-    head[ia] = a * cs[i] - b * sn[i];
-    head[ib] = b * cs[i] + a * sn[i];
+    RotatePair(head, i, half, p.interleaved, cs, sn);
   }
 }
 
@@ -182,21 +188,26 @@ __global__ void RopeKernel(RopeLaunch p) {
 __device__ __forceinline__ void StoreKv(float* base, int64_t i, float v) { base[i] = v; }
 __device__ __forceinline__ void StoreKv(uint16_t* base, int64_t i, float v) { base[i] = F32ToBf16Bits(v); }
 
+// Where element j of KV head h of the token in `slot` goes: K transposed inside its block, V row-major.
+__device__ __forceinline__ void KvOffsets(const KvCacheDesc& kv, int32_t slot, int32_t h, int32_t j, int64_t* k_at,
+                                          int64_t* v_at) {
+  const int64_t block = slot / kv.block_size, off = slot % kv.block_size;
+  const int64_t base = (block * kv.num_kv_heads + h) * static_cast<int64_t>(kv.head_dim) * kv.block_size;
+  *k_at = base + static_cast<int64_t>(j) * kv.block_size + off;
+  *v_at = base + off * kv.head_dim + j;
+}
+
 template <typename T>
 __global__ void KvWriteKernel(const float* __restrict__ k, const float* __restrict__ v,
                               const int32_t* __restrict__ slots, KvCacheDesc kv) {
   const int64_t t = blockIdx.x;
-  const int32_t slot = slots[t];
-  const int64_t block = slot / kv.block_size, off = slot % kv.block_size;
   const int32_t d = kv.head_dim;
   const int32_t width = kv.num_kv_heads * d;
-  T* kc = static_cast<T*>(kv.k);
-  T* vc = static_cast<T*>(kv.v);
   for (int32_t idx = threadIdx.x; idx < width; idx += blockDim.x) {
-    const int32_t h = idx / d, j = idx % d;
-    const int64_t base = (block * kv.num_kv_heads + h) * static_cast<int64_t>(d) * kv.block_size;
-    StoreKv(kc, base + static_cast<int64_t>(j) * kv.block_size + off, k[t * width + idx]);
-    StoreKv(vc, base + off * d + j, v[t * width + idx]);
+    int64_t k_at, v_at;
+    KvOffsets(kv, slots[t], idx / d, idx % d, &k_at, &v_at);
+    StoreKv(static_cast<T*>(kv.k), k_at, k[t * width + idx]);
+    StoreKv(static_cast<T*>(kv.v), v_at, v[t * width + idx]);
   }
 }
 
@@ -211,19 +222,10 @@ __global__ void RopeKvWriteKernel(RopeLaunch p, const float* __restrict__ v, con
   const float* sn = cs + half;
   for (int32_t idx = threadIdx.x; idx < p.num_q_heads * half; idx += blockDim.x) {
     const int32_t h = idx / half, i = idx % half;
-    float* head = p.q + (t * p.num_q_heads + h) * p.head_dim;
-    const int32_t ia = p.interleaved ? 2 * i : i;
-    const int32_t ib = p.interleaved ? 2 * i + 1 : i + half;
-    const float a = head[ia], b = head[ib];
-    head[ia] = a * cs[i] - b * sn[i];
-    head[ib] = b * cs[i] + a * sn[i];
+    RotatePair(p.q + (t * p.num_q_heads + h) * p.head_dim, i, half, p.interleaved, cs, sn);
   }
-  const int32_t slot = slots[t];
-  const int64_t block = slot / kv.block_size, off = slot % kv.block_size;
   const int32_t d = kv.head_dim;
   const int32_t width = kv.num_kv_heads * d;
-  T* kc = static_cast<T*>(kv.k);
-  T* vc = static_cast<T*>(kv.v);
   for (int32_t idx = threadIdx.x; idx < width; idx += blockDim.x) {
     const int32_t h = idx / d, j = idx % d;
     const float* head = p.k + t * width + h * d;
@@ -237,9 +239,10 @@ __global__ void RopeKvWriteKernel(RopeLaunch p, const float* __restrict__ v, con
       const float a = head[ia], b = head[ib];
       value = first ? a * cs[i] - b * sn[i] : b * cs[i] + a * sn[i];
     }
-    const int64_t base = (block * kv.num_kv_heads + h) * static_cast<int64_t>(d) * kv.block_size;
-    StoreKv(kc, base + static_cast<int64_t>(j) * kv.block_size + off, value);
-    StoreKv(vc, base + off * d + j, v[t * width + idx]);
+    int64_t k_at, v_at;
+    KvOffsets(kv, slots[t], h, j, &k_at, &v_at);
+    StoreKv(static_cast<T*>(kv.k), k_at, value);
+    StoreKv(static_cast<T*>(kv.v), v_at, v[t * width + idx]);
   }
 }
 
