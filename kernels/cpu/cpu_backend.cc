@@ -258,7 +258,7 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
 #pragma omp parallel num_threads(threads)
   {
     const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
-    if (any_quantized) quant::QuantizeRows(x, m * tid / nt, m * (tid + 1) / nt, &quantized_x_);
+    if (any_quantized) quant::QuantizeRows(quant_isa_, x, m * tid / nt, m * (tid + 1) / nt, &quantized_x_);
     if (any_pairs) bf16dot::ConvertRows(x, k, m * tid / nt, m * (tid + 1) / nt, bf16_x_.data());
     if (any_quantized || any_pairs) {
 #pragma omp barrier

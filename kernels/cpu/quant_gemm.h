@@ -31,12 +31,14 @@ struct QuantizedRows {
   std::vector<int32_t> ns;  ///< [m][groups][3]: -Σq over the group, its first 16, its last 16
 };
 
-/// Quantizes rows [row_begin, row_end) of x [m, k] (row stride k) into `out`,
-/// which must have been sized with PrepareRows(m, k, out).
-void PrepareRows(int64_t m, int64_t k, QuantizedRows* out);
-void QuantizeRows(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);
-
 enum class Isa : uint8_t { kGeneric, kAvxVnni, kAvx512Vnni };
+
+/// Quantizes rows [row_begin, row_end) of x [m, k] (row stride k) into `out`,
+/// which must have been sized with PrepareRows(m, k, out). Every ISA gives the
+/// same bytes (round to nearest even, like std::nearbyint); AVX-512 runs it
+/// vectorized (kAvx512Vnni), the others portably.
+void PrepareRows(int64_t m, int64_t k, QuantizedRows* out);
+void QuantizeRows(Isa isa, const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);
 const char* IsaName(Isa isa);
 /// The fastest implementation this CPU runs; `CanRun` for each.
 Isa BestIsa();
@@ -63,5 +65,7 @@ void Gemm(Isa isa, const GemmArgs& args);
 void GemmGeneric(const GemmArgs& args);
 void GemmAvxVnni(const GemmArgs& args);
 void GemmAvx512Vnni(const GemmArgs& args);
+void QuantizeRowsGeneric(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);
+void QuantizeRowsAvx512(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);
 
 }  // namespace orca::kernels::quant

@@ -87,6 +87,35 @@ struct Avx512 {
 
 }  // namespace
 
+void QuantizeRowsAvx512(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out) {
+  const int64_t k = out->k, groups = out->groups;
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const __m512i hi = _mm512_set1_epi32(127), lo = _mm512_set1_epi32(-127);
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* src = x + row * k + g * kGroup;
+      const __m512 a = _mm512_loadu_ps(src), b = _mm512_loadu_ps(src + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(a, abs_mask), _mm512_and_ps(b, abs_mask)));
+      // The portable path's arithmetic: the same scale, one float product, round to nearest even (MXCSR's default,
+      // as std::nearbyint), clamped to ±127.
+      const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+      const __m512 vid = _mm512_set1_ps(id);
+      const __m512i qa = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(a, vid)), hi), lo);
+      const __m512i qb = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(b, vid)), hi), lo);
+      int8_t* q = out->q.data() + row * k + g * kGroup;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(qa));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(qb));
+      const int32_t s0 = _mm512_reduce_add_epi32(qa), s1 = _mm512_reduce_add_epi32(qb);
+      const int64_t at = row * groups + g;
+      out->d[at] = d;
+      out->ds[at] = d * static_cast<float>(s0 + s1);
+      out->ns[3 * at] = -(s0 + s1);
+      out->ns[3 * at + 1] = -s0;
+      out->ns[3 * at + 2] = -s1;
+    }
+  }
+}
+
 void GemmAvx512Vnni(const GemmArgs& args) { impl::Gemm<Avx512>(args); }
 
 }  // namespace orca::kernels::quant

@@ -61,7 +61,14 @@ void PrepareRows(int64_t m, int64_t k, QuantizedRows* out) {
   if (out->d.size() < groups) out->d.resize(groups), out->ds.resize(groups), out->ns.resize(3 * groups);
 }
 
-void QuantizeRows(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out) {
+void QuantizeRows(Isa isa, const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out) {
+  if (isa == Isa::kAvx512Vnni)
+    QuantizeRowsAvx512(x, row_begin, row_end, out);
+  else
+    QuantizeRowsGeneric(x, row_begin, row_end, out);
+}
+
+void QuantizeRowsGeneric(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out) {
   const int64_t k = out->k, groups = out->groups;
   for (int64_t row = row_begin; row < row_end; ++row) {
     for (int64_t g = 0; g < groups; ++g) {

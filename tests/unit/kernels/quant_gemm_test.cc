@@ -109,7 +109,7 @@ std::vector<uint8_t> Pack(DType t, const Shape& s, const Case& c) {
 std::vector<float> RunGemm(Isa isa, DType t, const Shape& s, const Case& c, const std::vector<uint8_t>& packed) {
   QuantizedRows xq;
   PrepareRows(s.m, s.k, &xq);
-  QuantizeRows(c.x.data(), 0, s.m, &xq);
+  QuantizeRows(isa, c.x.data(), 0, s.m, &xq);
   std::vector<float> y = c.y0;
   GemmArgs a;
   a.x = &xq;
@@ -186,6 +186,38 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantGemmTest, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(DTypeName(info.param));
                          });
+
+// Every ISA quantizes activations to the same bytes as the portable loop: zero groups, tiny
+// and huge magnitudes, exact .5 ties (round to nearest even), values at ±amax.
+TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
+  const int64_t m = 7, k = 256;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m * k; ++i) {
+    const int64_t row = i / k, group = (i % k) / 32;
+    const float scale = row == 0 ? 0.0f : std::pow(10.0f, static_cast<float>(row) - 3.0f);
+    x[static_cast<size_t>(i)] = group == 2 ? 0.0f : u(rng) * scale;
+  }
+  // Ties: amax 127 makes the scale 1, so x.5 values round to even.
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(k + 96 + i)] = i == 0 ? 127.0f : static_cast<float>(i % 8) - 3.5f;
+  QuantizedRows want;
+  PrepareRows(m, k, &want);
+  QuantizeRows(Isa::kGeneric, x.data(), 0, m, &want);
+  for (Isa isa : {Isa::kAvxVnni, Isa::kAvx512Vnni}) {
+    if (!CanRun(isa)) continue;
+    QuantizedRows got;
+    PrepareRows(m, k, &got);
+    QuantizeRows(isa, x.data(), 0, 3, &got);  // in two ranges, as threads do
+    QuantizeRows(isa, x.data(), 3, m, &got);
+    EXPECT_EQ(got.q, want.q) << IsaName(isa);
+    EXPECT_EQ(got.d, want.d) << IsaName(isa);
+    EXPECT_EQ(got.ds, want.ds) << IsaName(isa);
+    EXPECT_EQ(got.ns, want.ns) << IsaName(isa);
+  }
+  EXPECT_EQ(want.q[static_cast<size_t>(k + 96 + 1)], -2);  // -2.5 → -2
+  EXPECT_EQ(want.q[static_cast<size_t>(k + 96 + 2)], -2);  // -1.5 → -2
+}
 
 TEST(QuantIsaTest, ReportsWhatThisCpuRuns) {
   // Not an assertion about the machine: a record in the test log of which paths ran above.
