@@ -190,7 +190,8 @@ else
 fi
 
 # ---- Fig. 10 on the GPU ---------------------------------------------------------------------
-FIG10_ARGS=(--serve-arg=--device=cuda)
+# Workers log their backend ("engine ready: ... cuda:N (...)") at info level.
+FIG10_ARGS=(--serve-arg=--device=cuda --serve-arg=--log-level=info)
 ((QUICK)) && FIG10_ARGS+=(--rates "4,11,20" --num-requests 50)
 say "Fig. 10 sweep, workers on the CUDA backend -> $FIG10_OUT"
 ORCA_BUILD_DIR="$BUILD_DIR" ORCA_BENCH_MODEL_DIR="$MODELS" "$ROOT/scripts/bench/fig10.sh" "$FIG10_OUT" \
