@@ -10,7 +10,8 @@
 #
 # Environment: ORCA_BUILD_DIR (default build-cuda), ORCA_CUDA_ARCHITECTURES (default: the
 # compute capabilities nvidia-smi reports), ORCA_GPU_CHECK_OUT (default: the bench/*/results/cuda
-# folders), ORCA_NVIDIA_SMI (default nvidia-smi).
+# folders), ORCA_NVIDIA_SMI (default nvidia-smi), ORCA_GPU_CHECK_NO_BOOTSTRAP=1 (skip
+# scripts/bootstrap.sh, which otherwise installs the packages and test tools first).
 #
 # It fails (exit 1, the reason on stderr) rather than skip: when a GPU is present, a gpu test
 # that fails or skips, a benchmark that fails or does not run on the GPU is a failure. Without a
@@ -27,7 +28,7 @@ fail() {
   exit 1
 }
 
-usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set /{/^#/p}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 # verify_test_log LOG STATUS: the verdict on a `ctest -V -L gpu` run. Every gpu test must have
 # run and passed: a failing status, a test that skipped (GTEST_SKIP exits 0, so ctest counts it
@@ -109,6 +110,11 @@ else
 fi
 
 # ---- configure and build ------------------------------------------------------------------
+# A fresh machine gets the project's packages and test tools first (idempotent; configure only).
+if [ -z "${ORCA_GPU_CHECK_NO_BOOTSTRAP:-}" ]; then
+  ORCA_BUILD_DIR="$BUILD_DIR" ORCA_CONFIGURE_ONLY=1 "$ROOT/scripts/bootstrap.sh" ||
+    fail "scripts/bootstrap.sh failed (packages or tools missing)"
+fi
 command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || [ -n "${CUDA_HOME:-}" ] ||
   fail "no CUDA toolkit: nvcc is neither on PATH nor in /usr/local/cuda/bin (set CUDA_HOME or CMAKE_CUDA_COMPILER)"
 ARCHS="${ORCA_CUDA_ARCHITECTURES:-}"
