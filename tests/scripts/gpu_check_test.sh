@@ -42,10 +42,25 @@ cat >"$WORK/pass.log" <<'LOG'
 LOG
 check "all passed" 0 '100% tests passed' -- bash "$SCRIPT" --verify-test-log "$WORK/pass.log"
 
-sed 's/\[       OK \] CudaBackendTest.LinearMatchesCpu (12 ms)/[  SKIPPED ] CudaBackendTest.LinearMatchesCpu (0 ms)/' \
-  "$WORK/pass.log" >"$WORK/skip.log"
-check "a skipped test fails the check" 1 '1 gpu test\(s\) skipped with a GPU present' -- \
+# A skip as gtest prints it under ctest -V: the location, the reason, then the test's line.
+skip_log() {  # skip_log REASON > FILE
+  printf '1: [ RUN      ] CudaBackendTest.LinearMatchesCpu\n1: ../tests/unit/kernels/cuda_backend_test.cc:68: Skipped\n'
+  printf '1: %s\n1: [  SKIPPED ] CudaBackendTest.LinearMatchesCpu (0 ms)\n' "$1"
+  printf '1: [  PASSED  ] 0 tests.\n1: [  SKIPPED ] 1 test, listed below:\n1: [  SKIPPED ] CudaBackendTest.LinearMatchesCpu\n'
+  printf '1: [ RUN      ] CudaBackendTest.GeluMatchesCpu\n1: [       OK ] CudaBackendTest.GeluMatchesCpu (3 ms)\n'
+  printf '1: [  PASSED  ] 1 test.\n100%% tests passed, 0 tests failed out of 1\n'
+}
+skip_log "no CUDA device visible" >"$WORK/skip.log"
+check "a skipped test fails the check, with its reason" 1 \
+  'CudaBackendTest.LinearMatchesCpu: no CUDA device visible' -- bash "$SCRIPT" --verify-test-log "$WORK/skip.log"
+check "one skip counts once" 1 '1 gpu test\(s\) skipped with a GPU present' -- \
   bash "$SCRIPT" --verify-test-log "$WORK/skip.log"
+skip_log "needs 2 GPUs" | grep -v 'PASSED  \] 0 tests' >"$WORK/needs2.log"
+check "a test needing more GPUs than there are may skip, and is listed" 0 \
+  'not run for lack of GPUs: CudaBackendTest.LinearMatchesCpu \(needs 2 GPUs; this machine has 1\)' -- \
+  env ORCA_GPU_CHECK_GPUS=1 bash "$SCRIPT" --verify-test-log "$WORK/needs2.log"
+check "with enough GPUs it may not" 1 'LinearMatchesCpu: needs 2 GPUs' -- \
+  env ORCA_GPU_CHECK_GPUS=2 bash "$SCRIPT" --verify-test-log "$WORK/needs2.log"
 
 cat >"$WORK/fail.log" <<'LOG'
 1: [  FAILED  ] CudaBackendTest.LinearMatchesCpu (12 ms)
