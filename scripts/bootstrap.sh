@@ -40,6 +40,8 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(
   git unzip curl libgtest-dev libgmock-dev googletest libbenchmark-dev
   prometheus gnuplot-nox yamllint
+  # Lints scripts/gpu-check.sh (tests/scripts).
+  shellcheck
   # Network-namespace hosts (tests/netns): ip netns/veth/bridge, iptables, mount.
   iproute2 iptables mount
   # The sanitizer stage (scripts/sanitize.sh): clang with its ASan/UBSan/libFuzzer runtimes

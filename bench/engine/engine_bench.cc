@@ -8,6 +8,7 @@
 //   engine_bench [--models 25m,135m] [--dtypes bf16,q8_0,q4_k_m] [--batches 1,2,4,8,16,32,64]
 //                [--prompts 32,128] [--gen 32] [--model-dir DIR]
 //   engine_bench --model-file model.gguf [...]
+//   engine_bench --device cuda [--tp 2] [...]   (GPU: the CPU's ceilings do not apply and are not measured)
 
 #include <immintrin.h>
 #include <omp.h>
@@ -159,8 +160,19 @@ struct Args {
   int64_t panel_gemm_max_rows = -1;
   bool bf16_dot = true;
   bool fused_kernels = true;
+  std::string device = "cpu";
+  int64_t tp = 1;
+  bool vocab_parallel_head = true;
   std::string model_dir;
 };
+
+// A percentage of a ceiling, or "-" where the ceiling was not measured (the GPU backend).
+std::string Pct(double num, double ceiling) {
+  if (!(ceiling > 0)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f%%", 100 * num / ceiling);
+  return buf;
+}
 
 // The model files to run: --model-file as given, else each shape × type, written as GGUF (with the
 // synthetic tokenizer, so llama.cpp loads the same file) the first time.
@@ -231,7 +243,8 @@ absl::Status Row(engine::Engine& e, const Args& args, const Ceilings& ceil, Band
   ORCA_ASSIGN_OR_RETURN(double prefill_s,
                         Prefill(e, batch, prompt, static_cast<int>(args.gen), next_id, rng, &in, &out));
   const double prefill_flops = ForwardFlops(c, 1.0 * batch * prompt, batch, batch * prompt * (prompt + 1) / 2.0);
-  const double bw_before = bandwidth.Measure(3);
+  const bool cpu = args.device == "cpu";
+  const double bw_before = cpu ? bandwidth.Measure(3) : 0;
   std::vector<double> step_s;
   for (int g = 1; g < args.gen; ++g) {
     engine::StepInput next;
@@ -243,17 +256,17 @@ absl::Status Row(engine::Engine& e, const Args& args, const Ceilings& ceil, Band
     step_s.push_back(Seconds(t1, Clock::now()));
     in.seqs = std::move(next.seqs);
   }
-  const double bw_now = std::max(bw_before, bandwidth.Measure(3));
+  const double bw_now = cpu ? std::max(bw_before, bandwidth.Measure(3)) : 0;
   for (const auto& s : in.seqs) e.Release(s.request_id);
   std::sort(step_s.begin(), step_s.end());
   const double decode_s = step_s[step_s.size() / 2];  // median iteration
   const double decode_tps = batch / decode_s;
   if (batch == 1) *b1_tps = decode_tps;
-  std::printf("%-6d %-6d | %-10.1f %-13.0f %-5.0f%% | %-10.2f %-12.0f %-8.0f%% %-8.1f | %-8.1f %-5.0f%%\n", batch,
-              prompt, prefill_s * 1e3, batch * prompt / prefill_s,
-              100 * prefill_flops / prefill_s / 1e9 / ceil.PeakFor(e.weight_dtype()), decode_s * 1e3, decode_tps,
-              100 * weight_gb / ceil.read_gbps / decode_s, *b1_tps > 0 ? decode_tps / *b1_tps : 0.0, bw_now,
-              100 * weight_gb / bw_now / decode_s);
+  std::printf("%-6d %-6d | %-10.1f %-13.0f %-6s | %-10.2f %-12.0f %-9s %-8.1f | %-8.1f %-6s\n", batch, prompt,
+              prefill_s * 1e3, batch * prompt / prefill_s,
+              Pct(prefill_flops / prefill_s / 1e9, ceil.PeakFor(e.weight_dtype())).c_str(), decode_s * 1e3, decode_tps,
+              Pct(weight_gb / decode_s, ceil.read_gbps).c_str(), *b1_tps > 0 ? decode_tps / *b1_tps : 0.0, bw_now,
+              Pct(weight_gb / decode_s, bw_now).c_str());
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -273,16 +286,20 @@ absl::Status BenchFile(const std::string& path, const Args& args, int threads, c
   if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
   eo.cpu_bf16_dot = args.bf16_dot;
   eo.fused_kernels = args.fused_kernels;
+  eo.device = args.device;
+  eo.tp_size = static_cast<int32_t>(args.tp);
+  eo.vocab_parallel_head = args.vocab_parallel_head;
   const auto t0 = Clock::now();
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> e, engine::Engine::Create(eo));
   const double load_s = Seconds(t0, Clock::now());
   const engine::ModelConfig& c = e->config();
   std::printf(
       "\n## %s: %.1fM params, %s weights, %.0f MB read per decode step, KV %.0f MiB; loaded in %.2f s "
-      "(%.0f MiB packed at load), RSS %.0f MiB; %s\n",
+      "(%.0f MiB packed at load), RSS %.0f MiB; %s, tp %d%s\n",
       path.c_str(), c.NumParameters() / 1e6, DTypeName(e->weight_dtype()), e->weight_bytes() / 1e6,
       e->kv_bytes() / 1048576.0, load_s, e->packed_weight_bytes() / 1048576.0, ResidentMiBWithoutProbe(),
-      e->backend_name().c_str());
+      e->backend_name().c_str(), static_cast<int>(args.tp),
+      args.tp > 1 ? (args.vocab_parallel_head ? " (vocabulary-parallel head)" : " (head on rank 0)") : "");
   std::mt19937 rng(1);
   uint64_t next_id = 1;
   if (args.first_requests > 0) ORCA_RETURN_IF_ERROR(FirstRequests(*e, args, max_prompt, &next_id, rng));
@@ -299,9 +316,15 @@ absl::Status BenchFile(const std::string& path, const Args& args, int threads, c
 
 int Run(const Args& args) {
   const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
-  std::printf("# Orca engine microbenchmark (paper Fig. 9 analog), %d threads\n", threads);
+  std::printf("# Orca engine microbenchmark (paper Fig. 9 analog), %d threads, device %s\n", threads,
+              args.device.c_str());
   BandwidthProbe bandwidth(threads);
-  const Ceilings ceil = MeasureCeilings(threads, bandwidth);
+  Ceilings ceil;
+  if (args.device == "cpu")
+    ceil = MeasureCeilings(threads, bandwidth);
+  else
+    std::printf("# %s: the CPU's bandwidth and GEMM ceilings do not apply; the %% columns are left out\n",
+                args.device.c_str());
   absl::StatusOr<std::vector<std::string>> files = ModelFiles(args);
   if (!files.ok()) {
     std::fprintf(stderr, "engine_bench: %s\n", std::string(files.status().message()).c_str());
@@ -340,6 +363,11 @@ int main(int argc, char** argv) {
   flags.AddStringList("prompts", &args.prompts, "Prompt lengths");
   flags.AddInt("gen", &args.gen, "Generated tokens per request");
   flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");
+  flags.AddString("device", &args.device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
+  flags.AddInt("tp", &args.tp, "Tensor-parallel shards (threads of this process)");
+  flags.AddBool(
+      "vocab-parallel-head", &args.vocab_parallel_head,
+      "With --tp > 1: every shard computes its vocabulary slice of the logits (false: rank 0 the whole head)");
   flags.AddBool("bf16-dot", &args.bf16_dot,
                 "bf16 weights on AVX512-BF16 dot products where the CPU has them (false: the f32-FMA panel kernel)");
   flags.AddBool("fused-kernels", &args.fused_kernels,
@@ -357,6 +385,14 @@ int main(int argc, char** argv) {
   if (flags.help_requested()) {
     std::cout << flags.Usage();
     return 0;
+  }
+  if (args.device != "cpu" && args.device != "cuda") {
+    std::fprintf(stderr, "engine_bench: --device must be cpu or cuda, got '%s'\n", args.device.c_str());
+    return 2;
+  }
+  if (args.tp < 1 || args.tp > 64) {
+    std::fprintf(stderr, "engine_bench: --tp must be in [1, 64], got %lld\n", static_cast<long long>(args.tp));
+    return 2;
   }
   std::filesystem::create_directories(args.model_dir);
   orca::SetLogLevel(orca::LogLevel::kWarning);

@@ -168,6 +168,7 @@ absl::StatusOr<std::unique_ptr<Engine::Shard>> Engine::LoadShard(int rank, int n
   ModelWeights::Options wo;
   wo.partition = Partition::ForStage(o.stage, o.num_stages, c.num_layers, rank, o.tp_size);
   wo.dtype = o.dtype;
+  wo.vocab_parallel_head = o.vocab_parallel_head;
   ORCA_ASSIGN_OR_RETURN(shard->weights, ModelWeights::Load(*checkpoint_, wo, shard->backend.get()));
   KvCache::Options ko;
   ko.num_layers = shard->weights->num_local_layers();

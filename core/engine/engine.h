@@ -52,6 +52,10 @@ class Engine {
     bool cpu_bf16_dot = true;           ///< see CpuBackend::Options::bf16_dot
     bool keep_logits = false;           ///< copy logits into StepOutput (tests)
     bool fused_kernels = true;          ///< see ModelRunner::Options::fused_kernels
+    /// With tp_size > 1 on the last stage: every shard computes the logits of
+    /// its vocabulary slice and shard 0 gathers them (ModelWeights::Options).
+    /// Off: shard 0 holds the whole LM head and computes every logit.
+    bool vocab_parallel_head = true;
     /// Data plane for tensor parallelism: a rendezvous store shared by the
     /// shards (nullptr: an in-process store, the shards being our threads).
     gloo::rendezvous::Store* tp_store = nullptr;

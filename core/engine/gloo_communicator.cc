@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <gloo/allreduce.h>
 #include <gloo/common/error.h>
+#include <gloo/gather.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/hash_store.h>
@@ -12,6 +13,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <netinet/in.h>
 
+#include <cstring>
 #include <exception>
 
 #include "absl/cleanup/cleanup.h"
@@ -155,6 +157,29 @@ absl::Status GlooCommunicator::AllReduceSum(float* data, size_t count) {
     gloo::allreduce(opts);
   } catch (const std::exception& e) {
     return FromException(e, "all-reduce");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GlooCommunicator::Gather(const float* data, size_t count, int32_t root, float* out) {
+  if (root < 0 || root >= size_)
+    return absl::InvalidArgumentError(absl::StrCat("gather: root ", root, " is not a member of a group of ", size_));
+  if (rank_ == root && out == nullptr) return absl::InvalidArgumentError("gather: the root needs an output buffer");
+  if (count == 0) return absl::OkStatus();
+  if (size_ == 1) {
+    std::memmove(out, data, count * sizeof(float));
+    return absl::OkStatus();
+  }
+  try {
+    gloo::GatherOptions opts(context_);
+    // Gloo's buffers are not const; the input is only read.
+    opts.setInput(const_cast<float*>(data), count);
+    if (rank_ == root) opts.setOutput(out, count * static_cast<size_t>(size_));
+    opts.setRoot(root);
+    opts.setTimeout(timeout_);
+    gloo::gather(opts);
+  } catch (const std::exception& e) {
+    return FromException(e, absl::StrCat("gather of ", count, " floats onto rank ", root));
   }
   return absl::OkStatus();
 }

@@ -53,6 +53,7 @@ class GlooCommunicator final : public Communicator {
   int32_t rank() const override { return rank_; }
   int32_t size() const override { return size_; }
   absl::Status AllReduceSum(float* data, size_t count) override;
+  absl::Status Gather(const float* data, size_t count, int32_t root, float* out) override;
   absl::Status Send(int32_t peer, const void* data, size_t bytes) override;
   absl::Status Recv(int32_t peer, void* data, size_t bytes) override;
 

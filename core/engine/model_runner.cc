@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
@@ -25,8 +26,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const Options& 
 }
 
 ModelRunner::~ModelRunner() {
-  for (Buffer* b : {&x_, &h_, &q_, &k_, &v_, &attn_, &ff1_, &ff2_, &tmp_, &last_, &logits_, &ids_, &positions_, &slots_,
-                    &block_tables_, &sample_rows_})
+  for (Buffer* b : {&x_, &h_, &q_, &k_, &v_, &attn_, &ff1_, &ff2_, &tmp_, &last_, &logits_, &gathered_, &ids_,
+                    &positions_, &slots_, &block_tables_, &sample_rows_})
     if (b->ptr) o_.backend->Free(b->ptr);
 }
 
@@ -60,7 +61,15 @@ absl::Status ModelRunner::EnsureCapacity(int64_t n, int64_t s, int64_t blocks) {
   ORCA_RETURN_IF_ERROR(Grow(positions_, n * i));
   ORCA_RETURN_IF_ERROR(Grow(slots_, n * i));
   ORCA_RETURN_IF_ERROR(Grow(block_tables_, std::max<int64_t>(blocks, 1) * i));
-  if (s > 0 && !w.lm_head().empty()) {
+  if (s > 0 && w.vocab_parallel_head()) {
+    // Every rank's slice padded to the largest, so that the gather moves equal shares.
+    const int32_t tp = w.partition().tp_size;
+    const size_t share = s * static_cast<size_t>(VocabShard::MaxRows(c.vocab_size, tp));
+    ORCA_RETURN_IF_ERROR(Grow(sample_rows_, s * i));
+    ORCA_RETURN_IF_ERROR(Grow(last_, s * H * f));
+    ORCA_RETURN_IF_ERROR(Grow(logits_, share * f));
+    if (w.partition().tp_rank == 0) ORCA_RETURN_IF_ERROR(Grow(gathered_, share * tp * f));
+  } else if (s > 0 && !w.lm_head().empty()) {
     ORCA_RETURN_IF_ERROR(Grow(sample_rows_, s * i));
     ORCA_RETURN_IF_ERROR(Grow(last_, s * H * f));
     ORCA_RETURN_IF_ERROR(Grow(logits_, s * static_cast<size_t>(c.vocab_size) * f));
@@ -133,20 +142,57 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
 
   if (!w.partition().has_head) {
     if (hidden_out != nullptr) be.CopyToHost(hidden_out, x_.ptr, n * H * sizeof(float));
-  } else if (samples > 0 && !w.lm_head().empty()) {
-    be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
-    be.GatherRows(F(x_), I(sample_rows_), samples, H, F(last_));
-    if (c.arch == ModelArch::kGpt2)
-      be.LayerNorm(F(last_), w.final_norm(), w.final_norm_bias(), samples, H, c.norm_eps, F(last_));
-    else
-      be.RmsNorm(F(last_), w.final_norm(), samples, H, c.norm_eps, F(last_));
-    be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
-    be.CopyToHost(logits_out, logits_.ptr, samples * static_cast<size_t>(c.vocab_size) * sizeof(float));
+  } else if (samples > 0 && (w.vocab_parallel_head() || !w.lm_head().empty())) {
+    ORCA_RETURN_IF_ERROR(Head(samples, logits_out, &local));
   }
   be.Synchronize();
   if (timings) {
     timings->comm_micros += local.comm_micros;
     timings->compute_micros += NowMicros() - t0 - local.comm_micros;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Head(int64_t samples, float* logits_out, ForwardTimings* timings) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  kernels::Backend& be = *o_.backend;
+  const int64_t H = c.hidden_size;
+  be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
+  be.GatherRows(F(x_), I(sample_rows_), samples, H, F(last_));
+  if (c.arch == ModelArch::kGpt2)
+    be.LayerNorm(F(last_), w.final_norm(), w.final_norm_bias(), samples, H, c.norm_eps, F(last_));
+  else
+    be.RmsNorm(F(last_), w.final_norm(), samples, H, c.norm_eps, F(last_));
+  if (w.vocab_parallel_head()) return GatherVocabSlices(samples, logits_out, timings);
+  be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
+  be.CopyToHost(logits_out, logits_.ptr, samples * static_cast<size_t>(c.vocab_size) * sizeof(float));
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::GatherVocabSlices(int64_t samples, float* logits_out, ForwardTimings* timings) {
+  const ModelWeights& w = *o_.weights;
+  kernels::Backend& be = *o_.backend;
+  const int64_t vocab = w.config().vocab_size;
+  const int32_t tp = o_.tp->size(), rank = o_.tp->rank();
+  if (rank == 0 && logits_out == nullptr)
+    return absl::InvalidArgumentError("rank 0 of the last stage needs logits_out");
+  // [samples, slice] here; a rank with no rows (a vocabulary smaller than the group) sends padding only.
+  if (w.head_vocab().size > 0) be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
+  const size_t share = static_cast<size_t>(samples * VocabShard::MaxRows(vocab, tp));
+  be.Synchronize();
+  const int64_t t0 = NowMicros();
+  ORCA_RETURN_IF_ERROR(o_.tp->Gather(F(logits_), share, /*root=*/0, rank == 0 ? F(gathered_) : nullptr));
+  timings->comm_micros += NowMicros() - t0;
+  if (rank != 0) return absl::OkStatus();
+  // Rank q's share holds [samples, its slice]; each row goes to columns [begin, begin + size) of the full rows.
+  h_gathered_.resize(share * tp);
+  be.CopyToHost(h_gathered_.data(), gathered_.ptr, h_gathered_.size() * sizeof(float));
+  for (int32_t q = 0; q < tp; ++q) {
+    const VocabShard slice = VocabShard::For(vocab, q, tp);
+    const float* src = h_gathered_.data() + q * share;
+    for (int64_t s = 0; s < samples; ++s)
+      std::memcpy(logits_out + s * vocab + slice.begin, src + s * slice.size, slice.size * sizeof(float));
   }
   return absl::OkStatus();
 }

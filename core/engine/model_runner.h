@@ -6,7 +6,9 @@
 /// while attention is split per request against that request's cached keys
 /// and values. The LM head runs only on the last token of requests that
 /// sample, and on every token of those that ask for all their logits
-/// (prompt logprobs). Buffers grow to the largest batch seen, so a steady state does no
+/// (prompt logprobs). With tensor parallelism the head is vocabulary-parallel:
+/// each rank computes the logits of its VocabShard and rank 0 gathers them
+/// (exact: sampling sees the same full rows). Buffers grow to the largest batch seen, so a steady state does no
 /// allocation.
 
 #include <cstdint>
@@ -60,13 +62,18 @@ class ModelRunner {
   /// Runs this shard's layers. The caller has validated the sequences against
   /// the KV cache (KvCache::CheckWrite). On a non-last stage, writes the hidden
   /// states [ΣL, H] to `hidden_out`; on the last stage (rank 0), the logits
-  /// [Σ LogitRows(), vocab] to `logits_out`, in batch order. Host pointers.
+  /// [Σ LogitRows(), vocab] to `logits_out`, in batch order (other ranks pass
+  /// nullptr). Host pointers.
   absl::Status Forward(const ForwardInput& input, float* hidden_out, float* logits_out, ForwardTimings* timings);
 
  private:
   explicit ModelRunner(const Options& options) : o_(options) {}
   absl::Status EnsureCapacity(int64_t tokens, int64_t samples, int64_t blocks);
   absl::Status Layer(int32_t local_layer, int64_t n, ForwardTimings* timings);
+  // The final norm and LM head over the rows `samples` of x_; writes host logits on rank 0.
+  absl::Status Head(int64_t samples, float* logits_out, ForwardTimings* timings);
+  // The head's vocabulary-parallel tail: this rank's slice of the logits, gathered on rank 0.
+  absl::Status GatherVocabSlices(int64_t samples, float* logits_out, ForwardTimings* timings);
   absl::Status RowParallelOutput(const float* in, int64_t n, const kernels::WeightView& w, const float* bias,
                                  ForwardTimings* timings);
   // h_ = norm(x_) with the layer's weights; first adds a pending all-reduced residual (fused with an RMSNorm).
@@ -85,10 +92,11 @@ class ModelRunner {
   int32_t* I(const Buffer& b) const { return static_cast<int32_t*>(b.ptr); }
 
   Options o_;
-  Buffer x_, h_, q_, k_, v_, attn_, ff1_, ff2_, tmp_, last_, logits_;
+  Buffer x_, h_, q_, k_, v_, attn_, ff1_, ff2_, tmp_, last_, logits_, gathered_;
   Buffer ids_, positions_, slots_, block_tables_, sample_rows_;
   // Host staging, reused across iterations.
   std::vector<int32_t> h_positions_, h_slots_, h_block_tables_, h_sample_rows_;
+  std::vector<float> h_gathered_;  // rank 0: every rank's logit slice, before they are interleaved
   std::vector<kernels::AttentionSeq> attention_seqs_;
 };
 

@@ -24,6 +24,14 @@ Partition Partition::ForStage(int32_t stage, int32_t num_stages, int32_t num_lay
   return p;
 }
 
+VocabShard VocabShard::For(int64_t vocab, int32_t tp_rank, int32_t tp_size) {
+  const int64_t base = vocab / tp_size, extra = vocab % tp_size;
+  VocabShard v;
+  v.begin = tp_rank * base + std::min<int64_t>(tp_rank, extra);
+  v.size = base + (tp_rank < extra ? 1 : 0);
+  return v;
+}
+
 // Loads tensors role by role, checking shapes and slicing for tensor parallelism.
 class ModelWeights::Loader {
  public:
@@ -255,7 +263,16 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
     ORCA_ASSIGN_OR_RETURN(lw.down, ld.Matrix(TensorRole::kDown, l, H, c.intermediate_size, 0, H, r * f_local, f_local));
     w->layers_.push_back(lw);
   }
-  const bool head_uses_embedding = p.has_head && c.tie_word_embeddings && r == 0;
+  // The LM head: a vocabulary slice on every rank (vocabulary-parallel), or whole on rank 0.
+  w->vocab_parallel_head_ = p.has_head && p.tp_size > 1 && options.vocab_parallel_head;
+  if (p.has_head)
+    w->head_vocab_ = w->vocab_parallel_head_ ? VocabShard::For(c.vocab_size, r, p.tp_size)
+                     : r == 0                ? VocabShard{0, c.vocab_size}
+                                             : VocabShard{};
+  const bool whole_head = p.has_head && w->head_vocab_.size == c.vocab_size;
+  // A tied head over the whole vocabulary shares the embedding's upload; a slice of it is loaded on its own (the
+  // lookup table stays whole: every rank embeds every token).
+  const bool head_uses_embedding = whole_head && c.tie_word_embeddings;
   if (p.has_embedding || head_uses_embedding) {
     const kernels::WeightUse use = !head_uses_embedding ? kernels::WeightUse::kGather
                                    : p.has_embedding    ? kernels::WeightUse::kMatmulAndGather
@@ -272,12 +289,12 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoin
     if (gpt2) {
       ORCA_ASSIGN_OR_RETURN(w->final_norm_bias_, ld.Vector(TensorRole::kFinalNormBias, 0, H, 0, H));
     }
-    if (r == 0) {
-      if (c.tie_word_embeddings)
-        w->lm_head_ = w->token_embedding_;
-      else {
-        ORCA_ASSIGN_OR_RETURN(w->lm_head_, ld.Matrix(TensorRole::kLmHead, 0, c.vocab_size, H, 0, c.vocab_size, 0, H));
-      }
+    const VocabShard& hv = w->head_vocab_;
+    if (head_uses_embedding) {
+      w->lm_head_ = w->token_embedding_;
+    } else if (hv.size > 0) {
+      const TensorRole role = c.tie_word_embeddings ? TensorRole::kTokenEmbedding : TensorRole::kLmHead;
+      ORCA_ASSIGN_OR_RETURN(w->lm_head_, ld.Matrix(role, 0, c.vocab_size, H, hv.begin, hv.size, 0, H));
     }
   }
   if (c.arch == ModelArch::kLlama) {

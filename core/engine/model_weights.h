@@ -35,6 +35,20 @@ struct Partition {
   static Partition Whole(int32_t num_layers) { return ForStage(0, 1, num_layers); }
 };
 
+/// The rows [begin, begin + size) of a vocabulary-parallel LM head one
+/// tensor-parallel rank holds: `vocab` split over `tp_size` ranks as evenly
+/// as possible, the first vocab % tp_size ranks taking one row more (so a
+/// vocabulary the group does not divide gives uneven shards, none larger than
+/// MaxRows). A row is one token's weights, whole quantized blocks included.
+struct VocabShard {
+  int64_t begin = 0;
+  int64_t size = 0;
+
+  static VocabShard For(int64_t vocab, int32_t tp_rank, int32_t tp_size);
+  /// The largest shard's rows: ceil(vocab / tp_size).
+  static int64_t MaxRows(int64_t vocab, int32_t tp_size) { return (vocab + tp_size - 1) / tp_size; }
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;
   const float* attn_norm_bias = nullptr;
@@ -58,6 +72,11 @@ class ModelWeights {
     /// nullopt = the checkpoint's: float checkpoints in the embedding's dtype
     /// (f16 becomes bf16), quantized ones each tensor in its own type.
     std::optional<DType> dtype;
+    /// With tensor parallelism on the last stage, every rank holds a
+    /// VocabShard of the LM head's rows and computes those logits; the slices
+    /// are gathered on rank 0, which samples. Off: rank 0 holds the whole head
+    /// (the other ranks none) and computes every logit.
+    bool vocab_parallel_head = true;
   };
 
   /// Loads and validates every tensor of the partition. Errors name the file,
@@ -80,8 +99,16 @@ class ModelWeights {
   const kernels::WeightView& position_embedding() const { return position_embedding_; }
   const float* final_norm() const { return final_norm_; }
   const float* final_norm_bias() const { return final_norm_bias_; }
-  /// Present on the last stage's rank 0 (which computes the logits).
+  /// This shard's rows of the LM head (output projection; the token
+  /// embedding's rows when tied): rows head_vocab().begin.. of the
+  /// vocabulary. Empty on shards that compute no logits (not the last stage,
+  /// or ranks > 0 without a vocabulary-parallel head).
   const kernels::WeightView& lm_head() const { return lm_head_; }
+  /// The vocabulary rows lm_head() covers (size 0 when it is empty).
+  const VocabShard& head_vocab() const { return head_vocab_; }
+  /// Every rank of the last stage holds a slice of the head and takes part in
+  /// gathering the logits (tp_size > 1 and Options::vocab_parallel_head).
+  bool vocab_parallel_head() const { return vocab_parallel_head_; }
   const float* rope_inv_freq() const { return rope_inv_freq_; }
 
   /// Bytes used in place from the mapping, bytes converted into owned memory,
@@ -105,6 +132,8 @@ class ModelWeights {
   kernels::WeightView token_embedding_;
   kernels::WeightView position_embedding_;
   kernels::WeightView lm_head_;
+  VocabShard head_vocab_;
+  bool vocab_parallel_head_ = false;
   const float* final_norm_ = nullptr;
   const float* final_norm_bias_ = nullptr;
   const float* rope_inv_freq_ = nullptr;

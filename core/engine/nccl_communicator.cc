@@ -194,6 +194,38 @@ absl::Status NcclCommunicator::AllReduceSum(float* data, size_t count) {
   return Finish(r, absl::StrCat("all-reduce of ", count, " floats"));
 }
 
+absl::Status NcclCommunicator::Gather(const float* data, size_t count, int32_t root, float* out) {
+  if (!failed_.ok()) return failed_;
+  if (root < 0 || root >= size_)
+    return absl::InvalidArgumentError(absl::StrCat("gather: root ", root, " is not a member of a group of ", size_));
+  if (rank_ == root && out == nullptr) return absl::InvalidArgumentError("gather: the root needs an output buffer");
+  if (count == 0) return absl::OkStatus();
+  backend_->MakeCurrent();
+  const std::string what = absl::StrCat("gather of ", count, " floats onto rank ", root);
+  if (rank_ == root) {
+    if (cudaError_t e = cudaMemcpyAsync(out + static_cast<size_t>(rank_) * count, data, count * sizeof(float),
+                                        cudaMemcpyDeviceToDevice, backend_->stream());
+        e != cudaSuccess)
+      return Fail(absl::InternalError(absl::StrCat(what, ": cudaMemcpyAsync: ", cudaGetErrorString(e))));
+  }
+  if (size_ == 1) return absl::OkStatus();
+  // One group: the root's receives from every peer proceed together.
+  ncclResult_t first_error = ncclSuccess;
+  auto note = [&](ncclResult_t r) {
+    if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
+  };
+  note(ncclGroupStart());
+  if (rank_ == root) {
+    for (int32_t peer = 0; peer < size_; ++peer)
+      if (peer != root)
+        note(ncclRecv(out + static_cast<size_t>(peer) * count, count, ncclFloat, peer, comm_, backend_->stream()));
+  } else {
+    note(ncclSend(data, count, ncclFloat, root, comm_, backend_->stream()));
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  return Finish(first_error != ncclSuccess ? first_error : end, what);
+}
+
 absl::Status NcclCommunicator::Send(int32_t peer, const void* data, size_t bytes) {
   if (!failed_.ok()) return failed_;
   ORCA_RETURN_IF_ERROR(CheckPeer(peer, "send"));

@@ -66,6 +66,9 @@ class NcclCommunicator final : public Communicator {
   int32_t size() const override { return size_; }
   /// In-place sum of `count` floats of device memory over all members.
   absl::Status AllReduceSum(float* data, size_t count) override;
+  /// Gather of device memory onto `root`: one NCCL group of sends to the root
+  /// and its receives (the root's own share is a device copy on the stream).
+  absl::Status Gather(const float* data, size_t count, int32_t root, float* out) override;
   /// Point-to-point of device memory, matched in order between a pair of members.
   absl::Status Send(int32_t peer, const void* data, size_t bytes) override;
   absl::Status Recv(int32_t peer, void* data, size_t bytes) override;

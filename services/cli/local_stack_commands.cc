@@ -52,6 +52,7 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
   if (o.kv_block_size > 0) args.push_back(absl::StrCat("--kv-block-size=", o.kv_block_size));
   if (!o.deployment_id.empty()) args.push_back("--deployment-id=" + o.deployment_id);
   if (!o.dtype.empty()) args.push_back("--dtype=" + o.dtype);
+  if (!o.device.empty()) args.push_back("--device=" + o.device);
   if (o.worker_threads > 0) args.push_back(absl::StrCat("--threads=", o.worker_threads));
   if (o.peer_timeout_ms > 0) args.push_back(absl::StrCat("--peer-timeout-ms=", o.peer_timeout_ms));
   if (o.rendezvous_timeout_ms > 0) args.push_back(absl::StrCat("--rendezvous-timeout-ms=", o.rendezvous_timeout_ms));
@@ -71,6 +72,7 @@ std::vector<std::string> LocalStackCommands::SchedulerArgs() const {
   } else {
     args.push_back("--model=" + o.model);
     if (o.engine_threads > 0) args.push_back(absl::StrCat("--threads=", o.engine_threads));
+    if (!o.device.empty()) args.push_back("--device=" + o.device);
   }
   if (o.n_workers > 0) args.push_back(absl::StrCat("--n-workers=", o.n_workers));
   if (o.microbatches > 0) args.push_back(absl::StrCat("--microbatches=", o.microbatches));

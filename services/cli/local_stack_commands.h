@@ -54,6 +54,7 @@ class LocalStackCommands {
     std::string scheduling_order;
     int64_t priority_aging_ms = -1;  ///< -1: not passed.
     std::string dtype;               ///< Worker --dtype.
+    std::string device;              ///< Worker (and in-process engine) --device; empty: not passed (cpu).
     int64_t worker_threads = 0;      ///< Worker --threads.
     int64_t engine_threads = 0;      ///< Scheduler --threads (in-process engine only).
     std::string log_level;           ///< Every process.

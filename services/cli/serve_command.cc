@@ -47,6 +47,7 @@ struct ServeFlags {
   std::string scheduling_order = "fcfs";
   int64_t priority_aging_ms = 1000;
   std::string dtype = "auto";
+  std::string device = "cpu";
   int threads = 0;
   std::vector<std::string> api_keys;
   std::string log_dir;
@@ -90,6 +91,7 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
   flags.AddInt("priority-aging-ms", &f.priority_aging_ms,
                "Priority order: one level gained per this much waiting (bounds waiting; 0 = strict)");
   flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32, bf16");
+  flags.AddString("device", &f.device, "Workers' kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "Compute threads per worker (0 = cores / stages)");
   flags.AddStringList("api-keys", &f.api_keys, "Accepted API keys (empty = no auth)");
   flags.AddString("log-dir", &f.log_dir, "Write each process's log to a file here (default: this terminal)");
@@ -118,6 +120,9 @@ absl::Status ResolveServeFlags(ServeFlags& f) {
   if ((f.microbatches > 0 || f.faster_transformer) && f.policy != "request-level" && f.policy != "request_level") {
     return absl::InvalidArgumentError("--microbatches and --faster-transformer need --policy request-level (got '" +
                                       f.policy + "')");
+  }
+  if (f.device != "cpu" && f.device != "cuda") {
+    return absl::InvalidArgumentError("--device must be cpu or cuda, got '" + f.device + "'");
   }
   if (f.model.empty()) {
     f.model = EnsureDefaultModel();
@@ -148,6 +153,7 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.scheduling_order = f.scheduling_order;
   o.priority_aging_ms = f.priority_aging_ms;
   o.dtype = f.dtype;
+  o.device = f.device;
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   o.worker_threads = f.threads > 0 ? f.threads : std::max<int64_t>(f.tensor_parallel, cores / f.pipeline_parallel);
   o.log_level = f.log_level;

@@ -45,13 +45,17 @@ class EngineEquivalenceTest : public ::testing::TestWithParam<Case> {
     if (GetParam().mix == nullptr) return hf;
     return testing::QuantizedModel(hf, GetParam().mix);
   }
-  std::unique_ptr<Engine> MakeEngine(const std::string& path, int tp = 1) {
+  std::unique_ptr<Engine> MakeEngine(const std::string& path, int tp = 1, bool vocab_parallel_head = true,
+                                     int stage = 0, int num_stages = 1) {
     Engine::Options o;
     o.model_path = path;
     o.n_slots = 4096;
     o.kv_block_size = 16;
     o.keep_logits = true;
     o.tp_size = tp;
+    o.vocab_parallel_head = vocab_parallel_head;
+    o.stage = stage;
+    o.num_stages = num_stages;
     auto e = Engine::Create(o);
     EXPECT_TRUE(e.ok()) << e.status();
     return std::move(*e);
@@ -217,6 +221,76 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
                            std::nullopt});
     }
     in = next;
+  }
+}
+
+// The vocabulary-parallel LM head (tp=2): each shard computes the logits of
+// its rows of the vocabulary — 301 tokens here, so 151 and 150 rows — and
+// shard 0 gathers them for the sampler. Its logits match the whole model's and
+// those of the head kept whole on shard 0, tied or not, with the embedding on
+// the same stage or (pp=2 × tp=2) on another one, whose last stage then holds
+// only a slice of the tied embedding. Quantized heads are sliced by rows, so
+// their blocks stay whole.
+TEST_P(EngineEquivalenceTest, VocabularyParallelHeadMatchesWholeModelWithUnevenVocabulary) {
+  SyntheticModelOptions m = Options();
+  m.vocab_size = 301;
+  if (GetParam().mix != nullptr && GetParam().mix != std::string("bf16")) {
+    // tp=2 must keep the layers' row-parallel shards whole blocks (hidden/2 and ffn/2).
+    if (GetParam().wide) {
+      m.hidden_size = 512, m.intermediate_size = 1024, m.num_heads = 8, m.num_kv_heads = 4;
+    } else {
+      m.intermediate_size = 128;
+    }
+  }
+  for (const bool tied : {true, false}) {
+    m.tie_word_embeddings = tied;
+    const std::string hf = testing::SyntheticModel(m);
+    const std::string path = GetParam().mix == nullptr ? hf : testing::QuantizedModel(hf, GetParam().mix);
+    const std::string name = absl::StrCat(GetParam().name, tied ? " tied" : " untied");
+    auto whole = MakeEngine(path);
+    auto vocab_parallel = MakeEngine(path, 2);
+    auto head_on_rank0 = MakeEngine(path, 2, /*vocab_parallel_head=*/false);
+    auto stage0 = MakeEngine(path, 2, true, 0, 2);
+    auto stage1 = MakeEngine(path, 2, true, 1, 2);
+    ASSERT_TRUE(whole && vocab_parallel && head_on_rank0 && stage0 && stage1) << name;
+    ASSERT_EQ(whole->config().vocab_size, 301);
+    // A quantized export keeps the embedding (the tied head) in blocks: the slices are block rows.
+    if (GetParam().mix != nullptr) EXPECT_TRUE(IsQuantized(vocab_parallel->weight_dtype())) << name;
+
+    StepInput in;
+    in.seqs.push_back({1, {5, 6, 7, 8, 9}, 0, true, SequenceSetup{32, {}, {}}});
+    in.seqs.push_back({2, {42}, 0, true, SequenceSetup{32, {}, {}}});
+    in.seqs.push_back({3, {300, 299, 150, 151}, 0, true, SequenceSetup{32, {}, {}}});
+    for (int step = 0; step < 3; ++step) {
+      StepOutput a, vp, r0, s0, s1;
+      ASSERT_TRUE(whole->Step(in, nullptr, &a).ok());
+      ASSERT_TRUE(vocab_parallel->Step(in, nullptr, &vp).ok());
+      ASSERT_TRUE(head_on_rank0->Step(in, nullptr, &r0).ok());
+      ASSERT_TRUE(stage0->Step(in, nullptr, &s0).ok());
+      ASSERT_TRUE(stage1->Step(in, s0.hidden.data(), &s1).ok());
+      ASSERT_EQ(a.logits.size(), in.seqs.size() * 301u);
+      const std::vector<double> want(a.logits.begin(), a.logits.end());
+      for (const auto& [got, what] : {std::pair{&vp, "tp=2 vocabulary-parallel head"},
+                                      std::pair{&r0, "tp=2 head on rank 0"}, std::pair{&s1, "pp=2 x tp=2"}}) {
+        const std::string label = absl::StrCat(name, " step ", step, " ", what);
+        ASSERT_EQ(got->logits.size(), a.logits.size()) << label;
+        for (size_t i = 0; i < in.seqs.size(); ++i) {
+          const std::vector<double> row(want.begin() + i * 301, want.begin() + (i + 1) * 301);
+          ExpectClose(got->logits.data() + i * 301, row, GetParam().tolerance,
+                      absl::StrCat(label, " request ", in.seqs[i].request_id));
+        }
+      }
+      StepInput next;
+      for (size_t i = 0; i < in.seqs.size(); ++i) {
+        const auto& s = in.seqs[i];
+        next.seqs.push_back({s.request_id,
+                             {a.samples[i].sample.token_id},
+                             s.start_position + static_cast<int32_t>(s.token_ids.size()),
+                             true,
+                             std::nullopt});
+      }
+      in = next;
+    }
   }
 }
 

@@ -204,5 +204,35 @@ TEST(GlooCommunicatorTest, RejectsPortOutsideTheTcpRange) {
   EXPECT_THAT(c.status().message(), HasSubstr("[0, 65535], got 70000"));
 }
 
+// The vocabulary-parallel LM head's gather: every member's share lands at its
+// rank's offset on the root only; the others' outputs are untouched.
+TEST(GlooCommunicatorTest, GatherCollectsEveryMembersShareOnTheRootInRankOrder) {
+  auto store = GlooCommunicator::MakeLocalStore();
+  auto group = FormGroup(store.get(), "gather", {"127.0.0.1", "127.0.0.1", "127.0.0.1"}, 0, std::chrono::seconds(20));
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(group[r].ok()) << "rank " << r << ": " << group[r].status();
+  constexpr int kRoot = 1;
+  std::vector<std::vector<float>> out(3, std::vector<float>(6, -1.0f));
+  std::vector<absl::Status> status(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      const std::vector<float> share = {10.0f * r, 10.0f * r + 1};
+      status[r] = (*group[r])->Gather(share.data(), share.size(), kRoot, r == kRoot ? out[r].data() : nullptr);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r];
+  EXPECT_EQ(out[kRoot], (std::vector<float>{0, 1, 10, 11, 20, 21}));
+  EXPECT_EQ(out[0], std::vector<float>(6, -1.0f));
+  EXPECT_EQ(out[2], std::vector<float>(6, -1.0f));
+
+  const float one = 1;
+  const absl::Status bad_root = (*group[0])->Gather(&one, 1, 3, nullptr);
+  EXPECT_EQ(bad_root.code(), absl::StatusCode::kInvalidArgument) << bad_root;
+  EXPECT_THAT(bad_root.message(), HasSubstr("root 3 is not a member of a group of 3"));
+  const absl::Status no_output = (*group[kRoot])->Gather(&one, 1, kRoot, nullptr);
+  EXPECT_EQ(no_output.code(), absl::StatusCode::kInvalidArgument) << no_output;
+}
+
 }  // namespace
 }  // namespace orca::engine

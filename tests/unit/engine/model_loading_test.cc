@@ -147,7 +147,13 @@ TEST(ModelLoadingTest, PartitionsLoadOnlyTheirLayersAndShard) {
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ((*w)->num_local_layers(), 1);  // layers [2, 3)
   EXPECT_EQ((*w)->partition().layer_begin, 2);
-  EXPECT_TRUE((*w)->token_embedding().empty());      // rank 1 of the last stage: no LM head
+  EXPECT_TRUE((*w)->token_embedding().empty());  // not the first stage: no lookup table
+  // The vocabulary-parallel head: rank 1 holds the tied embedding's rows [150, 300) only.
+  EXPECT_TRUE((*w)->vocab_parallel_head());
+  EXPECT_EQ((*w)->head_vocab().begin, 150);
+  EXPECT_EQ((*w)->head_vocab().size, 150);
+  EXPECT_EQ((*w)->lm_head().n, 150);
+  EXPECT_EQ((*w)->lm_head().ld, 64);                 // a view of the mapped rows
   EXPECT_EQ((*w)->layer(0).q.n, 32);                 // 2 of 4 heads × 16
   EXPECT_EQ((*w)->layer(0).o.k, 32);                 // row-parallel slice
   EXPECT_EQ((*w)->layer(0).o.ld, 64);                // a strided view of the mapped tensor: no copy
