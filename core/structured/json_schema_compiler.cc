@@ -641,8 +641,8 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_vie
 }
 
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSequence(std::string_view schema_text, std::string_view begin,
-                                                                  std::string_view separator, std::string_view end,
-                                                                  int32_t max_items) {
+                                                                   std::string_view separator, std::string_view end,
+                                                                   int32_t max_items) {
   if (max_items < 0 || max_items > 256)
     return absl::InvalidArgumentError(absl::StrCat("max_calls must be in [0, 256], got ", max_items));
   JsonSchemaCompiler::Json schema;
@@ -658,8 +658,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSequence(std::string_v
   ORCA_ASSIGN_OR_RETURN(Fragment value, compiler.Value(schema, ""));
   builder.DefineRule(item, value);
   const int64_t more = max_items == 0 ? -1 : max_items - 1;
-  Fragment rest = builder.Repeat(
-      [&] { return builder.Seq(builder.Literal(separator), builder.Call(item)); }, 0, more);
+  Fragment rest = builder.Repeat([&] { return builder.Seq(builder.Literal(separator), builder.Call(item)); }, 0, more);
   const Rule root = builder.NewRule();
   builder.DefineRule(root, builder.Seq({builder.Literal(begin), builder.Call(item), rest, builder.Literal(end)}));
   return builder.Finish(root);

@@ -54,7 +54,7 @@ class CompletionResponder : public GenerationObserver {
   OpenAiResponseBuilder builder_;
   bool stream_started_ = false;
   std::vector<bool> choice_started_;
-  std::vector<ChoiceResult> results_;  // non-streaming
+  std::vector<ChoiceResult> results_;                          // non-streaming
   std::vector<std::unique_ptr<ToolCallParser>> tool_parsers_;  // per choice, with tools
 };
 

@@ -281,8 +281,8 @@ absl::Status ParseMessageToolFields(const json& m, const std::string& field, boo
     return InvalidFieldError("messages", absl::StrCat("'", field, ".tool_calls' is only allowed on role 'assistant'"));
   }
   if (!calls->is_array()) {
-    return InvalidFieldError("messages",
-                             absl::StrCat("'", field, ".tool_calls' must be an array, got ", DescribeJsonValue(*calls)));
+    return InvalidFieldError(
+        "messages", absl::StrCat("'", field, ".tool_calls' must be an array, got ", DescribeJsonValue(*calls)));
   }
   using ordered = nlohmann::ordered_json;  // the arguments keep the client's key order
   ordered rendered = ordered::array();
@@ -298,7 +298,8 @@ absl::Status ParseMessageToolFields(const json& m, const std::string& field, boo
     ORCA_RETURN_IF_ERROR(WithParam(cr.String("id", &id), "messages"));
     ORCA_RETURN_IF_ERROR(WithParam(cr.String("type", &type), "messages"));
     if (type != "function") {
-      return InvalidFieldError("messages", absl::StrCat("'", call_field, ".type' must be 'function', got '", type, "'"));
+      return InvalidFieldError("messages",
+                               absl::StrCat("'", call_field, ".type' must be 'function', got '", type, "'"));
     }
     const json* function = cr.Find("function");
     if (function == nullptr || !function->is_object()) {
@@ -306,7 +307,8 @@ absl::Status ParseMessageToolFields(const json& m, const std::string& field, boo
     }
     JsonFieldReader fr(*function, call_field + ".function.");
     ORCA_RETURN_IF_ERROR(WithParam(fr.String("name", &name), "messages"));
-    if (name.empty()) return InvalidFieldError("messages", absl::StrCat("'", call_field, ".function.name' is required"));
+    if (name.empty())
+      return InvalidFieldError("messages", absl::StrCat("'", call_field, ".function.name' is required"));
     ORCA_RETURN_IF_ERROR(WithParam(fr.String("arguments", &arguments), "messages"));
     ordered args = ordered::parse(arguments, nullptr, /*allow_exceptions=*/false);
     ordered rendered_call = ordered::object();
@@ -366,13 +368,15 @@ absl::Status ParseChatOnlyFields(const json& body, ChatRequest* out) {
   ORCA_RETURN_IF_ERROR(ParseToolsRequest(body, &out->tools));
   if (out->tools.choice == ToolsRequest::Choice::kRequired || out->tools.choice == ToolsRequest::Choice::kNamed) {
     if (out->options.sampling.structured.enabled()) {
-      return InvalidFieldError("tool_choice", "'tool_choice' 'required' or a named function constrains the output, "
-                                              "and so does the request's structured output (response_format or "
-                                              "guided_*): give one of them");
+      return InvalidFieldError("tool_choice",
+                               "'tool_choice' 'required' or a named function constrains the output, "
+                               "and so does the request's structured output (response_format or "
+                               "guided_*): give one of them");
     }
     if (out->options.ignore_eos) {
-      return InvalidFieldError("ignore_eos", "'ignore_eos' cannot be combined with 'tool_choice' 'required' or a "
-                                             "named function (the output ends with its calls)");
+      return InvalidFieldError("ignore_eos",
+                               "'ignore_eos' cannot be combined with 'tool_choice' 'required' or a "
+                               "named function (the output ends with its calls)");
     }
   }
   if (const json* kwargs = r.Find("chat_template_kwargs")) {

@@ -20,7 +20,8 @@ json FinishJson(const std::optional<FinishReason>& reason, bool produced_tool_ca
 }
 
 json ToolCallJson(const ToolCall& call, bool streaming) {
-  json out = {{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  json out = {
+      {"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
   if (streaming) out["index"] = call.index;
   return out;
 }

@@ -34,9 +34,9 @@ absl::Status ParseTool(const json& tool, size_t i, ToolDefinition* out) {
   std::string type;
   ORCA_RETURN_IF_ERROR(WithParam(r.String("type", &type), "tools"));
   if (type != "function") {
-    return InvalidFieldError("tools", type.empty() ? absl::StrCat("'", field, ".type' is required")
-                                                   : absl::StrCat("'", field, ".type' must be 'function', got '",
-                                                                  type, "'"));
+    return InvalidFieldError("tools", type.empty()
+                                          ? absl::StrCat("'", field, ".type' is required")
+                                          : absl::StrCat("'", field, ".type' must be 'function', got '", type, "'"));
   }
   const json* function = r.Find("function");
   if (function == nullptr || !function->is_object()) {
@@ -56,7 +56,8 @@ absl::Status ParseTool(const json& tool, size_t i, ToolDefinition* out) {
   ORCA_RETURN_IF_ERROR(WithParam(fr.Bool("strict", &strict), "tools"));
   if (const json* params = fr.Find("parameters")) {
     if (!params->is_object()) {
-      return InvalidFieldError("tools", absl::StrCat("'", field, ".function.parameters' must be a JSON Schema object, "
+      return InvalidFieldError("tools", absl::StrCat("'", field,
+                                                     ".function.parameters' must be a JSON Schema object, "
                                                      "got ",
                                                      DescribeJsonValue(*params)));
     }
@@ -85,8 +86,8 @@ absl::Status ParseToolChoice(const json& choice, ToolsRequest* out) {
     return absl::OkStatus();
   }
   if (!choice.is_object()) {
-    return InvalidFieldError("tool_choice", absl::StrCat("'tool_choice' must be a string or an object, got ",
-                                                         DescribeJsonValue(choice)));
+    return InvalidFieldError(
+        "tool_choice", absl::StrCat("'tool_choice' must be a string or an object, got ", DescribeJsonValue(choice)));
   }
   JsonFieldReader r(choice, "tool_choice.");
   std::string type;
@@ -99,8 +100,8 @@ absl::Status ParseToolChoice(const json& choice, ToolsRequest* out) {
   if (function == nullptr || !function->is_object()) {
     return InvalidFieldError("tool_choice", "'tool_choice.function' must be an object with a 'name'");
   }
-  ORCA_RETURN_IF_ERROR(WithParam(JsonFieldReader(*function, "tool_choice.function.").String("name", &out->named),
-                                 "tool_choice"));
+  ORCA_RETURN_IF_ERROR(
+      WithParam(JsonFieldReader(*function, "tool_choice.function.").String("name", &out->named), "tool_choice"));
   if (out->named.empty()) return InvalidFieldError("tool_choice", "'tool_choice.function.name' is required");
   out->choice = Choice::kNamed;
   return absl::OkStatus();
@@ -140,8 +141,8 @@ absl::StatusOr<std::optional<ToolCallFormat>> ParseToolCallParserFlag(std::strin
   for (ToolCallFormat f : {ToolCallFormat::kLlama3Json, ToolCallFormat::kHermes, ToolCallFormat::kMistral}) {
     if (name == ToolCallFormatName(f)) return std::optional<ToolCallFormat>(f);
   }
-  return absl::InvalidArgumentError(absl::StrCat("--tool-call-parser must be auto, llama3_json, hermes or mistral, got '",
-                                                 std::string(name), "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--tool-call-parser must be auto, llama3_json, hermes or mistral, got '", std::string(name), "'"));
 }
 
 ToolCallFormat DetectToolCallFormat(std::string_view source) {
@@ -155,12 +156,17 @@ ToolCallFormat DetectToolCallFormat(std::string_view source) {
 }
 
 std::string ToolsRequest::TemplateJson() const {
-  json list = json::array();
+  using ordered = nlohmann::ordered_json;  // {"type", "function": {"name", "description", "parameters"}}, as HF
+  ordered list = ordered::array();
   for (const ToolDefinition& t : tools) {
-    json function = {{"name", t.name}};
+    ordered function = ordered::object();
+    function["name"] = t.name;
     if (!t.description.empty()) function["description"] = t.description;
-    function["parameters"] = t.parameters;
-    list.push_back({{"type", "function"}, {"function", std::move(function)}});
+    function["parameters"] = ordered::parse(t.parameters.dump());
+    ordered tool = ordered::object();
+    tool["type"] = "function";
+    tool["function"] = std::move(function);
+    list.push_back(std::move(tool));
   }
   return list.dump();
 }

@@ -78,8 +78,9 @@ TEST(ToolsRequestTest, MalformedToolsAndChoicesAreRefusedByField) {
               "'tools[0].function.name' must be 1 to 64 characters");
   ExpectError({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", 3}}}}}}}, "tools",
               "'tools[0].function.parameters' must be a JSON Schema object");
-  ExpectError({{"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}},
-                          {{"type", "function"}, {"function", {{"name", "f"}}}}}}},
+  ExpectError({{"tools",
+                {{{"type", "function"}, {"function", {{"name", "f"}}}},
+                 {{"type", "function"}, {"function", {{"name", "f"}}}}}}},
               "tools", "'tools[1].function.name' 'f' is declared twice");
   ExpectError({{"tools", Tools()}, {"tool_choice", "always"}}, "tool_choice", "got 'always'");
   ExpectError({{"tools", Tools()}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}},
@@ -114,8 +115,9 @@ TEST(ToolsRequestTest, MessagesCarryToolCallsAndToolResults) {
   const text::ChatMessage& call = r->messages[1];
   EXPECT_TRUE(call.content_is_null);
   // The arguments become an object, in the client's key order.
-  EXPECT_EQ(call.tool_calls_json,
-            R"([{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":{"unit":"c","city":"Oslo"}}}])");
+  EXPECT_EQ(
+      call.tool_calls_json,
+      R"([{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":{"unit":"c","city":"Oslo"}}}])");
   EXPECT_EQ(r->messages[2].tool_call_id, "call_1");
 
   json no_id = json::parse(R"({"messages": [{"role": "tool", "content": "x"}]})");
@@ -156,8 +158,9 @@ TEST(ToolCallConstraintTest, RequiredAndNamedPerFormat) {
   EXPECT_TRUE(Accepts(*hermes, "<tool_call>\n" + weather + "\n</tool_call>\n<tool_call>\n" + noop + "\n</tool_call>"));
   EXPECT_FALSE(Accepts(*hermes, weather));
   EXPECT_FALSE(Accepts(*hermes, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>"));
-  EXPECT_FALSE(Accepts(*hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n"
-                                "</tool_call>"));  // `unit` is required
+  EXPECT_FALSE(Accepts(*hermes,
+                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n"
+                       "</tool_call>"));  // `unit` is required
   EXPECT_FALSE(Accepts(*hermes, "Sure! <tool_call>\n" + noop + "\n</tool_call>"));
 
   auto mistral = ToolCallConstraint(tools, ToolCallFormat::kMistral);
@@ -200,9 +203,9 @@ TEST(ToolCallConstraintTest, UnenforceableParametersNameTheTool) {
   EXPECT_NE(std::string(r.status().message()).find("'not' at /properties/x"), std::string::npos) << r.status();
   // "auto" does not constrain, so it does not need the schema to compile; a named choice of another tool neither.
   EXPECT_TRUE(ToolCallConstraint(*Parse({{"tools", tools}}), ToolCallFormat::kHermes).ok());
-  EXPECT_TRUE(ToolCallConstraint(*Parse({{"tools", tools},
-                                         {"tool_choice", {{"type", "function"}, {"function", {{"name", "noop"}}}}}}),
-                                 ToolCallFormat::kHermes)
+  EXPECT_TRUE(ToolCallConstraint(
+                  *Parse({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "noop"}}}}}}),
+                  ToolCallFormat::kHermes)
                   .ok());
 }
 
