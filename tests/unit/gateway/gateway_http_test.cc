@@ -574,10 +574,11 @@ TEST(GatewayHttpTest, DeveloperRoleRendersAsSystem) {
   };
   EXPECT_EQ(tokens("developer"), tokens("system"));
   EXPECT_NE(tokens("developer"), tokens("user"));
+  // A tool message answers a call: OpenAI requires its tool_call_id.
   for (const char* role : {"tool", "function"}) {
     HttpResult r = f.Client().Request("POST", "/v1/chat/completions",
                                       std::string(R"({"messages": [{"role": "user", "content": "x"}, {"role": ")") +
-                                          role + R"(", "content": "42"}], "max_tokens": 2})");
+                                          role + R"(", "content": "42", "tool_call_id": "call_1"}], "max_tokens": 2})");
     EXPECT_EQ(r.status, 200) << role << ": " << r.body;
   }
 }
