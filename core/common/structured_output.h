@@ -18,6 +18,9 @@ struct StructuredOutputSpec {
     kJsonSchema = 2,  ///< a JSON value valid against `schema` (JSON Schema text)
     kRegex = 3,       ///< text fully matching `regex` (see core/structured/regex_compiler.h)
     kChoice = 4,      ///< exactly one of `choices`
+    /// Tool calls: `calls_begin` V (`calls_separator` V)* `calls_end`, each V a JSON value
+    /// valid against `schema` (the calls' anyOf), at most `max_calls` of them (0 = unbounded).
+    kToolCalls = 5,
   };
   Kind kind = Kind::kNone;
   std::string schema;                ///< kJsonSchema: the schema as JSON text
@@ -26,6 +29,12 @@ struct StructuredOutputSpec {
   /// Extra token ids allowed (besides the model's EOS) where the grammar may
   /// end: the request's stop_token_ids.
   std::vector<int32_t> end_token_ids;
+  /// kToolCalls: the literal framing around and between the calls (format-specific, e.g.
+  /// Hermes' "<tool_call>\n" … "\n</tool_call>"), and the most calls (0 = unbounded).
+  std::string calls_begin;
+  std::string calls_separator;
+  std::string calls_end;
+  int32_t max_calls = 0;
 
   bool enabled() const { return kind != Kind::kNone; }
   /// A key identifying the grammar (kind + text; end_token_ids excluded):
@@ -36,6 +45,16 @@ struct StructuredOutputSpec {
     key += schema;
     key += '\x1f';
     key += regex;
+    if (kind == Kind::kToolCalls) {
+      for (const std::string* part : {&calls_begin, &calls_separator, &calls_end}) {
+        key += '\x1f';
+        key += std::to_string(part->size());
+        key += ':';
+        key += *part;
+      }
+      key += '\x1f';
+      key += std::to_string(max_calls);
+    }
     for (const std::string& c : choices) {
       key += '\x1f';
       key += std::to_string(c.size());

@@ -44,6 +44,8 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileSpec(const StructuredOutpu
       return CompileRegexGrammar(spec.regex);
     case StructuredOutputSpec::Kind::kChoice:
       return CompileChoice(spec.choices);
+    case StructuredOutputSpec::Kind::kToolCalls:
+      return CompileJsonSequence(spec.schema, spec.calls_begin, spec.calls_separator, spec.calls_end, spec.max_calls);
     case StructuredOutputSpec::Kind::kNone:
       break;
   }

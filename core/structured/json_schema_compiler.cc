@@ -640,6 +640,30 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_vie
   return builder.Finish(root);
 }
 
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSequence(std::string_view schema_text, std::string_view begin,
+                                                                   std::string_view separator, std::string_view end,
+                                                                   int32_t max_items) {
+  if (max_items < 0 || max_items > 256)
+    return absl::InvalidArgumentError(absl::StrCat("max_calls must be in [0, 256], got ", max_items));
+  JsonSchemaCompiler::Json schema;
+  try {
+    schema = JsonSchemaCompiler::Json::parse(schema_text);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("the tool-call schema is not valid JSON: ", e.what()));
+  }
+  GrammarBuilder builder;
+  JsonSchemaCompiler compiler(&builder, &schema);
+  // One rule for a value, called once per item: the schema is compiled once however many items there are.
+  const Rule item = builder.NewRule();
+  ORCA_ASSIGN_OR_RETURN(Fragment value, compiler.Value(schema, ""));
+  builder.DefineRule(item, value);
+  const int64_t more = max_items == 0 ? -1 : max_items - 1;
+  Fragment rest = builder.Repeat([&] { return builder.Seq(builder.Literal(separator), builder.Call(item)); }, 0, more);
+  const Rule root = builder.NewRule();
+  builder.DefineRule(root, builder.Seq({builder.Literal(begin), builder.Call(item), rest, builder.Literal(end)}));
+  return builder.Finish(root);
+}
+
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonObject() {
   GrammarBuilder builder;
   JsonSchemaCompiler::Json none = JsonSchemaCompiler::Json::object();

@@ -90,6 +90,11 @@ class JsonSchemaCompiler {
 
 /// The grammar of JSON texts valid against `schema_text` (a JSON Schema as text).
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_view schema_text);
+/// `begin` V (`separator` V)* `end`: one to `max_items` (0 = unbounded) JSON values, each valid
+/// against `schema_text`, framed by literals (tool calls: StructuredOutputSpec::kToolCalls).
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSequence(std::string_view schema_text, std::string_view begin,
+                                                                   std::string_view separator, std::string_view end,
+                                                                   int32_t max_items);
 /// The grammar of JSON objects (OpenAI's JSON mode).
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonObject();
 

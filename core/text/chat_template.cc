@@ -42,8 +42,22 @@ class JinjaChatTemplate : public ChatTemplate {
     for (const ChatMessage& m : inputs.messages) {
       jinja::Value::Dict d;
       d.Set("role", jinja::Value::String(m.role));
-      d.Set("content", jinja::Value::String(m.content));
+      d.Set("content", m.content_is_null ? jinja::Value::None() : jinja::Value::String(m.content));
+      if (!m.tool_calls_json.empty()) {
+        bool ok = false;
+        jinja::Value calls = jinja::ValueFromJsonText(m.tool_calls_json, &ok);
+        if (!ok) return absl::InvalidArgumentError("chat template: a message's tool_calls are not valid JSON");
+        d.Set("tool_calls", calls);
+      }
+      if (!m.tool_call_id.empty()) d.Set("tool_call_id", jinja::Value::String(m.tool_call_id));
+      if (!m.name.empty()) d.Set("name", jinja::Value::String(m.name));
       messages.push_back(jinja::Value::MakeDict(std::move(d)));
+    }
+    if (!inputs.tools_json.empty()) {
+      bool ok = false;
+      jinja::Value tools = jinja::ValueFromJsonText(inputs.tools_json, &ok);
+      if (!ok) return absl::InvalidArgumentError("chat template: the tools are not valid JSON");
+      globals.Set("tools", tools);
     }
     globals.Set("messages", jinja::Value::MakeList(std::move(messages)));
     globals.Set("add_generation_prompt", jinja::Value::Bool(inputs.add_generation_prompt));

@@ -17,6 +17,15 @@ namespace orca::text {
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant", "tool", ...
   std::string content;  // text content (array-of-parts content is joined by the caller)
+  /// Assistant messages that called tools: a JSON array of {"id", "type": "function",
+  /// "function": {"name", "arguments"}} (arguments as an object when they parse, as HF
+  /// templates expect); empty when none. The template sees it as `message.tool_calls`,
+  /// and `message.content` is None when the message had no content.
+  std::string tool_calls_json;
+  bool content_is_null = false;
+  /// Tool results (role "tool"): the call they answer and, optionally, the function's name.
+  std::string tool_call_id;
+  std::string name;
 };
 
 struct ChatTemplateInputs {
@@ -24,6 +33,9 @@ struct ChatTemplateInputs {
   bool add_generation_prompt = true;
   std::string bos_token;
   std::string eos_token;
+  /// The request's tools as a JSON array (HF convention: {"type": "function", "function":
+  /// {...}}), the template's `tools`; empty: `tools` is undefined (None in `is none` tests).
+  std::string tools_json;
   /// Extra template variables (string values), e.g. from `chat_template_kwargs`.
   std::map<std::string, std::string> extra;
 };

@@ -331,25 +331,26 @@ const char* Value::TypeName() const {
 }
 
 namespace {
-Value FromJson(const nlohmann::json& j) {
+// Ordered: objects keep the text's key order, as Python dicts do (templates `tojson` them back).
+Value FromJson(const nlohmann::ordered_json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null:
+    case nlohmann::ordered_json::value_t::null:
       return Value::None();
-    case nlohmann::json::value_t::boolean:
+    case nlohmann::ordered_json::value_t::boolean:
       return Value::Bool(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned:
+    case nlohmann::ordered_json::value_t::number_integer:
+    case nlohmann::ordered_json::value_t::number_unsigned:
       return Value::Int(j.get<int64_t>());
-    case nlohmann::json::value_t::number_float:
+    case nlohmann::ordered_json::value_t::number_float:
       return Value::Float(j.get<double>());
-    case nlohmann::json::value_t::string:
+    case nlohmann::ordered_json::value_t::string:
       return Value::String(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case nlohmann::ordered_json::value_t::array: {
       Value::List items;
       for (const auto& x : j) items.push_back(FromJson(x));
       return Value::MakeList(std::move(items));
     }
-    case nlohmann::json::value_t::object: {
+    case nlohmann::ordered_json::value_t::object: {
       Value::Dict d;
       for (const auto& [k, v] : j.items()) d.items.emplace_back(k, FromJson(v));
       return Value::MakeDict(std::move(d));
@@ -361,7 +362,7 @@ Value FromJson(const nlohmann::json& j) {
 }  // namespace
 
 Value ValueFromJsonText(std::string_view text, bool* ok) {
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, false);
   *ok = !j.is_discarded();
   return *ok ? FromJson(j) : Value();
 }

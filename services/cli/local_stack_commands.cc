@@ -101,6 +101,8 @@ std::vector<std::string> LocalStackCommands::GatewayArgs() const {
   if (!o.served_model_name.empty()) args.push_back("--served-model-name=" + o.served_model_name);
   if (!o.api_keys.empty()) args.push_back("--api-keys=" + absl::StrJoin(o.api_keys, ","));
   if (!o.scheduler_api_key.empty()) args.push_back("--scheduler-api-key=" + o.scheduler_api_key);
+  if (!o.chat_template.empty()) args.push_back("--chat-template=" + o.chat_template);
+  if (!o.tool_call_parser.empty()) args.push_back("--tool-call-parser=" + o.tool_call_parser);
   if (o.gateway_drain_grace_seconds > 0) {
     args.push_back(absl::StrCat("--drain-grace-seconds=", o.gateway_drain_grace_seconds));
   }

@@ -71,6 +71,8 @@ class LocalStackCommands {
     std::string gateway_listen;       ///< host:port
     std::string gateway_grpc_listen;  ///< Always passed; empty disables the gateway's gRPC API.
     std::vector<std::string> api_keys;
+    std::string chat_template;     ///< Gateway --chat-template (empty: not passed).
+    std::string tool_call_parser;  ///< Gateway --tool-call-parser (empty: not passed).
   };
 
   LocalStackCommands(Options options, LocalStackPorts ports);

@@ -50,6 +50,8 @@ struct ServeFlags {
   std::string device = "cpu";
   int threads = 0;
   std::vector<std::string> api_keys;
+  std::string chat_template;
+  std::string tool_call_parser;
   std::string log_dir;
   std::string log_level = "warning";
   int64_t ready_timeout_s = 300;
@@ -94,6 +96,12 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
   flags.AddString("device", &f.device, "Workers' kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
   flags.AddInt("threads", &f.threads, "Compute threads per worker (0 = cores / stages)");
   flags.AddStringList("api-keys", &f.api_keys, "Accepted API keys (empty = no auth)");
+  flags.AddString("chat-template", &f.chat_template,
+                  "Gateway --chat-template: a template file or a built-in (chatml, llama2, llama3) overriding the "
+                  "model's");
+  flags.AddString("tool-call-parser", &f.tool_call_parser,
+                  "Gateway --tool-call-parser: llama3_json, hermes, mistral or auto (default: detected from the chat "
+                  "template)");
   flags.AddString("log-dir", &f.log_dir, "Write each process's log to a file here (default: this terminal)");
   flags.AddString("log-level", &f.log_level, "Log level of the services");
   flags.AddInt("ready-timeout", &f.ready_timeout_s, "Seconds to wait for the stack to become ready");
@@ -160,6 +168,8 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.gateway_listen = absl::StrCat(f.host, ":", f.port);
   o.gateway_grpc_listen = f.grpc_port > 0 ? absl::StrCat(f.host, ":", f.grpc_port) : "";
   o.api_keys = f.api_keys;
+  o.chat_template = f.chat_template;
+  o.tool_call_parser = f.tool_call_parser;
   o.gateway_drain_grace_seconds = static_cast<double>(f.drain_grace_s);
   return o;
 }

@@ -19,6 +19,9 @@ void StructuredFromProto(const v1::StructuredOutput& proto, StructuredOutputSpec
     case v1::StructuredOutput::KIND_CHOICE:
       spec->kind = Kind::kChoice;
       break;
+    case v1::StructuredOutput::KIND_TOOL_CALLS:
+      spec->kind = Kind::kToolCalls;
+      break;
     default:
       spec->kind = Kind::kNone;
       return;
@@ -27,6 +30,10 @@ void StructuredFromProto(const v1::StructuredOutput& proto, StructuredOutputSpec
   spec->regex = proto.regex();
   spec->choices.assign(proto.choices().begin(), proto.choices().end());
   spec->end_token_ids.assign(proto.end_token_ids().begin(), proto.end_token_ids().end());
+  spec->calls_begin = proto.calls_begin();
+  spec->calls_separator = proto.calls_separator();
+  spec->calls_end = proto.calls_end();
+  spec->max_calls = proto.max_calls();
 }
 
 void StructuredToProto(const StructuredOutputSpec& spec, v1::StructuredOutput* proto) {
@@ -44,6 +51,9 @@ void StructuredToProto(const StructuredOutputSpec& spec, v1::StructuredOutput* p
     case Kind::kChoice:
       proto->set_kind(v1::StructuredOutput::KIND_CHOICE);
       break;
+    case Kind::kToolCalls:
+      proto->set_kind(v1::StructuredOutput::KIND_TOOL_CALLS);
+      break;
     case Kind::kNone:
       proto->set_kind(v1::StructuredOutput::KIND_UNSPECIFIED);
       break;
@@ -52,6 +62,10 @@ void StructuredToProto(const StructuredOutputSpec& spec, v1::StructuredOutput* p
   proto->set_regex(spec.regex);
   for (const std::string& c : spec.choices) proto->add_choices(c);
   for (int32_t id : spec.end_token_ids) proto->add_end_token_ids(id);
+  proto->set_calls_begin(spec.calls_begin);
+  proto->set_calls_separator(spec.calls_separator);
+  proto->set_calls_end(spec.calls_end);
+  proto->set_max_calls(spec.max_calls);
 }
 
 SamplingParams SamplingFromProto(const v1::SamplingParams& proto) {

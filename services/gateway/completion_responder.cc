@@ -13,6 +13,11 @@ CompletionResponder::CompletionResponder(Options options, std::shared_ptr<HttpEx
       choice_started_(static_cast<size_t>(options_.format.num_choices), false),
       results_(static_cast<size_t>(options_.format.num_choices)) {
   for (size_t i = 0; i < results_.size(); ++i) results_[i].index = static_cast<int>(i);
+  if (options_.tool_format && options_.format.api == OpenAiApi::kChat) {
+    for (size_t i = 0; i < results_.size(); ++i) {
+      tool_parsers_.push_back(std::make_unique<ToolCallParser>(*options_.tool_format, options_.tool_names));
+    }
+  }
 }
 
 std::string CompletionResponder::TakeEcho(int index) {
@@ -39,15 +44,36 @@ void CompletionResponder::OnDelta(const ChoiceDelta& delta) {
     choice_started_[delta.index] = true;
   }
 
+  const bool valid = out.index >= 0 && static_cast<size_t>(out.index) < results_.size();
+  ToolParseOutput tools;
+  bool produced_calls = false;
+  if (valid && !tool_parsers_.empty()) {
+    // The text is content only as far as it cannot be a tool call.
+    ToolCallParser& parser = *tool_parsers_[out.index];
+    tools = parser.Feed(out.text);
+    if (out.finish_reason) {
+      ToolParseOutput rest = parser.Finish();
+      tools.content += rest.content;
+      for (ToolCall& call : rest.calls) tools.calls.push_back(std::move(call));
+    }
+    out.text = std::move(tools.content);
+    produced_calls = parser.produced_calls();
+  }
   if (!options_.stream) {
-    if (out.index >= 0 && static_cast<size_t>(out.index) < results_.size()) results_[out.index].Append(out);
+    if (valid) {
+      results_[out.index].Append(out);
+      for (ToolCall& call : tools.calls) results_[out.index].tool_calls.push_back(std::move(call));
+    }
     return;
   }
   StartStreamIfNeeded();
   std::string data;
   if (first && options_.format.api == OpenAiApi::kChat) data += builder_.RoleChunk(delta.index);
-  data += builder_.DeltaChunk(out);
-  exchange_->Write(std::move(data));
+  // Held-back text makes deltas with nothing to say: they are not sent.
+  const bool empty = out.text.empty() && tools.calls.empty() && !out.finish_reason && out.prompt_logprobs.empty() &&
+                     (out.tokens.empty() || !options_.format.logprobs);
+  if (!empty || tool_parsers_.empty()) data += builder_.DeltaChunk(out, tools.calls, produced_calls);
+  if (!data.empty()) exchange_->Write(std::move(data));
 }
 
 void CompletionResponder::OnComplete(const GenerationUsage& usage) {

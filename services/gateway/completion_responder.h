@@ -9,6 +9,7 @@
 /// `{"error": ...}` event followed by `[DONE]`.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "services/gateway/generation_request.h"
 #include "services/gateway/http_exchange.h"
 #include "services/gateway/openai_response.h"
+#include "services/gateway/tool_call_parser.h"
 
 namespace orca::gateway {
 
@@ -29,6 +31,10 @@ class CompletionResponder : public GenerationObserver {
     /// Completions `echo`: each prompt's text, put in front of its choices' text.
     std::vector<std::string> echo_texts;
     std::string request_id;
+    /// Chat with tools (tool_choice not "none"): the output is parsed for calls in this
+    /// format, of these tools, per choice.
+    std::optional<ToolCallFormat> tool_format;
+    std::vector<std::string> tool_names;
   };
 
   CompletionResponder(Options options, std::shared_ptr<HttpExchange> exchange, AdmissionTicket ticket);
@@ -48,7 +54,8 @@ class CompletionResponder : public GenerationObserver {
   OpenAiResponseBuilder builder_;
   bool stream_started_ = false;
   std::vector<bool> choice_started_;
-  std::vector<ChoiceResult> results_;  // non-streaming
+  std::vector<ChoiceResult> results_;                          // non-streaming
+  std::vector<std::unique_ptr<ToolCallParser>> tool_parsers_;  // per choice, with tools
 };
 
 }  // namespace orca::gateway

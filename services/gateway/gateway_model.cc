@@ -52,6 +52,11 @@ absl::StatusOr<std::unique_ptr<GatewayModel>> GatewayModel::Load(const Options& 
   if (model->name_.empty()) model->name_ = ServedModelNameFromPath(options.model_path);
   ORCA_ASSIGN_OR_RETURN(model->tokenizer_, text::Tokenizer::Load(options.model_path));
   ORCA_ASSIGN_OR_RETURN(model->chat_template_, LoadChatTemplate(options.model_path, options.chat_template));
+  ORCA_ASSIGN_OR_RETURN(std::optional<ToolCallFormat> format, ParseToolCallParserFlag(options.tool_call_parser));
+  model->tool_call_format_ =
+      format ? *format : DetectToolCallFormat(model->chat_template_ ? model->chat_template_->source() : "");
+  ORCA_LOG(INFO) << "tool calls are parsed as " << ToolCallFormatName(model->tool_call_format_)
+                 << (format ? " (--tool-call-parser)" : " (detected from the chat template)");
   model->max_model_len_ = options.max_model_len;
   absl::StatusOr<int32_t> declared = formats::ReadModelContextLength(options.model_path);
   if (declared.ok()) {
@@ -77,6 +82,7 @@ std::unique_ptr<GatewayModel> GatewayModel::FromParts(std::string name, std::uni
   model->name_ = std::move(name);
   model->tokenizer_ = std::move(tokenizer);
   model->chat_template_ = std::move(chat_template);
+  model->tool_call_format_ = DetectToolCallFormat(model->chat_template_ ? model->chat_template_->source() : "");
   model->max_model_len_ = max_model_len;
   model->created_ = static_cast<int64_t>(std::time(nullptr));
   return model;

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "core/text/chat_template.h"
 #include "core/text/tokenizer.h"
+#include "services/gateway/tool_call_request.h"
 
 namespace orca::gateway {
 
@@ -24,6 +25,9 @@ class GatewayModel {
     std::string chat_template;
     /// Context limit; 0: the model's (config.json / GGUF metadata).
     int32_t max_model_len = 0;
+    /// --tool-call-parser: llama3_json, hermes, mistral, or auto (empty too): detected
+    /// from the chat template's text (DetectToolCallFormat).
+    std::string tool_call_parser = "auto";
   };
 
   static absl::StatusOr<std::unique_ptr<GatewayModel>> Load(const Options& options);
@@ -37,6 +41,8 @@ class GatewayModel {
   /// Null when there is none.
   const text::ChatTemplate* chat_template() const { return chat_template_.get(); }
   const std::string& name() const { return name_; }
+  /// How this model writes tool calls (--tool-call-parser, or detected from the template).
+  ToolCallFormat tool_call_format() const { return tool_call_format_; }
   /// 0 when unknown (then the schedulers' reported max_context applies).
   int32_t max_model_len() const { return max_model_len_; }
   /// Unix seconds at load, for /v1/models.
@@ -50,6 +56,7 @@ class GatewayModel {
   std::unique_ptr<text::ChatTemplate> chat_template_;
   int32_t max_model_len_ = 0;
   int64_t created_ = 0;
+  ToolCallFormat tool_call_format_ = ToolCallFormat::kHermes;
 };
 
 }  // namespace orca::gateway

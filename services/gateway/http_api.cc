@@ -198,6 +198,10 @@ absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
     ORCA_ASSIGN_OR_RETURN(int32_t max_model_len, resolver_.MaxModelLen());
     ORCA_ASSIGN_OR_RETURN(generation, resolver_.Chat(parsed, max_model_len));
     options = parsed.options;
+    if (parsed.tools.active()) {
+      responder.tool_format = options_.model->tool_call_format();
+      responder.tool_names = parsed.tools.names();
+    }
     generation.request_id = NewRequestId("chatcmpl-");
   }
   responder.format.api = api;

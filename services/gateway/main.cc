@@ -51,6 +51,9 @@ void AddFlags(FlagSet& flags, Flags& f) {
   flags.AddString("chat-template", &o.model.chat_template,
                   "chat template file or built-in name (chatml, llama2, llama3) overriding the model's");
   flags.AddInt("max-model-len", &o.model.max_model_len, "context limit (0 = the model's)");
+  flags.AddString("tool-call-parser", &o.model.tool_call_parser,
+                  "how the model writes tool calls: llama3_json, hermes, mistral, or auto (detected from the chat "
+                  "template)");
   flags.AddDouble("drain-grace-seconds", &f.drain_grace_seconds,
                   "On SIGTERM: stop taking requests and report not-ready at once, let in-flight requests finish "
                   "for this long, then end the rest with an error event / 503 (a second signal ends it now). "

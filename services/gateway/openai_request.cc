@@ -264,6 +264,64 @@ absl::Status ParseContent(const json& content, const std::string& field, std::st
   return absl::OkStatus();
 }
 
+// An assistant message's `tool_calls` ([{"id", "type": "function", "function": {"name", "arguments"}}]) become the
+// template's `message.tool_calls` with the arguments as an object (HF templates apply `tojson` to them) when they
+// parse; a tool message's `tool_call_id` and `name` are passed through.
+absl::Status ParseMessageToolFields(const json& m, const std::string& field, bool no_content,
+                                    text::ChatMessage* message) {
+  JsonFieldReader r(m, field + ".");
+  ORCA_RETURN_IF_ERROR(WithParam(r.String("name", &message->name), "messages"));
+  ORCA_RETURN_IF_ERROR(WithParam(r.String("tool_call_id", &message->tool_call_id), "messages"));
+  if (message->role == "tool" && message->tool_call_id.empty()) {
+    return InvalidFieldError("messages", absl::StrCat("'", field, ".tool_call_id' is required for role 'tool'"));
+  }
+  const json* calls = r.Find("tool_calls");
+  if (calls == nullptr) return absl::OkStatus();
+  if (message->role != "assistant") {
+    return InvalidFieldError("messages", absl::StrCat("'", field, ".tool_calls' is only allowed on role 'assistant'"));
+  }
+  if (!calls->is_array()) {
+    return InvalidFieldError(
+        "messages", absl::StrCat("'", field, ".tool_calls' must be an array, got ", DescribeJsonValue(*calls)));
+  }
+  using ordered = nlohmann::ordered_json;  // the arguments keep the client's key order
+  ordered rendered = ordered::array();
+  for (size_t j = 0; j < calls->size(); ++j) {
+    const json& call = (*calls)[j];
+    const std::string call_field = absl::StrCat(field, ".tool_calls[", j, "]");
+    if (!call.is_object()) {
+      return InvalidFieldError("messages",
+                               absl::StrCat("'", call_field, "' must be an object, got ", DescribeJsonValue(call)));
+    }
+    JsonFieldReader cr(call, call_field + ".");
+    std::string id, type = "function", name, arguments;
+    ORCA_RETURN_IF_ERROR(WithParam(cr.String("id", &id), "messages"));
+    ORCA_RETURN_IF_ERROR(WithParam(cr.String("type", &type), "messages"));
+    if (type != "function") {
+      return InvalidFieldError("messages",
+                               absl::StrCat("'", call_field, ".type' must be 'function', got '", type, "'"));
+    }
+    const json* function = cr.Find("function");
+    if (function == nullptr || !function->is_object()) {
+      return InvalidFieldError("messages", absl::StrCat("'", call_field, ".function' must be an object"));
+    }
+    JsonFieldReader fr(*function, call_field + ".function.");
+    ORCA_RETURN_IF_ERROR(WithParam(fr.String("name", &name), "messages"));
+    if (name.empty())
+      return InvalidFieldError("messages", absl::StrCat("'", call_field, ".function.name' is required"));
+    ORCA_RETURN_IF_ERROR(WithParam(fr.String("arguments", &arguments), "messages"));
+    ordered args = ordered::parse(arguments, nullptr, /*allow_exceptions=*/false);
+    ordered rendered_call = ordered::object();
+    if (!id.empty()) rendered_call["id"] = id;
+    rendered_call["type"] = "function";
+    rendered_call["function"] = {{"name", name}, {"arguments", args.is_object() ? args : ordered(arguments)}};
+    rendered.push_back(std::move(rendered_call));
+  }
+  message->tool_calls_json = rendered.dump();
+  message->content_is_null = no_content;
+  return absl::OkStatus();
+}
+
 absl::Status ParseMessages(const json& body, bool required, std::vector<text::ChatMessage>* out) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) {
@@ -288,6 +346,7 @@ absl::Status ParseMessages(const json& body, bool required, std::vector<text::Ch
     } else if (message.role != "assistant") {
       return InvalidFieldError("messages", absl::StrCat("'", field, ".content' is required"));
     }
+    ORCA_RETURN_IF_ERROR(ParseMessageToolFields(m, field, r.Find("content") == nullptr, &message));
     out->push_back(std::move(message));
   }
   return absl::OkStatus();
@@ -306,21 +365,19 @@ absl::Status ParseChatOnlyFields(const json& body, ChatRequest* out) {
   }
   ORCA_RETURN_IF_ERROR(r.Bool("add_generation_prompt", &out->add_generation_prompt));
   ORCA_RETURN_IF_ERROR(r.Bool("add_special_tokens", &out->add_special_tokens));
-  std::string tool_choice;
-  if (const json* choice = r.Find("tool_choice"); choice != nullptr && choice->is_string()) {
-    tool_choice = choice->get<std::string>();
-  } else if (choice != nullptr) {
-    return Unsupported("tool_choice", "A named 'tool_choice'");
-  }
-  if (const json* tools = r.Find("tools")) {
-    if (!tools->is_array()) {
-      return InvalidFieldError("tools", absl::StrCat("'tools' must be an array, got ", DescribeJsonValue(*tools)));
+  ORCA_RETURN_IF_ERROR(ParseToolsRequest(body, &out->tools));
+  if (out->tools.choice == ToolsRequest::Choice::kRequired || out->tools.choice == ToolsRequest::Choice::kNamed) {
+    if (out->options.sampling.structured.enabled()) {
+      return InvalidFieldError("tool_choice",
+                               "'tool_choice' 'required' or a named function constrains the output, "
+                               "and so does the request's structured output (response_format or "
+                               "guided_*): give one of them");
     }
-    if (!tools->empty() && tool_choice != "none") return Unsupported("tools", "Tool calling ('tools')");
-  }
-  if (tool_choice == "required") return Unsupported("tool_choice", "'tool_choice': 'required'");
-  if (const json* functions = r.Find("functions"); functions != nullptr && !functions->empty()) {
-    return Unsupported("functions", "Function calling ('functions')");
+    if (out->options.ignore_eos) {
+      return InvalidFieldError("ignore_eos",
+                               "'ignore_eos' cannot be combined with 'tool_choice' 'required' or a "
+                               "named function (the output ends with its calls)");
+    }
   }
   if (const json* kwargs = r.Find("chat_template_kwargs")) {
     if (!kwargs->is_object()) {

@@ -5,9 +5,8 @@
 ///
 /// Follows OpenAI's (and vLLM's) rules: unknown fields are ignored, `null`
 /// means "not given", wrong types and out-of-range values are 400s naming the
-/// field. Features Orca does not implement (suffix, tools,
-/// json response formats, non-text content parts) are rejected explicitly
-/// rather than silently ignored.
+/// field. Features Orca does not implement (suffix, the legacy `functions`,
+/// non-text content parts) are rejected explicitly rather than silently ignored.
 
 #include <cstdint>
 #include <map>
@@ -20,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "core/common/sampling_params.h"
 #include "core/text/chat_template.h"
+#include "services/gateway/tool_call_request.h"
 
 namespace orca::gateway {
 
@@ -85,6 +85,8 @@ struct ChatRequest {
   int32_t top_logprobs = 0;
   /// The template already adds BOS where the model wants it.
   bool add_special_tokens = false;
+  /// tools, tool_choice, parallel_tool_calls.
+  ToolsRequest tools;
   GenerationOptions options;
 };
 

@@ -13,8 +13,17 @@ json Bytes(const std::string& text) {
   return bytes;
 }
 
-json FinishJson(const std::optional<FinishReason>& reason) {
+// A choice that produced tool calls and stopped on its own finishes with "tool_calls" (OpenAI's).
+json FinishJson(const std::optional<FinishReason>& reason, bool produced_tool_calls = false) {
+  if (reason && *reason == FinishReason::kStop && produced_tool_calls) return "tool_calls";
   return reason ? json(FinishReasonName(*reason)) : json(nullptr);
+}
+
+json ToolCallJson(const ToolCall& call, bool streaming) {
+  json out = {
+      {"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  if (streaming) out["index"] = call.index;
+  return out;
 }
 
 }  // namespace
@@ -173,18 +182,23 @@ std::string OpenAiResponseBuilder::RoleChunk(int index) const {
   return SseEvent(chunk);
 }
 
-std::string OpenAiResponseBuilder::DeltaChunk(const ChoiceDelta& delta) {
+std::string OpenAiResponseBuilder::DeltaChunk(const ChoiceDelta& delta, const std::vector<ToolCall>& tool_calls,
+                                              bool produced_tool_calls) {
   json chunk = ChunkEnvelope();
   json choice = {{"index", delta.index}};
   if (options_.api == OpenAiApi::kChat) {
     json d = json::object();
-    if (!delta.text.empty() || !delta.finish_reason) d["content"] = delta.text;
+    if (!delta.text.empty() || (!delta.finish_reason && tool_calls.empty())) d["content"] = delta.text;
+    if (!tool_calls.empty()) {
+      d["tool_calls"] = json::array();
+      for (const ToolCall& call : tool_calls) d["tool_calls"].push_back(ToolCallJson(call, /*streaming=*/true));
+    }
     choice["delta"] = std::move(d);
   } else {
     choice["text"] = delta.text;
   }
   AddChoiceLogprobs(delta.prompt_logprobs, delta.tokens, delta.index, /*streaming=*/true, &choice);
-  choice["finish_reason"] = FinishJson(delta.finish_reason);
+  choice["finish_reason"] = FinishJson(delta.finish_reason, produced_tool_calls);
   choice["stop_reason"] = StopReason(delta.finish_reason, delta.stop_string, delta.stop_token);
   chunk["choices"] = json::array({std::move(choice)});
   return SseEvent(chunk);
@@ -212,13 +226,19 @@ std::string OpenAiResponseBuilder::FullResponse(const std::vector<ChoiceResult>&
   json out = json::array();
   for (const ChoiceResult& c : choices) {
     json choice = {{"index", c.index}};
-    if (chat) {
+    if (chat && !c.tool_calls.empty()) {
+      json calls = json::array();
+      for (const ToolCall& call : c.tool_calls) calls.push_back(ToolCallJson(call, /*streaming=*/false));
+      choice["message"] = {{"role", "assistant"},
+                           {"content", c.text.empty() ? json(nullptr) : json(c.text)},
+                           {"tool_calls", std::move(calls)}};
+    } else if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
       choice["text"] = c.text;
     }
     AddChoiceLogprobs(c.prompt_logprobs, c.tokens, c.index, /*streaming=*/false, &choice);
-    choice["finish_reason"] = FinishJson(c.finish_reason);
+    choice["finish_reason"] = FinishJson(c.finish_reason, !c.tool_calls.empty());
     choice["stop_reason"] = StopReason(c.finish_reason, c.stop_string, c.stop_token);
     out.push_back(std::move(choice));
   }

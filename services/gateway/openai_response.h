@@ -14,6 +14,7 @@
 
 #include "services/gateway/api_error.h"
 #include "services/gateway/generation_request.h"
+#include "services/gateway/tool_call_parser.h"
 
 namespace orca::gateway {
 
@@ -28,6 +29,8 @@ struct ChoiceResult {
   std::optional<FinishReason> finish_reason;
   std::string stop_string;
   std::optional<int32_t> stop_token;
+  /// Chat with tools: the calls parsed out of the text (which then holds only the content).
+  std::vector<ToolCall> tool_calls;
 
   /// Appends a delta (text, tokens, and the finish when it carries one).
   void Append(const ChoiceDelta& delta);
@@ -62,8 +65,10 @@ class OpenAiResponseBuilder {
   /// Chat only: the first chunk of a choice, `delta: {role: "assistant", content: ""}`.
   std::string RoleChunk(int index) const;
   /// A chunk with the delta's text (and logprobs / finish_reason when present).
-  /// Advances the choice's text offset.
-  std::string DeltaChunk(const ChoiceDelta& delta);
+  /// Advances the choice's text offset. Chat with tools: `tool_calls` go into
+  /// `delta.tool_calls`, and a choice that produced calls finishes with "tool_calls".
+  std::string DeltaChunk(const ChoiceDelta& delta, const std::vector<ToolCall>& tool_calls = {},
+                         bool produced_tool_calls = false);
   /// The `choices: []` chunk with usage.
   std::string UsageChunk(const GenerationUsage& usage) const;
   /// An error inside a started stream: `data: {"error": {...}}`.

@@ -133,7 +133,8 @@ absl::StatusOr<GenerationRequest> RequestResolver::Completion(const CompletionRe
 
 absl::StatusOr<std::string> RequestResolver::RenderChat(const std::vector<text::ChatMessage>& messages,
                                                         bool add_generation_prompt,
-                                                        const std::map<std::string, std::string>& kwargs) const {
+                                                        const std::map<std::string, std::string>& kwargs,
+                                                        const std::string& tools_json) const {
   const text::ChatTemplate* chat_template = model_->chat_template();
   if (chat_template == nullptr) {
     return InvalidFieldError("messages", "This model has no chat template; use /v1/completions");
@@ -158,6 +159,7 @@ absl::StatusOr<std::string> RequestResolver::RenderChat(const std::vector<text::
   inputs.bos_token = model_->tokenizer().bos_token();
   inputs.eos_token = model_->tokenizer().eos_token();
   inputs.extra = kwargs;
+  inputs.tools_json = tools_json;
   absl::StatusOr<std::string> rendered = chat_template->Render(inputs);
   if (!rendered.ok()) {
     return InvalidFieldError("messages", absl::StrCat("The chat template rejected the messages: ",
@@ -169,10 +171,23 @@ absl::StatusOr<std::string> RequestResolver::RenderChat(const std::vector<text::
 absl::StatusOr<GenerationRequest> RequestResolver::Chat(const ChatRequest& request, int32_t max_model_len) const {
   ORCA_RETURN_IF_ERROR(CheckTokenIds(request.options.stop_token_ids, "stop_token_ids"));
   ORCA_RETURN_IF_ERROR(CheckLogitBias(request.options.sampling));
+  const bool tools = request.tools.active();
   ORCA_ASSIGN_OR_RETURN(std::string prompt_text,
-                        RenderChat(request.messages, request.add_generation_prompt, request.chat_template_kwargs));
+                        RenderChat(request.messages, request.add_generation_prompt, request.chat_template_kwargs,
+                                   tools ? request.tools.TemplateJson() : ""));
   std::vector<int32_t> ids = model_->tokenizer().Encode(prompt_text, request.add_special_tokens);
   GenerationRequest out = BaseRequest(request.options);
+  if (tools) {
+    // "required" and a named function: the output is constrained to calls in the model's format.
+    ORCA_ASSIGN_OR_RETURN(StructuredOutputSpec constraint,
+                          ToolCallConstraint(request.tools, model_->tool_call_format()));
+    if (constraint.enabled()) {
+      constraint.end_token_ids = request.options.stop_token_ids;
+      out.sampling.structured = std::move(constraint);
+    }
+    // Mistral's [TOOL_CALLS] is a special token: the parser must see it.
+    if (model_->tool_call_format() == ToolCallFormat::kMistral) out.skip_special_tokens = false;
+  }
   ORCA_ASSIGN_OR_RETURN(PromptInput prompt,
                         MakePrompt(std::move(ids), request.options, max_model_len, "messages", "max_tokens"));
   out.prompts.push_back(std::move(prompt));

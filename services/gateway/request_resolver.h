@@ -37,8 +37,10 @@ class RequestResolver {
 
   /// Renders messages with the chat template. InvalidArgument (param
   /// "messages") when the template rejects them or there is no template.
+  /// `tools_json`: the template's `tools` (ToolsRequest::TemplateJson), empty for none.
   absl::StatusOr<std::string> RenderChat(const std::vector<text::ChatMessage>& messages, bool add_generation_prompt,
-                                         const std::map<std::string, std::string>& kwargs) const;
+                                         const std::map<std::string, std::string>& kwargs,
+                                         const std::string& tools_json = "") const;
   /// InvalidArgument naming `field` when an id is outside the vocabulary.
   absl::Status CheckTokenIds(const std::vector<int32_t>& ids, const std::string& field) const;
   /// InvalidArgument (param "logit_bias") naming the first token id outside the vocabulary.

@@ -180,6 +180,67 @@ TEST(GatewayHttpTest, LogprobsAndEchoShapes) {
   EXPECT_EQ(content[0]["top_logprobs"].size(), 3u);
 }
 
+// Tool calls through the whole gateway: the tools reach the template, the scripted output is parsed into
+// content and a call (non-streaming and streamed, n = 2), and "required" sends the tool-call constraint.
+TEST(GatewayHttpTest, ToolCallsAreParsedOutOfTheOutput) {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  const std::string script = "Hi! <tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+  config.scheduler.script = testing::Bytes(script);
+  config.scheduler.eos_after = static_cast<int32_t>(script.size()) + 1;
+  GatewayFixture f(config);
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+          "properties": {"a": {"type": "integer"}}}}}])";
+  HttpResult r =
+      f.Client().Request("POST", "/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content": "add"}], "max_tokens": 200, )" + tools + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json choice = r.Json()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Hi! ");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"], json({{"name", "add"}, {"arguments", R"({"a":1})"}}));
+  std::string prompt;
+  const auto first_request = f.scheduler().requests()[0];
+  for (int32_t id : first_request.prompt_token_ids()) prompt.push_back(static_cast<char>(id));
+  EXPECT_NE(prompt.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"add\""), std::string::npos)
+      << prompt;
+  EXPECT_FALSE(f.scheduler().requests()[0].sampling().has_structured());  // "auto" does not constrain
+
+  HttpResult stream = f.Client().Request(
+      "POST", "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "add"}], "max_tokens": 200, "n": 2, "stream": true,
+          "tool_choice": "required", )" +
+          tools + "}");
+  ASSERT_EQ(stream.status, 200) << stream.body;
+  std::string content[2];
+  json calls[2] = {json::array(), json::array()};
+  std::string finish[2];
+  for (const json& event : JsonEvents(stream.body)) {
+    for (const json& c : event["choices"]) {
+      const int i = c["index"];
+      content[i] += c["delta"].value("content", "");
+      for (const json& call : c["delta"].value("tool_calls", json::array())) calls[i].push_back(call);
+      if (!c["finish_reason"].is_null()) finish[i] = c["finish_reason"];
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(content[i], "Hi! ");
+    EXPECT_EQ(finish[i], "tool_calls");
+    ASSERT_EQ(calls[i].size(), 1u);
+    EXPECT_EQ(calls[i][0]["index"], 0);
+    EXPECT_EQ(calls[i][0]["type"], "function");
+    EXPECT_EQ(calls[i][0]["function"]["arguments"], R"({"a":1})");
+    EXPECT_EQ(calls[i][0]["id"].get<std::string>().substr(0, 5), "call_");
+  }
+  EXPECT_NE(calls[0][0]["id"], calls[1][0]["id"]);
+  const auto last_request = f.scheduler().requests().back();  // a copy: requests() returns by value
+  const auto& sampling = last_request.sampling();
+  ASSERT_TRUE(sampling.has_structured());
+  EXPECT_EQ(sampling.structured().kind(), orca::v1::StructuredOutput::KIND_TOOL_CALLS);
+  EXPECT_EQ(sampling.structured().calls_begin(), "<tool_call>\n");
+}
+
 TEST(GatewayHttpTest, StopStringsEndTheChoice) {
   GatewayFixture::Config config = GatewayFixture::DefaultConfig();
   config.scheduler.script = testing::Bytes("The answer is 42.\nNext line");
@@ -513,10 +574,11 @@ TEST(GatewayHttpTest, DeveloperRoleRendersAsSystem) {
   };
   EXPECT_EQ(tokens("developer"), tokens("system"));
   EXPECT_NE(tokens("developer"), tokens("user"));
+  // A tool message answers a call: OpenAI requires its tool_call_id.
   for (const char* role : {"tool", "function"}) {
     HttpResult r = f.Client().Request("POST", "/v1/chat/completions",
                                       std::string(R"({"messages": [{"role": "user", "content": "x"}, {"role": ")") +
-                                          role + R"(", "content": "42"}], "max_tokens": 2})");
+                                          role + R"(", "content": "42", "tool_call_id": "call_1"}], "max_tokens": 2})");
     EXPECT_EQ(r.status, 200) << role << ": " << r.body;
   }
 }

@@ -197,9 +197,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "guided_regex", "'response_format' and 'guided_regex' both constrain the output"},
         BadInput{"GuidedJsonNotJson", R"({"messages": [{"role": "user", "content": "x"}], "guided_json": "{oops"})",
                  "guided_json", "'guided_json' is a string but not JSON"},
-        BadInput{"GuidedRegexRefused", R"j({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a(?=b)"})j",
-                 "guided_regex", "lookaround"
-},
+        BadInput{"GuidedRegexRefused",
+                 R"j({"messages": [{"role": "user", "content": "x"}], "guided_regex": "a(?=b)"})j", "guided_regex",
+                 "lookaround"},
         BadInput{"GuidedChoiceEmpty", R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": [""]})",
                  "guided_choice", "'guided_choice[0]' must be a non-empty string"},
         BadInput{"GuidedGrammar", R"({"messages": [{"role": "user", "content": "x"}], "guided_grammar": "root ::= x"})",
@@ -208,14 +208,17 @@ INSTANTIATE_TEST_SUITE_P(
                  R"({"messages": [{"role": "user", "content": "x"}], "guided_choice": ["a"], "ignore_eos": true})",
                  "ignore_eos", "cannot be combined with structured outputs"},
         BadInput{
-            "Tools",
-            R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})",
-            "tools", "Tool calling ('tools') is not supported"},
+            "ToolsWithoutFunction",
+            R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": "f"}]})",
+            "tools", "'tools[0].function' must be an object"},
+        BadInput{"ToolChoiceRequiredWithIgnoreEos",
+                 R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function",
+                     "function": {"name": "f"}}], "tool_choice": "required", "ignore_eos": true})",
+                 "ignore_eos", "cannot be combined with 'tool_choice'"},
         BadInput{"MaxCompletionTokensNegative",
                  R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
                  "max_completion_tokens", "at least 1, got -1"}),
-    [](const ::testing::TestParamInfo<BadInput>& info) {
-  return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<BadInput>& info) { return std::string(info.param.name); });
 
 TEST(OpenAiRequestTest, UnknownFieldsAndNullsAreIgnored) {
   auto request = Completion(R"({"prompt": "hi", "frobnicate": {"x": 1}, "temperature": null, "stop": null})");

@@ -154,6 +154,37 @@ TEST(OpenAiResponseTest, FullChatResponse) {
   EXPECT_EQ(body["usage"], json({{"prompt_tokens", 2}, {"completion_tokens", 1}, {"total_tokens", 3}}));
 }
 
+// OpenAI's tool-call shapes: the message has content null (when there is none) and tool_calls; the finish
+// reason is "tool_calls" when the choice stopped on its own, "length" when it was cut.
+TEST(OpenAiResponseTest, ChatToolCallsShapes) {
+  OpenAiResponseBuilder builder(Format(OpenAiApi::kChat));
+  std::vector<ChoiceResult> choices(2);
+  choices[0].tool_calls = {{0, "call_1", "add", R"({"a":1})"}, {1, "call_2", "noop", "{}"}};
+  choices[0].finish_reason = FinishReason::kStop;
+  choices[1].index = 1;
+  choices[1].text = "Sure.";
+  choices[1].tool_calls = {{0, "call_3", "add", "{}"}};
+  choices[1].finish_reason = FinishReason::kLength;
+  const json body = json::parse(builder.FullResponse(choices, {2, 1}));
+  EXPECT_EQ(body["choices"][0]["message"], json::parse(R"({"role": "assistant", "content": null, "tool_calls": [
+              {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{\"a\":1}"}},
+              {"id": "call_2", "type": "function", "function": {"name": "noop", "arguments": "{}"}}]})"));
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(body["choices"][1]["message"]["content"], "Sure.");
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "length");
+
+  ChoiceDelta delta;
+  delta.index = 1;
+  const json chunk = ParseChunk(builder.DeltaChunk(delta, {{0, "call_9", "add", R"({"b":2})"}}, true));
+  EXPECT_EQ(chunk["choices"][0]["delta"], json::parse(R"({"tool_calls": [{"index": 0, "id": "call_9",
+      "type": "function", "function": {"name": "add", "arguments": "{\"b\":2}"}}]})"));
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  delta.finish_reason = FinishReason::kStop;
+  const json last = ParseChunk(builder.DeltaChunk(delta, {}, /*produced_tool_calls=*/true));
+  EXPECT_EQ(last["choices"][0]["delta"], json::object());
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "tool_calls");
+}
+
 GeneratedToken PromptStart(int32_t id, std::string text) {
   GeneratedToken t = Token(id, 0.0f, std::move(text));
   t.has_logprob = false;

@@ -79,6 +79,21 @@ TEST(SamplingProtoTest, EveryFieldRoundTrips) {
   EXPECT_EQ(out.Validate(), "");
 }
 
+TEST(SamplingProtoTest, ToolCallConstraintRoundTrips) {
+  SamplingParams in;
+  in.structured.kind = StructuredOutputSpec::Kind::kToolCalls;
+  in.structured.schema = R"({"type":"object"})";
+  in.structured.calls_begin = "<tool_call>\n";
+  in.structured.calls_separator = "\n</tool_call>\n<tool_call>\n";
+  in.structured.calls_end = "\n</tool_call>";
+  in.structured.max_calls = 1;
+  in.structured.end_token_ids = {7};
+  v1::SamplingParams proto;
+  SamplingToProto(in, &proto);
+  EXPECT_EQ(proto.structured().kind(), v1::StructuredOutput::KIND_TOOL_CALLS);
+  EXPECT_EQ(SamplingFromProto(proto).structured, in.structured);
+}
+
 TEST(SamplingProtoTest, PromptLogprobsAndLogitBiasDefaultToNone) {
   const SamplingParams params = SamplingFromProto(v1::SamplingParams());
   EXPECT_EQ(params.prompt_logprobs, -1);

@@ -193,6 +193,44 @@ TEST(SchemaCompilerTest, ChoiceMatchesExactlyOneOfTheChoices) {
   EXPECT_FALSE(CompileSpec(spec).ok());
 }
 
+// kToolCalls: begin V (separator V)* end, at most max_calls values, each valid against the schema.
+TEST(SchemaCompilerTest, ToolCallsAreAFramedSequenceOfSchemaValues) {
+  StructuredOutputSpec spec;
+  spec.kind = StructuredOutputSpec::Kind::kToolCalls;
+  spec.schema = R"({"type":"object","properties":{"name":{"const":"f"},"x":{"type":"integer"}},
+                    "required":["name","x"],"additionalProperties":false})";
+  spec.calls_begin = "<c>";
+  spec.calls_separator = "|";
+  spec.calls_end = "</c>";
+  auto g = CompileSpec(spec);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(FullMatch(*g, R"(<c>{"name":"f","x":1}</c>)"));
+  EXPECT_TRUE(FullMatch(*g, R"(<c>{"name":"f","x":1}|{"name": "f", "x": -2}|{"name":"f","x":3}</c>)"));
+  EXPECT_FALSE(FullMatch(*g, "<c></c>"));
+  EXPECT_FALSE(FullMatch(*g, R"(<c>{"name":"g","x":1}</c>)"));
+  EXPECT_FALSE(FullMatch(*g, R"({"name":"f","x":1})"));
+  EXPECT_FALSE(FullMatch(*g, R"(<c>{"name":"f","x":1}|</c>)"));
+  spec.max_calls = 2;
+  auto two = CompileSpec(spec);
+  ASSERT_TRUE(two.ok());
+  EXPECT_TRUE(FullMatch(*two, R"(<c>{"name":"f","x":1}|{"name":"f","x":2}</c>)"));
+  EXPECT_FALSE(FullMatch(*two, R"(<c>{"name":"f","x":1}|{"name":"f","x":2}|{"name":"f","x":3}</c>)"));
+  // The framing is part of the grammar's identity.
+  StructuredOutputSpec other = spec;
+  other.calls_end = "</d>";
+  EXPECT_NE(spec.GrammarKey(), other.GrammarKey());
+  other = spec;
+  other.max_calls = 3;
+  EXPECT_NE(spec.GrammarKey(), other.GrammarKey());
+  spec.max_calls = -1;
+  EXPECT_FALSE(CompileSpec(spec).ok());
+  spec.max_calls = 0;
+  spec.schema = R"({"type":"object","properties":{"x":{"not":{}}}})";
+  auto bad = CompileSpec(spec);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("'not' at /properties/x"));
+}
+
 TEST(GrammarCacheTest, CompilesEachSpecOnceAndCachesErrors) {
   GrammarCache cache(2);
   ASSERT_TRUE(cache.Get(SchemaSpec(R"({"type":"string"})")).ok());

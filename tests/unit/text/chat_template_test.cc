@@ -178,5 +178,94 @@ TEST(JinjaTest, HostileTemplatesFailCleanly) {
   EXPECT_NE(Render("{{ range(100000000) | length }}").find("range()"), std::string::npos);
 }
 
+// A conversation with a tool: the user asks, the assistant calls it (content null), the tool answers.
+ChatTemplateInputs ToolConversation() {
+  ChatTemplateInputs in;
+  in.bos_token = "<s>";
+  in.eos_token = "</s>";
+  in.tools_json = R"([{"type":"function","function":{"name":"get_weather","description":"Weather in a city",)"
+                  R"("parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}])";
+  ChatMessage user{"user", "Weather in Oslo?"};
+  ChatMessage call{"assistant", ""};
+  call.content_is_null = true;
+  call.tool_calls_json =
+      R"([{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":{"city":"Oslo"}}}])";
+  ChatMessage result{"tool", "-3 C"};
+  result.tool_call_id = "call_1";
+  result.name = "get_weather";
+  in.messages = {user, call, result};
+  return in;
+}
+
+TEST(ChatTemplateToolsTest, BuiltinChatmlRendersToolsCallsAndResultsHermesStyle) {
+  auto chatml = ChatTemplate::Builtin("chatml");
+  ASSERT_TRUE(chatml.ok());
+  absl::StatusOr<std::string> out = (*chatml)->Render(ToolConversation());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out,
+            "<|im_start|>system\n# Tools\n\nThese functions are available (JSON Schema signatures inside "
+            "<tools></tools>):\n<tools>\n"
+            R"({"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", )"
+            R"("parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}})"
+            "\n</tools>\n\nTo call functions, answer with one block per call:\n<tool_call>\n{\"name\": <function "
+            "name>, \"arguments\": <arguments object>}\n</tool_call><|im_end|>\n"
+            "<|im_start|>user\nWeather in Oslo?<|im_end|>\n"
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n"
+            "</tool_call><|im_end|>\n"
+            "<|im_start|>tool\n<tool_response>\n-3 C\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+  // Without tools the built-in is plain ChatML, as before.
+  ChatTemplateInputs plain = Conversation();
+  EXPECT_EQ(*(*chatml)->Render(plain).value().begin(), '<');
+  EXPECT_EQ((*chatml)->Render(plain)->find("# Tools"), std::string::npos);
+}
+
+TEST(ChatTemplateToolsTest, BuiltinLlama3RendersJsonCallsAndIpythonResults) {
+  auto llama3 = ChatTemplate::Builtin("llama3");
+  ASSERT_TRUE(llama3.ok());
+  absl::StatusOr<std::string> out = (*llama3)->Render(ToolConversation());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(out->find("The functions:\n\n{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": "
+                      "\"get_weather\""),
+            std::string::npos)
+      << *out;
+  EXPECT_NE(out->find("Weather in Oslo?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": "
+                      "\"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}<|eot_id|>"
+                      "<|start_header_id|>ipython<|end_header_id|>\n\n-3 C<|eot_id|>"),
+            std::string::npos)
+      << *out;
+}
+
+// Templates written the way the families' published formats describe (not copies of their files), to check
+// that what they read of a message reaches them: tools, tool_calls (arguments as an object), None content,
+// tool_call_id and name.
+TEST(ChatTemplateToolsTest, FamilyStyleTemplatesSeeEveryToolField) {
+  const std::string mistral_style =
+      "{{ bos_token }}{% for m in messages %}"
+      "{% if m.role == 'user' %}{% if loop.last or tools %}[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS]"
+      "{% endif %}[INST]{{ m.content }}[/INST]"
+      "{% elif m.role == 'assistant' and m.tool_calls %}[TOOL_CALLS][{% for c in m.tool_calls %}"
+      "{{ {'name': c.function.name, 'arguments': c.function.arguments, 'id': c.id} | tojson }}"
+      "{% endfor %}]{{ eos_token }}"
+      "{% elif m.role == 'tool' %}[TOOL_RESULTS]{{ {'content': m.content, 'call_id': m.tool_call_id} | tojson }}"
+      "[/TOOL_RESULTS]{% endif %}{% endfor %}";
+  EXPECT_EQ(Render(mistral_style, ToolConversation()),
+            "<s>[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+            "\"Weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
+            "\"string\"}}, \"required\": [\"city\"]}}}][/AVAILABLE_TOOLS][INST]Weather in Oslo?[/INST]"
+            "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}, \"id\": \"call_1\"}]</s>"
+            "[TOOL_RESULTS]{\"content\": \"-3 C\", \"call_id\": \"call_1\"}[/TOOL_RESULTS]");
+  const std::string hermes_style =
+      "{% for m in messages %}{% if m.content is none %}(none){% endif %}"
+      "{% if m.role == 'tool' %}<tool_response>{{ m.name }}#{{ m.tool_call_id }}:{{ m.content }}</tool_response>"
+      "{% elif m.tool_calls is defined %}{% for c in m.tool_calls %}<tool_call>{{ c.function.arguments.city }}"
+      "</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}{% endfor %}"
+      "{% if tools is not defined %}no tools{% endif %}";
+  EXPECT_EQ(Render(hermes_style, ToolConversation()),
+            "Weather in Oslo?(none)<tool_call>Oslo</tool_call><tool_response>get_weather#call_1:-3 C</tool_response>");
+  ChatTemplateInputs no_tools = ToolConversation();
+  no_tools.tools_json.clear();
+  EXPECT_NE(Render(hermes_style, no_tools).find("no tools"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace orca::text
