@@ -14,6 +14,10 @@ function(orca_library name)
   orca_warnings(${name})
 endfunction()
 
+# Sanitizer builds run several times slower (scripts/sanitize.sh sets 4): every orca_test's
+# TIMEOUT is multiplied by this, since a test's own TIMEOUT wins over `ctest --timeout`.
+set(ORCA_TEST_TIMEOUT_SCALE 1 CACHE STRING "Multiplier for every orca_test TIMEOUT (sanitizer builds)")
+
 # orca_test(name SOURCES ... DEPS ... LABELS ... [TIMEOUT s])
 # One GoogleTest executable registered as one CTest test with labels.
 function(orca_test name)
@@ -27,6 +31,7 @@ function(orca_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * ${ORCA_TEST_TIMEOUT_SCALE}")
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "ORCA_SOURCE_DIR=${CMAKE_SOURCE_DIR};ORCA_BINARY_DIR=${CMAKE_BINARY_DIR};ORCA_SHARED_DIR=${CMAKE_SOURCE_DIR}/../shared;OMP_NUM_THREADS=2")

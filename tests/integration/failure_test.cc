@@ -36,7 +36,7 @@ bool WaitUntil(const std::function<bool()>& cond, int timeout_ms) {
   return false;
 }
 
-// Starts a long generation and returns once it has produced tokens.
+// Starts a long generation in the background; MidGeneration waits until it is running.
 std::future<GenerateResult> StartLongRequest(v1::Scheduler::Stub* stub, int max_new_tokens) {
   return std::async(std::launch::async, [stub, max_new_tokens] { return Generate(stub, {1, 2, 3}, max_new_tokens); });
 }
@@ -184,7 +184,8 @@ TEST(DrainTest, SigtermFinishesInFlightWorkRejectsNewAndExitsCleanly) {
   ASSERT_TRUE(cluster.Start()) << cluster.Logs();
   auto stub = cluster.NewStub();
   auto running = StartLongRequest(stub.get(), 1000);  // still running while we probe the drain
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Admitted and generating before the SIGTERM (a fixed sleep lost this race under ASan).
+  ASSERT_TRUE(MidGeneration(stub.get(), 1));
   kill(cluster.scheduler().pid(), SIGTERM);
   ASSERT_TRUE(WaitUntil([&] { return HttpGet(cluster.scheduler_http_port(), "/ready") != 200; }, 3000));
   GenerateResult refused = Generate(stub.get(), {5, 6}, 4);

@@ -20,12 +20,19 @@
 // simulated workers' slot contents (every position read holds the request's own prefix,
 // no request writes a block another holds). Every request's streamed tokens are those it
 // would generate without preemption.
+//
+// ORCA_PROPERTY_WORKLOADS_PERCENT (1..100, default 100) runs that share of each test's
+// workloads (the first seeds of each range; every feature combination still runs):
+// scripts/sanitize.sh sets it, where ASan makes each workload several times slower.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/split_mix64.h"
 #include "tests/unit/sched/request_builder.h"
@@ -237,7 +244,20 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
   return "";
 }
 
+// The share of workloads to run (ORCA_PROPERTY_WORKLOADS_PERCENT, see the top of the file).
+int WorkloadsPercent() {
+  const char* env = std::getenv("ORCA_PROPERTY_WORKLOADS_PERCENT");
+  if (env == nullptr || *env == '\0') return 100;
+  int percent = 0;
+  if (!absl::SimpleAtoi(env, &percent) || percent < 1 || percent > 100) {
+    ADD_FAILURE() << "ORCA_PROPERTY_WORKLOADS_PERCENT must be an integer in [1, 100], got \"" << env << "\"";
+    return 100;
+  }
+  return percent;
+}
+
 WorkloadSummary RunMany(const Features& features, uint64_t first_seed, int num_workloads) {
+  num_workloads = std::max(1, num_workloads * WorkloadsPercent() / 100);
   WorkloadSummary summary;
   for (int i = 0; i < num_workloads; ++i) {
     const std::string problem = RunWorkload(first_seed + static_cast<uint64_t>(i), features, summary);
