@@ -110,6 +110,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::CreateWithModel(Options option
   router_options.addresses = g.options.schedulers;
   router_options.dns_target = g.options.schedulers_dns;
   router_options.poll_interval = g.options.scheduler_poll_interval;
+  router_options.stall_grace = g.options.scheduler_stall_grace;
   router_options.api_key = g.options.scheduler_api_key;
   router_options.on_poll = [impl_ptr = impl.get()](bool any_ready) { impl_ptr->SetHealth(any_ready); };
   ORCA_ASSIGN_OR_RETURN(g.router, SchedulerRouter::Create(std::move(router_options)));

@@ -35,6 +35,7 @@ class Gateway {
     /// I/O threads for the HTTP server (connections are multiplexed on them).
     int io_threads = 2;
     absl::Duration scheduler_poll_interval = absl::Seconds(1);
+    absl::Duration scheduler_stall_grace = absl::Seconds(5);  ///< SchedulerRouter::Options::stall_grace
     absl::Duration idle_timeout = absl::Seconds(120);
   };
 

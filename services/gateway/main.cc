@@ -24,6 +24,7 @@ struct Flags {
   std::string schedulers = "127.0.0.1:7000";
   std::string scheduler_api_key, scheduler_api_key_file;
   double drain_grace_seconds = 30;
+  double scheduler_stall_grace_seconds = 5;
   services::LoggingFlags logging;
 };
 
@@ -58,6 +59,9 @@ void AddFlags(FlagSet& flags, Flags& f) {
                   "On SIGTERM: stop taking requests and report not-ready at once, let in-flight requests finish "
                   "for this long, then end the rest with an error event / 503 (a second signal ends it now). "
                   "Keep the pod's terminationGracePeriodSeconds above it");
+  flags.AddDouble("scheduler-stall-grace-seconds", &f.scheduler_stall_grace_seconds,
+                  "A ready scheduler whose stats polls time out stays routable this long after its last answer "
+                  "(a stall costs latency, not 503s); a refused connection takes it out at once");
   services::AddLoggingFlags(&flags, &f.logging);
 }
 
@@ -76,6 +80,7 @@ int Main(int argc, char** argv) {
     std::cerr << "orca-gateway: --model is required\n\n" << flags.Usage();
     return 2;
   }
+  f.gateway.scheduler_stall_grace = absl::Seconds(std::max(0.0, f.scheduler_stall_grace_seconds));
   f.gateway.schedulers.clear();
   if (f.gateway.schedulers_dns.empty()) {
     for (absl::string_view address : absl::StrSplit(f.schedulers, ',', absl::SkipWhitespace())) {

@@ -35,6 +35,7 @@ struct SchedulerLease::Backend {
   std::string not_ready_reason ABSL_GUARDED_BY(mu) = "not polled yet";
   orca::v1::SchedulerStats stats ABSL_GUARDED_BY(mu);
   bool has_stats ABSL_GUARDED_BY(mu) = false;
+  absl::Time last_answer ABSL_GUARDED_BY(mu) = absl::InfinitePast();
 };
 
 // ---- SchedulerLease ----------------------------------------------------------
@@ -205,16 +206,22 @@ void SchedulerRouter::PollNow() {
     Backend* backend = backends[i].get();
     services::AddBearerKey(&poll.context, backend->api_key);
     backend->stub->async()->GetStats(
-        &poll.context, &poll.request, &poll.response, [backend, &poll, &pending](grpc::Status status) {
+        &poll.context, &poll.request, &poll.response,
+        [backend, &poll, &pending, grace = options_.stall_grace](grpc::Status status) {
           absl::MutexLock lock(&backend->mu);
           const bool was_ready = backend->ready;
+          const absl::Time now = absl::Now();
           if (status.ok()) {
+            backend->last_answer = now;
             backend->stats = poll.response;
             backend->has_stats = true;
             backend->ready = poll.response.ready() && !poll.response.draining();
             backend->not_ready_reason = backend->ready             ? ""
                                         : poll.response.draining() ? "draining"
                                                                    : "not ready: " + poll.response.not_ready_reason();
+          } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && was_ready &&
+                     now - backend->last_answer < grace) {
+            // Stalled, not gone: keep routing to it (its requests wait) until the grace runs out.
           } else {
             backend->ready = false;
             backend->not_ready_reason = absl::StrCat("GetStats failed: ", status.error_message());

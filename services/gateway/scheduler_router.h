@@ -85,6 +85,10 @@ class SchedulerRouter {
     std::function<absl::StatusOr<std::vector<std::string>>(const std::string& host)> resolve;
     absl::Duration poll_interval = absl::Seconds(1);
     absl::Duration stats_timeout = absl::Seconds(1);
+    /// A ready scheduler whose stats polls time out stays ready this long after its last
+    /// answer: a stall (a GC or page-fault pause, CPU starvation, SIGSTOP) costs its requests
+    /// latency, not a 503. A refused or reset connection takes it out at once.
+    absl::Duration stall_grace = absl::Seconds(5);
     /// False: no background polling thread (tests call PollNow()).
     bool start_polling = true;
     /// Called after every poll with whether any scheduler is ready (e.g. to

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace orca::gateway::testing {
 namespace {
@@ -159,6 +160,12 @@ class FakeScheduler::Service : public orca::v1::Scheduler::CallbackService {
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context, const orca::v1::StatsRequest*,
                                      orca::v1::SchedulerStats* stats) override {
     const Options& o = owner_->options_;
+    absl::Duration delay;
+    {
+      absl::MutexLock lock(&owner_->mu_);
+      delay = owner_->stats_delay_;
+    }
+    absl::SleepFor(delay);  // on the callback thread: this fake serves tests, not load
     {
       absl::MutexLock lock(&owner_->mu_);
       stats->set_ready(owner_->ready_ && !owner_->stopping_);
@@ -338,6 +345,11 @@ void FakeScheduler::IterationLoop() {
       absl::SleepFor(absl::Milliseconds(1));  // stopping: waiting for OnDone
     }
   }
+}
+
+void FakeScheduler::StallStats(absl::Duration delay) {
+  absl::MutexLock lock(&mu_);
+  stats_delay_ = delay;
 }
 
 void FakeScheduler::SetReady(bool ready) {

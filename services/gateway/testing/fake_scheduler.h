@@ -66,6 +66,8 @@ class FakeScheduler {
 
   /// Readiness reported by GetStats; not ready also fails Generate (UNAVAILABLE).
   void SetReady(bool ready);
+  /// GetStats answers only after `delay` (a stalled scheduler: GC pause, SIGSTOP); zero = at once.
+  void StallStats(absl::Duration delay);
   /// The next Generate call fails with `code` after streaming `after_tokens`
   /// tokens (0: at once, as an RPC error); with after_tokens > 0 the failure
   /// is a FINISH_REASON_ERROR message carrying `message`.
@@ -107,6 +109,7 @@ class FakeScheduler {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool ready_ ABSL_GUARDED_BY(mu_) = true;
+  absl::Duration stats_delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   std::vector<Stream*> streams_ ABSL_GUARDED_BY(mu_);
   int64_t kv_slots_used_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t num_cancelled_ ABSL_GUARDED_BY(mu_) = 0;

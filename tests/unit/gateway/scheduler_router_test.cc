@@ -119,6 +119,47 @@ TEST(SchedulerRouterTest, UnavailableCallTakesASchedulerOutUntilTheNextPoll) {
   EXPECT_TRUE(router->AnyReady());
 }
 
+TEST(SchedulerRouterTest, AStalledSchedulerStaysRoutableForTheGraceThenGoesOut) {
+  auto a = StartFake();
+  SchedulerRouter::Options options;
+  options.addresses = {a->address()};
+  options.start_polling = false;
+  options.stats_timeout = absl::Milliseconds(100);
+  options.stall_grace = absl::Milliseconds(1500);
+  auto router = SchedulerRouter::Create(options);
+  ASSERT_TRUE(router.ok());
+  (*router)->PollNow();
+  ASSERT_TRUE((*router)->AnyReady());
+  a->StallStats(absl::Milliseconds(400));  // every poll times out from here on
+  (*router)->PollNow();
+  EXPECT_TRUE((*router)->AnyReady()) << "a poll that timed out inside the grace must not take it out";
+  EXPECT_TRUE((*router)->Acquire().ok());
+  absl::SleepFor(absl::Milliseconds(1600));  // past the grace since its last answer
+  (*router)->PollNow();
+  EXPECT_FALSE((*router)->AnyReady());
+  const auto snapshot = (*router)->Snapshot();
+  EXPECT_NE(snapshot[0].not_ready_reason.find("GetStats failed"), std::string::npos) << snapshot[0].not_ready_reason;
+  a->StallStats(absl::ZeroDuration());
+  absl::SleepFor(absl::Milliseconds(500));  // the stalled answers drain
+  (*router)->PollNow();
+  EXPECT_TRUE((*router)->AnyReady());
+}
+
+TEST(SchedulerRouterTest, ANeverAnsweringSchedulerIsNotReadyAtOnce) {
+  auto a = StartFake();
+  a->StallStats(absl::Milliseconds(400));
+  SchedulerRouter::Options options;
+  options.addresses = {a->address()};
+  options.start_polling = false;
+  options.stats_timeout = absl::Milliseconds(100);
+  auto router = SchedulerRouter::Create(options);
+  ASSERT_TRUE(router.ok());
+  (*router)->PollNow();  // never ready: no grace for a scheduler that never answered
+  EXPECT_FALSE((*router)->AnyReady());
+  a->StallStats(absl::ZeroDuration());
+  absl::SleepFor(absl::Milliseconds(500));
+}
+
 TEST(SchedulerRouterTest, BackgroundPollingNoticesReadiness) {
   auto a = StartFake(/*ready=*/false);
   SchedulerRouter::Options options;
