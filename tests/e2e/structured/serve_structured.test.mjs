@@ -5,16 +5,13 @@
 // (validated by ajv), guided_choice, guided_regex, streaming, n > 1, and the
 // 400s for what cannot be enforced. Skipped when ../shared is absent.
 //   ORCA_BIN_DIR=build/bin ORCA_SHARED_DIR=../shared node --test tests/e2e/structured/serve_structured.test.mjs
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import OpenAI from 'openai';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { binDir, freePort } from '../stack/stack.mjs';
+import { startServeWithClient } from '../stack/openai_serve.mjs';
 
 const shared = process.env.ORCA_SHARED_DIR && path.join(process.env.ORCA_SHARED_DIR, 'models');
 const models = [
@@ -40,35 +37,7 @@ const person = {
 };
 const validatePerson = ajv.compile(person);
 
-async function startServe(model, extraArgs) {
-  const port = await freePort();
-  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-structured-e2e-'));
-  const proc = spawn(path.join(binDir(), 'orca'),
-    ['serve', `--model=${model}`, `--port=${port}`, '--grpc-port=0', `--log-dir=${logDir}`, '--threads=1', ...extraArgs],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '', err = '';
-  proc.stdout.on('data', (d) => { out += d; });
-  proc.stderr.on('data', (d) => { err += d; });
-  process.on('exit', () => { try { proc.kill('SIGKILL'); } catch {} });
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no banner in 120 s; stderr:\n${err}`)), 120000);
-    const poll = setInterval(() => {
-      if (out.includes('Ctrl-C stops everything')) { clearInterval(poll); clearTimeout(timer); resolve(); }
-    }, 50);
-    proc.on('exit', (code) => { clearInterval(poll); clearTimeout(timer); reject(new Error(`orca serve exited ${code}:\n${err}`)); });
-  });
-  const logs = () => fs.readdirSync(logDir).map((f) => `--- ${f}\n${fs.readFileSync(path.join(logDir, f), 'utf8').slice(-2000)}`).join('\n');
-  return {
-    client: new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 }),
-    logs,
-    stop: async () => {
-      const exited = new Promise((r) => proc.on('exit', r));
-      proc.kill('SIGINT');
-      await exited;
-      fs.rmSync(logDir, { recursive: true, force: true });
-    },
-  };
-}
+const startServe = (model, extraArgs) => startServeWithClient(model, extraArgs, 'structured');
 
 async function expect400(promise, param, fragment) {
   await assert.rejects(promise, (e) => {
