@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { binDir, freePort } from './stack.mjs';
 
@@ -36,4 +37,14 @@ export async function startServeWithClient(model, extraArgs, tag = 'openai') {
       fs.rmSync(logDir, { recursive: true, force: true });
     },
   };
+}
+
+/** Awaits `promise` and asserts it failed with an OpenAI 400 naming `param`, its message matching `fragment`. */
+export async function expect400(promise, param, fragment) {
+  await assert.rejects(promise, (e) => {
+    assert.equal(e.status, 400, String(e));
+    assert.equal(e.param ?? e.error?.param, param, JSON.stringify(e.error));
+    assert.match(e.message, fragment);
+    return true;
+  });
 }

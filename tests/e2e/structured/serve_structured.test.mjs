@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { startServeWithClient } from '../stack/openai_serve.mjs';
+import { expect400, startServeWithClient } from '../stack/openai_serve.mjs';
 
 const shared = process.env.ORCA_SHARED_DIR && path.join(process.env.ORCA_SHARED_DIR, 'models');
 const models = [
@@ -38,15 +38,6 @@ const person = {
 const validatePerson = ajv.compile(person);
 
 const startServe = (model, extraArgs) => startServeWithClient(model, extraArgs, 'structured');
-
-async function expect400(promise, param, fragment) {
-  await assert.rejects(promise, (e) => {
-    assert.equal(e.status, 400, String(e));
-    assert.equal(e.param ?? e.error?.param, param, JSON.stringify(e.error));
-    assert.match(e.message, fragment);
-    return true;
-  });
-}
 
 for (const m of models) {
   const present = m.path && fs.existsSync(m.path);

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Ajv2020 from 'ajv/dist/2020.js';
-import { startServeWithClient } from '../stack/openai_serve.mjs';
+import { expect400, startServeWithClient } from '../stack/openai_serve.mjs';
 
 const shared = process.env.ORCA_SHARED_DIR && path.join(process.env.ORCA_SHARED_DIR, 'models');
 const setups = [
@@ -65,15 +65,6 @@ function checkCall(call, only) {
   const args = JSON.parse(call.function.arguments);
   const validate = validators[call.function.name];
   assert.ok(validate(args), `${call.function.arguments}\n${JSON.stringify(validate.errors)}`);
-}
-
-async function expect400(promise, param, fragment) {
-  await assert.rejects(promise, (e) => {
-    assert.equal(e.status, 400, String(e));
-    assert.equal(e.param ?? e.error?.param, param, JSON.stringify(e.error));
-    assert.match(e.message, fragment);
-    return true;
-  });
 }
 
 for (const s of setups) {
