@@ -46,10 +46,22 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
     const auto bad = [&](const std::string& why) {
       return absl::InvalidArgumentError(absl::StrCat("configuration '", std::string(entry), "': ", why,
                                                      " (POLICY:MAX_BS[:chunk=N][:prefix][:mbs=N], POLICY orca, "
-                                                     "paged, request-level or ft, MAX_BS >= 1)"));
+                                                     "paged, request-level or ft, MAX_BS >= 1; or llama-server:NP)"));
     };
     std::optional<PolicyKind> policy;
     int32_t max_bs = 0;
+    if (!parts.empty() && parts[0] == "llama-server") {
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &max_bs) || max_bs < 1) {
+        return bad("llama-server takes its parallel slots and nothing else: llama-server:NP, NP >= 1");
+      }
+      SweepCurveSpec spec;
+      spec.server = "llama-server";
+      spec.policy = PolicyKind::kRequestLevel;
+      spec.max_bs = max_bs;
+      spec.label = absl::StrCat("llama-server(np=", max_bs, ")");
+      specs.push_back(std::move(spec));
+      continue;
+    }
     const bool ft = !parts.empty() && parts[0] == "ft";
     if (parts.size() >= 2) policy = ft ? PolicyKind::kRequestLevel : sched::ParsePolicyKind(parts[0]);
     if (!policy.has_value() || !absl::SimpleAtoi(parts[1], &max_bs) || max_bs < 1) return bad("bad policy or max_bs");
@@ -181,7 +193,7 @@ std::string SweepToCsv(const std::vector<MeasuredCurve>& curves) {
       absl::StrAppend(
           &out,
           absl::StrFormat("\"%s\",%s,%d,%d,%d,%g,%.6f,%.3f,%d,%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,", c.spec.label,
-                          sched::PolicyKindName(c.spec.policy), c.spec.max_bs, c.spec.max_num_batched_tokens,
+                          c.spec.server.empty() ? sched::PolicyKindName(c.spec.policy) : c.spec.server, c.spec.max_bs, c.spec.max_num_batched_tokens,
                           c.spec.prefix_caching ? 1 : 0, p.arrival_rate, s.throughput_rps, s.output_tokens_per_s,
                           s.num_completed, s.num_failed, s.num_unfinished + s.num_not_sent, s.normalized_latency_s.p50,
                           s.normalized_latency_s.p99, s.ttft_s.p50, s.ttft_s.p99, s.itl_s.p50, s.itl_s.p99,
@@ -222,10 +234,17 @@ std::string FormatSweepPoints(const std::vector<MeasuredCurve>& curves) {
 std::string FormatEqualLatencyTable(const std::vector<MeasuredCurve>& curves, const std::vector<double>& multiples) {
   const std::vector<double> targets = RatioTargets(curves, multiples);
   if (targets.empty()) return "no request-level baseline point: no ratio\n";
+  // The baseline: the request-level curves, and llama-server's when the sweep has some.
+  std::string baseline = "request-level";
+  for (const MeasuredCurve& c : curves) {
+    if (!c.spec.server.empty() && !absl::StrContains(baseline, c.spec.server)) {
+      absl::StrAppend(&baseline, " and ", c.spec.server);
+    }
+  }
   std::string out = absl::StrFormat(
-      "baseline floor (lowest median normalized latency of request-level): %s ms/token\n"
+      "baseline floor (lowest median normalized latency of %s): %s ms/token\n"
       "targets: ",
-      Ms(targets.front() / multiples.front()));
+      baseline, Ms(targets.front() / multiples.front()));
   for (size_t i = 0; i < multiples.size(); ++i) {
     absl::StrAppend(&out, i ? ", " : "", absl::StrFormat("%gx", multiples[i]));
   }
@@ -254,7 +273,7 @@ std::string FormatPerCurveLatencyTable(const std::vector<MeasuredCurve>& curves,
     }
     absl::StrAppend(&out, "\n");
   }
-  absl::StrAppend(&out, "(req/s at the target; in parentheses: / the best request-level curve's)\n");
+  absl::StrAppend(&out, "(req/s at the target; in parentheses: / the best baseline curve's)\n");
   return out;
 }
 

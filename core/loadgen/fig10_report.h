@@ -26,13 +26,17 @@ struct SweepCurveSpec {
   bool faster_transformer = false;
   /// The baseline's microbatches (--microbatches, the paper's mbs); 0 = n_workers.
   int32_t microbatches = 0;
+  /// Empty: an `orca serve` stack. "llama-server": llama.cpp's server with `-np max_bs`
+  /// (continuous batching), which the ratios count as a baseline (policy kRequestLevel).
+  std::string server;
 };
 
 /// Parses "orca:8,orca:16,request-level:1,paged:32:chunk=64:prefix,ft:8:mbs=2" (POLICY:MAX_BS,
 /// then optional `chunk=N` for --max-num-batched-tokens, `prefix` for
 /// --enable-prefix-caching, `mbs=N` for the baseline's --microbatches; comma-separated).
 /// POLICY `ft` is the request-level baseline with --faster-transformer, labelled as the
-/// paper does: ft(max_bs, mbs). INVALID_ARGUMENT names the bad entry.
+/// paper does: ft(max_bs, mbs). `llama-server:NP` is llama.cpp's server with NP parallel slots
+/// (a peer to compare with; a baseline in the ratios). INVALID_ARGUMENT names the bad entry.
 absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& text);
 
 /// What the server's scheduler reported during one point (its /metrics, sampled).

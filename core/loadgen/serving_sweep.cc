@@ -110,7 +110,7 @@ absl::StatusOr<bool> RunPoint(const ServingSweepOptions& options, const std::str
   ServerSampler sampler(metrics_url);
   ORCA_ASSIGN_OR_RETURN(BenchRunReport report, RunBenchmark(run, spec.label));
   const ServerSample server = sampler.Finish();
-  report.config.emplace_back("policy", sched::PolicyKindName(spec.policy));
+  report.config.emplace_back("policy", spec.server.empty() ? sched::PolicyKindName(spec.policy) : spec.server);
   report.config.emplace_back("max_bs", absl::StrCat(spec.max_bs));
   report.config.emplace_back("max_num_batched_tokens", absl::StrCat(spec.max_num_batched_tokens));
   report.config.emplace_back("prefix_caching", spec.prefix_caching ? "true" : "false");

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -186,7 +187,8 @@ int Fail(const std::string& command, const absl::Status& status) {
   return 1;
 }
 
-/// `orca serve` as the stack of one sweep curve, on a free loopback port.
+/// `orca serve` (or, for `llama-server:NP` curves, llama.cpp's server on the same model file)
+/// as the stack of one sweep curve, on a free loopback port.
 class OrcaServeStack : public loadgen::ServingStack {
  public:
   struct Options {
@@ -196,6 +198,9 @@ class OrcaServeStack : public loadgen::ServingStack {
     std::vector<std::string> extra_args;
     std::string log_dir;
     int64_t ready_timeout_s = 300;
+    std::string llama_server = "llama-server";  ///< binary for llama-server curves (PATH lookup)
+    int64_t llama_server_slot_ctx = 1024;        ///< context tokens per llama-server slot
+    std::vector<std::string> llama_server_args;
   };
   explicit OrcaServeStack(Options options) : options_(std::move(options)) {}
   ~OrcaServeStack() override { (void)Stop(); }
@@ -222,27 +227,16 @@ class OrcaServeStack : public loadgen::ServingStack {
     if (options_.n_slots > 0) args.push_back("--n-slots=" + std::to_string(options_.n_slots));
     if (options_.threads > 0) args.push_back("--threads=" + std::to_string(options_.threads));
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+    const std::string url = absl::StrCat("http://127.0.0.1:", port);
+    metrics_url_.clear();
+    if (spec.server == "llama-server") return StartLlamaServer(spec, port, logs, url);
     // The log is appended to by every start (one per rate when interleaved): only what this
     // start writes names this stack's ports.
     const std::string log_path = logs + "/serve.log";
     const size_t log_offset = std::filesystem::exists(log_path) ? std::filesystem::file_size(log_path, ec) : 0;
     child_ = std::make_unique<Subprocess>("orca serve", ExecutableDir() + "/orca", args,
                                           Subprocess::Options{.log_path = logs + "/serve.log"});
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.ready_timeout_s);
-    const std::string url = absl::StrCat("http://127.0.0.1:", port);
-    for (;;) {
-      absl::StatusOr<loadgen::HttpResponse> ready = loadgen::HttpGet(url + "/ready", absl::Seconds(1));
-      if (ready.ok() && ready->status == 200) break;
-      if (!child_->Alive()) {
-        return absl::UnavailableError(absl::StrCat("orca serve exited (status ", child_->exit_status(),
-                                                   ") during startup; see ", logs, "/serve.log"));
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("orca serve was not ready after ", options_.ready_timeout_s, " s; see ", logs));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    ORCA_RETURN_IF_ERROR(WaitReady("orca serve", url + "/ready", log_path));
     // The gateway can answer /ready a moment before orca serve prints its banner.
     const auto banner_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while ((metrics_url_ = SchedulerMetricsUrlFromBanner(log_path, ec ? 0 : log_offset)).empty() &&
@@ -262,12 +256,71 @@ class OrcaServeStack : public loadgen::ServingStack {
     if (!child_) return absl::OkStatus();
     const int status = child_->Stop(SIGTERM, 30000);
     child_.reset();
-    // orca serve exits 0 on SIGTERM after stopping its processes.
-    if (status != 0) return absl::InternalError(absl::StrCat("orca serve exited with status ", status));
+    // orca serve exits 0 on SIGTERM after stopping its processes. llama-server (c392e50) aborts
+    // in its own teardown ("terminate called without an active exception", status 134) after
+    // serving everything: a peer's exit is not this sweep's failure.
+    if (status != 0 && child_name_ != "llama-server") {
+      return absl::InternalError(absl::StrCat(child_name_, " exited with status ", status));
+    }
     return absl::OkStatus();
   }
 
  private:
+  /// Polls `ready_url` until it answers 200; the child's death or the timeout end it.
+  absl::Status WaitReady(const std::string& name, const std::string& ready_url, const std::string& log_path) {
+    child_name_ = name;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.ready_timeout_s);
+    for (;;) {
+      absl::StatusOr<loadgen::HttpResponse> ready = loadgen::HttpGet(ready_url, absl::Seconds(1));
+      if (ready.ok() && ready->status == 200) return absl::OkStatus();
+      if (!child_->Alive()) {
+        return absl::UnavailableError(
+            absl::StrCat(name, " exited (status ", child_->exit_status(), ") during startup; see ", log_path));
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(name, " was not ready after ", options_.ready_timeout_s, " s; see ", log_path));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  /// llama.cpp's server on the same file: NP slots with continuous batching, each slot holding
+  /// `llama_server_slot_ctx` tokens of context (llama-server splits -c among its slots), the
+  /// sweep's thread count for generation and prompt processing. Ready when /health says 200.
+  absl::StatusOr<std::string> StartLlamaServer(const loadgen::SweepCurveSpec& spec, int port, const std::string& logs,
+                                               const std::string& url) {
+    std::string binary = options_.llama_server;
+    if (binary.find('/') == std::string::npos) {
+      for (absl::string_view dir : absl::StrSplit(std::getenv("PATH") ? std::getenv("PATH") : "", ':')) {
+        const std::string candidate = absl::StrCat(dir, "/", binary);
+        if (!dir.empty() && access(candidate.c_str(), X_OK) == 0) {
+          binary = candidate;
+          break;
+        }
+      }
+    }
+    if (access(binary.c_str(), X_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat("--llama-server: '", options_.llama_server,
+                                              "' is not an executable (nor found on PATH); a llama-server:NP "
+                                              "curve needs llama.cpp's server binary"));
+    }
+    std::vector<std::string> args = {"-m", options_.model, "--host", "127.0.0.1", "--port", std::to_string(port),
+                                     "-np", std::to_string(spec.max_bs), "-cb", "-c",
+                                     std::to_string(spec.max_bs * options_.llama_server_slot_ctx)};
+    if (options_.threads > 0) {
+      for (const char* flag : {"-t", "-tb"}) {
+        args.push_back(flag);
+        args.push_back(std::to_string(options_.threads));
+      }
+    }
+    args.insert(args.end(), options_.llama_server_args.begin(), options_.llama_server_args.end());
+    const std::string log_path = logs + "/llama-server.log";
+    child_ = std::make_unique<Subprocess>("llama-server", binary, args, Subprocess::Options{.log_path = log_path});
+    ORCA_RETURN_IF_ERROR(WaitReady("llama-server", url + "/health", log_path));
+    return url;
+  }
+
   // orca serve's banner names every /metrics URL: "  scheduler  http://127.0.0.1:PORT/metrics".
   // Reads the log from `offset` on (what the current start wrote).
   static std::string SchedulerMetricsUrlFromBanner(const std::string& log_path, size_t offset) {
@@ -284,6 +337,7 @@ class OrcaServeStack : public loadgen::ServingStack {
 
   Options options_;
   std::unique_ptr<Subprocess> child_;
+  std::string child_name_;
   std::string metrics_url_;
 };
 
@@ -307,6 +361,9 @@ struct SweepFlags {
   int64_t warmup = 2, n_slots = 0, threads = 0, ready_timeout = 300;
   bool interleave = true;
   std::vector<std::string> serve_args;
+  std::string llama_server = "llama-server";
+  int64_t llama_server_slot_ctx = 1024;
+  std::vector<std::string> llama_server_args;
 };
 
 void AddSweepFlags(FlagSet& flags, SweepFlags& sw) {
@@ -331,6 +388,12 @@ void AddSweepFlags(FlagSet& flags, SweepFlags& sw) {
   flags.AddInt("threads", &sw.threads, "orca serve --threads (0 = its default)");
   flags.AddStringList("serve-arg", &sw.serve_args,
                       "Extra argument for orca serve (repeatable), e.g. --serve-arg=--dtype=f32");
+  flags.AddString("llama-server", &sw.llama_server,
+                  "llama.cpp's server binary for llama-server:NP curves (a path, or a name looked up on PATH)");
+  flags.AddInt("llama-server-slot-ctx", &sw.llama_server_slot_ctx,
+               "Context tokens per llama-server slot (its -c is NP times this)");
+  flags.AddStringList("llama-server-arg", &sw.llama_server_args,
+                      "Extra argument for llama-server (repeatable), e.g. --llama-server-arg=-fa");
   flags.AddString("targets", &sw.targets,
                   "Ratio targets as multiples of the baseline's lowest median normalized latency");
   flags.AddString("gnuplot", &sw.gnuplot, "gnuplot binary (empty: no PNG)");
@@ -433,7 +496,15 @@ int RunSweepCommand(int argc, char** argv) {
   for (const absl::Status& s : {rate_list.status(), target_list.status(), curves.status()}) {
     if (!s.ok()) return Fail(command, s);
   }
-  if (!sw.simulate.empty()) return RunSimulatedSweep(command, sw, *rate_list, *target_list, *curves);
+  if (!sw.simulate.empty()) {
+    for (const loadgen::SweepCurveSpec& spec : *curves) {
+      if (!spec.server.empty()) {
+        return Fail(command, absl::InvalidArgumentError(absl::StrCat(
+                                 "--simulate runs Orca's scheduler on a cost model; ", spec.label, " is a real server")));
+      }
+    }
+    return RunSimulatedSweep(command, sw, *rate_list, *target_list, *curves);
+  }
   options.arrival_rates = *rate_list;
   options.curves = *curves;
   options.saturation_latency_s = sw.saturation_ms / 1e3;
@@ -449,6 +520,13 @@ int RunSweepCommand(int argc, char** argv) {
   stack_options.extra_args = sw.serve_args;
   stack_options.log_dir = f.out + "/logs";
   stack_options.ready_timeout_s = sw.ready_timeout;
+  stack_options.llama_server = sw.llama_server;
+  stack_options.llama_server_slot_ctx = sw.llama_server_slot_ctx;
+  stack_options.llama_server_args = sw.llama_server_args;
+  if (sw.llama_server_slot_ctx < 1 || sw.llama_server_slot_ctx > (int64_t{1} << 24)) {
+    return Fail(command, absl::InvalidArgumentError(absl::StrCat("--llama-server-slot-ctx must be in [1, 16777216] (got ",
+                                                                 sw.llama_server_slot_ctx, ")")));
+  }
   OrcaServeStack stack(stack_options);
   absl::StatusOr<std::vector<loadgen::MeasuredCurve>> measured = loadgen::RunServingSweep(options, stack);
   if (!measured.ok()) return Fail(command, measured.status());

@@ -56,6 +56,29 @@ TEST(Fig10ReportTest, ParsesConfigurations) {
   EXPECT_THAT(std::string(ParseCurveSpecs("orca:8,orca:zero").status().message()), HasSubstr("'orca:zero'"));
 }
 
+TEST(Fig10ReportTest, LlamaServerCurvesAreABaseline) {
+  absl::StatusOr<std::vector<SweepCurveSpec>> specs = ParseCurveSpecs("orca:16,llama-server:32");
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 2u);
+  EXPECT_TRUE((*specs)[0].server.empty());
+  EXPECT_EQ((*specs)[1].server, "llama-server");
+  EXPECT_EQ((*specs)[1].max_bs, 32);
+  EXPECT_EQ((*specs)[1].label, "llama-server(np=32)");
+  EXPECT_EQ((*specs)[1].policy, sched::PolicyKind::kRequestLevel);
+  for (const char* bad : {"llama-server", "llama-server:0", "llama-server:8:prefix", "llama-server:x"}) {
+    EXPECT_THAT(std::string(ParseCurveSpecs(bad).status().message()), HasSubstr("llama-server:NP")) << bad;
+  }
+  // The ratio is Orca's best against llama-server's, and the CSV names the server.
+  std::vector<MeasuredCurve> curves(2);
+  curves[0].spec = (*specs)[0];
+  curves[0].points = {Point(1, 1.0, 0.010), Point(4, 4.0, 0.012)};
+  curves[1].spec = (*specs)[1];
+  curves[1].points = {Point(1, 1.0, 0.010), Point(2, 1.0, 0.100)};
+  EXPECT_NEAR(RatioTargets(curves, {1.2}).at(0), 0.012, 1e-12);
+  EXPECT_GT(PeakRatio(curves, RatioTargets(curves, {1.2})), 3.0);
+  EXPECT_THAT(SweepToCsv(curves), HasSubstr("\"llama-server(np=32)\",llama-server,32,"));
+}
+
 TEST(Fig10ReportTest, ParsesChunkedPrefillAndPrefixCachingOptions) {
   absl::StatusOr<std::vector<SweepCurveSpec>> specs =
       ParseCurveSpecs("orca:16:chunk=64,paged:32:chunk=64:prefix,paged:8,request-level:8:prefix");
