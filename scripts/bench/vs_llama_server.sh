@@ -11,7 +11,7 @@
 # llama-server binary.
 #
 #   LLAMA_SERVER=/path/to/llama-server scripts/bench/vs_llama_server.sh MODEL.gguf [OUT_DIR]
-#   (RATES, DECODE_RATES, NUM_REQUESTS, MAX_DURATION, NP, MAX_BS, THREADS, SKIP_MEMORY=1,
+#   (RATES, DECODE_RATES, NUM_REQUESTS, MAX_DURATION, NP, SLOT_CTX, MAX_BS, THREADS, SKIP_MEMORY=1,
 #    SKIP_SWEEP=1 override the defaults below)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -19,6 +19,9 @@ MODEL="${1:?usage: LLAMA_SERVER=... $0 MODEL.gguf [OUT_DIR]}"
 OUT="${2:-$ROOT/bench-out/vs_llama_server}"
 LLAMA_SERVER="${LLAMA_SERVER:-llama-server}"
 NP="${NP:-32}"
+# llama-server gives each of its NP slots a fixed SLOT_CTX tokens of KV (-c NP*SLOT_CTX, allocated
+# at start); orca serve shares --n-slots tokens (default 8192) among all requests, block by block.
+SLOT_CTX="${SLOT_CTX:-1024}"
 MAX_BS="${MAX_BS:-32}"
 THREADS="${THREADS:-2}"
 NUM_REQUESTS="${NUM_REQUESTS:-30}"
@@ -77,12 +80,13 @@ if [ -z "${SKIP_MEMORY:-}" ]; then
   serve_and_measure orca /ready "$BIN/orca" serve --model "$MODEL" --port "$PORT" --grpc-port 0 \
     --threads "$THREADS" --max-bs "$MAX_BS"
   serve_and_measure llama-server /health "$LLAMA_SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" \
-    -np "$NP" -cb -c $((NP * 1024)) -t "$THREADS" -tb "$THREADS"
+    -np "$NP" -cb -c $((NP * SLOT_CTX)) -t "$THREADS" -tb "$THREADS"
   machine_note
 fi
 
 if [ -z "${SKIP_SWEEP:-}" ]; then
   sweep=(--model "$MODEL" --configs "orca:$MAX_BS,llama-server:$NP" --llama-server "$(command -v "$LLAMA_SERVER")"
+         --llama-server-slot-ctx "$SLOT_CTX"
          --threads "$THREADS" --num-requests "$NUM_REQUESTS" --max-duration "$MAX_DURATION"
          --saturation-latency-ms 2000 --no-progress)
   run "$BIN/orca" bench sweep "${sweep[@]}" --out "$OUT/paper" --trace paper --rates "${RATES:-0.1,0.25,0.5,1}"
