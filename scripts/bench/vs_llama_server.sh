@@ -64,6 +64,12 @@ serve_and_measure() {
     kill -0 $pid 2>/dev/null || { tail -20 "$OUT/memory-$name.log"; exit 1; }
     sleep 0.5
   done
+  # llama-server's /health can say ok while completions still answer 503 "Loading model".
+  for _ in $(seq 1 600); do
+    curl -sf -m 60 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+      -d '{"prompt": [1], "max_tokens": 1}' >/dev/null 2>&1 && break
+    sleep 0.5
+  done
   mem_row "$name (idle)" $pid
   "$BIN/orca" bench --url "http://127.0.0.1:$PORT" --trace paper --rate 4 --num-requests "$NUM_REQUESTS" \
     --max-duration "$MAX_DURATION" --no-progress --out "$OUT/memory-$name-bench" >"$OUT/memory-$name-bench.txt" 2>&1 ||

@@ -318,7 +318,20 @@ class OrcaServeStack : public loadgen::ServingStack {
     const std::string log_path = logs + "/llama-server.log";
     child_ = std::make_unique<Subprocess>("llama-server", binary, args, Subprocess::Options{.log_path = log_path});
     ORCA_RETURN_IF_ERROR(WaitReady("llama-server", url + "/health", log_path));
-    return url;
+    // Its /health can say 200 while completions still answer 503 "Loading model": ready once a
+    // one-token completion is served.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.ready_timeout_s);
+    for (;;) {
+      absl::StatusOr<loadgen::HttpResponse> r =
+          loadgen::HttpPostJson(url + "/v1/completions", R"({"prompt": [1], "max_tokens": 1})", absl::Seconds(60));
+      if (r.ok() && r->status == 200) return url;
+      if (!child_->Alive() || std::chrono::steady_clock::now() > deadline) {
+        return absl::UnavailableError(absl::StrCat("llama-server did not serve a one-token completion (",
+                                                   r.ok() ? absl::StrCat("HTTP ", r->status) : r.status().ToString(),
+                                                   "); see ", log_path));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
   }
 
   // orca serve's banner names every /metrics URL: "  scheduler  http://127.0.0.1:PORT/metrics".
