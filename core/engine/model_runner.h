@@ -17,7 +17,8 @@
 /// leave for the next one device to device on that stream — and the host waits for the
 /// device once per iteration, on the last stage's rank 0, for the logits it samples from
 /// (a bounded wait that reports a failed or hung peer, Communicator::Drain). With
-/// host-ordered ones (Gloo) the device is synchronised before each collective.
+/// host-ordered ones (Gloo) the device is synchronised before each collective. (A buffer
+/// growing past the largest batch so far also waits once, when the old one is freed.)
 
 #include <cstdint>
 #include <memory>
