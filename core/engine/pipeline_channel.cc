@@ -121,8 +121,12 @@ StageIteration RunStageIteration(Engine& engine, PipelineChannel* channel, const
   const auto c0 = Clock::now();
   if (r.status.ok()) {
     r.status = engine.Step(in, first ? nullptr : channel->hidden_in(), out);
-    if (!r.status.ok() && channel != nullptr && channel->device_activations() && IsLinkFailure(r.status))
+    if (!r.status.ok() && channel != nullptr && channel->device_activations() && IsLinkFailure(r.status)) {
       r.data_plane = r.status;
+      // One shard noticed (the last stage's rank 0 waits for its logits); the others' streams may
+      // still wait on their links, and with them the tensor-parallel collectives: abort them all.
+      engine.AbortPipeline();
+    }
   } else {
     out->Clear();
     for (uint64_t id : in.released_ids) engine.Release(id);
