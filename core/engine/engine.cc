@@ -36,6 +36,7 @@ struct Engine::Shard {
   std::unique_ptr<ModelWeights> weights;
   std::unique_ptr<KvCache> kv;
   std::unique_ptr<Communicator> tp;
+  std::unique_ptr<Communicator> pipeline;  // device link to the same shard of the other stages
   std::unique_ptr<ModelRunner> runner;
 };
 
@@ -106,12 +107,58 @@ Engine::~Engine() {
   pool_.reset();  // join shard threads before their shards go away
 }
 
+bool Engine::CanLinkDevices() const { return kHaveNccl && options_.device == "cuda"; }
+
+absl::Status Engine::ConnectPipeline(const PipelineLinkOptions& po) {
+  DisconnectPipeline();
+  if (!CanLinkDevices())
+    return absl::FailedPreconditionError(
+        "device-to-device pipeline links need GPU shards and a build with NCCL; activations go through the host");
+  if (po.store == nullptr) return absl::InvalidArgumentError("pipeline links need a rendezvous store");
+#ifdef ORCA_WITH_NCCL
+  const Options& o = options_;
+  ORCA_RETURN_IF_ERROR(pool_->RunAll([&](int r) -> absl::Status {
+    NcclCommunicator::Options no;
+    no.store = po.store;
+    no.prefix = absl::StrCat(po.prefix, "/tp", r);
+    no.rank = o.stage;
+    no.size = o.num_stages;
+    no.backend = static_cast<kernels::CudaBackend*>(shards_[r]->backend.get());
+    no.timeout = po.timeout;
+    no.op_timeout = po.op_timeout;
+    no.wait = false;
+    ORCA_ASSIGN_OR_RETURN(shards_[r]->pipeline, NcclCommunicator::Create(no));
+    return absl::OkStatus();
+  }));
+  for (auto& shard : shards_) shard->runner->SetPipeline(shard->pipeline.get());
+  pipeline_connected_ = true;
+  return absl::OkStatus();
+#else
+  return absl::InternalError("unreachable: CanLinkDevices() without NCCL");
+#endif
+}
+
+void Engine::DisconnectPipeline() {
+  for (auto& shard : shards_) {
+    if (shard->runner != nullptr) shard->runner->SetPipeline(nullptr);
+    shard->pipeline.reset();
+  }
+  pipeline_connected_ = false;
+}
+
+void Engine::AbortPipeline() {
+  for (auto& shard : shards_)
+    if (shard->pipeline != nullptr) shard->pipeline->Abort();
+}
+
 namespace {
 
 // The stage and tensor-parallel layout the options ask for, checked before anything is loaded.
 absl::Status CheckLayout(const Engine::Options& o) {
   if (o.num_stages < 1 || o.stage < 0 || o.stage >= o.num_stages)
     return absl::InvalidArgumentError(absl::StrCat("stage ", o.stage, " of ", o.num_stages, " is invalid"));
+  if (o.first_device < 0)
+    return absl::InvalidArgumentError(absl::StrCat("the first GPU must be >= 0, got ", o.first_device));
   if (o.tp_size < 1 || o.tp_size > 64)
     return absl::InvalidArgumentError(absl::StrCat("tensor parallelism must be in [1, 64], got ", o.tp_size));
   if (o.device == "cuda" && o.tp_size > 1 && !kHaveNccl && kernels::CudaAvailable())
@@ -136,6 +183,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinTensorParallelGroup(const Engi
     no.size = o.tp_size;
     no.backend = static_cast<kernels::CudaBackend*>(backend);
     no.timeout = std::chrono::milliseconds(o.peer_timeout_ms);
+    no.wait = false;  // stream-ordered: the all-reduces never make the host wait (paper §4.1)
     return NcclCommunicator::Create(no);
   }
 #else
@@ -159,7 +207,7 @@ absl::StatusOr<std::unique_ptr<Engine::Shard>> Engine::LoadShard(int rank, int n
   auto shard = std::make_unique<Shard>();
   kernels::BackendOptions bo;
   bo.device = o.device;
-  bo.device_index = rank;
+  bo.device_index = o.first_device + rank;
   bo.num_threads = num_threads;
   bo.small_gemm_max_rows = o.small_gemm_max_rows;
   bo.panel_gemm_max_rows = o.panel_gemm_max_rows;
@@ -402,6 +450,14 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   appended_.clear();
   if (absl::Status s = ValidateAndReserve(in, &reserved); !s.ok()) {
     RollBack(reserved);
+    if (pipeline_connected_ && hidden_in == nullptr) {
+      // The previous stage's activations are on their way over the links: take them off, or
+      // its sends would stall its stream.
+      int64_t tokens = 0;
+      for (const StepSequence& q : in.seqs) tokens += static_cast<int64_t>(q.token_ids.size());
+      absl::Status drained = pool_->RunAll([&](int r) { return shards_[r]->runner->DiscardInput(tokens); });
+      if (!drained.ok()) ORCA_LOG(ERROR) << "dropping the activations of a rejected iteration: " << drained;
+    }
     return s;
   }
   seq_specs_.clear();
@@ -420,15 +476,15 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   const ModelConfig& c = config();
   if (is_last_stage())
     logits_.resize(static_cast<size_t>(samples) * c.vocab_size);
-  else
+  else if (!pipeline_connected_)
     out->hidden.resize(static_cast<size_t>(tokens) * c.hidden_size);
   ForwardInput fin{seq_specs_, token_ids_, hidden_in};
   std::vector<ForwardTimings>& timings = timings_;
   timings.assign(shards_.size(), ForwardTimings{});
   absl::Status status = pool_->RunAll([&](int r) {
     // Every shard ends with the same hidden states (after the all-reduce); rank 0 hands them on.
-    return shards_[r]->runner->Forward(fin, r == 0 ? out->hidden.data() : nullptr, r == 0 ? logits_.data() : nullptr,
-                                       &timings[r]);
+    return shards_[r]->runner->Forward(fin, r == 0 && !out->hidden.empty() ? out->hidden.data() : nullptr,
+                                       r == 0 ? logits_.data() : nullptr, &timings[r]);
   });
   if (!status.ok()) {
     RollBack(reserved);

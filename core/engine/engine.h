@@ -9,6 +9,7 @@
 /// Thread-compatible: one caller at a time (the worker's or scheduler's
 /// engine thread).
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,7 +41,10 @@ class Engine {
     std::string model_path;         ///< HF directory or .gguf
     std::optional<DType> dtype;     ///< weight storage; nullopt = checkpoint's (f16 → bf16)
     std::optional<DType> kv_dtype;  ///< nullopt = bf16 for bf16 weights, else f32
-    std::string device = "cpu";     ///< kernel backend: cpu or cuda (TP rank r uses GPU r)
+    std::string device = "cpu";     ///< kernel backend: cpu or cuda (TP rank r uses GPU first_device + r)
+    /// cuda: the GPU of TP rank 0. Stages sharing a machine need GPUs of their own (NCCL
+    /// refuses one GPU for two ranks of a link): stage s of a TP t pipeline takes s * t.
+    int32_t first_device = 0;
     int32_t stage = 0;
     int32_t num_stages = 1;
     int32_t tp_size = 1;
@@ -67,7 +71,8 @@ class Engine {
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const Options& options);
   ~Engine();
 
-  /// Runs one iteration. `hidden_in` ([ΣL, H], host) is required on stages > 0.
+  /// Runs one iteration. `hidden_in` ([ΣL, H], host) is required on stages > 0, unless the
+  /// activations arrive over the device links (ConnectPipeline; then nullptr).
   /// The whole iteration is validated before anything changes: unknown or
   /// duplicate request ids, reservations that do not fit, block tables that
   /// are malformed, in another block size or do not cover the positions,
@@ -78,6 +83,32 @@ class Engine {
   /// logits at every prompt position its steps cover and a
   /// StepOutput::prompt_logprobs record per step; other requests cost nothing more.
   absl::Status Step(const StepInput& input, const float* hidden_in, StepOutput* output);
+
+  /// Options of the device-to-device links between stages (ConnectPipeline).
+  struct PipelineLinkOptions {
+    gloo::rendezvous::Store* store = nullptr;  ///< where the NCCL ids meet (the scheduler's store)
+    std::string prefix;                        ///< unique per session; each shard adds "/tp<rank>"
+    std::chrono::milliseconds timeout{60000};  ///< for forming the links
+    std::chrono::milliseconds op_timeout{0};   ///< for the last stage's wait on its logits; 0 = timeout
+  };
+  /// True when this engine can move activations between stages device to device (GPU shards
+  /// and a build with NCCL); otherwise they travel through host buffers (Step's hidden_in and
+  /// StepOutput::hidden).
+  bool CanLinkDevices() const;
+  /// Forms one stream-ordered NCCL link per tensor-parallel shard with the same shard of every
+  /// other stage (paper §4.1: activations never pass through the host): rank = stage, shard r
+  /// of stage s receives from shard r of stage s - 1 and sends to shard r of stage s + 1. From
+  /// then on Step takes a non-first stage's activations from the links (hidden_in nullptr)
+  /// and leaves a non-last stage's on them (StepOutput::hidden empty). Blocks until every
+  /// stage has joined (DeadlineExceeded after `timeout`). FailedPrecondition without
+  /// CanLinkDevices(). Replaces earlier links.
+  absl::Status ConnectPipeline(const PipelineLinkOptions& options);
+  /// Drops the links; Step goes back to host buffers.
+  void DisconnectPipeline();
+  /// Aborts the links (a session that is over): a wait on them returns, and later steps fail
+  /// until the next ConnectPipeline. Any thread, but not during Connect/DisconnectPipeline.
+  void AbortPipeline();
+  bool pipeline_connected() const { return pipeline_connected_; }
 
   /// Frees a request's KV and sampler now (also done by StepInput::released_ids), and the
   /// KV of its prompt padding if it had any (PaddingSequenceId).
@@ -153,6 +184,7 @@ class Engine {
   std::vector<uint64_t> reserved_;
   std::vector<std::pair<uint64_t, size_t>> appended_;  // (request, blocks appended) this step
   std::vector<ForwardTimings> timings_;
+  bool pipeline_connected_ = false;
 };
 
 /// Sets `options->dtype` and `options->device` from the --dtype (auto, f32, bf16)

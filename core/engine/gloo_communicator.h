@@ -60,7 +60,7 @@ class GlooCommunicator final : public Communicator {
   /// Makes a Send or Recv that is waiting (and every later one) return
   /// Aborted at once: the group is being abandoned (a new pipeline session)
   /// and its peer may never answer. Any thread; the group is unusable after.
-  void Abort();
+  void Abort() override;
 
   /// An in-process store for groups whose members are threads of one process.
   static std::unique_ptr<gloo::rendezvous::Store> MakeLocalStore();

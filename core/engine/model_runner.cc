@@ -96,7 +96,7 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
   if (w.partition().has_embedding && static_cast<int64_t>(in.token_ids.size()) != n)
     return absl::InvalidArgumentError(
         absl::StrCat("iteration has ", n, " positions but ", in.token_ids.size(), " token ids"));
-  if (!w.partition().has_embedding && in.hidden_in == nullptr)
+  if (!w.partition().has_embedding && in.hidden_in == nullptr && o_.pipeline == nullptr)
     return absl::InvalidArgumentError("a non-first stage needs the previous stage's hidden states");
   ORCA_RETURN_IF_ERROR(EnsureCapacity(n, samples, blocks));
 
@@ -128,24 +128,38 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
   be.CopyToDevice(block_tables_.ptr, h_block_tables_.data(), blocks * sizeof(int32_t));
 
   const int64_t H = c.hidden_size;
+  ForwardTimings local;
   if (w.partition().has_embedding) {
     be.CopyToDevice(ids_.ptr, in.token_ids.data(), n * sizeof(int32_t));
     be.Embedding(I(ids_), n, w.token_embedding(), F(x_));
     if (c.arch == ModelArch::kGpt2) be.AddPositionEmbedding(I(positions_), n, w.position_embedding(), F(x_));
+  } else if (in.hidden_in == nullptr) {
+    // Queued on the stream: the layers below wait for the activations on the device, not here.
+    const int64_t t0 = NowMicros();
+    ORCA_RETURN_IF_ERROR(o_.pipeline->Recv(o_.pipeline->rank() - 1, x_.ptr, n * H * sizeof(float)));
+    local.comm_micros += NowMicros() - t0;
   } else {
     be.CopyToDevice(x_.ptr, in.hidden_in, n * H * sizeof(float));
   }
-  ForwardTimings local;
   residual_pending_ = false;
   for (int32_t l = 0; l < w.num_local_layers(); ++l) ORCA_RETURN_IF_ERROR(Layer(l, n, &local));
   FlushResidual(n);
 
   if (!w.partition().has_head) {
-    if (hidden_out != nullptr) be.CopyToHost(hidden_out, x_.ptr, n * H * sizeof(float));
+    if (o_.pipeline != nullptr) {
+      // Every rank holds the whole hidden state after the all-reduces: each sends its own copy
+      // to the same rank of the next stage, so that stage needs no broadcast.
+      const int64_t t0 = NowMicros();
+      ORCA_RETURN_IF_ERROR(o_.pipeline->Send(o_.pipeline->rank() + 1, x_.ptr, n * H * sizeof(float)));
+      local.comm_micros += NowMicros() - t0;
+    } else if (hidden_out != nullptr) {
+      be.CopyToHost(hidden_out, x_.ptr, n * H * sizeof(float));
+    }
   } else if (samples > 0 && (w.vocab_parallel_head() || !w.lm_head().empty())) {
     ORCA_RETURN_IF_ERROR(Head(samples, logits_out, &local));
   }
-  be.Synchronize();
+  // No Synchronize: host outputs were copied synchronously above, and queued work is ordered
+  // on the stream before the next iteration's.
   if (timings) {
     timings->comm_micros += local.comm_micros;
     timings->compute_micros += NowMicros() - t0 - local.comm_micros;
@@ -166,6 +180,7 @@ absl::Status ModelRunner::Head(int64_t samples, float* logits_out, ForwardTiming
     be.RmsNorm(F(last_), w.final_norm(), samples, H, c.norm_eps, F(last_));
   if (w.vocab_parallel_head()) return GatherVocabSlices(samples, logits_out, timings);
   be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
+  ORCA_RETURN_IF_ERROR(WaitForDevice());
   be.CopyToHost(logits_out, logits_.ptr, samples * static_cast<size_t>(c.vocab_size) * sizeof(float));
   return absl::OkStatus();
 }
@@ -180,9 +195,10 @@ absl::Status ModelRunner::GatherVocabSlices(int64_t samples, float* logits_out, 
   // [samples, slice] here; a rank with no rows (a vocabulary smaller than the group) sends padding only.
   if (w.head_vocab().size > 0) be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
   const size_t share = static_cast<size_t>(samples * VocabShard::MaxRows(vocab, tp));
-  be.Synchronize();
+  if (!o_.tp->stream_ordered()) be.Synchronize();
   const int64_t t0 = NowMicros();
   ORCA_RETURN_IF_ERROR(o_.tp->Gather(F(logits_), share, /*root=*/0, rank == 0 ? F(gathered_) : nullptr));
+  if (rank == 0) ORCA_RETURN_IF_ERROR(WaitForDevice());
   timings->comm_micros += NowMicros() - t0;
   if (rank != 0) return absl::OkStatus();
   // Rank q's share holds [samples, its slice]; each row goes to columns [begin, begin + size) of the full rows.
@@ -207,7 +223,7 @@ absl::Status ModelRunner::RowParallelOutput(const float* in, int64_t n, const ke
   }
   // Partial sums from every shard (bias only on rank 0), summed across the group.
   be.Linear(in, n, wv, bias, F(tmp_));
-  be.Synchronize();
+  if (!o_.tp->stream_ordered()) be.Synchronize();  // a host-ordered all-reduce reads tmp_ now
   const int64_t t0 = NowMicros();
   ORCA_RETURN_IF_ERROR(o_.tp->AllReduceSum(F(tmp_), static_cast<size_t>(n * H)));
   timings->comm_micros += NowMicros() - t0;
@@ -216,6 +232,21 @@ absl::Status ModelRunner::RowParallelOutput(const float* in, int64_t n, const ke
   else
     be.Add(F(x_), F(tmp_), n * H);
   return absl::OkStatus();
+}
+
+absl::Status ModelRunner::WaitForDevice() {
+  // The pipeline link first: a failed previous stage is the likelier cause of a stall, and
+  // aborting that link (not the tensor-parallel group, formed once) lets the stream drain.
+  if (o_.pipeline != nullptr && o_.pipeline->stream_ordered()) return o_.pipeline->Drain();
+  if (o_.tp != nullptr && o_.tp->stream_ordered()) return o_.tp->Drain();
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::DiscardInput(int64_t num_tokens) {
+  if (o_.pipeline == nullptr || o_.weights->partition().has_embedding || num_tokens <= 0) return absl::OkStatus();
+  const size_t bytes = static_cast<size_t>(num_tokens) * o_.weights->config().hidden_size * sizeof(float);
+  ORCA_RETURN_IF_ERROR(Grow(x_, bytes));
+  return o_.pipeline->Recv(o_.pipeline->rank() - 1, x_.ptr, bytes);
 }
 
 void ModelRunner::FlushResidual(int64_t n) {

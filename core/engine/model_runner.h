@@ -10,6 +10,15 @@
 /// each rank computes the logits of its VocabShard and rank 0 gathers them
 /// (exact: sampling sees the same full rows). Buffers grow to the largest batch seen, so a steady state does no
 /// allocation.
+///
+/// Host synchronisation (paper §4.1: no stage waits on its host): with stream-ordered
+/// communicators (NCCL) for the tensor-parallel group and the pipeline link, Forward only
+/// queues work on the backend's stream — activations arrive from the previous stage and
+/// leave for the next one device to device on that stream — and the host waits for the
+/// device once per iteration, on the last stage's rank 0, for the logits it samples from
+/// (a bounded wait that reports a failed or hung peer, Communicator::Drain). With
+/// host-ordered ones (Gloo) the device is synchronised before each collective. (A buffer
+/// growing past the largest batch so far also waits once, when the old one is freed.)
 
 #include <cstdint>
 #include <memory>
@@ -41,7 +50,9 @@ struct SeqSpec {
 struct ForwardInput {
   absl::Span<const SeqSpec> seqs;
   absl::Span<const int32_t> token_ids;  ///< flattened ΣL ids (first stage only)
-  const float* hidden_in = nullptr;     ///< host [ΣL, H] from the previous stage (other stages)
+  /// Host [ΣL, H] from the previous stage (other stages), or nullptr when they arrive over
+  /// Options::pipeline.
+  const float* hidden_in = nullptr;
 };
 
 class ModelRunner {
@@ -51,6 +62,13 @@ class ModelRunner {
     KvCache* kv = nullptr;
     kernels::Backend* backend = nullptr;
     Communicator* tp = nullptr;  ///< the tensor-parallel group (nullptr when tp_size == 1)
+    /// This shard's link to the same tensor-parallel rank of every other stage (member rank =
+    /// stage), stream-ordered (NCCL): when set, a non-first stage receives its activations from
+    /// the previous stage over it (ForwardInput::hidden_in nullptr) and a non-last stage sends
+    /// them to the next one, device to device. nullptr: activations travel through host
+    /// buffers (hidden_in / hidden_out) and the caller moves them (Gloo). May be replaced
+    /// between iterations (SetPipeline).
+    Communicator* pipeline = nullptr;
     /// Use the backend's fused pairs: RoPE + KV write, and (tensor parallel) the all-reduce's
     /// residual add + the next RMSNorm. Same results; fewer launches/passes where the backend
     /// fuses them (CUDA), the same ops where it does not (CPU).
@@ -63,8 +81,15 @@ class ModelRunner {
   /// the KV cache (KvCache::CheckWrite). On a non-last stage, writes the hidden
   /// states [ΣL, H] to `hidden_out`; on the last stage (rank 0), the logits
   /// [Σ LogitRows(), vocab] to `logits_out`, in batch order (other ranks pass
-  /// nullptr). Host pointers.
+  /// nullptr). Host pointers. With a pipeline link, hidden_out is not written (the
+  /// activations went to the next stage).
   absl::Status Forward(const ForwardInput& input, float* hidden_out, float* logits_out, ForwardTimings* timings);
+  /// A non-first stage with a pipeline link whose iteration was rejected before Forward: takes
+  /// the previous stage's activations for `num_tokens` tokens off the link and drops them, so
+  /// that the link stays matched (every frame the previous stage sent is received).
+  absl::Status DiscardInput(int64_t num_tokens);
+  /// Sets or clears (nullptr) the pipeline link; see Options::pipeline.
+  void SetPipeline(Communicator* pipeline) { o_.pipeline = pipeline; }
 
  private:
   explicit ModelRunner(const Options& options) : o_(options) {}
@@ -74,6 +99,9 @@ class ModelRunner {
   absl::Status Head(int64_t samples, float* logits_out, ForwardTimings* timings);
   // The head's vocabulary-parallel tail: this rank's slice of the logits, gathered on rank 0.
   absl::Status GatherVocabSlices(int64_t samples, float* logits_out, ForwardTimings* timings);
+  // Before the host reads the logits: waits for the stream through a stream-ordered communicator
+  // (bounded, reporting a failed peer); nothing to do with host-ordered ones.
+  absl::Status WaitForDevice();
   absl::Status RowParallelOutput(const float* in, int64_t n, const kernels::WeightView& w, const float* bias,
                                  ForwardTimings* timings);
   // h_ = norm(x_) with the layer's weights; first adds a pending all-reduced residual (fused with an RMSNorm).

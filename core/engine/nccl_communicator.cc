@@ -47,12 +47,14 @@ absl::Status FromStoreException(const std::exception& e, const std::string& what
   return absl::UnavailableError(absl::StrCat(what, ": rendezvous store failed: ", msg));
 }
 
-// Polls `comm` until `done()` holds, the communicator reports an error, or the
-// deadline passes. `done` returns StatusOr<bool>.
+// Polls `comm` until `done()` holds, the communicator reports an error, the
+// deadline passes or `abort` is set. `done` returns StatusOr<bool>.
 template <typename Done>
 absl::Status PollUntil(ncclComm_t comm, Clock::time_point deadline, std::chrono::milliseconds budget,
-                       const std::string& what, Done done) {
+                       const std::string& what, const std::atomic<bool>* abort, Done done) {
   for (int polls = 0;; ++polls) {
+    if (abort != nullptr && abort->load(std::memory_order_relaxed))
+      return absl::AbortedError(absl::StrCat(what, ": the group was abandoned"));
     ncclResult_t state = ncclSuccess;
     if (ncclResult_t r = ncclCommGetAsyncError(comm, &state); r != ncclSuccess) return FromNccl(r, what, comm);
     if (state != ncclSuccess && state != ncclInProgress) return FromNccl(state, what, comm);
@@ -114,6 +116,7 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const
   ORCA_ASSIGN_OR_RETURN(ncclUniqueId id, ExchangeUniqueId(o, what));
 
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(o));
+  absl::MutexLock lock(&c->mu_);
   if (cudaError_t e = cudaEventCreateWithFlags(&c->done_, cudaEventDisableTiming); e != cudaSuccess) {
     c->done_ = nullptr;
     return absl::InternalError(absl::StrCat(what, ": cudaEventCreate: ", cudaGetErrorString(e)));
@@ -126,20 +129,21 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(const
   const ncclResult_t r = ncclCommInitRankConfig(&comm, o.size, id, o.rank, &config);
   c->comm_ = comm;
   if (r != ncclSuccess && r != ncclInProgress) return c->Fail(FromNccl(r, what, comm));
-  absl::Status s = PollUntil(comm, deadline, o.timeout, what,
+  absl::Status s = PollUntil(comm, deadline, o.timeout, what, nullptr,
                              [](ncclResult_t state) -> absl::StatusOr<bool> { return state == ncclSuccess; });
   if (!s.ok()) return c->Fail(s);
   return c;
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  absl::MutexLock lock(&mu_);
   if (comm_ != nullptr) {
     backend_->MakeCurrent();
     // Flush and tear down; a vanished peer can stall the flush, so bound it.
     const ncclResult_t r = ncclCommFinalize(comm_);
     absl::Status s = r == ncclSuccess || r == ncclInProgress ? absl::OkStatus() : FromNccl(r, "finalize", comm_);
     if (s.ok())
-      s = PollUntil(comm_, Clock::now() + op_timeout_, op_timeout_, "finalize",
+      s = PollUntil(comm_, Clock::now() + op_timeout_, op_timeout_, "finalize", &abort_requested_,
                     [](ncclResult_t state) -> absl::StatusOr<bool> { return state == ncclSuccess; });
     if (s.ok())
       ncclCommDestroy(comm_);
@@ -147,6 +151,12 @@ NcclCommunicator::~NcclCommunicator() {
       ncclCommAbort(comm_);
   }
   if (done_ != nullptr) cudaEventDestroy(done_);
+}
+
+void NcclCommunicator::Abort() {
+  abort_requested_ = true;  // a poll loop holding mu_ gives it up at its next poll
+  absl::MutexLock lock(&mu_);
+  if (comm_ != nullptr) (void)Fail(absl::AbortedError("the NCCL group was abandoned"));
 }
 
 absl::Status NcclCommunicator::Fail(absl::Status status) {
@@ -170,13 +180,25 @@ absl::Status NcclCommunicator::Finish(int result, const std::string& what) {
   if (r != ncclSuccess && r != ncclInProgress) return Fail(FromNccl(r, what, comm_));
   const Clock::time_point deadline = Clock::now() + op_timeout_;
   // A non-blocking communicator may still be enqueueing the operation.
-  absl::Status s = PollUntil(comm_, deadline, op_timeout_, what,
+  absl::Status s = PollUntil(comm_, deadline, op_timeout_, what, &abort_requested_,
                              [](ncclResult_t state) -> absl::StatusOr<bool> { return state == ncclSuccess; });
   if (!s.ok()) return Fail(s);
   if (!wait_) return absl::OkStatus();
+  return WaitForStream(what);
+}
+
+absl::Status NcclCommunicator::Drain() {
+  absl::MutexLock lock(&mu_);
+  if (!failed_.ok()) return failed_;
+  backend_->MakeCurrent();
+  return WaitForStream(absl::StrCat("waiting for the queued work of NCCL rank ", rank_, " of ", size_));
+}
+
+absl::Status NcclCommunicator::WaitForStream(const std::string& what) {
+  const Clock::time_point deadline = Clock::now() + op_timeout_;
   if (cudaError_t e = cudaEventRecord(done_, backend_->stream()); e != cudaSuccess)
     return Fail(absl::InternalError(absl::StrCat(what, ": cudaEventRecord: ", cudaGetErrorString(e))));
-  s = PollUntil(comm_, deadline, op_timeout_, what, [&](ncclResult_t) -> absl::StatusOr<bool> {
+  absl::Status s = PollUntil(comm_, deadline, op_timeout_, what, &abort_requested_, [&](ncclResult_t) -> absl::StatusOr<bool> {
     const cudaError_t e = cudaEventQuery(done_);
     if (e == cudaSuccess) return true;
     if (e == cudaErrorNotReady) return false;
@@ -187,6 +209,7 @@ absl::Status NcclCommunicator::Finish(int result, const std::string& what) {
 }
 
 absl::Status NcclCommunicator::AllReduceSum(float* data, size_t count) {
+  absl::MutexLock lock(&mu_);
   if (!failed_.ok()) return failed_;
   if (count == 0) return absl::OkStatus();
   backend_->MakeCurrent();
@@ -195,6 +218,7 @@ absl::Status NcclCommunicator::AllReduceSum(float* data, size_t count) {
 }
 
 absl::Status NcclCommunicator::Gather(const float* data, size_t count, int32_t root, float* out) {
+  absl::MutexLock lock(&mu_);
   if (!failed_.ok()) return failed_;
   if (root < 0 || root >= size_)
     return absl::InvalidArgumentError(absl::StrCat("gather: root ", root, " is not a member of a group of ", size_));
@@ -227,6 +251,7 @@ absl::Status NcclCommunicator::Gather(const float* data, size_t count, int32_t r
 }
 
 absl::Status NcclCommunicator::Send(int32_t peer, const void* data, size_t bytes) {
+  absl::MutexLock lock(&mu_);
   if (!failed_.ok()) return failed_;
   ORCA_RETURN_IF_ERROR(CheckPeer(peer, "send"));
   if (bytes == 0) return absl::OkStatus();
@@ -236,6 +261,7 @@ absl::Status NcclCommunicator::Send(int32_t peer, const void* data, size_t bytes
 }
 
 absl::Status NcclCommunicator::Recv(int32_t peer, void* data, size_t bytes) {
+  absl::MutexLock lock(&mu_);
   if (!failed_.ok()) return failed_;
   ORCA_RETURN_IF_ERROR(CheckPeer(peer, "receive"));
   if (bytes == 0) return absl::OkStatus();

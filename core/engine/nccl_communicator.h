@@ -9,20 +9,27 @@
 ///
 /// Every operation is queued on the member's CudaBackend stream, so it is
 /// ordered after the kernels that produced its input and before the ones that
-/// consume its output. With `Options::wait` (the default) the call then waits
-/// for the operation to finish, which bounds it by `op_timeout` and reports a
-/// hung or failed peer as a status, like GlooCommunicator. A communicator that
-/// timed out or failed is aborted and returns its error from then on; the
-/// group must be formed again.
+/// consume its output. With `Options::wait` the call then waits for the
+/// operation to finish, which bounds it by `op_timeout` and reports a hung or
+/// failed peer as a status, like GlooCommunicator. Without it (the engine's
+/// forward path, paper §4.1) the member is stream-ordered: the host never
+/// waits for the GPU, and a hung or failed peer surfaces at Drain() (the last
+/// stage's wait for its logits), which polls ncclCommGetAsyncError and gives
+/// up after `op_timeout`. A communicator that timed out or failed is aborted
+/// (ncclCommAbort, which also ends its kernels still queued on the stream)
+/// and returns its error from then on; the group must be formed again.
 ///
-/// Data pointers are device memory of the member's GPU. Thread-compatible:
-/// one thread at a time per member (a TP shard's thread).
+/// Data pointers are device memory of the member's GPU. One thread at a time
+/// per member (a TP shard's thread), except Abort(), which any thread may call.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "core/engine/communicator.h"
 
 struct ncclComm;
@@ -72,24 +79,39 @@ class NcclCommunicator final : public Communicator {
   /// Point-to-point of device memory, matched in order between a pair of members.
   absl::Status Send(int32_t peer, const void* data, size_t bytes) override;
   absl::Status Recv(int32_t peer, void* data, size_t bytes) override;
+  bool stream_ordered() const override { return !wait_; }
+  /// Waits for the member's stream (everything queued so far, NCCL or not), polling this
+  /// communicator's asynchronous error, for at most `op_timeout`.
+  absl::Status Drain() override;
+  /// Aborts the communicator: a call polling for a peer returns Aborted at its next poll, and
+  /// kernels of this communicator still queued on the stream end. The emulation's
+  /// (tests/unit/kernels/cuda_emulation) collectives block inside the NCCL call instead of on
+  /// the stream; such a call ends only when its peer leaves.
+  void Abort() override;
 
  private:
   explicit NcclCommunicator(const Options& options);
   absl::Status CheckPeer(int32_t peer, const char* what) const;
   /// Completes a just-issued NCCL call: waits out ncclInProgress, then (with
   /// `wait_`) the operation itself, aborting the communicator on failure.
-  absl::Status Finish(int result, const std::string& what);
+  absl::Status Finish(int result, const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  /// Waits for the event `done_` just recorded on the stream (see Drain).
+  absl::Status WaitForStream(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   /// Sticky: aborts the communicator and remembers `status` for later calls.
-  absl::Status Fail(absl::Status status);
+  absl::Status Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int32_t rank_;
   int32_t size_;
   kernels::CudaBackend* backend_;
   std::chrono::milliseconds op_timeout_;
   bool wait_;
-  ncclComm* comm_ = nullptr;
+  // Held by every operation, and by Abort() from another thread; a poll loop gives it up as
+  // soon as abort_requested_ is set.
+  absl::Mutex mu_;
+  std::atomic<bool> abort_requested_{false};
+  ncclComm* comm_ ABSL_GUARDED_BY(mu_) = nullptr;
   CUevent_st* done_ = nullptr;
-  absl::Status failed_;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace orca::engine

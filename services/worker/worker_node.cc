@@ -5,30 +5,17 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
-#include "core/engine/gloo_communicator.h"
+#include "core/engine/pipeline_channel.h"
 #include "services/common/channels.h"
 #include "services/common/control_convert.h"
 #include "services/worker/grpc_rendezvous_store.h"
 
 namespace orca::worker {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-int64_t Micros(Clock::duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); }
-
-// Sent before every iteration's activations: whether the sending stage
-// succeeded, how many floats follow, and why it failed otherwise.
-struct FrameHeader {
-  int64_t status = 0;  // 0 = ok
-  int64_t count = 0;
-  char error[240] = {};
-};
-static_assert(sizeof(FrameHeader) == 256);
 
 // Results held for a session nobody has subscribed to yet (the session-ready answer races the subscription).
 constexpr size_t kMaxUnsubscribedResults = 1024;
@@ -249,7 +236,7 @@ absl::Status WorkerNode::BeginSession(uint64_t session) {
   engine_->ReleaseAll();
   SetProgress(0);
   {
-    absl::MutexLock lock(&comm_mu_);
+    absl::MutexLock lock(&comm_mu_);  // AbortStaleDataPlane may be using it
     pipeline_.reset();
     pipeline_session_ = 0;
   }
@@ -260,16 +247,17 @@ absl::Status WorkerNode::BeginSession(uint64_t session) {
     absl::MutexLock lock(&mu_);
     return stop_ || latest_session_ != session;
   });
-  engine::GlooCommunicator::Options o;
+  engine::PipelineChannel::Options o;
   o.store = store_.get();
   o.prefix = absl::StrCat(options_.deployment_id, "/pipeline/session-", session);
-  o.rank = options_.engine.stage;
-  o.size = options_.engine.num_stages;
+  o.stage = options_.engine.stage;
+  o.num_stages = options_.engine.num_stages;
   o.hostname = options_.data_plane_host;
   o.port = options_.data_plane_port;
   o.timeout = options_.rendezvous_timeout;
   o.op_timeout = options_.peer_timeout;
-  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::GlooCommunicator> pipeline, engine::GlooCommunicator::Create(o));
+  o.engine = engine_.get();
+  ORCA_ASSIGN_OR_RETURN(std::unique_ptr<engine::PipelineChannel> pipeline, engine::PipelineChannel::Create(o));
   compute_pipeline_ = pipeline.get();
   {
     absl::MutexLock lock(&comm_mu_);
@@ -350,92 +338,40 @@ void WorkerNode::ComputeLoop() {
   }
 }
 
-// Reads the previous stage's frame for `msg` into hidden_in_. A failure of
-// the upstream stage's own compute comes back in `upstream`; the returned
-// status is the data plane's.
-absl::Status WorkerNode::ReceiveActivations(const v1::ControlMessage& msg, int64_t count, absl::Status* upstream) {
-  const int32_t stage = options_.engine.stage;
-  {
+absl::Status WorkerNode::RunIteration(const v1::ControlMessage& msg) {
+  const engine::StepInput in = services::ControlMessageToStepInput(msg);
+  engine::StageHooks hooks;
+  hooks.waiting = [&] {
     absl::MutexLock lock(&mu_);
     waiting_iteration_id_ = msg.iteration_id();
     waiting_since_ = absl::Now();
-  }
-  FrameHeader h;
-  absl::Status s = compute_pipeline_->Recv(stage - 1, &h, sizeof(h));
-  if (s.ok() && h.status == 0) {
-    if (h.count != count) {
-      s = absl::DataLossError(absl::StrCat("stage ", stage - 1, " sent ", h.count, " values, expected ", count));
-    } else {
-      hidden_in_.resize(static_cast<size_t>(count));
-      s = compute_pipeline_->Recv(stage - 1, hidden_in_.data(), sizeof(float) * count);
-    }
-  } else if (s.ok()) {
-    h.error[sizeof(h.error) - 1] = 0;
-    *upstream = absl::AbortedError(h.error);
-  }
-  absl::MutexLock lock(&mu_);
-  waiting_iteration_id_ = 0;
-  if (!s.ok()) {
+  };
+  hooks.received = [&] {
+    absl::MutexLock lock(&mu_);
+    waiting_iteration_id_ = 0;
+  };
+  // Computed: from here on the next stage only waits for the wire.
+  hooks.computed = [&] { SetProgress(msg.iteration_id()); };
+  const engine::StageIteration it = engine::RunStageIteration(*engine_, compute_pipeline_, in, &output_, hooks);
+  if (!it.data_plane.ok()) {
+    absl::MutexLock lock(&mu_);
     connected_ = false;
-    session_error_ = std::string(s.message());
+    session_error_ = std::string(it.data_plane.message());
+    return it.data_plane;
   }
-  return s;
-}
-
-absl::Status WorkerNode::RunIteration(const v1::ControlMessage& msg) {
-  const int32_t stage = options_.engine.stage;
-  const bool first = stage == 0, last = is_last_stage();
-  engine::StepInput in = services::ControlMessageToStepInput(msg);
-  int64_t tokens = 0;
-  for (const engine::StepSequence& s : in.seqs) tokens += static_cast<int64_t>(s.token_ids.size());
-  const int64_t count = tokens * engine_->config().hidden_size;
-  int64_t comm_us = 0;
-  absl::Status upstream = absl::OkStatus();
-  if (!first) {
-    const auto t0 = Clock::now();
-    absl::Status s = ReceiveActivations(msg, count, &upstream);
-    comm_us += Micros(Clock::now() - t0);
-    if (!s.ok()) return s;
-  }
-  absl::Status status = upstream;
-  const auto c0 = Clock::now();
-  if (status.ok()) {
-    status = engine_->Step(in, first ? nullptr : hidden_in_.data(), &output_);
-  } else {
-    for (uint64_t id : in.released_ids) engine_->Release(id);
-  }
-  const int64_t compute_us = Micros(Clock::now() - c0) - output_.timings.comm_micros;
-  comm_us += output_.timings.comm_micros;
-  SetProgress(msg.iteration_id());  // computed: from here on the next stage only waits for the wire
-  if (!last) {
-    const auto t0 = Clock::now();
-    FrameHeader h;
-    h.status = status.ok() ? 0 : 1;
-    h.count = status.ok() ? count : 0;
-    if (!status.ok()) std::strncpy(h.error, std::string(status.message()).c_str(), sizeof(h.error) - 1);
-    absl::Status s = compute_pipeline_->Send(stage + 1, &h, sizeof(h));
-    if (s.ok() && status.ok()) s = compute_pipeline_->Send(stage + 1, output_.hidden.data(), sizeof(float) * count);
-    comm_us += Micros(Clock::now() - t0);
-    if (!s.ok()) {
-      absl::MutexLock lock(&mu_);
-      connected_ = false;
-      session_error_ = std::string(s.message());
-      return s;
-    }
-  }
-  metrics_->stage_compute_seconds().Observe(compute_us / 1e6);
-  metrics_->stage_communication_seconds().Observe(comm_us / 1e6);
-  if (!status.ok()) return status;
-  if (last) {
+  metrics_->stage_compute_seconds().Observe(it.compute_micros / 1e6);
+  metrics_->stage_communication_seconds().Observe(it.comm_micros / 1e6);
+  if (!it.status.ok()) return it.status;
+  if (is_last_stage()) {
     v1::IterationResult r;
     r.set_iteration_id(msg.iteration_id());
     services::SamplesToProto(output_.samples, &r);
     services::PromptLogprobsToProto(output_.prompt_logprobs, &r);
     services::FailuresToProto(output_.failures, &r);
     v1::StageTiming* t = r.add_stage_timings();
-    t->set_stage(stage);
-    t->set_compute_micros(compute_us);
-    t->set_comm_micros(comm_us);
+    t->set_stage(options_.engine.stage);
+    t->set_compute_micros(it.compute_micros);
+    t->set_comm_micros(it.comm_micros);
     Publish(std::move(r));
   }
   return absl::OkStatus();

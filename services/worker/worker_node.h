@@ -2,8 +2,9 @@
 /// One pipeline stage of the distributed engine (paper §4.1, Fig. 6-8): the
 /// stage's layers and tensor-parallel shards (core/engine), the control
 /// plane (every control message is forwarded to the next stage BEFORE this
-/// stage computes it) and the data plane (activations to and from the
-/// neighbouring stages over Gloo). The last stage samples and publishes the
+/// stage computes it) and the data plane (core/engine/pipeline_channel.h:
+/// activations to and from the neighbouring stages over Gloo on CPUs, device
+/// to device over NCCL on GPUs). The last stage samples and publishes the
 /// results to the engine master.
 ///
 /// Sessions: the engine master starts a session with a control message
@@ -37,7 +38,7 @@
 #include "services/worker/results_writer.h"
 
 namespace orca::engine {
-class GlooCommunicator;
+class PipelineChannel;
 }
 
 namespace orca::worker {
@@ -99,7 +100,6 @@ class WorkerNode final : public ResultSource, public HeartbeatSource {
   absl::Status BeginSession(uint64_t session);
   void StartComputing(uint64_t session);
   absl::Status RunIteration(const v1::ControlMessage& msg);
-  absl::Status ReceiveActivations(const v1::ControlMessage& msg, int64_t count, absl::Status* upstream);
   void Publish(v1::IterationResult result);
   /// Aborts the data plane if it belongs to a session that is over (or the node is stopping).
   void AbortStaleDataPlane();
@@ -113,7 +113,6 @@ class WorkerNode final : public ResultSource, public HeartbeatSource {
   std::unique_ptr<GrpcRendezvousStore> store_;
   std::unique_ptr<v1::Worker::Stub> downstream_;
   engine::StepOutput output_;
-  std::vector<float> hidden_in_;
 
   mutable absl::Mutex mu_;
   std::deque<v1::ControlMessage> forward_queue_ ABSL_GUARDED_BY(mu_);
@@ -139,9 +138,9 @@ class WorkerNode final : public ResultSource, public HeartbeatSource {
   // The data plane of the session being computed. Replaced by the compute
   // thread only; other threads may Abort() it. Lock order: comm_mu_, then mu_.
   mutable absl::Mutex comm_mu_;
-  std::unique_ptr<engine::GlooCommunicator> pipeline_ ABSL_GUARDED_BY(comm_mu_);
+  std::unique_ptr<engine::PipelineChannel> pipeline_ ABSL_GUARDED_BY(comm_mu_);
   uint64_t pipeline_session_ ABSL_GUARDED_BY(comm_mu_) = 0;
-  engine::GlooCommunicator* compute_pipeline_ = nullptr;  // compute thread's copy of pipeline_
+  engine::PipelineChannel* compute_pipeline_ = nullptr;  // compute thread's copy of pipeline_
 
   std::thread forward_thread_;
   std::thread compute_thread_;

@@ -4,8 +4,9 @@
 // (151 and 150 rows of a 301-token vocabulary), run ModelRunner::Forward on
 // their own threads and gather their logit slices on shard 0 — the GPU path's
 // code, sharding and device buffers. Emulated device memory is host memory,
-// so the shards talk over Gloo here (the NCCL calls themselves are not
-// emulated). The logits must match one CPU shard holding the whole model.
+// so the shards can talk over Gloo here, the host-ordered path (the NCCL one
+// is pipeline_data_plane_test's). The logits must match one CPU shard holding
+// the whole model.
 
 #include <gloo/rendezvous/store.h>
 

@@ -1,7 +1,10 @@
 // NcclCommunicator: option validation everywhere; on machines with GPUs, a
 // group over an in-process rendezvous store (one member per visible GPU, up
-// to 4), all-reduce, gather and point-to-point on device memory, and a rendezvous
-// that times out instead of hanging.
+// to 4), all-reduce, gather and point-to-point on device memory, stream-ordered
+// members that only queue their operations, a peer that leaves, and a rendezvous
+// that times out instead of hanging. Compiled twice: against the real CUDA
+// runtime and NCCL (label gpu) and against their host emulation
+// (tests/unit/kernels/cuda_emulation, label unit: ranks are threads).
 
 #include "core/engine/nccl_communicator.h"
 
@@ -42,7 +45,9 @@ class NcclCommunicatorTest : public ::testing::Test {
   }
 
   // Forms a group of `size` members (threads) over one store.
-  std::vector<std::unique_ptr<engine::NcclCommunicator>> FormGroup(int size, const std::string& prefix) {
+  std::vector<std::unique_ptr<engine::NcclCommunicator>> FormGroup(
+      int size, const std::string& prefix, bool wait = true,
+      std::chrono::milliseconds op_timeout = std::chrono::milliseconds(0)) {
     std::vector<std::unique_ptr<engine::NcclCommunicator>> comms(size);
     std::vector<absl::Status> status(size);
     std::vector<std::thread> threads;
@@ -55,6 +60,8 @@ class NcclCommunicatorTest : public ::testing::Test {
         o.size = size;
         o.backend = backends_[r].get();
         o.timeout = std::chrono::milliseconds(30000);
+        o.wait = wait;
+        o.op_timeout = op_timeout;
         auto c = engine::NcclCommunicator::Create(o);
         status[r] = c.status();
         if (c.ok()) comms[r] = std::move(*c);
@@ -127,6 +134,55 @@ TEST_F(NcclCommunicatorTest, SendAndRecvMoveActivationsBetweenGpus) {
   ASSERT_TRUE(received.ok()) << received;
   EXPECT_EQ(Download(*backends_[1], dst, payload.size()), payload);
   backends_[0]->Free(src);
+  backends_[1]->Free(dst);
+}
+
+// Without waiting (the engine's forward path) a member only queues its operations on the
+// stream; Drain waits for them and the data is there after it.
+TEST_F(NcclCommunicatorTest, StreamOrderedMembersQueueAndDrainWaitsForTheStream) {
+  if (backends_.size() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  auto comms = FormGroup(2, "p2p-queued", /*wait=*/false);
+  ASSERT_EQ(comms.size(), 2u);
+  EXPECT_TRUE(comms[0]->stream_ordered());
+  const std::vector<float> payload = {4.0f, -1.0f, 0.5f};
+  float* src = Upload(*backends_[0], payload);
+  float* dst = Upload(*backends_[1], std::vector<float>(payload.size(), 0.0f));
+  absl::Status sent, received;
+  std::thread sender([&] {
+    sent = comms[0]->Send(1, src, payload.size() * sizeof(float));
+    if (sent.ok()) sent = comms[0]->Drain();
+  });
+  std::thread receiver([&] {
+    received = comms[1]->Recv(0, dst, payload.size() * sizeof(float));
+    if (received.ok()) received = comms[1]->Drain();
+  });
+  sender.join();
+  receiver.join();
+  ASSERT_TRUE(sent.ok()) << sent;
+  ASSERT_TRUE(received.ok()) << received;
+  EXPECT_EQ(Download(*backends_[1], dst, payload.size()), payload);
+  backends_[0]->Free(src);
+  backends_[1]->Free(dst);
+}
+
+// A peer that leaves (its communicator aborted, as when its process dies) while a member waits
+// for its data: the member's wait ends with an error — the peer's failure, or the operation
+// timeout — not a hang, and the member stays failed.
+TEST_F(NcclCommunicatorTest, APeerThatLeavesFailsTheWaitForItsData) {
+  if (backends_.size() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  auto comms = FormGroup(2, "p2p-peer-leaves", /*wait=*/false, std::chrono::milliseconds(5000));
+  ASSERT_EQ(comms.size(), 2u);
+  float* dst = Upload(*backends_[1], std::vector<float>(16, 0.0f));
+  absl::Status received;
+  std::thread receiver([&] {
+    received = comms[1]->Recv(0, dst, 16 * sizeof(float));
+    if (received.ok()) received = comms[1]->Drain();
+  });
+  comms[0]->Abort();
+  receiver.join();
+  ASSERT_FALSE(received.ok());
+  EXPECT_TRUE(absl::IsUnavailable(received) || absl::IsDeadlineExceeded(received)) << received;
+  EXPECT_EQ(comms[1]->Drain().code(), received.code()) << "the failure sticks";
   backends_[1]->Free(dst);
 }
 

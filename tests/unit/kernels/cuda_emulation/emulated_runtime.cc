@@ -16,6 +16,7 @@
 
 #include <ucontext.h>
 
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -33,7 +34,8 @@ dim3 gridDim;
 
 namespace {
 
-constexpr int kDevices = 1;
+// Enough for a PP 2 x TP 2 engine with one device per rank, as NCCL requires.
+constexpr int kDevices = 8;
 constexpr size_t kSharedDefault = 48 * 1024;
 constexpr size_t kSharedOptIn = 99 * 1024;  // sm_86 / sm_89: the tightest current GPUs
 constexpr size_t kMaxAllocation = size_t{1} << 40;
@@ -59,6 +61,7 @@ struct Emulator {
   const std::function<void()>* body = nullptr;
   std::mutex memory_mu;
   std::set<void*> device_allocations;
+  std::atomic<long> host_waits[kDevices] = {};
 };
 
 Emulator& E() {
@@ -213,10 +216,14 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
-  *stream = new CUstream_st{1};
+  *stream = new CUstream_st{1, g_current_device};
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ++E().host_waits[stream->device];
+  return cudaSuccess;
+}
+long EmulatedHostWaits(int device) { return device >= 0 && device < kDevices ? E().host_waits[device].load() : 0; }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   delete stream;
   return cudaSuccess;
@@ -263,15 +270,22 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
-  *event = new CUevent_st{false};
+  *event = new CUevent_st{false, g_current_device};
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   event->recorded = true;
+  event->device = stream->device;
   return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  ++E().host_waits[event->device];
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  ++E().host_waits[event->device];  // complete: a host wait that ends here
+  return cudaSuccess;
+}
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   delete event;
   return cudaSuccess;

@@ -8,9 +8,11 @@
 
 struct CUstream_st {
   int id;
+  int device;  ///< current device when the stream was created
 };
 struct CUevent_st {
   bool recorded;
+  int device;  ///< device of the stream it was last recorded on
 };
 typedef CUstream_st* cudaStream_t;
 typedef CUevent_st* cudaEvent_t;
@@ -23,7 +25,7 @@ enum cudaError_t {
   cudaErrorInvalidDevice = 101,
   cudaErrorNotReady = 600,
 };
-enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaDataType { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
 constexpr unsigned cudaStreamNonBlocking = 0x01;
@@ -72,6 +74,10 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, F*) {
   return cudaSuccess;
 }
 cudaError_t EmulatedSetSharedLimit(int bytes);
+/// Host waits on `device`'s streams so far: cudaStreamSynchronize, cudaEventSynchronize and a
+/// cudaEventQuery that reports completion (every queued operation has run by then here). Tests
+/// count them to show a path never makes the host wait for the GPU.
+long EmulatedHostWaits(int device);
 template <typename F>
 cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int value) {
   return EmulatedSetSharedLimit(value);
