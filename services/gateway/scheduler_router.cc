@@ -208,28 +208,33 @@ void SchedulerRouter::PollNow() {
     backend->stub->async()->GetStats(
         &poll.context, &poll.request, &poll.response,
         [backend, &poll, &pending, grace = options_.stall_grace](grpc::Status status) {
-          absl::MutexLock lock(&backend->mu);
-          const bool was_ready = backend->ready;
-          const absl::Time now = absl::Now();
-          if (status.ok()) {
-            backend->last_answer = now;
-            backend->stats = poll.response;
-            backend->has_stats = true;
-            backend->ready = poll.response.ready() && !poll.response.draining();
-            backend->not_ready_reason = backend->ready             ? ""
-                                        : poll.response.draining() ? "draining"
-                                                                   : "not ready: " + poll.response.not_ready_reason();
-          } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && was_ready &&
-                     now - backend->last_answer < grace) {
-            // Stalled, not gone: keep routing to it (its requests wait) until the grace runs out.
-          } else {
-            backend->ready = false;
-            backend->not_ready_reason = absl::StrCat("GetStats failed: ", status.error_message());
+          {
+            absl::MutexLock lock(&backend->mu);
+            const bool was_ready = backend->ready;
+            const absl::Time now = absl::Now();
+            if (status.ok()) {
+              backend->last_answer = now;
+              backend->stats = poll.response;
+              backend->has_stats = true;
+              backend->ready = poll.response.ready() && !poll.response.draining();
+              backend->not_ready_reason = backend->ready             ? ""
+                                          : poll.response.draining() ? "draining"
+                                                                     : "not ready: " + poll.response.not_ready_reason();
+            } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && was_ready &&
+                       now - backend->last_answer < grace) {
+              // Stalled, not gone: keep routing to it (its requests wait) until the grace runs out.
+            } else {
+              backend->ready = false;
+              backend->not_ready_reason = absl::StrCat("GetStats failed: ", status.error_message());
+            }
+            if (was_ready != backend->ready) {
+              ORCA_LOG(INFO).With("scheduler", backend->address)
+                  << (backend->ready ? "scheduler ready" : "scheduler not ready: " + backend->not_ready_reason);
+            }
           }
-          if (was_ready != backend->ready) {
-            ORCA_LOG(INFO).With("scheduler", backend->address)
-                << (backend->ready ? "scheduler ready" : "scheduler not ready: " + backend->not_ready_reason);
-          }
+          // Last, with no lock held: once the count reaches zero PollNow returns, and `polls`,
+          // `pending` and the backends it holds may go (a backend->mu still locked here was
+          // destroyed under this thread: "Mutex unlocked when destroyed" in a router test).
           pending.DecrementCount();
         });
   }
