@@ -53,6 +53,8 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
   if (!o.deployment_id.empty()) args.push_back("--deployment-id=" + o.deployment_id);
   if (!o.dtype.empty()) args.push_back("--dtype=" + o.dtype);
   if (!o.device.empty()) args.push_back("--device=" + o.device);
+  // Stages of one machine on distinct GPUs: stage s takes s*TP .. s*TP+TP-1.
+  if (o.device == "cuda") args.push_back(absl::StrCat("--first-device=", stage * o.tensor_parallel));
   if (o.worker_threads > 0) args.push_back(absl::StrCat("--threads=", o.worker_threads));
   if (o.peer_timeout_ms > 0) args.push_back(absl::StrCat("--peer-timeout-ms=", o.peer_timeout_ms));
   if (o.rendezvous_timeout_ms > 0) args.push_back(absl::StrCat("--rendezvous-timeout-ms=", o.rendezvous_timeout_ms));

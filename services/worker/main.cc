@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/numbers.h"
@@ -29,6 +30,7 @@ struct Flags {
   std::string model_name;
   std::string dtype = "auto";
   std::string device = "cpu";
+  int first_device = 0;
   bool fused_kernels = true;
   int stage = 0;
   bool stage_from_hostname = false;
@@ -86,7 +88,11 @@ void AddFlags(FlagSet* flags, Flags* f) {
   flags->AddString("model", &f->model, "HF checkpoint directory or .gguf file (required)");
   flags->AddString("model-name", &f->model_name, "Model name for metric labels (default: basename of --model)");
   flags->AddString("dtype", &f->dtype, "Weight dtype: auto, f32, bf16");
-  flags->AddString("device", &f->device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
+  flags->AddString("device", &f->device,
+                   "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU first-device + r)");
+  flags->AddInt("first-device", &f->first_device,
+                "With --device cuda: the GPU of tensor-parallel shard 0 (orca serve gives stage s of one machine "
+                "GPUs s*TP .. s*TP+TP-1; one worker per GPU set can instead set CUDA_VISIBLE_DEVICES)");
   flags->AddBool("fused-kernels", &f->fused_kernels,
                  "Fused kernel pairs where the backend has them (CUDA: RoPE + KV write, residual add + RMSNorm)");
   flags->AddInt("stage", &f->stage, "Pipeline stage index");
@@ -144,6 +150,7 @@ absl::StatusOr<WorkerNode::Options> NodeOptionsFrom(const Flags& f) {
   o.engine.peer_timeout_ms = f.peer_timeout_ms;
   ORCA_RETURN_IF_ERROR(engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &o.engine));
   o.engine.fused_kernels = f.fused_kernels;
+  o.engine.first_device = static_cast<int32_t>(std::clamp(f.first_device, -1, 1 << 20));
   o.workers = f.workers;
   o.scheduler_address = f.scheduler;
   ORCA_ASSIGN_OR_RETURN(o.scheduler_api_key, services::ReadClientKey(f.scheduler_api_key, f.scheduler_api_key_file));
