@@ -1,5 +1,7 @@
 #include "services/scheduler/scheduler_loop.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
@@ -204,7 +206,23 @@ void SchedulerLoop::Handle(CancelCallerCmd& cmd, absl::Time now) {
 
 void SchedulerLoop::Handle(IterationOutcome& outcome, absl::Time now) {
   if (auto it = iteration_start_.find(outcome.iteration_id); it != iteration_start_.end()) {
-    metrics_->iteration_duration_seconds().Observe(absl::ToDoubleSeconds(now - it->second));
+    const IterationInFlight& f = it->second;
+    metrics_->iteration_duration_seconds().Observe(absl::ToDoubleSeconds(now - f.start));
+    // One line per iteration at debug level: what it carried against what it cost (the
+    // scheduler's round trip and every stage's compute), to find where latency tails come from.
+    if (::orca::GetLogLevel() <= ::orca::LogLevel::kDebug) {
+      int64_t compute_us = 0;
+      for (const StageTiming& t : outcome.stage_timings) compute_us += t.compute_micros;
+      ORCA_LOG(DEBUG)
+              .With("iteration", outcome.iteration_id)
+              .With("requests", f.num_requests)
+              .With("decodes", f.num_decodes)
+              .With("prompt_tokens", f.num_prompt_tokens)
+              .With("max_context", f.max_context)
+              .With("round_trip_us", absl::ToInt64Microseconds(now - f.start))
+              .With("compute_us", compute_us)
+          << "iteration done";
+    }
     iteration_start_.erase(it);
   }
   absl::StatusOr<std::vector<sched::RequestEvent>> events =
@@ -280,13 +298,20 @@ void SchedulerLoop::ScheduleIterations(absl::Time now) {
   if (!engine_ready_) return;
   bool submitted = false;
   while (std::optional<sched::IterationPlan> plan = scheduler_->Schedule(now)) {
-    int64_t prompt_tokens = 0;
-    for (const auto& r : plan->requests)
-      if (r.phase == sched::Phase::kInitiation) prompt_tokens += static_cast<int64_t>(r.input_token_ids.size());
-    metrics_->prompt_tokens().Increment(static_cast<double>(prompt_tokens));
+    IterationInFlight f{now, static_cast<int32_t>(plan->requests.size())};
+    for (const auto& r : plan->requests) {
+      const auto n = static_cast<int64_t>(r.input_token_ids.size());
+      if (r.phase == sched::Phase::kInitiation) {
+        f.num_prompt_tokens += n;
+      } else {
+        ++f.num_decodes;
+      }
+      f.max_context = std::max(f.max_context, r.start_position + n);
+    }
+    metrics_->prompt_tokens().Increment(static_cast<double>(f.num_prompt_tokens));
     metrics_->batch_size().Observe(static_cast<double>(plan->requests.size()));
     metrics_->iteration_tokens().Observe(static_cast<double>(plan->NumTokens()));
-    iteration_start_[plan->iteration_id] = now;
+    iteration_start_[plan->iteration_id] = f;
     engine_->Submit(std::move(*plan), engine_session_);
     submitted = true;
   }

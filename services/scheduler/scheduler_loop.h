@@ -146,7 +146,15 @@ class SchedulerLoop {
   // Loop-thread state.
   absl::flat_hash_map<sched::RequestId, Tracked> tracked_;
   absl::flat_hash_map<Ticket, sched::RequestId> tickets_;
-  absl::flat_hash_map<sched::IterationId, absl::Time> iteration_start_;
+  // What an iteration in flight was, for its duration metric and the per-iteration debug log.
+  struct IterationInFlight {
+    absl::Time start;
+    int32_t num_requests = 0;
+    int32_t num_decodes = 0;
+    int64_t num_prompt_tokens = 0;  // prompt (chunk) tokens
+    int64_t max_context = 0;        // largest start_position + tokens (attention span)
+  };
+  absl::flat_hash_map<sched::IterationId, IterationInFlight> iteration_start_;
   bool engine_ready_ = false;
   uint64_t engine_session_ = 0;  // the session plans are made for
   absl::Time engine_down_since_ = absl::Now();
