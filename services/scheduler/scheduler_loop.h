@@ -49,7 +49,7 @@ struct LoopStats {
 };
 
 /// The scheduling knobs of `stats` as a JSON object (for /ready and logs):
-/// policy, max_bs, n_slots, n_workers, kv_block_size, max_num_batched_tokens,
+/// policy, max_bs, n_slots, n_workers, kv_block_size, max_num_batched_tokens, max_prefill_slowdown,
 /// enable_prefix_caching, scheduling_order, priority_aging_ms.
 std::string SchedulingConfigJson(const LoopStats& stats);
 
