@@ -29,15 +29,14 @@ const char* FinishedReason(sched::RequestState state) {
 
 std::string SchedulingConfigJson(const LoopStats& s) {
   const sched::SchedulerOptions& o = s.options;
-  return absl::StrCat("{\"policy\":\"", sched::PolicyKindName(o.policy), "\",\"max_bs\":", o.max_bs,
-                      ",\"n_slots\":", o.n_slots, ",\"n_workers\":", o.n_workers,
-                      ",\"num_microbatches\":", o.num_microbatches,
-                      ",\"faster_transformer\":", o.faster_transformer ? "true" : "false",
-                      ",\"kv_block_size\":", o.kv_block_size, ",\"max_num_batched_tokens\":", o.max_num_batched_tokens,
-                      ",\"max_prefill_slowdown\":", o.max_prefill_slowdown,
-                      ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false",
-                      ",\"scheduling_order\":\"", sched::SchedulingOrderName(o.scheduling_order),
-                      "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging), "}");
+  return absl::StrCat(
+      "{\"policy\":\"", sched::PolicyKindName(o.policy), "\",\"max_bs\":", o.max_bs, ",\"n_slots\":", o.n_slots,
+      ",\"n_workers\":", o.n_workers, ",\"num_microbatches\":", o.num_microbatches,
+      ",\"faster_transformer\":", o.faster_transformer ? "true" : "false", ",\"kv_block_size\":", o.kv_block_size,
+      ",\"max_num_batched_tokens\":", o.max_num_batched_tokens, ",\"max_prefill_slowdown\":", o.max_prefill_slowdown,
+      ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false", ",\"scheduling_order\":\"",
+      sched::SchedulingOrderName(o.scheduling_order),
+      "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging), "}");
 }
 
 absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options options,
@@ -151,6 +150,9 @@ void SchedulerLoop::Run() {
     Deliver(scheduler_->ExpireDeadlines(now), now);
     ExpireWhileDown(now);
     ScheduleIterations(now);
+    // The tokens of the iterations that returned go out after the next iteration has
+    // started: the engine computes while they are streamed.
+    FlushDeferred();
     Publish();
   }
   CancelEverything(absl::Now());
@@ -234,7 +236,9 @@ void SchedulerLoop::Handle(IterationOutcome& outcome, absl::Time now) {
     ORCA_LOG(DEBUG) << "late outcome of iteration " << outcome.iteration_id << ": " << events.status();
     return;
   }
-  Deliver(std::move(*events), now);
+  // Streamed after ScheduleIterations (Run), unless another delivery comes first (Deliver
+  // flushes these before its own, so a request's events keep their order).
+  for (sched::RequestEvent& e : *events) deferred_.push_back(Deferred{std::move(e), now});
 }
 
 void SchedulerLoop::Handle(const StateCmd& cmd, absl::Time now) {
@@ -279,6 +283,7 @@ void SchedulerLoop::ExpireWhileDown(absl::Time now) {
 }
 
 void SchedulerLoop::CancelEverything(absl::Time now) {
+  FlushDeferred();
   std::vector<sched::RequestId> ids;
   for (const auto& [id, t] : tracked_) ids.push_back(id);
   for (sched::RequestId id : ids) {
@@ -322,47 +327,57 @@ void SchedulerLoop::ScheduleIterations(absl::Time now) {
   }
 }
 
+void SchedulerLoop::FlushDeferred() {
+  std::vector<Deferred> deferred;
+  deferred.swap(deferred_);
+  for (Deferred& d : deferred) DeliverOne(d.event, d.now);
+}
+
 void SchedulerLoop::Deliver(std::vector<sched::RequestEvent> events, absl::Time now) {
-  for (sched::RequestEvent& e : events) {
-    auto it = tracked_.find(e.request_id);
-    if (it == tracked_.end()) continue;
-    Tracked& t = it->second;
-    if (!e.new_tokens.empty()) {
-      metrics_->generation_tokens().Increment(static_cast<double>(e.new_tokens.size()));
-      if (!t.first_token_seen) {
-        metrics_->time_to_first_token_seconds().Observe(absl::ToDoubleSeconds(now - t.arrival));
-        t.first_token_seen = true;
-      } else {
-        const double gap = absl::ToDoubleSeconds(now - t.last_token) / static_cast<double>(e.new_tokens.size());
-        for (size_t i = 0; i < e.new_tokens.size(); ++i) metrics_->inter_token_latency_seconds().Observe(gap);
-      }
-      t.last_token = now;
+  if (events.empty()) return;
+  FlushDeferred();
+  for (sched::RequestEvent& e : events) DeliverOne(e, now);
+}
+
+void SchedulerLoop::DeliverOne(sched::RequestEvent& e, absl::Time now) {
+  auto it = tracked_.find(e.request_id);
+  if (it == tracked_.end()) return;
+  Tracked& t = it->second;
+  if (!e.new_tokens.empty()) {
+    metrics_->generation_tokens().Increment(static_cast<double>(e.new_tokens.size()));
+    if (!t.first_token_seen) {
+      metrics_->time_to_first_token_seconds().Observe(absl::ToDoubleSeconds(now - t.arrival));
+      t.first_token_seen = true;
+    } else {
+      const double gap = absl::ToDoubleSeconds(now - t.last_token) / static_cast<double>(e.new_tokens.size());
+      for (size_t i = 0; i < e.new_tokens.size(); ++i) metrics_->inter_token_latency_seconds().Observe(gap);
     }
-    if (e.finish.has_value()) {
-      const sched::FinishInfo& f = *e.finish;
-      ORCA_LOG(INFO)
-              .With("request_id", e.caller_id)
-              .With("engine_request_id", e.request_id)
-              .With("finish", FinishedReason(f.state))
-              .With("prompt_tokens", f.num_prompt_tokens)
-              .With("generated_tokens", f.num_generated_tokens)
-              .With("queue_ms", absl::ToDoubleMilliseconds(f.timings.queue))
-              .With("ttft_ms", absl::ToDoubleMilliseconds(f.timings.ttft))
-              .With("e2e_ms", absl::ToDoubleMilliseconds(f.timings.total))
-          << "request finished" << (f.error_message.empty() ? "" : ": " + f.error_message);
-      metrics_->request_success(FinishedReason(f.state)).Increment();
-      metrics_->e2e_request_latency_seconds().Observe(absl::ToDoubleSeconds(f.timings.total));
-      metrics_->request_queue_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.queue));
-      if (f.num_generated_tokens > 0) {
-        metrics_->request_prefill_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.prefill));
-        metrics_->request_decode_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.decode));
-      }
+    t.last_token = now;
+  }
+  if (e.finish.has_value()) {
+    const sched::FinishInfo& f = *e.finish;
+    ORCA_LOG(INFO)
+            .With("request_id", e.caller_id)
+            .With("engine_request_id", e.request_id)
+            .With("finish", FinishedReason(f.state))
+            .With("prompt_tokens", f.num_prompt_tokens)
+            .With("generated_tokens", f.num_generated_tokens)
+            .With("queue_ms", absl::ToDoubleMilliseconds(f.timings.queue))
+            .With("ttft_ms", absl::ToDoubleMilliseconds(f.timings.ttft))
+            .With("e2e_ms", absl::ToDoubleMilliseconds(f.timings.total))
+        << "request finished" << (f.error_message.empty() ? "" : ": " + f.error_message);
+    metrics_->request_success(FinishedReason(f.state)).Increment();
+    metrics_->e2e_request_latency_seconds().Observe(absl::ToDoubleSeconds(f.timings.total));
+    metrics_->request_queue_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.queue));
+    if (f.num_generated_tokens > 0) {
+      metrics_->request_prefill_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.prefill));
+      metrics_->request_decode_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.decode));
     }
-    t.sink->OnEvent(e);
-    if (e.finish.has_value()) {
-      tickets_.erase(t.ticket);
-      tracked_.erase(it);
-    }
+  }
+  t.sink->OnEvent(e);
+  if (e.finish.has_value()) {
+    tickets_.erase(t.ticket);
+    tracked_.erase(it);
   }
 }
 

@@ -135,7 +135,11 @@ class SchedulerLoop {
   /// Fails the queued requests that waited engine_down_wait for an engine that is down.
   void ExpireWhileDown(absl::Time now);
   void ScheduleIterations(absl::Time now);
+  /// Streams events to their sinks (after the deferred ones) and updates the metrics.
   void Deliver(std::vector<sched::RequestEvent> events, absl::Time now);
+  void DeliverOne(sched::RequestEvent& event, absl::Time now);
+  /// Delivers the events of returned iterations held back while the next one was scheduled.
+  void FlushDeferred();
   void Publish();
 
   Options options_;
@@ -155,6 +159,11 @@ class SchedulerLoop {
     int64_t max_context = 0;        // largest start_position + tokens (attention span)
   };
   absl::flat_hash_map<sched::IterationId, IterationInFlight> iteration_start_;
+  struct Deferred {
+    sched::RequestEvent event;
+    absl::Time now;
+  };
+  std::vector<Deferred> deferred_;
   bool engine_ready_ = false;
   uint64_t engine_session_ = 0;  // the session plans are made for
   absl::Time engine_down_since_ = absl::Now();
