@@ -84,7 +84,8 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
                                 "request-level and ft)"));
       }
     }
-    if (spec.policy == PolicyKind::kRequestLevel && (spec.max_num_batched_tokens > 0 || spec.max_prefill_slowdown > 0)) {
+    if (spec.policy == PolicyKind::kRequestLevel &&
+        (spec.max_num_batched_tokens > 0 || spec.max_prefill_slowdown > 0)) {
       return bad("the request-level baseline has no chunked prefill");
     }
     if (spec.faster_transformer && spec.prefix_caching) return bad("ft pads prompts: no prefix caching");

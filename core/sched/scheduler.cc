@@ -79,8 +79,8 @@ absl::Status Scheduler::ValidateOptions(const SchedulerOptions& options) {
   }
   if (!(options.max_prefill_slowdown == 0 ||
         (options.max_prefill_slowdown > 1 && options.max_prefill_slowdown <= 1000))) {
-    return absl::InvalidArgumentError(absl::StrCat("max_prefill_slowdown must be 0 (off) or in (1, 1000] (got ",
-                                                   options.max_prefill_slowdown, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_prefill_slowdown must be 0 (off) or in (1, 1000] (got ", options.max_prefill_slowdown, ")"));
   }
   if (options.policy == PolicyKind::kRequestLevel &&
       (options.max_num_batched_tokens > 0 || options.max_prefill_slowdown > 0 ||

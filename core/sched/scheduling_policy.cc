@@ -42,8 +42,8 @@ std::optional<SchedulingOrder> ParseSchedulingOrder(const std::string& name) {
 }
 
 std::unique_ptr<SchedulingPolicy> CreatePolicy(const PolicyOptions& options) {
-  const bool beyond_paper = options.max_num_batched_tokens > 0 || options.max_prefill_slowdown > 0 ||
-                            options.order != SchedulingOrder::kFcfs;
+  const bool beyond_paper =
+      options.max_num_batched_tokens > 0 || options.max_prefill_slowdown > 0 || options.order != SchedulingOrder::kFcfs;
   switch (options.kind) {
     case PolicyKind::kOrca:
       if (!beyond_paper) return std::make_unique<OrcaPolicy>();

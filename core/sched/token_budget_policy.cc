@@ -144,7 +144,7 @@ class TokenBudgetPolicy::Round {
   int32_t max_bs_;
   const RequestOrder& order_;
   int64_t budget_left_ = 0;
-  int64_t num_decoding_in_flight_ = 0;  // in the pipeline, having generated a token
+  int64_t num_decoding_in_flight_ = 0;     // in the pipeline, having generated a token
   std::vector<const Request*> running_;    // admitted, between iterations, in order
   std::vector<const Request*> waiting_;    // QUEUED, in order
   std::vector<const Request*> in_flight_;  // admitted, in the pipeline

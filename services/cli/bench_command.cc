@@ -315,11 +315,12 @@ struct SweepFlags {
 void AddSweepFlags(FlagSet& flags, SweepFlags& sw) {
   AddLoadFlags(flags, sw.load, /*sweep=*/true);
   flags.AddString("model", &sw.load.model, "Checkpoint for orca serve (default: the ~25M synthetic default model)");
-  flags.AddString("configs", &sw.configs,
-                  "Curves: POLICY:MAX_BS[:chunk=N][:slowdown=R][:prefix][:mbs=N],... (POLICY orca, paged, request-level or ft = "
-                  "request-level --faster-transformer, the paper's ft(max_bs, mbs); chunk=N: "
-                  "--max-num-batched-tokens N; slowdown=R: --max-prefill-slowdown R; prefix: --enable-prefix-caching; "
-                  "mbs=N: --microbatches N)");
+  flags.AddString(
+      "configs", &sw.configs,
+      "Curves: POLICY:MAX_BS[:chunk=N][:slowdown=R][:prefix][:mbs=N],... (POLICY orca, paged, request-level or ft = "
+      "request-level --faster-transformer, the paper's ft(max_bs, mbs); chunk=N: "
+      "--max-num-batched-tokens N; slowdown=R: --max-prefill-slowdown R; prefix: --enable-prefix-caching; "
+      "mbs=N: --microbatches N)");
   flags.AddString("simulate", &sw.simulate,
                   "Instead of orca serve stacks: the simulated GPU engine of sim/ with this cost model (gpt3-13b, "
                   "gpt3-101b, gpt3-175b, gpt3-341b; A100-40GB; n_workers = its pipeline stages; virtual clock)");

@@ -100,7 +100,9 @@ void AddFlags(FlagSet* flags, Flags* f) {
                 "Chunked prefill: tokens per iteration, decodes first, then prompt chunks (0 = off: whole prompts, "
                 "Algorithm 1; else >= --max-bs; orca and paged)");
   flags->AddDouble("max-prefill-slowdown", &f->max_prefill_slowdown,
-                   "Chunked prefill with a time budget: while requests decode, prompt chunks are cut so that an iteration is predicted to take at most this many times as long as its decodes alone (learned from measured iterations); 0 = off, else in (1, 1000]; orca and paged");
+                   "Chunked prefill with a time budget: while requests decode, prompt chunks are cut so that an "
+                   "iteration is predicted to take at most this many times as long as its decodes alone (learned from "
+                   "measured iterations); 0 = off, else in (1, 1000]; orca and paged");
   flags->AddBool("enable-prefix-caching", &f->enable_prefix_caching,
                  "Share full KV blocks by content across requests (the scheduler sends block ids; workers need the "
                  "same --kv-block-size)");

@@ -132,7 +132,7 @@ TEST(ChunkedPrefillTimelineTest, TheTimeBudgetCutsChunksToWhatTheDecodesCanWaitF
   for (int i = 0; i < 33; ++i) CostlyStep(h);  // 34 plans: the prompt, 33 decodes
   ASSERT_EQ(h.plans().size(), 34u);
   RequestId b = h.Submit(RequestBuilder().Id("b").Prompt(17).MaxNewTokens(1).Build());
-  h.ScheduleAll();  // nothing: w's 34th plan is in flight
+  h.ScheduleAll();                            // nothing: w's 34th plan is in flight
   for (int i = 0; i < 4; ++i) CostlyStep(h);  // plans 35-38 carry w's decode and b's chunks
   std::vector<int64_t> tokens = PlanTokens(h);
   EXPECT_THAT(std::vector<int64_t>(tokens.begin() + 34, tokens.end()), ::testing::ElementsAre(6, 6, 6, 3));
