@@ -2,9 +2,10 @@
 # Issue 14: the scheduling options beyond the paper against the paper's policy, over real
 # `orca serve` stacks (HTTP, SSE), with the same sweep machinery as fig10.sh: rate by rate,
 # each configuration on a fresh stack (interleaved), the same synthetic ~3.5M Llama.
-#  1. paper trace: orca (Algorithm 1), orca + chunked prefill, paged +
-#     chunked, request-level baseline -- throughput at equal median normalized latency,
-#     TTFT and ITL p50/p99, KV usage, preemptions;
+#  1. paper trace: orca (Algorithm 1), orca + chunked prefill, paged + chunked (a fixed
+#     32-token budget, and that budget with the time budget --max-prefill-slowdown 2 and
+#     1.5), request-level baseline -- throughput at equal median normalized latency, TTFT
+#     and ITL p50/p99, KV usage, preemptions;
 #  2. chat trace (shared 200-500-token system prompt, multi-turn conversations): the same
 #     paper policy with and without prefix caching, paged + chunked + prefix caching, the
 #     baseline -- TTFT and the hit rate.
@@ -28,7 +29,7 @@ if [ ! -f "$MODEL_DIR/tokenizer.json" ]; then
 fi
 NUM_REQUESTS="${NUM_REQUESTS:-40}"
 PAPER_RATES="${PAPER_RATES:-4,8,12}"
-CHAT_RATES="${CHAT_RATES:-2,6,16,32}"
+CHAT_RATES="${CHAT_RATES:-2,6,12,24,48}"
 # Seconds to send NUM_REQUESTS at the lowest of the rates "$1", plus 60.
 bound_for() { awk -v n="$NUM_REQUESTS" -v rates="$1" 'BEGIN { split(rates, r, ","); print int(n / r[1] + 0.999) + 60 }'; }
 PAPER_MAX_DURATION="${PAPER_MAX_DURATION:-$(bound_for "$PAPER_RATES")}"
@@ -36,7 +37,7 @@ CHAT_MAX_DURATION="${CHAT_MAX_DURATION:-$(bound_for "$CHAT_RATES")}"
 grep -m1 'model name' /proc/cpuinfo
 machine_note
 run "$BIN/orca" bench sweep --model "$MODEL_DIR" --out "$OUT/paper" --trace paper \
-  --configs orca:8,orca:16:chunk=32,paged:16:chunk=32,request-level:8 \
+  --configs orca:8,orca:16:chunk=32,paged:16:chunk=32,paged:16:chunk=32:slowdown=2,paged:16:chunk=32:slowdown=1.5,request-level:8 \
   --rates "$PAPER_RATES" --num-requests "$NUM_REQUESTS" --max-duration "$PAPER_MAX_DURATION" --threads 1 \
   --saturation-latency-ms 200 --no-progress "$@"
 machine_note
