@@ -111,7 +111,7 @@ test('chunked prefill + paged KV + prefix caching + priority order over 2 pipeli
 
     // 384 slots = 24 blocks of 16 per stage; 8 requests of 164 + 24 tokens need ~80
     // private blocks, so paged KV must preempt; the 64-token prefix is cached.
-    // --max-prefill-slowdown: chunks cut by the learned time budget must not change a token either.
+    // --max-prefill-slowdown: wherever the learned time budget cuts chunks, no token may change.
     beyond = await startServe(model, ['--policy=paged', '--max-num-batched-tokens=32', '--max-prefill-slowdown=1.5',
       '--enable-prefix-caching', '--kv-block-size=16', '--n-slots=384', '--max-bs=8', '--scheduling-order=priority']);
     const ready = await fetch(`${beyond.sched}/ready`);
