@@ -74,6 +74,7 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
     for (size_t i = 2; i < parts.size(); ++i) {
       int32_t chunk = 0;
       int32_t mbs = 0;
+      double slowdown = 0;
       if (absl::StartsWith(parts[i], "mbs=") && absl::SimpleAtoi(parts[i].substr(4), &mbs) && mbs >= 1 &&
           spec.policy == PolicyKind::kRequestLevel) {
         spec.microbatches = mbs;
@@ -85,12 +86,18 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
                  chunk >= max_bs) {
         spec.max_num_batched_tokens = chunk;
         absl::StrAppend(&spec.label, ",chunk=", chunk);
+      } else if (absl::StartsWith(parts[i], "slowdown=") && absl::SimpleAtod(parts[i].substr(9), &slowdown) &&
+                 slowdown > 1 && slowdown <= 1000) {
+        spec.max_prefill_slowdown = slowdown;
+        absl::StrAppend(&spec.label, ",slowdown=", slowdown);
       } else {
         return bad(absl::StrCat("unknown option '", parts[i],
-                                "' (chunk=N with N >= MAX_BS, prefix, or mbs=N >= 1 for request-level and ft)"));
+                                "' (chunk=N with N >= MAX_BS, slowdown=R with 1 < R <= 1000, prefix, or mbs=N >= 1 for "
+                                "request-level and ft)"));
       }
     }
-    if (spec.policy == PolicyKind::kRequestLevel && spec.max_num_batched_tokens > 0) {
+    if (spec.policy == PolicyKind::kRequestLevel &&
+        (spec.max_num_batched_tokens > 0 || spec.max_prefill_slowdown > 0)) {
       return bad("the request-level baseline has no chunked prefill");
     }
     if (spec.faster_transformer && spec.prefix_caching) return bad("ft pads prompts: no prefix caching");
@@ -109,6 +116,7 @@ loadgen::SweepCurve ToSimCurve(const MeasuredCurve& curve) {
       curve.spec.policy == PolicyKind::kRequestLevel ? PolicyKind::kRequestLevel : PolicyKind::kOrca;
   out.config.scheduler.max_bs = curve.spec.max_bs;
   out.config.scheduler.max_num_batched_tokens = curve.spec.max_num_batched_tokens;
+  out.config.scheduler.max_prefill_slowdown = curve.spec.max_prefill_slowdown;
   out.config.scheduler.enable_prefix_caching = curve.spec.prefix_caching;
   out.config.scheduler.faster_transformer = curve.spec.faster_transformer;
   out.config.scheduler.num_microbatches = curve.spec.microbatches;
@@ -126,6 +134,7 @@ sched::SchedulerOptions ApplyCurveSpec(const SweepCurveSpec& spec, sched::Schedu
   base.policy = spec.policy;
   base.max_bs = spec.max_bs;
   base.max_num_batched_tokens = spec.max_num_batched_tokens;
+  base.max_prefill_slowdown = spec.max_prefill_slowdown;
   base.enable_prefix_caching = spec.prefix_caching;
   base.faster_transformer = spec.faster_transformer;
   base.num_microbatches = spec.microbatches;

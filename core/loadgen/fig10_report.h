@@ -21,6 +21,7 @@ struct SweepCurveSpec {
   sched::PolicyKind policy = sched::PolicyKind::kOrca;
   int32_t max_bs = 16;
   int32_t max_num_batched_tokens = 0;  ///< Chunked prefill's token budget; 0 = off.
+  double max_prefill_slowdown = 0;     ///< Chunked prefill's time budget; 0 = off.
   bool prefix_caching = false;
   /// The request-level baseline as FasterTransformer runs it (--faster-transformer).
   bool faster_transformer = false;
@@ -32,7 +33,8 @@ struct SweepCurveSpec {
 };
 
 /// Parses "orca:8,orca:16,request-level:1,paged:32:chunk=64:prefix,ft:8:mbs=2" (POLICY:MAX_BS,
-/// then optional `chunk=N` for --max-num-batched-tokens, `prefix` for
+/// then optional `chunk=N` for --max-num-batched-tokens, `slowdown=R` for
+/// --max-prefill-slowdown (R > 1), `prefix` for
 /// --enable-prefix-caching, `mbs=N` for the baseline's --microbatches; comma-separated).
 /// POLICY `ft` is the request-level baseline with --faster-transformer, labelled as the
 /// paper does: ft(max_bs, mbs). `llama-server:NP` is llama.cpp's server with NP parallel slots

@@ -77,10 +77,17 @@ absl::Status Scheduler::ValidateOptions(const SchedulerOptions& options) {
                                                    options.max_bs, ") so that every decode fits (got ",
                                                    options.max_num_batched_tokens, ")"));
   }
-  if (options.policy == PolicyKind::kRequestLevel &&
-      (options.max_num_batched_tokens > 0 || options.scheduling_order != SchedulingOrder::kFcfs)) {
+  if (!(options.max_prefill_slowdown == 0 ||
+        (options.max_prefill_slowdown > 1 && options.max_prefill_slowdown <= 1000))) {
     return absl::InvalidArgumentError(
-        "the request-level baseline takes neither max_num_batched_tokens nor scheduling_order priority");
+        absl::StrCat("max_prefill_slowdown must be 0 (off) or in (1, 1000] (got ", options.max_prefill_slowdown, ")"));
+  }
+  if (options.policy == PolicyKind::kRequestLevel &&
+      (options.max_num_batched_tokens > 0 || options.max_prefill_slowdown > 0 ||
+       options.scheduling_order != SchedulingOrder::kFcfs)) {
+    return absl::InvalidArgumentError(
+        "the request-level baseline takes neither max_num_batched_tokens, max_prefill_slowdown nor "
+        "scheduling_order priority");
   }
   if (options.num_microbatches < 0) {
     return absl::InvalidArgumentError(
@@ -118,6 +125,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
   policy_options.faster_transformer = options.faster_transformer;
   policy_options.max_context = options.max_context;
   policy_options.max_num_batched_tokens = options.max_num_batched_tokens;
+  policy_options.max_prefill_slowdown = options.max_prefill_slowdown;
   policy_options.order = options.scheduling_order;
   policy_options.priority_aging = options.priority_aging;
   std::unique_ptr<SchedulingPolicy> policy = CreatePolicy(policy_options);
@@ -248,7 +256,7 @@ std::optional<IterationPlan> Scheduler::Schedule(absl::Time now) {
   num_in_flight_requests_ += static_cast<int32_t>(members.size());
   plan.released_request_ids = std::move(pending_releases_);
   pending_releases_.clear();
-  in_flight_.emplace(plan.iteration_id, std::move(members));
+  in_flight_.emplace(plan.iteration_id, InFlightIteration{std::move(members), plan.NumTokens(), now});
   return plan;
 }
 
@@ -289,22 +297,24 @@ void Scheduler::PreemptRequest(RequestId id) {
   ++num_preemptions_;
 }
 
-absl::StatusOr<std::vector<RequestId>> Scheduler::TakeInFlight(IterationId iteration_id) {
+absl::StatusOr<Scheduler::InFlightIteration> Scheduler::TakeInFlight(IterationId iteration_id) {
   auto it = in_flight_.find(iteration_id);
   if (it == in_flight_.end()) {
     return absl::NotFoundError(absl::StrCat("iteration ", iteration_id, " is not in flight"));
   }
-  std::vector<RequestId> members = std::move(it->second);
+  InFlightIteration iteration = std::move(it->second);
   in_flight_.erase(it);
-  num_in_flight_requests_ -= static_cast<int32_t>(members.size());
-  return members;
+  num_in_flight_requests_ -= static_cast<int32_t>(iteration.members.size());
+  return iteration;
 }
 
 absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationDone(IterationId iteration_id,
                                                                      absl::Span<const RequestResult> results,
                                                                      absl::Time now) {
-  ORCA_ASSIGN_OR_RETURN(const std::vector<RequestId> members, TakeInFlight(iteration_id));
+  ORCA_ASSIGN_OR_RETURN(const InFlightIteration iteration, TakeInFlight(iteration_id));
+  const std::vector<RequestId>& members = iteration.members;
   ++num_iterations_completed_;
+  policy_->OnIterationMeasured(iteration.num_tokens, now - iteration.scheduled_at);
 
   absl::flat_hash_map<RequestId, const SampledToken*> tokens;
   absl::flat_hash_map<RequestId, const RequestResult*> prompt_logprobs;
@@ -386,9 +396,9 @@ void Scheduler::FinishEndedMembers(absl::Time now, EventList& events) {
 
 absl::StatusOr<std::vector<RequestEvent>> Scheduler::OnIterationFailed(IterationId iteration_id,
                                                                        const absl::Status& error, absl::Time now) {
-  ORCA_ASSIGN_OR_RETURN(const std::vector<RequestId> members, TakeInFlight(iteration_id));
+  ORCA_ASSIGN_OR_RETURN(const InFlightIteration iteration, TakeInFlight(iteration_id));
   EventList events;
-  FailBatch(members, ErrorText(error, "iteration failed"), error.code(), now, events);
+  FailBatch(iteration.members, ErrorText(error, "iteration failed"), error.code(), now, events);
   FinishEndedMembers(now, events);
   return std::move(events).Take();
 }
@@ -399,7 +409,9 @@ std::vector<RequestEvent> Scheduler::FailAll(const absl::Status& error, absl::Ti
   auto batches = std::move(in_flight_);
   in_flight_.clear();
   num_in_flight_requests_ = 0;
-  for (const auto& [iteration_id, members] : batches) FailBatch(members, message, error.code(), now, events);
+  for (const auto& [iteration_id, iteration] : batches) {
+    FailBatch(iteration.members, message, error.code(), now, events);
+  }
   std::vector<RequestId> waiting;
   for (const auto& [id, request] : pool_) {
     if (request->state() == RequestState::kWaitingNextIteration) waiting.push_back(id);

@@ -53,6 +53,13 @@ struct SchedulerOptions {
   /// Chunked prefill: tokens per iteration (decodes first, then prompt chunks). 0 = off
   /// (whole prompts, Algorithm 1). Else >= max_bs. Not with kRequestLevel.
   int32_t max_num_batched_tokens = 0;
+  /// Chunked prefill with a time budget: while requests decode, an iteration's prompt chunks
+  /// are cut so that it is predicted to take at most this many times as long as its
+  /// decodes alone (learned from the iterations' measured durations, schedule to return;
+  /// TokenBudgetPolicy). Bounds inter-token latency where a fixed token budget cannot know
+  /// the engine's costs. 0 = off; else in (1, 1000]. With max_num_batched_tokens 0, an
+  /// iteration without decodes takes whole prompts. Not with kRequestLevel.
+  double max_prefill_slowdown = 0;
   /// Prefix caching: full KV blocks are shared by content across requests. Makes the
   /// scheduler own the block tables (sent to the workers), in any policy.
   bool enable_prefix_caching = false;
@@ -201,6 +208,12 @@ class Scheduler {
 
  private:
   class EventList;
+  // An iteration in the pipeline: its members, tokens and when it was scheduled.
+  struct InFlightIteration {
+    std::vector<RequestId> members;
+    int64_t num_tokens = 0;
+    absl::Time scheduled_at;
+  };
 
   Scheduler(SchedulerOptions options, std::unique_ptr<KvManager> kv, std::unique_ptr<SchedulingPolicy> policy);
   static absl::Status ValidateOptions(const SchedulerOptions& options);
@@ -225,14 +238,14 @@ class Scheduler {
   ScheduledRequest StartEntry(const BatchEntry& entry, IterationId iteration_id, absl::Time now);
   // Removes a finished or failed iteration from the pipeline and returns its members;
   // NOT_FOUND when it is not in flight.
-  absl::StatusOr<std::vector<RequestId>> TakeInFlight(IterationId iteration_id);
+  absl::StatusOr<InFlightIteration> TakeInFlight(IterationId iteration_id);
 
   SchedulerOptions options_;
   std::unique_ptr<KvManager> kv_;
   std::unique_ptr<SchedulingPolicy> policy_;
   RequestPool pool_;
-  // Iterations in the pipeline and their members, in schedule order.
-  absl::btree_map<IterationId, std::vector<RequestId>> in_flight_;
+  // Iterations in the pipeline, in schedule order.
+  absl::btree_map<IterationId, InFlightIteration> in_flight_;
   std::vector<RequestId> pending_releases_;
 
   RequestId next_request_id_ = 1;

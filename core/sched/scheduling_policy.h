@@ -85,6 +85,10 @@ class SchedulingPolicy {
   /// of finishing it, discards the tokens it still generates, and finishes it with its
   /// recorded cause once FinishedMembers lists it.
   virtual bool KeepsFinishedMembersComputing() const { return false; }
+  /// An iteration of `num_tokens` tokens returned `duration` after it was scheduled (only
+  /// iterations that succeeded). Policies that budget time learn from it.
+  virtual void OnIterationMeasured(int64_t /*num_tokens*/, absl::Duration /*duration*/) {}
+
   /// Padding-out requests to finish now (none of them in flight).
   [[nodiscard]] virtual std::vector<RequestId> FinishedMembers(const RequestPool& /*pool*/) const { return {}; }
 };
@@ -104,11 +108,13 @@ struct PolicyOptions {
   int32_t max_context = 0;
   /// Per-iteration token budget (chunked prefill); 0 = none.
   int32_t max_num_batched_tokens = 0;
+  /// Time budget of prompt chunks next to decodes (TokenBudgetPolicy); 0 = none.
+  double max_prefill_slowdown = 0;
   SchedulingOrder order = SchedulingOrder::kFcfs;
   absl::Duration priority_aging = absl::Seconds(1);
 };
 
-/// A new policy: OrcaPolicy for kOrca with neither a token budget nor priorities (the
+/// A new policy: OrcaPolicy for kOrca with no token or time budget and no priorities (the
 /// paper's Algorithm 1 exactly), TokenBudgetPolicy for kOrca with either and for kPaged,
 /// RequestLevelPolicy for kRequestLevel (which takes neither: nullptr).
 std::unique_ptr<SchedulingPolicy> CreatePolicy(const PolicyOptions& options);

@@ -20,6 +20,7 @@ class TokenBudgetPolicy::Round {
       if (r->finished()) continue;
       if (r->in_flight()) {
         in_flight_.push_back(r);
+        if (r->num_generated_tokens() > 0) ++num_decoding_in_flight_;
       } else if (r->admitted()) {
         running_.push_back(r);
       } else {
@@ -57,6 +58,15 @@ class TokenBudgetPolicy::Round {
       if (!kv_.TryAdmit(*q, n)) return;
       Add(*q, n);
       if (!selection_.preempted.empty()) return;
+    }
+  }
+
+  /// After step 1: caps what prompt chunks may add to the batch's decodes.
+  void LimitChunks(const TokenBudgetPolicy& policy) {
+    const auto num_decodes = static_cast<int64_t>(selection_.batch.size());
+    if (num_decodes == 0 && num_decoding_in_flight_ == 0) return;
+    if (std::optional<int64_t> limit = policy.ChunkTokenLimit(num_decodes)) {
+      budget_left_ = std::min(budget_left_, *limit);
     }
   }
 
@@ -134,6 +144,7 @@ class TokenBudgetPolicy::Round {
   int32_t max_bs_;
   const RequestOrder& order_;
   int64_t budget_left_ = 0;
+  int64_t num_decoding_in_flight_ = 0;     // in the pipeline, having generated a token
   std::vector<const Request*> running_;    // admitted, between iterations, in order
   std::vector<const Request*> waiting_;    // QUEUED, in order
   std::vector<const Request*> in_flight_;  // admitted, in the pipeline
@@ -146,9 +157,23 @@ Selection TokenBudgetPolicy::Select(const RequestPool& pool, KvManager& kv, int3
   if (max_bs <= 0) return {};
   Round round(pool, kv, max_bs, max_num_batched_tokens_, order_);
   round.ScheduleAdmitted(/*decodes=*/true);
+  round.LimitChunks(*this);
   round.ScheduleAdmitted(/*decodes=*/false);
   round.AdmitQueued();
   return std::move(round).Take();
+}
+
+void TokenBudgetPolicy::OnIterationMeasured(int64_t num_tokens, absl::Duration duration) {
+  if (max_prefill_slowdown_ > 0) cost_model_.Observe(num_tokens, duration);
+}
+
+std::optional<int64_t> TokenBudgetPolicy::ChunkTokenLimit(int64_t num_decodes) const {
+  if (max_prefill_slowdown_ <= 0) return std::nullopt;
+  std::optional<IterationCostModel::Fit> fit = cost_model_.fit();
+  if (!fit.has_value()) return std::nullopt;
+  const double tokens = (max_prefill_slowdown_ - 1) * fit->Seconds(num_decodes) / fit->per_token_seconds;
+  // At least one token, so that prompts always progress.
+  return std::max<int64_t>(1, static_cast<int64_t>(std::min(tokens, 1e9)));
 }
 
 }  // namespace orca::sched

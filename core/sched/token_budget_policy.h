@@ -3,8 +3,10 @@
 /// prefill), paged KV with preemption, and priorities. The paper's Algorithm 1 is OrcaPolicy.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "core/sched/iteration_cost_model.h"
 #include "core/sched/request_order.h"
 #include "core/sched/scheduling_policy.h"
 
@@ -19,6 +21,15 @@ namespace orca::sched {
 ///   3. QUEUED requests in order: admit with a first chunk of min(tokens left after the
 ///      prefix-cache hit, budget); stop at the first that does not fit (nobody overtakes);
 ///   each step stops at max_bs requests or an exhausted budget.
+///
+/// With max_prefill_slowdown R > 1 the budget of steps 2 and 3 also adapts (a time budget,
+/// as Sarathi-Serve sizes its token budget from the time a decode iteration may take):
+/// while any request is decoding (in this batch or in flight), prompt chunks may add at
+/// most what makes the iteration R times as long as its decodes alone, as predicted by an
+/// IterationCostModel fitted to the iterations that returned (OnIterationMeasured):
+///   chunk tokens <= max(1, (R - 1) × cost(decodes) / cost per token).
+/// An iteration without decodes is not limited by it (no inter-token latency to protect),
+/// nor is any iteration before the model has a fit.
 ///
 /// KV (KvManager): reserved mode admits on the whole reservation (Algorithm 1's check;
 /// this is `orca` with --max-num-batched-tokens or --scheduling-order priority). Paged
@@ -40,14 +51,25 @@ namespace orca::sched {
 class TokenBudgetPolicy final : public SchedulingPolicy {
  public:
   /// `kind` is kOrca (reserved KV) or kPaged; `max_num_batched_tokens` 0 = unlimited
-  /// (whole prompts), else >= max_bs so every decode fits.
-  TokenBudgetPolicy(PolicyKind kind, int32_t max_num_batched_tokens, RequestOrder order)
-      : kind_(kind), max_num_batched_tokens_(max_num_batched_tokens), order_(order) {}
+  /// (whole prompts), else >= max_bs so every decode fits; `max_prefill_slowdown` 0 = no time
+  /// budget, else > 1 (see above).
+  TokenBudgetPolicy(PolicyKind kind, int32_t max_num_batched_tokens, RequestOrder order,
+                    double max_prefill_slowdown = 0)
+      : kind_(kind),
+        max_num_batched_tokens_(max_num_batched_tokens),
+        order_(order),
+        max_prefill_slowdown_(max_prefill_slowdown) {}
 
   PolicyKind kind() const override { return kind_; }
   const RequestOrder& order() const { return order_; }
   [[nodiscard]] Selection Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) override;
   [[nodiscard]] std::vector<RequestId> OnRequestFinished(const Request& request) override { return {request.id()}; }
+  void OnIterationMeasured(int64_t num_tokens, absl::Duration duration) override;
+
+  /// Prompt-chunk tokens an iteration with `num_decodes` decodes may carry under the time
+  /// budget; nullopt = not limited (no time budget, or no fit yet).
+  std::optional<int64_t> ChunkTokenLimit(int64_t num_decodes) const;
+  const IterationCostModel& cost_model() const { return cost_model_; }
 
  private:
   class Round;
@@ -55,6 +77,8 @@ class TokenBudgetPolicy final : public SchedulingPolicy {
   PolicyKind kind_;
   int32_t max_num_batched_tokens_;
   RequestOrder order_;
+  double max_prefill_slowdown_;
+  IterationCostModel cost_model_;
 };
 
 }  // namespace orca::sched

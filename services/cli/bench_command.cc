@@ -221,6 +221,9 @@ class OrcaServeStack : public loadgen::ServingStack {
     if (spec.max_num_batched_tokens > 0) {
       args.push_back("--max-num-batched-tokens=" + std::to_string(spec.max_num_batched_tokens));
     }
+    if (spec.max_prefill_slowdown > 0) {
+      args.push_back(absl::StrCat("--max-prefill-slowdown=", spec.max_prefill_slowdown));
+    }
     if (spec.prefix_caching) args.push_back("--enable-prefix-caching");
     if (spec.faster_transformer) args.push_back("--faster-transformer");
     if (spec.microbatches > 0) args.push_back("--microbatches=" + std::to_string(spec.microbatches));
@@ -382,10 +385,12 @@ struct SweepFlags {
 void AddSweepFlags(FlagSet& flags, SweepFlags& sw) {
   AddLoadFlags(flags, sw.load, /*sweep=*/true);
   flags.AddString("model", &sw.load.model, "Checkpoint for orca serve (default: the ~25M synthetic default model)");
-  flags.AddString("configs", &sw.configs,
-                  "Curves: POLICY:MAX_BS[:chunk=N][:prefix][:mbs=N],... (POLICY orca, paged, request-level or ft = "
-                  "request-level --faster-transformer, the paper's ft(max_bs, mbs); chunk=N: "
-                  "--max-num-batched-tokens N; prefix: --enable-prefix-caching; mbs=N: --microbatches N)");
+  flags.AddString(
+      "configs", &sw.configs,
+      "Curves: POLICY:MAX_BS[:chunk=N][:slowdown=R][:prefix][:mbs=N],... (POLICY orca, paged, request-level or ft = "
+      "request-level --faster-transformer, the paper's ft(max_bs, mbs); chunk=N: "
+      "--max-num-batched-tokens N; slowdown=R: --max-prefill-slowdown R; prefix: --enable-prefix-caching; "
+      "mbs=N: --microbatches N)");
   flags.AddString("simulate", &sw.simulate,
                   "Instead of orca serve stacks: the simulated GPU engine of sim/ with this cost model (gpt3-13b, "
                   "gpt3-101b, gpt3-175b, gpt3-341b; A100-40GB; n_workers = its pipeline stages; virtual clock)");

@@ -50,6 +50,7 @@ class LocalStackCommands {
     int kv_block_size = 0;
     /// Beyond the paper (scheduler flags; 0 / false / empty: not passed).
     int max_num_batched_tokens = 0;
+    double max_prefill_slowdown = 0;
     bool enable_prefix_caching = false;
     std::string scheduling_order;
     int64_t priority_aging_ms = -1;  ///< -1: not passed.

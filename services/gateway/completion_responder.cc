@@ -73,7 +73,10 @@ void CompletionResponder::OnDelta(const ChoiceDelta& delta) {
   const bool empty = out.text.empty() && tools.calls.empty() && !out.finish_reason && out.prompt_logprobs.empty() &&
                      (out.tokens.empty() || !options_.format.logprobs);
   if (!empty || tool_parsers_.empty()) data += builder_.DeltaChunk(out, tools.calls, produced_calls);
-  if (!data.empty()) exchange_->Write(std::move(data));
+  if (!data.empty()) {
+    if (!first_output_.has_value()) first_output_ = absl::Now();
+    exchange_->Write(std::move(data));
+  }
 }
 
 void CompletionResponder::OnComplete(const GenerationUsage& usage) {
@@ -83,6 +86,9 @@ void CompletionResponder::OnComplete(const GenerationUsage& usage) {
           .With("prompt_tokens", usage.prompt_tokens)
           .With("completion_tokens", usage.completion_tokens)
           .With("stream", options_.stream ? "true" : "false")
+          .With("first_output_ms", first_output_.has_value() && options_.received != absl::InfinitePast()
+                                       ? absl::ToDoubleMilliseconds(*first_output_ - options_.received)
+                                       : -1.0)
       << "request finished";
   if (!options_.stream) {
     HttpResponse response;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "services/gateway/admission_controller.h"
 #include "services/gateway/generation_request.h"
 #include "services/gateway/http_exchange.h"
@@ -35,6 +36,9 @@ class CompletionResponder : public GenerationObserver {
     /// format, of these tools, per choice.
     std::optional<ToolCallFormat> tool_format;
     std::vector<std::string> tool_names;
+    /// When the gateway began handling the request (its body parsed): the request's log
+    /// line reports the time to its first output from there.
+    absl::Time received = absl::InfinitePast();
   };
 
   CompletionResponder(Options options, std::shared_ptr<HttpExchange> exchange, AdmissionTicket ticket);
@@ -53,6 +57,7 @@ class CompletionResponder : public GenerationObserver {
   AdmissionTicket ticket_;
   OpenAiResponseBuilder builder_;
   bool stream_started_ = false;
+  std::optional<absl::Time> first_output_;  // first delta with something to send
   std::vector<bool> choice_started_;
   std::vector<ChoiceResult> results_;                          // non-streaming
   std::vector<std::unique_ptr<ToolCallParser>> tool_parsers_;  // per choice, with tools

@@ -179,9 +179,10 @@ void HttpApi::HandleGeneration(OpenAiApi api, const HttpRequest& request,
 
 absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
                                       const std::shared_ptr<HttpExchange>& exchange, AdmissionTicket& ticket) {
+  CompletionResponder::Options responder;
+  responder.received = absl::Now();
   ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
   GenerationRequest generation;
-  CompletionResponder::Options responder;
   GenerationOptions options;
   if (api == OpenAiApi::kCompletions) {
     ORCA_ASSIGN_OR_RETURN(CompletionRequest parsed, ParseCompletionRequest(body));

@@ -42,6 +42,23 @@ class SpecReader {
     *out = static_cast<IntT>(value);
   }
 
+  // A number; 0 or in (min_exclusive, max].
+  void ZeroOrAbove(const json& obj, const char* key, const std::string& path, double min_exclusive, double max,
+                   double* out) {
+    if (!obj.contains(key) || obj[key].is_null()) return;
+    const json& v = obj[key];
+    if (!v.is_number()) {
+      Error(path, absl::StrCat("must be a number, got ", v.dump()));
+      return;
+    }
+    const double value = v.get<double>();
+    if (!(value == 0 || (value > min_exclusive && value <= max))) {
+      Error(path, absl::StrCat("must be 0 (off) or in (", min_exclusive, ", ", max, "], got ", v.dump()));
+      return;
+    }
+    *out = value;
+  }
+
   void Bool(const json& obj, const char* key, const std::string& path, bool* out) {
     if (!obj.contains(key) || obj[key].is_null()) return;
     if (!obj[key].is_boolean()) {
@@ -274,6 +291,7 @@ void ReadKvBudget(SpecReader& r, const json& s, OrcaDeployment& d) {
 void ReadSchedulingKnobs(SpecReader& r, const json& s, SchedulerSpec& out) {
   r.Int(s, "kvBlockSize", "spec.scheduler.kvBlockSize", 1, 256, &out.kv_block_size);
   r.Int(s, "maxNumBatchedTokens", "spec.scheduler.maxNumBatchedTokens", 0, kInt32Max, &out.max_num_batched_tokens);
+  r.ZeroOrAbove(s, "maxPrefillSlowdown", "spec.scheduler.maxPrefillSlowdown", 1, 1000, &out.max_prefill_slowdown);
   r.Bool(s, "enablePrefixCaching", "spec.scheduler.enablePrefixCaching", &out.enable_prefix_caching);
   r.String(s, "schedulingOrder", "spec.scheduler.schedulingOrder", &out.scheduling_order, {"fcfs", "priority"});
   r.Int(s, "priorityAgingMs", "spec.scheduler.priorityAgingMs", 0, INT64_MAX, &out.priority_aging_ms);
@@ -283,9 +301,11 @@ void ReadSchedulingKnobs(SpecReader& r, const json& s, SchedulerSpec& out) {
             absl::StrCat("must be 0 (off) or at least maxBatchSize (", out.max_batch_size,
                          ") so that every decode fits, got ", out.max_num_batched_tokens));
   }
-  if (out.policy == "request-level" && (out.max_num_batched_tokens > 0 || out.scheduling_order != "fcfs")) {
+  if (out.policy == "request-level" &&
+      (out.max_num_batched_tokens > 0 || out.max_prefill_slowdown > 0 || out.scheduling_order != "fcfs")) {
     r.Error("spec.scheduler.policy",
-            "the request-level baseline takes neither maxNumBatchedTokens nor schedulingOrder priority");
+            "the request-level baseline takes neither maxNumBatchedTokens, maxPrefillSlowdown nor schedulingOrder "
+            "priority");
   }
   if (s.contains("apiKeys") && !s["apiKeys"].is_null()) {
     const json& keys = r.Object(s, "apiKeys", "spec.scheduler.apiKeys");

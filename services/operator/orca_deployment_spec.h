@@ -96,6 +96,8 @@ struct SchedulerSpec {
   int32_t kv_block_size = 16;
   /// Chunked prefill: tokens per iteration (0 = off, whole prompts as in Algorithm 1).
   int32_t max_num_batched_tokens = 0;
+  /// Chunked prefill's time budget (--max-prefill-slowdown): 0 = off, else in (1, 1000].
+  double max_prefill_slowdown = 0;
   bool enable_prefix_caching = false;
   std::string scheduling_order = "fcfs";  // fcfs | priority
   int64_t priority_aging_ms = 1000;

@@ -31,6 +31,7 @@ struct Flags {
   std::string model_name;
   std::string policy = "orca";
   int64_t max_num_batched_tokens = 0;
+  double max_prefill_slowdown = 0;
   bool enable_prefix_caching = false;
   std::string scheduling_order = "fcfs";
   int64_t priority_aging_ms = 1000;
@@ -98,6 +99,10 @@ void AddFlags(FlagSet* flags, Flags* f) {
   flags->AddInt("max-num-batched-tokens", &f->max_num_batched_tokens,
                 "Chunked prefill: tokens per iteration, decodes first, then prompt chunks (0 = off: whole prompts, "
                 "Algorithm 1; else >= --max-bs; orca and paged)");
+  flags->AddDouble("max-prefill-slowdown", &f->max_prefill_slowdown,
+                   "Chunked prefill with a time budget: while requests decode, prompt chunks are cut so that an "
+                   "iteration is predicted to take at most this many times as long as its decodes alone (learned from "
+                   "measured iterations); 0 = off, else in (1, 1000]; orca and paged");
   flags->AddBool("enable-prefix-caching", &f->enable_prefix_caching,
                  "Share full KV blocks by content across requests (the scheduler sends block ids; workers need the "
                  "same --kv-block-size)");
@@ -153,6 +158,10 @@ absl::StatusOr<SchedulerLoop::Options> LoopOptionsFrom(const Flags& f) {
   if (f.max_num_batched_tokens < 0 || f.max_num_batched_tokens > INT32_MAX)
     return absl::InvalidArgumentError("--max-num-batched-tokens must be in [0, 2^31)");
   if (f.priority_aging_ms < 0) return absl::InvalidArgumentError("--priority-aging-ms must be >= 0");
+  if (!(f.max_prefill_slowdown == 0 || (f.max_prefill_slowdown > 1 && f.max_prefill_slowdown <= 1000)))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-prefill-slowdown must be 0 (off) or in (1, 1000], got ", f.max_prefill_slowdown));
+  lo.scheduler.max_prefill_slowdown = f.max_prefill_slowdown;
   lo.scheduler.max_num_batched_tokens = static_cast<int32_t>(f.max_num_batched_tokens);
   lo.scheduler.enable_prefix_caching = f.enable_prefix_caching;
   lo.scheduler.scheduling_order = *order;

@@ -1,5 +1,7 @@
 #include "services/scheduler/scheduler_loop.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
@@ -27,14 +29,14 @@ const char* FinishedReason(sched::RequestState state) {
 
 std::string SchedulingConfigJson(const LoopStats& s) {
   const sched::SchedulerOptions& o = s.options;
-  return absl::StrCat("{\"policy\":\"", sched::PolicyKindName(o.policy), "\",\"max_bs\":", o.max_bs,
-                      ",\"n_slots\":", o.n_slots, ",\"n_workers\":", o.n_workers,
-                      ",\"num_microbatches\":", o.num_microbatches,
-                      ",\"faster_transformer\":", o.faster_transformer ? "true" : "false",
-                      ",\"kv_block_size\":", o.kv_block_size, ",\"max_num_batched_tokens\":", o.max_num_batched_tokens,
-                      ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false",
-                      ",\"scheduling_order\":\"", sched::SchedulingOrderName(o.scheduling_order),
-                      "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging), "}");
+  return absl::StrCat(
+      "{\"policy\":\"", sched::PolicyKindName(o.policy), "\",\"max_bs\":", o.max_bs, ",\"n_slots\":", o.n_slots,
+      ",\"n_workers\":", o.n_workers, ",\"num_microbatches\":", o.num_microbatches,
+      ",\"faster_transformer\":", o.faster_transformer ? "true" : "false", ",\"kv_block_size\":", o.kv_block_size,
+      ",\"max_num_batched_tokens\":", o.max_num_batched_tokens, ",\"max_prefill_slowdown\":", o.max_prefill_slowdown,
+      ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false", ",\"scheduling_order\":\"",
+      sched::SchedulingOrderName(o.scheduling_order),
+      "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging), "}");
 }
 
 absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options options,
@@ -148,6 +150,9 @@ void SchedulerLoop::Run() {
     Deliver(scheduler_->ExpireDeadlines(now), now);
     ExpireWhileDown(now);
     ScheduleIterations(now);
+    // The tokens of the iterations that returned go out after the next iteration has
+    // started: the engine computes while they are streamed.
+    FlushDeferred();
     Publish();
   }
   CancelEverything(absl::Now());
@@ -204,7 +209,23 @@ void SchedulerLoop::Handle(CancelCallerCmd& cmd, absl::Time now) {
 
 void SchedulerLoop::Handle(IterationOutcome& outcome, absl::Time now) {
   if (auto it = iteration_start_.find(outcome.iteration_id); it != iteration_start_.end()) {
-    metrics_->iteration_duration_seconds().Observe(absl::ToDoubleSeconds(now - it->second));
+    const IterationInFlight& f = it->second;
+    metrics_->iteration_duration_seconds().Observe(absl::ToDoubleSeconds(now - f.start));
+    // One line per iteration at debug level: what it carried against what it cost (the
+    // scheduler's round trip and every stage's compute), to find where latency tails come from.
+    if (::orca::GetLogLevel() <= ::orca::LogLevel::kDebug) {
+      int64_t compute_us = 0;
+      for (const StageTiming& t : outcome.stage_timings) compute_us += t.compute_micros;
+      ORCA_LOG(DEBUG)
+              .With("iteration", outcome.iteration_id)
+              .With("requests", f.num_requests)
+              .With("decodes", f.num_decodes)
+              .With("prompt_tokens", f.num_prompt_tokens)
+              .With("max_context", f.max_context)
+              .With("round_trip_us", absl::ToInt64Microseconds(now - f.start))
+              .With("compute_us", compute_us)
+          << "iteration done";
+    }
     iteration_start_.erase(it);
   }
   absl::StatusOr<std::vector<sched::RequestEvent>> events =
@@ -215,7 +236,9 @@ void SchedulerLoop::Handle(IterationOutcome& outcome, absl::Time now) {
     ORCA_LOG(DEBUG) << "late outcome of iteration " << outcome.iteration_id << ": " << events.status();
     return;
   }
-  Deliver(std::move(*events), now);
+  // Streamed after ScheduleIterations (Run), unless another delivery comes first (Deliver
+  // flushes these before its own, so a request's events keep their order).
+  for (sched::RequestEvent& e : *events) deferred_.push_back(Deferred{std::move(e), now});
 }
 
 void SchedulerLoop::Handle(const StateCmd& cmd, absl::Time now) {
@@ -260,6 +283,7 @@ void SchedulerLoop::ExpireWhileDown(absl::Time now) {
 }
 
 void SchedulerLoop::CancelEverything(absl::Time now) {
+  FlushDeferred();
   std::vector<sched::RequestId> ids;
   for (const auto& [id, t] : tracked_) ids.push_back(id);
   for (sched::RequestId id : ids) {
@@ -280,13 +304,20 @@ void SchedulerLoop::ScheduleIterations(absl::Time now) {
   if (!engine_ready_) return;
   bool submitted = false;
   while (std::optional<sched::IterationPlan> plan = scheduler_->Schedule(now)) {
-    int64_t prompt_tokens = 0;
-    for (const auto& r : plan->requests)
-      if (r.phase == sched::Phase::kInitiation) prompt_tokens += static_cast<int64_t>(r.input_token_ids.size());
-    metrics_->prompt_tokens().Increment(static_cast<double>(prompt_tokens));
+    IterationInFlight f{now, static_cast<int32_t>(plan->requests.size())};
+    for (const auto& r : plan->requests) {
+      const auto n = static_cast<int64_t>(r.input_token_ids.size());
+      if (r.phase == sched::Phase::kInitiation) {
+        f.num_prompt_tokens += n;
+      } else {
+        ++f.num_decodes;
+      }
+      f.max_context = std::max(f.max_context, r.start_position + n);
+    }
+    metrics_->prompt_tokens().Increment(static_cast<double>(f.num_prompt_tokens));
     metrics_->batch_size().Observe(static_cast<double>(plan->requests.size()));
     metrics_->iteration_tokens().Observe(static_cast<double>(plan->NumTokens()));
-    iteration_start_[plan->iteration_id] = now;
+    iteration_start_[plan->iteration_id] = f;
     engine_->Submit(std::move(*plan), engine_session_);
     submitted = true;
   }
@@ -296,47 +327,57 @@ void SchedulerLoop::ScheduleIterations(absl::Time now) {
   }
 }
 
+void SchedulerLoop::FlushDeferred() {
+  std::vector<Deferred> deferred;
+  deferred.swap(deferred_);
+  for (Deferred& d : deferred) DeliverOne(d.event, d.now);
+}
+
 void SchedulerLoop::Deliver(std::vector<sched::RequestEvent> events, absl::Time now) {
-  for (sched::RequestEvent& e : events) {
-    auto it = tracked_.find(e.request_id);
-    if (it == tracked_.end()) continue;
-    Tracked& t = it->second;
-    if (!e.new_tokens.empty()) {
-      metrics_->generation_tokens().Increment(static_cast<double>(e.new_tokens.size()));
-      if (!t.first_token_seen) {
-        metrics_->time_to_first_token_seconds().Observe(absl::ToDoubleSeconds(now - t.arrival));
-        t.first_token_seen = true;
-      } else {
-        const double gap = absl::ToDoubleSeconds(now - t.last_token) / static_cast<double>(e.new_tokens.size());
-        for (size_t i = 0; i < e.new_tokens.size(); ++i) metrics_->inter_token_latency_seconds().Observe(gap);
-      }
-      t.last_token = now;
+  if (events.empty()) return;
+  FlushDeferred();
+  for (sched::RequestEvent& e : events) DeliverOne(e, now);
+}
+
+void SchedulerLoop::DeliverOne(sched::RequestEvent& e, absl::Time now) {
+  auto it = tracked_.find(e.request_id);
+  if (it == tracked_.end()) return;
+  Tracked& t = it->second;
+  if (!e.new_tokens.empty()) {
+    metrics_->generation_tokens().Increment(static_cast<double>(e.new_tokens.size()));
+    if (!t.first_token_seen) {
+      metrics_->time_to_first_token_seconds().Observe(absl::ToDoubleSeconds(now - t.arrival));
+      t.first_token_seen = true;
+    } else {
+      const double gap = absl::ToDoubleSeconds(now - t.last_token) / static_cast<double>(e.new_tokens.size());
+      for (size_t i = 0; i < e.new_tokens.size(); ++i) metrics_->inter_token_latency_seconds().Observe(gap);
     }
-    if (e.finish.has_value()) {
-      const sched::FinishInfo& f = *e.finish;
-      ORCA_LOG(INFO)
-              .With("request_id", e.caller_id)
-              .With("engine_request_id", e.request_id)
-              .With("finish", FinishedReason(f.state))
-              .With("prompt_tokens", f.num_prompt_tokens)
-              .With("generated_tokens", f.num_generated_tokens)
-              .With("queue_ms", absl::ToDoubleMilliseconds(f.timings.queue))
-              .With("ttft_ms", absl::ToDoubleMilliseconds(f.timings.ttft))
-              .With("e2e_ms", absl::ToDoubleMilliseconds(f.timings.total))
-          << "request finished" << (f.error_message.empty() ? "" : ": " + f.error_message);
-      metrics_->request_success(FinishedReason(f.state)).Increment();
-      metrics_->e2e_request_latency_seconds().Observe(absl::ToDoubleSeconds(f.timings.total));
-      metrics_->request_queue_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.queue));
-      if (f.num_generated_tokens > 0) {
-        metrics_->request_prefill_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.prefill));
-        metrics_->request_decode_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.decode));
-      }
+    t.last_token = now;
+  }
+  if (e.finish.has_value()) {
+    const sched::FinishInfo& f = *e.finish;
+    ORCA_LOG(INFO)
+            .With("request_id", e.caller_id)
+            .With("engine_request_id", e.request_id)
+            .With("finish", FinishedReason(f.state))
+            .With("prompt_tokens", f.num_prompt_tokens)
+            .With("generated_tokens", f.num_generated_tokens)
+            .With("queue_ms", absl::ToDoubleMilliseconds(f.timings.queue))
+            .With("ttft_ms", absl::ToDoubleMilliseconds(f.timings.ttft))
+            .With("e2e_ms", absl::ToDoubleMilliseconds(f.timings.total))
+        << "request finished" << (f.error_message.empty() ? "" : ": " + f.error_message);
+    metrics_->request_success(FinishedReason(f.state)).Increment();
+    metrics_->e2e_request_latency_seconds().Observe(absl::ToDoubleSeconds(f.timings.total));
+    metrics_->request_queue_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.queue));
+    if (f.num_generated_tokens > 0) {
+      metrics_->request_prefill_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.prefill));
+      metrics_->request_decode_time_seconds().Observe(absl::ToDoubleSeconds(f.timings.decode));
     }
-    t.sink->OnEvent(e);
-    if (e.finish.has_value()) {
-      tickets_.erase(t.ticket);
-      tracked_.erase(it);
-    }
+  }
+  t.sink->OnEvent(e);
+  if (e.finish.has_value()) {
+    tickets_.erase(t.ticket);
+    tracked_.erase(it);
   }
 }
 

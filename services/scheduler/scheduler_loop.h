@@ -49,7 +49,7 @@ struct LoopStats {
 };
 
 /// The scheduling knobs of `stats` as a JSON object (for /ready and logs):
-/// policy, max_bs, n_slots, n_workers, kv_block_size, max_num_batched_tokens,
+/// policy, max_bs, n_slots, n_workers, kv_block_size, max_num_batched_tokens, max_prefill_slowdown,
 /// enable_prefix_caching, scheduling_order, priority_aging_ms.
 std::string SchedulingConfigJson(const LoopStats& stats);
 
@@ -135,7 +135,11 @@ class SchedulerLoop {
   /// Fails the queued requests that waited engine_down_wait for an engine that is down.
   void ExpireWhileDown(absl::Time now);
   void ScheduleIterations(absl::Time now);
+  /// Streams events to their sinks (after the deferred ones) and updates the metrics.
   void Deliver(std::vector<sched::RequestEvent> events, absl::Time now);
+  void DeliverOne(sched::RequestEvent& event, absl::Time now);
+  /// Delivers the events of returned iterations held back while the next one was scheduled.
+  void FlushDeferred();
   void Publish();
 
   Options options_;
@@ -146,7 +150,20 @@ class SchedulerLoop {
   // Loop-thread state.
   absl::flat_hash_map<sched::RequestId, Tracked> tracked_;
   absl::flat_hash_map<Ticket, sched::RequestId> tickets_;
-  absl::flat_hash_map<sched::IterationId, absl::Time> iteration_start_;
+  // What an iteration in flight was, for its duration metric and the per-iteration debug log.
+  struct IterationInFlight {
+    absl::Time start;
+    int32_t num_requests = 0;
+    int32_t num_decodes = 0;
+    int64_t num_prompt_tokens = 0;  // prompt (chunk) tokens
+    int64_t max_context = 0;        // largest start_position + tokens (attention span)
+  };
+  absl::flat_hash_map<sched::IterationId, IterationInFlight> iteration_start_;
+  struct Deferred {
+    sched::RequestEvent event;
+    absl::Time now;
+  };
+  std::vector<Deferred> deferred_;
   bool engine_ready_ = false;
   uint64_t engine_session_ = 0;  // the session plans are made for
   absl::Time engine_down_since_ = absl::Now();

@@ -108,6 +108,7 @@ const CHANGES = [
   { name: "paged policy", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, policy: "paged" }; } },
   { name: "KV block size", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, kvBlockSize: 8 }; } },
   { name: "chunked prefill", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, maxNumBatchedTokens: 256 }; } },
+  { name: "chunked prefill time budget", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, maxPrefillSlowdown: 2 }; } },
   { name: "prefix caching", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, enablePrefixCaching: true }; } },
   { name: "priorities", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, schedulingOrder: "priority", priorityAgingMs: 200 }; } },
   { name: "scheduler drain", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, drainGraceSeconds: 5 }; } },

@@ -111,13 +111,15 @@ test('chunked prefill + paged KV + prefix caching + priority order over 2 pipeli
 
     // 384 slots = 24 blocks of 16 per stage; 8 requests of 164 + 24 tokens need ~80
     // private blocks, so paged KV must preempt; the 64-token prefix is cached.
-    beyond = await startServe(model, ['--policy=paged', '--max-num-batched-tokens=32', '--enable-prefix-caching',
-      '--kv-block-size=16', '--n-slots=384', '--max-bs=8', '--scheduling-order=priority']);
+    // --max-prefill-slowdown: wherever the learned time budget cuts chunks, no token may change.
+    beyond = await startServe(model, ['--policy=paged', '--max-num-batched-tokens=32', '--max-prefill-slowdown=1.5',
+      '--enable-prefix-caching', '--kv-block-size=16', '--n-slots=384', '--max-bs=8', '--scheduling-order=priority']);
     const ready = await fetch(`${beyond.sched}/ready`);
     assert.equal(ready.status, 200);
     const config = (await ready.json()).config;
     assert.equal(config.policy, 'paged');
     assert.equal(config.max_num_batched_tokens, 32);
+    assert.equal(config.max_prefill_slowdown, 1.5);
     assert.equal(config.enable_prefix_caching, true);
     assert.equal(config.scheduling_order, 'priority');
     assert.equal(config.kv_block_size, 16);

@@ -92,7 +92,12 @@ TEST(Fig10ReportTest, ParsesChunkedPrefillAndPrefixCachingOptions) {
   EXPECT_TRUE((*specs)[1].prefix_caching);
   EXPECT_EQ((*specs)[2].label, "paged(max_bs=8)");
   EXPECT_EQ((*specs)[3].label, "request-level(max_bs=8,prefix)");
-  for (const char* bad : {"orca:16:chunk=8", "orca:16:chunky", "request-level:8:chunk=64", "paged:4:chunk=x"}) {
+  absl::StatusOr<std::vector<SweepCurveSpec>> timed = ParseCurveSpecs("paged:16:chunk=32:slowdown=2.5");
+  ASSERT_TRUE(timed.ok()) << timed.status();
+  EXPECT_EQ((*timed)[0].label, "paged(max_bs=16,chunk=32,slowdown=2.5)");
+  EXPECT_EQ((*timed)[0].max_prefill_slowdown, 2.5);
+  for (const char* bad : {"orca:16:chunk=8", "orca:16:chunky", "request-level:8:chunk=64", "paged:4:chunk=x",
+                          "orca:16:slowdown=1", "orca:16:slowdown=x", "request-level:8:slowdown=2"}) {
     EXPECT_FALSE(ParseCurveSpecs(bad).ok()) << bad;
   }
   EXPECT_THAT(std::string(ParseCurveSpecs("orca:16:prefx").status().message()), HasSubstr("unknown option 'prefx'"));

@@ -75,6 +75,7 @@ TEST(OrcaDeploymentSpecTest, SchedulingKnobsAreRead) {
                                    .Set("/spec/scheduler/kvBlockSize", 32)
                                    .Set("/spec/scheduler/kvSlots", 4096)
                                    .Set("/spec/scheduler/maxNumBatchedTokens", 512)
+                                   .Set("/spec/scheduler/maxPrefillSlowdown", 2.5)
                                    .Set("/spec/scheduler/enablePrefixCaching", true)
                                    .Set("/spec/scheduler/schedulingOrder", "priority")
                                    .Set("/spec/scheduler/priorityAgingMs", 0)
@@ -86,6 +87,7 @@ TEST(OrcaDeploymentSpecTest, SchedulingKnobsAreRead) {
   EXPECT_EQ(d->scheduler.policy, "paged");
   EXPECT_EQ(d->scheduler.kv_block_size, 32);
   EXPECT_EQ(d->scheduler.max_num_batched_tokens, 512);
+  EXPECT_EQ(d->scheduler.max_prefill_slowdown, 2.5);
   EXPECT_TRUE(d->scheduler.enable_prefix_caching);
   EXPECT_EQ(d->scheduler.scheduling_order, "priority");
   EXPECT_EQ(d->scheduler.priority_aging_ms, 0);
@@ -181,6 +183,16 @@ INSTANTIATE_TEST_SUITE_P(
                         .Set("/spec/scheduler/policy", "request-level")
                         .Set("/spec/scheduler/maxNumBatchedTokens", 512),
                     "spec.scheduler.policy: the request-level baseline takes neither maxNumBatchedTokens"},
+        InvalidCase{"SlowdownNotAboveOne", OrcaDeploymentBuilder().Set("/spec/scheduler/maxPrefillSlowdown", 0.5),
+                    "spec.scheduler.maxPrefillSlowdown: must be 0 (off) or in (1, 1000], got 0.5"},
+        InvalidCase{"SlowdownNotANumber", OrcaDeploymentBuilder().Set("/spec/scheduler/maxPrefillSlowdown", "2"),
+                    "spec.scheduler.maxPrefillSlowdown: must be a number, got \"2\""},
+        InvalidCase{"BaselineWithATimeBudget",
+                    OrcaDeploymentBuilder()
+                        .Set("/spec/scheduler/policy", "request-level")
+                        .Set("/spec/scheduler/maxPrefillSlowdown", 2),
+                    "spec.scheduler.policy: the request-level baseline takes neither maxNumBatchedTokens, "
+                    "maxPrefillSlowdown"},
         InvalidCase{"BaselineWithPriorities",
                     OrcaDeploymentBuilder()
                         .Set("/spec/scheduler/policy", "request-level")

@@ -478,6 +478,7 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
         "worker-timeout-ms",
         "kv-block-size",
         "max-num-batched-tokens",
+        "max-prefill-slowdown",
         "enable-prefix-caching",
         "scheduling-order",
         "priority-aging-ms",
@@ -643,6 +644,7 @@ TEST(RendererTest, EverySchedulingFieldBecomesItsFlag) {
       {"policy", "paged", {{"scheduler.yaml", "policy"}}},
       {"kvBlockSize", 32, {{"scheduler.yaml", "kv-block-size"}, {"worker.yaml", "kv-block-size"}}},
       {"maxNumBatchedTokens", 512, {{"scheduler.yaml", "max-num-batched-tokens"}}},
+      {"maxPrefillSlowdown", 2.5, {{"scheduler.yaml", "max-prefill-slowdown"}}},
       {"enablePrefixCaching", true, {{"scheduler.yaml", "enable-prefix-caching"}}},
       {"schedulingOrder", "priority", {{"scheduler.yaml", "scheduling-order"}}},
       {"priorityAgingMs", 250, {{"scheduler.yaml", "priority-aging-ms"}}},
@@ -669,6 +671,7 @@ TEST(RendererTest, DefaultsRenderTheBinariesDefaults) {
   EXPECT_EQ(scheduler["policy"], "orca");
   EXPECT_EQ(scheduler["kv-block-size"], 16);
   EXPECT_EQ(scheduler["max-num-batched-tokens"], 0);
+  EXPECT_EQ(scheduler["max-prefill-slowdown"], 0);
   EXPECT_EQ(scheduler["enable-prefix-caching"], false);
   EXPECT_EQ(scheduler["scheduling-order"], "fcfs");
   EXPECT_EQ(scheduler["priority-aging-ms"], 1000);

@@ -39,6 +39,10 @@ struct OptionsBuilder {
     options.max_num_batched_tokens = tokens;
     return *this;
   }
+  OptionsBuilder& Slowdown(double r) {
+    options.max_prefill_slowdown = r;
+    return *this;
+  }
   OptionsBuilder& PrefixCaching() {
     options.enable_prefix_caching = true;
     return *this;
@@ -103,6 +107,64 @@ TEST(ChunkedPrefillTimelineTest, DecodesGoFirstAndPromptsFillTheTokenBudgetInChu
   const ScheduledRequest& b3 = h.plans()[2].requests[1];
   EXPECT_EQ(b3.start_position, 11);  // continues where the second chunk ended
   EXPECT_EQ(b3.input_token_ids.size(), 3u);
+}
+
+// One pipeline beat where an iteration of T tokens takes 1 ms + 0.25 ms × T (n_workers 1).
+void CostlyStep(SchedulerHarness& h) {
+  h.Advance(absl::Microseconds(1000 + 250 * h.plans().back().NumTokens()));
+  ASSERT_TRUE(h.CompleteOldest());
+  h.ScheduleAll();
+  EXPECT_EQ(h.CheckInvariants(true), "") << "after plan " << h.plans().size();
+}
+
+TEST(ChunkedPrefillTimelineTest, TheTimeBudgetCutsChunksToWhatTheDecodesCanWaitFor) {
+  // max_prefill_slowdown 2, no token budget. w's 20-token prompt and 32 decodes teach the
+  // scheduler the engine's cost (1 ms + 0.25 ms per token). Then b's 17-token prompt
+  // arrives while w decodes: an iteration may take twice w's decode alone, 2 × 1.25 ms, so
+  // b gets (2 - 1) × 1.25 / 0.25 = 5 tokens per iteration: 5, 5, 5, 2 (the last samples).
+  // When nothing decodes, c's 30-token prompt goes whole: no inter-token latency to protect.
+  //   w | P D ... D D D D D
+  //   b |           c c c P
+  //   c |                     P
+  SchedulerHarness h(OptionsBuilder(PolicyKind::kOrca, 4, 1024).Slowdown(2).Build());
+  RequestId w = h.Submit(RequestBuilder().Id("w").Prompt(20).MaxNewTokens(40).Build());
+  h.ScheduleAll();
+  for (int i = 0; i < 33; ++i) CostlyStep(h);  // 34 plans: the prompt, 33 decodes
+  ASSERT_EQ(h.plans().size(), 34u);
+  RequestId b = h.Submit(RequestBuilder().Id("b").Prompt(17).MaxNewTokens(1).Build());
+  h.ScheduleAll();                            // nothing: w's 34th plan is in flight
+  for (int i = 0; i < 4; ++i) CostlyStep(h);  // plans 35-38 carry w's decode and b's chunks
+  std::vector<int64_t> tokens = PlanTokens(h);
+  EXPECT_THAT(std::vector<int64_t>(tokens.begin() + 34, tokens.end()), ::testing::ElementsAre(6, 6, 6, 3));
+  CostlyStep(h);  // plan 38 returns: b's token
+  ExpectStates(h, {{w, kRunning}, {b, kLength}}, 38);
+  EXPECT_EQ(h.log(b).tokens.size(), 1u);
+  while (h.num_in_flight() > 0) CostlyStep(h);
+  ExpectStates(h, {{w, kLength}}, 40);
+  RequestId c = h.Submit(RequestBuilder().Id("c").Prompt(30).MaxNewTokens(1).Build());
+  h.ScheduleAll();
+  EXPECT_EQ(h.plans().back().NumTokens(), 30);
+  CostlyStep(h);
+  ExpectStates(h, {{c, kLength}}, 41);
+}
+
+TEST(ChunkedPrefillTimelineTest, WithoutAFitTheTimeBudgetLeavesTheTokenBudget) {
+  // Every harness iteration takes 1 ms whatever its tokens: tokens cost nothing measurable,
+  // so the time budget never binds and the plans are the token budget's (the first test's).
+  //   a | P D D D
+  //   b | c c P D
+  //   c |   - c P
+  SchedulerHarness h(OptionsBuilder(PolicyKind::kOrca, 4, 1024).Chunk(8).Slowdown(1.5).Build());
+  h.Submit(RequestBuilder().Id("a").Prompt(4).MaxNewTokens(4).Build());
+  h.Submit(RequestBuilder().Id("b").Prompt(14).MaxNewTokens(2).Build());
+  h.ScheduleAll();
+  h.Submit(RequestBuilder().Id("c").Prompt(6).MaxNewTokens(1).Build());
+  h.RunToCompletion();
+  EXPECT_EQ(h.Timeline(),
+            "a | P D D D\n"
+            "b | c c P D\n"
+            "c |   - c P\n");
+  EXPECT_THAT(PlanTokens(h), ::testing::ElementsAre(8, 8, 8, 4));
 }
 
 TEST(ChunkedPrefillTimelineTest, AlgorithmOnePutsTheWholePromptIntoOneIteration) {

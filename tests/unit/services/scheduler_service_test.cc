@@ -440,6 +440,7 @@ TEST_F(SchedulerServiceTest, BeyondPaperOptionsAreAppliedReportedAndCounted) {
   o.scheduler.n_slots = 128;  // 16 blocks of 8: six requests of 40 + 24 tokens must preempt
   o.scheduler.kv_block_size = 8;
   o.scheduler.max_num_batched_tokens = 16;
+  o.scheduler.max_prefill_slowdown = 3;
   o.scheduler.enable_prefix_caching = true;
   o.scheduler.scheduling_order = sched::SchedulingOrder::kPriority;
   o.scheduler.priority_aging = absl::Milliseconds(50);
@@ -461,6 +462,7 @@ TEST_F(SchedulerServiceTest, BeyondPaperOptionsAreAppliedReportedAndCounted) {
   const v1::SchedulerStats s = Stats();
   EXPECT_EQ(s.policy(), "paged");
   EXPECT_EQ(s.max_num_batched_tokens(), 16);
+  EXPECT_EQ(s.max_prefill_slowdown(), 3);
   EXPECT_TRUE(s.prefix_caching());
   EXPECT_EQ(s.scheduling_order(), "priority");
   EXPECT_EQ(s.priority_aging_millis(), 50);
