@@ -7,9 +7,10 @@
 #  - its caller: "library" when a frame of an uninstrumented shared library
 #    ("<null> (libgrpc.so.29+0x...)") comes before any frame of Orca's code, else "orca";
 #  - its toucher: the first frame that is Orca's code, gRPC's header code (/usr/include/grpc*)
-#    or an uninstrumented library; frames of libstdc++ and Abseil are looked through.
-# Orca's code is any frame with a source file that is not under /usr/ nor Abseil's (its source
-# or installed headers).
+#    or an uninstrumented library; frames of libstdc++, protobuf, Abseil and protoc's
+#    generated *.pb.{h,cc} (code that acts for whoever called it) are looked through.
+# Orca's code is any other frame with a source file that is not under /usr/ nor Abseil's (its
+# source or installed headers).
 # A report is "LIBRARY" when every such stack is on gRPC's side (caller "library", or toucher
 # gRPC's headers or a library) and at least one was called from inside gRPC; else "ORCA".
 #
@@ -17,7 +18,8 @@
 # code that run on gRPC's own objects (absl::Status payloads, call-op sets, callback tags)
 # hand them between gRPC's threads through atomics TSan cannot see: in such a report either
 # both sides are called from inside gRPC, or one is gRPC's header code that Orca called
-# (ServerWriteReactor::Finish filling its call-op set) and the other gRPC's completion of it.
+# (ServerWriteReactor::Finish filling its call-op set, serializing the response) and the other
+# gRPC's completion of it (destroying the call's response message after OnDone).
 # A race in which Orca's code touches memory itself, or two of Orca's calls race with each
 # other (even inside gRPC's headers, e.g. Finish while a write is in flight), is "ORCA".
 #
@@ -65,6 +67,7 @@ report == "" { next }
     } else if (match($0, / \/[^ ]+:[0-9]+/) || match($0, / \/[^ ]+ \(/)) {
       path = substr($0, RSTART + 1, RLENGTH - 1)
       if (path ~ /^\/usr\/include\/grpc/) kind = "grpc"
+      else if (path ~ /\.pb\.(cc|h)/) kind = ""  # protoc's code acts for its caller
       else if (path !~ /^\/usr\// && path !~ /\/abseil-[0-9]|\/include\/absl\//) kind = "orca"
     }
     if (kind != "" && toucher == "") toucher = kind
