@@ -125,7 +125,11 @@ grep -q "^absl_DIR:.*=$ABSL_PREFIX/lib/cmake/absl\$" "$TSAN_DIR/CMakeCache.txt" 
 SCHEDULER_TESTS=(sched_test scheduler_service_test remote_engine_client_test)
 WORKER_TESTS=(results_writer_test gloo_communicator_test pipeline_test failure_test)
 GATEWAY_TESTS=(gateway_pipeline_test gateway_http_test gateway_grpc_test gateway_drain_test admin_http_server_test)
-TESTS=("${SCHEDULER_TESTS[@]}" "${WORKER_TESTS[@]}" "${GATEWAY_TESTS[@]}")
+# Other code with threads, cheap here: the operator's controller workers, informers and
+# leader election against a fake API server; the metrics registry; orca bench's load
+# generator against its fake server; core/common.
+OTHER_TESTS=(operator_api_test metrics_test loadgen_test common_test)
+TESTS=("${SCHEDULER_TESTS[@]}" "${WORKER_TESTS[@]}" "${GATEWAY_TESTS[@]}" "${OTHER_TESTS[@]}")
 # Built too: the processes the integration tests start, and the self-check.
 HELPERS=(orca-scheduler orca-worker tsan_canary)
 say "building ($(nproc) cores): ${#TESTS[@]} tests"
