@@ -1,10 +1,11 @@
 # Sanitizer and fuzzing builds (a separate build tree; see scripts/sanitize.sh).
 #
 #   -DORCA_SANITIZE=address,undefined   ASan + UBSan on everything Orca compiles
-#   -DORCA_SANITIZE=thread              TSan
+#   -DORCA_SANITIZE=thread              TSan (scripts/tsan.sh: with an instrumented Abseil)
 #   -DORCA_FUZZ=ON                      libFuzzer targets in tests/fuzz (clang only)
 #
-# Only Orca's own code is instrumented; system libraries (gRPC, Abseil, oneDNN) are not.
+# Only Orca's own code is instrumented; system libraries (gRPC, Abseil, oneDNN) are not
+# (scripts/tsan.sh builds Abseil itself with TSan: see docs/DEVELOPING.md).
 set(ORCA_SANITIZE "" CACHE STRING "Sanitizers for Orca's code: address,undefined | thread | empty")
 option(ORCA_FUZZ "Build the libFuzzer targets (requires clang)" OFF)
 set(ORCA_FUZZ_SECONDS 30 CACHE STRING "How long each fuzz test fuzzes after replaying its seeds")
@@ -20,6 +21,13 @@ if(ORCA_SANITIZE)
                       $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>
                       $<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=all>)
   add_link_options(-fsanitize=${ORCA_SANITIZE})
+  if(ORCA_SANITIZE MATCHES "thread")
+    # scripts/tsan.sh links a static, TSan-instrumented Abseil (absl_DIR). Exporting the
+    # executables' symbols makes the absl::Mutex calls of Debian's libgrpc.so bind to that
+    # instrumented copy rather than to the uninstrumented libabsl_*.so gRPC was linked with
+    # (ELF interposition: same version, same inline namespace), so TSan sees gRPC's locks.
+    add_link_options(-rdynamic)
+  endif()
   message(STATUS "Orca sanitizers: ${ORCA_SANITIZE}")
 endif()
 

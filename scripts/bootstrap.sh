@@ -47,6 +47,10 @@ TEST_PACKAGES=(
   # The sanitizer stage (scripts/sanitize.sh): clang with its ASan/UBSan/libFuzzer runtimes
   # and its OpenMP (find_package(OpenMP REQUIRED) under clang).
   clang libclang-rt-14-dev libomp-dev
+  # The TSan stage (scripts/tsan.sh): apt-get source unpacks Abseil's Debian source with
+  # dpkg-source and checks it with the archive keyring; Archer (libarcher.so, libomp's TSan
+  # tool) comes with libomp-14-dev.
+  dpkg-dev debian-archive-keyring libomp-14-dev
 )
 
 install_packages() {

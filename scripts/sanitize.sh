@@ -12,8 +12,8 @@
 #     ORCA_FUZZ_SECONDS each (default 30), or with ORCA_FUZZ_SECONDS=0 a reproducible
 #     ORCA_FUZZ_RUNS inputs from random seed ORCA_FUZZ_SEED (scripts/test.sh: CI).
 #
-# TSan is not run: Debian's Abseil and gRPC are not TSan-instrumented, so every
-# absl::Mutex would look like no synchronization at all (see docs/DEVELOPING.md).
+# TSan runs in its own stage, scripts/tsan.sh (after this one in scripts/test.sh): it needs
+# an Abseil built with -fsanitize=thread, which it builds from Debian's source.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SAN_DIR="${ORCA_SAN_BUILD_DIR:-$ROOT/build-asan}"

@@ -2,12 +2,13 @@
 # README command (b): set everything up on a fresh Debian 12 machine and run
 # every test (unit, integration, e2e; GPU tests skip without a device).
 #
-#   scripts/test.sh                 # everything, then the sanitizer stage
-#   scripts/test.sh -L unit         # extra arguments go to ctest (no sanitizer stage)
+#   scripts/test.sh                 # everything, then the sanitizer and TSan stages
+#   scripts/test.sh -L unit         # extra arguments go to ctest (no sanitizer stages)
 #
 # The sanitizer stage (scripts/sanitize.sh): unit and integration tests under ASan+UBSan,
 # and every fuzz target on its regressions, then a bounded, reproducible exploration.
-# ORCA_SKIP_SANITIZE=1 skips it.
+# ORCA_SKIP_SANITIZE=1 skips it. Then the TSan stage (scripts/tsan.sh): the scheduler's,
+# worker's and gateway's threading tests under ThreadSanitizer; ORCA_SKIP_TSAN=1 skips it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${ORCA_BUILD_DIR:-$ROOT/build}"
@@ -26,5 +27,8 @@ if [ $# -eq 0 ] && [ -z "${ORCA_SKIP_SANITIZE:-}" ]; then
   # target, tests/fuzz/CMakeLists.txt) from the fixed random seed ORCA_FUZZ_SEED: bounded
   # and reproducible. Exploring for a time is `ORCA_FUZZ_SECONDS=N scripts/sanitize.sh`.
   ORCA_FUZZ_SECONDS="${ORCA_FUZZ_SECONDS:-0}" ORCA_FUZZ_RUNS="${ORCA_FUZZ_RUNS:-8000}" \
-    ORCA_FUZZ_SEED="${ORCA_FUZZ_SEED:-1}" exec "$ROOT/scripts/sanitize.sh"
+    ORCA_FUZZ_SEED="${ORCA_FUZZ_SEED:-1}" "$ROOT/scripts/sanitize.sh"
+fi
+if [ $# -eq 0 ] && [ -z "${ORCA_SKIP_TSAN:-}" ]; then
+  "$ROOT/scripts/tsan.sh"
 fi

@@ -313,8 +313,10 @@ void RemoteEngineClient::OpenStreams(Session* session) {
   rr.set_session_id(session->id);
   session->results = stubs_.back()->Results(&session->results_ctx, rr);
   session->threads.emplace_back([this, session] { ReadResults(session); });
+  // Every context before the first watcher starts: a watcher reads heartbeat_ctx[i] while
+  // this thread would otherwise still be growing (and reallocating) the vector.
+  for (size_t i = 0; i < stubs_.size(); ++i) session->heartbeat_ctx.push_back(std::make_unique<grpc::ClientContext>());
   for (size_t i = 0; i < stubs_.size(); ++i) {
-    session->heartbeat_ctx.push_back(std::make_unique<grpc::ClientContext>());
     session->threads.emplace_back([this, session, i] { WatchStage(session, i); });
   }
   session->threads.emplace_back([this, session] { Watchdog(session); });

@@ -122,6 +122,11 @@ class FakePipeline {
     }
     thread_.join();
     for (auto& s : servers_) s->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    // Shutdown returns after every reactor's OnDone, which unsubscribes under mu_; gRPC
+    // orders the two through its own atomics (invisible to TSan): take mu_ once so what
+    // OnDone touched is seen before the members are destroyed.
+    absl::MutexLock lock(&mu_);
+    heartbeats_.clear();
   }
 
   int num_stages() const { return static_cast<int>(stages_.size()); }

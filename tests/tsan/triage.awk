@@ -1,0 +1,77 @@
+# Sorts ThreadSanitizer reports (one log file per process, scripts/tsan.sh) into Orca's
+# findings and reports about gRPC's internal state only.
+#
+# Each stack of a report that says who touched or locked something (the two accesses of a
+# race, the acquisitions of a lock-order inversion; not where a mutex or thread was created or
+# memory allocated) gets, reading from the top (innermost) frame down:
+#  - its caller: "library" when a frame of an uninstrumented shared library
+#    ("<null> (libgrpc.so.29+0x...)") comes before any frame of Orca's code, else "orca";
+#  - its toucher: the first frame that is Orca's code, gRPC's header code (/usr/include/grpc*)
+#    or an uninstrumented library; frames of libstdc++, protobuf, Abseil and protoc's
+#    generated *.pb.{h,cc} (code that acts for whoever called it) are looked through.
+# Orca's code is any other frame with a source file that is not under /usr/ nor Abseil's (its
+# source or installed headers).
+# A report is "LIBRARY" when every such stack is on gRPC's side (caller "library", or toucher
+# gRPC's headers or a library) and at least one was called from inside gRPC; else "ORCA".
+#
+# Why: Debian's gRPC is not instrumented. The instrumented Abseil, libstdc++ and grpcpp header
+# code that run on gRPC's own objects (absl::Status payloads, call-op sets, callback tags)
+# hand them between gRPC's threads through atomics TSan cannot see: in such a report either
+# both sides are called from inside gRPC, or one is gRPC's header code that Orca called
+# (ServerWriteReactor::Finish filling its call-op set, serializing the response) and the other
+# gRPC's completion of it (destroying the call's response message after OnDone).
+# A race in which Orca's code touches memory itself, or two of Orca's calls race with each
+# other (even inside gRPC's headers, e.g. Finish while a write is in flight), is "ORCA".
+#
+# Input: report files. Output: per report a line "@@@ FILE VERDICT" then the report.
+function flush_section() {
+  if (in_section && section_classified) {
+    sections++
+    if (caller == "") caller = "orca"
+    if (caller == "library") library_called++
+    if (caller == "orca" && toucher != "grpc" && toucher != "library") orca_sections++
+  }
+  in_section = 0
+}
+function flush_report(   verdict) {
+  flush_section()
+  if (report == "") return
+  verdict = (sections > 0 && orca_sections == 0 && library_called > 0) ? "LIBRARY" : "ORCA"
+  printf "@@@ %s %s\n%s", FILENAME_OF_REPORT, verdict, report
+  report = ""
+}
+/^WARNING: ThreadSanitizer:/ {
+  flush_report()
+  report = $0 "\n"; FILENAME_OF_REPORT = FILENAME
+  sections = 0; orca_sections = 0; library_called = 0; in_section = 0
+  next
+}
+report == "" { next }
+/^==================/ { flush_report(); next }
+{
+  report = report $0 "\n"
+  if ($0 ~ /^SUMMARY: ThreadSanitizer/) { flush_report(); next }
+  if ($0 ~ /^ *$/) { flush_section(); next }
+  if ($0 ~ /^  [A-Z].*:$/ || $0 ~ /^  [A-Z].*\):$/) {
+    flush_section()
+    in_section = 1
+    caller = ""; toucher = ""
+    # Not read: where mutexes and threads were created, where memory was allocated or freed.
+    section_classified = !($0 ~ /created at|created by|Location is|allocated by|freed by/)
+    next
+  }
+  if (in_section && $0 ~ /^ +#[0-9]+ /) {
+    kind = ""
+    if ($0 ~ /<null> \(lib[^ ]*\.so[^ ]*\+0x[0-9a-f]+\)/) {
+      kind = "library"
+    } else if (match($0, / \/[^ ]+:[0-9]+/) || match($0, / \/[^ ]+ \(/)) {
+      path = substr($0, RSTART + 1, RLENGTH - 1)
+      if (path ~ /^\/usr\/include\/grpc/) kind = "grpc"
+      else if (path ~ /\.pb\.(cc|h)/) kind = ""  # protoc's code acts for its caller
+      else if (path !~ /^\/usr\// && path !~ /\/abseil-[0-9]|\/include\/absl\//) kind = "orca"
+    }
+    if (kind != "" && toucher == "") toucher = kind
+    if ((kind == "library" || kind == "orca") && caller == "") caller = kind
+  }
+}
+END { flush_report() }
