@@ -13,6 +13,7 @@ namespace {
 
 struct AvxVnni {
   static constexpr int kMaxRows = 2;
+  static constexpr int kDirectMaxRows = 0;
 
   static void Halves16(const uint8_t* src, float* dst) {
     _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));

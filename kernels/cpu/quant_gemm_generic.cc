@@ -12,6 +12,7 @@ namespace {
 
 struct Generic {
   static constexpr int kMaxRows = 4;
+  static constexpr int kDirectMaxRows = 0;
 
   static void Halves16(const uint8_t* src, float* dst) {
     for (int c = 0; c < 16; ++c) dst[c] = F16ToF32(static_cast<uint16_t>(src[2 * c] | src[2 * c + 1] << 8));

@@ -8,7 +8,13 @@
 //     static void Halves16(const uint8_t* src, float* dst);   // 16 fp16 → f32
 //     template <int MR, Affine A, int kShift> static void Rows(const RowsArgs&);
 //     static constexpr int kMaxRows;                          // MR ≤ kMaxRows
+//     static constexpr int kDirectMaxRows;  // 0, or: calls with m ≤ this run Direct
+//     template <DType T, int MR> static void Direct(const DirectArgs&);
 //   };
+// Direct (decode: a few rows) reads each unit of the panel straight into
+// registers and computes every row from there, with no scratch round trip;
+// the chunked scratch path amortizes the unpacking over many rows (prefill).
+// Both perform the same f32 operations in the same order.
 // Not a public header.
 
 #include <algorithm>
@@ -102,6 +108,54 @@ inline void UnpackUnit(const uint8_t* u, Scratch& s, int g0) {
   }
 }
 
+/// What a direct (decode) kernel needs: a whole panel and MR ≤ kDirectMaxRows rows.
+struct DirectArgs {
+  const uint8_t* panel;  // the panel's first unit
+  int64_t units;         // units along k
+  const QuantizedRows* x;
+  int64_t row;  // first activation row
+  float* y;     // &y[row][first column of the panel]
+  int64_t ldy;
+  int cols;           // valid columns of the panel (≤ 16)
+  bool load_y;        // accumulate into y
+  const float* bias;  // null or the panel's first bias
+};
+
+template <class I, DType T>
+void RunDirect(const GemmArgs& a) {
+  constexpr int kMax = I::kDirectMaxRows;
+  const int64_t units = a.k / UnitValues(T), m = a.x->m;
+  const size_t panel_bytes = PanelBytes(T, a.k);
+  for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
+    DirectArgs d;
+    d.panel = a.packed + static_cast<size_t>(p) * panel_bytes;
+    d.units = units;
+    d.x = a.x;
+    d.ldy = a.ldy;
+    d.cols = static_cast<int>(std::min<int64_t>(kPanelCols, a.n - p * kPanelCols));
+    d.load_y = a.accumulate;
+    d.bias = a.bias != nullptr ? a.bias + p * kPanelCols : nullptr;
+    for (int64_t row = 0; row < m; row += kMax) {
+      d.row = row;
+      d.y = a.y + row * a.ldy + p * kPanelCols;
+      switch (std::min<int64_t>(kMax, m - row)) {
+        case 1:
+          I::template Direct<T, 1>(d);
+          break;
+        case 2:
+          if constexpr (kMax >= 2) I::template Direct<T, 2>(d);
+          break;
+        case 3:
+          if constexpr (kMax >= 3) I::template Direct<T, 3>(d);
+          break;
+        default:
+          if constexpr (kMax >= 4) I::template Direct<T, 4>(d);
+          break;
+      }
+    }
+  }
+}
+
 template <class I, DType T, int MR>
 inline void RowBlock(const RowsArgs& r) {
   I::template Rows<MR, AffineOf(T), OffsetShift(T)>(r);
@@ -151,6 +205,9 @@ void GemmTyped(const GemmArgs& a) {
   constexpr int64_t kUnitsPerChunk = kChunkGroups / kUnitGroups;
   constexpr size_t kUnitBytes = UnitBytes(T);
   const int64_t units = a.k / UnitValues(T), m = a.x->m;
+  if constexpr (I::kDirectMaxRows > 0) {
+    if (m <= I::kDirectMaxRows) return RunDirect<I, T>(a);
+  }
   const size_t panel_bytes = PanelBytes(T, a.k);
   for (int64_t p = a.panel_begin; p < a.panel_end; ++p) {
     const uint8_t* panel = a.packed + static_cast<size_t>(p) * panel_bytes;

@@ -1,7 +1,9 @@
 // The quantized GEMM (kernels/cpu/quant_*) for every GGUF type, every shape
-// class (decode rows 1-8, small batches, prefill; partial panels; k of one or
-// several chunks; strided slices of a wider matrix) and every instruction-set
-// path this CPU runs, including the portable one:
+// class (decode rows 1-4, which AVX-512 computes straight from the packed
+// units in registers, and 5 and more, which go through the chunked scratch;
+// small batches, prefill; partial panels; k of one or several chunks; strided
+// slices of a wider matrix) and every instruction-set path this CPU runs,
+// including the portable one:
 //   - packing is lossless: each packed row decodes bit for bit to the GGUF row;
 //   - every ISA path gives exactly the portable path's result (same integer
 //     sums, same f32 operations in the same order);
@@ -48,7 +50,10 @@ std::vector<Shape> ShapesFor(DType t) {
   return {
       {1, 48, 8 * b},                       // decode, whole panels
       {1, 37, 2 * b, b, true},              // decode, partial last panel, slice, bias
+      {2, 40, 2 * b, 0, false, true},       // decode, 2 rows, partial panel, accumulate
       {3, 16, b},                           // tiny
+      {4, 33, 3 * b, b, true, false},       // the widest direct (register) row block: slice, bias
+      {5, 24, 2 * b},                       // the narrowest chunked (scratch) call
       {8, 50, 3 * b, 0, false, true},       // a full row block, accumulate
       {13, 33, 4 * b, 2 * b, true, false},  // small batch: row blocks + remainder
       {64, 40, 2 * b},                      // batch 64
