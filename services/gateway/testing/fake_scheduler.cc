@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "services/common/server_stream_writer.h"  // ORCA_GRPC_HANDS_OFF / ORCA_GRPC_REACTS
 
 namespace orca::gateway::testing {
 namespace {
@@ -45,6 +46,7 @@ class FakeScheduler::Stream : public grpc::ServerWriteReactor<GenerateResponse> 
       : owner_(owner), request(std::move(request)), salt(salt), slots(slots), failure(std::move(failure)) {}
 
   void OnWriteDone(bool ok) override {
+    ORCA_GRPC_REACTS(this);
     bool finish = false;
     {
       absl::MutexLock lock(&owner_->mu_);
@@ -60,10 +62,12 @@ class FakeScheduler::Stream : public grpc::ServerWriteReactor<GenerateResponse> 
     if (finish) Finish(grpc::Status::OK);
   }
   void OnCancel() override {
+    ORCA_GRPC_REACTS(this);
     absl::MutexLock lock(&owner_->mu_);
     cancelled = true;
   }
   void OnDone() override {
+    ORCA_GRPC_REACTS(this);
     {
       absl::MutexLock lock(&owner_->mu_);
       auto& streams = owner_->streams_;
@@ -138,6 +142,7 @@ class FakeScheduler::Service : public orca::v1::Scheduler::CallbackService {
       }
     }
     if (stream == nullptr) return new ErrorReactor(error);
+    ORCA_GRPC_HANDS_OFF(stream);  // to gRPC, which may run OnCancel/OnDone on another thread
     return stream;
   }
 
@@ -336,7 +341,10 @@ void FakeScheduler::IterationLoop() {
     // Outside the lock: gRPC may run reactions inline. Streams cannot go away
     // here: they are neither finished nor (for writes) able to finish until
     // their write completes.
-    for (Stream* s : writes) s->StartWrite(&s->out);
+    for (Stream* s : writes) {
+      ORCA_GRPC_HANDS_OFF(s);  // gRPC runs OnWriteDone after this, on its own thread
+      s->StartWrite(&s->out);
+    }
     for (Stream* s : cancels) s->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "request cancelled"));
     if (exit) return;
     if (options_.iteration_interval > absl::ZeroDuration()) {
