@@ -87,6 +87,20 @@ struct Avx512 {
   // Per group and column the f32 operations are the scratch path's, in its order: the
   // integer sum (offset correction included), then fma(sum, a · d_x, acc), then the second
   // half (Q6_K) or the min term.
+  // Each of MR activation rows from `row` on, at group `group_first`: its int8 values, scales,
+  // scaled sums and offset sums.
+  template <int MR>
+  static void PointAtRows(const QuantizedRows& x, int64_t row, int64_t group_first, const int8_t* xq[MR],
+                          const float* xd[MR], const float* xds[MR], const int32_t* xns[MR]) {
+    for (int i = 0; i < MR; ++i) {
+      const int64_t g = (row + i) * x.groups + group_first;
+      xq[i] = x.q.data() + (row + i) * x.k + group_first * kGroup;
+      xd[i] = x.d.data() + g;
+      xds[i] = x.ds.data() + g;
+      xns[i] = x.ns.data() + g * 3;
+    }
+  }
+
   template <DType T, int MR>
   static void Direct(const impl::DirectArgs& r) {
     constexpr Affine A = AffineOf(T);
@@ -101,13 +115,7 @@ struct Avx512 {
     const float* xd[MR];
     const float* xds[MR];
     const int32_t* xns[MR];
-    for (int i = 0; i < MR; ++i) {
-      const int64_t row = r.row + i;
-      xq[i] = x.q.data() + row * x.k;
-      xd[i] = x.d.data() + row * x.groups;
-      xds[i] = x.ds.data() + row * x.groups;
-      xns[i] = x.ns.data() + row * x.groups * 3;
-    }
+    PointAtRows<MR>(x, r.row, /*group_first=*/0, xq, xd, xds, xns);
     for (int64_t unit = 0; unit < r.units; ++unit) {
       const uint8_t* u = r.panel + unit * kUnitBytes;
       // Decode reads each weight once: request the stream ~2 KiB ahead into L1 (the hardware
@@ -188,13 +196,7 @@ struct Avx512 {
     const float* xd[MR];
     const float* xds[MR];
     const int32_t* xns[MR];
-    for (int i = 0; i < MR; ++i) {
-      const int64_t row = r.row + i;
-      xq[i] = x.q.data() + row * x.k + r.group_first * kGroup;
-      xd[i] = x.d.data() + row * x.groups + r.group_first;
-      xds[i] = x.ds.data() + row * x.groups + r.group_first;
-      xns[i] = x.ns.data() + (row * x.groups + r.group_first) * 3;
-    }
+    PointAtRows<MR>(x, r.row, r.group_first, xq, xd, xds, xns);
     for (int g = 0; g < r.groups; ++g) {
       __m512i ia[MR], ib[MR];
       for (int i = 0; i < MR; ++i) {
