@@ -4,7 +4,9 @@ namespace orca::gateway {
 
 SchedulerCall::SchedulerCall(SchedulerLease lease, orca::v1::GenerateRequest request, int choice,
                              std::shared_ptr<SchedulerCallListener> listener)
-    : lease_(std::move(lease)),
+    : channel_pin_(lease.Pin()),
+      context_(std::make_unique<grpc::ClientContext>()),
+      lease_(std::move(lease)),
       address_(lease_.address()),
       request_(std::move(request)),
       choice_(choice),
@@ -15,13 +17,23 @@ std::shared_ptr<SchedulerCall> SchedulerCall::Start(SchedulerLease lease, orca::
   std::shared_ptr<SchedulerCall> call(
       new SchedulerCall(std::move(lease), std::move(request), choice, std::move(listener)));
   call->self_ = call;
+  grpc::ClientContext* context;
+  {
+    absl::MutexLock lock(&call->context_mu_);
+    context = call->context_.get();
+  }
   // Fail fast when the scheduler is unreachable instead of queueing on the channel.
-  call->context_.set_wait_for_ready(false);
-  call->lease_.Authorize(&call->context_);
-  call->lease_.stub()->async()->Generate(&call->context_, &call->request_, call.get());
+  context->set_wait_for_ready(false);
+  call->lease_.Authorize(context);
+  call->lease_.stub()->async()->Generate(context, &call->request_, call.get());
   call->StartRead(&call->response_);
-  call->StartCall();
+  call->StartCall();  // the context is OnDone's from here on
   return call;
+}
+
+void SchedulerCall::Cancel() {
+  absl::MutexLock lock(&context_mu_);
+  if (context_) context_->TryCancel();
 }
 
 void SchedulerCall::OnReadDone(bool ok) {
@@ -35,6 +47,15 @@ void SchedulerCall::OnDone(const grpc::Status& status) {
   lease_.Release(/*unavailable=*/status.error_code() == grpc::StatusCode::UNAVAILABLE);
   std::shared_ptr<SchedulerCallListener> listener = std::move(listener_);
   listener->OnSchedulerDone(choice_, status);
+  // gRPC is done with the context: end it, then unpin the channel (in that order; see the header).
+  std::unique_ptr<grpc::ClientContext> context;
+  {
+    absl::MutexLock lock(&context_mu_);
+    context = std::move(context_);
+  }
+  context.reset();
+  std::shared_ptr<const void> pin = std::move(channel_pin_);
+  pin.reset();
   // May destroy this object; nothing touches members afterwards.
   std::shared_ptr<SchedulerCall> self = std::move(self_);
 }

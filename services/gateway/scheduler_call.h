@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "absl/synchronization/mutex.h"
 #include "orca/v1/scheduler.grpc.pb.h"
 #include "services/gateway/scheduler_router.h"
 
@@ -31,7 +32,7 @@ class SchedulerCall : public grpc::ClientReadReactor<orca::v1::GenerateResponse>
                                               std::shared_ptr<SchedulerCallListener> listener);
 
   /// Cancels the call; safe at any time, from any thread, more than once.
-  void Cancel() { context_.TryCancel(); }
+  void Cancel();
   const std::string& scheduler_address() const { return address_; }
 
   void OnReadDone(bool ok) override;
@@ -41,7 +42,12 @@ class SchedulerCall : public grpc::ClientReadReactor<orca::v1::GenerateResponse>
   SchedulerCall(SchedulerLease lease, orca::v1::GenerateRequest request, int choice,
                 std::shared_ptr<SchedulerCallListener> listener);
 
-  grpc::ClientContext context_;
+  // The channel pin outlives the context (members end in reverse order), and both go at the
+  // end of OnDone, not with this object (which its job may hold much longer): the router waits
+  // for the pins before it destroys channels (scheduler_router.cc, ChannelReaper).
+  std::shared_ptr<const void> channel_pin_;
+  absl::Mutex context_mu_;
+  std::unique_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(context_mu_);
   SchedulerLease lease_;
   const std::string address_;
   const orca::v1::GenerateRequest request_;

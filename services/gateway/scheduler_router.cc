@@ -17,17 +17,74 @@
 
 namespace orca::gateway {
 
+// Where the schedulers' grpc::Channel objects end. A channel must never be destroyed on a gRPC
+// callback thread: when it is the process's last channel, gRPC 1.51 then shuts down the shared
+// callback queue and joins its polling threads, the current one included (the join fails,
+// EDEADLK, and is ignored), deletes the queue, and the thread's next poll aborts in
+// grpc_cq_internal_unref (grpc/grpc#37858; seen here when a call's last reference dropped in its
+// OnDone after the router was gone). So a Backend hands its channel here as it dies, and the
+// router destroys the channels on its own threads: the polling thread, PollNow's caller and its
+// destructor, which waits for the backends its calls still pin.
+class SchedulerLease::ChannelReaper {
+ public:
+  void Born() {
+    absl::MutexLock lock(&mu_);
+    ++live_;
+  }
+  void Died(std::shared_ptr<grpc::Channel> channel) {
+    absl::MutexLock lock(&mu_);
+    --live_;
+    dead_.push_back(std::move(channel));
+  }
+  /// Destroys the channels of dead backends on the calling thread.
+  void Drain() {
+    std::vector<std::shared_ptr<grpc::Channel>> dead;
+    {
+      absl::MutexLock lock(&mu_);
+      dead.swap(dead_);
+    }
+  }
+  /// Waits (draining) until no backend is alive; false on timeout.
+  bool AwaitNoBackends(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (true) {
+      Drain();
+      absl::MutexLock lock(&mu_);
+      auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_ == 0 || !dead_.empty(); };
+      if (!mu_.AwaitWithDeadline(absl::Condition(&none), deadline)) return false;
+      if (live_ == 0 && dead_.empty()) return true;
+    }
+  }
+  int64_t live() const {
+    absl::MutexLock lock(&mu_);
+    return live_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  int64_t live_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::shared_ptr<grpc::Channel>> dead_ ABSL_GUARDED_BY(mu_);
+};
+
 struct SchedulerLease::Backend {
-  Backend(std::string addr, std::string key)
+  Backend(std::string addr, std::string key, std::shared_ptr<ChannelReaper> reaper)
       : address(std::move(addr)),
         api_key(std::move(key)),
         channel(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
-        stub(orca::v1::Scheduler::NewStub(channel)) {}
+        stub(orca::v1::Scheduler::NewStub(channel)),
+        reaper_(std::move(reaper)) {
+    reaper_->Born();
+  }
+  ~Backend() {
+    stub.reset();  // the stub's reference first: the reaper's must be the channel's last
+    reaper_->Died(std::move(channel));
+  }
 
   const std::string address;
   const std::string api_key;
-  const std::shared_ptr<grpc::Channel> channel;
-  const std::unique_ptr<orca::v1::Scheduler::Stub> stub;
+  // Set once by the constructor; the destructor hands the channel to the reaper.
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<orca::v1::Scheduler::Stub> stub;
   std::atomic<int64_t> outstanding{0};
 
   mutable absl::Mutex mu;
@@ -36,6 +93,9 @@ struct SchedulerLease::Backend {
   orca::v1::SchedulerStats stats ABSL_GUARDED_BY(mu);
   bool has_stats ABSL_GUARDED_BY(mu) = false;
   absl::Time last_answer ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+
+ private:
+  const std::shared_ptr<ChannelReaper> reaper_;
 };
 
 // ---- SchedulerLease ----------------------------------------------------------
@@ -101,10 +161,11 @@ absl::StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(const std::strin
 
 }  // namespace
 
-SchedulerRouter::SchedulerRouter(Options options) : options_(std::move(options)) {
+SchedulerRouter::SchedulerRouter(Options options)
+    : options_(std::move(options)), reaper_(std::make_shared<SchedulerLease::ChannelReaper>()) {
   absl::MutexLock lock(&backends_mu_);
   for (const std::string& address : options_.addresses)
-    backends_.push_back(std::make_shared<Backend>(address, options_.api_key));
+    backends_.push_back(std::make_shared<Backend>(address, options_.api_key, reaper_));
 }
 
 absl::StatusOr<std::unique_ptr<SchedulerRouter>> SchedulerRouter::Create(Options options) {
@@ -136,7 +197,21 @@ absl::StatusOr<std::unique_ptr<SchedulerRouter>> SchedulerRouter::Create(Options
   return router;
 }
 
-SchedulerRouter::~SchedulerRouter() { Stop(); }
+SchedulerRouter::~SchedulerRouter() {
+  Stop();
+  {
+    absl::MutexLock lock(&backends_mu_);
+    backends_.clear();
+  }
+  // Calls still winding down pin their backends until their contexts are gone (SchedulerCall).
+  if (!reaper_->AwaitNoBackends(absl::Seconds(30))) {
+    // Destroying their channels later, on whichever thread drops the last pin, could abort
+    // the process (see ChannelReaper): leave them to the process's exit instead.
+    ORCA_LOG(ERROR) << reaper_->live()
+                    << " scheduler channels are still in use by calls 30s after the router stopped; leaving them";
+    new std::shared_ptr<SchedulerLease::ChannelReaper>(reaper_);  // never freed, deliberately
+  }
+}
 
 void SchedulerRouter::Stop() {
   {
@@ -175,7 +250,7 @@ void SchedulerRouter::RefreshDiscovery() {
   }
   for (const std::string& address : wanted) {
     ORCA_LOG(INFO).With("scheduler", address) << "scheduler discovered through " << dns_host_;
-    kept.push_back(std::make_shared<Backend>(address, options_.api_key));
+    kept.push_back(std::make_shared<Backend>(address, options_.api_key, reaper_));
   }
   backends_ = std::move(kept);
 }
@@ -184,6 +259,7 @@ void SchedulerRouter::PollLoop() {
   while (true) {
     RefreshDiscovery();
     PollNow();
+    reaper_->Drain();  // channels of backends that discovery dropped and their calls released
     if (options_.on_poll) options_.on_poll(AnyReady());
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.poll_interval);
@@ -318,6 +394,7 @@ bool SchedulerRouter::WaitUntilReady(absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(20));
     RefreshDiscovery();
     PollNow();
+    reaper_->Drain();  // channels of backends that discovery dropped and their calls released
   }
 }
 

@@ -65,10 +65,15 @@ class SchedulerLease {
   /// Ends the reservation. `unavailable` marks the scheduler not ready until
   /// the next successful poll (its call failed with UNAVAILABLE).
   void Release(bool unavailable = false);
+  /// Keeps the scheduler's channel from being destroyed until the returned
+  /// pointer goes, whatever happens to the lease or the router: a call holds
+  /// it until its ClientContext is gone (see ChannelReaper in the .cc).
+  std::shared_ptr<const void> Pin() const { return backend_; }
 
  private:
   friend class SchedulerRouter;
   struct Backend;
+  class ChannelReaper;
   explicit SchedulerLease(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {}
   std::shared_ptr<Backend> backend_;
 };
@@ -136,6 +141,7 @@ class SchedulerRouter {
   mutable absl::Mutex backends_mu_;
   std::vector<std::shared_ptr<Backend>> backends_ ABSL_GUARDED_BY(backends_mu_);
   std::atomic<uint64_t> next_pick_{0};
+  const std::shared_ptr<SchedulerLease::ChannelReaper> reaper_;
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread poller_;

@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/common/ports.h"
 #include "gtest/gtest.h"
+#include "services/gateway/scheduler_call.h"
 #include "services/gateway/testing/fake_scheduler.h"
 
 namespace orca::gateway {
@@ -301,6 +302,71 @@ TEST(SchedulerRouterTest, DefaultResolverFindsLocalhostAndTreatsAnUnknownNameAsN
   ASSERT_TRUE(router.ok());
   (*router)->RefreshDiscovery();
   EXPECT_TRUE((*router)->Snapshot().empty());
+}
+
+// A call's listener that, once the call is done, waits on gRPC's callback thread for a while
+// before the call lets go of its context: the router is destroyed meanwhile.
+class SlowDoneListener : public SchedulerCallListener {
+ public:
+  void OnSchedulerResponse(int, const orca::v1::GenerateResponse&) override {}
+  void OnSchedulerDone(int, const grpc::Status& status) override {
+    {
+      absl::MutexLock lock(&mu_);
+      status_ = status;
+      done_ = true;
+    }
+    absl::SleepFor(absl::Milliseconds(300));
+    absl::MutexLock lock(&mu_);
+    returned_ = true;
+  }
+  bool returned() {
+    absl::MutexLock lock(&mu_);
+    return returned_;
+  }
+  grpc::Status WaitDone() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    return status_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool returned_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(SchedulerRouterTest, ACallEndingAfterTheRouterIsGoneNeverDestroysTheChannelOnGrpcsThread) {
+  // With gRPC 1.51, destroying the process's last channel on a callback thread deletes the
+  // callback queue under that thread, which aborts at its next poll (grpc_cq_internal_unref):
+  // the router must outlive the call's context and destroy the channel itself. No other
+  // channel exists here, so the old order (the router gone first, the call's context last on
+  // gRPC's thread) aborted this test binary.
+  auto fake = StartFake();
+  auto router = MakeRouter({fake->address()});
+  router->PollNow();
+  auto lease = router->Acquire();
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  orca::v1::GenerateRequest request;
+  request.set_request_id("late");
+  request.add_prompt_token_ids(1);
+  request.set_max_new_tokens(2);
+  auto listener = std::make_shared<SlowDoneListener>();
+  SchedulerCall::Start(std::move(lease).value(), request, 0, listener);
+  EXPECT_TRUE(listener->WaitDone().ok());
+  // The call is (almost surely) still inside OnDone, holding its context: the router waits
+  // until the call has let go of it, which is after the listener returned.
+  router.reset();
+  EXPECT_TRUE(listener->returned());
+  // gRPC's callback threads still work: a new router's call completes.
+  router = MakeRouter({fake->address()});
+  router->PollNow();
+  auto again = router->Acquire();
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto second = std::make_shared<SlowDoneListener>();
+  SchedulerCall::Start(std::move(again).value(), request, 0, second);
+  EXPECT_TRUE(second->WaitDone().ok());
+  router.reset();
 }
 
 }  // namespace
