@@ -207,8 +207,7 @@ bool ModelRunner::GraphEligible(const ForwardInput& in) const {
   if (!o_.decode_graphs || o_.pipeline != nullptr || in.hidden_in != nullptr) return false;
   const ModelWeights& w = *o_.weights;
   const Partition& p = w.partition();
-  if (p.tp_size > 1 || !p.has_embedding || !p.has_head || w.vocab_parallel_head() || w.lm_head().empty())
-    return false;
+  if (p.tp_size > 1 || !p.has_embedding || !p.has_head || w.vocab_parallel_head() || w.lm_head().empty()) return false;
   for (const SeqSpec& s : in.seqs)
     if (s.num_tokens != 1 || s.all_logits) return false;  // a prompt (or its logprobs): not a decode step
   return true;

@@ -5,8 +5,10 @@
 // What it checks: kernel indexing and tiling, barrier and shuffle placement
 // (a barrier or full-warp shuffle not reached by every thread deadlocks and
 // aborts), reads of shared memory never written (it starts as NaN), reads of
-// device memory never written (cudaMalloc returns NaN bytes), launch shapes,
-// shared-memory limits, and the GEMM operand layout against cuBLAS's
+// device memory never written (cudaMalloc returns NaN bytes) or already freed
+// (cudaFree poisons it and keeps it out of reuse for a while), launch shapes,
+// shared-memory limits, what a stream capture records (and that nothing inside
+// it makes the host wait), and the GEMM operand layout against cuBLAS's
 // documented column-major semantics.
 // What it cannot check: performance, races that need real concurrency (the
 // fibers interleave only at barriers), the CUDA memory model, real cuBLAS.
@@ -19,9 +21,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <deque>
 #include <limits>
+#include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -42,6 +45,10 @@ constexpr size_t kSharedDefault = 48 * 1024;
 constexpr size_t kSharedOptIn = 99 * 1024;  // sm_86 / sm_89: the tightest current GPUs
 constexpr size_t kMaxAllocation = size_t{1} << 40;
 constexpr size_t kFiberStack = 128 * 1024;
+// Freed device memory is poisoned and kept out of reuse until this much more has been freed,
+// so that a stale pointer (a graph replaying onto buffers reallocated since its capture) reads
+// NaN instead of whatever the allocator put at the same address.
+constexpr size_t kFreedQuarantine = size_t{256} << 20;
 
 enum class Wait { kNone, kBlock, kWarp };
 
@@ -62,7 +69,9 @@ struct Emulator {
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
   std::mutex memory_mu;
-  std::set<void*> device_allocations;
+  std::map<void*, size_t> device_allocations;  // pointer -> bytes
+  std::deque<std::pair<void*, size_t>> quarantine;
+  size_t quarantine_bytes = 0;
   std::atomic<long> host_waits[kDevices] = {};
   std::atomic<long> graph_launches[kDevices] = {};
   std::atomic<long> captured_nodes[kDevices] = {};
@@ -236,7 +245,8 @@ cudaError_t RunKernel(unsigned grid, unsigned block, size_t shared, const std::f
 cudaError_t EmulatedRun(unsigned grid, unsigned block, size_t shared, cudaStream_t stream, std::function<void()> body) {
   // A launch's shape is checked when it is queued, captured or not.
   if (grid == 0 || block == 0 || block > 1024 || block % 32 != 0) return cudaErrorInvalidConfiguration;
-  return Enqueue(stream, [grid, block, shared, body = std::move(body)] { return RunKernel(grid, block, shared, body); });
+  return Enqueue(stream,
+                 [grid, block, shared, body = std::move(body)] { return RunKernel(grid, block, shared, body); });
 }
 
 cudaError_t EmulatedSetSharedLimit(int bytes) {
@@ -354,18 +364,26 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   std::memset(*ptr, 0xff, bytes);  // fresh device memory is garbage: all-ones bytes are NaN in f32 and bf16
   Emulator& e = E();
   std::lock_guard<std::mutex> lock(e.memory_mu);
-  e.device_allocations.insert(*ptr);
+  e.device_allocations.emplace(*ptr, bytes);
   return cudaSuccess;
 }
 cudaError_t cudaFree(void* ptr) {
   if (cudaError_t e = CheckUnsafeCall(); e != cudaSuccess) return e;
   if (ptr == nullptr) return cudaSuccess;
   Emulator& e = E();
-  {
-    std::lock_guard<std::mutex> lock(e.memory_mu);
-    if (e.device_allocations.erase(ptr) == 0) return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(e.memory_mu);
+  auto it = e.device_allocations.find(ptr);
+  if (it == e.device_allocations.end()) return cudaErrorInvalidValue;
+  const size_t bytes = it->second;
+  e.device_allocations.erase(it);
+  std::memset(ptr, 0xff, bytes);  // NaN in f32 and bf16
+  e.quarantine.emplace_back(ptr, bytes);
+  e.quarantine_bytes += bytes;
+  while (e.quarantine_bytes > kFreedQuarantine) {
+    std::free(e.quarantine.front().first);
+    e.quarantine_bytes -= e.quarantine.front().second;
+    e.quarantine.pop_front();
   }
-  std::free(ptr);
   return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
@@ -477,8 +495,8 @@ const char* cublasGetStatusString(cublasStatus_t status) {
 
 // C[m, n] = alpha · op(A)[m, k] · op(B)[k, n] + beta · C, column-major. The type
 // combinations are the ones cuBLAS accepts with CUBLAS_COMPUTE_32F and an f32 C.
-cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                            const void* alpha, const void* a, cudaDataType a_type, int lda, const void* b,
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* a, cudaDataType a_type, int lda, const void* b,
                             cudaDataType b_type, int ldb, const void* beta, void* c, cudaDataType c_type, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t) {
   if (c_type != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F || a_type != b_type) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -489,20 +507,20 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   const double al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   float* out = static_cast<float*>(c);
   const cudaError_t e = Enqueue(handle->stream, [=] {
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < m; ++i) {
-      double acc = 0;
-      for (int l = 0; l < k; ++l) {
-        const float av = transa == CUBLAS_OP_N ? Load(a, a_type, i + static_cast<long>(l) * lda)
-                                               : Load(a, a_type, l + static_cast<long>(i) * lda);
-        const float bv = transb == CUBLAS_OP_N ? Load(b, b_type, l + static_cast<long>(j) * ldb)
-                                               : Load(b, b_type, j + static_cast<long>(l) * ldb);
-        acc += static_cast<double>(av) * bv;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        double acc = 0;
+        for (int l = 0; l < k; ++l) {
+          const float av = transa == CUBLAS_OP_N ? Load(a, a_type, i + static_cast<long>(l) * lda)
+                                                 : Load(a, a_type, l + static_cast<long>(i) * lda);
+          const float bv = transb == CUBLAS_OP_N ? Load(b, b_type, l + static_cast<long>(j) * ldb)
+                                                 : Load(b, b_type, j + static_cast<long>(l) * ldb);
+          acc += static_cast<double>(av) * bv;
+        }
+        float& y = out[i + static_cast<long>(j) * ldc];
+        y = static_cast<float>(al * acc + (be != 0 ? be * y : 0.0));  // beta 0 ignores C, even NaN
       }
-      float& y = out[i + static_cast<long>(j) * ldc];
-      y = static_cast<float>(al * acc + (be != 0 ? be * y : 0.0));  // beta 0 ignores C, even NaN
-    }
-  return cudaSuccess;
+    return cudaSuccess;
   });
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
