@@ -161,6 +161,14 @@ absl::Status CheckLayout(const Engine::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat("the first GPU must be >= 0, got ", o.first_device));
   if (o.tp_size < 1 || o.tp_size > 64)
     return absl::InvalidArgumentError(absl::StrCat("tensor parallelism must be in [1, 64], got ", o.tp_size));
+  if (o.cuda_graphs && o.device != "cuda")
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA graphs (--cuda-graphs) need the cuda device, got '", o.device, "'"));
+  if (o.cuda_graphs && (o.num_stages > 1 || o.tp_size > 1))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA graphs (--cuda-graphs) are implemented for one pipeline stage with tensor parallelism 1 (the capture "
+        "does not hold NCCL collectives or pipeline links yet); got ",
+        o.num_stages, " stages, tensor parallelism ", o.tp_size));
   if (o.device == "cuda" && o.tp_size > 1 && !kHaveNccl && kernels::CudaAvailable())
     return absl::FailedPreconditionError(
         absl::StrCat("tensor parallelism ", o.tp_size,
@@ -280,6 +288,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     ro.backend = shard->backend.get();
     ro.tp = shard->tp.get();
     ro.fused_kernels = o.fused_kernels;
+    ro.decode_graphs = o.cuda_graphs;
     ORCA_ASSIGN_OR_RETURN(shard->runner, ModelRunner::Create(ro));
   }
   e->LogReady();
@@ -310,6 +319,8 @@ int64_t Engine::kv_slots_total() const { return shards_[0]->kv->slots_total(); }
 int64_t Engine::kv_slots_used() const { return shards_[0]->kv->slots_used(); }
 int64_t Engine::num_requests() const { return shards_[0]->kv->num_requests(); }
 std::string Engine::backend_name() const { return shards_[0]->backend->name(); }
+int64_t Engine::graphs_captured() const { return shards_[0]->runner->graphs_captured(); }
+int64_t Engine::graph_launches() const { return shards_[0]->runner->graph_launches(); }
 
 size_t Engine::weight_bytes() const {
   size_t total = 0;

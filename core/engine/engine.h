@@ -56,6 +56,10 @@ class Engine {
     bool cpu_bf16_dot = true;           ///< see CpuBackend::Options::bf16_dot
     bool keep_logits = false;           ///< copy logits into StepOutput (tests)
     bool fused_kernels = true;          ///< see ModelRunner::Options::fused_kernels
+    /// cuda only: decode iterations recorded once per batch shape as CUDA Graphs and replayed
+    /// (ModelRunner::Options::decode_graphs). Implemented for one stage with tp_size 1; Create
+    /// refuses it on the CPU backend and for pipeline or tensor parallelism.
+    bool cuda_graphs = false;
     /// With tp_size > 1 on the last stage: every shard computes the logits of
     /// its vocabulary slice and shard 0 gathers them (ModelWeights::Options).
     /// Off: shard 0 holds the whole LM head and computes every logit.
@@ -134,6 +138,10 @@ class Engine {
   /// The weights' type: f32 or bf16, or for a quantized checkpoint its embedding's block type.
   DType weight_dtype() const;
   std::string backend_name() const;
+  /// Options::cuda_graphs: decode graphs recorded so far, and iterations that ran as graph
+  /// launches (shard 0; zeros without the option).
+  int64_t graphs_captured() const;
+  int64_t graph_launches() const;
   /// Mask-cache statistics of structured-output requests so far (zeros before the first).
   structured::GrammarRuntime::Stats structured_stats() const;
 

@@ -22,6 +22,20 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const Options& 
     return absl::InvalidArgumentError("ModelRunner needs weights, a KV cache and a backend");
   if (o.weights->partition().tp_size > 1 && o.tp == nullptr)
     return absl::InvalidArgumentError("tensor parallelism needs a communicator");
+  if (o.decode_graphs) {
+    if (!o.backend->SupportsGraphs())
+      return absl::InvalidArgumentError(
+          absl::StrCat("decode graphs need a backend that records graphs (cuda); ", o.backend->name(), " does not"));
+    const Partition& p = o.weights->partition();
+    // The captured region would have to hold the NCCL all-reduces and pipeline sends, which
+    // this capture does not do yet (and a host-ordered Gloo collective cannot be captured).
+    if (p.tp_size > 1 || !p.has_embedding || !p.has_head)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decode graphs are implemented for one stage holding the whole model with tensor parallelism 1; this "
+          "shard is tensor-parallel rank ",
+          p.tp_rank, " of ", p.tp_size, " holding layers [", p.layer_begin, ", ", p.layer_end, ")",
+          p.has_embedding ? "" : " without the embedding", p.has_head ? "" : " without the LM head"));
+  }
   return std::unique_ptr<ModelRunner>(new ModelRunner(o));
 }
 
@@ -37,6 +51,9 @@ absl::Status ModelRunner::Grow(Buffer& b, size_t bytes) {
   if (b.ptr) o_.backend->Free(b.ptr);
   b.ptr = nullptr;
   b.bytes = 0;
+  // Graphs read block tables only through attention's sequences, which are staged again
+  // before every replay, so a new block_tables_ buffer does not make them stale.
+  if (&b != &block_tables_) ++buffers_generation_;
   ORCA_ASSIGN_OR_RETURN(b.ptr, o_.backend->Allocate(want));
   b.bytes = want;
   return absl::OkStatus();
@@ -129,6 +146,25 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
 
   const int64_t H = c.hidden_size;
   ForwardTimings local;
+  if (GraphEligible(in)) {
+    // Every input the graph's ops read goes into its fixed device buffer first, queued
+    // before the launch: the graph holds no copies, so a replay reads this step's values.
+    be.CopyToDevice(ids_.ptr, in.token_ids.data(), n * sizeof(int32_t));
+    if (samples > 0) be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
+    kernels::AttentionParams attn;
+    attn.num_q_heads = w.local_q_heads();
+    attn.kv = o_.kv->Layer(0);  // every layer's attention has the same sequences and head layout
+    attn.seqs = attention_seqs_.data();
+    attn.num_seqs = static_cast<int32_t>(attention_seqs_.size());
+    be.StageAttention(attn);
+    ORCA_RETURN_IF_ERROR(RunDecodeGraph(n, samples, &local));
+    if (samples > 0) {
+      ORCA_RETURN_IF_ERROR(WaitForDevice());
+      be.CopyToHost(logits_out, logits_.ptr, samples * static_cast<size_t>(c.vocab_size) * sizeof(float));
+    }
+    if (timings) timings->compute_micros += NowMicros() - t0;
+    return absl::OkStatus();
+  }
   if (w.partition().has_embedding) {
     be.CopyToDevice(ids_.ptr, in.token_ids.data(), n * sizeof(int32_t));
     be.Embedding(I(ids_), n, w.token_embedding(), F(x_));
@@ -167,17 +203,78 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
   return absl::OkStatus();
 }
 
-absl::Status ModelRunner::Head(int64_t samples, float* logits_out, ForwardTimings* timings) {
+bool ModelRunner::GraphEligible(const ForwardInput& in) const {
+  if (!o_.decode_graphs || o_.pipeline != nullptr || in.hidden_in != nullptr) return false;
+  const ModelWeights& w = *o_.weights;
+  const Partition& p = w.partition();
+  if (p.tp_size > 1 || !p.has_embedding || !p.has_head || w.vocab_parallel_head() || w.lm_head().empty()) return false;
+  for (const SeqSpec& s : in.seqs)
+    if (s.num_tokens != 1 || s.all_logits) return false;  // a prompt (or its logprobs): not a decode step
+  return true;
+}
+
+absl::Status ModelRunner::RunDecodeGraph(int64_t n, int64_t samples, ForwardTimings* timings) {
+  kernels::Backend& be = *o_.backend;
+  DecodeGraph& g = decode_graphs_[{n, samples}];
+  if (g.graph != nullptr && g.buffers_generation == buffers_generation_) {
+    const absl::Status replayed = be.Replay(*g.graph);
+    if (replayed.ok()) {
+      ++graph_launches_;
+      return absl::OkStatus();
+    }
+    if (!absl::IsFailedPrecondition(replayed)) return replayed;
+  }
+  g.graph.reset();  // none yet, or it reads buffers since reallocated: record it (again)
+  if (!g.warmed_up) {
+    g.warmed_up = true;
+    return DeviceBody(n, samples, timings);
+  }
+  ORCA_RETURN_IF_ERROR(be.BeginCapture());
+  const absl::Status body = DeviceBody(n, samples, timings);
+  absl::StatusOr<std::unique_ptr<kernels::OpGraph>> graph = be.EndCapture();
+  ORCA_RETURN_IF_ERROR(body);
+  ORCA_RETURN_IF_ERROR(graph.status());
+  g.graph = std::move(*graph);
+  g.buffers_generation = buffers_generation_;
+  ++graphs_captured_;
+  ORCA_RETURN_IF_ERROR(be.Replay(*g.graph));  // recording ran nothing
+  ++graph_launches_;
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::DeviceBody(int64_t n, int64_t samples, ForwardTimings* timings) {
+  const ModelWeights& w = *o_.weights;
+  kernels::Backend& be = *o_.backend;
+  be.Embedding(I(ids_), n, w.token_embedding(), F(x_));
+  if (w.config().arch == ModelArch::kGpt2) be.AddPositionEmbedding(I(positions_), n, w.position_embedding(), F(x_));
+  residual_pending_ = false;
+  for (int32_t l = 0; l < w.num_local_layers(); ++l) ORCA_RETURN_IF_ERROR(Layer(l, n, timings));
+  FlushResidual(n);
+  if (samples > 0) {
+    FinalNorm(samples);
+    be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
+  }
+  return absl::OkStatus();
+}
+
+void ModelRunner::FinalNorm(int64_t samples) {
   const ModelWeights& w = *o_.weights;
   const ModelConfig& c = w.config();
   kernels::Backend& be = *o_.backend;
   const int64_t H = c.hidden_size;
-  be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
   be.GatherRows(F(x_), I(sample_rows_), samples, H, F(last_));
   if (c.arch == ModelArch::kGpt2)
     be.LayerNorm(F(last_), w.final_norm(), w.final_norm_bias(), samples, H, c.norm_eps, F(last_));
   else
     be.RmsNorm(F(last_), w.final_norm(), samples, H, c.norm_eps, F(last_));
+}
+
+absl::Status ModelRunner::Head(int64_t samples, float* logits_out, ForwardTimings* timings) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  kernels::Backend& be = *o_.backend;
+  be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
+  FinalNorm(samples);
   if (w.vocab_parallel_head()) return GatherVocabSlices(samples, logits_out, timings);
   be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
   ORCA_RETURN_IF_ERROR(WaitForDevice());

@@ -21,7 +21,9 @@
 /// growing past the largest batch so far also waits once, when the old one is freed.)
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -73,6 +75,16 @@ class ModelRunner {
     /// residual add + the next RMSNorm. Same results; fewer launches/passes where the backend
     /// fuses them (CUDA), the same ops where it does not (CPU).
     bool fused_kernels = true;
+    /// Decode iterations as graphs (CUDA Graphs; needs Backend::SupportsGraphs, one stage holding
+    /// the whole model, no tensor-parallel group and no pipeline link): an iteration whose
+    /// sequences all run one token (the increment phase) is recorded once per batch shape —
+    /// B rows, S of them sampled — and replayed on later iterations of that shape, after its
+    /// inputs (ids, positions, KV slots, block tables, attention's sequences, sample rows) are
+    /// copied into the fixed device buffers the graph reads. The first iteration of a shape
+    /// runs eagerly (it sizes the backend's scratch, which a capture cannot allocate), the
+    /// second records and launches it, later ones replay; any other iteration runs eagerly.
+    /// Same results as without graphs, bit for bit.
+    bool decode_graphs = false;
   };
   static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(const Options& options);
   ~ModelRunner();
@@ -91,6 +103,11 @@ class ModelRunner {
   /// Sets or clears (nullptr) the pipeline link; see Options::pipeline.
   void SetPipeline(Communicator* pipeline) { o_.pipeline = pipeline; }
 
+  /// Options::decode_graphs: graphs recorded so far, and iterations that ran as a graph launch
+  /// (the recording iteration's launch included).
+  int64_t graphs_captured() const { return graphs_captured_; }
+  int64_t graph_launches() const { return graph_launches_; }
+
  private:
   explicit ModelRunner(const Options& options) : o_(options) {}
   absl::Status EnsureCapacity(int64_t tokens, int64_t samples, int64_t blocks);
@@ -99,6 +116,17 @@ class ModelRunner {
   absl::Status Head(int64_t samples, float* logits_out, ForwardTimings* timings);
   // The head's vocabulary-parallel tail: this rank's slice of the logits, gathered on rank 0.
   absl::Status GatherVocabSlices(int64_t samples, float* logits_out, ForwardTimings* timings);
+  // The device part of a single-stage iteration whose inputs are on the device: embedding,
+  // layers, and the head's GatherRows, final norm and GEMM into logits_. Queues ops only (no
+  // copy, allocation or host wait), so that it can be recorded as a graph.
+  absl::Status DeviceBody(int64_t n, int64_t samples, ForwardTimings* timings);
+  // last_ = the final norm of rows sample_rows_ of x_.
+  void FinalNorm(int64_t samples);
+  // True when Options::decode_graphs applies to this iteration (every sequence decodes one token).
+  bool GraphEligible(const ForwardInput& in) const;
+  // Runs DeviceBody for a decode iteration of n rows (`samples` sampled) through its graph:
+  // eagerly the first time, recording and launching it the second, replaying it afterwards.
+  absl::Status RunDecodeGraph(int64_t n, int64_t samples, ForwardTimings* timings);
   // Before the host reads the logits: waits for the stream through a stream-ordered communicator
   // (bounded, reporting a failed peer); nothing to do with host-ordered ones.
   absl::Status WaitForDevice();
@@ -116,6 +144,17 @@ class ModelRunner {
     size_t bytes = 0;
   };
   absl::Status Grow(Buffer& b, size_t bytes);
+  // Bumped when Grow reallocates a buffer: graphs recorded before read the old one.
+  uint64_t buffers_generation_ = 0;
+  // Options::decode_graphs: one entry per (rows, sampled rows) shape seen.
+  struct DecodeGraph {
+    bool warmed_up = false;  // ran eagerly once
+    std::unique_ptr<kernels::OpGraph> graph;
+    uint64_t buffers_generation = 0;  // of the buffers the graph reads
+  };
+  std::map<std::pair<int64_t, int64_t>, DecodeGraph> decode_graphs_;
+  int64_t graphs_captured_ = 0;
+  int64_t graph_launches_ = 0;
   float* F(const Buffer& b) const { return static_cast<float*>(b.ptr); }
   int32_t* I(const Buffer& b) const { return static_cast<int32_t*>(b.ptr); }
 

@@ -141,6 +141,10 @@ absl::Status CudaBackend::Init() {
 CudaBackend::~CudaBackend() {
   if (stream_ == nullptr) return;  // Init failed before anything was queued
   MakeCurrent();
+  if (capturing_) {  // an abandoned capture: end it so the stream can be synchronised
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess) cudaGraphDestroy(graph);
+  }
   cudaStreamSynchronize(stream_);
   staging_.reset();
   if (lowp_x_ != nullptr) cudaFree(lowp_x_);
@@ -264,6 +268,7 @@ void* CudaBackend::Scratch(void** buffer, size_t* capacity, size_t bytes) {
     *buffer = nullptr;
     *capacity = 0;
   }
+  ++scratch_generation_;
   ORCA_CUDA_CHECK(cudaMalloc(buffer, want));
   *capacity = want;
   return *buffer;
@@ -407,19 +412,13 @@ void CudaBackend::GatherRows(const float* src, const int32_t* rows, int64_t num_
   ORCA_CUDA_CHECK(cuda::LaunchGatherRows(src, rows, num_rows, h, dst, stream_));
 }
 
-// ---- Attention -------------------------------------------------------------------
+// ---- Attention ----------------------------------------------------------------------
 
-void CudaBackend::Attention(const AttentionParams& p) {
-  if (p.num_seqs <= 0) return;
-  MakeCurrent();
+int64_t CudaBackend::BuildAttentionDescs(const AttentionParams& p, int32_t rows_per_tile) {
   const KvLayerView& kv = p.kv;
   ORCA_CHECK(kv.num_kv_heads > 0 && p.num_q_heads % kv.num_kv_heads == 0)
       << p.num_q_heads << " query heads over " << kv.num_kv_heads << " KV heads";
-  const cuda::AttentionTiling tiling = cuda::ChooseAttentionTiling(kv.head_dim, max_shared_per_block_);
-  ORCA_CHECK(tiling.rows_per_tile > 0) << "head_dim " << kv.head_dim << " needs more shared memory than the "
-                                       << max_shared_per_block_ << " bytes a block of " << device_name_ << " has";
   const int32_t group = p.num_q_heads / kv.num_kv_heads;
-
   // Per-sequence descriptors with the prefix sum of thread blocks (one launch for all).
   attn_host_.resize(sizeof(cuda::AttentionSeqDesc) * static_cast<size_t>(p.num_seqs));
   uint8_t* descs = attn_host_.data();
@@ -433,16 +432,45 @@ void CudaBackend::Attention(const AttentionParams& p) {
     d.start_pos = seq.start_pos;
     d.tile_begin = static_cast<int32_t>(tiles);
     std::memcpy(descs + s * sizeof(d), &d, sizeof(d));  // no padding: byte comparison below is exact
-    tiles += cuda::AttentionTilesForSeq(seq.num_tokens, group, kv.num_kv_heads, tiling.rows_per_tile);
+    tiles += cuda::AttentionTilesForSeq(seq.num_tokens, group, kv.num_kv_heads, rows_per_tile);
     ORCA_CHECK(tiles <= INT_MAX) << "attention grid of " << tiles << " blocks";
   }
-  if (tiles == 0) return;
+  return tiles;
+}
+
+void CudaBackend::UploadAttentionDescs() {
   // The layers of one iteration pass identical descriptors: upload them once.
-  if (attn_host_ != attn_uploaded_) {
-    void* dev = Scratch(&attn_seqs_, &attn_seqs_bytes_, attn_host_.size());
-    CopyToDevice(dev, attn_host_.data(), attn_host_.size());
-    attn_uploaded_ = attn_host_;
-  }
+  if (attn_host_ == attn_uploaded_) return;
+  ORCA_CHECK(!capturing_) << "Attention recorded in a graph with sequences StageAttention did not stage";
+  void* dev = Scratch(&attn_seqs_, &attn_seqs_bytes_, attn_host_.size());
+  CopyToDevice(dev, attn_host_.data(), attn_host_.size());
+  attn_uploaded_ = attn_host_;
+}
+
+void CudaBackend::StageAttention(const AttentionParams& p) {
+  if (p.num_seqs <= 0) return;
+  MakeCurrent();
+  ORCA_CHECK(!capturing_) << "StageAttention copies to the device: call it before BeginCapture";
+  const cuda::AttentionTiling tiling = cuda::ChooseAttentionTiling(p.kv.head_dim, max_shared_per_block_);
+  if (tiling.rows_per_tile <= 0 || BuildAttentionDescs(p, tiling.rows_per_tile) == 0) return;
+  UploadAttentionDescs();
+}
+
+// The launch's grid is the sum of the sequences' tiles, which depends only on their token
+// counts (and the model's head layout), never on their context lengths: each block loops over
+// its sequence's keys on the device, reading start_pos from the descriptors. So a graph
+// recorded for a batch of B decode rows (one token each) has the right grid for any contexts,
+// and StageAttention refreshes the descriptors it reads (start_pos, block table) per step.
+void CudaBackend::Attention(const AttentionParams& p) {
+  if (p.num_seqs <= 0) return;
+  MakeCurrent();
+  const KvLayerView& kv = p.kv;
+  const cuda::AttentionTiling tiling = cuda::ChooseAttentionTiling(kv.head_dim, max_shared_per_block_);
+  ORCA_CHECK(tiling.rows_per_tile > 0) << "head_dim " << kv.head_dim << " needs more shared memory than the "
+                                       << max_shared_per_block_ << " bytes a block of " << device_name_ << " has";
+  const int64_t tiles = BuildAttentionDescs(p, tiling.rows_per_tile);
+  if (tiles == 0) return;
+  UploadAttentionDescs();
   cuda::AttentionLaunch launch;
   launch.q = p.q;
   launch.out = p.out;
@@ -454,6 +482,56 @@ void CudaBackend::Attention(const AttentionParams& p) {
   launch.total_tiles = static_cast<int32_t>(tiles);
   launch.tiling = tiling;
   ORCA_CUDA_CHECK(cuda::LaunchPagedAttention(launch, stream_));
+}
+
+// ---- Graphs ----------------------------------------------------------------------------
+
+namespace {
+class CudaGraph final : public OpGraph {
+ public:
+  CudaGraph(cudaGraphExec_t exec, uint64_t scratch_generation) : exec_(exec), scratch_generation_(scratch_generation) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  cudaGraphExec_t exec() const { return exec_; }
+  uint64_t scratch_generation() const { return scratch_generation_; }
+
+ private:
+  cudaGraphExec_t exec_;
+  uint64_t scratch_generation_;
+};
+}  // namespace
+
+absl::Status CudaBackend::BeginCapture() {
+  if (capturing_) return absl::FailedPreconditionError("a capture is already under way");
+  MakeCurrent();
+  // ThreadLocal: this thread may not call what could synchronize the device (the runtime
+  // fails such a call and the capture), while other threads' backends run as usual.
+  ORCA_RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                                  absl::StrCat("beginning a graph capture on CUDA device ", device_)));
+  capturing_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<OpGraph>> CudaBackend::EndCapture() {
+  if (!capturing_) return absl::FailedPreconditionError("no capture is under way");
+  MakeCurrent();
+  capturing_ = false;
+  cudaGraph_t graph = nullptr;
+  ORCA_RETURN_IF_ERROR(CudaStatus(cudaStreamEndCapture(stream_, &graph),
+                                  absl::StrCat("ending a graph capture on CUDA device ", device_,
+                                               " (an operation inside it waited for the device)")));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);  // the executable graph keeps what it needs
+  ORCA_RETURN_IF_ERROR(CudaStatus(e, absl::StrCat("instantiating a graph on CUDA device ", device_)));
+  return std::unique_ptr<OpGraph>(new CudaGraph(exec, scratch_generation_));
+}
+
+absl::Status CudaBackend::Replay(const OpGraph& graph) {
+  const auto& g = static_cast<const CudaGraph&>(graph);
+  if (g.scratch_generation() != scratch_generation_)
+    return absl::FailedPreconditionError("a scratch buffer the graph uses was reallocated since its capture");
+  MakeCurrent();
+  return CudaStatus(cudaGraphLaunch(g.exec(), stream_), absl::StrCat("launching a graph on CUDA device ", device_));
 }
 
 }  // namespace orca::kernels

@@ -81,12 +81,28 @@ class CudaBackend final : public Backend {
   void Attention(const AttentionParams& params) override;
   void GatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst) override;
 
+  /// CUDA Graphs: stream capture of this backend's stream (cudaStreamCaptureModeThreadLocal:
+  /// the capturing thread may make no call that can synchronize the device; other threads,
+  /// other backends' shards, are unaffected). cuBLAS GEMMs are captured with the stream; run
+  /// the same shapes once outside a capture first, so that cuBLAS and this backend's scratch
+  /// buffers have allocated what they need (an allocation inside a capture breaks it).
+  bool SupportsGraphs() const override { return true; }
+  absl::Status BeginCapture() override;
+  absl::StatusOr<std::unique_ptr<OpGraph>> EndCapture() override;
+  absl::Status Replay(const OpGraph& graph) override;
+  void StageAttention(const AttentionParams& params) override;
+
  private:
   explicit CudaBackend(int device);
   absl::Status Init();
   absl::StatusOr<WeightView> UploadQuantizedWeight(const WeightView& host, void** storage);
   /// A device scratch buffer of at least `bytes` (grown geometrically).
   void* Scratch(void** buffer, size_t* capacity, size_t bytes);
+  /// Attention's per-sequence descriptors for `p` (tiles of `rows_per_tile` query rows) into
+  /// attn_host_; returns the grid's thread blocks (0: nothing to launch).
+  int64_t BuildAttentionDescs(const AttentionParams& p, int32_t rows_per_tile);
+  /// Puts attn_host_ on the device unless it is there already.
+  void UploadAttentionDescs();
 
   int device_;
   std::string device_name_;
@@ -100,6 +116,9 @@ class CudaBackend final : public Backend {
 
   void* lowp_x_ = nullptr;  ///< activations rounded to the weight dtype
   size_t lowp_x_bytes_ = 0;
+  /// Bumped when a scratch buffer is reallocated: a graph captured before reads the old one.
+  uint64_t scratch_generation_ = 0;
+  bool capturing_ = false;
   // Attention's per-sequence descriptors: the last upload is kept so the
   // layers of one iteration (identical descriptors) upload them once.
   void* attn_seqs_ = nullptr;

@@ -105,6 +105,15 @@ struct KvWriteParams {
   KvLayerView kv;
 };
 
+/// Ops recorded by Backend::BeginCapture / EndCapture (a CUDA Graph), replayed with
+/// Backend::Replay. It holds the buffers and launch shapes of its capture: a replay reads
+/// whatever those buffers hold when it runs, so a caller refreshes their contents (the step's
+/// ids, positions, slots, block tables, StageAttention) before each replay.
+class OpGraph {
+ public:
+  virtual ~OpGraph() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -178,6 +187,29 @@ class Backend {
   virtual void Attention(const AttentionParams& params) = 0;
   /// Copies rows `rows[i]` of src [*, h] into dst [i, h].
   virtual void GatherRows(const float* src, const int32_t* rows, int64_t num_rows, int64_t h, float* dst) = 0;
+
+  // ---- Graphs: one recorded launch for a sequence of ops (CUDA Graphs) -----
+  /// True when BeginCapture works (CUDA); the others then return Unimplemented.
+  virtual bool SupportsGraphs() const { return false; }
+  /// From here to EndCapture, ops (and only ops: no copies, Allocate, Free or Synchronize,
+  /// which would make the host wait inside the capture) are recorded instead of run. An
+  /// Attention recorded here reads the sequences StageAttention put on the device last.
+  virtual absl::Status BeginCapture() { return absl::UnimplementedError(name() + " cannot record graphs"); }
+  /// The ops recorded since BeginCapture, none of them run yet. Internal when the capture
+  /// was broken (an operation that waits for the device happened inside it).
+  virtual absl::StatusOr<std::unique_ptr<OpGraph>> EndCapture() {
+    return absl::UnimplementedError(name() + " cannot record graphs");
+  }
+  /// Queues the graph's ops, in their recorded order, after the work queued so far.
+  /// FailedPrecondition when a buffer the backend owns and the graph uses (a scratch buffer)
+  /// was reallocated since the capture: nothing ran; capture again.
+  virtual absl::Status Replay(const OpGraph& /*graph*/) {
+    return absl::UnimplementedError(name() + " cannot record graphs");
+  }
+  /// Puts the per-sequence description Attention(params) reads on the device now (queued in
+  /// order), so that a recorded Attention with the same batch shape reads this step's
+  /// sequences when it is replayed. Attention stages what it needs itself outside a capture.
+  virtual void StageAttention(const AttentionParams& /*params*/) {}
 };
 
 }  // namespace orca::kernels

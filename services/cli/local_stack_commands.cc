@@ -55,6 +55,7 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
   if (!o.device.empty()) args.push_back("--device=" + o.device);
   // Stages of one machine on distinct GPUs: stage s takes s*TP .. s*TP+TP-1.
   if (o.device == "cuda") args.push_back(absl::StrCat("--first-device=", stage * o.tensor_parallel));
+  if (o.cuda_graphs) args.push_back("--cuda-graphs");
   if (o.worker_threads > 0) args.push_back(absl::StrCat("--threads=", o.worker_threads));
   if (o.peer_timeout_ms > 0) args.push_back(absl::StrCat("--peer-timeout-ms=", o.peer_timeout_ms));
   if (o.rendezvous_timeout_ms > 0) args.push_back(absl::StrCat("--rendezvous-timeout-ms=", o.rendezvous_timeout_ms));

@@ -56,6 +56,7 @@ class LocalStackCommands {
     int64_t priority_aging_ms = -1;  ///< -1: not passed.
     std::string dtype;               ///< Worker --dtype.
     std::string device;              ///< Worker (and in-process engine) --device; empty: not passed (cpu).
+    bool cuda_graphs = false;        ///< Worker --cuda-graphs.
     int64_t worker_threads = 0;      ///< Worker --threads.
     int64_t engine_threads = 0;      ///< Scheduler --threads (in-process engine only).
     std::string log_level;           ///< Every process.

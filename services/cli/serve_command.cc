@@ -49,6 +49,7 @@ struct ServeFlags {
   int64_t priority_aging_ms = 1000;
   std::string dtype = "auto";
   std::string device = "cpu";
+  bool cuda_graphs = false;
   int threads = 0;
   std::vector<std::string> api_keys;
   std::string chat_template;
@@ -98,6 +99,9 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
                "Priority order: one level gained per this much waiting (bounds waiting; 0 = strict)");
   flags.AddString("dtype", &f.dtype, "Weight dtype: auto, f32, bf16");
   flags.AddString("device", &f.device, "Workers' kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
+  flags.AddBool("cuda-graphs", &f.cuda_graphs,
+                "With --device cuda: workers record each decode batch shape once as a CUDA Graph and replay it "
+                "(pipeline and tensor parallelism 1 only)");
   flags.AddInt("threads", &f.threads, "Compute threads per worker (0 = cores / stages)");
   flags.AddStringList("api-keys", &f.api_keys, "Accepted API keys (empty = no auth)");
   flags.AddString("chat-template", &f.chat_template,
@@ -140,6 +144,13 @@ absl::Status ResolveServeFlags(ServeFlags& f) {
   if (f.device != "cpu" && f.device != "cuda") {
     return absl::InvalidArgumentError("--device must be cpu or cuda, got '" + f.device + "'");
   }
+  if (f.cuda_graphs && f.device != "cuda")
+    return absl::InvalidArgumentError("--cuda-graphs needs --device cuda, got '" + f.device + "'");
+  if (f.cuda_graphs && (f.pipeline_parallel > 1 || f.tensor_parallel > 1))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cuda-graphs is implemented for --pipeline-parallel 1 and --tensor-parallel 1 (the capture does not hold "
+        "NCCL collectives or pipeline links yet); got ",
+        f.pipeline_parallel, " and ", f.tensor_parallel));
   if (f.model.empty()) {
     f.model = EnsureDefaultModel();
     if (f.model.empty()) return absl::FailedPreconditionError("cannot write the default model");
@@ -171,6 +182,7 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.priority_aging_ms = f.priority_aging_ms;
   o.dtype = f.dtype;
   o.device = f.device;
+  o.cuda_graphs = f.cuda_graphs;
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   o.worker_threads = f.threads > 0 ? f.threads : std::max<int64_t>(f.tensor_parallel, cores / f.pipeline_parallel);
   o.log_level = f.log_level;

@@ -32,6 +32,7 @@ struct Flags {
   std::string device = "cpu";
   int first_device = 0;
   bool fused_kernels = true;
+  bool cuda_graphs = false;
   int stage = 0;
   bool stage_from_hostname = false;
   int num_stages = 1;
@@ -95,6 +96,9 @@ void AddFlags(FlagSet* flags, Flags* f) {
                 "GPUs s*TP .. s*TP+TP-1; one worker per GPU set can instead set CUDA_VISIBLE_DEVICES)");
   flags->AddBool("fused-kernels", &f->fused_kernels,
                  "Fused kernel pairs where the backend has them (CUDA: RoPE + KV write, residual add + RMSNorm)");
+  flags->AddBool("cuda-graphs", &f->cuda_graphs,
+                 "With --device cuda: record each decode batch shape once as a CUDA Graph and replay it (one stage, "
+                 "tensor parallelism 1 only)");
   flags->AddInt("stage", &f->stage, "Pipeline stage index");
   flags->AddBool("stage-from-hostname", &f->stage_from_hostname,
                  "Take the stage from the hostname's trailing -N (StatefulSet ordinal)");
@@ -150,6 +154,7 @@ absl::StatusOr<WorkerNode::Options> NodeOptionsFrom(const Flags& f) {
   o.engine.peer_timeout_ms = f.peer_timeout_ms;
   ORCA_RETURN_IF_ERROR(engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &o.engine));
   o.engine.fused_kernels = f.fused_kernels;
+  o.engine.cuda_graphs = f.cuda_graphs;
   o.engine.first_device = static_cast<int32_t>(std::clamp(f.first_device, -1, 1 << 20));
   o.workers = f.workers;
   o.scheduler_address = f.scheduler;

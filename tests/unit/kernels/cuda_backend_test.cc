@@ -5,6 +5,8 @@
 
 #include "kernels/cuda/cuda_backend.h"
 
+#include <cuda_runtime_api.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -514,6 +516,125 @@ TEST_F(CudaBackendTest, AttentionDescriptorsFollowEachCall) {
       EXPECT_TRUE(AllClose(testing::RunAttention(run, c, d).out, testing::ReferenceAttention(c, d), 2e-5, 1e-4))
           << c.name << " round " << round;
     }
+}
+
+// ---- Graphs (stream capture) ------------------------------------------------------------------
+
+// Ops recorded between BeginCapture and EndCapture do not run then; each replay runs them on
+// whatever their buffers hold at that time, bit for bit like the same ops run eagerly.
+TEST_F(CudaBackendTest, GraphReplaysItsOpsOnWhatTheBuffersHoldAtEachReplay) {
+  constexpr int64_t n = 1000;
+  const std::vector<float> x = RandomFloats(n, 70, -2, 2), y0 = RandomFloats(n, 71, -2, 2);
+  auto eager = [&](const std::vector<float>& xv, const std::vector<float>& yv) {
+    DeviceRunner r(*cuda_);
+    float* ex = r.Upload(xv);
+    float* ey = r.Upload(yv);
+    cuda_->Add(ey, ex, n);
+    cuda_->GeluTanh(ey, n);
+    return r.Download(ey, n);
+  };
+  DeviceRunner run(*cuda_);
+  float* dx = run.Upload(x);
+  float* dy = run.Upload(y0);
+#ifdef ORCA_CUDA_EMULATION
+  const long launches0 = EmulatedGraphLaunches(0), nodes0 = EmulatedCapturedNodes(0);
+#endif
+  ASSERT_TRUE(cuda_->BeginCapture().ok());
+  cuda_->Add(dy, dx, n);
+  cuda_->GeluTanh(dy, n);
+  absl::StatusOr<std::unique_ptr<OpGraph>> graph = cuda_->EndCapture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(run.Download(dy, n), y0) << "recording must not run the ops";
+  ASSERT_TRUE(cuda_->Replay(**graph).ok());
+  EXPECT_EQ(run.Download(dy, n), eager(x, y0));
+  // New input: the next replay reads it (and y as the first replay left it).
+  const std::vector<float> x2 = RandomFloats(n, 72, -2, 2);
+  cuda_->CopyToDevice(dx, x2.data(), n * sizeof(float));
+  const std::vector<float> y1 = run.Download(dy, n);
+  ASSERT_TRUE(cuda_->Replay(**graph).ok());
+  EXPECT_EQ(run.Download(dy, n), eager(x2, y1));
+#ifdef ORCA_CUDA_EMULATION
+  EXPECT_EQ(EmulatedGraphLaunches(0) - launches0, 2);
+  EXPECT_EQ(EmulatedCapturedNodes(0) - nodes0, 2) << "one node per op";
+#endif
+}
+
+// The runtime refuses a host wait on a capturing stream and invalidates the capture: the
+// backend reports it from EndCapture and stays usable.
+TEST_F(CudaBackendTest, AHostWaitInsideACaptureBreaksIt) {
+  ASSERT_TRUE(cuda_->BeginCapture().ok());
+  EXPECT_EQ(cudaStreamSynchronize(cuda_->stream()), cudaErrorStreamCaptureUnsupported);
+#ifdef ORCA_CUDA_EMULATION
+  // Allocation may synchronize the device: the emulation treats it as the same kind of error.
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 64), cudaErrorStreamCaptureUnsupported);
+#endif
+  absl::StatusOr<std::unique_ptr<OpGraph>> graph = cuda_->EndCapture();
+  ASSERT_FALSE(graph.ok());
+  EXPECT_EQ(graph.status().code(), absl::StatusCode::kInternal) << graph.status();
+  EXPECT_NE(graph.status().message().find("cudaErrorStreamCaptureInvalidated"), std::string::npos) << graph.status();
+  const std::vector<float> x = RandomFloats(100, 73);
+  DeviceRunner run(*cuda_);
+  EXPECT_EQ(run.Download(run.Upload(x), x.size()), x);
+  EXPECT_FALSE(cuda_->EndCapture().ok()) << "no capture is under way";
+}
+
+// A recorded attention launch has the grid of its batch shape (B one-token sequences), not of
+// their contexts; StageAttention before each replay gives it the step's positions and block
+// tables. Two steps with other contexts and other tables: each replay equals eager attention.
+TEST_F(CudaBackendTest, CapturedAttentionReadsTheSequencesStagedBeforeEachReplay) {
+  const int32_t nq = 4, nkv = 2, d = 64, bs = 16, num_blocks = 9;
+  DeviceRunner run(*cuda_);
+  const size_t pool = static_cast<size_t>(num_blocks) * nkv * d * bs;
+  KvLayerView kv;
+  kv.k = run.Upload(RandomFloats(pool, 74));
+  kv.v = run.Upload(RandomFloats(pool, 75));
+  kv.dtype = DType::kF32;
+  kv.block_size = bs;
+  kv.num_kv_heads = nkv;
+  kv.head_dim = d;
+  const std::vector<float> q = RandomFloats(3 * nq * d, 76);
+  float* dq = run.Upload(q);
+  float* out = static_cast<float*>(run.Alloc(q.size() * sizeof(float)));
+  auto params = [&](const std::vector<AttentionSeq>& seqs) {
+    AttentionParams p;
+    p.q = dq;
+    p.out = out;
+    p.num_q_heads = nq;
+    p.scale = 0.125f;
+    p.kv = kv;
+    p.seqs = seqs.data();
+    p.num_seqs = static_cast<int32_t>(seqs.size());
+    return p;
+  };
+  const int32_t* t0 = run.Upload(std::vector<int32_t>{0, 1, 2});
+  const int32_t* t1 = run.Upload(std::vector<int32_t>{3, 4, 5});
+  const int32_t* t2 = run.Upload(std::vector<int32_t>{6, 7, 8});
+  const int32_t* u0 = run.Upload(std::vector<int32_t>{8, 2, 4});
+  const int32_t* u2 = run.Upload(std::vector<int32_t>{1, 0, 6});
+  const std::vector<std::vector<AttentionSeq>> steps = {
+      {{0, 1, 5, t0}, {1, 1, 20, t1}, {2, 1, 33, t2}},
+      {{0, 1, 9, u0}, {1, 1, 30, t1}, {2, 1, 40, u2}},
+      {{0, 1, 47, t0}, {1, 1, 0, u2}, {2, 1, 16, t2}},
+  };
+  std::vector<std::vector<float>> want;
+  for (const auto& seqs : steps) {
+    cuda_->Attention(params(seqs));
+    want.push_back(run.Download(out, q.size()));
+  }
+  EXPECT_NE(want[0], want[1]);
+  EXPECT_NE(want[1], want[2]);
+
+  cuda_->StageAttention(params(steps[0]));
+  ASSERT_TRUE(cuda_->BeginCapture().ok());
+  cuda_->Attention(params(steps[0]));
+  absl::StatusOr<std::unique_ptr<OpGraph>> graph = cuda_->EndCapture();
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    cuda_->StageAttention(params(steps[i]));
+    ASSERT_TRUE(cuda_->Replay(**graph).ok());
+    EXPECT_EQ(run.Download(out, q.size()), want[i]) << "step " << i;
+  }
 }
 
 // ---- Memory and copies ---------------------------------------------------------------------------

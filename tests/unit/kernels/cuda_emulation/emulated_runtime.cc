@@ -5,22 +5,27 @@
 // What it checks: kernel indexing and tiling, barrier and shuffle placement
 // (a barrier or full-warp shuffle not reached by every thread deadlocks and
 // aborts), reads of shared memory never written (it starts as NaN), reads of
-// device memory never written (cudaMalloc returns NaN bytes), launch shapes,
-// shared-memory limits, and the GEMM operand layout against cuBLAS's
+// device memory never written (cudaMalloc returns NaN bytes) or already freed
+// (cudaFree poisons it and keeps it out of reuse for a while), launch shapes,
+// shared-memory limits, what a stream capture records (and that nothing inside
+// it makes the host wait), and the GEMM operand layout against cuBLAS's
 // documented column-major semantics.
 // What it cannot check: performance, races that need real concurrency (the
 // fibers interleave only at barriers), the CUDA memory model, real cuBLAS.
 //
 // Streams are synchronous here: every queued operation runs at once, so
-// stream order holds trivially.
+// stream order holds trivially. A capturing stream (cudaStreamBeginCapture)
+// records its operations instead, and a graph launch runs them in order.
 
 #include <ucontext.h>
 
 #include <atomic>
 #include <cstdio>
+#include <deque>
 #include <limits>
+#include <map>
 #include <mutex>
-#include <set>
+#include <thread>
 #include <vector>
 
 #include "core/common/dtype.h"
@@ -40,6 +45,10 @@ constexpr size_t kSharedDefault = 48 * 1024;
 constexpr size_t kSharedOptIn = 99 * 1024;  // sm_86 / sm_89: the tightest current GPUs
 constexpr size_t kMaxAllocation = size_t{1} << 40;
 constexpr size_t kFiberStack = 128 * 1024;
+// Freed device memory is poisoned and kept out of reuse until this much more has been freed,
+// so that a stale pointer (a graph replaying onto buffers reallocated since its capture) reads
+// NaN instead of whatever the allocator put at the same address.
+constexpr size_t kFreedQuarantine = size_t{256} << 20;
 
 enum class Wait { kNone, kBlock, kWarp };
 
@@ -60,8 +69,12 @@ struct Emulator {
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
   std::mutex memory_mu;
-  std::set<void*> device_allocations;
+  std::map<void*, size_t> device_allocations;  // pointer -> bytes
+  std::deque<std::pair<void*, size_t>> quarantine;
+  size_t quarantine_bytes = 0;
   std::atomic<long> host_waits[kDevices] = {};
+  std::atomic<long> graph_launches[kDevices] = {};
+  std::atomic<long> captured_nodes[kDevices] = {};
 };
 
 Emulator& E() {
@@ -70,6 +83,50 @@ Emulator& E() {
 }
 
 thread_local int g_current_device = 0;
+thread_local CUstream_st* g_capturing = nullptr;  // the stream this thread captures (not Relaxed mode)
+
+// One operation of a stream, run now or recorded by a capture.
+using Op = std::function<cudaError_t()>;
+
+}  // namespace
+
+struct EmulatedCapture {
+  std::vector<Op> ops;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::thread::id thread;
+  bool invalidated = false;
+};
+struct CUgraph_st {
+  std::vector<Op> ops;
+};
+struct CUgraphExec_st {
+  std::vector<Op> ops;
+};
+
+namespace {
+
+// Runs `op` now, or appends it to the capture of `stream`.
+cudaError_t Enqueue(cudaStream_t stream, Op op) {
+  if (stream != nullptr && stream->capture != nullptr) {
+    if (stream->capture->invalidated) return cudaErrorStreamCaptureInvalidated;
+    stream->capture->ops.push_back(std::move(op));
+    return cudaSuccess;
+  }
+  return op();
+}
+
+// An operation the capture of `stream` cannot hold (it would make the host wait): the
+// runtime fails it and invalidates the capture, which then ends without a graph.
+cudaError_t Unsupported(cudaStream_t stream) {
+  stream->capture->invalidated = true;
+  return cudaErrorStreamCaptureUnsupported;
+}
+
+// cudaMalloc / cudaFree may synchronize the device: unsafe while this thread captures.
+cudaError_t CheckUnsafeCall() {
+  if (g_capturing == nullptr || g_capturing->capture == nullptr) return cudaSuccess;
+  return Unsupported(g_capturing);
+}
 
 void FiberMain() {
   Emulator& e = E();
@@ -168,7 +225,8 @@ float EmulatedShuffleXor(float value, int lane_mask) {
 
 float* EmulatedDynamicShared() { return E().dynamic_shared.data(); }
 
-cudaError_t EmulatedRun(unsigned grid, unsigned block, size_t shared, const std::function<void()>& body) {
+namespace {
+cudaError_t RunKernel(unsigned grid, unsigned block, size_t shared, const std::function<void()>& body) {
   Emulator& e = E();
   std::lock_guard<std::mutex> lock(e.launch_mu);
   if (grid == 0 || block == 0 || block > 1024 || block % 32 != 0) return cudaErrorInvalidConfiguration;
@@ -181,6 +239,14 @@ cudaError_t EmulatedRun(unsigned grid, unsigned block, size_t shared, const std:
   for (unsigned b = 0; b < grid; ++b) RunBlock(b, block, shared);
   e.body = nullptr;
   return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t EmulatedRun(unsigned grid, unsigned block, size_t shared, cudaStream_t stream, std::function<void()> body) {
+  // A launch's shape is checked when it is queued, captured or not.
+  if (grid == 0 || block == 0 || block > 1024 || block % 32 != 0) return cudaErrorInvalidConfiguration;
+  return Enqueue(stream,
+                 [grid, block, shared, body = std::move(body)] { return RunKernel(grid, block, shared, body); });
 }
 
 cudaError_t EmulatedSetSharedLimit(int bytes) {
@@ -220,33 +286,104 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (stream->capture != nullptr) return Unsupported(stream);
   ++E().host_waits[stream->device];
   return cudaSuccess;
 }
 long EmulatedHostWaits(int device) { return device >= 0 && device < kDevices ? E().host_waits[device].load() : 0; }
+long EmulatedGraphLaunches(int device) {
+  return device >= 0 && device < kDevices ? E().graph_launches[device].load() : 0;
+}
+long EmulatedCapturedNodes(int device) {
+  return device >= 0 && device < kDevices ? E().captured_nodes[device].load() : 0;
+}
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (stream->capture != nullptr) return Unsupported(stream);
   delete stream;
   return cudaSuccess;
 }
 
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  if (stream == nullptr) return cudaErrorStreamCaptureUnsupported;  // the legacy stream cannot capture
+  if (stream->capture != nullptr) return cudaErrorIllegalState;
+  stream->capture = new EmulatedCapture();
+  stream->capture->mode = mode;
+  stream->capture->thread = std::this_thread::get_id();
+  if (mode != cudaStreamCaptureModeRelaxed) g_capturing = stream;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  if (stream == nullptr || stream->capture == nullptr) return cudaErrorIllegalState;
+  EmulatedCapture* capture = stream->capture;
+  if (capture->mode != cudaStreamCaptureModeRelaxed && capture->thread != std::this_thread::get_id())
+    return cudaErrorStreamCaptureWrongThread;
+  stream->capture = nullptr;
+  if (g_capturing == stream) g_capturing = nullptr;
+  *graph = nullptr;
+  const bool invalidated = capture->invalidated;
+  if (!invalidated) {
+    E().captured_nodes[stream->device] += static_cast<long>(capture->ops.size());
+    *graph = new CUgraph_st{std::move(capture->ops)};
+  }
+  delete capture;
+  return invalidated ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  *status = stream == nullptr || stream->capture == nullptr ? cudaStreamCaptureStatusNone
+            : stream->capture->invalidated                  ? cudaStreamCaptureStatusInvalidated
+                                                            : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (graph == nullptr) return cudaErrorInvalidValue;
+  *exec = new CUgraphExec_st{graph->ops};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (exec == nullptr || stream == nullptr) return cudaErrorInvalidValue;
+  if (stream->capture != nullptr) return Unsupported(stream);  // no graphs inside graphs here
+  ++E().graph_launches[stream->device];
+  for (const Op& op : exec->ops)
+    if (cudaError_t e = op(); e != cudaSuccess) return e;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
+
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (cudaError_t e = CheckUnsafeCall(); e != cudaSuccess) return e;
   if (bytes > kMaxAllocation) return cudaErrorMemoryAllocation;
   *ptr = std::malloc(std::max<size_t>(bytes, 1));
   if (*ptr == nullptr) return cudaErrorMemoryAllocation;
   std::memset(*ptr, 0xff, bytes);  // fresh device memory is garbage: all-ones bytes are NaN in f32 and bf16
   Emulator& e = E();
   std::lock_guard<std::mutex> lock(e.memory_mu);
-  e.device_allocations.insert(*ptr);
+  e.device_allocations.emplace(*ptr, bytes);
   return cudaSuccess;
 }
 cudaError_t cudaFree(void* ptr) {
+  if (cudaError_t e = CheckUnsafeCall(); e != cudaSuccess) return e;
   if (ptr == nullptr) return cudaSuccess;
   Emulator& e = E();
-  {
-    std::lock_guard<std::mutex> lock(e.memory_mu);
-    if (e.device_allocations.erase(ptr) == 0) return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(e.memory_mu);
+  auto it = e.device_allocations.find(ptr);
+  if (it == e.device_allocations.end()) return cudaErrorInvalidValue;
+  const size_t bytes = it->second;
+  e.device_allocations.erase(it);
+  std::memset(ptr, 0xff, bytes);  // NaN in f32 and bf16
+  e.quarantine.emplace_back(ptr, bytes);
+  e.quarantine_bytes += bytes;
+  while (e.quarantine_bytes > kFreedQuarantine) {
+    std::free(e.quarantine.front().first);
+    e.quarantine_bytes -= e.quarantine.front().second;
+    e.quarantine.pop_front();
   }
-  std::free(ptr);
   return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
@@ -257,16 +394,21 @@ cudaError_t cudaFreeHost(void* ptr) {
   std::free(ptr);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
-  std::memcpy(dst, src, bytes);
-  return cudaSuccess;
+// A captured copy reads its source when the graph runs, as the real one does.
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  return Enqueue(stream, [=] {
+    std::memcpy(dst, src, bytes);
+    return cudaSuccess;
+  });
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                              cudaMemcpyKind, cudaStream_t) {
+                              cudaMemcpyKind, cudaStream_t stream) {
   if (width > dpitch || width > spitch) return cudaErrorInvalidValue;
-  for (size_t r = 0; r < height; ++r)
-    std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
-  return cudaSuccess;
+  return Enqueue(stream, [=] {
+    for (size_t r = 0; r < height; ++r)
+      std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
@@ -276,13 +418,16 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   event->recorded = true;
   event->device = stream->device;
+  event->captured = stream->capture != nullptr;  // a node of the capture: no host can wait for it
   return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (event->captured) return cudaErrorCapturedEvent;
   ++E().host_waits[event->device];
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (event->captured) return cudaErrorCapturedEvent;
   ++E().host_waits[event->device];  // complete: a host wait that ends here
   return cudaSuccess;
 }
@@ -305,6 +450,16 @@ const char* cudaGetErrorName(cudaError_t error) {
       return "cudaErrorInvalidDevice";
     case cudaErrorNotReady:
       return "cudaErrorNotReady";
+    case cudaErrorIllegalState:
+      return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorCapturedEvent:
+      return "cudaErrorCapturedEvent";
+    case cudaErrorStreamCaptureWrongThread:
+      return "cudaErrorStreamCaptureWrongThread";
   }
   return "cudaErrorUnknown";
 }
@@ -332,34 +487,40 @@ const char* cublasGetStatusString(cublasStatus_t status) {
       return "CUBLAS_STATUS_INVALID_VALUE";
     case CUBLAS_STATUS_NOT_SUPPORTED:
       return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
 
 // C[m, n] = alpha · op(A)[m, k] · op(B)[k, n] + beta · C, column-major. The type
 // combinations are the ones cuBLAS accepts with CUBLAS_COMPUTE_32F and an f32 C.
-cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                            const void* alpha, const void* a, cudaDataType a_type, int lda, const void* b,
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* a, cudaDataType a_type, int lda, const void* b,
                             cudaDataType b_type, int ldb, const void* beta, void* c, cudaDataType c_type, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t) {
   if (c_type != CUDA_R_32F || compute != CUBLAS_COMPUTE_32F || a_type != b_type) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (m < 0 || n < 0 || k < 0 || lda < std::max(1, transa == CUBLAS_OP_N ? m : k) ||
       ldb < std::max(1, transb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m))
     return CUBLAS_STATUS_INVALID_VALUE;
+  // Host-pointer scalars are read at the call, as cuBLAS does when it is captured.
   const double al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   float* out = static_cast<float*>(c);
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < m; ++i) {
-      double acc = 0;
-      for (int l = 0; l < k; ++l) {
-        const float av = transa == CUBLAS_OP_N ? Load(a, a_type, i + static_cast<long>(l) * lda)
-                                               : Load(a, a_type, l + static_cast<long>(i) * lda);
-        const float bv = transb == CUBLAS_OP_N ? Load(b, b_type, l + static_cast<long>(j) * ldb)
-                                               : Load(b, b_type, j + static_cast<long>(l) * ldb);
-        acc += static_cast<double>(av) * bv;
+  const cudaError_t e = Enqueue(handle->stream, [=] {
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        double acc = 0;
+        for (int l = 0; l < k; ++l) {
+          const float av = transa == CUBLAS_OP_N ? Load(a, a_type, i + static_cast<long>(l) * lda)
+                                                 : Load(a, a_type, l + static_cast<long>(i) * lda);
+          const float bv = transb == CUBLAS_OP_N ? Load(b, b_type, l + static_cast<long>(j) * ldb)
+                                                 : Load(b, b_type, j + static_cast<long>(l) * ldb);
+          acc += static_cast<double>(av) * bv;
+        }
+        float& y = out[i + static_cast<long>(j) * ldc];
+        y = static_cast<float>(al * acc + (be != 0 ? be * y : 0.0));  // beta 0 ignores C, even NaN
       }
-      float& y = out[i + static_cast<long>(j) * ldc];
-      y = static_cast<float>(al * acc + (be != 0 ? be * y : 0.0));  // beta 0 ignores C, even NaN
-    }
-  return CUBLAS_STATUS_SUCCESS;
+    return cudaSuccess;
+  });
+  return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -28,11 +28,12 @@ extern dim3 gridDim;
 void EmulatedBlockBarrier();
 float EmulatedShuffleXor(float value, int lane_mask);
 float* EmulatedDynamicShared();
-cudaError_t EmulatedRun(unsigned grid, unsigned block, size_t shared, const std::function<void()>& body);
+/// Runs a kernel now, or records it when `stream` is capturing (the body holds its arguments by value).
+cudaError_t EmulatedRun(unsigned grid, unsigned block, size_t shared, cudaStream_t stream, std::function<void()> body);
 
 template <typename F>
-cudaError_t EmulatedLaunch(unsigned grid, unsigned block, size_t shared, cudaStream_t, F body) {
-  return EmulatedRun(grid, block, shared, std::function<void()>(body));
+cudaError_t EmulatedLaunch(unsigned grid, unsigned block, size_t shared, cudaStream_t stream, F body) {
+  return EmulatedRun(grid, block, shared, stream, std::function<void()>(body));
 }
 
 inline void __syncthreads() { EmulatedBlockBarrier(); }

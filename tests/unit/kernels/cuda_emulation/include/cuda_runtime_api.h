@@ -6,16 +6,23 @@
 #include <cstddef>
 #include <cstdint>
 
+struct EmulatedCapture;
 struct CUstream_st {
   int id;
-  int device;  ///< current device when the stream was created
+  int device;                          ///< current device when the stream was created
+  EmulatedCapture* capture = nullptr;  ///< the capture sequence recording this stream's work, if any
 };
 struct CUevent_st {
   bool recorded;
-  int device;  ///< device of the stream it was last recorded on
+  int device;             ///< device of the stream it was last recorded on
+  bool captured = false;  ///< last recorded inside a capture sequence
 };
+struct CUgraph_st;
+struct CUgraphExec_st;
 typedef CUstream_st* cudaStream_t;
 typedef CUevent_st* cudaEvent_t;
+typedef CUgraph_st* cudaGraph_t;
+typedef CUgraphExec_st* cudaGraphExec_t;
 
 enum cudaError_t {
   cudaSuccess = 0,
@@ -23,7 +30,22 @@ enum cudaError_t {
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevice = 101,
+  cudaErrorIllegalState = 401,
   cudaErrorNotReady = 600,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorCapturedEvent = 907,
+  cudaErrorStreamCaptureWrongThread = 908,
+};
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2
 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
@@ -64,6 +86,24 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
+// Stream capture and graphs (CUDA 13's signatures). While a stream captures, kernel launches,
+// async copies and cuBLAS calls queued on it are recorded, not run; a graph launch runs them
+// in order. A host wait on the capturing stream (cudaStreamSynchronize), a query or wait of an
+// event recorded in the capture, and cudaMalloc/cudaFree by the capturing thread (modes Global
+// and ThreadLocal: they may synchronize the device) fail as the real runtime's do and
+// invalidate the capture, so cudaStreamEndCapture then returns
+// cudaErrorStreamCaptureInvalidated and no graph.
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+/// Graph launches on `device`'s streams so far, and operations recorded by the captures that
+/// ended on them (nodes of the graphs made). Tests count them to show what ran as a graph.
+long EmulatedGraphLaunches(int device);
+long EmulatedCapturedNodes(int device);
 cudaError_t cudaGetLastError();
 const char* cudaGetErrorName(cudaError_t error);
 const char* cudaGetErrorString(cudaError_t error);
