@@ -39,35 +39,17 @@
 #include "core/engine/synthetic_checkpoint.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/unit/engine/test_models.h"
 
 namespace orca::engine {
 namespace {
 
+using testing::ExpectLogitsClose;
+using testing::NewSeq;
+using testing::TempDir;
+
 constexpr int kEagerGpu = 0;
 constexpr int kGraphGpu = 1;
-
-std::string TempDir() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  return t ? t : ::testing::TempDir();
-}
-
-StepSequence NewSeq(uint64_t id, std::vector<int32_t> prompt) {
-  SequenceSetup setup;
-  setup.max_tokens = 48;
-  setup.prompt_token_ids = prompt;
-  return {id, std::move(prompt), 0, true, setup};
-}
-
-void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double mean = 0, var = 0, worst = 0;
-  for (float w : want) mean += w;
-  mean /= want.size();
-  for (float w : want) var += (w - mean) * (w - mean);
-  const double tol = 1e-3 * std::sqrt(var / want.size());
-  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
-  EXPECT_LE(worst, tol) << what << ": max |logit diff| " << worst;
-}
 
 class DecodeGraphTest : public ::testing::Test {
  protected:
@@ -135,7 +117,7 @@ TEST_P(DecodeGraphArchTest, ReplaysMatchTheEagerCudaPathBitForBitAndTheCpuEngine
     ASSERT_TRUE(s.ok()) << what << ": " << s;
 
     EXPECT_EQ(got.logits, got_eager.logits) << what << ": the graph path must be the eager path, bit for bit";
-    ExpectClose(got.logits, want.logits, what + ": CUDA graphs vs the CPU engine");
+    ExpectLogitsClose(got.logits, want.logits, what + ": CUDA graphs vs the CPU engine");
     ASSERT_EQ(got.samples.size(), want.samples.size()) << what;
     for (size_t i = 0; i < want.samples.size(); ++i) {
       EXPECT_EQ(got.samples[i].request_id, want.samples[i].request_id) << what;

@@ -14,14 +14,12 @@
 #include "core/engine/gloo_communicator.h"
 #include "core/engine/synthetic_checkpoint.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/test_models.h"
 
 namespace orca::engine {
 namespace {
 
-std::string TempDir() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  return t ? t : ::testing::TempDir();
-}
+using testing::TempDir;
 
 class PipelineChannelTest : public ::testing::Test {
  protected:
@@ -106,8 +104,11 @@ TEST_F(PipelineChannelTest, CpuStagesOverGlooMatchTheWholeModel) {
     next.iteration_id = in.iteration_id + 1;
     for (size_t i = 0; i < in.seqs.size(); ++i) {
       const StepSequence& s = in.seqs[i];
-      next.seqs.push_back({s.request_id, {want.samples[i].sample.token_id},
-                           s.start_position + static_cast<int32_t>(s.token_ids.size()), true, std::nullopt});
+      next.seqs.push_back({s.request_id,
+                           {want.samples[i].sample.token_id},
+                           s.start_position + static_cast<int32_t>(s.token_ids.size()),
+                           true,
+                           std::nullopt});
     }
     in = std::move(next);
   }

@@ -27,6 +27,7 @@
 #include "core/engine/synthetic_checkpoint.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/unit/engine/test_models.h"
 #ifdef ORCA_CUDA_EMULATION
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -35,34 +36,15 @@
 namespace orca::engine {
 namespace {
 
+using testing::ExpectLogitsClose;
+using testing::NewSeq;
+using testing::TempDir;
+
 constexpr int kStages = 2;
 constexpr int kTp = 2;
 constexpr int kLayers = 4;
 constexpr int kHidden = 64;
 constexpr int kVocab = 301;  // split 151 + 150 by the vocabulary-parallel head
-
-std::string TempDir() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  return t ? t : ::testing::TempDir();
-}
-
-StepSequence NewSeq(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens = 48) {
-  SequenceSetup setup;
-  setup.max_tokens = max_tokens;
-  setup.prompt_token_ids = prompt;
-  return {id, std::move(prompt), 0, true, setup};
-}
-
-void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double mean = 0, var = 0, worst = 0;
-  for (float w : want) mean += w;
-  mean /= want.size();
-  for (float w : want) var += (w - mean) * (w - mean);
-  const double tol = 1e-3 * std::sqrt(var / want.size());
-  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
-  EXPECT_LE(worst, tol) << what << ": max |logit diff| " << worst;
-}
 
 class PipelineDataPlaneTest : public ::testing::Test {
  protected:
@@ -199,7 +181,7 @@ TEST_F(PipelineDataPlaneTest, CudaPipelineOverNcclMatchesTheCpuEngine) {
     StepOutput want;
     ASSERT_TRUE((*cpu)->Step(in, nullptr, &want).ok());
     const StepOutput& got = outs_[kStages - 1];
-    ExpectClose(got.logits, want.logits, "pp 2 x tp 2 on CUDA vs the CPU engine");
+    ExpectLogitsClose(got.logits, want.logits, "pp 2 x tp 2 on CUDA vs the CPU engine");
     ASSERT_EQ(got.samples.size(), want.samples.size());
     for (size_t i = 0; i < want.samples.size(); ++i) {
       EXPECT_EQ(got.samples[i].request_id, want.samples[i].request_id);
@@ -250,7 +232,7 @@ TEST_F(PipelineDataPlaneTest, AnIterationTheLastStageRejectsLeavesTheLinksMatche
   for (int s = 0; s < kStages; ++s) ASSERT_TRUE(its[s].status.ok()) << "stage " << s << ": " << its[s].status;
   StepOutput want;
   ASSERT_TRUE((*cpu)->Step(in, nullptr, &want).ok());
-  ExpectClose(outs_[1].logits, want.logits, "after a rejected iteration");
+  ExpectLogitsClose(outs_[1].logits, want.logits, "after a rejected iteration");
 }
 
 // A first stage that announced its activations and then died (its NCCL links gone) fails the

@@ -3,6 +3,7 @@
 // a naive reference forward pass written plainly (no KV cache, full
 // recompute, float64 accumulation) straight from the checkpoint's tensors.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/convert/gguf_export.h"
 #include "core/engine/checkpoint.h"
+#include "core/engine/step_records.h"
 #include "core/engine/synthetic_checkpoint.h"
 #include "core/formats/ggml_quants.h"
 #include "gtest/gtest.h"
@@ -21,6 +23,26 @@ namespace orca::engine::testing {
 inline std::string TempDir() {
   const char* t = std::getenv("TEST_TMPDIR");
   return t ? t : ::testing::TempDir();
+}
+
+/// A sequence's first step: its whole prompt, sampled at the end.
+inline StepSequence NewSeq(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens = 48) {
+  SequenceSetup setup;
+  setup.max_tokens = max_tokens;
+  setup.prompt_token_ids = prompt;
+  return {id, std::move(prompt), 0, true, setup};
+}
+
+/// Every logit within 1e-3 of the standard deviation of the logits it is compared with.
+inline void ExpectLogitsClose(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double mean = 0, var = 0, worst = 0;
+  for (float w : want) mean += w;
+  mean /= want.size();
+  for (float w : want) var += (w - mean) * (w - mean);
+  const double tol = 1e-3 * std::sqrt(var / want.size());
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
+  EXPECT_LE(worst, tol) << what << ": max |logit diff| " << worst;
 }
 
 inline std::string SharedModelsDir() {

@@ -22,14 +22,12 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "tests/unit/engine/test_models.h"
 
 namespace orca::engine {
 namespace {
 
-std::string TempDir() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  return t ? t : ::testing::TempDir();
-}
+using testing::TempDir;
 
 // One shard: its backend, weights, KV cache and runner.
 struct Shard {
