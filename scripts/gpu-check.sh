@@ -202,17 +202,23 @@ if ((QUICK)); then
 else
   ENGINE_ARGS=(--models "25m,135m" --dtypes "bf16,f32" --batches "1,2,4,8,16,32,64" --prompts "32,128" --gen 32)
 fi
-# bench_engine TP OUTFILE: one engine_bench run on the CUDA backend; it must report a cuda backend.
+# bench_engine TP OUTFILE [ARGS...]: one engine_bench run on the CUDA backend; it must report a
+# cuda backend.
 bench_engine() {
   local tp="$1" out="$2"
-  say "engine microbenchmark, CUDA, tp $tp -> $out"
-  "$BIN/engine_bench" --device cuda --tp "$tp" --model-dir "$MODELS" "${ENGINE_ARGS[@]}" >"$out" 2>&1 ||
-    { tail -20 "$out" >&2; fail "engine_bench --device cuda --tp $tp failed (output: $out)"; }
+  shift 2
+  say "engine microbenchmark, CUDA, tp $tp $* -> $out"
+  "$BIN/engine_bench" --device cuda --tp "$tp" --model-dir "$MODELS" "${ENGINE_ARGS[@]}" "$@" >"$out" 2>&1 ||
+    { tail -20 "$out" >&2; fail "engine_bench --device cuda --tp $tp $* failed (output: $out)"; }
   grep -q '; cuda:' "$out" || fail "engine_bench did not run on the CUDA backend (output: $out)"
-  echo "engine_bench --tp $tp: $(grep -c '^[0-9]' "$out") rows in $out" >>"$SUMMARY"
+  echo "engine_bench --tp $tp $*: $(grep -c '^[0-9]' "$out") rows in $out" >>"$SUMMARY"
 }
 mkdir -p "$MODELS"
 bench_engine 1 "$ENGINE_OUT/engine_bench_cuda.txt"
+# The same decode iterations recorded once per batch shape and replayed (issue 16 item 2).
+bench_engine 1 "$ENGINE_OUT/engine_bench_cuda_graphs.txt" --cuda-graphs
+grep -q 'decode as CUDA Graphs' "$ENGINE_OUT/engine_bench_cuda_graphs.txt" ||
+  fail "engine_bench --cuda-graphs did not run with graphs (output: $ENGINE_OUT/engine_bench_cuda_graphs.txt)"
 if ((NUM_GPUS >= 2)); then
   bench_engine 2 "$ENGINE_OUT/engine_bench_cuda_tp2.txt"
 else

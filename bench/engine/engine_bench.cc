@@ -160,6 +160,7 @@ struct Args {
   int64_t panel_gemm_max_rows = -1;
   bool bf16_dot = true;
   bool fused_kernels = true;
+  bool cuda_graphs = false;
   std::string device = "cpu";
   int64_t tp = 1;
   bool vocab_parallel_head = true;
@@ -286,6 +287,7 @@ absl::Status BenchFile(const std::string& path, const Args& args, int threads, c
   if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
   eo.cpu_bf16_dot = args.bf16_dot;
   eo.fused_kernels = args.fused_kernels;
+  eo.cuda_graphs = args.cuda_graphs;
   eo.device = args.device;
   eo.tp_size = static_cast<int32_t>(args.tp);
   eo.vocab_parallel_head = args.vocab_parallel_head;
@@ -295,11 +297,12 @@ absl::Status BenchFile(const std::string& path, const Args& args, int threads, c
   const engine::ModelConfig& c = e->config();
   std::printf(
       "\n## %s: %.1fM params, %s weights, %.0f MB read per decode step, KV %.0f MiB; loaded in %.2f s "
-      "(%.0f MiB packed at load), RSS %.0f MiB; %s, tp %d%s\n",
+      "(%.0f MiB packed at load), RSS %.0f MiB; %s, tp %d%s%s\n",
       path.c_str(), c.NumParameters() / 1e6, DTypeName(e->weight_dtype()), e->weight_bytes() / 1e6,
       e->kv_bytes() / 1048576.0, load_s, e->packed_weight_bytes() / 1048576.0, ResidentMiBWithoutProbe(),
       e->backend_name().c_str(), static_cast<int>(args.tp),
-      args.tp > 1 ? (args.vocab_parallel_head ? " (vocabulary-parallel head)" : " (head on rank 0)") : "");
+      args.tp > 1 ? (args.vocab_parallel_head ? " (vocabulary-parallel head)" : " (head on rank 0)") : "",
+      args.cuda_graphs ? ", decode as CUDA Graphs" : "");
   std::mt19937 rng(1);
   uint64_t next_id = 1;
   if (args.first_requests > 0) ORCA_RETURN_IF_ERROR(FirstRequests(*e, args, max_prompt, &next_id, rng));
@@ -372,6 +375,9 @@ int main(int argc, char** argv) {
                 "bf16 weights on AVX512-BF16 dot products where the CPU has them (false: the f32-FMA panel kernel)");
   flags.AddBool("fused-kernels", &args.fused_kernels,
                 "Fused kernel pairs where the backend has them (CUDA: RoPE + KV write, residual add + RMSNorm)");
+  flags.AddBool("cuda-graphs", &args.cuda_graphs,
+                "With --device cuda and --tp 1: decode iterations recorded once per batch shape as CUDA Graphs and "
+                "replayed");
   flags.AddInt("small-gemm-max-rows", &args.small_gemm_max_rows,
                "GEMMs up to this many rows use the AVX-512 streaming kernel (-1 = default)");
   flags.AddInt("panel-gemm-max-rows", &args.panel_gemm_max_rows,
