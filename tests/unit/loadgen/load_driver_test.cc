@@ -306,6 +306,35 @@ TEST(PromptBuilderTest, ParsesTokenizeResponsesOfDifferentServers) {
   }
 }
 
+TEST(BenchRunTest, RunsTheClosedLoopChatTrace) {
+  FakeOpenAiServer server;
+  BenchRunOptions options;
+  options.trace.trace = "chat";
+  options.trace.chat_closed_loop = true;
+  options.trace.arrival_rate = 50;
+  options.trace.num_requests = 7;
+  options.trace.chat_system_tokens_min = options.trace.chat_system_tokens_max = 12;
+  options.trace.chat_user_tokens_min = options.trace.chat_user_tokens_max = 3;
+  options.trace.min_new_tokens = options.trace.max_new_tokens = 2;
+  options.driver.base_url = server.url();
+  options.driver.show_progress = false;
+  options.driver.max_duration = absl::Seconds(30);
+  absl::StatusOr<BenchRunReport> report = RunBenchmark(options, "closed");
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->summary.num_completed, 7);
+  const std::vector<std::pair<std::string, std::string>>& config = report->config;
+  EXPECT_NE(
+      std::find(config.begin(), config.end(), std::make_pair(std::string("chat_closed_loop"), std::string("true"))),
+      config.end());
+  // Every later turn is longer than the one before it by the reply (2) and a user message (3).
+  std::set<size_t> lengths;
+  for (const json& body : server.completion_bodies()) lengths.insert(body["prompt"].size());
+  EXPECT_TRUE(lengths.contains(15u));  // [system 12][user 3]
+  EXPECT_TRUE(lengths.contains(20u));  // + reply 2 + user 3
+  options.trace.trace = "paper";
+  EXPECT_THAT(std::string(RunBenchmark(options, "bad").status().message()), HasSubstr("chat trace"));
+}
+
 TEST(BenchRunTest, RunsAFullBenchmarkAndWritesCsvAndJson) {
   FakeOpenAiServer server;
   BenchRunOptions options;
