@@ -375,6 +375,31 @@ TEST_P(DecodeFilledBlocksTest, ACancelledRequestLeavesOnlyItsReturnedBlocksCache
   EXPECT_EQ(h.CheckInvariants(true), "");
 }
 
+TEST(DecodeFilledBlocksPagedTest, APreemptedRequestRecomputesOnlyPastItsCachedDecodeBlocks) {
+  // Paged, 7 blocks of 4. a and b decode side by side; at position 12 a takes the last free
+  // block and b, needing its fourth, is preempted (latest first) with 12 computed tokens in 3
+  // full registered blocks: 0 (prompt), 1 and 2 (filled by its decodes). Released tail first,
+  // they join the free queue's MRU end, so a's fifth block evicts b's block 2 and blocks 0-1
+  // survive. Readmitted once a finishes, b's prompt + generated tokens hit them: it recomputes
+  // from position 8, not 4. The simulated workers check that every position read holds the
+  // request's own tokens.
+  SchedulerHarness h(OptionsBuilder(PolicyKind::kPaged, 4, 28).Block(4).PrefixCaching().Build());
+  RequestId a = h.Submit(RequestBuilder().Id("a").PromptIds({1, 2, 3, 4}).MaxNewTokens(16).Build());
+  RequestId b = h.Submit(RequestBuilder().Id("b").PromptIds({5, 6, 7, 8}).MaxNewTokens(12).Build());
+  h.RunToCompletion();
+  ExpectStates(h, {{a, kLength}, {b, kLength}}, -1);
+  EXPECT_GE(h.scheduler().stats().num_preemptions, 1u);
+  int32_t readmitted_at = -1;
+  int admissions = 0;
+  for (const IterationPlan& plan : h.plans()) {
+    for (const ScheduledRequest& r : plan.requests) {
+      if (r.request_id == b && r.new_request.has_value() && ++admissions == 2) readmitted_at = r.start_position;
+    }
+  }
+  ASSERT_EQ(admissions, 2) << h.Timeline();
+  EXPECT_EQ(readmitted_at, 8) << "b's decode-filled blocks were not reused\n" << h.Timeline();
+}
+
 INSTANTIATE_TEST_SUITE_P(ReservedAndPaged, DecodeFilledBlocksTest,
                          ::testing::Values(PolicyKind::kOrca, PolicyKind::kPaged),
                          [](const ::testing::TestParamInfo<PolicyKind>& info) {
