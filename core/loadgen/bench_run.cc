@@ -106,7 +106,20 @@ absl::StatusOr<std::string> DiscoverModel(const std::string& base_url, const std
 }
 
 absl::StatusOr<BenchRunReport> RunBenchmark(const BenchRunOptions& options, const std::string& label) {
-  ORCA_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, MakeLoadTrace(options.trace));
+  const bool closed_loop = options.trace.chat_closed_loop;
+  if (closed_loop && ParseTraceKind(options.trace.trace) != TraceKind::kChat) {
+    return absl::InvalidArgumentError("chat_closed_loop needs the chat trace");
+  }
+  std::vector<TraceRequest> trace;
+  std::vector<ChatConversation> conversations;
+  int64_t num_requests = 0;
+  if (closed_loop) {
+    ORCA_ASSIGN_OR_RETURN(conversations, MakeChatConversations(options.trace));
+    for (const ChatConversation& c : conversations) num_requests += static_cast<int64_t>(c.turns.size());
+  } else {
+    ORCA_ASSIGN_OR_RETURN(trace, MakeLoadTrace(options.trace));
+    num_requests = static_cast<int64_t>(trace.size());
+  }
   LoadDriverOptions driver_options = options.driver;
   if (driver_options.model.empty()) {
     ORCA_ASSIGN_OR_RETURN(driver_options.model, DiscoverModel(driver_options.base_url, driver_options.api_key));
@@ -126,7 +139,8 @@ absl::StatusOr<BenchRunReport> RunBenchmark(const BenchRunOptions& options, cons
       {"model", driver_options.model},
       {"trace", options.trace.trace},
       {"arrival_rate", synthetic ? absl::StrCat(options.trace.arrival_rate) : "file"},
-      {"num_requests", absl::StrCat(trace.size())},
+      {"num_requests", absl::StrCat(num_requests)},
+      {"chat_closed_loop", closed_loop ? "true" : "false"},
       {"seed", absl::StrCat(options.trace.seed)},
       {"max_duration_s", absl::StrCat(absl::ToDoubleSeconds(driver_options.max_duration))},
       {"ignore_eos", driver_options.ignore_eos ? "true" : "false"},
@@ -135,7 +149,13 @@ absl::StatusOr<BenchRunReport> RunBenchmark(const BenchRunOptions& options, cons
       {"max_concurrency", absl::StrCat(driver_options.max_concurrency)},
   };
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<LoadDriver> driver, LoadDriver::Create(driver_options, std::move(prompts)));
-  ORCA_ASSIGN_OR_RETURN(report.run, driver->Run(trace));
+  if (closed_loop) {
+    report.config.emplace_back("chat_think_time_s", absl::StrCat(options.trace.chat_think_time_s));
+    ORCA_ASSIGN_OR_RETURN(report.run,
+                          driver->RunClosedLoop(conversations, absl::Seconds(options.trace.chat_think_time_s)));
+  } else {
+    ORCA_ASSIGN_OR_RETURN(report.run, driver->Run(trace));
+  }
   report.summary = SummarizeRun(report.run.records, report.run.run_duration_s);
   return report;
 }

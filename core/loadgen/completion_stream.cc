@@ -40,6 +40,10 @@ std::optional<std::string> ErrorMessage(const json& chunk) {
 /// logprobs (exact), else one for a non-empty text delta (servers send one chunk per token
 /// and hold back only text that is not yet valid UTF-8).
 int32_t ChunkTokens(const json& choice) {
+  // return_token_ids: the ids new in this chunk, exact even when its text is held back.
+  if (auto ids = choice.find("token_ids"); ids != choice.end() && ids->is_array()) {
+    return static_cast<int32_t>(ids->size());
+  }
   if (auto lp = choice.find("logprobs"); lp != choice.end() && lp->is_object()) {
     if (auto tokens = lp->find("tokens"); tokens != lp->end() && tokens->is_array()) {
       return static_cast<int32_t>(tokens->size());
@@ -98,6 +102,13 @@ absl::Status CompletionStream::OnEvent(const SseEvent& event, double elapsed_s) 
   if (auto reason = choice.find("finish_reason"); reason != choice.end() && reason->is_string()) {
     finish_reason_ = reason->get<std::string>();
   }
+  if (auto ids = choice.find("token_ids"); ids != choice.end() && ids->is_array()) {
+    token_ids_seen_ = true;
+    for (const json& id : *ids) {
+      if (!id.is_number_integer()) return absl::DataLossError(absl::StrCat("token_ids holds ", Quote(id.dump())));
+      token_ids_.push_back(id.get<int32_t>());
+    }
+  }
   const int32_t tokens = ChunkTokens(choice);
   if (tokens == 0) return absl::OkStatus();
   if (first_token_s_.has_value()) {
@@ -120,6 +131,8 @@ absl::Status CompletionStream::Finish(double elapsed_s, RequestRecord* record) c
   record->usage_reported = usage_completion_tokens_.has_value();
   record->output_tokens = usage_completion_tokens_.value_or(counted_tokens_);
   record->finish_reason = finish_reason_;
+  record->output_token_ids = token_ids_;
+  record->token_ids_reported = token_ids_seen_;
   if (!done_) {
     return absl::DataLossError(parser_.has_pending() ? "stream cut inside an event" : "stream ended without [DONE]");
   }

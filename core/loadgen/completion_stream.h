@@ -27,7 +27,8 @@ class CompletionStream {
 
   /// The body ended at `elapsed_s`. Fills the timing and token fields of `record` (ttft_s,
   /// e2e_s, itl_s, output_tokens, counted_tokens, num_chunks, usage_reported,
-  /// finish_reason). DATA_LOSS when the stream ended before "[DONE]" or without a token.
+  /// finish_reason, and output_token_ids when the chunks carried `token_ids`). DATA_LOSS when the stream ended before
+  /// "[DONE]" or without a token.
   absl::Status Finish(double elapsed_s, RequestRecord* record) const;
 
   bool done() const { return done_; }
@@ -45,6 +46,8 @@ class CompletionStream {
   int32_t counted_tokens_ = 0;
   int32_t num_chunks_ = 0;
   std::optional<int32_t> usage_completion_tokens_;
+  std::vector<int32_t> token_ids_;  ///< From the chunks' `token_ids` (return_token_ids).
+  bool token_ids_seen_ = false;
   std::string finish_reason_;
 };
 

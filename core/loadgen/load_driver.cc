@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <optional>
+#include <queue>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -62,6 +66,22 @@ class LoadSession {
         progress_(options.progress_label, static_cast<int64_t>(trace.size()),
                   absl::ToDoubleSeconds(options.max_duration), options.show_progress) {}
 
+  /// Closed-loop chat (LoadDriver::RunClosedLoop): `trace` holds every turn (arrival and
+  /// max_new_tokens; only first turns' arrivals count), `bodies` the first turns' bodies.
+  struct ClosedLoop {
+    std::vector<int64_t> next_turn;                // flat index of the next turn, -1 after the last
+    std::vector<std::vector<int32_t>> prompt_ids;  // first turns: their prompts
+    std::vector<std::vector<int32_t>> user_ids;    // later turns: their new user message
+    double think_s = 0;
+    std::function<std::string(const std::vector<int32_t>&, int32_t)> make_body;
+  };
+  void SetClosedLoop(ClosedLoop closed) {
+    closed_ = std::move(closed);
+    for (size_t i = 0; i < trace_.size(); ++i) {
+      if (!closed_->prompt_ids[i].empty()) ready_.emplace(absl::ToDoubleSeconds(trace_[i].arrival), i);
+    }
+  }
+
   ~LoadSession() {
     for (auto& t : active_) Remove(t.get());
     if (multi_ != nullptr) curl_multi_cleanup(multi_);
@@ -99,9 +119,22 @@ class LoadSession {
   double Elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
   bool CanLaunch() const {
-    return next_ < trace_.size() &&
-           (options_.max_concurrency <= 0 || active_.size() < static_cast<size_t>(options_.max_concurrency));
+    const bool pending = closed_.has_value() ? !ready_.empty() : next_ < trace_.size();
+    return pending && (options_.max_concurrency <= 0 || active_.size() < static_cast<size_t>(options_.max_concurrency));
   }
+  /// When the next request to send is due (CanLaunch() must hold).
+  double NextDue() const {
+    return closed_.has_value() ? ready_.top().first : absl::ToDoubleSeconds(trace_[next_].arrival);
+  }
+  size_t TakeNext() {
+    if (!closed_.has_value()) return next_++;
+    const size_t index = ready_.top().second;
+    ready_.pop();
+    return index;
+  }
+  /// Nothing left to send: the open loop's trace is exhausted, or (closed loop) no turn is
+  /// ready — a later one becomes ready only when an active request completes.
+  bool NothingToSend() const { return closed_.has_value() ? ready_.empty() : next_ == trace_.size(); }
 
   absl::Status Loop() {
     const double limit = absl::ToDoubleSeconds(options_.max_duration);
@@ -111,10 +144,10 @@ class LoadSession {
         CutOff(now);
         return absl::OkStatus();
       }
-      while (CanLaunch() && absl::ToDoubleSeconds(trace_[next_].arrival) <= now) {
-        ORCA_RETURN_IF_ERROR(Launch(next_++));
+      while (CanLaunch() && NextDue() <= now) {
+        ORCA_RETURN_IF_ERROR(Launch(TakeNext()));
       }
-      if (next_ == trace_.size() && active_.empty()) return absl::OkStatus();
+      if (NothingToSend() && active_.empty()) return absl::OkStatus();
       int running = 0;
       if (CURLMcode code = curl_multi_perform(multi_, &running); code != CURLM_OK) {
         return absl::InternalError(absl::StrCat("curl_multi_perform: ", curl_multi_strerror(code)));
@@ -123,7 +156,7 @@ class LoadSession {
       now = Elapsed();
       progress_.Update(num_ok_, num_failed_, static_cast<int64_t>(active_.size()), now);
       double wait = std::min(kMaxPollSeconds, limit - now);
-      if (CanLaunch()) wait = std::min(wait, absl::ToDoubleSeconds(trace_[next_].arrival) - now);
+      if (CanLaunch()) wait = std::min(wait, NextDue() - now);
       if (wait > 0) {
         // Round down so an arrival is never sent late by the poll's millisecond resolution.
         const int wait_ms = static_cast<int>(std::floor(wait * 1e3));
@@ -204,6 +237,33 @@ class LoadSession {
       r.error = std::string(error.message());
       ++num_failed_;
     }
+    if (closed_.has_value()) FollowUp(t.index, elapsed);
+  }
+
+  /// Closed loop: the conversation's next turn, `think_s` after this one completed.
+  void FollowUp(size_t index, double elapsed) {
+    const int64_t next = closed_->next_turn[index];
+    if (next < 0) return;
+    const RequestRecord& r = result_.records[index];
+    RequestRecord& n = result_.records[static_cast<size_t>(next)];
+    if (r.outcome != RequestOutcome::kOk) {
+      n.error = absl::StrCat("not sent: turn ", index, " of its conversation failed");
+      return;
+    }
+    if (!r.token_ids_reported) {
+      n.error =
+          absl::StrCat("not sent: turn ", index, " came back without token_ids (the server ignores return_token_ids)");
+      return;
+    }
+    std::vector<int32_t> prompt = std::move(closed_->prompt_ids[index]);
+    prompt.insert(prompt.end(), r.output_token_ids.begin(), r.output_token_ids.end());
+    const std::vector<int32_t>& user = closed_->user_ids[static_cast<size_t>(next)];
+    prompt.insert(prompt.end(), user.begin(), user.end());
+    n.prompt_tokens = static_cast<int32_t>(prompt.size());
+    n.scheduled_s = r.sent_s + elapsed + closed_->think_s;
+    bodies_[static_cast<size_t>(next)] = closed_->make_body(prompt, trace_[static_cast<size_t>(next)].max_new_tokens);
+    closed_->prompt_ids[static_cast<size_t>(next)] = std::move(prompt);
+    ready_.emplace(n.scheduled_s, static_cast<size_t>(next));
   }
 
   /// The time limit: close every stream still open.
@@ -233,6 +293,9 @@ class LoadSession {
   curl_slist* headers_ = nullptr;
   std::vector<std::unique_ptr<Transfer>> active_;
   size_t next_ = 0;
+  std::optional<ClosedLoop> closed_;
+  // Closed loop: turns ready to send, by due time (then index).
+  std::priority_queue<std::pair<double, size_t>, std::vector<std::pair<double, size_t>>, std::greater<>> ready_;
   int64_t num_ok_ = 0;
   int64_t num_failed_ = 0;
   Clock::time_point start_;
@@ -262,13 +325,20 @@ absl::StatusOr<std::unique_ptr<LoadDriver>> LoadDriver::Create(LoadDriverOptions
 LoadDriver::~LoadDriver() = default;
 
 std::string LoadDriver::RequestBody(int64_t index, const TraceRequest& request) const {
+  return RequestBody(
+      request.segments.empty() ? prompts_.Build(index, request.num_prompt_tokens) : prompts_.Build(request.segments),
+      request.max_new_tokens, /*return_token_ids=*/false);
+}
+
+std::string LoadDriver::RequestBody(const std::vector<int32_t>& prompt_ids, int32_t max_tokens,
+                                    bool return_token_ids) const {
   json body = {
       {"model", options_.model},
-      {"prompt",
-       request.segments.empty() ? prompts_.Build(index, request.num_prompt_tokens) : prompts_.Build(request.segments)},
-      {"max_tokens", request.max_new_tokens},
+      {"prompt", prompt_ids},
+      {"max_tokens", max_tokens},
       {"stream", true},
   };
+  if (return_token_ids) body["return_token_ids"] = true;
   if (options_.ignore_eos) body["ignore_eos"] = true;
   if (options_.include_usage) body["stream_options"] = {{"include_usage", true}};
   if (options_.logprobs) body["logprobs"] = 0;
@@ -285,6 +355,44 @@ absl::StatusOr<LoadRunResult> LoadDriver::Run(const std::vector<TraceRequest>& t
     bodies.push_back(RequestBody(static_cast<int64_t>(i), trace[i]));
   }
   LoadSession session(options_, trace, std::move(bodies));
+  return session.Run();
+}
+
+absl::StatusOr<LoadRunResult> LoadDriver::RunClosedLoop(const std::vector<ChatConversation>& conversations,
+                                                        absl::Duration think_time) {
+  if (think_time < absl::ZeroDuration()) return absl::InvalidArgumentError("think_time must be >= 0");
+  std::vector<TraceRequest> turns;
+  std::vector<std::string> bodies;
+  LoadSession::ClosedLoop closed;
+  closed.think_s = absl::ToDoubleSeconds(think_time);
+  for (const ChatConversation& c : conversations) {
+    for (size_t t = 0; t < c.turns.size(); ++t) {
+      TraceRequest r;
+      r.arrival = c.arrival;
+      r.max_new_tokens = c.turns[t].max_new_tokens;
+      std::vector<int32_t> first;
+      if (t == 0) {
+        std::vector<PromptSegment> segments;
+        if (c.system.num_tokens > 0) segments.push_back(c.system);
+        segments.push_back(c.turns[0].user);
+        first = prompts_.Build(segments);
+        r.num_prompt_tokens = static_cast<int32_t>(first.size());
+        bodies.push_back(RequestBody(first, r.max_new_tokens, /*return_token_ids=*/true));
+        closed.user_ids.emplace_back();
+      } else {
+        bodies.emplace_back();  // built when the previous turn completes
+        closed.user_ids.push_back(prompts_.Build({c.turns[t].user}));
+      }
+      closed.prompt_ids.push_back(std::move(first));
+      closed.next_turn.push_back(t + 1 < c.turns.size() ? static_cast<int64_t>(turns.size()) + 1 : -1);
+      turns.push_back(r);
+    }
+  }
+  closed.make_body = [this](const std::vector<int32_t>& prompt, int32_t max_tokens) {
+    return RequestBody(prompt, max_tokens, /*return_token_ids=*/true);
+  };
+  LoadSession session(options_, turns, std::move(bodies));
+  session.SetClosedLoop(std::move(closed));
   return session.Run();
 }
 

@@ -62,8 +62,21 @@ class LoadDriver {
   /// an error here means the driver itself could not run (libcurl setup).
   absl::StatusOr<LoadRunResult> Run(const std::vector<TraceRequest>& trace);
 
+  /// Closed-loop chat: conversation c's first turn is sent at its arrival, each later turn
+  /// `think_time` after the previous one completed, with the prompt: the previous turn's
+  /// prompt, the token ids the server returned for it (requests ask for them with
+  /// `return_token_ids`), then the new user message. A turn that fails, or whose server sent
+  /// no `token_ids`, ends its conversation (the rest stay kNotSent, their error saying why).
+  /// Records: every turn of conversation 0, then of conversation 1, ...; scheduled_s is when
+  /// the turn became ready (arrival, or completion + think time), prompt_tokens its actual
+  /// length.
+  absl::StatusOr<LoadRunResult> RunClosedLoop(const std::vector<ChatConversation>& conversations,
+                                              absl::Duration think_time);
+
   /// The JSON body of trace request `index` (exposed for tests and --dry-run).
   std::string RequestBody(int64_t index, const TraceRequest& request) const;
+  /// The JSON body of a prompt of explicit ids (closed-loop turns: return_token_ids set).
+  std::string RequestBody(const std::vector<int32_t>& prompt_ids, int32_t max_tokens, bool return_token_ids) const;
 
  private:
   LoadDriver(LoadDriverOptions options, PromptBuilder prompts)

@@ -187,7 +187,9 @@ TraceKind ParseTraceKind(const std::string& trace) {
   return TraceKind::kFile;
 }
 
-absl::StatusOr<std::vector<TraceRequest>> MakeChatTrace(const LoadTraceOptions& o) {
+namespace {
+
+absl::Status ValidateChat(const LoadTraceOptions& o) {
   ORCA_RETURN_IF_ERROR(ValidateSynthetic(o));
   auto range = [](const char* name, int32_t lo, int32_t hi, int32_t min) -> absl::Status {
     if (lo < min || hi < lo) {
@@ -200,6 +202,13 @@ absl::StatusOr<std::vector<TraceRequest>> MakeChatTrace(const LoadTraceOptions& 
   ORCA_RETURN_IF_ERROR(range("chat_user_tokens", o.chat_user_tokens_min, o.chat_user_tokens_max, 1));
   ORCA_RETURN_IF_ERROR(range("new tokens", o.min_new_tokens, o.max_new_tokens, 1));
   if (o.chat_conversations < 1) return absl::InvalidArgumentError("chat_conversations must be >= 1");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TraceRequest>> MakeChatTrace(const LoadTraceOptions& o) {
+  ORCA_RETURN_IF_ERROR(ValidateChat(o));
   // Arrivals exactly as the paper trace's; lengths and structure from their own stream.
   TraceOptions arrivals;
   arrivals.seed = o.seed;
@@ -239,6 +248,41 @@ absl::StatusOr<std::vector<TraceRequest>> MakeChatTrace(const LoadTraceOptions& 
     r.max_new_tokens = turn.reply;
   }
   return trace;
+}
+
+absl::StatusOr<std::vector<ChatConversation>> MakeChatConversations(const LoadTraceOptions& o) {
+  ORCA_RETURN_IF_ERROR(ValidateChat(o));
+  if (!(o.chat_think_time_s >= 0) || !std::isfinite(o.chat_think_time_s)) {
+    return absl::InvalidArgumentError(absl::StrCat("chat_think_time_s must be >= 0 (got ", o.chat_think_time_s, ")"));
+  }
+  // At most num_requests conversations start (each has a turn at least).
+  TraceOptions arrivals;
+  arrivals.seed = o.seed;
+  arrivals.arrival_rate = o.arrival_rate;
+  arrivals.num_requests = o.num_requests;
+  ORCA_ASSIGN_OR_RETURN(std::vector<TraceRequest> starts, GeneratePoissonTrace(arrivals));
+  SplitMix64 rng(o.seed * 0x2545f4914f6cdd1dULL + 0x10c7);
+  constexpr uint64_t kSystemKey = 1;
+  const auto system_tokens = static_cast<int32_t>(rng.NextInt(o.chat_system_tokens_min, o.chat_system_tokens_max));
+  std::vector<ChatConversation> conversations;
+  int32_t turns_left = o.num_requests;
+  for (size_t c = 0; c < starts.size() && turns_left > 0; ++c) {
+    ChatConversation conversation;
+    conversation.arrival = starts[c].arrival;
+    conversation.system = {kSystemKey, system_tokens};
+    const auto num_turns = std::min(turns_left, static_cast<int32_t>(rng.NextInt(o.chat_turns_min, o.chat_turns_max)));
+    for (int32_t t = 0; t < num_turns; ++t) {
+      // Keys as the open-loop trace's user messages: unique per conversation and turn.
+      const uint64_t key = (static_cast<uint64_t>(c + 1) << 20) + (static_cast<uint64_t>(t) << 2) + 2;
+      ChatTurn turn;
+      turn.user = {key, static_cast<int32_t>(rng.NextInt(o.chat_user_tokens_min, o.chat_user_tokens_max))};
+      turn.max_new_tokens = static_cast<int32_t>(rng.NextInt(o.min_new_tokens, o.max_new_tokens));
+      conversation.turns.push_back(turn);
+    }
+    turns_left -= num_turns;
+    conversations.push_back(std::move(conversation));
+  }
+  return conversations;
 }
 
 absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& options) {

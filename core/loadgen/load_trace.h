@@ -56,6 +56,27 @@ struct LoadTraceOptions {
   int32_t chat_user_tokens_min = 16;
   int32_t chat_user_tokens_max = 64;
   int32_t chat_conversations = 8;
+  /// Chat trace, closed loop (MakeChatConversations): each conversation sends its next turn
+  /// only once its previous turn completed, its prompt the previous prompt + the token ids
+  /// the server returned + the new user message; a new conversation starts per Poisson
+  /// arrival (arrival_rate is then conversations/s; chat_conversations is unused).
+  bool chat_closed_loop = false;
+  /// Closed loop: seconds between a turn's completion and the next turn's send (>= 0).
+  double chat_think_time_s = 0;
+};
+
+/// One turn of a closed-loop conversation: its new user message and its reply's length.
+struct ChatTurn {
+  PromptSegment user;
+  int32_t max_new_tokens = 0;
+};
+
+/// A closed-loop conversation: it starts at `arrival` with [system][user 1]; turn k + 1's
+/// prompt is turn k's prompt, the reply the server generated for it, then [user k + 1].
+struct ChatConversation {
+  absl::Duration arrival;
+  PromptSegment system;  ///< num_tokens 0: none.
+  std::vector<ChatTurn> turns;
 };
 
 /// "paper" / "homogeneous" / "chat" / anything else is a file path.
@@ -74,6 +95,14 @@ absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& 
 /// can reuse everything up to the end of user k-1's turn, as with real chat clients that
 /// resend the history). INVALID_ARGUMENT names the bad field.
 absl::StatusOr<std::vector<TraceRequest>> MakeChatTrace(const LoadTraceOptions& options);
+
+/// The closed-loop chat workload: conversations arriving as a Poisson process at
+/// arrival_rate (conversations/s), turns U(chat_turns_min, max), user messages
+/// U(chat_user_tokens_min, max), replies U(min_new_tokens, max_new_tokens), one system prompt
+/// of U(chat_system_tokens_min, max) tokens shared by all; `num_requests` turns in all (the
+/// last conversation cut short). Lengths and structure depend on the seed only, not on the
+/// rate. INVALID_ARGUMENT names the bad field.
+absl::StatusOr<std::vector<ChatConversation>> MakeChatConversations(const LoadTraceOptions& options);
 
 /// Parses a trace file's text. Two formats, picked by the first non-blank character:
 ///  - JSONL ('{'): one object per line, e.g. {"arrival_s": 0.25, "prompt_tokens": 100,

@@ -38,6 +38,9 @@ struct RequestRecord {
   int32_t counted_tokens = 0;   ///< Tokens counted from the chunks.
   int32_t num_chunks = 0;       ///< Token-carrying chunks.
   bool usage_reported = false;  ///< output_tokens came from the server's usage.
+  /// The generated ids, when the server sent them (return_token_ids: the chunks' `token_ids`).
+  std::vector<int32_t> output_token_ids;
+  bool token_ids_reported = false;
 
   /// The paper's metric: end-to-end latency / generated tokens (s/token); 0 if no token.
   double NormalizedLatencySeconds() const { return output_tokens > 0 ? e2e_s / output_tokens : 0.0; }

@@ -23,7 +23,8 @@ absl::Status WarmUp(const ServingSweepOptions& options, const std::string& base_
   if (options.warmup_requests <= 0) return absl::OkStatus();
   BenchRunOptions warm = options.run;
   warm.trace.trace = "homogeneous";
-  warm.trace.arrival_rate = 1000;  // all at once
+  warm.trace.chat_closed_loop = false;  // open loop: only warms the stack
+  warm.trace.arrival_rate = 1000;       // all at once
   warm.trace.num_requests = options.warmup_requests;
   warm.trace.prompt_tokens = 16;
   warm.trace.output_tokens = 4;

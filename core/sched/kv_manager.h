@@ -45,7 +45,11 @@ struct KvStats {
 ///
 /// Prefix caching: a request's full blocks are registered (content-addressed, see
 /// KvBlockPool) once the iteration that filled them has returned — never earlier, so a hit
-/// never reads KV that a failed or still-running iteration was writing. Admission reuses the
+/// never reads KV that a failed or still-running iteration was writing. That holds for
+/// blocks its decodes filled too (an increment writes the K/V of the token it takes as
+/// input, so a block is full once the iteration whose input was its last token returned):
+/// they continue the prompt's key chain, so the next chat turn (prompt + the model's reply +
+/// a new user turn) reuses them. The last, partial block is never registered. Admission reuses the
 /// longest cached run of full blocks that leaves at least one token to compute (the last
 /// token's logits are needed); those blocks are shared, never written again.
 ///

@@ -13,6 +13,10 @@
 #   scripts/bench/beyond_paper.sh [OUT_DIR] [extra `orca bench sweep` flags...]
 #
 # Environment: PAPER_RATES, CHAT_RATES (req/s, increasing), NUM_REQUESTS (per point).
+# CHAT_CLOSED_LOOP=1 runs the chat sweep closed loop (`--chat-closed-loop`): a conversation
+# starts per Poisson arrival (CHAT_RATES are then conversations/s), each next turn is sent when
+# the previous one completed (plus CHAT_THINK_TIME seconds, default 0) and carries the token
+# ids the server generated (return_token_ids), so replies hit their decode-filled cached blocks.
 # Every point runs to completion: a point's time bound is what its requests need to be sent
 # at the lowest rate plus 60 s for the last ones to finish (CHAT_MAX_DURATION /
 # PAPER_MAX_DURATION override it); a rate beyond saturation is the last of its curve
@@ -34,6 +38,10 @@ CHAT_RATES="${CHAT_RATES:-2,6,12,24,48}"
 bound_for() { awk -v n="$NUM_REQUESTS" -v rates="$1" 'BEGIN { split(rates, r, ","); print int(n / r[1] + 0.999) + 60 }'; }
 PAPER_MAX_DURATION="${PAPER_MAX_DURATION:-$(bound_for "$PAPER_RATES")}"
 CHAT_MAX_DURATION="${CHAT_MAX_DURATION:-$(bound_for "$CHAT_RATES")}"
+CHAT_LOOP_FLAGS=()
+if [ "${CHAT_CLOSED_LOOP:-0}" = 1 ]; then
+  CHAT_LOOP_FLAGS=(--chat-closed-loop --chat-think-time "${CHAT_THINK_TIME:-0}")
+fi
 grep -m1 'model name' /proc/cpuinfo
 machine_note
 run "$BIN/orca" bench sweep --model "$MODEL_DIR" --out "$OUT/paper" --trace paper \
@@ -44,5 +52,5 @@ machine_note
 run "$BIN/orca" bench sweep --model "$MODEL_DIR" --out "$OUT/chat" --trace chat \
   --configs orca:16,orca:16:prefix,paged:16:chunk=32:prefix,request-level:8 \
   --rates "$CHAT_RATES" --num-requests "$NUM_REQUESTS" --max-duration "$CHAT_MAX_DURATION" --threads 1 \
-  --min-new-tokens 16 --max-new-tokens 64 --saturation-latency-ms 200 --no-progress "$@"
+  --min-new-tokens 16 --max-new-tokens 64 --saturation-latency-ms 200 --no-progress "${CHAT_LOOP_FLAGS[@]}" "$@"
 machine_note

@@ -3,6 +3,8 @@
 // `orca serve` stacks started per (policy, max_bs). The logic lives in core/loadgen; this file
 // is flags and wiring.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -13,7 +15,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -57,6 +58,8 @@ struct LoadFlags {
   int64_t chat_turns_min = 2, chat_turns_max = 6;
   int64_t chat_user_tokens_min = 16, chat_user_tokens_max = 64;
   int64_t chat_conversations = 8;
+  bool chat_closed_loop = false;
+  double chat_think_time_s = 0;
   std::string out;
   int max_concurrency = 0;
   double request_timeout_s = 0;
@@ -96,6 +99,12 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
   flags.AddInt("chat-user-tokens-min", &f.chat_user_tokens_min, "chat trace: shortest user message");
   flags.AddInt("chat-user-tokens-max", &f.chat_user_tokens_max, "chat trace: longest user message");
   flags.AddInt("chat-conversations", &f.chat_conversations, "chat trace: conversations in progress at once");
+  flags.AddBool("chat-closed-loop", &f.chat_closed_loop,
+                "chat trace, closed loop: a conversation starts per Poisson arrival (the rate is conversations/s); "
+                "each next turn is sent when the previous one completed, its prompt the previous prompt + the token "
+                "ids the server returned (return_token_ids) + a new user message; --chat-conversations is unused");
+  flags.AddDouble("chat-think-time", &f.chat_think_time_s,
+                  "chat trace, closed loop: seconds between a turn's completion and the next turn");
   flags.AddString("out", &f.out, "Directory for requests.csv and summary.json (sweep: everything)");
   flags.AddInt("max-concurrency", &f.max_concurrency, "Cap on requests in flight (0 = pure open loop)");
   flags.AddDouble("request-timeout", &f.request_timeout_s, "Per-request timeout in seconds (0 = none)");
@@ -131,6 +140,8 @@ loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f, const FlagSet& flags) 
   o.trace.chat_user_tokens_min = static_cast<int32_t>(f.chat_user_tokens_min);
   o.trace.chat_user_tokens_max = static_cast<int32_t>(f.chat_user_tokens_max);
   o.trace.chat_conversations = static_cast<int32_t>(f.chat_conversations);
+  o.trace.chat_closed_loop = f.chat_closed_loop;
+  o.trace.chat_think_time_s = f.chat_think_time_s;
   o.driver.base_url = f.url;
   o.driver.model = f.model;
   o.driver.api_key = f.api_key;
@@ -199,7 +210,7 @@ class OrcaServeStack : public loadgen::ServingStack {
     std::string log_dir;
     int64_t ready_timeout_s = 300;
     std::string llama_server = "llama-server";  ///< binary for llama-server curves (PATH lookup)
-    int64_t llama_server_slot_ctx = 1024;        ///< context tokens per llama-server slot
+    int64_t llama_server_slot_ctx = 1024;       ///< context tokens per llama-server slot
     std::vector<std::string> llama_server_args;
   };
   explicit OrcaServeStack(Options options) : options_(std::move(options)) {}
@@ -308,8 +319,16 @@ class OrcaServeStack : public loadgen::ServingStack {
                                               "' is not an executable (nor found on PATH); a llama-server:NP "
                                               "curve needs llama.cpp's server binary"));
     }
-    std::vector<std::string> args = {"-m", options_.model, "--host", "127.0.0.1", "--port", std::to_string(port),
-                                     "-np", std::to_string(spec.max_bs), "-cb", "-c",
+    std::vector<std::string> args = {"-m",
+                                     options_.model,
+                                     "--host",
+                                     "127.0.0.1",
+                                     "--port",
+                                     std::to_string(port),
+                                     "-np",
+                                     std::to_string(spec.max_bs),
+                                     "-cb",
+                                     "-c",
                                      std::to_string(spec.max_bs * options_.llama_server_slot_ctx)};
     if (options_.threads > 0) {
       for (const char* flag : {"-t", "-tb"}) {
@@ -476,9 +495,9 @@ int RunSimulatedSweep(const std::string& command, const SweepFlags& sw, const st
   out.out_dir = f.out;
   out.target_multiples = multiples;
   out.gnuplot = sw.gnuplot;
-  out.title = sw.title.empty() ? absl::StrCat(model.description, ", ", sim::CostShapeName(model.shape), " cost, ",
-                                              f.trace, " trace")
-                               : sw.title;
+  out.title = sw.title.empty()
+                  ? absl::StrCat(model.description, ", ", sim::CostShapeName(model.shape), " cost, ", f.trace, " trace")
+                  : sw.title;
   absl::StatusOr<std::string> text =
       loadgen::WriteSweepOutputs(loadgen::FromSimCurves(*curves, specs, f.num_requests), out);
   if (!text.ok()) return Fail(command, text.status());
@@ -517,8 +536,9 @@ int RunSweepCommand(int argc, char** argv) {
   if (!sw.simulate.empty()) {
     for (const loadgen::SweepCurveSpec& spec : *curves) {
       if (!spec.server.empty()) {
-        return Fail(command, absl::InvalidArgumentError(absl::StrCat(
-                                 "--simulate runs Orca's scheduler on a cost model; ", spec.label, " is a real server")));
+        return Fail(command,
+                    absl::InvalidArgumentError(absl::StrCat("--simulate runs Orca's scheduler on a cost model; ",
+                                                            spec.label, " is a real server")));
       }
     }
     return RunSimulatedSweep(command, sw, *rate_list, *target_list, *curves);
@@ -542,8 +562,8 @@ int RunSweepCommand(int argc, char** argv) {
   stack_options.llama_server_slot_ctx = sw.llama_server_slot_ctx;
   stack_options.llama_server_args = sw.llama_server_args;
   if (sw.llama_server_slot_ctx < 1 || sw.llama_server_slot_ctx > (int64_t{1} << 24)) {
-    return Fail(command, absl::InvalidArgumentError(absl::StrCat("--llama-server-slot-ctx must be in [1, 16777216] (got ",
-                                                                 sw.llama_server_slot_ctx, ")")));
+    return Fail(command, absl::InvalidArgumentError(absl::StrCat(
+                             "--llama-server-slot-ctx must be in [1, 16777216] (got ", sw.llama_server_slot_ctx, ")")));
   }
   OrcaServeStack stack(stack_options);
   absl::StatusOr<std::vector<loadgen::MeasuredCurve>> measured = loadgen::RunServingSweep(options, stack);
@@ -580,6 +600,10 @@ int RunLoad(int argc, char** argv) {
     return 0;
   }
   if (absl::Status s = CheckLoadFlags(f); !s.ok()) return Fail(command, s);
+  if (save_trace && f.chat_closed_loop) {
+    return Fail(command, absl::InvalidArgumentError(
+                             "--save-trace: a closed-loop chat run's prompts depend on the server's replies"));
+  }
   const loadgen::BenchRunOptions options = ToRunOptions(f, flags);
   absl::StatusOr<loadgen::BenchRunReport> report = loadgen::RunBenchmark(options, label);
   if (!report.ok()) return Fail(command, report.status());

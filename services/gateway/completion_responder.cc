@@ -71,7 +71,7 @@ void CompletionResponder::OnDelta(const ChoiceDelta& delta) {
   if (first && options_.format.api == OpenAiApi::kChat) data += builder_.RoleChunk(delta.index);
   // Held-back text makes deltas with nothing to say: they are not sent.
   const bool empty = out.text.empty() && tools.calls.empty() && !out.finish_reason && out.prompt_logprobs.empty() &&
-                     (out.tokens.empty() || !options_.format.logprobs);
+                     (out.tokens.empty() || !options_.format.logprobs) && out.token_ids.empty();
   if (!empty || tool_parsers_.empty()) data += builder_.DeltaChunk(out, tools.calls, produced_calls);
   if (!data.empty()) {
     if (!first_output_.has_value()) first_output_ = absl::Now();

@@ -161,6 +161,7 @@ void GenerationJob::OnSchedulerResponse(int index, const orca::v1::GenerateRespo
     const orca::v1::SampledToken& sampled = response.tokens(k);
     ++choice.completion_tokens;
     if (want_logprobs) delta.tokens.push_back(MakeToken(sampled));
+    if (request_.return_token_ids) delta.token_ids.push_back(sampled.token_id());
     // The EOS / stop token that ends a choice is not part of its text.
     const bool ends_choice = last_message && k == num_tokens - 1 &&
                              response.finish_reason() == orca::v1::FINISH_REASON_STOP &&
@@ -218,7 +219,10 @@ void GenerationJob::Deliver(Choice& choice, ChoiceDelta& delta) {
     delta.prompt_tokens = static_cast<int32_t>(request_.prompts[choice.prompt_index].token_ids.size());
     delta.completion_tokens = choice.completion_tokens;
   }
-  if (delta.text.empty() && delta.tokens.empty() && delta.prompt_logprobs.empty() && !finishing) return;
+  if (delta.text.empty() && delta.tokens.empty() && delta.token_ids.empty() && delta.prompt_logprobs.empty() &&
+      !finishing) {
+    return;
+  }
   observer_->OnDelta(delta);
   if (num_finished_ < static_cast<int>(choices_.size())) return;
   GenerationUsage usage;

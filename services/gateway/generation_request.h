@@ -36,6 +36,8 @@ struct GenerationRequest {
   int32_t priority = 0;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  /// Deltas carry the generated ids (ChoiceDelta::token_ids).
+  bool return_token_ids = false;
 
   int num_choices() const { return static_cast<int>(prompts.size()) * n; }
 };
@@ -70,6 +72,9 @@ struct ChoiceDelta {
   int index = 0;
   std::string text;
   std::vector<GeneratedToken> tokens;
+  /// With GenerationRequest::return_token_ids: the ids generated since the last delta (all of
+  /// them, whether or not their text was held back; the stop token included).
+  std::vector<int32_t> token_ids;
   /// Prompt tokens with their logprobs (SamplingParams::prompt_logprobs), in order from the
   /// first (which has none); they come before the choice's first generated token.
   std::vector<GeneratedToken> prompt_logprobs;

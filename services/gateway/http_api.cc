@@ -214,6 +214,7 @@ absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
   responder.format.top_logprobs = generation.sampling.top_logprobs;
   responder.format.prompt_logprobs = options.prompt_logprobs;
   responder.format.include_usage = options.include_usage;
+  responder.format.return_token_ids = options.return_token_ids;
   responder.stream = options.stream;
   responder.n = generation.n;
   responder.request_id = generation.request_id;

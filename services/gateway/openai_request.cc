@@ -161,6 +161,7 @@ absl::Status ParseOptions(const json& body, GenerationOptions* o) {
   ORCA_RETURN_IF_ERROR(r.Bool("stream", &o->stream));
   ORCA_RETURN_IF_ERROR(r.String("user", &o->user));
   ORCA_RETURN_IF_ERROR(r.OptionalInt32("prompt_logprobs", 0, kMaxPromptLogprobs, &o->prompt_logprobs));
+  ORCA_RETURN_IF_ERROR(r.Bool("return_token_ids", &o->return_token_ids));
   o->sampling.prompt_logprobs = o->prompt_logprobs.value_or(-1);
   if (const json* so = r.Find("stream_options")) {
     if (!so->is_object()) {

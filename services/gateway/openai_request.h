@@ -54,6 +54,11 @@ struct GenerationOptions {
   /// vLLM's prompt_logprobs (0..20): each prompt token's logprob with this many alternatives,
   /// returned as the choice's `prompt_logprobs`.
   std::optional<int32_t> prompt_logprobs;
+  /// vLLM's return_token_ids extension: each choice (every stream chunk, or the whole
+  /// response) carries `token_ids`, the ids of the tokens it generated, in order, the stop
+  /// token included — what a chat client sends back so the next turn's prompt holds the
+  /// model's reply token for token (and hits its prefix-cached blocks).
+  bool return_token_ids = false;
 
   static SamplingParams DefaultSampling() {
     SamplingParams params;

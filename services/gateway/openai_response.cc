@@ -35,6 +35,7 @@ std::string SseEvent(const json& payload) { return "data: " + DumpJson(payload) 
 void ChoiceResult::Append(const ChoiceDelta& delta) {
   text += delta.text;
   tokens.insert(tokens.end(), delta.tokens.begin(), delta.tokens.end());
+  token_ids.insert(token_ids.end(), delta.token_ids.begin(), delta.token_ids.end());
   prompt_logprobs.insert(prompt_logprobs.end(), delta.prompt_logprobs.begin(), delta.prompt_logprobs.end());
   if (delta.finish_reason) {
     finish_reason = delta.finish_reason;
@@ -198,6 +199,7 @@ std::string OpenAiResponseBuilder::DeltaChunk(const ChoiceDelta& delta, const st
     choice["text"] = delta.text;
   }
   AddChoiceLogprobs(delta.prompt_logprobs, delta.tokens, delta.index, /*streaming=*/true, &choice);
+  if (options_.return_token_ids) choice["token_ids"] = delta.token_ids;
   choice["finish_reason"] = FinishJson(delta.finish_reason, produced_tool_calls);
   choice["stop_reason"] = StopReason(delta.finish_reason, delta.stop_string, delta.stop_token);
   chunk["choices"] = json::array({std::move(choice)});
@@ -238,6 +240,7 @@ std::string OpenAiResponseBuilder::FullResponse(const std::vector<ChoiceResult>&
       choice["text"] = c.text;
     }
     AddChoiceLogprobs(c.prompt_logprobs, c.tokens, c.index, /*streaming=*/false, &choice);
+    if (options_.return_token_ids) choice["token_ids"] = c.token_ids;
     choice["finish_reason"] = FinishJson(c.finish_reason, !c.tool_calls.empty());
     choice["stop_reason"] = StopReason(c.finish_reason, c.stop_string, c.stop_token);
     out.push_back(std::move(choice));

@@ -25,6 +25,7 @@ struct ChoiceResult {
   int index = 0;
   std::string text;
   std::vector<GeneratedToken> tokens;
+  std::vector<int32_t> token_ids;
   std::vector<GeneratedToken> prompt_logprobs;
   std::optional<FinishReason> finish_reason;
   std::string stop_string;
@@ -55,6 +56,9 @@ class OpenAiResponseBuilder {
     /// vLLM's prompt_logprobs: each choice gets a `prompt_logprobs` list, null for the first
     /// prompt token, then {token id: {logprob, rank, decoded_token}} with this many alternatives.
     std::optional<int32_t> prompt_logprobs;
+    /// vLLM's return_token_ids: each choice carries `token_ids` (its generated ids; in a
+    /// stream, the ones new in that chunk).
+    bool return_token_ids = false;
   };
   explicit OpenAiResponseBuilder(Options options);
 

@@ -101,6 +101,7 @@ GenerationRequest RequestResolver::BaseRequest(const GenerationOptions& options)
   out.priority = options.priority;
   out.skip_special_tokens = options.skip_special_tokens;
   out.include_stop_str_in_output = options.include_stop_str_in_output;
+  out.return_token_ids = options.return_token_ids;
   return out;
 }
 

@@ -430,6 +430,77 @@ TEST_P(EngineEquivalenceTest, PrefixCacheHitMatchesComputingFromScratch) {
   }
 }
 
+// Decode-filled blocks in the prefix cache (the next chat turn): A's 10-token
+// prompt fills part of block 3; its decodes write positions 10-31 (the K/V of
+// each increment's input token), completing blocks 3 and 7. A finishes and is
+// released; B is A's prompt + A's first 22 generated tokens + a new user turn,
+// its table starts with A's blocks 3 and 7, and it computes only its 5 new
+// tokens — with the same logits as computing its whole prompt in a fresh
+// engine, and as the reference (the decoded K/V came from batch-of-one
+// increments, the fresh engine's from one prefill). tp = 2 runs the same check.
+TEST_P(EngineEquivalenceTest, DecodeFilledPrefixHitMatchesComputingFromScratch) {
+  const std::string path = testing::SyntheticModel(Options());
+  auto ckpt = Checkpoint::Open(path);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  ReferenceModel ref(**ckpt);
+  const int32_t vocab = (*ckpt)->config().vocab_size;
+  std::mt19937 rng(123);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (int32_t& x : t) x = std::uniform_int_distribution<int>(0, vocab - 1)(rng);
+    return t;
+  };
+  const std::vector<int32_t> a_prompt = random_tokens(10);
+  const std::vector<int32_t> user_turn = random_tokens(5);
+
+  for (int tp : {1, 2}) {
+    auto cached = MakeEngine(path, tp);
+    auto fresh = MakeEngine(path, tp);
+    const std::string what = absl::StrCat(GetParam().name, " tp ", tp);
+    // A on blocks 3, 7, 9 (positions 0-15, 16-31, 32-47).
+    StepInput a_in;
+    a_in.seqs.push_back({1, a_prompt, 0, true, SequenceSetup{48, {}, a_prompt, {}, 16}, {3, 7, 9}});
+    StepOutput out;
+    ASSERT_TRUE(cached->Step(a_in, nullptr, &out).ok());
+    std::vector<int32_t> generated = {out.samples[0].sample.token_id};
+    // Increments at positions 10..31: the last one writes block 7's last slot.
+    for (int32_t pos = 10; pos < 32; ++pos) {
+      StepInput step;
+      step.seqs.push_back({1, {generated.back()}, pos, true, std::nullopt});
+      ASSERT_TRUE(cached->Step(step, nullptr, &out).ok()) << what << " pos " << pos;
+      generated.push_back(out.samples[0].sample.token_id);
+    }
+    // A ends (its last sampled token never computed) and is released; its blocks' contents stay.
+    StepInput release;
+    release.released_ids = {1};
+    ASSERT_TRUE(cached->Step(release, nullptr, &out).ok());
+    EXPECT_EQ(cached->kv_slots_used(), 0);
+
+    std::vector<int32_t> b_prompt = a_prompt;
+    b_prompt.insert(b_prompt.end(), generated.begin(), generated.begin() + 22);  // positions 10-31
+    b_prompt.insert(b_prompt.end(), user_turn.begin(), user_turn.end());
+    ASSERT_EQ(b_prompt.size(), 37u);
+    StepInput b_in;
+    b_in.seqs.push_back({2,
+                         std::vector<int32_t>(b_prompt.begin() + 32, b_prompt.end()),
+                         32,
+                         true,
+                         SequenceSetup{48, {}, b_prompt, {}, 16},
+                         {3, 7, 12}});
+    StepOutput b_hit;
+    ASSERT_TRUE(cached->Step(b_in, nullptr, &b_hit).ok());
+    StepInput b_alone;
+    b_alone.seqs.push_back({2, b_prompt, 0, true, SequenceSetup{48, {}, b_prompt}});
+    StepOutput b_out;
+    ASSERT_TRUE(fresh->Step(b_alone, nullptr, &b_out).ok());
+    const std::vector<double> from_scratch(b_out.logits.begin(), b_out.logits.end());
+    ExpectClose(b_hit.logits.data(), from_scratch, GetParam().tolerance, what + " decode-filled hit vs from scratch");
+    ExpectClose(b_hit.logits.data(), ref.Logits(b_prompt).back(), GetParam().tolerance,
+                what + " decode-filled hit vs reference");
+    EXPECT_EQ(b_hit.samples[0].sample.token_id, b_out.samples[0].sample.token_id) << what;
+  }
+}
+
 // Scheduler-owned tables are checked like reservations: a block size other than
 // the stage's, ids outside the pool or repeated, appends to a request without a
 // table, or positions the table does not cover are errors that change nothing.

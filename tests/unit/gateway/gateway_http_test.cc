@@ -599,6 +599,59 @@ TEST(GatewayHttpTest, LogitBiasAndPromptLogprobsAreForwarded) {
   EXPECT_EQ(sent.prompt_logprobs(), 2);
 }
 
+// vLLM's return_token_ids: each choice carries the ids it generated (in a stream, the ones new in each chunk,
+// none lost to held-back text), so a chat client can send the model's reply back token for token. Absent unless
+// asked for.
+TEST(GatewayHttpTest, ReturnTokenIdsCarriesTheGeneratedIds) {
+  GatewayFixture f;
+  // The ids are the generated tokens: they detokenize to the choice's text.
+  auto detokenized = [&](const json& ids) {
+    HttpResult d = f.Client().Request("POST", "/detokenize", json{{"tokens", ids}}.dump());
+    EXPECT_EQ(d.status, 200) << d.body;
+    return d.Json()["prompt"].get<std::string>();
+  };
+  HttpResult plain = f.Client().Request("POST", "/v1/completions", R"({"prompt": [5, 6, 7], "max_tokens": 4})");
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_FALSE(plain.Json()["choices"][0].contains("token_ids"));
+
+  HttpResult r =
+      f.Client().Request("POST", "/v1/completions",
+                         R"({"prompt": [5, 6, 7], "max_tokens": 4, "ignore_eos": true, "return_token_ids": true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json body = r.Json();
+  const json& ids = body["choices"][0]["token_ids"];
+  ASSERT_TRUE(ids.is_array()) << body;
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(detokenized(ids), body["choices"][0]["text"].get<std::string>());
+
+  // Streamed: every chunk carries the ids new in it, each id once, none lost to held-back text.
+  HttpResult s = f.Client().Request(
+      "POST", "/v1/completions",
+      R"({"prompt": [5, 6, 7], "max_tokens": 6, "ignore_eos": true, "return_token_ids": true, "stream": true})");
+  ASSERT_EQ(s.status, 200) << s.body;
+  json streamed = json::array();
+  std::string text;
+  for (const json& e : JsonEvents(s.body)) {
+    if (e["choices"].empty()) continue;
+    const json& c = e["choices"][0];
+    ASSERT_TRUE(c.contains("token_ids")) << e;
+    text += c["text"].get<std::string>();
+    for (const json& id : c["token_ids"]) streamed.push_back(id);
+  }
+  EXPECT_EQ(streamed.size(), 6u) << streamed;
+  EXPECT_EQ(detokenized(streamed), text);
+
+  HttpResult chat = f.Client().Request(
+      "POST", "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "ignore_eos": true, "return_token_ids": true})");
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat.Json()["choices"][0]["token_ids"].size(), 3u);
+  HttpResult bad =
+      f.Client().Request("POST", "/v1/completions", R"({"prompt": [5], "max_tokens": 1, "return_token_ids": 1})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+}
+
 // echo + logprobs: the text starts with the prompt and the logprobs with its tokens (the first null), offsets
 // running through prompt and output; streamed, the same arrays split over chunks.
 TEST(GatewayHttpTest, EchoWithLogprobsLeadsWithThePromptTokens) {

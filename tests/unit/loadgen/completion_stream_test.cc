@@ -81,6 +81,34 @@ TEST(CompletionStreamTest, CountsChunksWithoutUsageAndLogprobTokensExactly) {
   EXPECT_EQ(r.num_chunks, 2);
 }
 
+// return_token_ids: the chunks' token_ids are collected in order, each counts its ids (also a chunk whose text was
+// held back), and a malformed id is data loss. Without them, nothing is reported.
+TEST(CompletionStreamTest, CollectsReturnedTokenIds) {
+  auto with_ids = [](const std::string& text, const std::string& ids) {
+    return "data: {\"choices\":[{\"index\":0,\"text\":\"" + text + "\",\"token_ids\":" + ids +
+           ",\"finish_reason\":null}]}\n\n";
+  };
+  CompletionStream stream;
+  ASSERT_TRUE(stream.OnBytes(with_ids("a", "[17]") + with_ids("", "[250]") + with_ids("bc", "[3, 4]"), 0.1).ok());
+  ASSERT_TRUE(stream.OnBytes(std::string(kFinal) + kDone, 0.2).ok());
+  RequestRecord r;
+  ASSERT_TRUE(stream.Finish(0.2, &r).ok());
+  EXPECT_TRUE(r.token_ids_reported);
+  EXPECT_THAT(r.output_token_ids, ElementsAre(17, 250, 3, 4));
+  EXPECT_EQ(r.counted_tokens, 4);
+  EXPECT_EQ(r.num_chunks, 3);
+
+  CompletionStream plain;
+  ASSERT_TRUE(plain.OnBytes(Chunk("x") + kFinal + kDone, 0.1).ok());
+  RequestRecord p;
+  ASSERT_TRUE(plain.Finish(0.1, &p).ok());
+  EXPECT_FALSE(p.token_ids_reported);
+  EXPECT_TRUE(p.output_token_ids.empty());
+
+  CompletionStream bad;
+  EXPECT_EQ(bad.OnBytes(with_ids("a", "[\"x\"]"), 0.1).code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(CompletionStreamTest, ReadsChatDeltasToo) {
   CompletionStream stream;
   ASSERT_TRUE(stream

@@ -44,12 +44,11 @@ std::string Response(int status, const std::string& reason, const std::string& b
                       "\r\nConnection: close\r\n\r\n", body);
 }
 
-std::string TokenChunk(int i) {
-  return "data: " +
-         json{{"object", "text_completion"},
-              {"choices", json::array({{{"index", 0}, {"text", absl::StrCat("t", i)}, {"finish_reason", nullptr}}})}}
-             .dump() +
-         "\n\n";
+// With `with_id`, the chunk carries return_token_ids' `token_ids`: [kFirstTokenId + i].
+std::string TokenChunk(int i, bool with_id = false) {
+  json choice = {{"index", 0}, {"text", absl::StrCat("t", i)}, {"finish_reason", nullptr}};
+  if (with_id) choice["token_ids"] = json::array({FakeOpenAiServer::kFirstTokenId + i});
+  return "data: " + json{{"object", "text_completion"}, {"choices", json::array({choice})}}.dump() + "\n\n";
 }
 
 }  // namespace
@@ -187,7 +186,8 @@ void FakeOpenAiServer::StreamCompletion(int fd, const json& body) {
     return;
   }
   std::string stream;
-  for (int i = 0; i < max_tokens; ++i) stream += TokenChunk(i);
+  const bool with_ids = body.value("return_token_ids", false);
+  for (int i = 0; i < max_tokens; ++i) stream += TokenChunk(i, with_ids);
   stream += "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n";
   const auto options = body.find("stream_options");
   if (options != body.end() && options->is_object() && options->value("include_usage", false)) {

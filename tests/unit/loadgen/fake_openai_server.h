@@ -20,6 +20,8 @@ class FakeOpenAiServer {
   static constexpr int kHttpError = 999;   ///< HTTP 500 with an OpenAI error body.
   static constexpr int kErrorEvent = 997;  ///< One token, then an error event.
   static constexpr int kHang = 998;        ///< One token, then nothing until the client leaves.
+  /// With "return_token_ids": true, token i of a stream carries token_ids [kFirstTokenId + i].
+  static constexpr int kFirstTokenId = 700;
 
   /// How POST /tokenize answers (always with ids [5, 6, 7, 5] when it does).
   enum class Tokenize {

@@ -84,6 +84,60 @@ TEST(LoadDriverTest, StreamsEveryRequestAndRecordsItsTokens) {
   EXPECT_EQ(prompt_lengths, (std::set<size_t>{12, 3, 40, 1}));
 }
 
+// Closed-loop chat: each turn is sent after the previous one completed (plus the think time), its prompt the
+// previous prompt + the token ids the server returned + the new user message; a failed turn ends its conversation.
+TEST(LoadDriverTest, ClosedLoopChatSendsTheServersReplyBackInTheNextTurn) {
+  FakeOpenAiServer server;
+  const PromptBuilder prompts = Prompts(server.url());
+  absl::StatusOr<std::unique_ptr<LoadDriver>> driver = LoadDriver::Create(Options(server.url()), prompts);
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  const PromptSegment system{1, 10};
+  ChatConversation a{absl::ZeroDuration(), system, {{{10, 4}, 3}, {{11, 5}, 2}, {{12, 3}, 4}}};
+  ChatConversation b{absl::Milliseconds(10), system, {{{20, 4}, FakeOpenAiServer::kHttpError}, {{21, 2}, 2}}};
+  const absl::Duration think = absl::Milliseconds(20);
+  absl::StatusOr<LoadRunResult> run = (*driver)->RunClosedLoop({a, b}, think);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->records.size(), 5u);  // a's three turns, then b's two
+  const std::vector<RequestRecord>& r = run->records;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r[i].outcome, RequestOutcome::kOk) << i << ": " << r[i].error;
+    EXPECT_TRUE(r[i].token_ids_reported);
+    std::vector<int32_t> want;
+    for (int k = 0; k < a.turns[i].max_new_tokens; ++k) want.push_back(FakeOpenAiServer::kFirstTokenId + k);
+    EXPECT_EQ(r[i].output_token_ids, want) << i;
+  }
+  for (int i = 1; i < 3; ++i) {
+    // Sent no earlier than the previous turn's end plus the think time.
+    EXPECT_GE(r[i].scheduled_s, r[i - 1].sent_s + r[i - 1].e2e_s + absl::ToDoubleSeconds(think) - 1e-9) << i;
+    EXPECT_GE(r[i].sent_s, r[i].scheduled_s) << i;
+  }
+  EXPECT_EQ(r[3].outcome, RequestOutcome::kFailed);
+  EXPECT_EQ(r[4].outcome, RequestOutcome::kNotSent);
+  EXPECT_THAT(r[4].error, HasSubstr("failed"));
+
+  // The prompts on the wire: [system][user 1], then each previous prompt + its reply's ids + the next user message.
+  std::vector<json> bodies = server.completion_bodies();
+  ASSERT_EQ(bodies.size(), 4u);
+  std::sort(bodies.begin(), bodies.end(),
+            [](const json& x, const json& y) { return x["prompt"].size() < y["prompt"].size(); });
+  std::vector<int32_t> prompt = prompts.Build({system, a.turns[0].user});
+  std::vector<std::vector<int32_t>> want = {prompt};
+  for (int i = 1; i < 3; ++i) {
+    for (int k = 0; k < a.turns[i - 1].max_new_tokens; ++k) prompt.push_back(FakeOpenAiServer::kFirstTokenId + k);
+    const std::vector<int32_t> user = prompts.Build({a.turns[i].user});
+    prompt.insert(prompt.end(), user.begin(), user.end());
+    want.push_back(prompt);
+    EXPECT_EQ(r[i].prompt_tokens, static_cast<int32_t>(prompt.size()));
+  }
+  std::vector<std::vector<int32_t>> sent_a;
+  for (const json& body : bodies) {
+    EXPECT_EQ(body["return_token_ids"], true);
+    if (body["max_tokens"] != FakeOpenAiServer::kHttpError)
+      sent_a.push_back(body["prompt"].get<std::vector<int32_t>>());
+  }
+  EXPECT_EQ(sent_a, want);
+}
+
 TEST(LoadDriverTest, RecordsFailuresCutsOffAtTheTimeLimitAndSkipsLateArrivals) {
   FakeOpenAiServer server;
   LoadDriverOptions options = Options(server.url());
@@ -250,6 +304,35 @@ TEST(PromptBuilderTest, ParsesTokenizeResponsesOfDifferentServers) {
        {"", "[]", R"({"tokens":[]})", R"({"tokens":["x"]})", R"({"tokens":[-3]})", R"({"ids":[1]})"}) {
     EXPECT_FALSE(ParseTokenizeResponse(bad).ok()) << bad;
   }
+}
+
+TEST(BenchRunTest, RunsTheClosedLoopChatTrace) {
+  FakeOpenAiServer server;
+  BenchRunOptions options;
+  options.trace.trace = "chat";
+  options.trace.chat_closed_loop = true;
+  options.trace.arrival_rate = 50;
+  options.trace.num_requests = 7;
+  options.trace.chat_system_tokens_min = options.trace.chat_system_tokens_max = 12;
+  options.trace.chat_user_tokens_min = options.trace.chat_user_tokens_max = 3;
+  options.trace.min_new_tokens = options.trace.max_new_tokens = 2;
+  options.driver.base_url = server.url();
+  options.driver.show_progress = false;
+  options.driver.max_duration = absl::Seconds(30);
+  absl::StatusOr<BenchRunReport> report = RunBenchmark(options, "closed");
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->summary.num_completed, 7);
+  const std::vector<std::pair<std::string, std::string>>& config = report->config;
+  EXPECT_NE(
+      std::find(config.begin(), config.end(), std::make_pair(std::string("chat_closed_loop"), std::string("true"))),
+      config.end());
+  // Every later turn is longer than the one before it by the reply (2) and a user message (3).
+  std::set<size_t> lengths;
+  for (const json& body : server.completion_bodies()) lengths.insert(body["prompt"].size());
+  EXPECT_TRUE(lengths.contains(15u));  // [system 12][user 3]
+  EXPECT_TRUE(lengths.contains(20u));  // + reply 2 + user 3
+  options.trace.trace = "paper";
+  EXPECT_THAT(std::string(RunBenchmark(options, "bad").status().message()), HasSubstr("chat trace"));
 }
 
 TEST(BenchRunTest, RunsAFullBenchmarkAndWritesCsvAndJson) {

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "core/common/mapped_file.h"
@@ -252,6 +253,60 @@ TEST(LoadTraceTest, ChatTraceSharesTheSystemPromptAndEachConversationsHistory) {
               HasSubstr("segments sum to 3 tokens"));
   options.chat_turns_min = 0;
   EXPECT_THAT(std::string(MakeLoadTrace(options).status().message()), HasSubstr("chat_turns"));
+}
+
+TEST(LoadTraceTest, ClosedLoopChatConversationsArePoissonStartsWithTurnsFromTheSeed) {
+  LoadTraceOptions options;
+  options.trace = "chat";
+  options.chat_closed_loop = true;
+  options.seed = 9;
+  options.arrival_rate = 2;
+  options.num_requests = 100;
+  options.min_new_tokens = 4;
+  options.max_new_tokens = 12;
+  absl::StatusOr<std::vector<ChatConversation>> made = MakeChatConversations(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const std::vector<ChatConversation>& conversations = *made;
+  int64_t turns = 0;
+  std::set<uint64_t> user_keys;
+  for (size_t c = 0; c < conversations.size(); ++c) {
+    const ChatConversation& conv = conversations[c];
+    if (c > 0) EXPECT_GE(conv.arrival, conversations[c - 1].arrival);
+    EXPECT_EQ(conv.system.key, conversations[0].system.key);  // one shared system prompt
+    EXPECT_GE(conv.system.num_tokens, 200);
+    EXPECT_LE(conv.system.num_tokens, 500);
+    ASSERT_FALSE(conv.turns.empty());
+    if (c + 1 < conversations.size()) EXPECT_GE(conv.turns.size(), 2u);  // only the last may be cut short
+    EXPECT_LE(conv.turns.size(), 6u);
+    for (const ChatTurn& t : conv.turns) {
+      EXPECT_TRUE(user_keys.insert(t.user.key).second) << "user messages are never shared";
+      EXPECT_NE(t.user.key, conv.system.key);
+      EXPECT_GE(t.user.num_tokens, 16);
+      EXPECT_LE(t.user.num_tokens, 64);
+      EXPECT_GE(t.max_new_tokens, 4);
+      EXPECT_LE(t.max_new_tokens, 12);
+      ++turns;
+    }
+  }
+  EXPECT_EQ(turns, 100);
+  // Conversation starts are the paper trace's Poisson arrivals at the rate (conversations/s).
+  LoadTraceOptions paper = options;
+  paper.trace = "paper";
+  paper.chat_closed_loop = false;
+  const std::vector<TraceRequest> arrivals = MustMake(paper);
+  for (size_t c = 0; c < conversations.size(); ++c) EXPECT_EQ(conversations[c].arrival, arrivals[c].arrival);
+  // The structure depends on the seed only: a faster rate starts the same conversations sooner.
+  options.arrival_rate = 8;
+  absl::StatusOr<std::vector<ChatConversation>> faster = MakeChatConversations(options);
+  ASSERT_TRUE(faster.ok());
+  ASSERT_EQ(faster->size(), conversations.size());
+  EXPECT_EQ(faster->back().turns.back().user.num_tokens, conversations.back().turns.back().user.num_tokens);
+  EXPECT_LT(faster->back().arrival, conversations.back().arrival);
+  options.chat_think_time_s = -1;
+  EXPECT_THAT(std::string(MakeChatConversations(options).status().message()), HasSubstr("chat_think_time_s"));
+  options.chat_think_time_s = 0;
+  options.chat_user_tokens_min = 0;
+  EXPECT_THAT(std::string(MakeChatConversations(options).status().message()), HasSubstr("chat_user_tokens"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -290,6 +291,120 @@ TEST(PrefixCachingTimelineTest, ALaterRequestReusesTheCachedFullBlocksAndPrefill
   EXPECT_EQ(h.scheduler().stats().kv.num_blocks_in_use, 0);
   EXPECT_EQ(h.scheduler().stats().kv.num_cached_blocks, 2);
 }
+
+// Blocks filled while decoding join the cache like prompt blocks, under the same chain of
+// (parent, tokens) keys, so the next chat turn (prompt + the model's reply + a new user turn)
+// reuses them. Blocks of 4, two batches in flight; a has a 6-token prompt and 8 new tokens:
+//   position  0-3: prompt            block 0, written by a's prompt iteration P
+//             4-7: prompt 4-5, g0 g1 block 1, its last slot written by a's second decode
+//             8-11: g2..g5           block 2
+//             12: g6                 partial, never registered (g7 is sampled, never computed)
+// A block is registered when the iteration that wrote its last slot returns, never while it
+// is in flight: a turn arriving then reuses block 0 only.
+class DecodeFilledBlocksTest : public ::testing::TestWithParam<PolicyKind> {};
+
+TEST_P(DecodeFilledBlocksTest, TheNextTurnReusesTheBlocksTheReplyFilled) {
+  const std::vector<int32_t> prompt_a = {11, 12, 13, 14, 15, 16};
+  SchedulerHarness h(OptionsBuilder(GetParam(), 4, 64).Block(4).PrefixCaching().Workers(2).Build());
+  RequestId a = h.Submit(RequestBuilder().Id("a").PromptIds(prompt_a).MaxNewTokens(8).Build());
+  h.ScheduleAll();
+  auto cached = [&] { return h.scheduler().stats().kv.num_cached_blocks; };
+  EXPECT_EQ(cached(), 0);
+  h.Step();  // P returned (g0); D1 (input g0, writes position 6) is in flight
+  EXPECT_EQ(cached(), 1);
+  h.Step();  // D1 returned (g1); D2 (input g1, writes position 7) is in flight
+  ASSERT_EQ(h.log(a).tokens.size(), 2u);
+  EXPECT_EQ(cached(), 1) << "block 1 registered before the iteration writing its last slot returned";
+  // A turn that needs block 1 now: only block 0 hits; it computes block 1 itself.
+  std::vector<int32_t> early = prompt_a;
+  early.insert(early.end(), h.log(a).tokens.begin(), h.log(a).tokens.end());
+  early.insert(early.end(), {40, 41});
+  RequestId b = h.Submit(RequestBuilder().Id("b").PromptIds(early).MaxNewTokens(1).Build());
+  h.ScheduleAll();
+  EXPECT_EQ(h.scheduler().GetRequest(b)->num_cached_tokens, 4);
+  h.Step();  // D2 returned: block 1 is complete and registered
+  EXPECT_GE(cached(), 2);
+  h.RunToCompletion();
+  ASSERT_EQ(h.state(a), kLength);
+  ASSERT_EQ(h.log(a).tokens.size(), 8u);
+  // a computed 6 + 7 tokens: blocks 0-2 cached, the partial block 3 not (b's copy of block 1
+  // is not cached twice; b's own partial block neither).
+  EXPECT_EQ(cached(), 3);
+  EXPECT_EQ(h.scheduler().stats().kv.num_blocks_in_use, 0);
+
+  // The next turn: a's prompt, its whole reply, a new user turn. 16 tokens, so 3 blocks may
+  // hit (the last token is computed): all three of a's, two of them filled by decodes.
+  std::vector<int32_t> turn = prompt_a;
+  turn.insert(turn.end(), h.log(a).tokens.begin(), h.log(a).tokens.end());
+  turn.insert(turn.end(), {40, 41});
+  const KvStats before = h.scheduler().stats().kv;
+  RequestId c = h.Submit(RequestBuilder().Id("c").PromptIds(turn).MaxNewTokens(2).Build());
+  h.ScheduleAll();
+  const ScheduledRequest& sc = h.plans().back().requests.back();
+  EXPECT_EQ(sc.request_id, c);
+  EXPECT_EQ(sc.start_position, 12);
+  EXPECT_EQ(sc.input_token_ids, std::vector<int32_t>({h.log(a).tokens[6], h.log(a).tokens[7], 40, 41}));
+  const KvStats after = h.scheduler().stats().kv;
+  EXPECT_EQ(after.prefix_cache_queries - before.prefix_cache_queries, 16);
+  EXPECT_EQ(after.prefix_cache_hits - before.prefix_cache_hits, 12);
+  // A reply that diverges inside block 2 reuses blocks 0 and 1 only.
+  std::vector<int32_t> other = prompt_a;
+  other.insert(other.end(), h.log(a).tokens.begin(), h.log(a).tokens.begin() + 3);
+  other.insert(other.end(), {h.log(a).tokens[3] + 1, 7, 7, 7, 7});
+  RequestId d = h.Submit(RequestBuilder().Id("d").PromptIds(other).MaxNewTokens(2).Build());
+  h.ScheduleAll();
+  EXPECT_EQ(h.scheduler().GetRequest(d)->num_cached_tokens, 8);
+  h.RunToCompletion();
+  ExpectStates(h, {{a, kLength}, {b, kLength}, {c, kLength}, {d, kLength}}, 4);
+}
+
+TEST_P(DecodeFilledBlocksTest, ACancelledRequestLeavesOnlyItsReturnedBlocksCached) {
+  // a decodes into block 1 and is cancelled while the iteration writing position 7 is in
+  // flight: that iteration's token is discarded and block 1 never registered; block 0 is.
+  const std::vector<int32_t> prompt_a = {11, 12, 13, 14, 15, 16};
+  SchedulerHarness h(OptionsBuilder(GetParam(), 4, 64).Block(4).PrefixCaching().Workers(2).Build());
+  RequestId a = h.Submit(RequestBuilder().Id("a").PromptIds(prompt_a).MaxNewTokens(8).Build());
+  h.ScheduleAll();
+  h.Step();
+  h.Step();  // D2 (writes position 7) in flight
+  EXPECT_TRUE(h.Cancel(a));
+  h.RunToCompletion();
+  EXPECT_EQ(h.state(a), RequestState::kFinishedCancelled);
+  EXPECT_EQ(h.scheduler().stats().kv.num_cached_blocks, 1);
+  EXPECT_EQ(h.scheduler().stats().kv.num_blocks_in_use, 0);
+  EXPECT_EQ(h.CheckInvariants(true), "");
+}
+
+TEST(DecodeFilledBlocksPagedTest, APreemptedRequestRecomputesOnlyPastItsCachedDecodeBlocks) {
+  // Paged, 7 blocks of 4. a and b decode side by side; at position 12 a takes the last free
+  // block and b, needing its fourth, is preempted (latest first) with 12 computed tokens in 3
+  // full registered blocks: 0 (prompt), 1 and 2 (filled by its decodes). Released tail first,
+  // they join the free queue's MRU end, so a's fifth block evicts b's block 2 and blocks 0-1
+  // survive. Readmitted once a finishes, b's prompt + generated tokens hit them: it recomputes
+  // from position 8, not 4. The simulated workers check that every position read holds the
+  // request's own tokens.
+  SchedulerHarness h(OptionsBuilder(PolicyKind::kPaged, 4, 28).Block(4).PrefixCaching().Build());
+  RequestId a = h.Submit(RequestBuilder().Id("a").PromptIds({1, 2, 3, 4}).MaxNewTokens(16).Build());
+  RequestId b = h.Submit(RequestBuilder().Id("b").PromptIds({5, 6, 7, 8}).MaxNewTokens(12).Build());
+  h.RunToCompletion();
+  ExpectStates(h, {{a, kLength}, {b, kLength}}, -1);
+  EXPECT_GE(h.scheduler().stats().num_preemptions, 1u);
+  int32_t readmitted_at = -1;
+  int admissions = 0;
+  for (const IterationPlan& plan : h.plans()) {
+    for (const ScheduledRequest& r : plan.requests) {
+      if (r.request_id == b && r.new_request.has_value() && ++admissions == 2) readmitted_at = r.start_position;
+    }
+  }
+  ASSERT_EQ(admissions, 2) << h.Timeline();
+  EXPECT_EQ(readmitted_at, 8) << "b's decode-filled blocks were not reused\n" << h.Timeline();
+}
+
+INSTANTIATE_TEST_SUITE_P(ReservedAndPaged, DecodeFilledBlocksTest,
+                         ::testing::Values(PolicyKind::kOrca, PolicyKind::kPaged),
+                         [](const ::testing::TestParamInfo<PolicyKind>& info) {
+                           return std::string(PolicyKindName(info.param));
+                         });
 
 TEST(PrefixCachingTimelineTest, APipelineRestartEmptiesTheCache) {
   std::vector<int32_t> prompt = {5, 6, 7, 8, 9, 10, 11, 12, 13};

@@ -29,6 +29,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,7 +56,8 @@ struct WorkloadSummary {
   int64_t num_failed = 0;
   uint64_t num_preemptions = 0;
   int64_t num_prefix_hits = 0;
-  int64_t num_chunks = 0;  // prompt chunks that did not sample
+  int64_t num_decode_filled_hits = 0;  // follow-ups that reused a block their source decoded into
+  int64_t num_chunks = 0;              // prompt chunks that did not sample
 };
 
 /// What a workload exercises beyond Algorithm 1.
@@ -119,6 +122,11 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
   const int64_t num_requests = rng.NextInt(4, 30);
   int64_t submitted = 0;
   std::vector<RequestId> ids;
+  // Prompts by request, and for a follow-up (a chat turn: an earlier request's prompt, the
+  // tokens it generated, then new ones) the full blocks its source's prompt filled: a hit
+  // past them reuses blocks the source filled while decoding.
+  std::map<RequestId, std::vector<int32_t>> prompts;
+  std::map<RequestId, int32_t> follow_up_prompt_blocks;
 
   auto check = [&](const char* after) -> std::string {
     h.ScheduleAll();
@@ -136,10 +144,30 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
       RequestBuilder builder;
       const auto prompt_len = static_cast<int32_t>(rng.NextInt(1, 30));
       builder.Prompt(prompt_len);
+      int32_t source_prompt_blocks = -1;
       if (features.prefix_caching && rng.NextInt(0, 3) > 0) {
         std::vector<int32_t> ids = heads[rng.NextInt(0, 2)];
         while (static_cast<int32_t>(ids.size()) < prompt_len) ids.push_back(static_cast<int32_t>(rng.NextInt(1, 6)));
         ids.resize(prompt_len);
+        // Half the time, the next turn of a delivered conversation instead.
+        if (!prompts.empty() && rng.NextInt(0, 1) == 0) {
+          auto source = prompts.begin();
+          std::advance(source, rng.NextInt(0, static_cast<int64_t>(prompts.size()) - 1));
+          if (h.delivered(source->first) && !h.log(source->first).tokens.empty()) {
+            std::vector<int32_t> turn = source->second;
+            const std::vector<int32_t>& reply = h.log(source->first).tokens;
+            turn.insert(turn.end(), reply.begin(), reply.end());
+            const auto extra = rng.NextInt(1, 4);
+            for (int64_t i = 0; i < extra; ++i) turn.push_back(static_cast<int32_t>(rng.NextInt(1, 6)));
+            if (turn.size() <= 40) {
+              source_prompt_blocks = static_cast<int32_t>(source->second.size()) / options.kv_block_size;
+              ids = std::move(turn);
+              // One next turn per conversation: a hit past the source's prompt blocks then
+              // comes from its decodes, not from a sibling turn's prompt.
+              prompts.erase(source);
+            }
+          }
+        }
         builder.PromptIds(ids);
       }
       builder.MaxNewTokens(static_cast<int32_t>(rng.NextInt(1, 16)))
@@ -165,7 +193,11 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
         return absl::StrCat(context, "Submit returned ", id.status().ToString(), " for prompt ", prompt, " max_new ",
                             spec.max_new_tokens);
       }
-      if (id.ok()) ids.push_back(*id);
+      if (id.ok()) {
+        ids.push_back(*id);
+        prompts[*id] = spec.prompt_token_ids;
+        if (source_prompt_blocks >= 0) follow_up_prompt_blocks[*id] = source_prompt_blocks;
+      }
       problem = check("submit");
     } else if (action < 85 || ids.empty()) {
       h.Step();
@@ -220,6 +252,12 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
     for (const ScheduledRequest& r : h.plans()[k].requests) {
       if (!r.sample) ++summary.num_chunks;
       if (r.new_request.has_value() && r.start_position > 0) ++summary.num_prefix_hits;
+      // First admissions only: a recompute after preemption may hit its own prompt blocks.
+      if (auto f = follow_up_prompt_blocks.find(r.request_id);
+          f != follow_up_prompt_blocks.end() && r.new_request.has_value()) {
+        if (r.start_position > f->second * options.kv_block_size) ++summary.num_decode_filled_hits;
+        follow_up_prompt_blocks.erase(f);
+      }
       if (r.new_request.has_value()) {
         for (size_t i = 0; i < ids.size(); ++i) {
           if (ids[i] == r.request_id && first_plan[i] < 0) first_plan[i] = static_cast<int64_t>(k);
@@ -271,6 +309,7 @@ WorkloadSummary RunMany(const Features& features, uint64_t first_seed, int num_w
   if (features.faults) EXPECT_GT(summary.num_failed, 0);
   if (features.chunked) EXPECT_GT(summary.num_chunks, 0);
   if (features.prefix_caching) EXPECT_GT(summary.num_prefix_hits, 0);
+  if (features.prefix_caching) EXPECT_GT(summary.num_decode_filled_hits, 0);
   if (features.policy == PolicyKind::kPaged) EXPECT_GT(summary.num_preemptions, 0u);
   return summary;
 }
