@@ -51,6 +51,10 @@ TEST_PACKAGES=(
   # dpkg-source and checks it with the archive keyring; Archer (libarcher.so, libomp's TSan
   # tool) comes with libomp-14-dev.
   dpkg-dev debian-archive-keyring libomp-14-dev
+  # llvm-symbolizer (package llvm-14; clang only recommends it): without it sanitizer reports
+  # carry no function or file names, so the TSan triage cannot tell Orca's frames from
+  # gRPC's and LSan's suppressions (by function name) match nothing.
+  llvm-14
 )
 
 install_packages() {

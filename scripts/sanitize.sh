@@ -23,6 +23,11 @@ die() { printf '\033[1;31m[sanitize]\033[0m %s\n' "$*" >&2; exit 1; }
 # Paths relative to the checkout in ccache's keys, so a clean clone elsewhere reuses the cache.
 export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 command -v clang++ >/dev/null || die "clang++ is not installed (scripts/bootstrap.sh installs clang and libclang-rt-14-dev)"
+# The sanitizer runtimes symbolize reports with llvm-symbolizer (package llvm-14, installed by
+# scripts/bootstrap.sh); without it every frame is "<null>".
+SYMBOLIZER="$(command -v llvm-symbolizer || command -v llvm-symbolizer-14 || true)"
+[ -z "$SYMBOLIZER" ] && [ -x /usr/lib/llvm-14/bin/llvm-symbolizer ] && SYMBOLIZER=/usr/lib/llvm-14/bin/llvm-symbolizer
+[ -n "$SYMBOLIZER" ] || die "llvm-symbolizer is not installed (scripts/bootstrap.sh installs llvm-14): reports would name no function or file"
 say "configuring the ASan+UBSan build in $SAN_DIR"
 mkdir -p "$SAN_DIR"
 if ! CC=clang CXX=clang++ cmake -S "$ROOT" -B "$SAN_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -68,8 +73,9 @@ say "built in $((SECONDS - build_start)) s"
 
 # Leaks are findings; third-party one-time allocations are suppressed by name only.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0"
+ASAN_OPTIONS="$ASAN_OPTIONS:external_symbolizer_path=$SYMBOLIZER"
 export LSAN_OPTIONS="suppressions=$ROOT/tests/fuzz/lsan.supp:print_suppressions=0"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:external_symbolizer_path=$SYMBOLIZER"
 # Scratch files under the build tree, as in scripts/test.sh.
 export TEST_TMPDIR="$SAN_DIR/test-tmp" TMPDIR="$SAN_DIR/test-tmp"
 rm -rf "$TEST_TMPDIR" && mkdir -p "$TEST_TMPDIR"

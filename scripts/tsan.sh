@@ -33,6 +33,11 @@ die() { printf '\033[1;31m[tsan]\033[0m %s\n' "$*" >&2; exit 1; }
 export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 command -v clang++ >/dev/null || die "clang++ is not installed (scripts/bootstrap.sh installs clang and libclang-rt-14-dev)"
 command -v dpkg-source >/dev/null || die "dpkg-source is not installed (scripts/bootstrap.sh installs dpkg-dev)"
+# The sanitizer runtimes symbolize reports with llvm-symbolizer (package llvm-14, installed by
+# scripts/bootstrap.sh); without it every frame is "<null>".
+SYMBOLIZER="$(command -v llvm-symbolizer || command -v llvm-symbolizer-14 || true)"
+[ -z "$SYMBOLIZER" ] && [ -x /usr/lib/llvm-14/bin/llvm-symbolizer ] && SYMBOLIZER=/usr/lib/llvm-14/bin/llvm-symbolizer
+[ -n "$SYMBOLIZER" ] || die "llvm-symbolizer is not installed (scripts/bootstrap.sh installs llvm-14): reports would name no function or file"
 LAUNCHER=()
 command -v ccache >/dev/null && LAUNCHER=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
@@ -147,6 +152,7 @@ say "built in $((SECONDS - build_start)) s"
 # (both sides on gRPC's side, one called from inside the uninstrumented libgrpc, whose atomics
 # TSan cannot see) is counted and kept in the log, not failed. docs/DEVELOPING.md has the rule.
 export TSAN_OPTIONS="halt_on_error=0:exitcode=0:second_deadlock_stack=1:ignore_noninstrumented_modules=1"
+TSAN_OPTIONS="$TSAN_OPTIONS:external_symbolizer_path=$SYMBOLIZER"
 TRIAGE="$ROOT/tests/tsan/triage.awk"
 # Scratch files under the build tree, as in scripts/test.sh.
 export TEST_TMPDIR="$TSAN_DIR/test-tmp" TMPDIR="$TSAN_DIR/test-tmp"
