@@ -7,6 +7,8 @@
 #      Llama and few requests per point (bounded: the machine is shared).
 #
 #   scripts/bench/ft_baseline.sh [OUT_DIR] [sim|cpu|all]
+#   (CPU_RATES, default 2,4,8 req/s; CPU_REQUESTS, default 30, and CPU_MAX_DURATION seconds,
+#    default 30, per point of the CPU sweeps)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 OUT="${1:-$ROOT/bench-out/ft}"
@@ -52,7 +54,7 @@ if [ "$WHAT" = cpu ] || [ "$WHAT" = all ]; then
   for TRACE in paper homogeneous; do
     machine_note
     run "$BIN/orca" bench sweep --model "$MODEL_DIR" --trace "$TRACE" --prompt-tokens 272 --output-tokens 64 \
-      --configs orca:8,ft:8 --rates 2,4,8 --num-requests 30 --max-duration 30 \
+      --configs orca:8,ft:8 --rates "${CPU_RATES:-2,4,8}" --num-requests "${CPU_REQUESTS:-30}" --max-duration "${CPU_MAX_DURATION:-30}" \
       --threads 1 --saturation-latency-ms 200 --no-progress --out "$OUT/cpu-$TRACE"
   done
   machine_note
