@@ -5,47 +5,17 @@
 // is allowed only where the reference's top two candidates tie within the tolerance),
 // while the scheduler's metrics show that preemptions and prefix-cache hits happened.
 //   ORCA_BIN_DIR=build/bin node --test tests/e2e/stack/beyond_paper.test.mjs
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { binDir, freePort } from './stack.mjs';
+import { binDir, startPipelineServe, stopServe } from './stack.mjs';
 
 const kTolerance = 1e-3;  // logprob difference allowed (f32 weights; chunked vs whole prompts sum in other orders)
 const kNumRequests = 8;
 const kMaxTokens = 24;
-
-async function startServe(model, extraArgs) {
-  const port = await freePort();
-  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-beyond-e2e-'));
-  const proc = spawn(path.join(binDir(), 'orca'),
-    ['serve', `--model=${model}`, `--port=${port}`, '--grpc-port=0', `--log-dir=${logDir}`,
-      '--pipeline-parallel=2', '--threads=1', '--dtype=f32', ...extraArgs],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '', err = '';
-  proc.stdout.on('data', (d) => { out += d; });
-  proc.stderr.on('data', (d) => { err += d; });
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no banner in 180 s; stderr:\n${err}`)), 180000);
-    const poll = setInterval(() => {
-      if (out.includes('Ctrl-C stops everything')) { clearInterval(poll); clearTimeout(timer); resolve(); }
-    }, 50);
-    proc.on('exit', (code) => { clearInterval(poll); clearTimeout(timer); reject(new Error(`orca serve exited ${code}:\n${err}`)); });
-  });
-  const sched = out.match(/^\s+scheduler\s+(http:\/\/\S+)\/metrics$/m)?.[1];
-  assert.ok(sched, `banner names no scheduler metrics URL:\n${out}`);
-  return { proc, logDir, url: `http://127.0.0.1:${port}`, sched, stderr: () => err };
-}
-
-async function stopServe(s) {
-  const exited = new Promise((r) => s.proc.on('exit', (code) => r(code)));
-  s.proc.kill('SIGINT');
-  const code = await exited;
-  fs.rmSync(s.logDir, { recursive: true, force: true });
-  return code;
-}
 
 /** A shared 64-token prefix (4 blocks of 16), then 100 tokens unique to request i. */
 function prompt(i) {
@@ -103,7 +73,7 @@ test('chunked prefill + paged KV + prefix caching + priority order over 2 pipeli
   let reference = null, beyond = null;
   try {
     // The paper's policy, one request at a time: the reference tokens and logprobs.
-    reference = await startServe(model, []);
+    reference = await startPipelineServe('orca-beyond-e2e-', model, []);
     const refs = [];
     for (let i = 0; i < kNumRequests; i++) refs.push(await greedy(reference, i));
     assert.equal(await stopServe(reference), 0, reference.stderr());
@@ -112,7 +82,7 @@ test('chunked prefill + paged KV + prefix caching + priority order over 2 pipeli
     // 384 slots = 24 blocks of 16 per stage; 8 requests of 164 + 24 tokens need ~80
     // private blocks, so paged KV must preempt; the 64-token prefix is cached.
     // --max-prefill-slowdown: wherever the learned time budget cuts chunks, no token may change.
-    beyond = await startServe(model, ['--policy=paged', '--max-num-batched-tokens=32', '--max-prefill-slowdown=1.5',
+    beyond = await startPipelineServe('orca-beyond-e2e-', model, ['--policy=paged', '--max-num-batched-tokens=32', '--max-prefill-slowdown=1.5',
       '--enable-prefix-caching', '--kv-block-size=16', '--n-slots=384', '--max-bs=8', '--scheduling-order=priority']);
     const ready = await fetch(`${beyond.sched}/ready`);
     assert.equal(ready.status, 200);

@@ -6,45 +6,15 @@
 // closed-loop `orca bench --trace chat --chat-closed-loop` run completes every turn. A
 // functional smoke, bounded in time; no timing is asserted.
 //   ORCA_BIN_DIR=build/bin node --test tests/e2e/stack/decode_filled_prefix.test.mjs
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { binDir, freePort } from './stack.mjs';
+import { binDir, startPipelineServe, stopServe } from './stack.mjs';
 
 const kBlock = 16;
-
-async function startServe(model, extraArgs) {
-  const port = await freePort();
-  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-decode-prefix-e2e-'));
-  const proc = spawn(path.join(binDir(), 'orca'),
-    ['serve', `--model=${model}`, `--port=${port}`, '--grpc-port=0', `--log-dir=${logDir}`,
-      '--pipeline-parallel=2', '--threads=1', '--dtype=f32', ...extraArgs],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '', err = '';
-  proc.stdout.on('data', (d) => { out += d; });
-  proc.stderr.on('data', (d) => { err += d; });
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no banner in 180 s; stderr:\n${err}`)), 180000);
-    const poll = setInterval(() => {
-      if (out.includes('Ctrl-C stops everything')) { clearInterval(poll); clearTimeout(timer); resolve(); }
-    }, 50);
-    proc.on('exit', (code) => { clearInterval(poll); clearTimeout(timer); reject(new Error(`orca serve exited ${code}:\n${err}`)); });
-  });
-  const sched = out.match(/^\s+scheduler\s+(http:\/\/\S+)\/metrics$/m)?.[1];
-  assert.ok(sched, `banner names no scheduler metrics URL:\n${out}`);
-  return { proc, logDir, url: `http://127.0.0.1:${port}`, sched, stderr: () => err };
-}
-
-async function stopServe(s) {
-  const exited = new Promise((r) => s.proc.on('exit', (code) => r(code)));
-  s.proc.kill('SIGINT');
-  const code = await exited;
-  fs.rmSync(s.logDir, { recursive: true, force: true });
-  return code;
-}
 
 async function counters(s) {
   const page = await (await fetch(`${s.sched}/metrics`)).text();
@@ -75,7 +45,7 @@ test('the next chat turn hits the KV blocks its previous reply was decoded into'
   let serve = null;
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-decode-prefix-bench-'));
   try {
-    serve = await startServe(model, ['--enable-prefix-caching', `--kv-block-size=${kBlock}`, '--n-slots=1024']);
+    serve = await startPipelineServe('orca-decode-prefix-e2e-', model, ['--enable-prefix-caching', `--kv-block-size=${kBlock}`, '--n-slots=1024']);
     // Turn 1: 20 prompt tokens (one full block), a 40-token reply. Its KV holds 20 + 39
     // tokens (the last sampled token is never computed): blocks 0-2 are full, 1 and 2 by decodes.
     const prompt1 = [];

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import assert from 'node:assert/strict';
 
 export function binDir() {
   const dir = process.env.ORCA_BIN_DIR;
@@ -125,4 +126,39 @@ export async function startStack(opts = {}) {
       fs.rmSync(work, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * `orca serve` with two pipeline stages on f32 weights, one thread: resolves once its banner is
+ * out, with its URL, the scheduler's metrics URL and its stderr so far. `tag` names its log dir.
+ */
+export async function startPipelineServe(tag, model, extraArgs) {
+  const port = await freePort();
+  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), tag));
+  const proc = spawn(path.join(binDir(), 'orca'),
+    ['serve', `--model=${model}`, `--port=${port}`, '--grpc-port=0', `--log-dir=${logDir}`,
+      '--pipeline-parallel=2', '--threads=1', '--dtype=f32', ...extraArgs],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  proc.stdout.on('data', (d) => { out += d; });
+  proc.stderr.on('data', (d) => { err += d; });
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no banner in 180 s; stderr:\n${err}`)), 180000);
+    const poll = setInterval(() => {
+      if (out.includes('Ctrl-C stops everything')) { clearInterval(poll); clearTimeout(timer); resolve(); }
+    }, 50);
+    proc.on('exit', (code) => { clearInterval(poll); clearTimeout(timer); reject(new Error(`orca serve exited ${code}:\n${err}`)); });
+  });
+  const sched = out.match(/^\s+scheduler\s+(http:\/\/\S+)\/metrics$/m)?.[1];
+  assert.ok(sched, `banner names no scheduler metrics URL:\n${out}`);
+  return { proc, logDir, url: `http://127.0.0.1:${port}`, sched, stderr: () => err };
+}
+
+/** Stops a startPipelineServe stack with SIGINT; resolves to its exit code. */
+export async function stopServe(s) {
+  const exited = new Promise((r) => s.proc.on('exit', (code) => r(code)));
+  s.proc.kill('SIGINT');
+  const code = await exited;
+  fs.rmSync(s.logDir, { recursive: true, force: true });
+  return code;
 }
