@@ -57,10 +57,16 @@ TEST_PACKAGES=(
   llvm-14
 )
 
+# Whether Debian package $1 is installed. A test, not a pipe into `grep -q`: under pipefail
+# the pipe fails whenever grep quits before dpkg-query has written everything (SIGPIPE).
+installed() {
+  [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" = "install ok installed" ]
+}
+
 install_packages() {
   local missing=() still=() p
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    installed "$p" || missing+=("$p")
   done
   if ((${#missing[@]} == 0)); then
     say "Debian packages: all present"
@@ -72,7 +78,7 @@ install_packages() {
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   for p in "${missing[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || still+=("$p")
+    installed "$p" || still+=("$p")
   done
   ((${#still[@]} == 0)) || die "apt-get did not install: ${still[*]}"
 }
@@ -89,7 +95,7 @@ configure_and_build() {
   local configure_log="$BUILD_DIR/configure.log"
   # shellcheck disable=SC2086  # ORCA_CMAKE_ARGS is a list of words
   if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" ${ORCA_CMAKE_ARGS:-} >"$configure_log" 2>&1; then
-    grep -E -A6 'CMake Error|Could NOT find|not found' "$configure_log" | head -40 >&2 || tail -40 "$configure_log" >&2
+    grep -E -A6 'CMake Error|Could NOT find|not found' "$configure_log" | sed -n 1,40p >&2 || tail -40 "$configure_log" >&2
     die "CMake configure failed (full log: $configure_log). A 'Could NOT find X' above is a Debian -dev package missing from BUILD_PACKAGES in scripts/bootstrap.sh (check the package's Recommends: apt installs none of them here)."
   fi
   grep -E '^-- Orca ' "$configure_log" || true

@@ -152,7 +152,7 @@ if [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then CMAKE_ARGS+=(-D
 mkdir -p "$BUILD_DIR"
 say "configuring $BUILD_DIR (CUDA and NCCL required${ARCHS:+, architectures $ARCHS})"
 if ! cmake "${CMAKE_ARGS[@]}" >"$BUILD_DIR/gpu-check-configure.log" 2>&1; then
-  grep -E -A6 'CMake Error' "$BUILD_DIR/gpu-check-configure.log" | head -40 >&2 || tail -40 "$BUILD_DIR/gpu-check-configure.log" >&2
+  grep -E -A6 'CMake Error' "$BUILD_DIR/gpu-check-configure.log" | sed -n 1,40p >&2 || tail -40 "$BUILD_DIR/gpu-check-configure.log" >&2
   fail "CMake configure with -DORCA_ENABLE_CUDA=ON -DORCA_ENABLE_NCCL=ON failed (log: $BUILD_DIR/gpu-check-configure.log)"
 fi
 grep -E '^-- Orca ' "$BUILD_DIR/gpu-check-configure.log" || true

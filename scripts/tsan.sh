@@ -47,7 +47,7 @@ ABSL_FLAGS="-fsanitize=thread -fno-omit-frame-pointer -O2 -gline-tables-only"
 ABSL_VERSION="$(dpkg-query -W -f='${Version}' libabsl-dev 2>/dev/null)" \
   || die "libabsl-dev is not installed (scripts/bootstrap.sh installs it)"
 ABSL_PREFIX="$ABSL_DIR/install"
-absl_stamp="$ABSL_VERSION|$(clang++ --version | head -1)|$ABSL_FLAGS"
+absl_stamp="$ABSL_VERSION|$(clang++ --version | sed -n 1p)|$ABSL_FLAGS"
 
 # fetch_absl_source DIR: Debian's source package of the installed libabsl-dev, unpacked
 # (patches applied) under DIR. apt runs with its own lists under DIR: the machine's
@@ -83,7 +83,7 @@ if [ "$(cat "$ABSL_PREFIX/.orca-stamp" 2>/dev/null)" != "$absl_stamp" ]; then
   absl_start=$SECONDS
   say "fetching Debian's source of abseil $ABSL_VERSION"
   fetch_absl_source "$ABSL_DIR"
-  src="$(find "$ABSL_DIR/src" -mindepth 1 -maxdepth 1 -type d -name 'abseil-*' | head -1)"
+  src="$(find "$ABSL_DIR/src" -mindepth 1 -maxdepth 1 -type d -name 'abseil-*' | sed -n 1p)"
   [ -n "$src" ] || die "apt-get source unpacked no abseil-* directory in $ABSL_DIR/src"
   say "building Abseil with -fsanitize=thread (static, $ABSL_PREFIX)"
   rm -rf "$ABSL_DIR/build" "$ABSL_PREFIX"
@@ -210,7 +210,7 @@ findings="$(grep -c '^@@@ .* ORCA$' "$triaged" || true)"
 if [ "$library" != 0 ]; then
   say "$library report(s) about gRPC's internal state only, not failed (all in $triaged); their top frames:"
   awk '/^@@@ .* LIBRARY$/ { p = 1; next } /^@@@/ { p = 0 } p && /^SUMMARY/' "$triaged" | sed 's/ (BuildId[^)]*)//' \
-    | sort | uniq -c | sort -rn | head -20
+    | sort | uniq -c | sort -rn | sed -n 1,20p
 fi
 if [ "$findings" != 0 ]; then
   awk '/^@@@ .* ORCA$/ { p = 1; print; next } /^@@@/ { p = 0 } p' "$triaged" >&2

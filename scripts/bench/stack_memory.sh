@@ -54,7 +54,7 @@ echo "# largest mappings (RSS KiB) per process"
 for pid in $SERVE $(cat /proc/$SERVE/task/*/children); do
   echo "## $(basename "$(readlink /proc/$pid/exe)") ($pid)"
   awk '/^[0-9a-f]+-[0-9a-f]+ /{name=($6 == "" ? "[anon]" : $6)} /^Rss:/{rss[name]+=$2}
-       END{for (n in rss) if (rss[n] >= 1024) print rss[n], n}' "/proc/$pid/smaps" | sort -rn | head -6
+       END{for (n in rss) if (rss[n] >= 1024) print rss[n], n}' "/proc/$pid/smaps" | sort -rn | sed -n 1,6p
 done
 echo
 echo "# /ready memory as the gateway reports it"

@@ -74,7 +74,7 @@ serve_and_measure() {
   "$BIN/orca" bench --url "http://127.0.0.1:$PORT" --trace paper --rate 4 --num-requests "$NUM_REQUESTS" \
     --max-duration "$MAX_DURATION" --no-progress --out "$OUT/memory-$name-bench" >"$OUT/memory-$name-bench.txt" 2>&1 ||
     { echo "orca bench against $name failed:"; tail -20 "$OUT/memory-$name-bench.txt"; }
-  grep -E 'completed|throughput' "$OUT/memory-$name-bench.txt" | head -3 || true
+  grep -E 'completed|throughput' "$OUT/memory-$name-bench.txt" | sed -n 1,3p || true
   mem_row "$name (loaded)" $pid
   kill -TERM $pid
   wait $pid || true

@@ -23,7 +23,7 @@ trap cleanup EXIT
 wait_port() {
   for _ in $(seq 1 200); do
     if line=$(grep -m1 -E "$2" "$1" 2>/dev/null); then
-      grep -oE '[0-9]+' <<<"${line##*$3}" | head -1
+      grep -oE '[0-9]+' <<<"${line##*$3}" | sed -n 1p
       return 0
     fi
     sleep 0.05
