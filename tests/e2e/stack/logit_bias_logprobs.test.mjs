@@ -9,14 +9,12 @@
 //    prefix caching, paged KV and two pipeline stages;
 //  - bad logit_bias bodies are 400s naming the field.
 //   ORCA_BIN_DIR=build/bin ORCA_SHARED_DIR=../shared node --test tests/e2e/stack/logit_bias_logprobs.test.mjs
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { binDir, freePort } from './stack.mjs';
+import { startServe, stopServe } from './stack.mjs';
 
 const shared = process.env.ORCA_SHARED_DIR ?? path.join(process.cwd(), '..', 'shared');
 const models = [
@@ -25,35 +23,11 @@ const models = [
 ];
 const kTolerance = 2e-3;  // logprob difference allowed between two computations of the same position
 
-async function startServe(model, extraArgs = []) {
-  const port = await freePort();
-  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-bias-e2e-'));
-  const proc = spawn(path.join(binDir(), 'orca'),
-    ['serve', `--model=${model}`, `--port=${port}`, '--grpc-port=0', `--log-dir=${logDir}`, '--threads=1',
-      '--dtype=f32', ...extraArgs],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '', err = '';
-  proc.stdout.on('data', (d) => { out += d; });
-  proc.stderr.on('data', (d) => { err += d; });
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no banner in 180 s; stderr:\n${err}`)), 180000);
-    const poll = setInterval(() => {
-      if (out.includes('Ctrl-C stops everything')) { clearInterval(poll); clearTimeout(timer); resolve(); }
-    }, 50);
-    proc.on('exit', (code) => { clearInterval(poll); clearTimeout(timer); reject(new Error(`orca serve exited ${code}:\n${err}`)); });
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+async function startBiasServe(model, extraArgs = []) {
+  const s = await startServe('orca-bias-e2e-', model, ['--threads=1', '--dtype=f32', ...extraArgs]);
+  const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
   const served = (await client.models.list()).data[0].id;
-  return { proc, logDir, url, client, served, stderr: () => err };
-}
-
-async function stopServe(s) {
-  const exited = new Promise((r) => s.proc.on('exit', (code) => r(code)));
-  s.proc.kill('SIGINT');
-  const code = await exited;
-  fs.rmSync(s.logDir, { recursive: true, force: true });
-  return code;
+  return { ...s, client, served };
 }
 
 async function post(s, route, body) {
@@ -229,7 +203,7 @@ for (const m of models) {
   const present = fs.existsSync(m.path);
   test(`logit_bias, echo with logprobs and prompt_logprobs on ${m.name}`, { skip: !present && `${m.path} is absent` },
     async () => {
-      let s = await startServe(m.path);
+      let s = await startBiasServe(m.path);
       let plist, ownIds;
       try {
         await checkLogitBias(s);
@@ -238,7 +212,7 @@ for (const m of models) {
         assert.equal(await stopServe(s), 0, `orca serve did not stop cleanly:\n${s.stderr()}`);
       }
       // Chunked prefill (chunks of 16 tokens), prefix caching, paged KV, two pipeline stages: the same numbers.
-      s = await startServe(m.path, ['--pipeline-parallel=2', '--policy=paged', '--max-num-batched-tokens=16',
+      s = await startBiasServe(m.path, ['--pipeline-parallel=2', '--policy=paged', '--max-num-batched-tokens=16',
         '--enable-prefix-caching', '--kv-block-size=16', '--max-bs=4']);
       try {
         // Twice: the second time the prompt's blocks are cached, and must not be used for prompt logprobs.

@@ -129,32 +129,41 @@ export async function startStack(opts = {}) {
 }
 
 /**
- * `orca serve` with two pipeline stages on f32 weights, one thread: resolves once its banner is
- * out, with its URL, the scheduler's metrics URL and its stderr so far. `tag` names its log dir.
+ * `orca serve --model=MODEL` on a free loopback port (gRPC on port 0, logs in a fresh temp dir
+ * named after `tag`) with `args` after those: resolves once its banner is out, with its URL, its
+ * stdout and stderr so far. End it with stopServe.
  */
-export async function startPipelineServe(tag, model, extraArgs) {
+export async function startServe(tag, model, args, { bannerTimeoutMs = 180000 } = {}) {
   const port = await freePort();
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), tag));
   const proc = spawn(path.join(binDir(), 'orca'),
-    ['serve', `--model=${model}`, `--port=${port}`, '--grpc-port=0', `--log-dir=${logDir}`,
-      '--pipeline-parallel=2', '--threads=1', '--dtype=f32', ...extraArgs],
+    ['serve', `--model=${model}`, `--port=${port}`, '--grpc-port=0', `--log-dir=${logDir}`, ...args],
     { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '', err = '';
   proc.stdout.on('data', (d) => { out += d; });
   proc.stderr.on('data', (d) => { err += d; });
   await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no banner in 180 s; stderr:\n${err}`)), 180000);
+    const timer = setTimeout(() => reject(new Error(`no banner in ${bannerTimeoutMs / 1000} s; stderr:\n${err}`)), bannerTimeoutMs);
     const poll = setInterval(() => {
       if (out.includes('Ctrl-C stops everything')) { clearInterval(poll); clearTimeout(timer); resolve(); }
     }, 50);
     proc.on('exit', (code) => { clearInterval(poll); clearTimeout(timer); reject(new Error(`orca serve exited ${code}:\n${err}`)); });
   });
-  const sched = out.match(/^\s+scheduler\s+(http:\/\/\S+)\/metrics$/m)?.[1];
-  assert.ok(sched, `banner names no scheduler metrics URL:\n${out}`);
-  return { proc, logDir, url: `http://127.0.0.1:${port}`, sched, stderr: () => err };
+  return { proc, logDir, port, url: `http://127.0.0.1:${port}`, stdout: () => out, stderr: () => err };
 }
 
-/** Stops a startPipelineServe stack with SIGINT; resolves to its exit code. */
+/**
+ * `orca serve` with two pipeline stages on f32 weights, one thread (startServe), plus the
+ * scheduler's metrics URL from its banner.
+ */
+export async function startPipelineServe(tag, model, extraArgs) {
+  const s = await startServe(tag, model, ['--pipeline-parallel=2', '--threads=1', '--dtype=f32', ...extraArgs]);
+  const sched = s.stdout().match(/^\s+scheduler\s+(http:\/\/\S+)\/metrics$/m)?.[1];
+  assert.ok(sched, `banner names no scheduler metrics URL:\n${s.stdout()}`);
+  return { ...s, sched };
+}
+
+/** Stops a startServe stack with SIGINT (a clean drain); resolves to its exit code. */
 export async function stopServe(s) {
   const exited = new Promise((r) => s.proc.on('exit', (code) => r(code)));
   s.proc.kill('SIGINT');
