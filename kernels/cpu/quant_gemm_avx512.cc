@@ -209,19 +209,24 @@ struct Avx512 {
           ia[i] = _mm512_setzero_si512();
         }
       }
+      // k 0..15 of the group into ia, k 16..31 into ib (Q6_K's halves) or ia. Two fixed
+      // loops, fully unrolled: choosing the accumulator per v inside one loop kept GCC from
+      // unrolling it, and Q6_K's ia/ib went through memory.
       const uint8_t* vals = r.s->vals[g];
-      for (int v = 0; v < 8; ++v) {
-        const __m512i w = _mm512_load_si512(vals + 64 * v);
-        for (int i = 0; i < MR; ++i) {
-          int32_t four;
-          __builtin_memcpy(&four, xq[i] + g * kGroup + 4 * v, 4);
-          const __m512i xv = _mm512_set1_epi32(four);
-          if (A == Affine::kHalves && v >= 4)
-            ib[i] = _mm512_dpbusd_epi32(ib[i], w, xv);
-          else
-            ia[i] = _mm512_dpbusd_epi32(ia[i], w, xv);
+      auto dots = [&](__m512i* sum, int v0) {
+#pragma GCC unroll 4
+        for (int v = v0; v < v0 + 4; ++v) {
+          const __m512i w = _mm512_load_si512(vals + 64 * v);
+#pragma GCC unroll 8
+          for (int i = 0; i < MR; ++i) {
+            int32_t four;
+            __builtin_memcpy(&four, xq[i] + g * kGroup + 4 * v, 4);
+            sum[i] = _mm512_dpbusd_epi32(sum[i], w, _mm512_set1_epi32(four));
+          }
         }
-      }
+      };
+      dots(ia, 0);
+      dots(A == Affine::kHalves ? ib : ia, 4);
       const __m512 av = _mm512_load_ps(r.s->a[g]);
       for (int i = 0; i < MR; ++i) {
         const __m512 dx = _mm512_set1_ps(xd[i][g]);
