@@ -20,6 +20,22 @@
 
 namespace orca::kernels::quant {
 
+inline constexpr int kBlockRows = 8;  ///< rows per RowBlockGroup
+
+/// Everything the AVX-512 prefill kernel reads for one group of kBlockRows
+/// consecutive rows, at fixed offsets from one pointer (so a row block needs
+/// one address register, not three per row). A copy of the row-major fields
+/// below; the offset corrections are pre-multiplied by each weight type's
+/// offset (2^3, 2^4, 2^7; Q6_K: 2^5 per half), so they load instead of shift.
+struct alignas(64) RowBlockGroup {
+  int8_t q[kBlockRows][32];
+  float d[kBlockRows];
+  float ds[kBlockRows];
+  int32_t n_shl3[kBlockRows], n_shl4[kBlockRows], n_shl7[kBlockRows];
+  int32_t h0_shl5[kBlockRows], h1_shl5[kBlockRows];
+};
+static_assert(sizeof(RowBlockGroup) == 512);
+
 /// Activations quantized per 32-value group: q = round(x / d), d = max|x| / 127.
 struct QuantizedRows {
   int64_t m = 0;
@@ -29,7 +45,14 @@ struct QuantizedRows {
   std::vector<float> d;     ///< [m][groups]
   std::vector<float> ds;    ///< [m][groups]: d · Σq
   std::vector<int32_t> ns;  ///< [m][groups][3]: -Σq over the group, its first 16, its last 16
+  /// [ceil(m / 8)][groups], filled only when m ≥ kBlockMinRows (the only calls
+  /// whose GEMM runs the prefill kernels); empty otherwise.
+  std::vector<RowBlockGroup> blocks;
 };
+
+/// Fewest rows for which QuantizeRows also fills `blocks`: the AVX-512 GEMM
+/// runs its decode kernel below this, its prefill (row-block) kernel from it on.
+inline constexpr int64_t kBlockMinRows = 5;
 
 enum class Isa : uint8_t { kGeneric, kAvxVnni, kAvx512Vnni };
 
@@ -65,7 +88,11 @@ void Gemm(Isa isa, const GemmArgs& args);
 void GemmGeneric(const GemmArgs& args);
 void GemmAvxVnni(const GemmArgs& args);
 void GemmAvx512Vnni(const GemmArgs& args);
+/// The AVX-512 decode kernels: GemmAvx512Vnni's path for m < kBlockMinRows, in an object file of their own.
+void GemmAvx512VnniDecode(const GemmArgs& args);
 void QuantizeRowsGeneric(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);
 void QuantizeRowsAvx512(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);
+/// Copies row `row` of out's row-major fields into out->blocks (no-op when empty).
+void FillRowBlocks(int64_t row, QuantizedRows* out);
 
 }  // namespace orca::kernels::quant

@@ -3,6 +3,7 @@
 // exact integer group sums, then the same f32 scaling per group.
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant_gemm_impl.h"
@@ -60,6 +61,30 @@ void PrepareRows(int64_t m, int64_t k, QuantizedRows* out) {
   const size_t groups = static_cast<size_t>(m * out->groups);
   if (out->q.size() < static_cast<size_t>(m * k)) out->q.resize(static_cast<size_t>(m * k));
   if (out->d.size() < groups) out->d.resize(groups), out->ds.resize(groups), out->ns.resize(3 * groups);
+  const size_t records = m >= kBlockMinRows ? static_cast<size_t>((m + kBlockRows - 1) / kBlockRows * out->groups) : 0;
+  if (records == 0)
+    out->blocks.clear();
+  else if (out->blocks.size() < records)
+    out->blocks.resize(records);
+}
+
+void FillRowBlocks(int64_t row, QuantizedRows* out) {
+  if (out->blocks.empty()) return;
+  const int64_t groups = out->groups;
+  const int i = static_cast<int>(row % kBlockRows);
+  RowBlockGroup* rec = out->blocks.data() + row / kBlockRows * groups;
+  for (int64_t g = 0; g < groups; ++g, ++rec) {
+    const int64_t at = row * groups + g;
+    std::memcpy(rec->q[i], out->q.data() + row * out->k + g * kGroup, kGroup);
+    rec->d[i] = out->d[at];
+    rec->ds[i] = out->ds[at];
+    const int32_t* ns = out->ns.data() + 3 * at;
+    rec->n_shl3[i] = ns[0] * (1 << 3);
+    rec->n_shl4[i] = ns[0] * (1 << 4);
+    rec->n_shl7[i] = ns[0] * (1 << 7);
+    rec->h0_shl5[i] = ns[1] * (1 << 5);
+    rec->h1_shl5[i] = ns[2] * (1 << 5);
+  }
 }
 
 void QuantizeRows(Isa isa, const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out) {
@@ -91,6 +116,7 @@ void QuantizeRowsGeneric(const float* x, int64_t row_begin, int64_t row_end, Qua
       out->ns[3 * at + 1] = -s0;
       out->ns[3 * at + 2] = -s1;
     }
+    FillRowBlocks(row, out);
   }
 }
 

@@ -219,7 +219,31 @@ TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
     EXPECT_EQ(got.d, want.d) << IsaName(isa);
     EXPECT_EQ(got.ds, want.ds) << IsaName(isa);
     EXPECT_EQ(got.ns, want.ns) << IsaName(isa);
+    ASSERT_EQ(got.blocks.size(), want.blocks.size()) << IsaName(isa);
+    EXPECT_EQ(std::memcmp(got.blocks.data(), want.blocks.data(), got.blocks.size() * sizeof(RowBlockGroup)), 0)
+        << IsaName(isa);
   }
+  // The row-block copy the prefill kernel reads holds the row-major values, the corrections
+  // pre-multiplied by each offset.
+  ASSERT_EQ(want.blocks.size(), static_cast<size_t>(k / 32));  // one block of 8 rows for m = 7
+  for (int64_t row = 0; row < m; ++row)
+    for (int64_t g = 0; g < k / 32; ++g) {
+      const RowBlockGroup& b = want.blocks[static_cast<size_t>(g)];
+      const int64_t at = row * (k / 32) + g;
+      EXPECT_EQ(std::memcmp(b.q[row], want.q.data() + row * k + 32 * g, 32), 0) << row << " " << g;
+      EXPECT_EQ(b.d[row], want.d[at]);
+      EXPECT_EQ(b.ds[row], want.ds[at]);
+      EXPECT_EQ(b.n_shl3[row], 8 * want.ns[3 * at]);
+      EXPECT_EQ(b.n_shl4[row], 16 * want.ns[3 * at]);
+      EXPECT_EQ(b.n_shl7[row], 128 * want.ns[3 * at]);
+      EXPECT_EQ(b.h0_shl5[row], 32 * want.ns[3 * at + 1]);
+      EXPECT_EQ(b.h1_shl5[row], 32 * want.ns[3 * at + 2]);
+    }
+  // Decode-sized calls (the AVX-512 decode kernel reads the row-major fields) skip the copy.
+  QuantizedRows few;
+  PrepareRows(kBlockMinRows - 1, k, &few);
+  QuantizeRows(BestIsa(), x.data(), 0, kBlockMinRows - 1, &few);
+  EXPECT_TRUE(few.blocks.empty());
   EXPECT_EQ(want.q[static_cast<size_t>(k + 96 + 1)], -2);  // -2.5 → -2
   EXPECT_EQ(want.q[static_cast<size_t>(k + 96 + 2)], -2);  // -1.5 → -2
 }
