@@ -32,9 +32,20 @@ function flush_section() {
     if (caller == "orca" && toucher != "grpc" && toucher != "library") {
       orca_sections++
       if (first_orca ~ /::OnReadDone\(/) read_done_sections++
+      if (pb_before_orca && library_after_orca && is_constructor(first_orca)) constructed_message_sections++
     }
   }
   in_section = 0
+}
+# Whether a frame line ("#6 Reader /path:41:18 (...)" as the symbolizer prints an inlined
+# constructor, or "#6 ns::Reader::Reader(...) /path...") is a constructor's.
+function is_constructor(frame,   f, n, parts) {
+  f = frame
+  sub(/^ *#[0-9]+ /, "", f)
+  if (f ~ /^[A-Za-z_][A-Za-z0-9_]* \//) return 1
+  sub(/\(.*/, "", f)
+  n = split(f, parts, "::")
+  return n >= 2 && parts[n] == parts[n - 1]
 }
 function flush_report(   verdict) {
   flush_section()
@@ -42,15 +53,21 @@ function flush_report(   verdict) {
   # Also gRPC's: a client reactor's OnReadDone on the message it reads into (then hands back
   # with StartRead) against gRPC deserializing the next message into it on another thread, the
   # other stack wholly inside gRPC; gRPC orders the two through atomics TSan cannot see.
+  # Likewise a server reactor's message constructed with the reactor (protoc's constructor
+  # called from a constructor that gRPC's method handler ran), against gRPC deserializing the
+  # first message into it on another thread after the StartRead the constructor issued.
   verdict = (sections > 0 && library_called > 0 &&
-             (orca_sections == 0 || (orca_sections == 1 && read_done_sections == 1 && sections >= 2))) ? "LIBRARY" : "ORCA"
+             (orca_sections == 0 ||
+              (orca_sections == 1 && sections >= 2 && (read_done_sections == 1 || constructed_message_sections == 1)))) \
+                ? "LIBRARY" : "ORCA"
   printf "@@@ %s %s\n%s", FILENAME_OF_REPORT, verdict, report
   report = ""
 }
 /^WARNING: ThreadSanitizer:/ {
   flush_report()
   report = $0 "\n"; FILENAME_OF_REPORT = FILENAME
-  sections = 0; orca_sections = 0; read_done_sections = 0; library_called = 0; in_section = 0
+  sections = 0; orca_sections = 0; read_done_sections = 0; constructed_message_sections = 0; library_called = 0
+  in_section = 0
   next
 }
 report == "" { next }
@@ -62,7 +79,7 @@ report == "" { next }
   if ($0 ~ /^  [A-Z].*:$/ || $0 ~ /^  [A-Z].*\):$/) {
     flush_section()
     in_section = 1
-    caller = ""; toucher = ""; first_orca = ""
+    caller = ""; toucher = ""; first_orca = ""; pb_before_orca = 0; library_after_orca = 0
     # Not read: where mutexes and threads were created, where memory was allocated or freed.
     section_classified = !($0 ~ /created at|created by|Location is|allocated by|freed by/)
     next
@@ -74,9 +91,10 @@ report == "" { next }
     } else if (match($0, / \/[^ ]+:[0-9]+/) || match($0, / \/[^ ]+ \(/)) {
       path = substr($0, RSTART + 1, RLENGTH - 1)
       if (path ~ /^\/usr\/include\/grpc/) kind = "grpc"
-      else if (path ~ /\.pb\.(cc|h)/) kind = ""  # protoc's code acts for its caller
+      else if (path ~ /\.pb\.(cc|h)/) { kind = ""; if (first_orca == "") pb_before_orca = 1 }  # protoc's code acts for its caller
       else if (path !~ /^\/usr\// && path !~ /\/abseil-[0-9]|\/include\/absl\//) kind = "orca"
     }
+    if (kind == "library" && first_orca != "") library_after_orca = 1
     if (kind == "orca" && first_orca == "") first_orca = $0
     if (kind != "" && toucher == "") toucher = kind
     if ((kind == "library" || kind == "orca") && caller == "") caller = kind

@@ -38,16 +38,26 @@ class FakePipeline {
     grpc::ServerReadReactor<v1::ControlMessage>* Control(grpc::CallbackServerContext*, v1::ControlSummary*) override {
       class Reader final : public grpc::ServerReadReactor<v1::ControlMessage> {
        public:
-        explicit Reader(FakePipeline* p) : p_(p) { StartRead(&msg_); }
+        // Built on the handler's thread, its reactions run on gRPC's (server_stream_writer.h).
+        explicit Reader(FakePipeline* p) : p_(p) {
+          ORCA_GRPC_HANDS_OFF(this);
+          StartRead(&msg_);
+        }
         void OnReadDone(bool ok) override {
+          ORCA_GRPC_REACTS(this);
           if (!ok) {
+            ORCA_GRPC_HANDS_OFF(this);
             Finish(grpc::Status::OK);
             return;
           }
           p_->OnControl(msg_);
+          ORCA_GRPC_HANDS_OFF(this);
           StartRead(&msg_);
         }
-        void OnDone() override { delete this; }
+        void OnDone() override {
+          ORCA_GRPC_REACTS(this);
+          delete this;
+        }
 
        private:
         FakePipeline* p_;
