@@ -12,8 +12,11 @@
 /// Activations are rounded to bf16 once per call (ConvertRows, round to
 /// nearest even), as oneDNN's and llama.cpp's bf16 GEMMs do: each product
 /// then carries the rounding of both factors (relative 2^-9 each), summed in
-/// f32. Every row is computed in the same k order whatever m and the tiling,
-/// so a row's result does not depend on the other rows of the call.
+/// f32. Large calls run in blocks of rows, each cut into k blocks whose
+/// activations stay in L2 while the panels stream past (y carries the sums
+/// between k blocks). Every row is computed in the same k order whatever m
+/// and the blocking, so a row's result does not depend on the other rows of
+/// the call.
 
 #include <cstddef>
 #include <cstdint>

@@ -7,7 +7,10 @@
 /// Each 16-column panel's k range is unpacked chunk by chunk into an L1-sized
 /// scratch of plain u8 values and f32 scales, which every row block of the
 /// activations then reuses: decode (1-8 rows) streams the panels once at
-/// memory bandwidth, prefill (hundreds of rows) runs at the int8 peak.
+/// memory bandwidth, prefill (hundreds of rows) runs at the int8 peak. Large
+/// calls (thousands of rows: a long prompt, or Algorithm 1's batched prompts)
+/// are cut into blocks of rows and of k whose activations stay in L2 while
+/// the panels stream past.
 ///
 /// Three implementations with identical results up to float summation
 /// order: AVX512-VNNI (512-bit), AVX-VNNI (256-bit) and portable C++.

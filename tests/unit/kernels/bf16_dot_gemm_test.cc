@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -106,17 +107,23 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Bf16DotGemmTest,
 
 TEST(Bf16DotGemmRowsTest, EachRowIsTheSameAloneAndInABatch) {
   if (!GetCpuFeatures().avx512_bf16) GTEST_SKIP() << "this CPU has no AVX512-BF16";
-  const int64_t m = 37, n = 50, k = 900;  // 37 rows: k blocks and 12/1-row tiles; alone: one stream pass
-  const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 5);
-  std::vector<float> w = RandomFloats(static_cast<size_t>(n * k), 6, -0.5f, 0.5f);
-  const Packed p = PackWeight(w, n, k, 0);
-  std::vector<uint16_t> xb(bf16dot::ConvertedElements(m, k));
-  bf16dot::ConvertRows(x.data(), k, 0, m, xb.data());
-  std::vector<float> batch(static_cast<size_t>(m * n)), alone(static_cast<size_t>(n));
-  bf16dot::Gemm(xb.data(), m, k, p.data.get(), nullptr, batch.data(), n, false, n, 0, n);
-  for (int64_t i = 0; i < m; ++i) {
-    bf16dot::Gemm(xb.data() + i * 2 * bf16dot::Pairs(k), 1, k, p.data.get(), nullptr, alone.data(), n, false, n, 0, n);
-    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(alone[j], batch[i * n + j]) << "row " << i << " column " << j;
+  const int64_t n = 50;
+  // 37 rows: 12/1-row tiles. 211 rows: a row block of 192 (two k blocks: 512 pairs
+  // and 38) and one of 19 (one k block). Alone: one stream pass.
+  for (const auto [m, k] : {std::pair<int64_t, int64_t>{37, 900}, {211, 1100}}) {
+    const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 5);
+    std::vector<float> w = RandomFloats(static_cast<size_t>(n * k), 6, -0.5f, 0.5f);
+    const Packed p = PackWeight(w, n, k, 0);
+    std::vector<uint16_t> xb(bf16dot::ConvertedElements(m, k));
+    bf16dot::ConvertRows(x.data(), k, 0, m, xb.data());
+    std::vector<float> batch(static_cast<size_t>(m * n)), alone(static_cast<size_t>(n));
+    bf16dot::Gemm(xb.data(), m, k, p.data.get(), nullptr, batch.data(), n, false, n, 0, n);
+    for (int64_t i = 0; i < m; ++i) {
+      bf16dot::Gemm(xb.data() + i * 2 * bf16dot::Pairs(k), 1, k, p.data.get(), nullptr, alone.data(), n, false, n, 0,
+                    n);
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_EQ(alone[j], batch[i * n + j]) << m << " rows: row " << i << " column " << j;
+    }
   }
 }
 

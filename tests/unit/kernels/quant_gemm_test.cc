@@ -58,6 +58,8 @@ std::vector<Shape> ShapesFor(DType t) {
       {13, 33, 4 * b, 2 * b, true, false},  // small batch: row blocks + remainder
       {64, 40, 2 * b},                      // batch 64
       {130, 70, (b == 256 ? 3 : 20) * b},   // prefill-sized: several k chunks
+      // a large prefill: two row blocks (256 + 44 rows) and two k blocks of 1024, bias, accumulate
+      {300, 40, 2048, 0, true, true},
   };
 }
 
