@@ -233,6 +233,7 @@ void RunRows(RowsArgs r, int64_t row_end, SpreadPrefetch& prefetch) {
 /// chunks in order, so the result does not depend on the blocking.
 inline constexpr int64_t kRowBlockRows = 256;
 inline constexpr int64_t kRowsBlockBytes = 512 << 10;
+inline constexpr int64_t kRowsBytesPerValue = 2;  // the AVX-512 8-row copy (RowBlockGroup); others read 1
 
 // The row-block (prefill) path: for each block of rows and of k, each panel chunk by chunk
 // into the scratch, then every row block of the activations against it.
@@ -246,7 +247,7 @@ void RunChunks(const GemmArgs& a) {
   const int64_t units = a.k / UnitValues(T), m = a.x->m;
   const size_t panel_bytes = PanelBytes(T, a.k);
   const int64_t block_rows = std::min(m, kRowBlockRows);
-  const int64_t block_chunks = std::max<int64_t>(1, kRowsBlockBytes / (block_rows * kChunkGroups * kGroup * 2));
+  const int64_t block_chunks = std::max<int64_t>(1, kRowsBlockBytes / (block_rows * kChunkGroups * kGroup * kRowsBytesPerValue));
   const int64_t block_units = std::min(units, block_chunks * kUnitsPerChunk);
   auto chunk = [&](int64_t p, int64_t u) { return a.packed + static_cast<size_t>(p) * panel_bytes + u * kUnitBytes; };
   for (int64_t r0 = 0; r0 < m; r0 += block_rows) {
