@@ -27,6 +27,11 @@ constexpr int64_t kXBlockBytes = 384 << 10;
 // (rows × n f32) went through memory once per block — a gate/up projection at 46 % of
 // the bf16 peak against 72 % at 512 rows (gemm_bench, EPYC).
 constexpr int64_t kRowBlockRows = 16 * kMaxTileRows;
+// With fewer rows a panel is read faster than a prefetch of the next one helps: the hardware
+// prefetcher alone streamed a 1.1B model's decode GEMMs 1.06-1.37x faster at 1 row and 1.14x at
+// 4, and 0.80x at 8, 0.73x at 16 (paired in one process, EPYC; bench/README.md "Decode prefetch
+// spread over the unit").
+constexpr int64_t kPrefetchMinRows = 5;
 
 inline __m512bh AsBh(__m512i v) { return reinterpret_cast<__m512bh&>(v); }
 
@@ -134,7 +139,8 @@ void Gemm(const uint16_t* xb, int64_t m, int64_t k, const uint16_t* packed, cons
         const int nr = static_cast<int>(std::min<int64_t>(32, n_total - n));
         const uint16_t* panel = packed + static_cast<size_t>(n / 32) * kp * 64 + j0 * 64;
         // The next panel's block streams toward L2 while the first row tile computes on this one.
-        const char* next = n + 32 < n_end ? reinterpret_cast<const char*>(panel + kp * 64) : nullptr;
+        const char* next =
+            mb >= kPrefetchMinRows && n + 32 < n_end ? reinterpret_cast<const char*>(panel + kp * 64) : nullptr;
         const float* b = bias != nullptr && j0 + jc == kp ? bias + n : nullptr;
         for (int64_t r = r0; r < r0 + mb; r += kMaxTileRows) {
           const int mr = static_cast<int>(std::min<int64_t>(kMaxTileRows, r0 + mb - r));

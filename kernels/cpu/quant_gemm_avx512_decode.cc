@@ -84,7 +84,16 @@ inline void GroupValues(const uint8_t* u, int gg, __m512i w[8]) {
 struct Avx512Decode {
   static constexpr int kMaxRows = 0;  // no row-block path: see quant_gemm_avx512.cc
   static constexpr int kDirectMaxRows = kBlockMinRows - 1;
-  static constexpr size_t kPrefetchBytes = 2048;
+  // Decode reads each weight once: every group requests its share of the unit 4 KiB ahead into
+  // L1, so the stream's prefetches are spread evenly over the work (beyond the panel's end this
+  // is the next panel, which the same thread reads next). Sending a whole unit's lines at the
+  // unit's start, 2 KiB ahead, instead (36 lines at once for Q4_K, 53 for Q6_K) filled the miss
+  // buffers: paired in one process on this EPYC (gemm_bench's 1.1B model pass, bench/README.md
+  // "Decode prefetch spread over the unit"), Q6_K ran 1.5-1.7x and Q5_K 1.3-1.8x faster spread,
+  // Q4_K 1.05x at one row and 1.6x at four; Q8_0 and Q4_0 (one group a unit) 1.07-1.21x and
+  // 1.02-1.15x from the distance alone. The hardware prefetcher alone was 0.71-1.26x: better for
+  // Q4_K, worse for Q6_K, Q5_K and at four rows for Q8_0 and Q4_0.
+  static constexpr size_t kPrefetchBytes = 4096;
 
   // A whole panel against MR rows, every unit decoded in registers (see quant_gemm_impl.h).
   // Per group and column the f32 operations are the scratch path's, in its order: the
@@ -121,11 +130,6 @@ struct Avx512Decode {
     PointAtRows<MR>(x, r.row, /*group_first=*/0, xq, xd, xds, xns);
     for (int64_t unit = 0; unit < r.units; ++unit) {
       const uint8_t* u = r.panel + unit * kUnitBytes;
-      // Decode reads each weight once: request the stream ~2 KiB ahead into L1 (the hardware
-      // prefetcher alone left one core at ~20-30 GB/s; with this, 30-40 on this EPYC; beyond
-      // the panel's end this is the next panel, which the same thread reads next).
-      for (size_t line = 0; line < kUnitBytes; line += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(u) + kPrefetchBytes + line, _MM_HINT_T0);
       __m512 d, dmin;
       if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
         d = HalvesAt(u);
@@ -135,6 +139,9 @@ struct Avx512Decode {
       }
       for (int gg = 0; gg < kUnitGroups; ++gg) {
         const int64_t g = unit * kUnitGroups + gg;
+        constexpr size_t kGroupBytes = kUnitBytes / kUnitGroups;
+        for (size_t line = gg * kGroupBytes / 64 * 64; line < (gg + 1) * kGroupBytes; line += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(u) + kPrefetchBytes + line, _MM_HINT_T0);
         __m512i w[8];
         GroupValues<T>(u, gg, w);
         __m512 av, bv;
