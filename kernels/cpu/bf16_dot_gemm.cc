@@ -27,7 +27,7 @@ constexpr int64_t kXBlockBytes = 384 << 10;
 // (rows × n f32) went through memory once per block — a gate/up projection at 46 % of
 // the bf16 peak against 72 % at 512 rows (gemm_bench, EPYC).
 constexpr int64_t kRowBlockRows = 16 * kMaxTileRows;
-// With fewer rows a panel is read faster than a prefetch of the next one helps: the hardware
+// Below this many rows the next-panel prefetch costs more than it gives: the hardware
 // prefetcher alone streamed a 1.1B model's decode GEMMs 1.06-1.37x faster at 1 row and 1.14x at
 // 4, and 0.80x at 8, 0.73x at 16 (paired in one process, EPYC; bench/README.md "Decode prefetch
 // spread over the unit").
