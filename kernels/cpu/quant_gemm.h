@@ -6,8 +6,9 @@
 /// CPU has it) scaled into f32 by the weight's and the activation's scales.
 /// Each 16-column panel's k range is unpacked chunk by chunk into an L1-sized
 /// scratch of plain u8 values and f32 scales, which every row block of the
-/// activations then reuses: decode (1-8 rows) streams the panels once at
-/// memory bandwidth, prefill (hundreds of rows) runs at the int8 peak. Large
+/// activations then reuses (prefill: hundreds of rows, at the int8 peak);
+/// on AVX-512, decode and small batches (AvxDirectMaxRows) instead decode
+/// each panel in registers, streaming the weights at memory bandwidth. Large
 /// calls (thousands of rows: a long prompt, or Algorithm 1's batched prompts)
 /// are cut into blocks of rows and of k whose activations stay in L2 while
 /// the panels stream past.
@@ -49,13 +50,24 @@ struct QuantizedRows {
   std::vector<float> ds;    ///< [m][groups]: d · Σq
   std::vector<int32_t> ns;  ///< [m][groups][3]: -Σq over the group, its first 16, its last 16
   /// [ceil(m / 8)][groups], filled only when m ≥ kBlockMinRows (the only calls
-  /// whose GEMM runs the prefill kernels); empty otherwise.
+  /// whose GEMM may run the prefill kernels); empty otherwise.
   std::vector<RowBlockGroup> blocks;
 };
 
 /// Fewest rows for which QuantizeRows also fills `blocks`: the AVX-512 GEMM
-/// runs its decode kernel below this, its prefill (row-block) kernel from it on.
+/// may run its prefill (row-block) kernel from here on (AvxDirectMaxRows).
 inline constexpr int64_t kBlockMinRows = 5;
+
+/// Most rows for which the AVX-512 GEMM runs its decode kernels on weights of
+/// type t, decoding each unit in registers for up to 8 rows at a time instead
+/// of unpacking chunks into scratch. For the 4- to 6-bit types that unpacking
+/// (nibbles, high bits, scales) costs more than decoding the panel again for
+/// every 8 rows, up to 16 rows: paired in one process on an EPYC (gemm_bench's
+/// model pass, bench/README.md "Small batches on the decode kernels"), a 1.1B
+/// step's GEMMs ran 1.3-1.5x faster at 5-8 rows and 1.03-1.24x at 12-16 rows,
+/// 8B shapes likewise; at 24-32 rows the two were even. Q8_0 unpacks by copying,
+/// and the chunked path is as fast at 5-8 rows and faster from 12 (0.90-0.95x).
+constexpr int64_t AvxDirectMaxRows(DType t) { return t == DType::kQ8_0 ? kBlockMinRows - 1 : 16; }
 
 enum class Isa : uint8_t { kGeneric, kAvxVnni, kAvx512Vnni };
 
@@ -91,7 +103,7 @@ void Gemm(Isa isa, const GemmArgs& args);
 void GemmGeneric(const GemmArgs& args);
 void GemmAvxVnni(const GemmArgs& args);
 void GemmAvx512Vnni(const GemmArgs& args);
-/// The AVX-512 decode kernels: GemmAvx512Vnni's path for m < kBlockMinRows, in an object file of their own.
+/// The AVX-512 decode kernels: GemmAvx512Vnni's path for m ≤ AvxDirectMaxRows, in an object file of their own.
 void GemmAvx512VnniDecode(const GemmArgs& args);
 void QuantizeRowsGeneric(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);
 void QuantizeRowsAvx512(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);

@@ -1,11 +1,12 @@
-// The quantized GEMM's AVX512-VNNI decode kernels: calls with fewer than
-// kBlockMinRows activation rows (compiled with the same flags as
+// The quantized GEMM's AVX512-VNNI decode kernels: calls with at most
+// AvxDirectMaxRows activation rows (compiled with the same flags as
 // quant_gemm_avx512.cc, and reached only through its GemmAvx512Vnni). Each
 // unit of a panel is decoded in registers straight from the packed bytes and
-// multiplied into up to four rows: the weights are read once, at memory
-// bandwidth. A translation unit of its own because GCC's code for these loops
-// depends on what else the unit holds: beside the tuned row-block kernels,
-// B=1 decode of a Q4_K_M model measured 10-20 % slower with this same source
+// multiplied into up to eight rows: the weights are read from memory once, at
+// memory bandwidth (a second block of eight rows reads the panel from cache).
+// A translation unit of its own because GCC's code for these loops depends on
+// what else the unit holds: beside the tuned row-block kernels, B=1 decode of
+// a Q4_K_M model measured 10-20 % slower with this same source
 // (bench/README.md, "Prefill kernel: where the rest of the time goes").
 
 #include <immintrin.h>
@@ -82,8 +83,8 @@ inline void GroupValues(const uint8_t* u, int gg, __m512i w[8]) {
 }
 
 struct Avx512Decode {
-  static constexpr int kMaxRows = 0;  // no row-block path: see quant_gemm_avx512.cc
-  static constexpr int kDirectMaxRows = kBlockMinRows - 1;
+  static constexpr int kMaxRows = 0;        // no row-block path: see quant_gemm_avx512.cc
+  static constexpr int kDirectMaxRows = 8;  // acc[8], w[8] and the temporaries fit the 32 zmm registers
   // Decode reads each weight once: every group requests its share of the unit 4 KiB ahead into
   // L1, so the stream's prefetches are spread evenly over the work (beyond the panel's end this
   // is the next panel, which the same thread reads next). Sending a whole unit's lines at the

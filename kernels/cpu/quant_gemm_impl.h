@@ -8,7 +8,8 @@
 //     static void Halves16(const uint8_t* src, float* dst);   // 16 fp16 → f32
 //     template <int MR, Affine A, int kShift> static void Rows(const RowsArgs&);
 //     static constexpr int kMaxRows;        // MR ≤ kMaxRows; 0: no Rows, every call runs Direct
-//     static constexpr int kDirectMaxRows;  // 0, or: calls with m ≤ this run Direct
+//     static constexpr int kDirectMaxRows;  // 0, or the most rows one Direct call computes
+//                                           // (with kMaxRows > 0: calls with m ≤ this run Direct)
 //     template <DType T, int MR> static void Direct(const DirectArgs&);
 //   };
 // Direct (decode: a few rows) reads each unit of the panel straight into
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/quant_gemm.h"
 #include "kernels/cpu/quant_layout.h"
@@ -113,7 +115,41 @@ inline void UnpackUnit(const uint8_t* u, Scratch& s, int g0) {
   }
 }
 
-/// What a direct (decode) kernel needs: a whole panel and MR ≤ kDirectMaxRows rows.
+/// f(std::integral_constant<int, rows>{}): a row count known at run time (1 ≤ rows ≤ kMax ≤ 8)
+/// as the compile-time MR of a kernel.
+template <int kMax, class F>
+inline void ForRows(int64_t rows, F&& f) {
+  static_assert(kMax >= 1 && kMax <= 8);
+  switch (rows) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      if constexpr (kMax >= 2) return f(std::integral_constant<int, 2>{});
+      break;
+    case 3:
+      if constexpr (kMax >= 3) return f(std::integral_constant<int, 3>{});
+      break;
+    case 4:
+      if constexpr (kMax >= 4) return f(std::integral_constant<int, 4>{});
+      break;
+    case 5:
+      if constexpr (kMax >= 5) return f(std::integral_constant<int, 5>{});
+      break;
+    case 6:
+      if constexpr (kMax >= 6) return f(std::integral_constant<int, 6>{});
+      break;
+    case 7:
+      if constexpr (kMax >= 7) return f(std::integral_constant<int, 7>{});
+      break;
+    default:
+      if constexpr (kMax >= 8) return f(std::integral_constant<int, 8>{});
+      break;
+  }
+}
+
+/// What a direct (decode) kernel needs: a whole panel and MR ≤ kDirectMaxRows rows. Calls
+/// with more rows run it once per kDirectMaxRows rows, panel by panel, so the later
+/// row blocks read the panel from cache.
 struct DirectArgs {
   const uint8_t* panel;  // the panel's first unit
   int64_t units;         // units along k
@@ -143,20 +179,7 @@ void RunDirect(const GemmArgs& a) {
     for (int64_t row = 0; row < m; row += kMax) {
       d.row = row;
       d.y = a.y + row * a.ldy + p * kPanelCols;
-      switch (std::min<int64_t>(kMax, m - row)) {
-        case 1:
-          I::template Direct<T, 1>(d);
-          break;
-        case 2:
-          if constexpr (kMax >= 2) I::template Direct<T, 2>(d);
-          break;
-        case 3:
-          if constexpr (kMax >= 3) I::template Direct<T, 3>(d);
-          break;
-        default:
-          if constexpr (kMax >= 4) I::template Direct<T, 4>(d);
-          break;
-      }
+      ForRows<kMax>(std::min<int64_t>(kMax, m - row), [&](auto mr) { I::template Direct<T, decltype(mr)::value>(d); });
     }
   }
 }
@@ -193,32 +216,7 @@ void RunRows(RowsArgs r, int64_t row_end, SpreadPrefetch& prefetch) {
     const int64_t rows = std::min<int64_t>(kMax, row_end - row);
     prefetch.Next();
     r.row = row;
-    switch (rows) {
-      case 1:
-        RowBlock<I, T, 1>(r);
-        break;
-      case 2:
-        if constexpr (kMax >= 2) RowBlock<I, T, 2>(r);
-        break;
-      case 3:
-        if constexpr (kMax >= 3) RowBlock<I, T, 3>(r);
-        break;
-      case 4:
-        if constexpr (kMax >= 4) RowBlock<I, T, 4>(r);
-        break;
-      case 5:
-        if constexpr (kMax >= 5) RowBlock<I, T, 5>(r);
-        break;
-      case 6:
-        if constexpr (kMax >= 6) RowBlock<I, T, 6>(r);
-        break;
-      case 7:
-        if constexpr (kMax >= 7) RowBlock<I, T, 7>(r);
-        break;
-      default:
-        if constexpr (kMax >= 8) RowBlock<I, T, 8>(r);
-        break;
-    }
+    ForRows<kMax>(rows, [&](auto mr) { RowBlock<I, T, decltype(mr)::value>(r); });
     r.y += rows * r.ldy;
     row += rows;
   }

@@ -1,8 +1,9 @@
 // The quantized GEMM (kernels/cpu/quant_*) for every GGUF type, every shape
-// class (decode rows 1-4, which AVX-512 computes straight from the packed
-// units in registers, and 5 and more, which go through the chunked scratch;
-// small batches, prefill; partial panels; k of one or several chunks; strided
-// slices of a wider matrix) and every instruction-set path this CPU runs,
+// class (decode and small batches up to AvxDirectMaxRows rows, which AVX-512
+// computes straight from the packed units in registers, 8 rows at a time, and
+// more, which go through the chunked scratch; prefill; partial panels; k of one
+// or several chunks; strided slices of a wider matrix) and every
+// instruction-set path this CPU runs,
 // including the portable one:
 //   - packing is lossless: each packed row decodes bit for bit to the GGUF row;
 //   - every ISA path gives exactly the portable path's result (same integer
@@ -47,15 +48,18 @@ std::string ShapeName(const Shape& s) {
 // Shapes for a type: k in whole blocks (K-quants: multiples of 256).
 std::vector<Shape> ShapesFor(DType t) {
   const int64_t b = DTypeBlockElems(t) == 256 ? 256 : 32;
+  const int64_t direct = AvxDirectMaxRows(t);
   return {
       {1, 48, 8 * b},                       // decode, whole panels
       {1, 37, 2 * b, b, true},              // decode, partial last panel, slice, bias
       {2, 40, 2 * b, 0, false, true},       // decode, 2 rows, partial panel, accumulate
       {3, 16, b},                           // tiny
-      {4, 33, 3 * b, b, true, false},       // the widest direct (register) row block: slice, bias
-      {5, 24, 2 * b},                       // the narrowest chunked (scratch) call
-      {8, 50, 3 * b, 0, false, true},       // a full row block, accumulate
-      {13, 33, 4 * b, 2 * b, true, false},  // small batch: row blocks + remainder
+      {4, 33, 3 * b, b, true, false},       // slice, bias
+      {5, 24, 2 * b},                       // the fewest rows with row-block records
+      {8, 50, 3 * b, 0, false, true},       // a full row block (direct: the widest), accumulate
+      {13, 33, 4 * b, 2 * b, true, false},  // small batch: a full row block + 5 rows
+      {direct, 40, 2 * b, 0, true, true},   // the most rows AVX-512 decodes in registers
+      {direct + 1, 24, 3 * b, b, false},    // the fewest it runs chunked
       {64, 40, 2 * b},                      // batch 64
       {130, 70, (b == 256 ? 3 : 20) * b},   // prefill-sized: several k chunks
       // a large prefill: two row blocks (256 + 44 rows) and two k blocks of 1024, bias, accumulate
@@ -241,7 +245,7 @@ TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
       EXPECT_EQ(b.h0_shl5[row], 32 * want.ns[3 * at + 1]);
       EXPECT_EQ(b.h1_shl5[row], 32 * want.ns[3 * at + 2]);
     }
-  // Decode-sized calls (the AVX-512 decode kernel reads the row-major fields) skip the copy.
+  // Decode-sized calls (only the AVX-512 decode kernels run them; they read the row-major fields) skip the copy.
   QuantizedRows few;
   PrepareRows(kBlockMinRows - 1, k, &few);
   QuantizeRows(BestIsa(), x.data(), 0, kBlockMinRows - 1, &few);
