@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/cpu/quant_gemm.h"
 #include "kernels/cpu/quant_layout.h"
@@ -115,36 +116,15 @@ inline void UnpackUnit(const uint8_t* u, Scratch& s, int g0) {
   }
 }
 
-/// f(std::integral_constant<int, rows>{}): a row count known at run time (1 ≤ rows ≤ kMax ≤ 8)
+/// f(std::integral_constant<int, rows>{}): a row count known at run time (1 ≤ rows ≤ kMax)
 /// as the compile-time MR of a kernel.
+template <class F, int... I>
+inline void ForRowsOf(int64_t rows, F& f, std::integer_sequence<int, I...>) {
+  ((rows == I + 1 && (f(std::integral_constant<int, I + 1>{}), true)) || ...);
+}
 template <int kMax, class F>
 inline void ForRows(int64_t rows, F&& f) {
-  static_assert(kMax >= 1 && kMax <= 8);
-  switch (rows) {
-    case 1:
-      return f(std::integral_constant<int, 1>{});
-    case 2:
-      if constexpr (kMax >= 2) return f(std::integral_constant<int, 2>{});
-      break;
-    case 3:
-      if constexpr (kMax >= 3) return f(std::integral_constant<int, 3>{});
-      break;
-    case 4:
-      if constexpr (kMax >= 4) return f(std::integral_constant<int, 4>{});
-      break;
-    case 5:
-      if constexpr (kMax >= 5) return f(std::integral_constant<int, 5>{});
-      break;
-    case 6:
-      if constexpr (kMax >= 6) return f(std::integral_constant<int, 6>{});
-      break;
-    case 7:
-      if constexpr (kMax >= 7) return f(std::integral_constant<int, 7>{});
-      break;
-    default:
-      if constexpr (kMax >= 8) return f(std::integral_constant<int, 8>{});
-      break;
-  }
+  ForRowsOf(rows, f, std::make_integer_sequence<int, kMax>{});
 }
 
 /// What a direct (decode) kernel needs: a whole panel and MR ≤ kDirectMaxRows rows. Calls
