@@ -62,11 +62,12 @@ inline constexpr int64_t kBlockMinRows = 5;
 /// type t, decoding each unit in registers for up to 8 rows at a time instead
 /// of unpacking chunks into scratch. For the 4- to 6-bit types that unpacking
 /// (nibbles, high bits, scales) costs more than decoding the panel again for
-/// every 8 rows, up to 16 rows: paired in one process on an EPYC (gemm_bench's
-/// model pass, bench/README.md "Small batches on the decode kernels"), a 1.1B
-/// step's GEMMs ran 1.3-1.5x faster at 5-8 rows and 1.03-1.24x at 12-16 rows,
-/// 8B shapes likewise; at 24-32 rows the two were even. Q8_0 unpacks by copying,
-/// and the chunked path is as fast at 5-8 rows and faster from 12 (0.90-0.95x).
+/// every 8 rows, up to 16 rows. Paired in one process on an EPYC (gemm_bench's
+/// model pass; bench/README.md "Twelfth session: small batches on the decode
+/// kernels"), a 1.1B step's GEMMs ran 1.3-1.5x faster at 5-8 rows and
+/// 1.03-1.24x at 12-16 rows, 8B shapes likewise; at 24-32 rows 0.94-1.11x.
+/// Q8_0 unpacks by copying: the chunked path is as fast at 5-8 rows and faster
+/// from 12 (direct 0.90-0.95x).
 constexpr int64_t AvxDirectMaxRows(DType t) { return t == DType::kQ8_0 ? kBlockMinRows - 1 : 16; }
 
 enum class Isa : uint8_t { kGeneric, kAvxVnni, kAvx512Vnni };
