@@ -326,6 +326,10 @@ TEST_F(SchedulerServiceTest, EngineFailureEndsRequestsWithTheErrorAndNotReadyRej
   EXPECT_NE(r.last.error().find("injected failure"), std::string::npos) << r.last.error();
   EXPECT_EQ(r.last.error_code(), static_cast<int32_t>(absl::StatusCode::kInternal));
   engine_->fail = false;
+  // The stats snapshot is published once per round: wait until it no longer
+  // counts the failed request, or the wait below could pass on that stale
+  // count and take the pipeline down before the next request is admitted.
+  ASSERT_EQ(Stats().num_requests_running(), 0);
   // A pipeline failure mid-stream is UNAVAILABLE on the wire: a retry may work (issue 11).
   engine_->step = absl::Milliseconds(20);
   auto running = std::async(std::launch::async, [this] { return Generate(Req({1, 2}, 100)); });
@@ -333,7 +337,7 @@ TEST_F(SchedulerServiceTest, EngineFailureEndsRequestsWithTheErrorAndNotReadyRej
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   engine_->SetReady(false);
   Result died = running.get();
-  EXPECT_EQ(died.last.finish_reason(), v1::FINISH_REASON_ERROR);
+  EXPECT_EQ(died.last.finish_reason(), v1::FINISH_REASON_ERROR) << died.status.error_message();
   EXPECT_EQ(died.last.error_code(), static_cast<int32_t>(absl::StatusCode::kUnavailable)) << died.last.error();
   for (int i = 0; i < 100 && loop_->Ready().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   Result refused = Generate(Req({1}, 3));
