@@ -95,6 +95,12 @@ struct Avx512Decode {
   // 1.02-1.15x from the distance alone. The hardware prefetcher alone was 0.71-1.26x: better for
   // Q4_K, worse for Q6_K, Q5_K and at four rows for Q8_0 and Q4_0.
   static constexpr size_t kPrefetchBytes = 4096;
+  // Types whose unit is one group (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) request a whole unit per group,
+  // so few instructions stand between the requests and the L1 prefetches alone leave the stream
+  // short of lines in flight: these also request the unit 16 KiB ahead into L2. Paired on this
+  // EPYC (bench/README.md "Thirteenth session: L2 prefetch for one-group units"), 1.00-1.08x at
+  // one row and 1.06-1.32x at two to four; the K-quants measured 0.86-1.09x with it and keep L1 only.
+  static constexpr size_t kL2PrefetchBytes = 16384;
 
   // A whole panel against MR rows, every unit decoded in registers (see quant_gemm_impl.h).
   // Per group and column the f32 operations are the scratch path's, in its order: the
@@ -141,8 +147,11 @@ struct Avx512Decode {
       for (int gg = 0; gg < kUnitGroups; ++gg) {
         const int64_t g = unit * kUnitGroups + gg;
         constexpr size_t kGroupBytes = kUnitBytes / kUnitGroups;
-        for (size_t line = gg * kGroupBytes / 64 * 64; line < (gg + 1) * kGroupBytes; line += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(u) + kPrefetchBytes + line, _MM_HINT_T0);
+        for (size_t line = gg * kGroupBytes / 64 * 64; line < (gg + 1) * kGroupBytes; line += 64) {
+          const char* c = reinterpret_cast<const char*>(u) + line;
+          if constexpr (kUnitGroups == 1) _mm_prefetch(c + kL2PrefetchBytes, _MM_HINT_T1);
+          _mm_prefetch(c + kPrefetchBytes, _MM_HINT_T0);
+        }
         __m512i w[8];
         GroupValues<T>(u, gg, w);
         __m512 av, bv;
