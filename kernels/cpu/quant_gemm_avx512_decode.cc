@@ -96,10 +96,10 @@ struct Avx512Decode {
   // Q4_K, worse for Q6_K, Q5_K and at four rows for Q8_0 and Q4_0.
   static constexpr size_t kPrefetchBytes = 4096;
   // Types whose unit is one group (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) request a whole unit per group,
-  // so few instructions stand between the requests and the L1 prefetches alone leave the stream
-  // short of lines in flight: these also request the unit 16 KiB ahead into L2. Paired on this
+  // with few instructions between the requests; these also request the unit 16 KiB ahead into
+  // L2 (measured, not derived: this VM exposes no counters to say why it helps). Paired on this
   // EPYC (bench/README.md "Thirteenth session: L2 prefetch for one-group units"), 1.00-1.08x at
-  // one row and 1.06-1.32x at two to four; the K-quants measured 0.86-1.09x with it and keep L1 only.
+  // one row and 1.06-1.32x at two to four; the K-quants measured 0.95-1.10x with it and keep L1 only.
   static constexpr size_t kL2PrefetchBytes = 16384;
 
   // A whole panel against MR rows, every unit decoded in registers (see quant_gemm_impl.h).
