@@ -7,7 +7,7 @@
 /// Each 16-column panel's k range is unpacked chunk by chunk into an L1-sized
 /// scratch of plain u8 values and f32 scales, which every row block of the
 /// activations then reuses (prefill: hundreds of rows, at the int8 peak);
-/// on AVX-512, decode and small batches (AvxDirectMaxRows) instead decode
+/// on AVX-512, decode and small batches (kAvxDirectMaxRows) instead decode
 /// each panel in registers, streaming the weights at memory bandwidth. Large
 /// calls (thousands of rows: a long prompt, or Algorithm 1's batched prompts)
 /// are cut into blocks of rows and of k whose activations stay in L2 while
@@ -54,21 +54,21 @@ struct QuantizedRows {
   std::vector<RowBlockGroup> blocks;
 };
 
-/// Fewest rows for which QuantizeRows also fills `blocks`: the AVX-512 GEMM
-/// may run its prefill (row-block) kernel from here on (AvxDirectMaxRows).
-inline constexpr int64_t kBlockMinRows = 5;
+/// Most rows for which the AVX-512 GEMM runs its decode kernels, decoding each
+/// unit in registers for up to 8 rows at a time instead of unpacking chunks
+/// into scratch: that unpacking (nibbles, high bits, scales; Q8_0 a copy) costs
+/// more than decoding the panel again for every 8 rows, up to 16 rows. Paired in
+/// one process on an EPYC (gemm_bench's model pass), a 1.1B step's GEMMs ran
+/// 1.3-1.5x faster at 5-8 rows and 1.03-1.24x at 12-16 rows for the 4- to 6-bit
+/// types, 8B shapes likewise, 0.94-1.11x at 24-32 rows (bench/README.md
+/// "Twelfth session: small batches on the decode kernels"); Q8_0, once its
+/// decode kernel prefetched into L2 too, 1.48-1.69x at 5-8 rows and 1.12-1.27x
+/// at 16 (1.1B and 8B; "Thirteenth session: L2 prefetch for one-group units").
+inline constexpr int64_t kAvxDirectMaxRows = 16;
 
-/// Most rows for which the AVX-512 GEMM runs its decode kernels on weights of
-/// type t, decoding each unit in registers for up to 8 rows at a time instead
-/// of unpacking chunks into scratch. For the 4- to 6-bit types that unpacking
-/// (nibbles, high bits, scales) costs more than decoding the panel again for
-/// every 8 rows, up to 16 rows. Paired in one process on an EPYC (gemm_bench's
-/// model pass; bench/README.md "Twelfth session: small batches on the decode
-/// kernels"), a 1.1B step's GEMMs ran 1.3-1.5x faster at 5-8 rows and
-/// 1.03-1.24x at 12-16 rows, 8B shapes likewise; at 24-32 rows 0.94-1.11x.
-/// Q8_0 unpacks by copying: the chunked path is as fast at 5-8 rows and faster
-/// from 12 (direct 0.90-0.95x).
-constexpr int64_t AvxDirectMaxRows(DType t) { return t == DType::kQ8_0 ? kBlockMinRows - 1 : 16; }
+/// Fewest rows for which QuantizeRows also fills `blocks`: the AVX-512 GEMM
+/// runs its prefill (row-block) kernel from here on, and no other path reads them.
+inline constexpr int64_t kBlockMinRows = kAvxDirectMaxRows + 1;
 
 enum class Isa : uint8_t { kGeneric, kAvxVnni, kAvx512Vnni };
 

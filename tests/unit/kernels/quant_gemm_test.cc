@@ -1,5 +1,5 @@
 // The quantized GEMM (kernels/cpu/quant_*) for every GGUF type, every shape
-// class (decode and small batches up to AvxDirectMaxRows rows, which AVX-512
+// class (decode and small batches up to kAvxDirectMaxRows rows, which AVX-512
 // computes straight from the packed units in registers, 8 rows at a time, and
 // more, which go through the chunked scratch; prefill; partial panels; k of one
 // or several chunks; strided slices of a wider matrix) and every
@@ -48,18 +48,21 @@ std::string ShapeName(const Shape& s) {
 // Shapes for a type: k in whole blocks (K-quants: multiples of 256).
 std::vector<Shape> ShapesFor(DType t) {
   const int64_t b = DTypeBlockElems(t) == 256 ? 256 : 32;
-  const int64_t direct = AvxDirectMaxRows(t);
+  const int64_t direct = kAvxDirectMaxRows;
   return {
       {1, 48, 8 * b},                       // decode, whole panels
       {1, 37, 2 * b, b, true},              // decode, partial last panel, slice, bias
       {2, 40, 2 * b, 0, false, true},       // decode, 2 rows, partial panel, accumulate
       {3, 16, b},                           // tiny
       {4, 33, 3 * b, b, true, false},       // slice, bias
-      {5, 24, 2 * b},                       // the fewest rows with row-block records
-      {8, 50, 3 * b, 0, false, true},       // a full row block (direct: the widest), accumulate
-      {13, 33, 4 * b, 2 * b, true, false},  // small batch: a full row block + 5 rows
+      {5, 24, 2 * b},                       // small batch
+      {8, 50, 3 * b, 0, false, true},       // the widest direct call, accumulate
+      {13, 33, 4 * b, 2 * b, true, false},  // direct: 8 rows + 5
       {direct, 40, 2 * b, 0, true, true},   // the most rows AVX-512 decodes in registers
-      {direct + 1, 24, 3 * b, b, false},    // the fewest it runs chunked
+      {direct + 1, 24, 3 * b, b, false},    // the fewest it runs chunked, with row-block records: 8 + 8 + 1
+      {direct + 3, 20, 2 * b},              // chunked: 8 + 8 + 3
+      {direct + 5, 33, 2 * b, 0, true},     // chunked: 8 + 8 + 5, bias
+      {direct + 7, 17, 3 * b, b, false, true},  // chunked: 8 + 8 + 7, slice, accumulate
       {64, 40, 2 * b},                      // batch 64
       {130, 70, (b == 256 ? 3 : 20) * b},   // prefill-sized: several k chunks
       // a large prefill: two row blocks (256 + 44 rows) and two k blocks of 1024, bias, accumulate
@@ -201,13 +204,13 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantGemmTest, ::testing::ValuesIn(kTypes),
 // Every ISA quantizes activations to the same bytes as the portable loop: zero groups, tiny
 // and huge magnitudes, exact .5 ties (round to nearest even), values at ±amax.
 TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
-  const int64_t m = 7, k = 256;
+  const int64_t m = kBlockMinRows + 2, k = 256;  // row-block records: two full blocks and a partial one
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(m * k));
   for (int64_t i = 0; i < m * k; ++i) {
     const int64_t row = i / k, group = (i % k) / 32;
-    const float scale = row == 0 ? 0.0f : std::pow(10.0f, static_cast<float>(row) - 3.0f);
+    const float scale = row == 0 ? 0.0f : std::pow(10.0f, static_cast<float>(row % 8) - 3.0f);
     x[static_cast<size_t>(i)] = group == 2 ? 0.0f : u(rng) * scale;
   }
   // Ties: amax 127 makes the scale 1, so x.5 values round to even.
@@ -219,8 +222,9 @@ TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
     if (!CanRun(isa)) continue;
     QuantizedRows got;
     PrepareRows(m, k, &got);
-    QuantizeRows(isa, x.data(), 0, 3, &got);  // in two ranges, as threads do
-    QuantizeRows(isa, x.data(), 3, m, &got);
+    QuantizeRows(isa, x.data(), 0, 3, &got);  // in ranges, as threads do, one ending inside a row block
+    QuantizeRows(isa, x.data(), 3, 11, &got);
+    QuantizeRows(isa, x.data(), 11, m, &got);
     EXPECT_EQ(got.q, want.q) << IsaName(isa);
     EXPECT_EQ(got.d, want.d) << IsaName(isa);
     EXPECT_EQ(got.ds, want.ds) << IsaName(isa);
@@ -231,19 +235,19 @@ TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
   }
   // The row-block copy the prefill kernel reads holds the row-major values, the corrections
   // pre-multiplied by each offset.
-  ASSERT_EQ(want.blocks.size(), static_cast<size_t>(k / 32));  // one block of 8 rows for m = 7
+  ASSERT_EQ(want.blocks.size(), static_cast<size_t>((m + kBlockRows - 1) / kBlockRows * (k / 32)));
   for (int64_t row = 0; row < m; ++row)
     for (int64_t g = 0; g < k / 32; ++g) {
-      const RowBlockGroup& b = want.blocks[static_cast<size_t>(g)];
-      const int64_t at = row * (k / 32) + g;
-      EXPECT_EQ(std::memcmp(b.q[row], want.q.data() + row * k + 32 * g, 32), 0) << row << " " << g;
-      EXPECT_EQ(b.d[row], want.d[at]);
-      EXPECT_EQ(b.ds[row], want.ds[at]);
-      EXPECT_EQ(b.n_shl3[row], 8 * want.ns[3 * at]);
-      EXPECT_EQ(b.n_shl4[row], 16 * want.ns[3 * at]);
-      EXPECT_EQ(b.n_shl7[row], 128 * want.ns[3 * at]);
-      EXPECT_EQ(b.h0_shl5[row], 32 * want.ns[3 * at + 1]);
-      EXPECT_EQ(b.h1_shl5[row], 32 * want.ns[3 * at + 2]);
+      const RowBlockGroup& b = want.blocks[static_cast<size_t>(row / kBlockRows * (k / 32) + g)];
+      const int64_t at = row * (k / 32) + g, i = row % kBlockRows;
+      EXPECT_EQ(std::memcmp(b.q[i], want.q.data() + row * k + 32 * g, 32), 0) << row << " " << g;
+      EXPECT_EQ(b.d[i], want.d[at]);
+      EXPECT_EQ(b.ds[i], want.ds[at]);
+      EXPECT_EQ(b.n_shl3[i], 8 * want.ns[3 * at]);
+      EXPECT_EQ(b.n_shl4[i], 16 * want.ns[3 * at]);
+      EXPECT_EQ(b.n_shl7[i], 128 * want.ns[3 * at]);
+      EXPECT_EQ(b.h0_shl5[i], 32 * want.ns[3 * at + 1]);
+      EXPECT_EQ(b.h1_shl5[i], 32 * want.ns[3 * at + 2]);
     }
   // Decode-sized calls (only the AVX-512 decode kernels run them; they read the row-major fields) skip the copy.
   QuantizedRows few;
