@@ -50,21 +50,21 @@ std::vector<Shape> ShapesFor(DType t) {
   const int64_t b = DTypeBlockElems(t) == 256 ? 256 : 32;
   const int64_t direct = kAvxDirectMaxRows;
   return {
-      {1, 48, 8 * b},                       // decode, whole panels
-      {1, 37, 2 * b, b, true},              // decode, partial last panel, slice, bias
-      {2, 40, 2 * b, 0, false, true},       // decode, 2 rows, partial panel, accumulate
-      {3, 16, b},                           // tiny
-      {4, 33, 3 * b, b, true, false},       // slice, bias
-      {5, 24, 2 * b},                       // small batch
-      {8, 50, 3 * b, 0, false, true},       // the widest direct call, accumulate
-      {13, 33, 4 * b, 2 * b, true, false},  // direct: 8 rows + 5
-      {direct, 40, 2 * b, 0, true, true},   // the most rows AVX-512 decodes in registers
-      {direct + 1, 24, 3 * b, b, false},    // the fewest it runs chunked, with row-block records: 8 + 8 + 1
-      {direct + 3, 20, 2 * b},              // chunked: 8 + 8 + 3
-      {direct + 5, 33, 2 * b, 0, true},     // chunked: 8 + 8 + 5, bias
+      {1, 48, 8 * b},                           // decode, whole panels
+      {1, 37, 2 * b, b, true},                  // decode, partial last panel, slice, bias
+      {2, 40, 2 * b, 0, false, true},           // decode, 2 rows, partial panel, accumulate
+      {3, 16, b},                               // tiny
+      {4, 33, 3 * b, b, true, false},           // slice, bias
+      {5, 24, 2 * b},                           // small batch
+      {8, 50, 3 * b, 0, false, true},           // the widest direct call, accumulate
+      {13, 33, 4 * b, 2 * b, true, false},      // direct: 8 rows + 5
+      {direct, 40, 2 * b, 0, true, true},       // the most rows AVX-512 decodes in registers
+      {direct + 1, 24, 3 * b, b, false},        // the fewest it runs chunked, with row-block records: 8 + 8 + 1
+      {direct + 3, 20, 2 * b},                  // chunked: 8 + 8 + 3
+      {direct + 5, 33, 2 * b, 0, true},         // chunked: 8 + 8 + 5, bias
       {direct + 7, 17, 3 * b, b, false, true},  // chunked: 8 + 8 + 7, slice, accumulate
-      {64, 40, 2 * b},                      // batch 64
-      {130, 70, (b == 256 ? 3 : 20) * b},   // prefill-sized: several k chunks
+      {64, 40, 2 * b},                          // batch 64
+      {130, 70, (b == 256 ? 3 : 20) * b},       // prefill-sized: several k chunks
       // a large prefill: two row blocks (256 + 44 rows) and two k blocks of 1024, bias, accumulate
       {300, 40, 2048, 0, true, true},
   };
