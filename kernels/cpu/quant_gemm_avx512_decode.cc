@@ -95,11 +95,14 @@ struct Avx512Decode {
   // 1.02-1.15x from the distance alone. The hardware prefetcher alone was 0.71-1.26x: better for
   // Q4_K, worse for Q6_K, Q5_K and at four rows for Q8_0 and Q4_0.
   static constexpr size_t kPrefetchBytes = 4096;
-  // Types whose unit is one group (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) request a whole unit per group,
-  // with few instructions between the requests; these also request the unit 16 KiB ahead into
-  // L2 (measured, not derived: this VM exposes no counters to say why it helps). Paired on this
-  // EPYC (bench/README.md "Thirteenth session: L2 prefetch for one-group units"), 1.00-1.08x at
-  // one row and 1.06-1.32x at two to four; the K-quants measured 0.95-1.10x with it and keep L1 only.
+  // Every line is also requested 16 KiB ahead into L2 (measured, not derived: these VMs expose
+  // no counters to say why it helps). Paired in one process (gemm_bench's model pass; bench/README.md
+  // "Thirteenth session: L2 prefetch for one-group units" and "Fourteenth session: L2 prefetch on
+  // an AMX Xeon"): on an EPYC, the one-group types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) 1.00-1.08x at
+  // one row and 1.06-1.32x at two to four, the K-quants 0.95-1.10x with no consistent sign; on a
+  // Sapphire Rapids-class Xeon, whose one core streamed K-quants at only 63-65 % of its read
+  // bandwidth with the L1 prefetch alone, the K-quants 1.28-1.33x at one row of a 1.1B step
+  // (8B: Q4_K 1.14x, Q6_K 1.06x) and 1.03-1.07x at four, the one-group types unchanged.
   static constexpr size_t kL2PrefetchBytes = 16384;
 
   // A whole panel against MR rows, every unit decoded in registers (see quant_gemm_impl.h).
@@ -149,7 +152,7 @@ struct Avx512Decode {
         constexpr size_t kGroupBytes = kUnitBytes / kUnitGroups;
         for (size_t line = gg * kGroupBytes / 64 * 64; line < (gg + 1) * kGroupBytes; line += 64) {
           const char* c = reinterpret_cast<const char*>(u) + line;
-          if constexpr (kUnitGroups == 1) _mm_prefetch(c + kL2PrefetchBytes, _MM_HINT_T1);
+          _mm_prefetch(c + kL2PrefetchBytes, _MM_HINT_T1);
           _mm_prefetch(c + kPrefetchBytes, _MM_HINT_T0);
         }
         __m512i w[8];
