@@ -131,8 +131,10 @@ if command -v npm >/dev/null; then
   stamp="$ROOT/node_modules/.orca-stamp"
   want="$(cat "$ROOT/package.json" "$ROOT/package-lock.json" 2>/dev/null | sha256sum | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    say "installing node packages (npm install)"
-    (cd "$ROOT" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+    # `npm ci`: exactly the versions of package-lock.json, which it never rewrites (`npm install`
+    # added entries to it and left a fresh clone's tree modified after setup).
+    say "installing node packages (npm ci)"
+    (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
     echo "$want" > "$stamp"
   else
     say "node packages: up to date"
