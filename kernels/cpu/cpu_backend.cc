@@ -52,6 +52,19 @@ size_t FloatPanelBytes(const WeightView& w, bool pairs) {
   return (pairs ? bf16dot::PanelElements(w.n, w.k) : avx512::PackedPanelElements(w.n, w.k)) * DTypeSize(w.dtype);
 }
 
+// Reads one byte of every page of a weight the GEMMs will read where it is (a mapped file),
+// so the page faults happen here, at load, not in the first request that reads it.
+void TouchPages(const WeightView& w, int threads) {
+  const int64_t rows = w.transposed ? w.k : w.n, cols = w.transposed ? w.n : w.k;
+  if (rows <= 0) return;
+  const size_t span = static_cast<size_t>(rows - 1) * DTypeRowBytes(w.dtype, w.ld) + DTypeRowBytes(w.dtype, cols);
+  const auto* p = static_cast<const volatile char*>(w.data);
+  constexpr size_t kPage = 4096;
+  const int64_t pages = static_cast<int64_t>((span + kPage - 1) / kPage);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < pages; ++i) (void)p[std::min(span - 1, static_cast<size_t>(i) * kPage)];
+}
+
 }  // namespace
 
 std::unique_ptr<CpuBackend> CpuBackend::Create(const Options& options) {
@@ -102,7 +115,9 @@ absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void
                                                      "-value blocks per row"));
   } else if (!(pack_weights_ && avx512_ && !host.transposed && host.dtype != DType::kF16 &&
                !(amx_ && host.dtype == DType::kBF16))) {
-    return host;  // row-major: the streaming / on-the-fly panel / oneDNN paths
+    // Row-major: the streaming / on-the-fly panel / oneDNN paths read the weight in place.
+    TouchPages(host, num_threads_);
+    return host;
   }
   // Pack once, here, in place of the row-major copy (see the class comment).
   const bool pairs = bf16_dot_ && host.dtype == DType::kBF16;

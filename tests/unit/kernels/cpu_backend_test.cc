@@ -7,9 +7,18 @@
 
 #include "kernels/cpu/cpu_backend.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -102,6 +111,48 @@ TEST(CpuGemmPathTest, WeightsPackedAtUploadMatchRowMajorPathsForEveryRowCount) {
               << DTypeName(dt) << " bf16_dot " << bf16_dot << " m " << m << " i " << i;
         }
       }
+}
+
+// Resident KiB of the mapping that starts at `addr` (/proc/self/smaps), or -1.
+long MappingRssKb(const void* addr) {
+  std::ifstream smaps("/proc/self/smaps");
+  char start[32];
+  std::snprintf(start, sizeof(start), "%lx-", reinterpret_cast<unsigned long>(addr));
+  bool in = false;
+  for (std::string line; std::getline(smaps, line);) {
+    if (line.find('-') != std::string::npos && line.find(' ') > line.find('-') && std::isxdigit(line[0]))
+      in = line.rfind(start, 0) == 0;
+    else if (in && line.rfind("Rss:", 0) == 0)
+      return std::strtol(line.c_str() + 4, nullptr, 10);
+  }
+  return -1;
+}
+
+TEST(CpuGemmPathTest, WeightsUsedInPlaceAreFaultedInAtUpload) {
+  // A weight the GEMMs read where it is (row-major: unpacked, or bf16 on AMX hosts) sits in a
+  // mapped model file; its page faults belong to loading, not to the first request.
+  constexpr int64_t n = 256, k = 2048;  // 2 MiB of f32
+  const std::string path = ::testing::TempDir() + "/cpu_backend_touch.bin";
+  {
+    std::vector<float> w(n * k, 0.5f);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(w.data()), n * k * 4);
+  }
+  const int fd = open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  void* map = mmap(nullptr, n * k * 4, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  ASSERT_EQ(MappingRssKb(map), 0) << "the test needs the mapping untouched before the upload";
+  auto cpu = MakeCpu(4, 128, /*pack_weights=*/false);
+  void* storage = nullptr;
+  absl::StatusOr<WeightView> w =
+      cpu->UploadWeight(WeightView{map, DType::kF32, n, k, k, false}, &storage, WeightUse::kMatmul);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->data, map);  // used in place
+  EXPECT_EQ(storage, nullptr);
+  EXPECT_EQ(MappingRssKb(map), n * k * 4 / 1024);
+  munmap(map, n * k * 4);
+  std::remove(path.c_str());
 }
 
 TEST(CpuGemmPathTest, LookupTablesStayInPlaceAndPackedTablesDecodeTheSameRows) {
