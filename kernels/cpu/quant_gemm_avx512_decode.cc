@@ -97,10 +97,10 @@ struct Avx512Decode {
   static constexpr size_t kPrefetchBytes = 4096;
   // Every line is also requested 16 KiB ahead into L2 (measured, not derived: these VMs expose
   // no counters to say why it helps). Paired in one process (gemm_bench's model pass; bench/README.md
-  // "Thirteenth session: L2 prefetch for one-group units" and "Fourteenth session: L2 prefetch on
-  // an AMX Xeon"): on an EPYC, the one-group types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) 1.00-1.08x at
+  // "Thirteenth session: L2 prefetch for one-group units" and "Fourteenth session: an AMX Xeon"):
+  // on an EPYC, the one-group types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) 1.00-1.08x at
   // one row and 1.06-1.32x at two to four, the K-quants 0.95-1.10x with no consistent sign; on a
-  // Sapphire Rapids-class Xeon, whose one core streamed K-quants at only 63-65 % of its read
+  // Xeon with AMX (Sapphire Rapids or later), whose one core streamed K-quants at 63-65 % of its read
   // bandwidth with the L1 prefetch alone, the K-quants 1.28-1.33x at one row of a 1.1B step
   // (8B: Q4_K 1.14x, Q6_K 1.06x) and 1.03-1.07x at four, the one-group types unchanged.
   static constexpr size_t kL2PrefetchBytes = 16384;
