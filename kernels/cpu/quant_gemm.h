@@ -7,7 +7,7 @@
 /// Each 16-column panel's k range is unpacked chunk by chunk into an L1-sized
 /// scratch of plain u8 values and f32 scales, which every row block of the
 /// activations then reuses (prefill: hundreds of rows, at the int8 peak);
-/// on AVX-512, decode and small batches (kAvxDirectMaxRows) instead decode
+/// on AVX-512, decode and small batches (AvxDirectMaxRows) instead decode
 /// each panel in registers, streaming the weights at memory bandwidth. Large
 /// calls (thousands of rows: a long prompt, or Algorithm 1's batched prompts)
 /// are cut into blocks of rows and of k whose activations stay in L2 while
@@ -54,21 +54,46 @@ struct QuantizedRows {
   std::vector<RowBlockGroup> blocks;
 };
 
-/// Most rows for which the AVX-512 GEMM runs its decode kernels, decoding each
-/// unit in registers for up to 8 rows at a time instead of unpacking chunks
-/// into scratch: that unpacking (nibbles, high bits, scales; Q8_0 a copy) costs
-/// more than decoding the panel again for every 8 rows, up to 16 rows. Paired in
-/// one process on an EPYC (gemm_bench's model pass), a 1.1B step's GEMMs ran
-/// 1.3-1.5x faster at 5-8 rows and 1.03-1.24x at 12-16 rows for the 4- to 6-bit
-/// types, 8B shapes likewise, 0.94-1.11x at 24-32 rows (bench/README.md
-/// "Twelfth session: small batches on the decode kernels"); Q8_0, once its
-/// decode kernel prefetched into L2 too, 1.48-1.69x at 5-8 rows and 1.12-1.27x
-/// at 16 (1.1B and 8B; "Thirteenth session: L2 prefetch for one-group units").
-inline constexpr int64_t kAvxDirectMaxRows = 16;
+/// Most rows for which the AVX-512 GEMM of a `type` weight runs its decode
+/// kernels, decoding each unit in registers for up to 8 rows at a time instead
+/// of unpacking chunks into scratch: the unpacking (nibbles, high bits, scales;
+/// Q8_0 a copy) costs more than decoding the panel again for every 8 rows, up
+/// to a row count that depends on how much work decoding a unit is. Measured
+/// with both paths forced at every row count, alternating, in gemm_bench's 1.1B
+/// model pass on an EPYC (bench/README.md "Sixteenth session: the direct-path
+/// limit per type"), the decode kernels stay ahead (GOP/s, two rounds) up to:
+/// Q4_0 24 rows (888/878 vs 773/748), Q4_K 24 (845/868 vs 624/540), Q4_1 and
+/// Q5_1 32 (723/907 vs 690/703; 836/672 vs 611/625), Q5_K 32 (768/535 vs
+/// 622/504), Q5_0 and Q8_0 16, and Q6_K, the costliest unit to decode, 12
+/// (ahead at 4-8 rows in three rounds of four, 1.2-1.9x at 4; a tie at 12 over
+/// four rounds; at 16 the chunked one is 1.1x ahead on average, up to 1.8x).
+/// In the engine (TinyLlama Q4_K_M, engine_bench, four alternating rounds),
+/// decode at 20-24 sequences ran 1.1-1.2x faster than with one limit of 16.
+constexpr int64_t AvxDirectMaxRows(DType type) {
+  switch (type) {
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+      return 24;
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+    case DType::kQ5_K:
+      return 32;
+    case DType::kQ6_K:
+      return 12;
+    default:
+      return 16;  // Q8_0, Q5_0
+  }
+}
 
 /// Fewest rows for which QuantizeRows also fills `blocks`: the AVX-512 GEMM
-/// runs its prefill (row-block) kernel from here on, and no other path reads them.
-inline constexpr int64_t kBlockMinRows = kAvxDirectMaxRows + 1;
+/// may run its prefill (row-block) kernel from here on (for the type with the
+/// lowest limit), and no other path reads them.
+inline constexpr int64_t kBlockMinRows = 1 + [] {
+  int64_t least = AvxDirectMaxRows(DType::kQ8_0);
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+    least = AvxDirectMaxRows(t) < least ? AvxDirectMaxRows(t) : least;
+  return least;
+}();
 
 enum class Isa : uint8_t { kGeneric, kAvxVnni, kAvx512Vnni };
 
@@ -104,7 +129,7 @@ void Gemm(Isa isa, const GemmArgs& args);
 void GemmGeneric(const GemmArgs& args);
 void GemmAvxVnni(const GemmArgs& args);
 void GemmAvx512Vnni(const GemmArgs& args);
-/// The AVX-512 decode kernels: GemmAvx512Vnni's path for m ≤ AvxDirectMaxRows, in an object file of their own.
+/// The AVX-512 decode kernels: GemmAvx512Vnni's path for m ≤ AvxDirectMaxRows(dtype), in an object file of their own.
 void GemmAvx512VnniDecode(const GemmArgs& args);
 void QuantizeRowsGeneric(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);
 void QuantizeRowsAvx512(const float* x, int64_t row_begin, int64_t row_end, QuantizedRows* out);

@@ -1,6 +1,6 @@
 // The quantized GEMM's AVX512-VNNI implementation (compiled with
 // -mavx512f/bw/vl/dq/vnni; called only after a runtime CPU check). Calls with
-// at most kAvxDirectMaxRows rows go to the decode kernels
+// at most AvxDirectMaxRows(dtype) rows go to the decode kernels
 // (quant_gemm_avx512_decode.cc); here one row block computes MR activation
 // rows against the 16 columns of an unpacked chunk: per 32-value group, eight
 // vpdpbusd per row (u8 weights × s8 activations, 4 products summed per 32-bit
@@ -120,7 +120,7 @@ void QuantizeRowsAvx512(const float* x, int64_t row_begin, int64_t row_end, Quan
 }
 
 void GemmAvx512Vnni(const GemmArgs& args) {
-  if (args.x->m <= kAvxDirectMaxRows) return GemmAvx512VnniDecode(args);
+  if (args.x->m <= AvxDirectMaxRows(args.dtype)) return GemmAvx512VnniDecode(args);
   impl::Gemm<Avx512>(args);
 }
 

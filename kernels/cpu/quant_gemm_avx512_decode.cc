@@ -1,5 +1,5 @@
 // The quantized GEMM's AVX512-VNNI decode kernels: calls with at most
-// kAvxDirectMaxRows activation rows (compiled with the same flags as
+// AvxDirectMaxRows(dtype) activation rows (compiled with the same flags as
 // quant_gemm_avx512.cc, and reached only through its GemmAvx512Vnni). Each
 // unit of a panel is decoded in registers straight from the packed bytes and
 // multiplied into up to eight rows: the weights are read from memory once, at

@@ -1,5 +1,5 @@
 // The quantized GEMM (kernels/cpu/quant_*) for every GGUF type, every shape
-// class (decode and small batches up to kAvxDirectMaxRows rows, which AVX-512
+// class (decode and small batches up to AvxDirectMaxRows(type) rows, which AVX-512
 // computes straight from the packed units in registers, 8 rows at a time, and
 // more, which go through the chunked scratch; prefill; partial panels; k of one
 // or several chunks; strided slices of a wider matrix) and every
@@ -48,7 +48,7 @@ std::string ShapeName(const Shape& s) {
 // Shapes for a type: k in whole blocks (K-quants: multiples of 256).
 std::vector<Shape> ShapesFor(DType t) {
   const int64_t b = DTypeBlockElems(t) == 256 ? 256 : 32;
-  const int64_t direct = kAvxDirectMaxRows;
+  const int64_t direct = AvxDirectMaxRows(t);
   return {
       {1, 48, 8 * b},                           // decode, whole panels
       {1, 37, 2 * b, b, true},                  // decode, partial last panel, slice, bias
@@ -56,13 +56,13 @@ std::vector<Shape> ShapesFor(DType t) {
       {3, 16, b},                               // tiny
       {4, 33, 3 * b, b, true, false},           // slice, bias
       {5, 24, 2 * b},                           // small batch
-      {8, 50, 3 * b, 0, false, true},           // the widest direct call, accumulate
-      {13, 33, 4 * b, 2 * b, true, false},      // direct: 8 rows + 5
+      {8, 50, 3 * b, 0, false, true},           // one full block of 8 rows, accumulate
+      {13, 33, 4 * b, 2 * b, true, false},      // 8 rows + 5
       {direct, 40, 2 * b, 0, true, true},       // the most rows AVX-512 decodes in registers
-      {direct + 1, 24, 3 * b, b, false},        // the fewest it runs chunked, with row-block records: 8 + 8 + 1
-      {direct + 3, 20, 2 * b},                  // chunked: 8 + 8 + 3
-      {direct + 5, 33, 2 * b, 0, true},         // chunked: 8 + 8 + 5, bias
-      {direct + 7, 17, 3 * b, b, false, true},  // chunked: 8 + 8 + 7, slice, accumulate
+      {direct + 1, 24, 3 * b, b, false},        // the fewest it runs chunked, from row-block records
+      {direct + 3, 20, 2 * b},                  // chunked, partial row blocks of 3, 5, 7 rows
+      {direct + 5, 33, 2 * b, 0, true},         // chunked, bias
+      {direct + 7, 17, 3 * b, b, false, true},  // chunked, slice, accumulate
       {64, 40, 2 * b},                          // batch 64
       {130, 70, (b == 256 ? 3 : 20) * b},       // prefill-sized: several k chunks
       // a large prefill: two row blocks (256 + 44 rows) and two k blocks of 1024, bias, accumulate
@@ -204,7 +204,8 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantGemmTest, ::testing::ValuesIn(kTypes),
 // Every ISA quantizes activations to the same bytes as the portable loop: zero groups, tiny
 // and huge magnitudes, exact .5 ties (round to nearest even), values at ±amax.
 TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
-  const int64_t m = kBlockMinRows + 2, k = 256;  // row-block records: two full blocks and a partial one
+  const int64_t m = 2 * kBlockRows + 3, k = 256;  // row-block records: two full blocks and a partial one
+  static_assert(2 * kBlockRows + 3 >= kBlockMinRows);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(m * k));
