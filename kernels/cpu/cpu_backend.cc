@@ -2,9 +2,11 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -24,6 +26,7 @@ namespace orca::kernels {
 namespace {
 
 constexpr size_t kAlignment = 64;
+constexpr size_t kHugePage = size_t{2} << 20;
 // Query tokens per attention work item in prefill: enough items to balance threads.
 constexpr int32_t kQueryChunk = 16;
 
@@ -94,12 +97,30 @@ std::string CpuBackend::name() const {
 }
 
 absl::StatusOr<void*> CpuBackend::Allocate(size_t bytes) {
-  size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));
+  // The whole 2 MiB pages inside a large buffer (packed weights, the KV pool, activations of a
+  // long prefill) ask for transparent huge pages: one fault and one TLB entry per 2 MiB
+  // instead of 512 (TinyLlama BF16 in engine_bench: 565k page faults → 75k; decode speed
+  // unchanged). Only the interior: rounding buffers up to whole huge pages would make the
+  // padding resident too. Where the machine has THP off ("never"), madvise changes nothing.
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + rounded) & ~(kHugePage - 1);
+  if (end > begin) (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
   return p;
 }
 void CpuBackend::Free(void* ptr) { std::free(ptr); }
+
+void CpuBackend::Prefault(void* ptr, size_t bytes) {
+  // Every thread zeroes its share, so the pages are spread the way the ops will use them.
+  constexpr size_t kChunk = size_t{1} << 20;
+  const int64_t chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
+  auto* p = static_cast<char*>(ptr);
+#pragma omp parallel for num_threads(num_threads_) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c)
+    std::memset(p + c * kChunk, 0, std::min(kChunk, bytes - static_cast<size_t>(c) * kChunk));
+}
 void CpuBackend::CopyToDevice(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 

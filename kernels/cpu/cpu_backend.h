@@ -58,6 +58,7 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* ptr) override;
+  void Prefault(void* ptr, size_t bytes) override;
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;
   void CopyToHost(void* dst, const void* src, size_t bytes) override;
   absl::StatusOr<WeightView> UploadWeight(const WeightView& host, void** storage, WeightUse use) override;

@@ -178,6 +178,12 @@ void CudaBackend::Free(void* ptr) {
   ORCA_CUDA_CHECK(cudaFree(ptr));
 }
 
+void CudaBackend::Prefault(void* ptr, size_t bytes) {
+  if (bytes == 0) return;
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+}
+
 void CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   MakeCurrent();

@@ -53,6 +53,7 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* ptr) override;
+  void Prefault(void* ptr, size_t bytes) override;
   /// Asynchronous: `src` may be reused as soon as this returns.
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;
   /// Waits for the queued work and the copy: `dst` holds the data on return.

@@ -122,6 +122,10 @@ class Backend {
   // ---- Memory (device) ----------------------------------------------------
   virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
   virtual void Free(void* ptr) = 0;
+  /// Makes `bytes` of an allocation resident now and zeroes them, so that the first op to
+  /// use it does not take its page faults (at load, not inside the first request). Device
+  /// memory is resident from Allocate: nothing to do but zero it.
+  virtual void Prefault(void* ptr, size_t bytes) = 0;
   virtual void CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual void CopyToHost(void* dst, const void* src, size_t bytes) = 0;
   /// Makes a weight usable on the device, once, at load. A GPU backend uploads

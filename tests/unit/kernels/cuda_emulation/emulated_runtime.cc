@@ -401,6 +401,12 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     return cudaSuccess;
   });
 }
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  return Enqueue(stream, [=] {
+    std::memset(ptr, value, bytes);
+    return cudaSuccess;
+  });
+}
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               cudaMemcpyKind, cudaStream_t stream) {
   if (width > dpitch || width > spitch) return cudaErrorInvalidValue;
