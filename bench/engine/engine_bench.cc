@@ -158,6 +158,7 @@ struct Args {
   int64_t first_requests = 10;
   int64_t small_gemm_max_rows = -1;  // -1: the engine's default
   int64_t panel_gemm_max_rows = -1;
+  int64_t reserve_tokens = -1;  // -1: the engine's default
   bool bf16_dot = true;
   bool fused_kernels = true;
   bool cuda_graphs = false;
@@ -285,6 +286,7 @@ absl::Status BenchFile(const std::string& path, const Args& args, int threads, c
   eo.n_slots = static_cast<int64_t>(max_batch) * (max_prompt + args.gen + 16);
   if (args.small_gemm_max_rows >= 0) eo.small_gemm_max_rows = args.small_gemm_max_rows;
   if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
+  if (args.reserve_tokens >= 0) eo.reserve_tokens = args.reserve_tokens;
   eo.cpu_bf16_dot = args.bf16_dot;
   eo.fused_kernels = args.fused_kernels;
   eo.cuda_graphs = args.cuda_graphs;
@@ -362,6 +364,9 @@ int main(int argc, char** argv) {
   flags.AddStringList("model-file", &args.files, "Model files or directories to run instead of --models × --dtypes");
   flags.AddInt("first-requests", &args.first_requests,
                "Prefills of single requests right after load, first vs later (0 = skip)");
+  flags.AddInt("reserve-tokens", &args.reserve_tokens,
+               "Activation buffers reserved and made resident at load, in tokens (-1 = the engine's default, "
+               "0 = grown in the first requests)");
   flags.AddStringList("batches", &args.batches, "Batch sizes");
   flags.AddStringList("prompts", &args.prompts, "Prompt lengths");
   flags.AddInt("gen", &args.gen, "Generated tokens per request");

@@ -161,6 +161,8 @@ absl::Status CheckLayout(const Engine::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat("the first GPU must be >= 0, got ", o.first_device));
   if (o.tp_size < 1 || o.tp_size > 64)
     return absl::InvalidArgumentError(absl::StrCat("tensor parallelism must be in [1, 64], got ", o.tp_size));
+  if (o.reserve_tokens < 0)
+    return absl::InvalidArgumentError(absl::StrCat("reserve_tokens must be >= 0, got ", o.reserve_tokens));
   if (o.cuda_graphs && o.device != "cuda")
     return absl::InvalidArgumentError(
         absl::StrCat("CUDA graphs (--cuda-graphs) need the cuda device, got '", o.device, "'"));
@@ -290,6 +292,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
     ro.fused_kernels = o.fused_kernels;
     ro.decode_graphs = o.cuda_graphs;
     ORCA_ASSIGN_OR_RETURN(shard->runner, ModelRunner::Create(ro));
+    ORCA_RETURN_IF_ERROR(shard->runner->Reserve(std::min(o.reserve_tokens, o.n_slots)));
   }
   e->LogReady();
   return e;

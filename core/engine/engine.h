@@ -49,6 +49,10 @@ class Engine {
     int32_t num_stages = 1;
     int32_t tp_size = 1;
     int64_t n_slots = 8192;  ///< KV slots (tokens) per shard
+    /// Iteration size (tokens, capped by n_slots) whose activation buffers are allocated and
+    /// made resident at load, with the KV pool, so that the first request up to this size
+    /// runs as fast as later ones (no allocation or page fault inside it). 0: grow them lazily.
+    int64_t reserve_tokens = 512;
     int32_t kv_block_size = 16;
     int32_t num_threads = 0;            ///< compute threads in total (0 = all cores), split over shards
     int64_t small_gemm_max_rows = 4;    ///< see CpuBackend::Options

@@ -26,6 +26,9 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const Options& o, kerne
       return absl::ResourceExhaustedError(absl::StrCat("cannot allocate the KV pool: ", kv->bytes_ / (1 << 20),
                                                        " MiB for ", o.n_slots, " slots: ", pool.status().message()));
     kv->pool_ = *pool;
+    // Resident from the start: no request pays for the pool's page faults, and a pool the
+    // machine cannot hold fails here, at load, not in the middle of serving.
+    backend->Prefault(kv->pool_, kv->bytes_);
   }
   kv->block_refs_.assign(static_cast<size_t>(kv->num_blocks_), 0);
   kv->free_blocks_.reserve(static_cast<size_t>(kv->num_blocks_));

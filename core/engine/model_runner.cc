@@ -40,8 +40,7 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(const Options& 
 }
 
 ModelRunner::~ModelRunner() {
-  for (Buffer* b : {&x_, &h_, &q_, &k_, &v_, &attn_, &ff1_, &ff2_, &tmp_, &last_, &logits_, &gathered_, &ids_,
-                    &positions_, &slots_, &block_tables_, &sample_rows_})
+  for (Buffer* b : Buffers())
     if (b->ptr) o_.backend->Free(b->ptr);
 }
 
@@ -91,6 +90,15 @@ absl::Status ModelRunner::EnsureCapacity(int64_t n, int64_t s, int64_t blocks) {
     ORCA_RETURN_IF_ERROR(Grow(last_, s * H * f));
     ORCA_RETURN_IF_ERROR(Grow(logits_, s * static_cast<size_t>(c.vocab_size) * f));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Reserve(int64_t tokens) {
+  if (tokens <= 0) return absl::OkStatus();
+  const int32_t bs = o_.kv->block_size();
+  ORCA_RETURN_IF_ERROR(EnsureCapacity(tokens, 1, (tokens + bs - 1) / bs + 1));
+  for (Buffer* b : Buffers())
+    if (b->ptr) o_.backend->Prefault(b->ptr, b->bytes);
   return absl::OkStatus();
 }
 

@@ -20,6 +20,7 @@
 /// host-ordered ones (Gloo) the device is synchronised before each collective. (A buffer
 /// growing past the largest batch so far also waits once, when the old one is freed.)
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -100,6 +101,10 @@ class ModelRunner {
   /// the previous stage's activations for `num_tokens` tokens off the link and drops them, so
   /// that the link stays matched (every frame the previous stage sent is received).
   absl::Status DiscardInput(int64_t num_tokens);
+  /// Sizes the activation buffers for an iteration of `tokens` tokens (one of them sampled)
+  /// and makes them resident (Backend::Prefault), so that the first iterations up to that
+  /// size take no allocation or page fault; larger ones still grow them. At load.
+  absl::Status Reserve(int64_t tokens);
   /// Sets or clears (nullptr) the pipeline link; see Options::pipeline.
   void SetPipeline(Communicator* pipeline) { o_.pipeline = pipeline; }
 
@@ -161,6 +166,10 @@ class ModelRunner {
   Options o_;
   Buffer x_, h_, q_, k_, v_, attn_, ff1_, ff2_, tmp_, last_, logits_, gathered_;
   Buffer ids_, positions_, slots_, block_tables_, sample_rows_;
+  std::array<Buffer*, 17> Buffers() {
+    return {&x_,      &h_,         &q_,  &k_,        &v_,     &attn_,         &ff1_,        &ff2_,        &tmp_,
+            &last_,   &logits_,    &gathered_, &ids_, &positions_, &slots_, &block_tables_, &sample_rows_};
+  }
   // Host staging, reused across iterations.
   std::vector<int32_t> h_positions_, h_slots_, h_block_tables_, h_sample_rows_;
   std::vector<float> h_gathered_;  // rank 0: every rank's logit slice, before they are interleaved

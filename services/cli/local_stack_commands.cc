@@ -50,6 +50,8 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
                                    "--scheduler=" + scheduler_address(),
                                    absl::StrCat("--n-slots=", o.n_slots)};
   if (o.kv_block_size > 0) args.push_back(absl::StrCat("--kv-block-size=", o.kv_block_size));
+  // No iteration exceeds the scheduler's token budget: reserving it leaves nothing to grow.
+  if (o.max_num_batched_tokens > 0) args.push_back(absl::StrCat("--reserve-tokens=", o.max_num_batched_tokens));
   if (!o.deployment_id.empty()) args.push_back("--deployment-id=" + o.deployment_id);
   if (!o.dtype.empty()) args.push_back("--dtype=" + o.dtype);
   if (!o.device.empty()) args.push_back("--device=" + o.device);

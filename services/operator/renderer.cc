@@ -53,6 +53,9 @@ FlagList WorkerFlags(const OrcaDeployment& d, int r, const std::string& rev, con
   // The key the workers send to their scheduler for the data-plane rendezvous.
   if (d.scheduler.api_keys.enabled()) flags.emplace_back("scheduler-api-key-file", SchedulerKeyPath());
   if (d.worker.threads > 0) flags.emplace_back("threads", d.worker.threads);
+  // No iteration exceeds the scheduler's token budget: reserving it leaves nothing to grow.
+  if (d.scheduler.max_num_batched_tokens > 0)
+    flags.emplace_back("reserve-tokens", d.scheduler.max_num_batched_tokens);
   // Pods given GPUs run the CUDA backend (one tensor-parallel shard per GPU).
   if (d.UsesGpus()) flags.emplace_back("device", "cuda");
   return flags;

@@ -78,6 +78,8 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
   eo.model_path = f.model;
   eo.n_slots = f.n_slots;
   eo.kv_block_size = static_cast<int32_t>(f.kv_block_size);
+  // No iteration exceeds the token budget: reserving it leaves nothing to grow.
+  if (f.max_num_batched_tokens > 0) eo.reserve_tokens = f.max_num_batched_tokens;
   eo.num_threads = static_cast<int32_t>(f.threads);
   eo.tp_size = static_cast<int32_t>(f.tensor_parallel);
   ORCA_RETURN_IF_ERROR(engine::SetDTypeAndDeviceFromFlags(f.dtype, f.device, &eo));

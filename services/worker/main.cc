@@ -44,6 +44,7 @@ struct Flags {
   std::string data_plane_host = "127.0.0.1";
   int data_plane_port = 7200;
   int64_t n_slots = 8192;
+  int64_t reserve_tokens = 512;
   int kv_block_size = 16;
   int threads = 0;
   int64_t peer_timeout_ms = 300000;
@@ -116,6 +117,10 @@ void AddFlags(FlagSet* flags, Flags* f) {
                 "Port of the pipeline's Gloo data plane on --data-plane-host; every data-plane connection from "
                 "other stages comes in here (0 = an ephemeral port per peer)");
   flags->AddInt("n-slots", &f->n_slots, "KV slots (tokens) this stage pre-allocates");
+  flags->AddInt("reserve-tokens", &f->reserve_tokens,
+                "Iteration size (tokens) whose activation buffers are allocated and made resident at load, so "
+                "that the first request up to it runs as fast as later ones; larger iterations grow them (0: "
+                "all grown on demand). The scheduler's --max-num-batched-tokens, when set, bounds every iteration");
   flags->AddInt("kv-block-size", &f->kv_block_size, "KV block size (tokens)");
   flags->AddInt("threads", &f->threads, "Compute threads in total (0 = all cores)");
   flags->AddInt("peer-timeout-ms", &f->peer_timeout_ms,
@@ -147,6 +152,7 @@ absl::StatusOr<WorkerNode::Options> NodeOptionsFrom(const Flags& f) {
   o.engine.num_stages = static_cast<int32_t>(f.num_stages);
   o.engine.tp_size = static_cast<int32_t>(f.tensor_parallel);
   o.engine.n_slots = f.n_slots;
+  o.engine.reserve_tokens = f.reserve_tokens;
   o.engine.kv_block_size = static_cast<int32_t>(f.kv_block_size);
   o.engine.num_threads = static_cast<int32_t>(f.threads);
   // Tensor-parallel shards are threads of this process: their group stays on loopback.

@@ -460,7 +460,8 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
       {"worker", {"listen",    "http-listen",         "model",           "model-name",      "dtype",
                   "stage",     "stage-from-hostname", "num-stages",      "tensor-parallel", "workers",
                   "scheduler", "deployment-id",       "data-plane-host", "data-plane-port", "n-slots",
-                  "threads",   "peer-timeout-ms",     "device",          "kv-block-size",   "scheduler-api-key-file"}},
+                  "threads",   "peer-timeout-ms",     "device",          "kv-block-size",   "scheduler-api-key-file",
+                  "reserve-tokens"}},
       {"scheduler",
        {"listen",
         "http-listen",
@@ -494,6 +495,7 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
                        .Replicas(2)
                        .Tensor(2)
                        .Set("/spec/worker/threads", 4)
+                       .Set("/spec/scheduler/maxNumBatchedTokens", 256)
                        .Set("/spec/worker/resources/limits", {{"nvidia.com/gpu", 2}})
                        .Set("/spec/gateway/apiKeys", {{"secretName", "keys"}})
                        .Set("/spec/scheduler/apiKeys", {{"secretName", "sched-keys"}});
@@ -643,7 +645,7 @@ TEST(RendererTest, EverySchedulingFieldBecomesItsFlag) {
   const std::vector<Row> rows = {
       {"policy", "paged", {{"scheduler.yaml", "policy"}}},
       {"kvBlockSize", 32, {{"scheduler.yaml", "kv-block-size"}, {"worker.yaml", "kv-block-size"}}},
-      {"maxNumBatchedTokens", 512, {{"scheduler.yaml", "max-num-batched-tokens"}}},
+      {"maxNumBatchedTokens", 512, {{"scheduler.yaml", "max-num-batched-tokens"}, {"worker.yaml", "reserve-tokens"}}},
       {"maxPrefillSlowdown", 2.5, {{"scheduler.yaml", "max-prefill-slowdown"}}},
       {"enablePrefixCaching", true, {{"scheduler.yaml", "enable-prefix-caching"}}},
       {"schedulingOrder", "priority", {{"scheduler.yaml", "scheduling-order"}}},
