@@ -96,7 +96,10 @@ absl::Status ModelRunner::EnsureCapacity(int64_t n, int64_t s, int64_t blocks) {
 absl::Status ModelRunner::Reserve(int64_t tokens) {
   if (tokens <= 0) return absl::OkStatus();
   const int32_t bs = o_.kv->block_size();
-  ORCA_RETURN_IF_ERROR(EnsureCapacity(tokens, 1, (tokens + bs - 1) / bs + 1));
+  // Not the buffers of sampled rows (logits: a vocabulary's worth each): the first iteration
+  // that samples sizes them, from nothing, so that no device buffer is replaced (a GPU
+  // backend's Free waits for its stream) and no row count is guessed here.
+  ORCA_RETURN_IF_ERROR(EnsureCapacity(tokens, 0, (tokens + bs - 1) / bs + 1));
   for (Buffer* b : Buffers())
     if (b->ptr) o_.backend->Prefault(b->ptr, b->bytes);
   return absl::OkStatus();

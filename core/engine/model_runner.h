@@ -101,9 +101,10 @@ class ModelRunner {
   /// the previous stage's activations for `num_tokens` tokens off the link and drops them, so
   /// that the link stays matched (every frame the previous stage sent is received).
   absl::Status DiscardInput(int64_t num_tokens);
-  /// Sizes the activation buffers for an iteration of `tokens` tokens (one of them sampled)
-  /// and makes them resident (Backend::Prefault), so that the first iterations up to that
-  /// size take no allocation or page fault; larger ones still grow them. At load.
+  /// Sizes the activation buffers for an iteration of `tokens` tokens and makes them resident
+  /// (Backend::Prefault), so that the first iterations up to that size take no allocation or
+  /// page fault; larger ones still grow them. The buffers of sampled rows (logits) are left
+  /// to the first iteration that samples. At load.
   absl::Status Reserve(int64_t tokens);
   /// Sets or clears (nullptr) the pipeline link; see Options::pipeline.
   void SetPipeline(Communicator* pipeline) { o_.pipeline = pipeline; }

@@ -75,6 +75,9 @@ class DecodeGraphTest : public ::testing::Test {
     o.device = device;
     o.first_device = first_device;
     o.cuda_graphs = graphs;
+    // Buffers sized by the iterations themselves, none reserved at load: iteration 11's long
+    // prompt must grow them, so that the decode graphs recorded before are recorded again.
+    o.reserve_tokens = 0;
     return o;
   }
 
