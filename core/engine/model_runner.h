@@ -168,8 +168,8 @@ class ModelRunner {
   Buffer x_, h_, q_, k_, v_, attn_, ff1_, ff2_, tmp_, last_, logits_, gathered_;
   Buffer ids_, positions_, slots_, block_tables_, sample_rows_;
   std::array<Buffer*, 17> Buffers() {
-    return {&x_,      &h_,         &q_,  &k_,        &v_,     &attn_,         &ff1_,        &ff2_,        &tmp_,
-            &last_,   &logits_,    &gathered_, &ids_, &positions_, &slots_, &block_tables_, &sample_rows_};
+    return {&x_,    &h_,      &q_,        &k_,   &v_,         &attn_,  &ff1_,          &ff2_,        &tmp_,
+            &last_, &logits_, &gathered_, &ids_, &positions_, &slots_, &block_tables_, &sample_rows_};
   }
   // Host staging, reused across iterations.
   std::vector<int32_t> h_positions_, h_slots_, h_block_tables_, h_sample_rows_;
