@@ -4,7 +4,10 @@
 # minutes apart, and each round alternates which engine goes first).
 #
 # Per file and round:
-#   prefill and batch-1 decode:  llama-bench -p PP -n TG        vs  engine_bench --batches 1 --prompts PP --gen TG
+#   prefill and batch-1 decode:  llama-bench -p PP -n TG        vs  engine_bench --batches 1 --prompts 1,PP --gen TG
+#     (llama-bench's tg test decodes from an empty context, so Orca's decode figure is the
+#     1-token prompt's row, and its prefill figure the PP row's; the PP row's decode, after a
+#     PP-token prompt, is kept in the log)
 #   batched decode:              llama-batched-bench -npl NPL (without and with -fa)
 #                                                               vs  engine_bench --batches NPL --prompts 32 --gen 32
 # then one summary table: tokens/s of each side and Orca's ratio; batched decode against the
@@ -48,8 +51,8 @@ batched_bench_stg() {  # LOG B
   awk -F'|' -v b="$2" 'NF >= 11 { f = $4; gsub(/ /, "", f); if (f == b) { s = $9; gsub(/ /, "", s); print s } }' "$1" | tail -1
 }
 # engine_bench's result rows: "batch prompt | prefill_ms prefill_tok/s %gemm | decode_ms decode_tok/s ...".
-engine_bench_col() {  # LOG BATCH COLUMN(prefill|decode)
-  awk -v b="$2" -v c="$3" '$1 == b && $3 == "|" && $7 == "|" { print (c == "prefill" ? $5 : $9) }' "$1" | tail -1
+engine_bench_col() {  # LOG BATCH PROMPT COLUMN(prefill|decode)
+  awk -v b="$2" -v p="$3" -v c="$4" '$1 == b && $2 == p && $3 == "|" && $7 == "|" { print (c == "prefill" ? $5 : $9) }' "$1" | tail -1
 }
 record() {  # ROUND FILE MEASURE LLAMA ORCA LOAD
   local ratio
@@ -61,7 +64,7 @@ run_llama_single() {  # ROUND FILE
   run "$LLAMA_BIN/llama-bench" -m "$2" -t "$THREADS" -p "$PP" -n "$TG" -r "$REPS" -o md >"$(log_for "$1" "$2" llama-bench)" 2>&1
 }
 run_orca_single() {
-  run "$BIN/engine_bench" --model-file "$2" --batches 1 --prompts "$PP" --gen "$TG" --threads "$THREADS" \
+  run "$BIN/engine_bench" --model-file "$2" --batches 1 --prompts "1,$PP" --gen "$TG" --threads "$THREADS" \
     --first-requests 2 >"$(log_for "$1" "$2" engine-single)" 2>&1
 }
 run_llama_batched() {
@@ -92,8 +95,8 @@ for round in $(seq 1 "$ROUNDS"); do
       run_orca_single "$round" "$f"; run_llama_single "$round" "$f"
     fi
     lb=$(log_for "$round" "$f" llama-bench) es=$(log_for "$round" "$f" engine-single)
-    record "$round" "$f" "prefill pp$PP" "$(llama_bench_ts "$lb" "pp$PP")" "$(engine_bench_col "$es" 1 prefill)" "$load"
-    record "$round" "$f" "decode B=1 tg$TG" "$(llama_bench_ts "$lb" "tg$TG")" "$(engine_bench_col "$es" 1 decode)" "$load"
+    record "$round" "$f" "prefill pp$PP" "$(llama_bench_ts "$lb" "pp$PP")" "$(engine_bench_col "$es" 1 "$PP" prefill)" "$load"
+    record "$round" "$f" "decode B=1 tg$TG" "$(llama_bench_ts "$lb" "tg$TG")" "$(engine_bench_col "$es" 1 1 decode)" "$load"
     [ -n "${SKIP_BATCHED:-}" ] && continue
     if [ $((round % 2)) -eq 1 ]; then
       run_llama_batched "$round" "$f"; run_orca_batched "$round" "$f"
@@ -104,7 +107,7 @@ for round in $(seq 1 "$ROUNDS"); do
       plain=$(batched_bench_stg "$(log_for "$round" "$f" llama-batched)" "$b")
       fa=$(batched_bench_stg "$(log_for "$round" "$f" llama-batched-fa)" "$b")
       best=$(awk -v a="${plain:-0}" -v b="${fa:-0}" 'BEGIN { print (a > b ? a : b) }')
-      record "$round" "$f" "batched decode B=$b" "$best" "$(engine_bench_col "$(log_for "$round" "$f" engine-batched)" "$b" decode)" "$load"
+      record "$round" "$f" "batched decode B=$b" "$best" "$(engine_bench_col "$(log_for "$round" "$f" engine-batched)" "$b" 32 decode)" "$load"
     done
   done
 done
