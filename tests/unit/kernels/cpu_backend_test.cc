@@ -384,6 +384,71 @@ TEST_P(CpuAttentionTest, MatchesCausalReferencePerSequence) {
 INSTANTIATE_TEST_SUITE_P(Cases, CpuAttentionTest, ::testing::ValuesIn(testing::StandardAttentionCases()),
                          [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
 
+// Long contexts (hundreds of tokens, many KV blocks): decode rows and prompts at them, for one
+// KV head (MQA, where a decode row alone is one work item) and for GQA.
+std::vector<AttentionCase> LongContextCases() {
+  auto make = [](std::string name, int32_t nq, int32_t nkv, int32_t d, int32_t bs, DType dt,
+                 std::vector<testing::SeqShape> seqs) {
+    AttentionCase c;
+    c.name = std::move(name);
+    c.num_q_heads = nq, c.num_kv_heads = nkv, c.head_dim = d, c.block_size = bs, c.kv_dtype = dt;
+    c.seqs = std::move(seqs);
+    return c;
+  };
+  // Decode at contexts 256, 257, 512 and 701; a 530-token prompt; a prompt continuing at 300 whose
+  // last query chunk is one row (16 + 1 rows).
+  const std::vector<testing::SeqShape> edges = {{255, 1}, {256, 1}, {511, 1}, {700, 1}, {0, 530}, {300, 17}};
+  return {
+      make("LongMqaBf16", 8, 1, 64, 16, DType::kBF16, edges),
+      make("LongGqaF32", 6, 3, 32, 16, DType::kF32, edges),
+      make("LongOddBlockBf16", 4, 2, 40, 7, DType::kBF16, {{699, 1}, {260, 9}}),
+  };
+}
+
+class CpuLongAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(CpuLongAttentionTest, MatchesCausalReferencePerSequence) {
+  const AttentionCase& c = GetParam();
+  auto cpu = MakeCpu();
+  const testing::AttentionData d = testing::MakeAttentionData(c, 23);
+  DeviceRunner run(*cpu);
+  const testing::AttentionResult r = testing::RunAttention(run, c, d);
+  EXPECT_TRUE(AllClose(r.out, testing::ReferenceAttention(c, d), 2e-5, 1e-4));
+}
+
+// A row's result depends only on its context, never on how the rows are grouped into work items
+// or batched (what selective batching's equivalence rests on): the last row of a 701-token prompt
+// equals, bit for bit, the same row decoded alone and decoded beside a prompt, each with its
+// blocks placed elsewhere in the pool.
+TEST_P(CpuLongAttentionTest, RowIsTheSameInAPromptAloneAndInABatch) {
+  const AttentionCase& base = GetParam();
+  const int32_t ctx = 701, width = base.num_q_heads * base.head_dim;
+  AttentionCase prompt = base, alone = base, batch = base;
+  prompt.seqs = {{0, ctx}};
+  alone.seqs = {{ctx - 1, 1}};
+  batch.seqs = {{40, 3}, {ctx - 1, 1}, {0, 130}};
+  const testing::AttentionData dp = testing::MakeAttentionData(prompt, 31);
+  testing::AttentionData da = testing::MakeAttentionData(alone, 32), db = testing::MakeAttentionData(batch, 33);
+  da.k[0] = dp.k[0], da.v[0] = dp.v[0];
+  db.k[1] = dp.k[0], db.v[1] = dp.v[0];
+  const std::vector<float> q(dp.q.end() - width, dp.q.end());  // the prompt's last row
+  std::copy(q.begin(), q.end(), da.q.begin());
+  std::copy(q.begin(), q.end(), db.q.begin() + static_cast<int64_t>(db.q_offset[1]) * width);
+  auto cpu = MakeCpu();
+  DeviceRunner run(*cpu);
+  const std::vector<float> op = testing::RunAttention(run, prompt, dp).out;
+  const std::vector<float> oa = testing::RunAttention(run, alone, da).out;
+  const std::vector<float> ob = testing::RunAttention(run, batch, db).out;
+  for (int32_t j = 0; j < width; ++j) {
+    const float want = op[static_cast<size_t>(ctx - 1) * width + j];
+    ASSERT_EQ(oa[static_cast<size_t>(j)], want) << "alone, element " << j;
+    ASSERT_EQ(ob[static_cast<size_t>(db.q_offset[1]) * width + j], want) << "in a batch, element " << j;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CpuLongAttentionTest, ::testing::ValuesIn(LongContextCases()),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+
 // ---- softmax pieces ------------------------------------------------------------------
 
 TEST(Avx512SoftmaxTest, ExpSubtractSumMatchesStdExpToAboutAnUlp) {
