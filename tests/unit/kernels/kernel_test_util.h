@@ -407,15 +407,17 @@ inline std::vector<GemmCase> StandardGemmCases() {
 }
 
 /// Mixed batches of prompts, prompt chunks and decode steps.
+inline AttentionCase MakeAttentionCase(std::string name, int32_t nq, int32_t nkv, int32_t d, int32_t bs, DType dt,
+                                       std::vector<SeqShape> seqs) {
+  AttentionCase c;
+  c.name = std::move(name);
+  c.num_q_heads = nq, c.num_kv_heads = nkv, c.head_dim = d, c.block_size = bs, c.kv_dtype = dt;
+  c.seqs = std::move(seqs);
+  return c;
+}
+
 inline std::vector<AttentionCase> StandardAttentionCases() {
-  auto make = [](std::string name, int32_t nq, int32_t nkv, int32_t d, int32_t bs, DType dt,
-                 std::vector<SeqShape> seqs) {
-    AttentionCase c;
-    c.name = std::move(name);
-    c.num_q_heads = nq, c.num_kv_heads = nkv, c.head_dim = d, c.block_size = bs, c.kv_dtype = dt;
-    c.seqs = std::move(seqs);
-    return c;
-  };
+  const auto make = MakeAttentionCase;
   // A prompt from position 0, a decode step deep in its context, a chunk of a
   // prompt continuing mid-block, and single-token sequences at block edges.
   const std::vector<SeqShape> mixed = {{0, 21}, {37, 1}, {5, 12}, {15, 1}, {16, 1}, {0, 1}};
