@@ -36,7 +36,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -76,9 +75,7 @@ class ServerStreamWriter : public grpc::ServerWriteReactor<Response>,
 
   ServerStreamWriter() : options_{} {}
   explicit ServerStreamWriter(Options options) : options_(options) {}
-  ~ServerStreamWriter() override {
-    if (in_flight_ != nullptr) Unref(in_flight_);  // gRPC's reference: no OnWriteDone will come
-  }
+  ~ServerStreamWriter() override = default;
 
   /// Makes the writer own itself until OnDone. Call once, before returning
   /// the reactor from the RPC handler.
@@ -126,17 +123,14 @@ class ServerStreamWriter : public grpc::ServerWriteReactor<Response>,
   // grpc::ServerWriteReactor:
   void OnWriteDone(bool ok) final {
     ORCA_GRPC_REACTS(this);
-    InFlight* written = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      written = std::exchange(in_flight_, nullptr);
       writing_ = false;
       if (!ok) {  // the client is gone: nothing more can be written
         queue_.clear();
         if (!close_.has_value()) close_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream broken");
       }
     }
-    if (written != nullptr) Unref(written);
     Pump();
   }
   void OnCancel() final {
@@ -164,43 +158,25 @@ class ServerStreamWriter : public grpc::ServerWriteReactor<Response>,
   virtual void OnFinished() {}
 
  private:
-  // The message in flight, in a block of its own with two references: the Pump that started
-  // the write drops one when StartWrite returns, OnWriteDone (or the destructor) the other, and
-  // the last one frees it. gRPC serializes the message inside StartWrite, and the write completes
-  // after that; but that order is kept by Debian's uninstrumented libgrpc, so ThreadSanitizer saw
-  // the serialization racing the next message's assignment when one buffer was reused. The
-  // reference count states that order where ThreadSanitizer can see it.
-  struct InFlight {
-    explicit InFlight(Response m) : message(std::move(m)) {}
-    Response message;
-    std::atomic<int> refs{2};
-  };
-  static void Unref(InFlight* f) {
-    if (f->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete f;
-  }
-
   // Starts the next write or the Finish, outside the lock (rule 6).
   void Pump() {
-    InFlight* to_write = nullptr;
+    const Response* to_write = nullptr;
     std::optional<grpc::Status> to_finish;
     {
       absl::MutexLock lock(&mu_);
       if (writing_ || finished_ || done_) return;
       if (!queue_.empty()) {
-        to_write = new InFlight(std::move(queue_.front()));
+        current_ = std::move(queue_.front());
         queue_.pop_front();
         writing_ = true;
-        in_flight_ = to_write;  // untouched until OnWriteDone
+        to_write = &current_;  // untouched until OnWriteDone
       } else if (close_.has_value()) {
         finished_ = true;
         to_finish = *close_;
       }
     }
     if (to_write != nullptr || to_finish.has_value()) ORCA_GRPC_HANDS_OFF(this);
-    if (to_write != nullptr) {
-      this->StartWrite(&to_write->message);
-      Unref(to_write);  // only the block: the writer may already be gone (OnDone ran inline)
-    }
+    if (to_write != nullptr) this->StartWrite(to_write);
     if (to_finish.has_value()) this->Finish(*to_finish);
   }
 
@@ -208,7 +184,7 @@ class ServerStreamWriter : public grpc::ServerWriteReactor<Response>,
   absl::Mutex mu_;
   std::shared_ptr<ServerStreamWriter> self_ ABSL_GUARDED_BY(mu_);
   std::deque<Response> queue_ ABSL_GUARDED_BY(mu_);
-  InFlight* in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
+  Response current_;  // the message in flight; written only while no write is in flight
   std::optional<grpc::Status> close_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
