@@ -348,6 +348,8 @@ TEST(CpuBackendTest, GatherRowsCopiesSelectedRows) {
 
 // ---- KV cache and attention ---------------------------------------------------------------
 
+std::string AttentionCaseName(const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; }
+
 class CpuAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(CpuAttentionTest, KvWriteUsesTransposedBlockLayout) {
@@ -382,7 +384,7 @@ TEST_P(CpuAttentionTest, MatchesCausalReferencePerSequence) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CpuAttentionTest, ::testing::ValuesIn(testing::StandardAttentionCases()),
-                         [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+                         AttentionCaseName);
 
 // Long contexts (hundreds of tokens, many KV blocks): decode rows and prompts at them, for one
 // KV head (MQA, where a decode row alone is one work item) and for GQA.
@@ -398,8 +400,7 @@ std::vector<AttentionCase> LongContextCases() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(Long, CpuAttentionTest, ::testing::ValuesIn(LongContextCases()),
-                         [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Long, CpuAttentionTest, ::testing::ValuesIn(LongContextCases()), AttentionCaseName);
 
 class CpuLongAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
@@ -433,8 +434,7 @@ TEST_P(CpuLongAttentionTest, RowIsTheSameInAPromptAloneAndInABatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, CpuLongAttentionTest, ::testing::ValuesIn(LongContextCases()),
-                         [](const ::testing::TestParamInfo<AttentionCase>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Cases, CpuLongAttentionTest, ::testing::ValuesIn(LongContextCases()), AttentionCaseName);
 
 // ---- softmax pieces ------------------------------------------------------------------
 

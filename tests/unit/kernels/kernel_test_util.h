@@ -406,7 +406,7 @@ inline std::vector<GemmCase> StandardGemmCases() {
   };
 }
 
-/// Mixed batches of prompts, prompt chunks and decode steps.
+/// An attention case of `nq` query heads over `nkv` KV heads of dimension `d`, KV blocks of `bs`.
 inline AttentionCase MakeAttentionCase(std::string name, int32_t nq, int32_t nkv, int32_t d, int32_t bs, DType dt,
                                        std::vector<SeqShape> seqs) {
   AttentionCase c;
@@ -416,6 +416,7 @@ inline AttentionCase MakeAttentionCase(std::string name, int32_t nq, int32_t nkv
   return c;
 }
 
+/// Mixed batches of prompts, prompt chunks and decode steps.
 inline std::vector<AttentionCase> StandardAttentionCases() {
   const auto make = MakeAttentionCase;
   // A prompt from position 0, a decode step deep in its context, a chunk of a
