@@ -6,7 +6,8 @@
 /// keep (breaking one aborts the process inside gRPC; a second Finish is
 /// `callback_common.h: assertion failed: call_ == nullptr`, issue 11):
 ///
-///   1. One write in flight: StartWrite again only after OnWriteDone.
+///   1. One write in flight: StartWrite again only after OnWriteDone (and,
+///      here, after the previous StartWrite has returned: see Pump).
 ///   2. Finish exactly once, and not while a write is in flight. OnCancel and a
 ///      failed write (OnWriteDone(false)) both arrive when a client goes away,
 ///      in either order: the first asks for the end, whoever runs when no
@@ -159,32 +160,51 @@ class ServerStreamWriter : public grpc::ServerWriteReactor<Response>,
 
  private:
   // Starts the next write or the Finish, outside the lock (rule 6).
+  //
+  // gRPC serializes `current_` inside StartWrite, and the write's OnWriteDone may run on
+  // another thread before StartWrite has returned here. So the next message goes into
+  // `current_` (and the Finish is called) only once StartWrite has returned, ordered by the
+  // lock: ThreadSanitizer sees that order too, where gRPC's own is inside Debian's
+  // uninstrumented libgrpc. A Pump that finds the last StartWrite still running leaves the
+  // work to the thread running it, which looks again when it returns (the loop). No Finish
+  // is called before that return, so the writer is alive until then.
   void Pump() {
-    const Response* to_write = nullptr;
-    std::optional<grpc::Status> to_finish;
-    {
-      absl::MutexLock lock(&mu_);
-      if (writing_ || finished_ || done_) return;
-      if (!queue_.empty()) {
-        current_ = std::move(queue_.front());
-        queue_.pop_front();
-        writing_ = true;
-        to_write = &current_;  // untouched until OnWriteDone
-      } else if (close_.has_value()) {
-        finished_ = true;
-        to_finish = *close_;
+    for (;;) {
+      const Response* to_write = nullptr;
+      std::optional<grpc::Status> to_finish;
+      {
+        absl::MutexLock lock(&mu_);
+        if (writing_ || !start_returned_ || finished_ || done_) return;
+        if (!queue_.empty()) {
+          current_ = std::move(queue_.front());
+          queue_.pop_front();
+          writing_ = true;
+          start_returned_ = false;
+          to_write = &current_;  // untouched until OnWriteDone
+        } else if (close_.has_value()) {
+          finished_ = true;
+          to_finish = *close_;
+        } else {
+          return;
+        }
       }
+      ORCA_GRPC_HANDS_OFF(this);
+      if (to_finish.has_value()) {
+        this->Finish(*to_finish);
+        return;  // the writer may be gone from here on (OnDone)
+      }
+      this->StartWrite(to_write);
+      absl::MutexLock lock(&mu_);
+      start_returned_ = true;
     }
-    if (to_write != nullptr || to_finish.has_value()) ORCA_GRPC_HANDS_OFF(this);
-    if (to_write != nullptr) this->StartWrite(to_write);
-    if (to_finish.has_value()) this->Finish(*to_finish);
   }
 
   const Options options_;
   absl::Mutex mu_;
   std::shared_ptr<ServerStreamWriter> self_ ABSL_GUARDED_BY(mu_);
   std::deque<Response> queue_ ABSL_GUARDED_BY(mu_);
-  Response current_;  // the message in flight; written only while no write is in flight
+  Response current_;                                 // the message in flight; written only while no write is in flight
+  bool start_returned_ ABSL_GUARDED_BY(mu_) = true;  // the last StartWrite has returned
   std::optional<grpc::Status> close_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
