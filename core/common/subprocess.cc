@@ -56,6 +56,9 @@ Subprocess::Subprocess(std::string name, const std::string& path, const std::vec
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  ::sigaction(SIGPIPE, &default_action, nullptr);  // an ignored signal stays ignored across exec
   if (!options.log_path.empty()) {
     const int fd = ::open(options.log_path.c_str(), log_flags, 0644);
     if (fd >= 0) {

@@ -24,7 +24,8 @@ class Subprocess {
 
   /// Starts `path` with `args` (not including argv[0]). The signal mask is
   /// cleared in the child (owners often block termination signals to wait for
-  /// them). If exec fails, the child writes why to its log and exits 127.
+  /// them) and SIGPIPE has its default action (a data-plane owner ignores it).
+  /// If exec fails, the child writes why to its log and exits 127.
   Subprocess(std::string name, const std::string& path, const std::vector<std::string>& args, const Options& options);
   /// Stop(SIGTERM, 2000) if still running.
   ~Subprocess();

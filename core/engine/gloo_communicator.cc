@@ -12,9 +12,11 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <netinet/in.h>
+#include <signal.h>
 
 #include <cstring>
 #include <exception>
+#include <mutex>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -34,6 +36,20 @@ absl::Status FromException(const std::exception& e, const std::string& what) {
     return absl::UnavailableError(absl::StrCat(what, ": connection to peer failed: ", msg));
   }
   return absl::InternalError(absl::StrCat(what, ": ", msg));
+}
+
+// Gloo's TCP pairs write with writev, which raises SIGPIPE when the peer has reset the
+// connection, and the signal's default action ends the process without a word. A member
+// whose peer was killed (kill -9, OOM, node loss) must see a failed operation instead, as it
+// does when Gloo reads the close first. A handler the program installed itself is kept.
+void IgnoreBrokenPipes() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
+        (current.sa_flags & SA_SIGINFO) == 0)
+      signal(SIGPIPE, SIG_IGN);
+  });
 }
 
 // Gloo 2022's tcp::Device keeps the address its pairs bind to in a const
@@ -118,6 +134,7 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(const
   if (o.port < 0 || o.port > 65535)
     return absl::InvalidArgumentError(absl::StrCat("data-plane port must be in [0, 65535], got ", o.port));
   c->timeout_ = o.op_timeout.count() > 0 ? o.op_timeout : o.timeout;
+  IgnoreBrokenPipes();
   const std::string what = absl::StrCat("connecting data-plane group '", o.prefix, "' as rank ", o.rank, " of ", o.size,
                                         " on ", o.hostname, o.port > 0 ? absl::StrCat(":", o.port) : "");
   try {

@@ -47,6 +47,8 @@ class GlooCommunicator final : public Communicator {
     std::chrono::milliseconds op_timeout{0};   ///< per operation; 0 = `timeout`
   };
   /// Connects the full mesh; blocks until every member has joined or the timeout passes.
+  /// Sets SIGPIPE to ignored if it has its default action: a write to a peer that
+  /// is gone is then a failed operation, not the end of the process.
   static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(const Options& options);
   ~GlooCommunicator() override;
 
