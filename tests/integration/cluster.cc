@@ -68,9 +68,12 @@ std::unique_ptr<v1::Scheduler::Stub> Cluster::NewStub() const {
 }
 
 std::string Cluster::Logs() const {
-  std::string out = "--- scheduler ---\n" + (scheduler_ ? scheduler_->Log() : "");
+  // Each process's state in its header: a stage that died of a signal without a word in its
+  // log (SIGPIPE) says so here.
+  std::string out = scheduler_ ? "--- scheduler: " + scheduler_->State() + " ---\n" + scheduler_->Log() : "";
   for (size_t i = 0; i < workers_.size(); ++i)
-    if (workers_[i]) out += "--- worker " + std::to_string(i) + " ---\n" + workers_[i]->Log();
+    if (workers_[i])
+      out += "--- worker " + std::to_string(i) + ": " + workers_[i]->State() + " ---\n" + workers_[i]->Log();
   return out.size() > 20000 ? out.substr(out.size() - 20000) : out;
 }
 

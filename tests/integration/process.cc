@@ -43,6 +43,14 @@ std::string Process::Log() const {
   return ss.str();
 }
 
+std::string Process::State() {
+  if (process_->Alive()) return "running";
+  const int status = process_->exit_status();
+  const char* signal_name = status > 128 ? sigabbrev_np(status - 128) : nullptr;
+  return signal_name != nullptr ? absl::StrCat("exit status ", status, " (SIG", signal_name, ")")
+                                : absl::StrCat("exit status ", status);
+}
+
 int FreePort() {
   auto port = PickLoopbackPort();
   if (!port.ok()) {

@@ -24,6 +24,8 @@ class Process {
   int Stop(int sig = 15, int timeout_ms = 10000) { return process_->Stop(sig, timeout_ms); }
   const std::string& log_path() const { return log_path_; }
   std::string Log() const;
+  /// "running", or how it ended: "exit status 1", "exit status 141 (SIGPIPE)". Reaps it.
+  std::string State();
 
  private:
   std::string log_path_;
