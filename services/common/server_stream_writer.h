@@ -170,6 +170,11 @@ class ServerStreamWriter : public grpc::ServerWriteReactor<Response>,
   // is called before that return, so the writer is alive until then.
   void Pump() {
     for (;;) {
+      // Holds the writer across Finish: gRPC reads the reactor inside Finish, and its OnDone
+      // (which drops the writer's own reference) may run on another thread before Finish
+      // returns. The last of the two references freed then frees the writer, ordered after
+      // that read where ThreadSanitizer sees it (reference counts are atomics it sees).
+      std::shared_ptr<ServerStreamWriter> keep;
       const Response* to_write = nullptr;
       std::optional<grpc::Status> to_finish;
       {
@@ -184,6 +189,7 @@ class ServerStreamWriter : public grpc::ServerWriteReactor<Response>,
         } else if (close_.has_value()) {
           finished_ = true;
           to_finish = *close_;
+          keep = self_;
         } else {
           return;
         }
@@ -191,7 +197,7 @@ class ServerStreamWriter : public grpc::ServerWriteReactor<Response>,
       ORCA_GRPC_HANDS_OFF(this);
       if (to_finish.has_value()) {
         this->Finish(*to_finish);
-        return;  // the writer may be gone from here on (OnDone)
+        return;  // `keep` goes last: the writer may be freed here
       }
       this->StartWrite(to_write);
       absl::MutexLock lock(&mu_);

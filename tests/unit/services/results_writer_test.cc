@@ -115,6 +115,41 @@ TEST_F(ResultsWriterTest, StreamsResultsInOrder) {
   EXPECT_TRUE(source_.WaitUnsubscribed(1));
 }
 
+// Results pushed one by one from a producer thread while the client reads: most writes start
+// on the producer's thread and complete on one of gRPC's, so a write's OnWriteDone often runs
+// before its StartWrite has returned. The next message must not be moved into the buffer gRPC
+// is serializing until then (under ThreadSanitizer, scripts/tsan.sh, the old order was reported
+// as a race in some runs).
+TEST_F(ResultsWriterTest, StreamsResultsPushedOneByOneFromAnotherThreadInOrder) {
+  constexpr uint64_t kResults = 3000;
+  grpc::ClientContext ctx;
+  v1::ResultsRequest req;
+  req.set_session_id(7);
+  auto reader = stub_->Results(&ctx, req);
+  ASSERT_TRUE(source_.WaitSubscribed(1));
+  std::thread producer([&] {
+    for (uint64_t i = 1; i <= kResults; ++i) {
+      if (!source_.Push(Result(i, i % 7 == 0 ? 300 : 0))) return;
+      if (i % 16 == 0) std::this_thread::yield();
+    }
+  });
+  v1::IterationResult r;
+  uint64_t got = 0;
+  while (got < kResults && reader->Read(&r)) {
+    if (r.iteration_id() != ++got) {
+      ADD_FAILURE() << "result " << r.iteration_id() << " arrived as number " << got;
+      break;
+    }
+  }
+  producer.join();
+  EXPECT_EQ(got, kResults);
+  ctx.TryCancel();
+  while (reader->Read(&r)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(source_.WaitUnsubscribed(1));
+}
+
 TEST_F(ResultsWriterTest, RefusedSubscriptionEndsTheCallWithTheReason) {
   grpc::ClientContext ctx;
   auto reader = stub_->Results(&ctx, v1::ResultsRequest());  // session 0: refused by the fake
