@@ -5,7 +5,11 @@
 // (register-only loops on every thread) and the streaming read bandwidth.
 //
 //   gemm_bench [--rows 1,8,32,64] [--dtypes bf16,f32,q8_0,q4_K] [--model 135m|1.1b|8b]
-//              [--threads 0] [--seconds 1]
+//              [--threads 0] [--seconds 1] [--onednn-s8]
+//
+// --onednn-s8 adds a measured int8 GEMM ceiling next to the instruction peak: oneDNN's
+// matmul of u8 activations by s8 weights (its own packed layout, reordered once) into s32,
+// on the same shapes and rows, with no quantization, dequantization or scales at all.
 
 #include <immintrin.h>
 #include <omp.h>
@@ -16,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dnnl.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -78,7 +83,62 @@ struct Args {
   bool model_pass = true;
   bool layers = true;
   bool bf16_dot = true;
+  bool onednn_s8 = false;
 };
+
+// oneDNN's u8 x s8 -> s32 matmul on [m, k] x [k, n]: the best plain int8 GEMM this machine
+// runs, as a measured ceiling for the quantized kernels (which also unpack blocks and apply
+// per-block scales). Weights in oneDNN's preferred layout, several copies unless --hot, as
+// for the kernels. Prints one row per row count, in gemm_bench's columns.
+void OnednnS8(const Args& args, const Shape& shape, int threads, double vnni, double bw) {
+  using dt = dnnl::memory::data_type;
+  omp_set_num_threads(threads);
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(-127, 127);
+  const size_t wbytes = static_cast<size_t>(shape.n) * shape.k;
+  const int copies = args.hot ? 1 : static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / wbytes));
+  for (const std::string& r : args.rows) {
+    int64_t m = 0;
+    if (!absl::SimpleAtoi(r, &m) || m < 1) return;
+    dnnl::memory::desc src_md({m, shape.k}, dt::u8, dnnl::memory::dims{shape.k, 1});
+    dnnl::memory::desc wei_any({shape.k, shape.n}, dt::s8, dnnl::memory::format_tag::any);
+    dnnl::memory::desc dst_md({m, shape.n}, dt::s32, dnnl::memory::dims{shape.n, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_any, dst_md), engine);
+    dnnl::matmul prim(pd);
+    std::vector<int8_t> plain(wbytes);
+    for (int8_t& v : plain) v = static_cast<int8_t>(byte(rng));
+    dnnl::memory::desc wei_plain({shape.k, shape.n}, dt::s8, dnnl::memory::dims{1, shape.k});  // [n][k] rows
+    dnnl::memory plain_mem(wei_plain, engine, plain.data());
+    std::vector<dnnl::memory> ws;
+    for (int c = 0; c < copies; ++c) {
+      ws.emplace_back(pd.weights_desc(), engine);
+      dnnl::reorder(plain_mem, ws.back()).execute(stream, plain_mem, ws.back());
+    }
+    std::vector<uint8_t> x(static_cast<size_t>(m * shape.k));
+    for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng) + 127);
+    std::vector<int32_t> y(static_cast<size_t>(m * shape.n));
+    dnnl::memory src(src_md, engine, x.data()), dst(dst_md, engine, y.data());
+    auto call = [&](int64_t i) {
+      prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, ws[i % ws.size()]}, {DNNL_ARG_DST, dst}});
+      stream.wait();
+    };
+    for (size_t c = 0; c < ws.size(); ++c) call(static_cast<int64_t>(c));
+    int64_t calls = 0;
+    const auto t0 = Clock::now();
+    double s = 0;
+    do {
+      call(calls++);
+      s = Seconds(t0, Clock::now());
+    } while (s < args.seconds);
+    const double us = s / calls * 1e6;
+    const double gops = 2.0 * m * shape.n * shape.k / (us * 1e3);
+    const double gbps = static_cast<double>(wbytes) / (us * 1e3);
+    std::printf("%-6s %-22s %5lld %10.1f %10.1f %7.0f%% %10.2f %7.0f%%   %s\n", "s8dnnl", shape.name.c_str(),
+                static_cast<long long>(m), us, gops, 100 * gops / vnni, gbps, 100 * gbps / bw, pd.impl_info_str());
+  }
+}
 
 // One decode step's GEMMs for the whole 135M model, in the engine's order and
 // grouping (Q/K/V and gate/up fused), every layer its own weights: the GEMM
@@ -175,6 +235,8 @@ int Run(const Args& args) {
   kernels::CpuBackend::Options o;
   o.num_threads = threads;
   o.bf16_dot = args.bf16_dot;
+  if (args.onednn_s8 && args.layers)
+    for (const Shape& shape : LayerShapes(*ms)) OnednnS8(args, shape, threads, vnni, bw);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1, 1);
   for (const std::string& dt : args.dtypes) {
@@ -259,6 +321,8 @@ int main(int argc, char** argv) {
                 "bf16 weights on AVX512-BF16 dot products where the CPU has them (false: the f32-FMA panel kernel)");
   flags.AddBool("hot", &args.hot,
                 "One copy of each weight, so it stays in cache: the kernels' compute ceiling, not serving conditions");
+  flags.AddBool("onednn-s8", &args.onednn_s8,
+                "Also time oneDNN's u8 x s8 -> s32 matmul on the same shapes: a measured int8 GEMM ceiling");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "gemm_bench: %s\n", std::string(s.message()).c_str());
     return 2;
