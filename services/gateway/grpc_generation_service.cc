@@ -1,5 +1,6 @@
 #include "services/gateway/grpc_generation_service.h"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <set>
@@ -85,8 +86,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
     void Abort() {
       {
         absl::MutexLock lock(&mu_);
-        if (queue_.size() > 1) queue_.erase(queue_.begin() + (writing_ ? 1 : 0), queue_.end());
-        if (!writing_) queue_.clear();
+        // The front stays while gRPC may still hold it (written or being written).
+        queue_.erase(queue_.begin() + std::min<size_t>(queue_.size(), writing_ || written_ ? 1 : 0), queue_.end());
         finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
       }
       Pump(/*write_done=*/false, true);
@@ -108,32 +109,56 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
 
     // Starts the next write or the Finish, outside the lock (gRPC may run
     // reactions inline).
+    //
+    // gRPC serializes the message in flight (the queue's front) inside StartWrite, and the
+    // write's OnWriteDone may run on another thread before StartWrite has returned here.
+    // So the written message is popped, and the next write or the Finish started, only once
+    // StartWrite has returned, ordered by the lock (ThreadSanitizer sees that order too;
+    // gRPC's own is inside Debian's uninstrumented libgrpc). A Pump that finds StartWrite
+    // still running leaves the work to the thread running it, which looks again when it
+    // returns (the loop). As in services/common/server_stream_writer.h.
     void Pump(bool write_done, bool ok) {
-      GenerateReactor* reactor = nullptr;
-      const TextGenerateResponse* to_write = nullptr;
-      std::optional<grpc::Status> to_finish;
-      {
-        absl::MutexLock lock(&mu_);
-        if (write_done) {
-          writing_ = false;
-          queue_.pop_front();
-          if (!ok) {  // the client is gone: nothing more can be written
-            queue_.clear();
-            if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      for (;;) {
+        GenerateReactor* reactor = nullptr;
+        const TextGenerateResponse* to_write = nullptr;
+        std::optional<grpc::Status> to_finish;
+        {
+          absl::MutexLock lock(&mu_);
+          if (write_done) {
+            write_done = false;
+            writing_ = false;
+            written_ = true;
+            if (!ok) {  // the client is gone: nothing more can be written
+              queue_.erase(queue_.begin() + std::min<size_t>(queue_.size(), 1), queue_.end());
+              if (!finish_) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+            }
           }
+          if (!start_returned_) return;
+          if (written_) {
+            queue_.pop_front();
+            written_ = false;
+          }
+          if (reactor_ == nullptr || writing_ || finished_) return;
+          if (!queue_.empty()) {
+            writing_ = true;
+            start_returned_ = false;
+            to_write = &queue_.front();  // stays put until popped after OnWriteDone
+          } else if (finish_) {
+            finished_ = true;
+            to_finish = finish_;
+          } else {
+            return;
+          }
+          reactor = reactor_;
         }
-        if (reactor_ == nullptr || writing_ || finished_) return;
-        if (!queue_.empty()) {
-          writing_ = true;
-          to_write = &queue_.front();  // stays put until popped in OnWriteDone
-        } else if (finish_) {
-          finished_ = true;
-          to_finish = finish_;
+        if (to_finish) {
+          reactor->Finish(*to_finish);
+          return;
         }
-        reactor = reactor_;
+        reactor->StartWrite(to_write);
+        absl::MutexLock lock(&mu_);
+        start_returned_ = true;
       }
-      if (to_write != nullptr) reactor->StartWrite(to_write);
-      if (to_finish) reactor->Finish(*to_finish);
     }
 
     absl::Mutex mu_;
@@ -141,6 +166,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
     std::deque<TextGenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
     std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
     bool writing_ ABSL_GUARDED_BY(mu_) = false;
+    bool written_ ABSL_GUARDED_BY(mu_) = false;        // the front was written, not yet popped
+    bool start_returned_ ABSL_GUARDED_BY(mu_) = true;  // the last StartWrite has returned
     bool finished_ ABSL_GUARDED_BY(mu_) = false;
     // Touched only from OnDelta (serialized by the pipeline).
     std::set<int> started_;
