@@ -46,9 +46,7 @@ void IgnoreBrokenPipes() {
   static std::once_flag once;
   std::call_once(once, [] {
     struct sigaction current {};
-    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
-        (current.sa_flags & SA_SIGINFO) == 0)
-      signal(SIGPIPE, SIG_IGN);
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   });
 }
 
