@@ -84,7 +84,23 @@ struct Args {
   bool layers = true;
   bool bf16_dot = true;
   bool onednn_s8 = false;
+  std::string decode_prefetch = "auto";
 };
+
+// CpuBackend options shared by every measurement of a run.
+kernels::CpuBackend::Options BackendOptions(const Args& args, int threads) {
+  kernels::CpuBackend::Options o;
+  o.num_threads = threads;
+  o.bf16_dot = args.bf16_dot;
+  if (args.decode_prefetch != "auto") {
+    std::vector<std::string> d = absl::StrSplit(args.decode_prefetch, ',');  // validated in main
+    kernels::quant::DecodePrefetch p;
+    (void)absl::SimpleAtoi(d[0], &p.l1_bytes);
+    (void)absl::SimpleAtoi(d[1], &p.l2_bytes);
+    o.decode_prefetch = p;
+  }
+  return o;
+}
 
 // oneDNN's u8 x s8 -> s32 matmul on [m, k] x [k, n]: the best plain int8 GEMM this machine
 // runs, as a measured ceiling for the quantized kernels (which also unpack blocks and apply
@@ -147,10 +163,7 @@ void OnednnS8(const Args& args, const Shape& shape, int threads, double vnni, do
 void ModelPass(const Args& args, const ModelShape& ms, int threads, double bw, DType dtype, int64_t m) {
   const int kLayers = static_cast<int>(ms.layers);
   const int64_t kH = ms.hidden, kKv = ms.kv, kF = ms.ffn, kVocab = ms.vocab;
-  kernels::CpuBackend::Options o;
-  o.num_threads = threads;
-  o.bf16_dot = args.bf16_dot;
-  auto cpu = kernels::CpuBackend::Create(o);
+  auto cpu = kernels::CpuBackend::Create(BackendOptions(args, threads));
   std::vector<void*> storage;
   std::mt19937 rng(3);
   auto make = [&](int64_t n, int64_t k) {
@@ -230,11 +243,20 @@ int Run(const Args& args) {
       "# %%peak: against the FMA peak (f32 weights; bf16 with --bf16-dot=false or without AVX512-BF16), the bf16 dot "
       "peak (bf16 weights on AVX512-BF16) or the VNNI peak (quantized weights); bf16 kernel: %s\n",
       args.bf16_dot && kernels::GetCpuFeatures().avx512_bf16 ? "vdpbf16ps pair panels" : "f32 FMA [k][32] panels");
+  if (args.decode_prefetch == "auto") {
+    const auto& f = kernels::GetCpuFeatures();
+    const kernels::quant::DecodePrefetch one = kernels::quant::DecodePrefetchFor(1, f.amd, f.family),
+                                         many = kernels::quant::DecodePrefetchFor(8, f.amd, f.family);
+    std::printf(
+        "# quantized decode prefetch (L1,L2 bytes ahead) for this CPU (%s family %#x): 1 row %ld,%ld; 8 rows %ld,%ld\n",
+        f.amd ? "AMD" : "not AMD", f.family, static_cast<long>(one.l1_bytes), static_cast<long>(one.l2_bytes),
+        static_cast<long>(many.l1_bytes), static_cast<long>(many.l2_bytes));
+  } else {
+    std::printf("# quantized decode prefetch (L1,L2 bytes ahead): %s for every call\n", args.decode_prefetch.c_str());
+  }
   std::printf("%-6s %-22s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%peak",
               "GB/s", "%bw");
-  kernels::CpuBackend::Options o;
-  o.num_threads = threads;
-  o.bf16_dot = args.bf16_dot;
+  const kernels::CpuBackend::Options o = BackendOptions(args, threads);
   if (args.onednn_s8 && args.layers)
     for (const Shape& shape : LayerShapes(*ms)) OnednnS8(args, shape, threads, vnni, bw);
   std::mt19937 rng(7);
@@ -323,6 +345,9 @@ int main(int argc, char** argv) {
                 "One copy of each weight, so it stays in cache: the kernels' compute ceiling, not serving conditions");
   flags.AddBool("onednn-s8", &args.onednn_s8,
                 "Also time oneDNN's u8 x s8 -> s32 matmul on the same shapes: a measured int8 GEMM ceiling");
+  flags.AddString("decode-prefetch", &args.decode_prefetch,
+                  "Quantized decode kernels' software prefetch: auto (the measured choice for this CPU and row count) "
+                  "or L1,L2 (bytes ahead, 0 = none) for every call, e.g. 4096,16384");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "gemm_bench: %s\n", std::string(s.message()).c_str());
     return 2;
@@ -330,6 +355,15 @@ int main(int argc, char** argv) {
   if (flags.help_requested()) {
     std::printf("%s", flags.Usage().c_str());
     return 0;
+  }
+  if (args.decode_prefetch != "auto") {
+    std::vector<std::string> d = absl::StrSplit(args.decode_prefetch, ',');
+    int64_t v;
+    if (d.size() != 2 || !absl::SimpleAtoi(d[0], &v) || v < 0 || !absl::SimpleAtoi(d[1], &v) || v < 0) {
+      std::fprintf(stderr, "gemm_bench: --decode-prefetch must be auto or L1,L2 (bytes, >= 0), got %s\n",
+                   args.decode_prefetch.c_str());
+      return 2;
+    }
   }
   return orca::bench::Run(args);
 }

@@ -82,7 +82,8 @@ CpuBackend::CpuBackend(const Options& options)
       avx512_(GetCpuFeatures().avx512),
       amx_(GetCpuFeatures().amx_bf16),
       bf16_dot_(options.bf16_dot && GetCpuFeatures().avx512_bf16),
-      quant_isa_(options.quant_isa.value_or(quant::BestIsa())) {
+      quant_isa_(options.quant_isa.value_or(quant::BestIsa())),
+      decode_prefetch_(options.decode_prefetch) {
   ORCA_CHECK(quant::CanRun(quant_isa_)) << "quantized GEMM path " << quant::IsaName(quant_isa_)
                                         << " does not run on this CPU";
 }
@@ -317,6 +318,8 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
         a.accumulate = jobs[i].accumulate;
         a.panel_begin = lo;
         a.panel_end = hi;
+        a.prefetch =
+            decode_prefetch_.value_or(quant::DecodePrefetchFor(m, GetCpuFeatures().amd, GetCpuFeatures().family));
         quant::Gemm(quant_isa_, a);
       } else if (bf16_dot_ && w.dtype == DType::kBF16) {
         bf16dot::Gemm(bf16_x_.data(), m, w.k, static_cast<const uint16_t*>(w.data), jobs[i].bias, jobs[i].y, w.n,

@@ -48,6 +48,10 @@ class CpuBackend final : public Backend {
     bool bf16_dot = true;
     /// The quantized GEMM implementation; nullopt = the fastest this CPU runs.
     std::optional<quant::Isa> quant_isa;
+    /// The quantized decode kernels' software prefetch for every call;
+    /// nullopt = the measured choice for this CPU and the call's row count
+    /// (quant::DecodePrefetchFor). For paired comparisons.
+    std::optional<quant::DecodePrefetch> decode_prefetch;
   };
   static std::unique_ptr<CpuBackend> Create(const Options& options);
   ~CpuBackend() override;
@@ -107,6 +111,7 @@ class CpuBackend final : public Backend {
   bool amx_;
   bool bf16_dot_;  ///< packed bf16 weights are bf16dot pair panels
   quant::Isa quant_isa_;
+  std::optional<quant::DecodePrefetch> decode_prefetch_;
   OnednnGemm onednn_;
   std::vector<float> packed_x_;
   quant::QuantizedRows quantized_x_;

@@ -13,7 +13,12 @@ const CpuFeatures& GetCpuFeatures() {
     f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     unsigned a, b, c, d;
-    if (__get_cpuid_count(1, 0, &a, &b, &c, &d)) f.avx2 = f.avx2 && ((c >> 29) & 1);  // F16C
+    if (__get_cpuid_count(0, 0, &a, &b, &c, &d)) f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;
+    if (__get_cpuid_count(1, 0, &a, &b, &c, &d)) {
+      f.avx2 = f.avx2 && ((c >> 29) & 1);  // F16C
+      const int base = static_cast<int>((a >> 8) & 0xF);
+      f.family = base == 0xF ? base + static_cast<int>((a >> 20) & 0xFF) : base;
+    }
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
       f.avx512_vnni = f.avx512 && ((c >> 11) & 1);
       f.amx_bf16 = (d >> 22) & 1;

@@ -11,6 +11,8 @@ struct CpuFeatures {
   bool avx512_vnni = false;  ///< 512-bit vpdpbusd (int8 dot products)
   bool avx_vnni = false;     ///< VEX-encoded 256-bit vpdpbusd (AVX-VNNI)
   bool amx_bf16 = false;     ///< AMX tiles (oneDNN uses them for bf16 GEMMs)
+  bool amd = false;          ///< vendor "AuthenticAMD" (for per-microarchitecture tuning)
+  int family = 0;            ///< display family (base + extended): AMD Zen 4 0x19, Zen 5 0x1A
 };
 
 const CpuFeatures& GetCpuFeatures();

@@ -108,6 +108,29 @@ const char* IsaName(Isa isa);
 Isa BestIsa();
 bool CanRun(Isa isa);
 
+/// How far ahead of the group they are reading the AVX-512 decode kernels
+/// (GemmAvx512VnniDecode) request the panel's lines into L1 and into L2, in
+/// bytes (0: no such request). Only the timing depends on it. Measured, not derived
+/// (these VMs expose no counters to say why), paired in one process:
+/// - L1 4 KiB ahead, spread over the unit's groups: sending a whole unit's lines
+///   at its start instead filled the miss buffers (Zen 4 EPYC: Q6_K 1.5-1.7x,
+///   Q5_K 1.3-1.8x faster spread; bench/README.md "Decode prefetch spread over
+///   the unit"). The hardware prefetcher alone was 0.71-1.26x.
+/// - L2 16 KiB ahead as well: on a Zen 4 EPYC the one-group types (Q8_0, Q4_x,
+///   Q5_x) 1.00-1.08x at one row and 1.06-1.32x at two to four, the K-quants
+///   0.95-1.10x; on an AMX Xeon the K-quants 1.28-1.33x at one row and
+///   1.03-1.07x at four ("Thirteenth session", "Fourteenth session").
+/// - Zen 5 (family 0x1A) at one and two rows: L1 8 KiB ahead and no L2
+///   request streamed Q4_K and Q6_K 1.15-1.20x and Q8_0 1.03-1.07x faster
+///   when the host gave ~80 GB/s, 1.03-1.04x (Q8_0 0.98x at two rows) at
+///   ~45 GB/s. At three rows it was 1.04-1.06x at ~80 GB/s but 0.92x in a
+///   slower stretch, at four and eight 0.96-1.08x, so there the two requests
+///   stay ("Twentieth session").
+struct DecodePrefetch {
+  int64_t l1_bytes = 4096;
+  int64_t l2_bytes = 16384;
+};
+
 struct GemmArgs {
   const QuantizedRows* x = nullptr;
   DType dtype = DType::kQ8_0;  ///< the packed weight's type
@@ -120,7 +143,15 @@ struct GemmArgs {
   bool accumulate = false;
   int64_t panel_begin = 0;  ///< panels (16 columns each) this call computes
   int64_t panel_end = 0;
+  DecodePrefetch prefetch;  ///< the AVX-512 decode kernels' software prefetch
 };
+
+/// Which calls get which DecodePrefetch: the measured choice for `rows`
+/// activation rows on a CPU of this vendor and display family.
+constexpr DecodePrefetch DecodePrefetchFor(int64_t rows, bool amd, int family) {
+  if (amd && family >= 0x1A && rows <= 2) return {8192, 0};  // Zen 5
+  return {};
+}
 
 /// y[:, panels] (+)= x · Wᵀ (+ bias) for all x->m rows.
 void Gemm(Isa isa, const GemmArgs& args);

@@ -85,25 +85,10 @@ inline void GroupValues(const uint8_t* u, int gg, __m512i w[8]) {
 struct Avx512Decode {
   static constexpr int kMaxRows = 0;        // no row-block path: see quant_gemm_avx512.cc
   static constexpr int kDirectMaxRows = 8;  // acc[8], w[8] and the temporaries fit the 32 zmm registers
-  // Decode reads each weight once: every group requests its share of the unit 4 KiB ahead into
-  // L1, so the stream's prefetches are spread evenly over the work (beyond the panel's end this
-  // is the next panel, which the same thread reads next). Sending a whole unit's lines at the
-  // unit's start, 2 KiB ahead, instead (36 lines at once for Q4_K, 53 for Q6_K) filled the miss
-  // buffers: paired in one process on this EPYC (gemm_bench's 1.1B model pass, bench/README.md
-  // "Decode prefetch spread over the unit"), Q6_K ran 1.5-1.7x and Q5_K 1.3-1.8x faster spread,
-  // Q4_K 1.05x at one row and 1.6x at four; Q8_0 and Q4_0 (one group a unit) 1.07-1.21x and
-  // 1.02-1.15x from the distance alone. The hardware prefetcher alone was 0.71-1.26x: better for
-  // Q4_K, worse for Q6_K, Q5_K and at four rows for Q8_0 and Q4_0.
-  static constexpr size_t kPrefetchBytes = 4096;
-  // Every line is also requested 16 KiB ahead into L2 (measured, not derived: these VMs expose
-  // no counters to say why it helps). Paired in one process (gemm_bench's model pass; bench/README.md
-  // "Thirteenth session: L2 prefetch for one-group units" and "Fourteenth session: an AMX Xeon"):
-  // on an EPYC, the one-group types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) 1.00-1.08x at
-  // one row and 1.06-1.32x at two to four, the K-quants 0.95-1.10x with no consistent sign; on a
-  // Xeon with AMX (Sapphire Rapids or later), whose one core streamed K-quants at 63-65 % of its read
-  // bandwidth with the L1 prefetch alone, the K-quants 1.28-1.33x at one row of a 1.1B step
-  // (8B: Q4_K 1.14x, Q6_K 1.06x) and 1.03-1.07x at four, the one-group types unchanged.
-  static constexpr size_t kL2PrefetchBytes = 16384;
+  // Decode reads each weight once: every group requests its share of the unit's lines
+  // r.prefetch.l1_bytes ahead into L1 (and l2_bytes ahead into L2), so the stream's prefetches
+  // are spread evenly over the work (beyond the panel's end this is the next panel, which the
+  // same thread reads next). The distances, and why, are at quant::DecodePrefetch.
 
   // A whole panel against MR rows, every unit decoded in registers (see quant_gemm_impl.h).
   // Per group and column the f32 operations are the scratch path's, in its order: the
@@ -138,6 +123,7 @@ struct Avx512Decode {
     const float* xds[MR];
     const int32_t* xns[MR];
     PointAtRows<MR>(x, r.row, /*group_first=*/0, xq, xd, xds, xns);
+    const int64_t l1_ahead = r.prefetch.l1_bytes, l2_ahead = r.prefetch.l2_bytes;
     for (int64_t unit = 0; unit < r.units; ++unit) {
       const uint8_t* u = r.panel + unit * kUnitBytes;
       __m512 d, dmin;
@@ -152,8 +138,8 @@ struct Avx512Decode {
         constexpr size_t kGroupBytes = kUnitBytes / kUnitGroups;
         for (size_t line = gg * kGroupBytes / 64 * 64; line < (gg + 1) * kGroupBytes; line += 64) {
           const char* c = reinterpret_cast<const char*>(u) + line;
-          _mm_prefetch(c + kL2PrefetchBytes, _MM_HINT_T1);
-          _mm_prefetch(c + kPrefetchBytes, _MM_HINT_T0);
+          if (l2_ahead > 0) _mm_prefetch(c + l2_ahead, _MM_HINT_T1);
+          if (l1_ahead > 0) _mm_prefetch(c + l1_ahead, _MM_HINT_T0);
         }
         __m512i w[8];
         GroupValues<T>(u, gg, w);

@@ -140,6 +140,7 @@ struct DirectArgs {
   int cols;           // valid columns of the panel (≤ 16)
   bool load_y;        // accumulate into y
   const float* bias;  // null or the panel's first bias
+  DecodePrefetch prefetch;
 };
 
 template <class I, DType T>
@@ -156,6 +157,7 @@ void RunDirect(const GemmArgs& a) {
     d.cols = static_cast<int>(std::min<int64_t>(kPanelCols, a.n - p * kPanelCols));
     d.load_y = a.accumulate;
     d.bias = a.bias != nullptr ? a.bias + p * kPanelCols : nullptr;
+    d.prefetch = a.prefetch;
     for (int64_t row = 0; row < m; row += kMax) {
       d.row = row;
       d.y = a.y + row * a.ldy + p * kPanelCols;

@@ -120,7 +120,8 @@ std::vector<uint8_t> Pack(DType t, const Shape& s, const Case& c) {
   return packed;
 }
 
-std::vector<float> RunGemm(Isa isa, DType t, const Shape& s, const Case& c, const std::vector<uint8_t>& packed) {
+std::vector<float> RunGemm(Isa isa, DType t, const Shape& s, const Case& c, const std::vector<uint8_t>& packed,
+                           DecodePrefetch prefetch = {}) {
   QuantizedRows xq;
   PrepareRows(s.m, s.k, &xq);
   QuantizeRows(isa, c.x.data(), 0, s.m, &xq);
@@ -135,6 +136,7 @@ std::vector<float> RunGemm(Isa isa, DType t, const Shape& s, const Case& c, cons
   a.y = y.data();
   a.ldy = s.n;
   a.accumulate = s.accumulate;
+  a.prefetch = prefetch;
   const int64_t panels = NumPanels(s.n);
   a.panel_begin = 0, a.panel_end = panels / 3;
   Gemm(isa, a);
@@ -188,11 +190,14 @@ TEST_P(QuantGemmTest, EveryIsaMatchesThePortablePathAndTheF32Reference) {
         ASSERT_NEAR(portable[i * s.n + j], ref, tol)
             << DTypeName(t) << " " << ShapeName(s) << " y[" << i << "][" << j << "]";
       }
-    for (Isa isa : isas) {
-      const std::vector<float> y = RunGemm(isa, t, s, c, packed);
-      for (size_t i = 0; i < y.size(); ++i)
-        ASSERT_EQ(y[i], portable[i]) << IsaName(isa) << " " << DTypeName(t) << " " << ShapeName(s) << " output " << i;
-    }
+    for (Isa isa : isas)
+      // Every decode prefetch scheme in use (only the timing may differ), and none.
+      for (DecodePrefetch p : {DecodePrefetch{}, DecodePrefetchFor(1, true, 0x1A), DecodePrefetch{0, 0}}) {
+        const std::vector<float> y = RunGemm(isa, t, s, c, packed, p);
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_EQ(y[i], portable[i]) << IsaName(isa) << " prefetch " << p.l1_bytes << "," << p.l2_bytes << " "
+                                       << DTypeName(t) << " " << ShapeName(s) << " output " << i;
+      }
   }
 }
 
@@ -257,6 +262,18 @@ TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
   EXPECT_TRUE(few.blocks.empty());
   EXPECT_EQ(want.q[static_cast<size_t>(k + 96 + 1)], -2);  // -2.5 → -2
   EXPECT_EQ(want.q[static_cast<size_t>(k + 96 + 2)], -2);  // -1.5 → -2
+}
+
+// The measured choices (quant_gemm.h): on Zen 5 at one and two rows L1 8 KiB ahead and no L2
+// request; everywhere else L1 4 KiB and L2 16 KiB ahead.
+TEST(DecodePrefetchTest, Zen5AtOneAndTwoRowsUsesTheL1RequestAloneFartherAhead) {
+  auto is = [](DecodePrefetch p, int64_t l1, int64_t l2) { return p.l1_bytes == l1 && p.l2_bytes == l2; };
+  EXPECT_TRUE(is(DecodePrefetchFor(1, /*amd=*/true, 0x1A), 8192, 0));
+  EXPECT_TRUE(is(DecodePrefetchFor(2, true, 0x1A), 8192, 0));
+  EXPECT_TRUE(is(DecodePrefetchFor(3, true, 0x1A), 4096, 16384));
+  EXPECT_TRUE(is(DecodePrefetchFor(1, true, 0x19), 4096, 16384));   // Zen 4
+  EXPECT_TRUE(is(DecodePrefetchFor(1, false, 0x1A), 4096, 16384));  // not AMD: family numbers mean other things
+  EXPECT_TRUE(is(DecodePrefetchFor(1, false, 6), 4096, 16384));     // Intel
 }
 
 TEST(QuantIsaTest, ReportsWhatThisCpuRuns) {
