@@ -16,11 +16,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "core/formats/ggml_quantize.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/avx512_kernels.h"
 #include "kernels/cpu/cpu_features.h"
@@ -111,6 +114,63 @@ TEST(CpuGemmPathTest, WeightsPackedAtUploadMatchRowMajorPathsForEveryRowCount) {
               << DTypeName(dt) << " bf16_dot " << bf16_dot << " m " << m << " i " << i;
         }
       }
+}
+
+// LinearMany computes packed weights of one k in one parallel region, each thread streaming a
+// contiguous share of all the jobs' panels. With jobs of different quantized types (a Q4_K_M
+// file's fused Q/K/V has Q6_K V in some layers) and thread counts whose shares end inside
+// jobs, every column must still be computed exactly once, as Linear alone computes it.
+TEST(CpuGemmPathTest, FusedPackedJobsOfMixedTypesMatchEachJobAlone) {
+  constexpr int64_t k = 512;
+  struct Job {
+    DType dtype;
+    int64_t n;
+  };
+  const std::vector<Job> specs = {{DType::kQ4_K, 200}, {DType::kQ6_K, 48}, {DType::kQ8_0, 37}, {DType::kQ4_K, 16}};
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<uint8_t>> rows(specs.size());
+  for (size_t j = 0; j < specs.size(); ++j) {
+    const size_t row_bytes = DTypeRowBytes(specs[j].dtype, k);
+    rows[j].resize(row_bytes * specs[j].n);
+    std::vector<float> row(k);
+    for (int64_t r = 0; r < specs[j].n; ++r) {
+      for (float& v : row) v = normal(gen) * 0.05f;
+      formats::QuantizeRow(specs[j].dtype, row.data(), rows[j].data() + r * row_bytes, k);
+    }
+  }
+  for (int threads : {1, 2, 3}) {
+    CpuBackend::Options o;
+    o.num_threads = threads;
+    auto cpu = CpuBackend::Create(o);
+    std::vector<WeightView> ws;
+    std::vector<void*> storage(specs.size());
+    for (size_t j = 0; j < specs.size(); ++j) {
+      absl::StatusOr<WeightView> w = cpu->UploadWeight(
+          WeightView{rows[j].data(), specs[j].dtype, specs[j].n, k, k, false}, &storage[j], WeightUse::kMatmul);
+      ASSERT_TRUE(w.ok()) << w.status();
+      ws.push_back(*w);
+    }
+    for (int64_t m : {1, 2, 5, 40}) {
+      std::vector<float> x(m * k);
+      for (float& v : x) v = normal(gen);
+      std::vector<std::vector<float>> many(specs.size()), alone(specs.size());
+      std::vector<Backend::LinearOut> outs;
+      for (size_t j = 0; j < specs.size(); ++j) {
+        many[j].assign(m * specs[j].n, std::numeric_limits<float>::quiet_NaN());  // a column left out stays NaN
+        alone[j].assign(m * specs[j].n, 0.0f);
+        outs.push_back({&ws[j], nullptr, many[j].data()});
+        cpu->Linear(x.data(), m, ws[j], nullptr, alone[j].data(), false);
+      }
+      cpu->LinearMany(x.data(), m, outs.data(), static_cast<int>(outs.size()));
+      for (size_t j = 0; j < specs.size(); ++j)
+        for (size_t i = 0; i < many[j].size(); ++i)
+          ASSERT_EQ(std::memcmp(&many[j][i], &alone[j][i], 4), 0)
+              << threads << " threads, m " << m << ", job " << j << " (" << DTypeName(specs[j].dtype) << "), output "
+              << i << ": " << many[j][i] << " vs " << alone[j][i];
+    }
+    for (void* p : storage) cpu->Free(p);
+  }
 }
 
 // Resident KiB of the mapping that starts at `addr` (/proc/self/smaps), or -1.
