@@ -233,6 +233,30 @@ int Run(const Args& args) {
     std::fprintf(stderr, "gemm_bench: --model must be 135m, 1.1b or 8b\n");
     return 2;
   }
+  // Every argument is checked before the ceilings are measured (tens of seconds).
+  for (const std::string& r : args.rows) {
+    int64_t m = 0;
+    if (!absl::SimpleAtoi(r, &m) || m < 1) {
+      std::fprintf(stderr, "gemm_bench: --rows takes positive integers, got '%s'\n", r.c_str());
+      return 2;
+    }
+  }
+  for (const std::string& dt : args.dtypes) {
+    DType dtype;
+    if (!ParseWeightDType(dt, &dtype) || dtype == DType::kF16) {
+      std::fprintf(stderr, "gemm_bench: unknown dtype %s\n", dt.c_str());
+      return 2;
+    }
+    // A quantized weight holds whole blocks along k (the model pass uses the same k values).
+    const int64_t block = DTypeBlockElems(dtype);
+    for (const Shape& shape : LayerShapes(*ms)) {
+      if (shape.k % block != 0) {
+        std::fprintf(stderr, "gemm_bench: %s weights need k in whole %ld-value blocks; the %s shape %s has k = %ld\n",
+                     dt.c_str(), static_cast<long>(block), ms->name, shape.name.c_str(), static_cast<long>(shape.k));
+        return 2;
+      }
+    }
+  }
   const double fma = MeasureFmaPeak(threads), bf16 = MeasureBf16DotPeak(threads), vnni = MeasureVnniPeak(threads),
                bw = BandwidthProbe(threads).Measure();
   std::printf(
