@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -85,6 +86,7 @@ struct Args {
   bool bf16_dot = true;
   bool onednn_s8 = false;
   std::string decode_prefetch = "auto";
+  std::string compare_decode_prefetch;  // "L1:L2,L1:L2,...": the paired comparison instead of the table
 };
 
 // CpuBackend options shared by every measurement of a run.
@@ -224,6 +226,122 @@ void ModelPass(const Args& args, const ModelShape& ms, int threads, double bw, D
   for (void* p : storage) std::free(p);
 }
 
+// Parses "L1:L2,L1:L2,..." (bytes ahead, >= 0); false if malformed.
+bool ParseSchemes(const std::string& list, std::vector<kernels::quant::DecodePrefetch>* out) {
+  for (absl::string_view item : absl::StrSplit(list, ',')) {
+    std::vector<std::string> d = absl::StrSplit(item, ':');
+    kernels::quant::DecodePrefetch p;
+    if (d.size() != 2 || !absl::SimpleAtoi(d[0], &p.l1_bytes) || !absl::SimpleAtoi(d[1], &p.l2_bytes) ||
+        p.l1_bytes < 0 || p.l2_bytes < 0)
+      return false;
+    out->push_back(p);
+  }
+  return out->size() >= 2;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// --compare-decode-prefetch: the quantized decode kernels' prefetch schemes, paired. This
+// host's read bandwidth changes within seconds, so schemes timed in separate runs, or in
+// separate rows of one table, meet different conditions. Here every round reads the
+// bandwidth probe once, passes once over all copies of the layer's weights with each scheme
+// (the order rotated per round), and reads the probe again. Per shape and row count it prints
+// each scheme's median GB/s and its median per-round ratio to the first scheme, over all
+// rounds and over the rounds whose two probe readings were both >= 80 % ("fast") or both
+// <= 65 % ("slow") of the best reading of the run so far (printed with each block). Rounds run
+// for --seconds per shape and row count.
+int ComparePrefetch(const Args& args, const ModelShape& ms, int threads,
+                    const std::vector<kernels::quant::DecodePrefetch>& schemes) {
+  BandwidthProbe probe(threads);
+  double best = probe.Measure();  // the best probe reading of the run so far: "fast" and "slow" are relative to it
+  std::printf("# paired decode prefetch schemes (L1:L2 bytes ahead), ratios against the first: %s\n",
+              args.compare_decode_prefetch.c_str());
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (const std::string& dt : args.dtypes) {
+    DType dtype;
+    (void)ParseWeightDType(dt, &dtype);  // checked in Run
+    if (!IsQuantized(dtype)) {
+      std::printf("# %s: not a quantized type, no decode prefetch scheme to compare\n", dt.c_str());
+      continue;
+    }
+    for (const Shape& shape : LayerShapes(ms)) {
+      std::vector<std::unique_ptr<kernels::CpuBackend>> cpus;
+      for (const auto& p : schemes) {
+        kernels::CpuBackend::Options o = BackendOptions(args, threads);
+        o.decode_prefetch = p;
+        cpus.push_back(kernels::CpuBackend::Create(o));
+      }
+      const size_t bytes = static_cast<size_t>(shape.n) * DTypeRowBytes(dtype, shape.k);
+      const int copies = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
+      std::vector<kernels::WeightView> ws;
+      std::vector<void*> storage;
+      for (int c = 0; c < copies; ++c) {
+        void* p = RandomWeight(dtype, shape.n, shape.k, rng);
+        void* dev = nullptr;
+        kernels::Backend& be = *cpus[0];
+        ws.push_back(*be.UploadWeight(kernels::WeightView{p, dtype, shape.n, shape.k, shape.k, false}, &dev));
+        storage.push_back(dev != nullptr ? dev : p);
+        if (dev != nullptr) std::free(p);
+      }
+      const double pass_bytes = static_cast<double>(ws[0].ReadBytes()) * copies;
+      for (const std::string& r : args.rows) {
+        int64_t m = 0;
+        (void)absl::SimpleAtoi(r, &m);  // checked in Run
+        std::vector<float> x(static_cast<size_t>(m * shape.k)), y(static_cast<size_t>(m * shape.n));
+        for (float& v : x) v = dist(rng);
+        struct Round {
+          double bw_before, bw_after;
+          std::vector<double> gbps;
+        };
+        std::vector<Round> rounds;
+        const auto t0 = Clock::now();
+        for (size_t rn = 0; rn == 0 || Seconds(t0, Clock::now()) < args.seconds; ++rn) {
+          Round round{probe.Measure(1), 0, std::vector<double>(schemes.size())};
+          for (size_t j = 0; j < schemes.size(); ++j) {
+            const size_t i = (j + rn) % schemes.size();
+            const auto p0 = Clock::now();
+            for (const auto& w : ws) cpus[i]->Linear(x.data(), m, w, nullptr, y.data(), false);
+            round.gbps[i] = pass_bytes / Seconds(p0, Clock::now()) / 1e9;
+          }
+          round.bw_after = probe.Measure(1);
+          rounds.push_back(std::move(round));
+        }
+        for (const Round& rd : rounds) best = std::max({best, rd.bw_before, rd.bw_after});
+        auto summarize = [&](const char* label, auto keep) {
+          std::vector<const Round*> sel;
+          for (const Round& rd : rounds)
+            if (keep(rd)) sel.push_back(&rd);
+          std::printf("%-6s %-22s %5lld %-5s %4zu rounds", dt.c_str(), shape.name.c_str(), static_cast<long long>(m),
+                      label, sel.size());
+          if (sel.empty()) return (void)std::printf("\n");
+          std::vector<double> probe_gbps;
+          for (const Round* rd : sel) probe_gbps.push_back(std::max(rd->bw_before, rd->bw_after));
+          std::printf(", probe %5.1f GB/s |", Median(probe_gbps));
+          for (size_t i = 0; i < schemes.size(); ++i) {
+            std::vector<double> g, ratio;
+            for (const Round* rd : sel) g.push_back(rd->gbps[i]), ratio.push_back(rd->gbps[i] / rd->gbps[0]);
+            std::printf(" %ld:%ld %5.1f GB/s (%.2fx) |", static_cast<long>(schemes[i].l1_bytes),
+                        static_cast<long>(schemes[i].l2_bytes), Median(g), Median(ratio));
+          }
+          std::printf("\n");
+        };
+        std::printf("# best probe reading so far %.1f GB/s: fast rounds >= %.1f, slow rounds <= %.1f\n", best, 0.8 * best,
+                    0.65 * best);
+        summarize("all", [](const Round&) { return true; });
+        summarize("fast", [&](const Round& rd) { return std::min(rd.bw_before, rd.bw_after) >= 0.8 * best; });
+        summarize("slow", [&](const Round& rd) { return std::max(rd.bw_before, rd.bw_after) <= 0.65 * best; });
+        std::fflush(stdout);
+      }
+      for (void* p : storage) std::free(p);
+    }
+  }
+  return 0;
+}
+
 int Run(const Args& args) {
   const int threads = args.threads > 0 ? static_cast<int>(args.threads) : omp_get_num_procs();
   const ModelShape* ms = nullptr;
@@ -256,6 +374,18 @@ int Run(const Args& args) {
         return 2;
       }
     }
+  }
+  std::vector<kernels::quant::DecodePrefetch> schemes;
+  if (!args.compare_decode_prefetch.empty()) {
+    if (!ParseSchemes(args.compare_decode_prefetch, &schemes)) {
+      std::fprintf(stderr,
+                   "gemm_bench: --compare-decode-prefetch takes two or more L1:L2 schemes (bytes ahead, >= 0), "
+                   "e.g. 4096:16384,8192:0; got %s\n",
+                   args.compare_decode_prefetch.c_str());
+      return 2;
+    }
+    std::printf("# %d threads\n", threads);
+    return ComparePrefetch(args, *ms, threads, schemes);
   }
   const double fma = MeasureFmaPeak(threads), bf16 = MeasureBf16DotPeak(threads), vnni = MeasureVnniPeak(threads),
                bw = BandwidthProbe(threads).Measure();
@@ -372,6 +502,9 @@ int main(int argc, char** argv) {
   flags.AddString("decode-prefetch", &args.decode_prefetch,
                   "Quantized decode kernels' software prefetch: auto (the measured choice for this CPU and row count) "
                   "or L1,L2 (bytes ahead, 0 = none) for every call, e.g. 4096,16384");
+  flags.AddString("compare-decode-prefetch", &args.compare_decode_prefetch,
+                  "Instead of the table: time these quantized decode prefetch schemes (L1:L2 bytes ahead, comma "
+                  "separated, e.g. 4096:16384,8192:0) paired, in rounds between bandwidth probes, per shape and rows");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
     std::fprintf(stderr, "gemm_bench: %s\n", std::string(s.message()).c_str());
     return 2;
