@@ -89,18 +89,26 @@ struct Args {
   std::string compare_decode_prefetch;  // "L1:L2,L1:L2,...": the paired comparison instead of the table
 };
 
+// Parses "L1:L2,L1:L2,..." (bytes ahead, >= 0); false if malformed.
+bool ParseSchemes(const std::string& list, std::vector<kernels::quant::DecodePrefetch>* out) {
+  for (absl::string_view item : absl::StrSplit(list, ',')) {
+    std::vector<std::string> d = absl::StrSplit(item, ':');
+    kernels::quant::DecodePrefetch p;
+    if (d.size() != 2 || !absl::SimpleAtoi(d[0], &p.l1_bytes) || !absl::SimpleAtoi(d[1], &p.l2_bytes) ||
+        p.l1_bytes < 0 || p.l2_bytes < 0)
+      return false;
+    out->push_back(p);
+  }
+  return !out->empty();
+}
+
 // CpuBackend options shared by every measurement of a run.
 kernels::CpuBackend::Options BackendOptions(const Args& args, int threads) {
   kernels::CpuBackend::Options o;
   o.num_threads = threads;
   o.bf16_dot = args.bf16_dot;
-  if (args.decode_prefetch != "auto") {
-    std::vector<std::string> d = absl::StrSplit(args.decode_prefetch, ',');  // validated in main
-    kernels::quant::DecodePrefetch p;
-    (void)absl::SimpleAtoi(d[0], &p.l1_bytes);
-    (void)absl::SimpleAtoi(d[1], &p.l2_bytes);
-    o.decode_prefetch = p;
-  }
+  std::vector<kernels::quant::DecodePrefetch> fixed;
+  if (args.decode_prefetch != "auto" && ParseSchemes(args.decode_prefetch, &fixed)) o.decode_prefetch = fixed[0];
   return o;
 }
 
@@ -224,19 +232,6 @@ void ModelPass(const Args& args, const ModelShape& ms, int threads, double bw, D
               2.0 * m * macs / med / 1e9, "", bytes / med / 1e9, 100 * bytes / med / 1e9 / bw, times.size(),
               bytes / 1e6);
   for (void* p : storage) std::free(p);
-}
-
-// Parses "L1:L2,L1:L2,..." (bytes ahead, >= 0); false if malformed.
-bool ParseSchemes(const std::string& list, std::vector<kernels::quant::DecodePrefetch>* out) {
-  for (absl::string_view item : absl::StrSplit(list, ',')) {
-    std::vector<std::string> d = absl::StrSplit(item, ':');
-    kernels::quant::DecodePrefetch p;
-    if (d.size() != 2 || !absl::SimpleAtoi(d[0], &p.l1_bytes) || !absl::SimpleAtoi(d[1], &p.l2_bytes) ||
-        p.l1_bytes < 0 || p.l2_bytes < 0)
-      return false;
-    out->push_back(p);
-  }
-  return out->size() >= 2;
 }
 
 double Median(std::vector<double> v) {
@@ -377,7 +372,7 @@ int Run(const Args& args) {
   }
   std::vector<kernels::quant::DecodePrefetch> schemes;
   if (!args.compare_decode_prefetch.empty()) {
-    if (!ParseSchemes(args.compare_decode_prefetch, &schemes)) {
+    if (!ParseSchemes(args.compare_decode_prefetch, &schemes) || schemes.size() < 2) {
       std::fprintf(stderr,
                    "gemm_bench: --compare-decode-prefetch takes two or more L1:L2 schemes (bytes ahead, >= 0), "
                    "e.g. 4096:16384,8192:0; got %s\n",
@@ -402,11 +397,11 @@ int Run(const Args& args) {
     const kernels::quant::DecodePrefetch one = kernels::quant::DecodePrefetchFor(1, f.amd, f.family),
                                          many = kernels::quant::DecodePrefetchFor(8, f.amd, f.family);
     std::printf(
-        "# quantized decode prefetch (L1,L2 bytes ahead) for this CPU (%s family %#x): 1 row %ld,%ld; 8 rows %ld,%ld\n",
+        "# quantized decode prefetch (L1:L2 bytes ahead) for this CPU (%s family %#x): 1 row %ld:%ld; 8 rows %ld:%ld\n",
         f.amd ? "AMD" : "not AMD", f.family, static_cast<long>(one.l1_bytes), static_cast<long>(one.l2_bytes),
         static_cast<long>(many.l1_bytes), static_cast<long>(many.l2_bytes));
   } else {
-    std::printf("# quantized decode prefetch (L1,L2 bytes ahead): %s for every call\n", args.decode_prefetch.c_str());
+    std::printf("# quantized decode prefetch (L1:L2 bytes ahead): %s for every call\n", args.decode_prefetch.c_str());
   }
   std::printf("%-6s %-22s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%peak",
               "GB/s", "%bw");
@@ -501,7 +496,7 @@ int main(int argc, char** argv) {
                 "Also time oneDNN's u8 x s8 -> s32 matmul on the same shapes: a measured int8 GEMM ceiling");
   flags.AddString("decode-prefetch", &args.decode_prefetch,
                   "Quantized decode kernels' software prefetch: auto (the measured choice for this CPU and row count) "
-                  "or L1,L2 (bytes ahead, 0 = none) for every call, e.g. 4096,16384");
+                  "or L1:L2 (bytes ahead, 0 = none) for every call, e.g. 4096:16384");
   flags.AddString("compare-decode-prefetch", &args.compare_decode_prefetch,
                   "Instead of the table: time these quantized decode prefetch schemes (L1:L2 bytes ahead, comma "
                   "separated, e.g. 4096:16384,8192:0) paired, in rounds between bandwidth probes, per shape and rows");
@@ -513,14 +508,12 @@ int main(int argc, char** argv) {
     std::printf("%s", flags.Usage().c_str());
     return 0;
   }
-  if (args.decode_prefetch != "auto") {
-    std::vector<std::string> d = absl::StrSplit(args.decode_prefetch, ',');
-    int64_t v;
-    if (d.size() != 2 || !absl::SimpleAtoi(d[0], &v) || v < 0 || !absl::SimpleAtoi(d[1], &v) || v < 0) {
-      std::fprintf(stderr, "gemm_bench: --decode-prefetch must be auto or L1,L2 (bytes, >= 0), got %s\n",
-                   args.decode_prefetch.c_str());
-      return 2;
-    }
+  std::vector<orca::kernels::quant::DecodePrefetch> fixed;
+  if (args.decode_prefetch != "auto" &&
+      (!orca::bench::ParseSchemes(args.decode_prefetch, &fixed) || fixed.size() != 1)) {
+    std::fprintf(stderr, "gemm_bench: --decode-prefetch must be auto or L1:L2 (bytes ahead, >= 0), got %s\n",
+                 args.decode_prefetch.c_str());
+    return 2;
   }
   return orca::bench::Run(args);
 }
