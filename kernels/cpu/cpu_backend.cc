@@ -290,6 +290,8 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
   const int64_t total = start[count], k = jobs[0].w->k;
   // Small products are not worth a fork (the region's overhead exceeds the work).
   const int threads = work >= (1 << 17) ? static_cast<int>(std::min<int64_t>(num_threads_, total)) : 1;
+  const quant::DecodePrefetch prefetch =
+      decode_prefetch_.value_or(quant::DecodePrefetchFor(m, GetCpuFeatures().amd, GetCpuFeatures().family));
   if (any_quantized) quant::PrepareRows(m, k, &quantized_x_);
   if (any_pairs && bf16_x_.size() < bf16dot::ConvertedElements(m, k)) bf16_x_.resize(bf16dot::ConvertedElements(m, k));
 #pragma omp parallel num_threads(threads)
@@ -318,8 +320,7 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
         a.accumulate = jobs[i].accumulate;
         a.panel_begin = lo;
         a.panel_end = hi;
-        a.prefetch =
-            decode_prefetch_.value_or(quant::DecodePrefetchFor(m, GetCpuFeatures().amd, GetCpuFeatures().family));
+        a.prefetch = prefetch;
         quant::Gemm(quant_isa_, a);
       } else if (bf16_dot_ && w.dtype == DType::kBF16) {
         bf16dot::Gemm(bf16_x_.data(), m, w.k, static_cast<const uint16_t*>(w.data), jobs[i].bias, jobs[i].y, w.n,
