@@ -149,6 +149,15 @@ absl::StatusOr<std::vector<PlannedTensor>> PlanHf(const HfModel& m) {
     return absl::OkStatus();
   };
   for (TensorRole r : global) ORCA_RETURN_IF_ERROR(add(r, 0));
+  if (c.rope_scaling.type == RopeScaling::Type::kLlama3) {
+    // llama.cpp's converter writes Llama 3's RoPE scaling as per-frequency divisors in this tensor, not as metadata.
+    std::vector<float> factors = engine::Llama3RopeFreqFactors(c);
+    const int64_t n = static_cast<int64_t>(factors.size());
+    plan.push_back({"rope_freqs.weight", {n}, DType::kF32, [factors = std::move(factors)](std::vector<float>* out) {
+                      *out = factors;
+                      return absl::OkStatus();
+                    }});
+  }
   for (int32_t l = 0; l < c.num_layers; ++l)
     for (TensorRole r : per_layer) {
       if (gpt2 && (r == TensorRole::kQ || r == TensorRole::kK || r == TensorRole::kV || r == TensorRole::kGate))
@@ -184,6 +193,10 @@ void SetHyperParameters(const ModelConfig& c, formats::GgufWriter* w) {
   w->SetF32(a + ".attention.layer_norm_rms_epsilon", c.norm_eps);
   w->SetF32(a + ".rope.freq_base", static_cast<float>(c.rope_theta));
   w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rotary_dim));
+  if (c.rope_scaling.type == RopeScaling::Type::kLinear) {
+    w->SetString(a + ".rope.scaling.type", "linear");
+    w->SetF32(a + ".rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
+  }
   w->SetU32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
 }
 
@@ -259,8 +272,6 @@ absl::StatusOr<ExportReport> ExportHf(const HfModel& m, const std::string& token
                                       const std::string& tokenizer_config_json, const std::string& name,
                                       const std::string& dst, const ExportOptions& options) {
   const ModelConfig& c = m.config;
-  if (c.rope_scaling.type != RopeScaling::Type::kNone)
-    return absl::UnimplementedError("models with RoPE scaling cannot be exported to GGUF yet");
   if (GgufArch(c) == "llama" && c.rotary_dim != c.head_dim)
     return absl::UnimplementedError("llama models with partial rotary dimensions cannot be exported to GGUF");
   ExportReport report;

@@ -1,6 +1,8 @@
 #include "core/engine/model_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -197,6 +199,57 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const st
   return config;
 }
 
+namespace {
+
+// llama.cpp's GGUF form of RoPE scaling: `{arch}.rope.scaling.type` (absent: linear, as llama.cpp reads it) with
+// `{arch}.rope.scaling.factor` (or the older `{arch}.rope.scale_linear`; absent, 0 or 1: none), and Llama 3's scaling,
+// which its converter writes as per-frequency divisors in the tensor `rope_freqs.weight` rather than as metadata.
+absl::Status ReadGgufRopeScaling(const formats::GgufFile& g, const std::string& arch, const std::string& src,
+                                 ModelConfig* c) {
+  double factor = 0;
+  std::string factor_key;
+  for (const std::string& key : {arch + ".rope.scaling.factor", arch + ".rope.scale_linear"}) {
+    if (!g.Has(key)) continue;
+    ORCA_ASSIGN_OR_RETURN(factor, g.GetFloat(key));
+    factor_key = key;
+    break;
+  }
+  if (!(std::isfinite(factor) && factor >= 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat(src, ": ", factor_key, " must be a positive number (or 0: no scaling), got ", factor));
+  const std::string type_key = arch + ".rope.scaling.type";
+  std::string type = "linear";
+  if (g.Has(type_key)) {
+    ORCA_ASSIGN_OR_RETURN(type, g.GetString(type_key));
+  }
+  if (factor != 0 && factor != 1 && type != "none") {
+    if (type != "linear")
+      return absl::UnimplementedError(absl::StrCat(src, ": ", type_key, " '", type, "' with ", factor_key, " ", factor,
+                                                   " is not supported (none, linear, and Llama 3's rope_freqs.weight "
+                                                   "are)"));
+    c->rope_scaling.type = RopeScaling::Type::kLinear;
+    c->rope_scaling.factor = factor;
+  }
+  const formats::TensorInfo* t = g.Find("rope_freqs.weight");
+  if (t == nullptr) return absl::OkStatus();
+  const int64_t want = c->rotary_dim / 2;
+  if (t->dtype != DType::kF32 || t->data == nullptr || t->shape.size() != 1 || t->shape[0] != want)
+    return absl::InvalidArgumentError(absl::StrCat(
+        src, ": rope_freqs.weight must hold ", want, " f32 values (one per rotary frequency: ", arch,
+        ".rope.dimension_count ", c->rotary_dim, " / 2), got ", DTypeName(t->dtype), " ", t->ShapeString()));
+  c->rope_freq_factors.resize(static_cast<size_t>(want));
+  std::memcpy(c->rope_freq_factors.data(), t->data, static_cast<size_t>(want) * sizeof(float));
+  for (int64_t i = 0; i < want; ++i) {
+    const float v = c->rope_freq_factors[i];
+    if (!(std::isfinite(v) && v > 0))
+      return absl::InvalidArgumentError(absl::StrCat(src, ": rope_freqs.weight[", i, "] = ", v,
+                                                     " must be a positive number (RoPE divides its frequency by it)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
   const std::string src = g.Describe();
   ORCA_ASSIGN_OR_RETURN(std::string arch, g.GetString("general.architecture"));
@@ -236,6 +289,7 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
     // RoPE; qwen2 keeps the Hugging Face (rotate-half) layout.
     c.rope_style = arch == "qwen2" ? kernels::RopeStyle::kNeox : kernels::RopeStyle::kInterleaved;
     c.attention_bias = g.Find("blk.0.attn_q.bias") != nullptr;
+    ORCA_RETURN_IF_ERROR(ReadGgufRopeScaling(g, arch, src, &c));
   } else if (arch == "gpt2") {
     c.arch = ModelArch::kGpt2;
     c.norm_eps = static_cast<float>(opt_float("attention.layer_norm_epsilon", 1e-5));
@@ -293,6 +347,21 @@ absl::Status ModelConfig::Validate() const {
   if (arch == ModelArch::kLlama && !(std::isfinite(rope_theta) && rope_theta > 0))
     return absl::InvalidArgumentError(
         absl::StrCat("rope_theta must be a positive number, got ", rope_theta, " (RoPE would divide by zero)"));
+  if (arch == ModelArch::kLlama && rope_scaling.type != RopeScaling::Type::kNone) {
+    const RopeScaling& s = rope_scaling;
+    if (!(std::isfinite(s.factor) && s.factor > 0))
+      return absl::InvalidArgumentError(absl::StrCat("rope_scaling factor must be a positive number, got ", s.factor));
+    if (s.type == RopeScaling::Type::kLlama3 &&
+        !(std::isfinite(s.low_freq_factor) && std::isfinite(s.high_freq_factor) && s.low_freq_factor > 0 &&
+          s.high_freq_factor > 0 && s.high_freq_factor != s.low_freq_factor && s.original_max_position > 0))
+      return absl::InvalidArgumentError(
+          absl::StrCat("llama3 rope_scaling needs positive, different low_freq_factor and high_freq_factor and a "
+                       "positive original_max_position_embeddings, got ",
+                       s.low_freq_factor, ", ", s.high_freq_factor, ", ", s.original_max_position));
+  }
+  if (!rope_freq_factors.empty() && static_cast<int64_t>(rope_freq_factors.size()) != rotary_dim / 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat(rope_freq_factors.size(), " RoPE frequency factors for ", rotary_dim / 2, " rotary frequencies"));
   if (bos_token_id_set && (bos_token_id < 0 || bos_token_id >= vocab_size))
     return absl::InvalidArgumentError(
         absl::StrCat("bos_token_id ", bos_token_id, " is outside the vocabulary (vocab_size ", vocab_size, ")"));
@@ -315,36 +384,74 @@ int64_t ModelConfig::NumParameters() const {
   return total;
 }
 
+namespace {
+
+std::string RopeScalingSummary(const ModelConfig& c) {
+  std::string out;
+  if (c.rope_scaling.type == RopeScaling::Type::kLinear)
+    absl::StrAppend(&out, ", RoPE scaled linearly by ", c.rope_scaling.factor);
+  if (c.rope_scaling.type == RopeScaling::Type::kLlama3)
+    absl::StrAppend(&out, ", RoPE scaled as Llama 3 (factor ", c.rope_scaling.factor, ")");
+  if (!c.rope_freq_factors.empty()) {
+    const auto [lo, hi] = std::minmax_element(c.rope_freq_factors.begin(), c.rope_freq_factors.end());
+    absl::StrAppend(&out, ", RoPE frequencies divided by rope_freqs.weight (", *lo, "-", *hi, ")");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string ModelConfig::Summary() const {
   return absl::StrCat(ModelArchName(arch), " (", model_type, "): ", num_layers, " layers, hidden ", hidden_size, ", ",
                       num_heads, " heads (", num_kv_heads, " kv, dim ", head_dim, "), ffn ", intermediate_size,
                       ", vocab ", vocab_size, ", context ", max_position, ", ",
-                      static_cast<double>(NumParameters()) / 1e6, "M params");
+                      static_cast<double>(NumParameters()) / 1e6, "M params", RopeScalingSummary(*this));
 }
+
+namespace {
+
+double UnscaledInverseFrequency(const ModelConfig& c, int32_t i) {
+  return 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.rotary_dim);
+}
+
+// Llama 3's divisor of inverse frequency f: 1 for wavelengths under original_max_position / high_freq_factor, `factor`
+// over original_max_position / low_freq_factor, and between them the reciprocal of the interpolation
+// (1 - smooth) / factor + smooth.
+double Llama3Divisor(const RopeScaling& s, double f) {
+  const double low_wavelen = s.original_max_position / s.low_freq_factor;
+  const double high_wavelen = s.original_max_position / s.high_freq_factor;
+  const double wavelen = 2 * M_PI / f;
+  if (wavelen > low_wavelen) return s.factor;
+  if (wavelen < high_wavelen) return 1.0;
+  const double smooth =
+      (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  return 1.0 / ((1 - smooth) / s.factor + smooth);
+}
+
+}  // namespace
 
 std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
   const int32_t half = c.rotary_dim / 2;
   std::vector<float> inv(half);
   for (int32_t i = 0; i < half; ++i) {
-    double f = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.rotary_dim);
+    double f = UnscaledInverseFrequency(c, i);
     const RopeScaling& s = c.rope_scaling;
     if (s.type == RopeScaling::Type::kLinear) {
       f /= s.factor;
     } else if (s.type == RopeScaling::Type::kLlama3) {
-      const double low_wavelen = s.original_max_position / s.low_freq_factor;
-      const double high_wavelen = s.original_max_position / s.high_freq_factor;
-      const double wavelen = 2 * M_PI / f;
-      if (wavelen > low_wavelen) {
-        f /= s.factor;
-      } else if (wavelen >= high_wavelen) {
-        const double smooth =
-            (s.original_max_position / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-        f = (1 - smooth) * f / s.factor + smooth * f;
-      }
+      f /= Llama3Divisor(s, f);
     }
+    if (!c.rope_freq_factors.empty()) f /= c.rope_freq_factors[i];
     inv[i] = static_cast<float>(f);
   }
   return inv;
+}
+
+std::vector<float> Llama3RopeFreqFactors(const ModelConfig& c) {
+  std::vector<float> factors(c.rotary_dim / 2);
+  for (int32_t i = 0; i < c.rotary_dim / 2; ++i)
+    factors[i] = static_cast<float>(Llama3Divisor(c.rope_scaling, UnscaledInverseFrequency(c, i)));
+  return factors;
 }
 
 }  // namespace orca::engine

@@ -49,6 +49,9 @@ struct ModelConfig {
   int32_t rotary_dim = 0;
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
   RopeScaling rope_scaling;
+  /// Per-frequency divisors (rotary_dim / 2) from a GGUF's `rope_freqs.weight`: llama.cpp's form of Llama 3's RoPE
+  /// scaling, which its converter writes as this tensor instead of metadata. Empty: none.
+  std::vector<float> rope_freq_factors;
   int32_t bos_token_id = -1;
   bool bos_token_id_set = false;  ///< the checkpoint names one (then it must be in the vocabulary)
   std::vector<int32_t> eos_token_ids;
@@ -64,7 +67,11 @@ struct ModelConfig {
 absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source);
 /// Reads the hyper-parameters of a GGUF file (general.architecture llama, qwen2 or gpt2).
 absl::StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& gguf);
-/// Inverse RoPE frequencies (rotary_dim / 2 values) with rope scaling applied.
+/// Inverse RoPE frequencies (rotary_dim / 2 values) with rope scaling applied: `rope_scaling`, then each divided
+/// by its `rope_freq_factors` entry.
 std::vector<float> RopeInverseFrequencies(const ModelConfig& config);
+/// Llama 3's scaling as per-frequency divisors of the unscaled inverse frequencies, the values llama.cpp's converter
+/// writes as `rope_freqs.weight` (rotary_dim / 2). Requires rope_scaling.type == kLlama3.
+std::vector<float> Llama3RopeFreqFactors(const ModelConfig& config);
 
 }  // namespace orca::engine

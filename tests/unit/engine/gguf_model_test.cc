@@ -2,11 +2,16 @@
 // as GGUF (qwen2 architecture: rotate-half RoPE like HF, no permuted Q/K)
 // gives the same logits as the original, within the rounding of the dtype.
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/common/mapped_file.h"
+#include "core/convert/gguf_export.h"
 #include "core/engine/engine.h"
+#include "core/formats/gguf_file.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/test_models.h"
 
@@ -229,6 +234,183 @@ TEST_F(GgufRejectTest, OutOfVocabularyEosIsRejectedNamingTheKey) {
   EXPECT_NE(s.message().find("tokenizer.ggml.eos_token_id 5000 is outside the vocabulary (vocab_size 300)"),
             std::string::npos)
       << s;
+}
+
+// RoPE scaling in GGUF as llama.cpp writes and reads it. Llama 3.x files carry their scaling as the tensor
+// `rope_freqs.weight` (per-frequency divisors; no metadata), linear scaling as `{arch}.rope.scaling.type/factor`.
+// Each must give the logits of the Hugging Face checkpoint with the same `rope_scaling`; a file read without it
+// must not (the prompt's positions are far enough for the scaling to matter).
+class GgufRopeScalingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ckpt = Checkpoint::Open(HfCheckpoint());
+    ASSERT_TRUE(ckpt.ok());
+    ckpt_ = std::move(*ckpt);
+  }
+  // A copy of the HF checkpoint whose config.json has `rope_scaling`.
+  static std::string ScaledHf(const std::string& name, const nlohmann::json& rope_scaling) {
+    const std::string dir = testing::TempDir() + "/rope-" + name + "-" + std::to_string(::getpid());
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(HfCheckpoint(), dir);
+    nlohmann::json config = nlohmann::json::parse(*ReadFileToString(dir + "/config.json"));
+    config["rope_scaling"] = rope_scaling;
+    EXPECT_TRUE(WriteStringToFile(dir + "/config.json", config.dump()).ok());
+    return dir;
+  }
+  std::string Write(GgufBuilder& g, const std::string& name) {
+    const std::string path = testing::TempDir() + "/rope-" + name + "-" + std::to_string(::getpid()) + ".gguf";
+    g.Write(path);
+    return path;
+  }
+  // Llama 3's divisors as llama.cpp's converter defines them, written out here from that definition.
+  static std::vector<float> Llama3Divisors(int rotary_dim, double theta, double factor, double low, double high,
+                                           double original) {
+    std::vector<float> out;
+    for (int i = 0; i < rotary_dim; i += 2) {
+      const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / rotary_dim);
+      const double wavelen = 2 * M_PI / freq;
+      if (wavelen < original / high) {
+        out.push_back(1.0f);
+      } else if (wavelen > original / low) {
+        out.push_back(static_cast<float>(factor));
+      } else {
+        const double smooth = (original / wavelen - low) / (high - low);
+        out.push_back(static_cast<float>(1.0 / ((1 - smooth) / factor + smooth)));
+      }
+    }
+    return out;
+  }
+  // max |a - b| / max |a|.
+  static double RelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    EXPECT_FALSE(a.empty());
+    double d = 0, scale = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      d = std::max(d, static_cast<double>(std::abs(a[i] - b[i])));
+      scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+    }
+    return scale > 0 ? d / scale : d;
+  }
+  const nlohmann::json kLlama3 = {{"rope_type", "llama3"},
+                                  {"factor", 8.0},
+                                  {"low_freq_factor", 1.0},
+                                  {"high_freq_factor", 4.0},
+                                  {"original_max_position_embeddings", 16}};
+  std::unique_ptr<Checkpoint> ckpt_;
+};
+
+TEST_F(GgufRopeScalingTest, RopeFreqsTensorGivesTheLlama3CheckpointsLogits) {
+  const ModelConfig& c = ckpt_->config();
+  const std::vector<float> divisors = Llama3Divisors(c.rotary_dim, c.rope_theta, 8, 1, 4, 16);
+  ASSERT_EQ(divisors.size(), 8u);
+  EXPECT_EQ(divisors.front() > 1 && divisors.front() < 8, true) << divisors.front();  // interpolated
+  EXPECT_EQ(divisors.back(), 8.0f);
+  GgufBuilder scaled, plain;
+  for (GgufBuilder* g : {&scaled, &plain}) {
+    AddQwen2Metadata(c, *g);
+    AddQwen2Tensors(*ckpt_, 0, *g);
+  }
+  scaled.Tensor("rope_freqs.weight", {static_cast<int64_t>(divisors.size())}, divisors, 0);
+  const std::string scaled_path = Write(scaled, "freqs"), plain_path = Write(plain, "plain");
+  auto read = Checkpoint::Open(scaled_path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ((*read)->config().rope_freq_factors, divisors);
+  EXPECT_NE((*read)->config().Summary().find("rope_freqs.weight"), std::string::npos) << (*read)->config().Summary();
+
+  const std::vector<float> want = Logits(ScaledHf("llama3", kLlama3));
+  EXPECT_LT(RelDiff(want, Logits(scaled_path)), 1e-4);
+  EXPECT_GT(RelDiff(want, Logits(plain_path)), 1e-2);  // the scaling matters at these positions
+}
+
+TEST_F(GgufRopeScalingTest, LinearScalingKeysGiveTheLinearCheckpointsLogits) {
+  GgufBuilder g;
+  AddQwen2Metadata(ckpt_->config(), g);
+  g.Str("qwen2.rope.scaling.type", "linear");
+  g.F32("qwen2.rope.scaling.factor", 4.0f);
+  AddQwen2Tensors(*ckpt_, 0, g);
+  const std::string path = Write(g, "linear");
+  const std::vector<float> want = Logits(ScaledHf("linear", {{"type", "linear"}, {"factor", 4.0}}));
+  EXPECT_LT(RelDiff(want, Logits(path)), 1e-4);
+  EXPECT_GT(RelDiff(want, Logits(HfCheckpoint())), 1e-2);
+}
+
+TEST_F(GgufRopeScalingTest, BadRopeFreqsAndUnsupportedScalingAreRefusedNamingTheTensorOrKey) {
+  const ModelConfig& c = ckpt_->config();
+  struct Case {
+    std::string name;
+    std::function<void(GgufBuilder&)> add;
+    absl::StatusCode code;
+    std::string message;
+  } cases[] = {
+      {"short", [](GgufBuilder& g) { g.Tensor("rope_freqs.weight", {7}, std::vector<float>(7, 2.0f), 0); },
+       absl::StatusCode::kInvalidArgument,
+       "rope_freqs.weight must hold 8 f32 values (one per rotary frequency: qwen2.rope.dimension_count 16 / 2), got "
+       "f32 [7]"},
+      {"f16", [](GgufBuilder& g) { g.Tensor("rope_freqs.weight", {8}, std::vector<float>(8, 2.0f), 1); },
+       absl::StatusCode::kInvalidArgument, "rope_freqs.weight must hold 8 f32 values"},
+      {"zero",
+       [](GgufBuilder& g) {
+         std::vector<float> v(8, 2.0f);
+         v[3] = 0;
+         g.Tensor("rope_freqs.weight", {8}, v, 0);
+       },
+       absl::StatusCode::kInvalidArgument, "rope_freqs.weight[3] = 0 must be a positive number"},
+      {"yarn",
+       [](GgufBuilder& g) {
+         g.Str("qwen2.rope.scaling.type", "yarn");
+         g.F32("qwen2.rope.scaling.factor", 4.0f);
+       },
+       absl::StatusCode::kUnimplemented,
+       "qwen2.rope.scaling.type 'yarn' with qwen2.rope.scaling.factor 4 is not supported"},
+      {"negative", [](GgufBuilder& g) { g.F32("qwen2.rope.scale_linear", -2.0f); }, absl::StatusCode::kInvalidArgument,
+       "qwen2.rope.scale_linear must be a positive number (or 0: no scaling), got -2"},
+  };
+  for (const Case& k : cases) {
+    GgufBuilder g;
+    AddQwen2Metadata(c, g);
+    g.U32("qwen2.rope.dimension_count", static_cast<uint32_t>(c.rotary_dim));
+    k.add(g);
+    AddQwen2Tensors(*ckpt_, 0, g);
+    const std::string path = Write(g, k.name);
+    absl::Status s = Checkpoint::Open(path).status();
+    EXPECT_EQ(s.code(), k.code) << k.name << ": " << s;
+    EXPECT_NE(s.message().find(path + ": " + k.message), std::string::npos) << k.name << ": " << s;
+  }
+}
+
+// `orca model quantize` of a Llama 3 checkpoint writes the divisors as llama.cpp's converter does, and the file gives
+// the checkpoint's logits; a linearly scaled one writes the two keys.
+TEST_F(GgufRopeScalingTest, ExportedGgufCarriesTheCheckpointsScaling) {
+  const ModelConfig& c = ckpt_->config();
+  struct Case {
+    std::string name;
+    nlohmann::json rope_scaling;
+  } cases[] = {{"llama3", kLlama3}, {"linear", {{"type", "linear"}, {"factor", 4.0}}}};
+  for (const Case& k : cases) {
+    const std::string hf = ScaledHf("export-" + k.name, k.rope_scaling);
+    const std::string out = testing::TempDir() + "/rope-export-" + k.name + "-" + std::to_string(::getpid()) + ".gguf";
+    convert::ExportOptions eo;
+    ASSERT_TRUE(convert::ParseQuantMix("f32", &eo.mix));
+    auto report = convert::QuantizeCheckpoint(hf, out, eo);
+    ASSERT_TRUE(report.ok()) << k.name << ": " << report.status();
+    auto g = formats::GgufFile::Open(out);
+    ASSERT_TRUE(g.ok()) << g.status();
+    const formats::TensorInfo* t = (*g)->Find("rope_freqs.weight");
+    if (k.name == "llama3") {
+      ASSERT_NE(t, nullptr);
+      const std::vector<float> want = Llama3Divisors(c.rotary_dim, c.rope_theta, 8, 1, 4, 16);
+      ASSERT_EQ(t->NumElements(), static_cast<int64_t>(want.size()));
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(reinterpret_cast<const float*>(t->data)[i], want[i], 1e-6 * want[i]) << i;
+      EXPECT_FALSE((*g)->Has("llama.rope.scaling.type"));
+    } else {
+      EXPECT_EQ(t, nullptr);
+      EXPECT_EQ(*(*g)->GetString("llama.rope.scaling.type"), "linear");
+      EXPECT_EQ(*(*g)->GetFloat("llama.rope.scaling.factor"), 4.0);
+    }
+    EXPECT_LT(RelDiff(Logits(hf), Logits(out)), 1e-4) << k.name;
+    EXPECT_GT(RelDiff(Logits(HfCheckpoint()), Logits(out)), 1e-2) << k.name;
+  }
 }
 
 }  // namespace

@@ -98,6 +98,18 @@ TEST(ModelLoadingTest, RopeThetaZeroAndOutOfVocabularySpecialIdsAreRejected) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find(dir + "/config.json: rope_theta must be a positive number, got 0"), std::string::npos)
       << s;
+  // RoPE scaling whose formula would divide by zero (llama3 with equal frequency factors, a zero factor).
+  s = with("rope_scaling",
+           {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 2.0}, {"high_freq_factor", 2.0}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find(dir + "/config.json: llama3 rope_scaling needs positive, different low_freq_factor and "
+                                   "high_freq_factor"),
+            std::string::npos)
+      << s;
+  s = with("rope_scaling", {{"type", "linear"}, {"factor", 0.0}});
+  EXPECT_NE(s.message().find(dir + "/config.json: rope_scaling factor must be a positive number, got 0"),
+            std::string::npos)
+      << s;
   s = with("eos_token_id", nlohmann::json::array({2, 1000000000000LL}));
   EXPECT_NE(s.message().find("config.json: eos_token_id"), std::string::npos) << s;
   EXPECT_NE(s.message().find("outside the vocabulary (vocab_size 300)"), std::string::npos) << s;

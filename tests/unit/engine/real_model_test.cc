@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/engine/engine.h"
+#include "core/formats/gguf_file.h"
+#include "core/formats/gguf_writer.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/test_models.h"
 
@@ -97,6 +99,63 @@ TEST_P(RealModelTest, TinyGpt2MatchesReference) {
       EXPECT_NEAR(logits.at(tok), top[1].get<double>(), 2e-5) << "token " << tok;
     }
   }
+}
+
+// Llama 3.x GGUF files carry their RoPE scaling as `rope_freqs.weight`, per-frequency divisors that llama.cpp applies
+// and that no metadata announces. stories260K with such a tensor added (divisors 1, 2, 4, 8 for its four frequencies)
+// must continue greedily as llama.cpp continues it. The ids below are llama.cpp's (llama-server c392e50 on the same
+// tensor added to the file by a one-off script, `/completion` with temperature 0, top_k 1, ignore_eos,
+// return_tokens: bench/README.md, twenty-first session); they leave the unscaled model's reference after 30 tokens
+// of the first prompt.
+TEST(RealModelRopeTest, Stories260KWithRopeFreqsContinuesAsLlamaCpp) {
+  const std::string src = testing::SharedModelsDir() + "/stories260K.gguf";
+  if (!Exists(src)) GTEST_SKIP() << "no ../shared/models/stories260K.gguf";
+  auto g = formats::GgufFile::Open(src);
+  ASSERT_TRUE(g.ok()) << g.status();
+  formats::GgufWriter w;
+  for (const auto& [key, value] : (*g)->metadata()) w.Copy(key, value);
+  const std::vector<std::string> names = (*g)->Names();
+  for (const std::string& name : names) {
+    const formats::TensorInfo* t = (*g)->Find(name);
+    ASSERT_TRUE(w.AddTensor(name, t->shape, t->dtype).ok()) << name;
+  }
+  const std::vector<float> divisors = {1, 2, 4, 8};
+  ASSERT_TRUE(w.AddTensor("rope_freqs.weight", {4}, DType::kF32).ok());
+  const std::string path = testing::TempDir() + "/stories260K-rope-freqs-" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(w.Write(path, [&](size_t i, std::string* out) {
+                 if (i < names.size()) {
+                   const formats::TensorInfo* t = (*g)->Find(names[i]);
+                   out->assign(reinterpret_cast<const char*>(t->data), t->nbytes);
+                 } else {
+                   out->assign(reinterpret_cast<const char*>(divisors.data()), divisors.size() * sizeof(float));
+                 }
+                 return absl::OkStatus();
+               }).ok());
+  Engine::Options o;
+  o.model_path = path;
+  o.n_slots = 1024;
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_EQ((*engine)->config().rope_freq_factors, divisors);
+  const std::vector<int32_t> prompts[] = {{1}, {1, 403, 407, 261, 378, 432, 274, 287, 269, 345, 400, 428}};
+  const std::vector<int32_t> llama_cpp[] = {
+      {403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401, 396, 267, 337,
+       410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 335, 311, 374, 419, 426, 385, 328, 432, 358, 263,
+       377, 267, 265, 282, 295, 433, 335, 311, 357, 343, 269, 394, 261, 370, 268, 414, 444, 426, 338, 286,
+       399, 393, 269, 279, 411, 429, 292, 266, 267, 262, 411, 411, 311, 374, 419, 426, 338, 286, 399, 393,
+       269, 391, 266, 267, 337, 335, 311, 267, 422, 419, 426, 338, 261, 419, 355, 311, 357, 343, 432, 313,
+       457, 303, 359, 337, 335, 311, 267, 422, 419, 450, 436, 320, 285, 357, 343, 336, 432, 313, 452, 406},
+      {432, 261, 376, 298, 315, 421, 395, 317, 263, 377, 267, 265, 282, 295, 433, 426, 342, 394, 261, 370,
+       268, 414, 444, 373, 280, 412, 264, 422, 269, 261, 370, 432, 352, 266, 268, 414, 444, 426, 342, 391,
+       266, 267, 337, 335, 312, 432, 398, 366, 382, 276, 267, 414, 270, 333, 415, 322, 265, 282, 295, 433,
+       426, 342, 391, 266, 267, 337, 335, 265, 315, 267, 422, 419, 426, 342, 391, 266, 267, 337, 335, 265,
+       315, 267, 422, 419, 269, 262, 411, 411, 433, 426, 342, 391, 266, 267, 337, 335, 265, 315, 267, 422,
+       419, 432, 398, 366, 382, 276, 267, 414, 270, 309, 426, 342, 391, 266, 267, 337, 335, 265, 315, 267}};
+  for (int i = 0; i < 2; ++i) {
+    const auto got = Greedy(**engine, 1 + i, prompts[i], static_cast<int>(llama_cpp[i].size()));
+    EXPECT_EQ(got, llama_cpp[i]) << "prompt " << i;
+  }
+  std::remove(path.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, RealModelTest, ::testing::Values("f32", "bf16"),
