@@ -179,6 +179,14 @@ nlohmann::json ConfigJson(const SyntheticModelOptions& o, const ModelConfig& c) 
          {"attention_bias", o.attention_bias},
          {"tie_word_embeddings", c.tie_word_embeddings}};
   }
+  if (o.arch == ModelArch::kLlama && o.rope_scaling.type == RopeScaling::Type::kLinear)
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", o.rope_scaling.factor}};
+  if (o.arch == ModelArch::kLlama && o.rope_scaling.type == RopeScaling::Type::kLlama3)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", o.rope_scaling.factor},
+                         {"low_freq_factor", o.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", o.rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", o.rope_scaling.original_max_position}};
   j["torch_dtype"] = o.dtype == DType::kF32 ? "float32" : (o.dtype == DType::kF16 ? "float16" : "bfloat16");
   if (o.bos_token_id >= 0) j["bos_token_id"] = o.bos_token_id;
   if (o.eos_token_id >= 0) j["eos_token_id"] = o.eos_token_id;
@@ -208,6 +216,7 @@ ModelConfig SyntheticModelOptions::ToConfig() const {
   c.tie_word_embeddings = tie_word_embeddings;
   c.attention_bias = attention_bias || arch == ModelArch::kGpt2;
   c.rope_theta = rope_theta;
+  if (arch == ModelArch::kLlama) c.rope_scaling = rope_scaling;
   c.rotary_dim = arch == ModelArch::kGpt2 ? 0 : c.head_dim;
   return c;
 }

@@ -27,6 +27,7 @@ struct SyntheticModelOptions {
   bool tie_word_embeddings = true;
   bool attention_bias = false;  ///< llama: Qwen2-style Q/K/V biases
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;   ///< llama: written to config.json (GGUF: Llama 3's as rope_freqs.weight)
   int32_t bos_token_id = -1;  ///< -1: none
   int32_t eos_token_id = -1;  ///< -1: none
 

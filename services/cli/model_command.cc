@@ -27,12 +27,14 @@ struct Preset {
   int hidden, layers, heads, kv_heads, ffn, vocab;
   bool tied = true;
   double rope_theta = 10000.0;
+  double llama3_rope_factor = 0;  ///< Llama 3.x's RoPE scaling (low 1, high 4, original context 8192); 0: none
 };
 // "25m" and "135m" are the engine benchmark's Llama shapes (the latter is
 // SmolLM-135M's); "default" is what `orca serve` synthesizes on first run: the
 // 25m shape with the tokenizer's natural vocabulary (vocab 0 below), so every
 // token it can sample decodes to real text. The rest are real models' shapes
-// (random weights; Llama-3's RoPE scaling left out).
+// and RoPE (Llama 3.x's scaling: a GGUF gets rope_freqs.weight, as llama.cpp
+// writes it), with random weights.
 constexpr Preset kPresets[] = {
     {"tiny", "llama", 64, 2, 4, 2, 192, 512},
     {"default", "llama", 512, 8, 8, 4, 1408, 0},
@@ -40,9 +42,9 @@ constexpr Preset kPresets[] = {
     {"135m", "llama", 576, 30, 9, 3, 1536, 49152},
     {"smollm-135m", "llama", 576, 30, 9, 3, 1536, 49152},
     {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, false},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, true, 500000.0},
-    {"llama-3.2-3b", "llama", 3072, 28, 24, 8, 8192, 128256, true, 500000.0},
-    {"llama-3.1-8b", "llama", 4096, 32, 32, 8, 14336, 128256, false, 500000.0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, true, 500000.0, 32.0},
+    {"llama-3.2-3b", "llama", 3072, 28, 24, 8, 8192, 128256, true, 500000.0, 32.0},
+    {"llama-3.1-8b", "llama", 4096, 32, 32, 8, 14336, 128256, false, 500000.0, 8.0},
     {"gpt2-tiny", "gpt2", 64, 2, 4, 4, 256, 512},
 };
 
@@ -182,6 +184,10 @@ int RunSynth(int argc, char** argv) {
     o.vocab_size = p->vocab > 0 ? p->vocab : text::SyntheticNaturalVocabSize();
     if (!flags.IsSet("tie-embeddings")) tie = p->tied;
     o.rope_theta = p->rope_theta;
+    if (p->llama3_rope_factor > 0) {
+      o.rope_scaling.type = engine::RopeScaling::Type::kLlama3;
+      o.rope_scaling.factor = p->llama3_rope_factor;
+    }
   }
   if (arch == "llama")
     o.arch = engine::ModelArch::kLlama;

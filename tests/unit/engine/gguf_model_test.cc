@@ -413,5 +413,33 @@ TEST_F(GgufRopeScalingTest, ExportedGgufCarriesTheCheckpointsScaling) {
   }
 }
 
+// `orca model synth --preset llama-3.x` models have Llama 3's scaling, as the real ones: config.json's `rope_scaling`,
+// and in a GGUF the divisors, so that a synthetic file exercises what a real Llama 3.x file does.
+TEST_F(GgufRopeScalingTest, SyntheticLlama3ModelCarriesItsScalingInBothFormats) {
+  SyntheticModelOptions so = testing::SmallLlama(DType::kF32);
+  so.rope_theta = 500000;
+  so.rope_scaling.type = RopeScaling::Type::kLlama3;
+  so.rope_scaling.factor = 32;
+  const std::string dir = testing::TempDir() + "/rope-synth-" + std::to_string(::getpid());
+  ASSERT_TRUE(WriteSyntheticCheckpoint(so, dir).ok());
+  auto hf = Checkpoint::Open(dir);
+  ASSERT_TRUE(hf.ok()) << hf.status();
+  const RopeScaling& rs = (*hf)->config().rope_scaling;
+  EXPECT_EQ(rs.type, RopeScaling::Type::kLlama3);
+  EXPECT_EQ(rs.factor, 32);
+  EXPECT_EQ(rs.low_freq_factor, 1);
+  EXPECT_EQ(rs.high_freq_factor, 4);
+  EXPECT_EQ(rs.original_max_position, 8192);
+  const std::string gguf = dir + ".gguf";
+  convert::ExportOptions eo;
+  ASSERT_TRUE(convert::ParseQuantMix("f32", &eo.mix));
+  auto report = convert::WriteSyntheticGguf(so, "", "", gguf, eo);
+  ASSERT_TRUE(report.ok()) << report.status();
+  auto g = Checkpoint::Open(gguf);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->config().rope_freq_factors, Llama3Divisors(16, 500000, 32, 1, 4, 8192));
+  EXPECT_LT(RelDiff(Logits(dir), Logits(gguf)), 1e-4);
+}
+
 }  // namespace
 }  // namespace orca::engine
