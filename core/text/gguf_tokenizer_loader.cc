@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -94,10 +95,21 @@ absl::Status ResolveSpecialIds(const formats::GgufFile& gguf, const std::vector<
     spec.eos_token = tokens[*eos];
     spec.eos_ids.push_back(*eos);
   }
-  ORCA_ASSIGN_OR_RETURN(std::optional<int32_t> eot, OptionalId(*f, "tokenizer.ggml.eot_token_id", n));
-  if (eot && std::find(spec.eos_ids.begin(), spec.eos_ids.end(), *eot) == spec.eos_ids.end()) {
-    spec.eos_ids.push_back(*eot);
+  // End of generation as llama.cpp decides it for a GGUF: the eos, eot and eom ids, and every token whose text is one
+  // of the end-of-turn markers chat models emit. A converter names one eos (Llama 3.x Instruct: <|eot_id|>), while
+  // the model may also end with <|eom_id|> (Llama 3.1's tool turns) or <|endoftext|> (Qwen2.5).
+  auto add_eog = [&spec](int32_t id) {
+    if (std::find(spec.eos_ids.begin(), spec.eos_ids.end(), id) == spec.eos_ids.end()) spec.eos_ids.push_back(id);
+  };
+  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    ORCA_ASSIGN_OR_RETURN(std::optional<int32_t> id, OptionalId(*f, key, n));
+    if (id) add_eog(*id);
   }
+  static constexpr std::string_view kEndOfTurnTexts[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                                         "<|endoftext|>", "<|eom_id|>", "<EOT>"};
+  for (size_t i = 0; i < n; ++i)
+    for (std::string_view text : kEndOfTurnTexts)
+      if (tokens[i] == text) add_eog(static_cast<int32_t>(i));
   const bool add_bos = f->GetBool("tokenizer.ggml.add_bos_token").value_or(is_spm);
   const bool add_eos = f->GetBool("tokenizer.ggml.add_eos_token").value_or(false);
   if (add_bos && spec.bos_id) spec.prefix_ids.push_back(*spec.bos_id);

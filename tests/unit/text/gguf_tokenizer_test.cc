@@ -254,6 +254,41 @@ TEST(GgufVocabularyTest, SentencePieceMergesByScore) {
   EXPECT_EQ(*prefer_ab->Decode(ids), "a\n");
 }
 
+// Generation ends where llama.cpp ends it for a GGUF: the eos id, the eot and eom ids, and any token whose text is an
+// end-of-turn marker (a Llama 3.x Instruct file names <|eot_id|> as eos; the model also ends tool turns with
+// <|eom_id|>; Qwen2.5 may end with <|endoftext|>).
+TEST(GgufVocabularyTest, EndOfTurnTokensEndGenerationAsInLlamaCpp) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    tokens.push_back(name);
+    types.push_back(6);
+  }
+  const int32_t first = static_cast<int32_t>(tokens.size());
+  for (const char* t :
+       {"<|im_end|>", "a", "<|custom_end|>", "<|eom_id|>", "<|endoftext|>", "<|eot_id|>", "<|im_start|>"}) {
+    tokens.push_back(t);
+    types.push_back(std::string(t) == "a" ? 1 : 3);
+  }
+  GgufWriter w;
+  w.String("tokenizer.ggml.model", "llama");
+  w.Strings("tokenizer.ggml.tokens", tokens);
+  w.Floats("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+  w.Ints("tokenizer.ggml.token_type", types);
+  w.U32("tokenizer.ggml.bos_token_id", 1);
+  w.U32("tokenizer.ggml.eos_token_id", first + 5);  // <|eot_id|>
+  w.U32("tokenizer.ggml.eom_token_id", first + 2);  // named by key only
+  const std::string path = TempPath("orca_eog_vocab");
+  w.Write(path);
+  auto t = Tokenizer::Load(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(t.ok()) << t.status();
+  // eos first; then the key; then the markers in vocabulary order (not "a", not <|im_start|>).
+  EXPECT_EQ((*t)->eos_ids(), (std::vector<int32_t>{first + 5, first + 2, first, first + 3, first + 4}));
+}
+
 // Issue 11: a BOS id outside the vocabulary used to be dropped silently (no
 // BOS added to any prompt); now loading fails, naming the file and the key.
 TEST_F(Stories260KTest, OutOfVocabularyBosIsRejectedNamingTheKey) {
