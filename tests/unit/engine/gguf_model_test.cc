@@ -169,21 +169,26 @@ TEST_P(GgufModelTest, HalfPrecisionGgufMatchesTheCheckpointItWasMadeFrom) {
 INSTANTIATE_TEST_SUITE_P(Types, GgufModelTest, ::testing::Values(1u, 30u),
                          [](const auto& info) { return info.param == 1 ? std::string("F16") : std::string("BF16"); });
 
-// Issue 11: corrupt or nonsensical GGUF files are refused with the file and
-// the field named, never read from the wrong place or run with a broken RoPE.
-class GgufRejectTest : public ::testing::Test {
+// Tests that re-encode the small HF checkpoint as GGUF files.
+class HfCheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto ckpt = Checkpoint::Open(HfCheckpoint());
     ASSERT_TRUE(ckpt.ok());
     ckpt_ = std::move(*ckpt);
   }
+  std::unique_ptr<Checkpoint> ckpt_;
+};
+
+// Issue 11: corrupt or nonsensical GGUF files are refused with the file and
+// the field named, never read from the wrong place or run with a broken RoPE.
+class GgufRejectTest : public HfCheckpointTest {
+ protected:
   absl::Status Open(GgufBuilder& g, const std::string& name) {
     path_ = testing::TempDir() + "/reject-" + name + "-" + std::to_string(::getpid()) + ".gguf";
     g.Write(path_);
     return Checkpoint::Open(path_).status();
   }
-  std::unique_ptr<Checkpoint> ckpt_;
   std::string path_;
 };
 
@@ -240,13 +245,8 @@ TEST_F(GgufRejectTest, OutOfVocabularyEosIsRejectedNamingTheKey) {
 // `rope_freqs.weight` (per-frequency divisors; no metadata), linear scaling as `{arch}.rope.scaling.type/factor`.
 // Each must give the logits of the Hugging Face checkpoint with the same `rope_scaling`; a file read without it
 // must not (the prompt's positions are far enough for the scaling to matter).
-class GgufRopeScalingTest : public ::testing::Test {
+class GgufRopeScalingTest : public HfCheckpointTest {
  protected:
-  void SetUp() override {
-    auto ckpt = Checkpoint::Open(HfCheckpoint());
-    ASSERT_TRUE(ckpt.ok());
-    ckpt_ = std::move(*ckpt);
-  }
   // A copy of the HF checkpoint whose config.json has `rope_scaling`.
   static std::string ScaledHf(const std::string& name, const nlohmann::json& rope_scaling) {
     const std::string dir = testing::TempDir() + "/rope-" + name + "-" + std::to_string(::getpid());
@@ -296,7 +296,6 @@ class GgufRopeScalingTest : public ::testing::Test {
                                   {"low_freq_factor", 1.0},
                                   {"high_freq_factor", 4.0},
                                   {"original_max_position_embeddings", 16}};
-  std::unique_ptr<Checkpoint> ckpt_;
 };
 
 TEST_F(GgufRopeScalingTest, RopeFreqsTensorGivesTheLlama3CheckpointsLogits) {

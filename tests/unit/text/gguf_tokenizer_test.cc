@@ -210,17 +210,24 @@ TEST(GgufVocabularyTest, Gpt2VocabularyMatchesTheSameTokenizerJson) {
   EXPECT_EQ((*from_gguf)->eos_ids(), std::vector<int32_t>{50256});
 }
 
+// A SentencePiece vocabulary's first 259 tokens: <unk>, <s>, </s> and the 256 byte tokens, with their types.
+void SentencePieceBase(std::vector<std::string>* tokens, std::vector<int32_t>* types) {
+  *tokens = {"<unk>", "<s>", "</s>"};
+  *types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    tokens->push_back(name);
+    types->push_back(6);
+  }
+}
+
 // SentencePiece merging follows vocabulary scores, not merge ranks.
 TEST(GgufVocabularyTest, SentencePieceMergesByScore) {
   auto build = [](float score_a_b, float score_sp_a) {
-    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-    std::vector<int32_t> types = {2, 3, 3};
-    for (int b = 0; b < 256; ++b) {
-      char name[8];
-      std::snprintf(name, sizeof(name), "<0x%02X>", b);
-      tokens.push_back(name);
-      types.push_back(6);
-    }
+    std::vector<std::string> tokens;
+    std::vector<int32_t> types;
+    SentencePieceBase(&tokens, &types);
     std::vector<std::string> pieces = {"\u2581", "a", "b", "ab", "\u2581a"};
     std::vector<float> scores(tokens.size(), 0.0f);
     for (const auto& p : pieces) {
@@ -258,14 +265,9 @@ TEST(GgufVocabularyTest, SentencePieceMergesByScore) {
 // end-of-turn marker (a Llama 3.x Instruct file names <|eot_id|> as eos; the model also ends tool turns with
 // <|eom_id|>; Qwen2.5 may end with <|endoftext|>).
 TEST(GgufVocabularyTest, EndOfTurnTokensEndGenerationAsInLlamaCpp) {
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    tokens.push_back(name);
-    types.push_back(6);
-  }
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  SentencePieceBase(&tokens, &types);
   const int32_t first = static_cast<int32_t>(tokens.size());
   for (const char* t :
        {"<|im_end|>", "a", "<|custom_end|>", "<|eom_id|>", "<|endoftext|>", "<|eot_id|>", "<|im_start|>"}) {
