@@ -290,6 +290,10 @@ absl::StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& g) {
     c.rope_style = arch == "qwen2" ? kernels::RopeStyle::kNeox : kernels::RopeStyle::kInterleaved;
     c.attention_bias = g.Find("blk.0.attn_q.bias") != nullptr;
     ORCA_RETURN_IF_ERROR(ReadGgufRopeScaling(g, arch, src, &c));
+    // Mixtral-style files keep the llama architecture and add experts (ffn_*_exps tensors).
+    if (const int64_t experts = opt_int("expert_count", 0); experts > 0)
+      return absl::UnimplementedError(
+          absl::StrCat(src, ": mixture-of-experts models (", arch, ".expert_count ", experts, ") are not supported"));
   } else if (arch == "gpt2") {
     c.arch = ModelArch::kGpt2;
     c.norm_eps = static_cast<float>(opt_float("attention.layer_norm_epsilon", 1e-5));

@@ -228,6 +228,18 @@ TEST_F(GgufRejectTest, RopeFreqBaseZeroIsRejectedNamingTheKey) {
   EXPECT_NE(s.message().find("qwen2.rope.freq_base must be a positive number, got 0"), std::string::npos) << s;
 }
 
+TEST_F(GgufRejectTest, MixtureOfExpertsIsRefusedNamingTheKey) {
+  GgufBuilder g;
+  AddQwen2Metadata(ckpt_->config(), g);
+  g.U32("qwen2.expert_count", 8);
+  AddQwen2Tensors(*ckpt_, 0, g);
+  absl::Status s = Open(g, "moe");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_NE(s.message().find(path_ + ": mixture-of-experts models (qwen2.expert_count 8) are not supported"),
+            std::string::npos)
+      << s;
+}
+
 TEST_F(GgufRejectTest, OutOfVocabularyEosIsRejectedNamingTheKey) {
   GgufBuilder g;
   AddQwen2Metadata(ckpt_->config(), g);
