@@ -82,12 +82,16 @@ absl::Status Scheduler::ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_prefill_slowdown must be 0 (off) or in (1, 1000] (got ", options.max_prefill_slowdown, ")"));
   }
+  if (options.long_prefill_token_threshold < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("long_prefill_token_threshold must be >= 0, 0 = off (got ",
+                                                   options.long_prefill_token_threshold, ")"));
+  }
   if (options.policy == PolicyKind::kRequestLevel &&
       (options.max_num_batched_tokens > 0 || options.max_prefill_slowdown > 0 ||
-       options.scheduling_order != SchedulingOrder::kFcfs)) {
+       options.long_prefill_token_threshold > 0 || options.scheduling_order != SchedulingOrder::kFcfs)) {
     return absl::InvalidArgumentError(
-        "the request-level baseline takes neither max_num_batched_tokens, max_prefill_slowdown nor "
-        "scheduling_order priority");
+        "the request-level baseline takes neither max_num_batched_tokens, max_prefill_slowdown, "
+        "long_prefill_token_threshold nor scheduling_order priority");
   }
   if (options.num_microbatches < 0) {
     return absl::InvalidArgumentError(
@@ -126,6 +130,7 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
   policy_options.max_context = options.max_context;
   policy_options.max_num_batched_tokens = options.max_num_batched_tokens;
   policy_options.max_prefill_slowdown = options.max_prefill_slowdown;
+  policy_options.long_prefill_token_threshold = options.long_prefill_token_threshold;
   policy_options.order = options.scheduling_order;
   policy_options.priority_aging = options.priority_aging;
   std::unique_ptr<SchedulingPolicy> policy = CreatePolicy(policy_options);

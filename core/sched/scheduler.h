@@ -60,6 +60,10 @@ struct SchedulerOptions {
   /// the engine's costs. 0 = off; else in (1, 1000]. With max_num_batched_tokens 0, an
   /// iteration without decodes takes whole prompts. Not with kRequestLevel.
   double max_prefill_slowdown = 0;
+  /// Chunked prefill: at most this many prompt tokens of one request per iteration, so that a long prompt leaves
+  /// room in the token budget for the requests queued behind it (vLLM's long_prefill_token_threshold). 0 = off.
+  /// Not with kRequestLevel.
+  int32_t long_prefill_token_threshold = 0;
   /// Prefix caching: full KV blocks are shared by content across requests. Makes the
   /// scheduler own the block tables (sent to the workers), in any policy.
   bool enable_prefix_caching = false;

@@ -42,18 +42,18 @@ std::optional<SchedulingOrder> ParseSchedulingOrder(const std::string& name) {
 }
 
 std::unique_ptr<SchedulingPolicy> CreatePolicy(const PolicyOptions& options) {
-  const bool beyond_paper =
-      options.max_num_batched_tokens > 0 || options.max_prefill_slowdown > 0 || options.order != SchedulingOrder::kFcfs;
+  const bool beyond_paper = options.max_num_batched_tokens > 0 || options.max_prefill_slowdown > 0 ||
+                            options.long_prefill_token_threshold > 0 || options.order != SchedulingOrder::kFcfs;
   switch (options.kind) {
     case PolicyKind::kOrca:
       if (!beyond_paper) return std::make_unique<OrcaPolicy>();
       return std::make_unique<TokenBudgetPolicy>(options.kind, options.max_num_batched_tokens,
                                                  RequestOrder(options.order, options.priority_aging),
-                                                 options.max_prefill_slowdown);
+                                                 options.max_prefill_slowdown, options.long_prefill_token_threshold);
     case PolicyKind::kPaged:
       return std::make_unique<TokenBudgetPolicy>(options.kind, options.max_num_batched_tokens,
                                                  RequestOrder(options.order, options.priority_aging),
-                                                 options.max_prefill_slowdown);
+                                                 options.max_prefill_slowdown, options.long_prefill_token_threshold);
     case PolicyKind::kRequestLevel:
       if (beyond_paper) return nullptr;
       {

@@ -110,6 +110,8 @@ struct PolicyOptions {
   int32_t max_num_batched_tokens = 0;
   /// Time budget of prompt chunks next to decodes (TokenBudgetPolicy); 0 = none.
   double max_prefill_slowdown = 0;
+  /// Prompt tokens of one request per iteration (TokenBudgetPolicy); 0 = no cap.
+  int32_t long_prefill_token_threshold = 0;
   SchedulingOrder order = SchedulingOrder::kFcfs;
   absl::Duration priority_aging = absl::Seconds(1);
 };

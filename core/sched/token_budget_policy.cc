@@ -12,8 +12,12 @@ namespace orca::sched {
 class TokenBudgetPolicy::Round {
  public:
   Round(const RequestPool& pool, KvManager& kv, int32_t max_bs, int32_t max_num_batched_tokens,
-        const RequestOrder& order)
-      : kv_(kv), max_bs_(max_bs), order_(order) {
+        int32_t long_prefill_token_threshold, const RequestOrder& order)
+      : kv_(kv),
+        max_bs_(max_bs),
+        chunk_cap_(long_prefill_token_threshold > 0 ? long_prefill_token_threshold
+                                                    : std::numeric_limits<int64_t>::max()),
+        order_(order) {
     budget_left_ = max_num_batched_tokens > 0 ? max_num_batched_tokens : std::numeric_limits<int64_t>::max() / 2;
     for (const auto& [id, request] : pool) {
       const Request* r = request.get();
@@ -40,7 +44,8 @@ class TokenBudgetPolicy::Round {
     for (const Request* r : running_) {
       if (Full()) return;
       if (preempted_.contains(r->id()) || (r->next_phase() == Phase::kIncrement) != decodes) continue;
-      const auto n = static_cast<int32_t>(std::min<int64_t>(r->num_uncomputed_tokens(), budget_left_));
+      const int64_t cap = decodes ? budget_left_ : std::min(budget_left_, chunk_cap_);
+      const auto n = static_cast<int32_t>(std::min<int64_t>(r->num_uncomputed_tokens(), cap));
       if (!MakeRoomToGrow(*r, n)) continue;
       ORCA_CHECK(kv_.TryGrow(*r, n)) << "request " << r->id() << " could not grow";
       Add(*r, n);
@@ -53,7 +58,7 @@ class TokenBudgetPolicy::Round {
     for (const Request* q : waiting_) {
       if (Full()) return;
       const int32_t hit = kv_.MatchPrefix(*q);
-      const auto n = static_cast<int32_t>(std::min<int64_t>(q->num_tokens() - hit, budget_left_));
+      const auto n = static_cast<int32_t>(std::min<int64_t>({q->num_tokens() - hit, budget_left_, chunk_cap_}));
       if (kv_.paged() && !MakeRoomToAdmit(*q, n)) return;
       if (!kv_.TryAdmit(*q, n)) return;
       Add(*q, n);
@@ -142,6 +147,7 @@ class TokenBudgetPolicy::Round {
 
   KvManager& kv_;
   int32_t max_bs_;
+  int64_t chunk_cap_;  // prompt tokens of one request per iteration
   const RequestOrder& order_;
   int64_t budget_left_ = 0;
   int64_t num_decoding_in_flight_ = 0;     // in the pipeline, having generated a token
@@ -155,7 +161,7 @@ class TokenBudgetPolicy::Round {
 Selection TokenBudgetPolicy::Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) {
   ORCA_CHECK(kv.paged() == (kind_ == PolicyKind::kPaged)) << "policy and KV mode disagree";
   if (max_bs <= 0) return {};
-  Round round(pool, kv, max_bs, max_num_batched_tokens_, order_);
+  Round round(pool, kv, max_bs, max_num_batched_tokens_, long_prefill_token_threshold_, order_);
   round.ScheduleAdmitted(/*decodes=*/true);
   round.LimitChunks(*this);
   round.ScheduleAdmitted(/*decodes=*/false);

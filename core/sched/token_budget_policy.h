@@ -21,6 +21,10 @@ namespace orca::sched {
 ///   3. QUEUED requests in order: admit with a first chunk of min(tokens left after the
 ///      prefix-cache hit, budget); stop at the first that does not fit (nobody overtakes);
 ///   each step stops at max_bs requests or an exhausted budget.
+/// With long_prefill_token_threshold T > 0 every prompt chunk of steps 2 and 3 is also at most
+/// T tokens, so that a long prompt leaves room in the budget for the requests queued behind it
+/// (else its chunks fill every iteration's budget until it is done, and a short prompt that
+/// arrives after it waits for the whole of it).
 ///
 /// With max_prefill_slowdown R > 1 the budget of steps 2 and 3 also adapts (a time budget,
 /// as Sarathi-Serve sizes its token budget from the time a decode iteration may take):
@@ -53,12 +57,14 @@ class TokenBudgetPolicy final : public SchedulingPolicy {
   /// `kind` is kOrca (reserved KV) or kPaged; `max_num_batched_tokens` 0 = unlimited
   /// (whole prompts), else >= max_bs so every decode fits; `max_prefill_slowdown` 0 = no time
   /// budget, else > 1 (see above).
+  /// `long_prefill_token_threshold` 0 = no cap, else the most prompt tokens one request may add to an iteration.
   TokenBudgetPolicy(PolicyKind kind, int32_t max_num_batched_tokens, RequestOrder order,
-                    double max_prefill_slowdown = 0)
+                    double max_prefill_slowdown = 0, int32_t long_prefill_token_threshold = 0)
       : kind_(kind),
         max_num_batched_tokens_(max_num_batched_tokens),
         order_(order),
-        max_prefill_slowdown_(max_prefill_slowdown) {}
+        max_prefill_slowdown_(max_prefill_slowdown),
+        long_prefill_token_threshold_(long_prefill_token_threshold) {}
 
   PolicyKind kind() const override { return kind_; }
   const RequestOrder& order() const { return order_; }
@@ -78,6 +84,7 @@ class TokenBudgetPolicy final : public SchedulingPolicy {
   int32_t max_num_batched_tokens_;
   RequestOrder order_;
   double max_prefill_slowdown_;
+  int32_t long_prefill_token_threshold_;
   IterationCostModel cost_model_;
 };
 

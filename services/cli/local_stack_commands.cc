@@ -87,6 +87,8 @@ std::vector<std::string> LocalStackCommands::SchedulerArgs() const {
     args.push_back(absl::StrCat("--max-num-batched-tokens=", o.max_num_batched_tokens));
   }
   if (o.max_prefill_slowdown > 0) args.push_back(absl::StrCat("--max-prefill-slowdown=", o.max_prefill_slowdown));
+  if (o.long_prefill_token_threshold > 0)
+    args.push_back(absl::StrCat("--long-prefill-token-threshold=", o.long_prefill_token_threshold));
   if (o.enable_prefix_caching) args.push_back("--enable-prefix-caching");
   if (!o.scheduling_order.empty()) args.push_back("--scheduling-order=" + o.scheduling_order);
   if (o.priority_aging_ms >= 0) args.push_back(absl::StrCat("--priority-aging-ms=", o.priority_aging_ms));

@@ -51,6 +51,7 @@ class LocalStackCommands {
     /// Beyond the paper (scheduler flags; 0 / false / empty: not passed).
     int max_num_batched_tokens = 0;
     double max_prefill_slowdown = 0;
+    int32_t long_prefill_token_threshold = 0;
     bool enable_prefix_caching = false;
     std::string scheduling_order;
     int64_t priority_aging_ms = -1;  ///< -1: not passed.

@@ -44,6 +44,7 @@ struct ServeFlags {
   int64_t kv_block_size = 16;
   int64_t max_num_batched_tokens = 0;
   double max_prefill_slowdown = 0;
+  int64_t long_prefill_token_threshold = 0;
   bool enable_prefix_caching = false;
   std::string scheduling_order = "fcfs";
   int64_t priority_aging_ms = 1000;
@@ -92,6 +93,9 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
   flags.AddDouble("max-prefill-slowdown", &f.max_prefill_slowdown,
                   "Chunked prefill with a time budget: while requests decode, an iteration with prompt chunks may take "
                   "at most this many times its decodes alone (learned online; 0 = off, else in (1, 1000])");
+  flags.AddInt("long-prefill-token-threshold", &f.long_prefill_token_threshold,
+               "Chunked prefill: at most this many prompt tokens of one request per iteration, so that a long prompt "
+               "leaves room for the requests queued behind it (0 = off)");
   flags.AddBool("enable-prefix-caching", &f.enable_prefix_caching, "Reuse cached KV blocks of shared prompt prefixes");
   flags.AddString("scheduling-order", &f.scheduling_order,
                   "fcfs or priority (the request's \"priority\" field, lower first)");
@@ -133,6 +137,10 @@ absl::Status ResolveServeFlags(ServeFlags& f) {
   if (!(f.max_prefill_slowdown == 0 || (f.max_prefill_slowdown > 1 && f.max_prefill_slowdown <= 1000))) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-prefill-slowdown must be 0 (off) or in (1, 1000] (got ", f.max_prefill_slowdown, ")"));
+  }
+  if (f.long_prefill_token_threshold < 0 || f.long_prefill_token_threshold > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("--long-prefill-token-threshold must be in [0, 1073741824] (got ",
+                                                   f.long_prefill_token_threshold, ")"));
   }
   if (f.microbatches < 0 || f.microbatches > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("--microbatches must be in [0, 4096] (got ", f.microbatches, ")"));
@@ -177,6 +185,7 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.kv_block_size = static_cast<int>(f.kv_block_size);
   o.max_num_batched_tokens = static_cast<int>(f.max_num_batched_tokens);
   o.max_prefill_slowdown = f.max_prefill_slowdown;
+  o.long_prefill_token_threshold = static_cast<int32_t>(f.long_prefill_token_threshold);
   o.enable_prefix_caching = f.enable_prefix_caching;
   o.scheduling_order = f.scheduling_order;
   o.priority_aging_ms = f.priority_aging_ms;

@@ -32,6 +32,7 @@ struct Flags {
   std::string policy = "orca";
   int64_t max_num_batched_tokens = 0;
   double max_prefill_slowdown = 0;
+  int64_t long_prefill_token_threshold = 0;
   bool enable_prefix_caching = false;
   std::string scheduling_order = "fcfs";
   int64_t priority_aging_ms = 1000;
@@ -105,6 +106,9 @@ void AddFlags(FlagSet* flags, Flags* f) {
                    "Chunked prefill with a time budget: while requests decode, prompt chunks are cut so that an "
                    "iteration is predicted to take at most this many times as long as its decodes alone (learned from "
                    "measured iterations); 0 = off, else in (1, 1000]; orca and paged");
+  flags->AddInt("long-prefill-token-threshold", &f->long_prefill_token_threshold,
+                "Chunked prefill: at most this many prompt tokens of one request per iteration, so that a long prompt "
+                "leaves room in the budget for the requests queued behind it (0 = off; orca and paged)");
   flags->AddBool("enable-prefix-caching", &f->enable_prefix_caching,
                  "Share full KV blocks by content across requests (the scheduler sends block ids; workers need the "
                  "same --kv-block-size)");
@@ -164,6 +168,9 @@ absl::StatusOr<SchedulerLoop::Options> LoopOptionsFrom(const Flags& f) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-prefill-slowdown must be 0 (off) or in (1, 1000], got ", f.max_prefill_slowdown));
   lo.scheduler.max_prefill_slowdown = f.max_prefill_slowdown;
+  if (f.long_prefill_token_threshold < 0 || f.long_prefill_token_threshold > INT32_MAX)
+    return absl::InvalidArgumentError("--long-prefill-token-threshold must be in [0, 2^31)");
+  lo.scheduler.long_prefill_token_threshold = static_cast<int32_t>(f.long_prefill_token_threshold);
   lo.scheduler.max_num_batched_tokens = static_cast<int32_t>(f.max_num_batched_tokens);
   lo.scheduler.enable_prefix_caching = f.enable_prefix_caching;
   lo.scheduler.scheduling_order = *order;

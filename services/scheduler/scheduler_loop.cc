@@ -34,6 +34,7 @@ std::string SchedulingConfigJson(const LoopStats& s) {
       ",\"n_workers\":", o.n_workers, ",\"num_microbatches\":", o.num_microbatches,
       ",\"faster_transformer\":", o.faster_transformer ? "true" : "false", ",\"kv_block_size\":", o.kv_block_size,
       ",\"max_num_batched_tokens\":", o.max_num_batched_tokens, ",\"max_prefill_slowdown\":", o.max_prefill_slowdown,
+      ",\"long_prefill_token_threshold\":", o.long_prefill_token_threshold,
       ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false", ",\"scheduling_order\":\"",
       sched::SchedulingOrderName(o.scheduling_order),
       "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging), "}");

@@ -50,7 +50,7 @@ struct LoopStats {
 
 /// The scheduling knobs of `stats` as a JSON object (for /ready and logs):
 /// policy, max_bs, n_slots, n_workers, kv_block_size, max_num_batched_tokens, max_prefill_slowdown,
-/// enable_prefix_caching, scheduling_order, priority_aging_ms.
+/// long_prefill_token_threshold, enable_prefix_caching, scheduling_order, priority_aging_ms.
 std::string SchedulingConfigJson(const LoopStats& stats);
 
 class SchedulerLoop {

@@ -40,6 +40,10 @@ struct OptionsBuilder {
     options.max_num_batched_tokens = tokens;
     return *this;
   }
+  OptionsBuilder& LongPrefillThreshold(int32_t tokens) {
+    options.long_prefill_token_threshold = tokens;
+    return *this;
+  }
   OptionsBuilder& Slowdown(double r) {
     options.max_prefill_slowdown = r;
     return *this;
@@ -108,6 +112,29 @@ TEST(ChunkedPrefillTimelineTest, DecodesGoFirstAndPromptsFillTheTokenBudgetInChu
   const ScheduledRequest& b3 = h.plans()[2].requests[1];
   EXPECT_EQ(b3.start_position, 11);  // continues where the second chunk ended
   EXPECT_EQ(b3.input_token_ids.size(), 3u);
+}
+
+TEST(ChunkedPrefillTimelineTest, ALongPrefillThresholdLeavesRoomForTheRequestQueuedBehindALongPrompt) {
+  // The same workload with long_prefill_token_threshold 4: b's chunks are at most 4 tokens, so c,
+  // which arrives during b's prefill, is admitted in the next iteration with the rest of the budget
+  // (without the cap it waits until b's prompt is done, above).
+  SchedulerHarness h(OptionsBuilder(PolicyKind::kOrca, 4, 1024).Chunk(8).LongPrefillThreshold(4).Build());
+  RequestId a = h.Submit(RequestBuilder().Id("a").Prompt(4).MaxNewTokens(4).Build());
+  RequestId b = h.Submit(RequestBuilder().Id("b").Prompt(14).MaxNewTokens(2).Build());
+  h.ScheduleAll();
+  ExpectStates(h, {{a, kRunning}, {b, kRunning}}, 0);
+  RequestId c = h.Submit(RequestBuilder().Id("c").Prompt(6).MaxNewTokens(1).Build());
+  h.Step();  // a decodes, b's second chunk is 4 tokens, c is admitted with the 3 left
+  ExpectStates(h, {{a, kRunning}, {b, kRunning}, {c, kRunning}}, 1);
+  for (int i = 2; i < 8 && h.state(b) != kLength; ++i) h.Step();
+  ExpectStates(h, {{a, kLength}, {b, kLength}, {c, kLength}}, 8);
+  for (const IterationPlan& plan : h.plans())
+    for (const ScheduledRequest& r : plan.requests)
+      if (r.phase == Phase::kInitiation) EXPECT_LE(r.input_token_ids.size(), 4u) << "plan " << plan.iteration_id;
+  EXPECT_EQ(h.Timeline(),
+            "a | P D D D\n"
+            "b | c c c P D\n"
+            "c |   c P\n");
 }
 
 // One pipeline beat where an iteration of T tokens takes 1 ms + 0.25 ms × T (n_workers 1).

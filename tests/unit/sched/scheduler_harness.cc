@@ -69,7 +69,8 @@ std::vector<IterationPlan> SchedulerHarness::ScheduleAll() {
 
 bool SchedulerHarness::algorithm1() const {
   const SchedulerOptions& o = scheduler_->options();
-  return o.policy == PolicyKind::kOrca && o.max_num_batched_tokens == 0 && o.scheduling_order == SchedulingOrder::kFcfs;
+  return o.policy == PolicyKind::kOrca && o.max_num_batched_tokens == 0 && o.long_prefill_token_threshold == 0 &&
+         o.scheduling_order == SchedulingOrder::kFcfs;
 }
 
 std::vector<RequestSnapshot> SchedulerHarness::Snapshots() const {
@@ -91,6 +92,15 @@ void SchedulerHarness::CheckPlan(const std::optional<IterationPlan>& plan, const
       plan_problem_ = absl::StrCat("iteration ", plan->iteration_id, " has ", plan->NumTokens(),
                                    " tokens, over max_num_batched_tokens ", o.max_num_batched_tokens);
       return;
+    }
+    for (const ScheduledRequest& r : plan->requests) {
+      if (o.long_prefill_token_threshold > 0 && r.phase == Phase::kInitiation &&
+          static_cast<int64_t>(r.input_token_ids.size()) > o.long_prefill_token_threshold) {
+        plan_problem_ = absl::StrCat("iteration ", plan->iteration_id, " runs a prompt chunk of ",
+                                     r.input_token_ids.size(), " tokens of request ", r.request_id,
+                                     ", over long_prefill_token_threshold ", o.long_prefill_token_threshold);
+        return;
+      }
     }
   }
   for (const RequestSnapshot& b : before) {

@@ -87,7 +87,14 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
   if (policy == PolicyKind::kPaged || features.prefix_caching) options.kv_block_size = rng.NextInt(0, 1) == 0 ? 4 : 2;
   options.n_slots = options.kv_block_size * rng.NextInt(48 / options.kv_block_size, 64 / options.kv_block_size);
   options.max_context = rng.NextInt(0, 2) == 0 ? static_cast<int32_t>(rng.NextInt(20, 60)) : 0;
-  if (features.chunked) options.max_num_batched_tokens = static_cast<int32_t>(rng.NextInt(options.max_bs, 24));
+  if (features.chunked) {
+    options.max_num_batched_tokens = static_cast<int32_t>(rng.NextInt(options.max_bs, 24));
+    // Half the chunked workloads also cap one request's prompt chunk, from a generator of its own so that
+    // the other draws (and so the workloads) stay what they were.
+    SplitMix64 cap_rng(seed ^ 0x5bd1e995ULL);
+    if (cap_rng.NextInt(0, 1) == 1)
+      options.long_prefill_token_threshold = static_cast<int32_t>(cap_rng.NextInt(1, options.max_num_batched_tokens));
+  }
   options.enable_prefix_caching = features.prefix_caching;
   const absl::Duration aging = absl::Milliseconds(rng.NextInt(0, 3));  // drawn always: same workload either way
   if (features.priority || features.priority_order_only) {
@@ -108,11 +115,12 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
     for (int32_t& t : head) t = static_cast<int32_t>(rng.NextInt(1, 6));
   }
 
-  const std::string context = absl::StrCat(
-      "seed ", seed, " policy ", PolicyKindName(policy), " max_bs ", options.max_bs, " n_workers ", options.n_workers,
-      " n_slots ", options.n_slots, " block ", options.kv_block_size, " budget ", options.max_num_batched_tokens,
-      " prefix ", options.enable_prefix_caching, " order ", SchedulingOrderName(options.scheduling_order), " ft ",
-      options.faster_transformer, " mbs ", options.num_microbatches, ": ");
+  const std::string context =
+      absl::StrCat("seed ", seed, " policy ", PolicyKindName(policy), " max_bs ", options.max_bs, " n_workers ",
+                   options.n_workers, " n_slots ", options.n_slots, " block ", options.kv_block_size, " budget ",
+                   options.max_num_batched_tokens, " cap ", options.long_prefill_token_threshold, " prefix ",
+                   options.enable_prefix_caching, " order ", SchedulingOrderName(options.scheduling_order), " ft ",
+                   options.faster_transformer, " mbs ", options.num_microbatches, ": ");
   auto token_fn = [seed, eos_per_mille](RequestId id, int32_t index) {
     SplitMix64 token_rng(seed ^ (id * 1000003ULL + static_cast<uint64_t>(index)));
     return token_rng.NextInt(0, 999) < eos_per_mille ? kEos : static_cast<int32_t>(token_rng.NextInt(1, 999));
