@@ -75,6 +75,7 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
       int32_t chunk = 0;
       int32_t mbs = 0;
       double slowdown = 0;
+      int32_t cap = 0;
       if (absl::StartsWith(parts[i], "mbs=") && absl::SimpleAtoi(parts[i].substr(4), &mbs) && mbs >= 1 &&
           spec.policy == PolicyKind::kRequestLevel) {
         spec.microbatches = mbs;
@@ -90,14 +91,17 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
                  slowdown > 1 && slowdown <= 1000) {
         spec.max_prefill_slowdown = slowdown;
         absl::StrAppend(&spec.label, ",slowdown=", slowdown);
+      } else if (absl::StartsWith(parts[i], "cap=") && absl::SimpleAtoi(parts[i].substr(4), &cap) && cap >= 1) {
+        spec.long_prefill_token_threshold = cap;
+        absl::StrAppend(&spec.label, ",cap=", cap);
       } else {
         return bad(absl::StrCat("unknown option '", parts[i],
-                                "' (chunk=N with N >= MAX_BS, slowdown=R with 1 < R <= 1000, prefix, or mbs=N >= 1 for "
+                                "' (chunk=N with N >= MAX_BS, slowdown=R with 1 < R <= 1000, cap=T with T >= 1, prefix, or mbs=N >= 1 for "
                                 "request-level and ft)"));
       }
     }
     if (spec.policy == PolicyKind::kRequestLevel &&
-        (spec.max_num_batched_tokens > 0 || spec.max_prefill_slowdown > 0)) {
+        (spec.max_num_batched_tokens > 0 || spec.max_prefill_slowdown > 0 || spec.long_prefill_token_threshold > 0)) {
       return bad("the request-level baseline has no chunked prefill");
     }
     if (spec.faster_transformer && spec.prefix_caching) return bad("ft pads prompts: no prefix caching");
@@ -135,6 +139,7 @@ sched::SchedulerOptions ApplyCurveSpec(const SweepCurveSpec& spec, sched::Schedu
   base.max_bs = spec.max_bs;
   base.max_num_batched_tokens = spec.max_num_batched_tokens;
   base.max_prefill_slowdown = spec.max_prefill_slowdown;
+  base.long_prefill_token_threshold = spec.long_prefill_token_threshold;
   base.enable_prefix_caching = spec.prefix_caching;
   base.faster_transformer = spec.faster_transformer;
   base.num_microbatches = spec.microbatches;

@@ -22,6 +22,7 @@ struct SweepCurveSpec {
   int32_t max_bs = 16;
   int32_t max_num_batched_tokens = 0;  ///< Chunked prefill's token budget; 0 = off.
   double max_prefill_slowdown = 0;     ///< Chunked prefill's time budget; 0 = off.
+  int32_t long_prefill_token_threshold = 0;  ///< Cap on one request's prompt chunk; 0 = off.
   bool prefix_caching = false;
   /// The request-level baseline as FasterTransformer runs it (--faster-transformer).
   bool faster_transformer = false;
@@ -34,7 +35,7 @@ struct SweepCurveSpec {
 
 /// Parses "orca:8,orca:16,request-level:1,paged:32:chunk=64:prefix,ft:8:mbs=2" (POLICY:MAX_BS,
 /// then optional `chunk=N` for --max-num-batched-tokens, `slowdown=R` for
-/// --max-prefill-slowdown (R > 1), `prefix` for
+/// --max-prefill-slowdown (R > 1), `cap=T` for --long-prefill-token-threshold (T >= 1), `prefix` for
 /// --enable-prefix-caching, `mbs=N` for the baseline's --microbatches; comma-separated).
 /// POLICY `ft` is the request-level baseline with --faster-transformer, labelled as the
 /// paper does: ft(max_bs, mbs). `llama-server:NP` is llama.cpp's server with NP parallel slots

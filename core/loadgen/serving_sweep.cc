@@ -115,6 +115,7 @@ absl::StatusOr<bool> RunPoint(const ServingSweepOptions& options, const std::str
   report.config.emplace_back("max_bs", absl::StrCat(spec.max_bs));
   report.config.emplace_back("max_num_batched_tokens", absl::StrCat(spec.max_num_batched_tokens));
   report.config.emplace_back("max_prefill_slowdown", absl::StrCat(spec.max_prefill_slowdown));
+  report.config.emplace_back("long_prefill_token_threshold", absl::StrCat(spec.long_prefill_token_threshold));
   report.config.emplace_back("prefix_caching", spec.prefix_caching ? "true" : "false");
   if (!options.out_dir.empty()) {
     ORCA_RETURN_IF_ERROR(

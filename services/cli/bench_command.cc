@@ -235,6 +235,9 @@ class OrcaServeStack : public loadgen::ServingStack {
     if (spec.max_prefill_slowdown > 0) {
       args.push_back(absl::StrCat("--max-prefill-slowdown=", spec.max_prefill_slowdown));
     }
+    if (spec.long_prefill_token_threshold > 0) {
+      args.push_back(absl::StrCat("--long-prefill-token-threshold=", spec.long_prefill_token_threshold));
+    }
     if (spec.prefix_caching) args.push_back("--enable-prefix-caching");
     if (spec.faster_transformer) args.push_back("--faster-transformer");
     if (spec.microbatches > 0) args.push_back("--microbatches=" + std::to_string(spec.microbatches));
@@ -406,9 +409,9 @@ void AddSweepFlags(FlagSet& flags, SweepFlags& sw) {
   flags.AddString("model", &sw.load.model, "Checkpoint for orca serve (default: the ~25M synthetic default model)");
   flags.AddString(
       "configs", &sw.configs,
-      "Curves: POLICY:MAX_BS[:chunk=N][:slowdown=R][:prefix][:mbs=N],... (POLICY orca, paged, request-level or ft = "
+      "Curves: POLICY:MAX_BS[:chunk=N][:slowdown=R][:cap=T][:prefix][:mbs=N],... (POLICY orca, paged, request-level or ft = "
       "request-level --faster-transformer, the paper's ft(max_bs, mbs); chunk=N: "
-      "--max-num-batched-tokens N; slowdown=R: --max-prefill-slowdown R; prefix: --enable-prefix-caching; "
+      "--max-num-batched-tokens N; slowdown=R: --max-prefill-slowdown R; cap=T: --long-prefill-token-threshold T; prefix: --enable-prefix-caching; "
       "mbs=N: --microbatches N)");
   flags.AddString("simulate", &sw.simulate,
                   "Instead of orca serve stacks: the simulated GPU engine of sim/ with this cost model (gpt3-13b, "

@@ -292,6 +292,8 @@ void ReadSchedulingKnobs(SpecReader& r, const json& s, SchedulerSpec& out) {
   r.Int(s, "kvBlockSize", "spec.scheduler.kvBlockSize", 1, 256, &out.kv_block_size);
   r.Int(s, "maxNumBatchedTokens", "spec.scheduler.maxNumBatchedTokens", 0, kInt32Max, &out.max_num_batched_tokens);
   r.ZeroOrAbove(s, "maxPrefillSlowdown", "spec.scheduler.maxPrefillSlowdown", 1, 1000, &out.max_prefill_slowdown);
+  r.Int(s, "longPrefillTokenThreshold", "spec.scheduler.longPrefillTokenThreshold", 0, kInt32Max,
+        &out.long_prefill_token_threshold);
   r.Bool(s, "enablePrefixCaching", "spec.scheduler.enablePrefixCaching", &out.enable_prefix_caching);
   r.String(s, "schedulingOrder", "spec.scheduler.schedulingOrder", &out.scheduling_order, {"fcfs", "priority"});
   r.Int(s, "priorityAgingMs", "spec.scheduler.priorityAgingMs", 0, INT64_MAX, &out.priority_aging_ms);
@@ -302,10 +304,11 @@ void ReadSchedulingKnobs(SpecReader& r, const json& s, SchedulerSpec& out) {
                          ") so that every decode fits, got ", out.max_num_batched_tokens));
   }
   if (out.policy == "request-level" &&
-      (out.max_num_batched_tokens > 0 || out.max_prefill_slowdown > 0 || out.scheduling_order != "fcfs")) {
+      (out.max_num_batched_tokens > 0 || out.max_prefill_slowdown > 0 || out.long_prefill_token_threshold > 0 ||
+       out.scheduling_order != "fcfs")) {
     r.Error("spec.scheduler.policy",
-            "the request-level baseline takes neither maxNumBatchedTokens, maxPrefillSlowdown nor schedulingOrder "
-            "priority");
+            "the request-level baseline takes neither maxNumBatchedTokens, maxPrefillSlowdown, "
+            "longPrefillTokenThreshold nor schedulingOrder priority");
   }
   if (s.contains("apiKeys") && !s["apiKeys"].is_null()) {
     const json& keys = r.Object(s, "apiKeys", "spec.scheduler.apiKeys");

@@ -98,6 +98,9 @@ struct SchedulerSpec {
   int32_t max_num_batched_tokens = 0;
   /// Chunked prefill's time budget (--max-prefill-slowdown): 0 = off, else in (1, 1000].
   double max_prefill_slowdown = 0;
+  /// Chunked prefill (--long-prefill-token-threshold): at most this many prompt tokens of one
+  /// request per iteration, so that a long prompt leaves room for those queued behind it; 0 = off.
+  int32_t long_prefill_token_threshold = 0;
   bool enable_prefix_caching = false;
   std::string scheduling_order = "fcfs";  // fcfs | priority
   int64_t priority_aging_ms = 1000;

@@ -238,6 +238,7 @@ grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext
   const sched::SchedulerOptions& o = s.options;
   r->set_max_num_batched_tokens(o.max_num_batched_tokens);
   r->set_max_prefill_slowdown(o.max_prefill_slowdown);
+  r->set_long_prefill_token_threshold(o.long_prefill_token_threshold);
   r->set_prefix_caching(o.enable_prefix_caching);
   r->set_scheduling_order(sched::SchedulingOrderName(o.scheduling_order));
   r->set_priority_aging_millis(absl::ToInt64Milliseconds(o.priority_aging));

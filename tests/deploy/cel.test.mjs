@@ -105,6 +105,8 @@ const BAD = [
     rule: "maxPrefillSlowdown must be 0 (off) or greater than 1", operator: "must be 0 (off) or in (1, 1000]" },
   { name: "baseline with a time budget", cr: () => { const c = base(); c.spec.scheduler = { policy: "request-level", maxPrefillSlowdown: 2 }; return c; },
     rule: "the request-level baseline takes no maxPrefillSlowdown", operator: "maxPrefillSlowdown" },
+  { name: "baseline with a long-prefill cap", cr: () => { const c = base(); c.spec.scheduler = { policy: "request-level", longPrefillTokenThreshold: 128 }; return c; },
+    rule: "the request-level baseline takes no longPrefillTokenThreshold", operator: "longPrefillTokenThreshold" },
   { name: "baseline with priorities", cr: () => { const c = base(); c.spec.scheduler = { policy: "request-level", schedulingOrder: "priority" }; return c; },
     rule: "the request-level baseline takes neither", operator: "nor schedulingOrder priority" },
   { name: "kvMemory without bytesPerToken", cr: () => { const c = base(); c.spec.model.uri = "pvc://m/llama"; c.spec.scheduler = { kvMemory: { size: "1Gi" } }; return c; },

@@ -290,7 +290,7 @@ test("scheduling values reach the scheduler's and the workers' flags", () => {
   const scheduler = YAML.parse(group.data["scheduler.yaml"]);
   const worker = YAML.parse(group.data["worker.yaml"]);
   const expected = { policy: "paged", "max-bs": 32, "n-slots": 8192, "kv-block-size": 32, "max-num-batched-tokens": 512,
-                     "max-prefill-slowdown": 2.5,
+                     "max-prefill-slowdown": 2.5, "long-prefill-token-threshold": 128,
                      "enable-prefix-caching": true, "scheduling-order": "priority", "priority-aging-ms": 500,
                      "drain-grace-seconds": 60, "api-keys-file": "/etc/orca-scheduler-auth/api-keys" };
   for (const [flag, value] of Object.entries(expected)) assert.equal(scheduler[flag], value, `scheduler --${flag}`);

@@ -109,6 +109,7 @@ const CHANGES = [
   { name: "KV block size", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, kvBlockSize: 8 }; } },
   { name: "chunked prefill", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, maxNumBatchedTokens: 256 }; } },
   { name: "chunked prefill time budget", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, maxPrefillSlowdown: 2 }; } },
+  { name: "long prefill cap", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, longPrefillTokenThreshold: 128 }; } },
   { name: "prefix caching", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, enablePrefixCaching: true }; } },
   { name: "priorities", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, schedulingOrder: "priority", priorityAgingMs: 200 }; } },
   { name: "scheduler drain", engine: true, patch: (s) => { s.scheduler = { ...s.scheduler, drainGraceSeconds: 5 }; } },

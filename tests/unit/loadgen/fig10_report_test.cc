@@ -96,8 +96,14 @@ TEST(Fig10ReportTest, ParsesChunkedPrefillAndPrefixCachingOptions) {
   ASSERT_TRUE(timed.ok()) << timed.status();
   EXPECT_EQ((*timed)[0].label, "paged(max_bs=16,chunk=32,slowdown=2.5)");
   EXPECT_EQ((*timed)[0].max_prefill_slowdown, 2.5);
+  absl::StatusOr<std::vector<SweepCurveSpec>> capped = ParseCurveSpecs("orca:8:chunk=256:cap=64");
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ((*capped)[0].label, "orca(max_bs=8,chunk=256,cap=64)");
+  EXPECT_EQ((*capped)[0].long_prefill_token_threshold, 64);
+  EXPECT_EQ(ApplyCurveSpec((*capped)[0], {}).long_prefill_token_threshold, 64);
   for (const char* bad : {"orca:16:chunk=8", "orca:16:chunky", "request-level:8:chunk=64", "paged:4:chunk=x",
-                          "orca:16:slowdown=1", "orca:16:slowdown=x", "request-level:8:slowdown=2"}) {
+                          "orca:16:slowdown=1", "orca:16:slowdown=x", "request-level:8:slowdown=2",
+                          "orca:16:cap=0", "orca:16:cap=x", "request-level:8:cap=64"}) {
     EXPECT_FALSE(ParseCurveSpecs(bad).ok()) << bad;
   }
   EXPECT_THAT(std::string(ParseCurveSpecs("orca:16:prefx").status().message()), HasSubstr("unknown option 'prefx'"));

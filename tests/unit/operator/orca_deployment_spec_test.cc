@@ -76,6 +76,7 @@ TEST(OrcaDeploymentSpecTest, SchedulingKnobsAreRead) {
                                    .Set("/spec/scheduler/kvSlots", 4096)
                                    .Set("/spec/scheduler/maxNumBatchedTokens", 512)
                                    .Set("/spec/scheduler/maxPrefillSlowdown", 2.5)
+                                   .Set("/spec/scheduler/longPrefillTokenThreshold", 128)
                                    .Set("/spec/scheduler/enablePrefixCaching", true)
                                    .Set("/spec/scheduler/schedulingOrder", "priority")
                                    .Set("/spec/scheduler/priorityAgingMs", 0)
@@ -88,6 +89,7 @@ TEST(OrcaDeploymentSpecTest, SchedulingKnobsAreRead) {
   EXPECT_EQ(d->scheduler.kv_block_size, 32);
   EXPECT_EQ(d->scheduler.max_num_batched_tokens, 512);
   EXPECT_EQ(d->scheduler.max_prefill_slowdown, 2.5);
+  EXPECT_EQ(d->scheduler.long_prefill_token_threshold, 128);
   EXPECT_TRUE(d->scheduler.enable_prefix_caching);
   EXPECT_EQ(d->scheduler.scheduling_order, "priority");
   EXPECT_EQ(d->scheduler.priority_aging_ms, 0);
@@ -193,6 +195,13 @@ INSTANTIATE_TEST_SUITE_P(
                         .Set("/spec/scheduler/maxPrefillSlowdown", 2),
                     "spec.scheduler.policy: the request-level baseline takes neither maxNumBatchedTokens, "
                     "maxPrefillSlowdown"},
+        InvalidCase{"BaselineWithALongPrefillCap",
+                    OrcaDeploymentBuilder()
+                        .Set("/spec/scheduler/policy", "request-level")
+                        .Set("/spec/scheduler/longPrefillTokenThreshold", 64),
+                    "longPrefillTokenThreshold nor schedulingOrder priority"},
+        InvalidCase{"NegativeLongPrefillCap", OrcaDeploymentBuilder().Set("/spec/scheduler/longPrefillTokenThreshold", -1),
+                    "spec.scheduler.longPrefillTokenThreshold: must be in [0, 2147483647], got -1"},
         InvalidCase{"BaselineWithPriorities",
                     OrcaDeploymentBuilder()
                         .Set("/spec/scheduler/policy", "request-level")

@@ -480,6 +480,7 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
         "kv-block-size",
         "max-num-batched-tokens",
         "max-prefill-slowdown",
+        "long-prefill-token-threshold",
         "enable-prefix-caching",
         "scheduling-order",
         "priority-aging-ms",
@@ -647,6 +648,7 @@ TEST(RendererTest, EverySchedulingFieldBecomesItsFlag) {
       {"kvBlockSize", 32, {{"scheduler.yaml", "kv-block-size"}, {"worker.yaml", "kv-block-size"}}},
       {"maxNumBatchedTokens", 512, {{"scheduler.yaml", "max-num-batched-tokens"}, {"worker.yaml", "reserve-tokens"}}},
       {"maxPrefillSlowdown", 2.5, {{"scheduler.yaml", "max-prefill-slowdown"}}},
+      {"longPrefillTokenThreshold", 128, {{"scheduler.yaml", "long-prefill-token-threshold"}}},
       {"enablePrefixCaching", true, {{"scheduler.yaml", "enable-prefix-caching"}}},
       {"schedulingOrder", "priority", {{"scheduler.yaml", "scheduling-order"}}},
       {"priorityAgingMs", 250, {{"scheduler.yaml", "priority-aging-ms"}}},
@@ -674,6 +676,7 @@ TEST(RendererTest, DefaultsRenderTheBinariesDefaults) {
   EXPECT_EQ(scheduler["kv-block-size"], 16);
   EXPECT_EQ(scheduler["max-num-batched-tokens"], 0);
   EXPECT_EQ(scheduler["max-prefill-slowdown"], 0);
+  EXPECT_EQ(scheduler["long-prefill-token-threshold"], 0);
   EXPECT_EQ(scheduler["enable-prefix-caching"], false);
   EXPECT_EQ(scheduler["scheduling-order"], "fcfs");
   EXPECT_EQ(scheduler["priority-aging-ms"], 1000);

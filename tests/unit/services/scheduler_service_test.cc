@@ -445,6 +445,7 @@ TEST_F(SchedulerServiceTest, BeyondPaperOptionsAreAppliedReportedAndCounted) {
   o.scheduler.kv_block_size = 8;
   o.scheduler.max_num_batched_tokens = 16;
   o.scheduler.max_prefill_slowdown = 3;
+  o.scheduler.long_prefill_token_threshold = 12;
   o.scheduler.enable_prefix_caching = true;
   o.scheduler.scheduling_order = sched::SchedulingOrder::kPriority;
   o.scheduler.priority_aging = absl::Milliseconds(50);
@@ -467,6 +468,7 @@ TEST_F(SchedulerServiceTest, BeyondPaperOptionsAreAppliedReportedAndCounted) {
   EXPECT_EQ(s.policy(), "paged");
   EXPECT_EQ(s.max_num_batched_tokens(), 16);
   EXPECT_EQ(s.max_prefill_slowdown(), 3);
+  EXPECT_EQ(s.long_prefill_token_threshold(), 12);
   EXPECT_TRUE(s.prefix_caching());
   EXPECT_EQ(s.scheduling_order(), "priority");
   EXPECT_EQ(s.priority_aging_millis(), 50);
