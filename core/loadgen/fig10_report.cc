@@ -95,9 +95,10 @@ absl::StatusOr<std::vector<SweepCurveSpec>> ParseCurveSpecs(const std::string& t
         spec.long_prefill_token_threshold = cap;
         absl::StrAppend(&spec.label, ",cap=", cap);
       } else {
-        return bad(absl::StrCat("unknown option '", parts[i],
-                                "' (chunk=N with N >= MAX_BS, slowdown=R with 1 < R <= 1000, cap=T with T >= 1, prefix, or mbs=N >= 1 for "
-                                "request-level and ft)"));
+        return bad(absl::StrCat(
+            "unknown option '", parts[i],
+            "' (chunk=N with N >= MAX_BS, slowdown=R with 1 < R <= 1000, cap=T with T >= 1, prefix, or mbs=N >= 1 for "
+            "request-level and ft)"));
       }
     }
     if (spec.policy == PolicyKind::kRequestLevel &&
@@ -207,11 +208,11 @@ std::string SweepToCsv(const std::vector<MeasuredCurve>& curves) {
       absl::StrAppend(
           &out,
           absl::StrFormat("\"%s\",%s,%d,%d,%d,%g,%.6f,%.3f,%d,%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,", c.spec.label,
-                          c.spec.server.empty() ? sched::PolicyKindName(c.spec.policy) : c.spec.server, c.spec.max_bs, c.spec.max_num_batched_tokens,
-                          c.spec.prefix_caching ? 1 : 0, p.arrival_rate, s.throughput_rps, s.output_tokens_per_s,
-                          s.num_completed, s.num_failed, s.num_unfinished + s.num_not_sent, s.normalized_latency_s.p50,
-                          s.normalized_latency_s.p99, s.ttft_s.p50, s.ttft_s.p99, s.itl_s.p50, s.itl_s.p99,
-                          s.e2e_s.p50),
+                          c.spec.server.empty() ? sched::PolicyKindName(c.spec.policy) : c.spec.server, c.spec.max_bs,
+                          c.spec.max_num_batched_tokens, c.spec.prefix_caching ? 1 : 0, p.arrival_rate,
+                          s.throughput_rps, s.output_tokens_per_s, s.num_completed, s.num_failed,
+                          s.num_unfinished + s.num_not_sent, s.normalized_latency_s.p50, s.normalized_latency_s.p99,
+                          s.ttft_s.p50, s.ttft_s.p99, s.itl_s.p50, s.itl_s.p99, s.e2e_s.p50),
           v.valid ? absl::StrFormat("%.4f,%.4f,%.0f,%.4f\n", v.kv_usage_mean, v.kv_usage_max, v.preemptions,
                                     v.prefix_queries > 0 ? v.prefix_hits / v.prefix_queries : 0.0)
                   : ",,,\n");
