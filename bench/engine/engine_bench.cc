@@ -25,6 +25,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -153,6 +154,7 @@ struct Args {
   std::vector<std::string> files;
   std::vector<std::string> batches{"1", "2", "4", "8", "16", "32", "64"};
   std::vector<std::string> prompts{"32", "128"};
+  std::vector<int> batch_sizes, prompt_lengths;  // the two lists above, parsed and checked in main
   int64_t gen = 32;
   int64_t threads = 0;
   int64_t first_requests = 10;
@@ -275,9 +277,8 @@ absl::Status Row(engine::Engine& e, const Args& args, const Ceilings& ceil, Band
 
 absl::Status BenchFile(const std::string& path, const Args& args, int threads, const Ceilings& ceil,
                        BandwidthProbe& bandwidth) {
-  std::vector<int> batches, prompts;
-  for (const auto& b : args.batches) batches.push_back(std::stoi(b));
-  for (const auto& p : args.prompts) prompts.push_back(std::stoi(p));
+  const std::vector<int>& batches = args.batch_sizes;
+  const std::vector<int>& prompts = args.prompt_lengths;
   const int max_batch = *std::max_element(batches.begin(), batches.end());
   const int max_prompt = *std::max_element(prompts.begin(), prompts.end());
   engine::Engine::Options eo;
@@ -400,6 +401,32 @@ int main(int argc, char** argv) {
   if (args.device != "cpu" && args.device != "cuda") {
     std::fprintf(stderr, "engine_bench: --device must be cpu or cuda, got '%s'\n", args.device.c_str());
     return 2;
+  }
+  if (args.threads < 0 || args.threads > 1024) {
+    std::fprintf(stderr, "engine_bench: --threads must be in [0, 1024] (0 = all cores), got %lld\n",
+                 static_cast<long long>(args.threads));
+    return 2;
+  }
+  // Every row times gen - 1 decode iterations (their median), so at least one is needed.
+  if (args.gen < 2 || args.gen > 1 << 20) {
+    std::fprintf(stderr, "engine_bench: --gen must be in [2, %d] (gen - 1 decode iterations are timed), got %lld\n",
+                 1 << 20, static_cast<long long>(args.gen));
+    return 2;
+  }
+  for (auto [flag, list, out] : {std::tuple{"batches", &args.batches, &args.batch_sizes},
+                                 std::tuple{"prompts", &args.prompts, &args.prompt_lengths}}) {
+    for (const std::string& v : *list) {
+      int n = 0;
+      if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 1 << 20) {
+        std::fprintf(stderr, "engine_bench: --%s takes integers in [1, %d], got '%s'\n", flag, 1 << 20, v.c_str());
+        return 2;
+      }
+      out->push_back(n);
+    }
+    if (out->empty()) {
+      std::fprintf(stderr, "engine_bench: --%s is empty\n", flag);
+      return 2;
+    }
   }
   if (args.tp < 1 || args.tp > 64) {
     std::fprintf(stderr, "engine_bench: --tp must be in [1, 64], got %lld\n", static_cast<long long>(args.tp));

@@ -324,8 +324,8 @@ int ComparePrefetch(const Args& args, const ModelShape& ms, int threads,
           }
           std::printf("\n");
         };
-        std::printf("# best probe reading so far %.1f GB/s: fast rounds >= %.1f, slow rounds <= %.1f\n", best, 0.8 * best,
-                    0.65 * best);
+        std::printf("# best probe reading so far %.1f GB/s: fast rounds >= %.1f, slow rounds <= %.1f\n", best,
+                    0.8 * best, 0.65 * best);
         summarize("all", [](const Round&) { return true; });
         summarize("fast", [&](const Round& rd) { return std::min(rd.bw_before, rd.bw_after) >= 0.8 * best; });
         summarize("slow", [&](const Round& rd) { return std::max(rd.bw_before, rd.bw_after) <= 0.65 * best; });
@@ -507,6 +507,15 @@ int main(int argc, char** argv) {
   if (flags.help_requested()) {
     std::printf("%s", flags.Usage().c_str());
     return 0;
+  }
+  if (!(args.seconds > 0 && args.seconds <= 3600)) {
+    std::fprintf(stderr, "gemm_bench: --seconds must be in (0, 3600], got %g\n", args.seconds);
+    return 2;
+  }
+  if (args.threads < 0 || args.threads > 1024) {
+    std::fprintf(stderr, "gemm_bench: --threads must be in [0, 1024] (0 = all cores), got %lld\n",
+                 static_cast<long long>(args.threads));
+    return 2;
   }
   std::vector<orca::kernels::quant::DecodePrefetch> fixed;
   if (args.decode_prefetch != "auto" &&
