@@ -130,7 +130,7 @@ def llama_runs(args, model, prompts, log):
 
 def orca_scores(args, model, prompts, llama, log):
     port = free_port()
-    cmd = [args.orca, "serve", "--model", model, "--port", str(port), "--threads", str(args.threads)]
+    cmd = [args.orca, "serve", "--model", model, "--port", str(port), "--threads", str(args.threads)] + args.orca_arg
     srv = Server(cmd, "/ready", port, log)
     scored = []
     try:
@@ -189,6 +189,9 @@ def main():
     p.add_argument("models", nargs="+", help="GGUF files, each optionally =TRUTH.gguf (the file dequantized to F32)")
     p.add_argument("--llama-server", required=True, help="llama-server binary of your llama.cpp build")
     p.add_argument("--orca", default=os.path.join(REPO, "build", "bin", "orca"))
+    p.add_argument("--orca-arg", action="append", default=[],
+                   help="extra flag for `orca serve` on the file itself and its reference (repeatable), e.g. "
+                        "--orca-arg=--tensor-parallel=2")
     p.add_argument("--out", required=True, help="directory for logs and summary.tsv")
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--prompt-len", type=int, default=16)
