@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 #include "core/engine/checkpoint.h"
@@ -307,12 +308,22 @@ absl::StatusOr<ExportReport> RequantizeGguf(const Checkpoint& ckpt, const std::s
   w.SetU32("general.file_type", LlamaFileType(options.mix));
   w.SetU32("general.quantization_version", 2);
   std::vector<PlannedTensor> plan;
+  std::map<std::string, int> already_quantized;  // source type -> tensors
   for (const std::string& name : g.Names()) {
     const formats::TensorInfo* t = g.Find(name);
     if (!t->unsupported.empty()) return absl::UnimplementedError(t->unsupported);
     plan.push_back({name, t->shape, t->dtype, [t](std::vector<float>* out) { return ReadMapped(*t, out); }});
-    if (IsQuantized(t->dtype))
-      report.notes.push_back(absl::StrCat(name, " was ", DTypeName(t->dtype), ": re-quantized"));
+    if (IsQuantized(t->dtype)) ++already_quantized[DTypeName(t->dtype)];
+  }
+  // One note for all of them, not one line per tensor.
+  if (!already_quantized.empty()) {
+    std::vector<std::string> counts;
+    int total = 0;
+    for (const auto& [type, n] : already_quantized) counts.push_back(absl::StrCat(n, " ", type)), total += n;
+    report.notes.push_back(absl::StrCat(
+        total, " source tensors were already quantized (", absl::StrJoin(counts, ", "),
+        "): they were dequantized and quantized again, so both roundings add up; quantize from an F32, F16 or "
+        "BF16 source where there is one"));
   }
   ORCA_RETURN_IF_ERROR(WriteTensors(w, plan, ckpt.config().num_layers, options, dst, &report));
   return report;

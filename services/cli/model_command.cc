@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -60,9 +61,25 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 void PrintReport(const convert::ExportReport& r, const std::string& out) {
   std::map<std::string, int> counts;
+  // A type fallback is printed once per distinct note (a 32-layer file repeats each one per layer).
+  struct Fallback {
+    std::string first_tensor;
+    int tensors = 0;
+  };
+  std::vector<std::pair<std::string, Fallback>> fallbacks;
   for (const auto& t : r.tensors) {
     ++counts[DTypeName(t.to)];
-    if (!t.note.empty()) std::cout << "  " << t.name << ": " << t.note << "\n";
+    if (t.note.empty()) continue;
+    auto it = std::find_if(fallbacks.begin(), fallbacks.end(), [&](const auto& f) { return f.first == t.note; });
+    if (it == fallbacks.end()) it = fallbacks.insert(fallbacks.end(), {t.note, {t.name, 0}});
+    ++it->second.tensors;
+  }
+  for (const auto& [note, f] : fallbacks) {
+    if (f.tensors == 1) {
+      std::cout << "  " << f.first_tensor << ": " << note << "\n";
+    } else {
+      std::cout << "  " << f.tensors << " tensors (" << f.first_tensor << ", ...): " << note << "\n";
+    }
   }
   for (const auto& n : r.notes) std::cout << "  note: " << n << "\n";
   std::cout << "wrote " << out << ": " << r.tensors.size() << " tensors (";

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/common/mapped_file.h"
 #include "core/convert/gguf_export.h"
 #include "core/engine/engine.h"
@@ -235,6 +237,30 @@ TEST(QuantizedModelTest, GgufIsRequantizedFromAnotherGguf) {
   // Rounding to bf16 first moves some values across a Q8_0 step: as far apart as q8_0 is
   // from the float model (measured 0.08).
   EXPECT_LE(MaxAbsDiff(a, b), 0.13 * StdDev(b));
+}
+
+TEST(QuantizedModelTest, RequantizingAQuantizedGgufSaysSoOnceWithTheCountsPerType) {
+  const std::string hf = testing::SyntheticModel(WideLlama());
+  const std::string q8 = testing::QuantizedModel(hf, "q8_0");
+  auto file = formats::GgufFile::Open(q8);
+  ASSERT_TRUE(file.ok()) << file.status();
+  int q8_tensors = 0;
+  for (const std::string& name : (*file)->Names()) q8_tensors += (*file)->Find(name)->dtype == DType::kQ8_0;
+  ASSERT_GT(q8_tensors, 1);
+  convert::ExportOptions eo;
+  ASSERT_TRUE(convert::ParseQuantMix("q4_0", &eo.mix));
+  const std::string out = q8 + "-requantized-q4_0.gguf";
+  auto report = convert::QuantizeCheckpoint(q8, out, eo);
+  ASSERT_TRUE(report.ok()) << report.status();
+  // One note for the whole file (not one per tensor), with the count per source type.
+  ASSERT_EQ(report->notes.size(), 1u) << absl::StrJoin(report->notes, "\n");
+  const std::string want = absl::StrCat(q8_tensors, " source tensors were already quantized (", q8_tensors, " q8_0)");
+  EXPECT_NE(report->notes[0].find(want), std::string::npos) << report->notes[0];
+  // From a float source there is nothing to say.
+  auto from_float = convert::QuantizeCheckpoint(testing::QuantizedModel(hf, "bf16"), out, eo);
+  ASSERT_TRUE(from_float.ok()) << from_float.status();
+  EXPECT_TRUE(from_float->notes.empty()) << absl::StrJoin(from_float->notes, "\n");
+  std::remove(out.c_str());
 }
 
 bool Exists(const std::string& p) {
