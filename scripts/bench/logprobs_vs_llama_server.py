@@ -5,7 +5,9 @@ For each file: llama-server (a llama.cpp build you made yourself, outside the re
 decodes greedily from random token-id prompts and reports the log-probabilities of its top
 tokens at every step; `orca serve` then scores the same sequences, teacher-forced (OpenAI
 completions with echo and logprobs), so every position compares the two engines'
-distributions given the same prefix. Both servers run one at a time, on loopback.
+distributions given the same prefix (Orca's prefill path). Orca also decodes greedily from
+each prompt with its logprobs (its decode path), compared with llama.cpp's steps up to the
+first token where the two continuations part. Both servers run one at a time, on loopback.
 
 Printed per file (and written to OUT/summary.tsv): how often Orca's most likely token is
 llama.cpp's greedy choice, and |Δ logprob| of that token (mean, 99th percentile, max). A wrong
@@ -128,7 +130,9 @@ def llama_runs(args, model, prompts, log):
     return runs
 
 
-def orca_scores(args, model, prompts, llama, log):
+def orca_scores(args, model, prompts, llama, log, decode=False):
+    """Orca's distributions along llama.cpp's sequences (teacher-forced, the prefill path); with
+    decode, also Orca's own greedy continuations with their logprobs (the decode path)."""
     port = free_port()
     cmd = [args.orca, "serve", "--model", model, "--port", str(port), "--threads", str(args.threads)] + args.orca_arg
     srv = Server(cmd, "/ready", port, log)
@@ -145,9 +149,31 @@ def orca_scores(args, model, prompts, llama, log):
             # Position len(ids) + j of the echoed prompt is the distribution llama.cpp sampled step j from.
             scored.append([{"logprob": lp["token_logprobs"][len(ids) + j], "top": lp["top_logprobs"][len(ids) + j]}
                            for j in range(len(run))])
+        decoded = []
+        for ids, run in zip(prompts, llama) if decode else []:
+            r = post(srv.base + "/v1/completions", {
+                "model": served, "prompt": ids, "logprobs": args.top, "max_tokens": len(run), "temperature": 0,
+                "ignore_eos": True})
+            lp = r["choices"][0]["logprobs"]
+            decoded.append([{"token": t, "logprob": l} for t, l in zip(lp["tokens"], lp["token_logprobs"])])
     finally:
         srv.stop()
-    return scored
+    return (scored, decoded) if decode else scored
+
+
+def compare_decode(llama, decoded):
+    """Orca's greedy decode against llama.cpp's: steps before the first different token, and
+    |Δ logprob| of the shared tokens."""
+    deltas, same_runs = [], 0
+    for run, dec in zip(llama, decoded):
+        j = 0
+        while j < min(len(run), len(dec)) and run[j]["token"] == dec[j]["token"]:
+            deltas.append(abs(run[j]["logprob"] - dec[j]["logprob"]))
+            j += 1
+        same_runs += j == len(run)
+    return {"shared_steps": len(deltas), "runs_identical": same_runs,
+            "dlogprob_mean": statistics.fmean(deltas) if deltas else float("nan"),
+            "dlogprob_p99": p99(deltas) if deltas else float("nan")}
 
 
 def p99(values):
@@ -209,6 +235,8 @@ def main():
     summary = os.path.join(args.out, "summary.tsv")
     with open(summary, "w") as s:
         s.write("file\tpositions\ttop1_agree\ttopk_overlap\tdlogprob_mean\tdlogprob_p99\tdlogprob_max\n")
+    with open(os.path.join(args.out, "decode.tsv"), "w") as s:
+        s.write("file\tshared_steps\truns_identical\truns\tdlogprob_mean\tdlogprob_p99\n")
     with open(os.path.join(args.out, "truth.tsv"), "w") as s:
         s.write("file\tengine\tdlogprob_mean\tdlogprob_p99\ttop1_agree\n")
     for spec in args.models:
@@ -221,12 +249,12 @@ def main():
         prompts = [[rng.randrange(100, hi) for _ in range(args.prompt_len)] for _ in range(args.prompts)]
         t0 = time.time()
         llama = llama_runs(args, model, prompts, os.path.join(args.out, f"{name}.llama-server.log"))
-        orca = orca_scores(args, model, prompts, llama, os.path.join(args.out, f"{name}.orca.log"))
+        orca, decoded = orca_scores(args, model, prompts, llama, os.path.join(args.out, f"{name}.orca.log"), decode=True)
         truth = None
         if truth_file:
             truth = orca_scores(args, truth_file, prompts, llama, os.path.join(args.out, f"{name}.truth.log"))
         with open(os.path.join(args.out, f"{name}.json"), "w") as f:
-            json.dump({"prompts": prompts, "llama": llama, "orca": orca, "truth": truth}, f)
+            json.dump({"prompts": prompts, "llama": llama, "orca": orca, "orca_decode": decoded, "truth": truth}, f)
         c = compare(llama, orca)
         row = [name, c["positions"], f"{c['top1_agree']:.4f}", f"{c['topk_overlap']:.4f}", f"{c['dlogprob_mean']:.4f}",
                f"{c['dlogprob_p99']:.4f}", f"{c['dlogprob_max']:.4f}"]
@@ -235,6 +263,13 @@ def main():
         print(f"{name}: {c['positions']} positions, top-1 agreement {c['top1_agree']:.1%}, top-{args.top} overlap "
               f"{c['topk_overlap']:.1%}, |dlogprob| mean {c['dlogprob_mean']:.4f} p99 {c['dlogprob_p99']:.4f} "
               f"max {c['dlogprob_max']:.4f} ({time.time() - t0:.0f} s)", flush=True)
+        dc = compare_decode(llama, decoded)
+        with open(os.path.join(args.out, "decode.tsv"), "a") as f:
+            f.write(f"{name}\t{dc['shared_steps']}\t{dc['runs_identical']}\t{len(prompts)}\t{dc['dlogprob_mean']:.4f}\t"
+                    f"{dc['dlogprob_p99']:.4f}\n")
+        print(f"  decode path: greedy continuations identical in {dc['runs_identical']} of {len(prompts)} prompts, "
+              f"{dc['shared_steps']} shared steps, |dlogprob| mean {dc['dlogprob_mean']:.4f} p99 {dc['dlogprob_p99']:.4f}",
+              flush=True)
         if truth is not None:
             t = against_truth({"llama.cpp": llama, "orca": orca}, truth)
             with open(os.path.join(args.out, "truth.tsv"), "a") as f:
