@@ -241,7 +241,7 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::BoundedNumber(const Json& schema, b
     if (bound[i])
       return KeywordError(names[i], path, "is supported on 'integer' only (use inclusive bounds on 'number')");
   for (int i : {0, 2})
-    if (bound[i] && (*bound[i] != std::floor(*bound[i]) || std::abs(*bound[i]) > kMaxMagnitude))
+    if (bound[i] && (*bound[i] != std::floor(*bound[i]) || std::abs(*bound[i]) > static_cast<double>(kMaxMagnitude)))
       return KeywordError(names[i], path, "on 'number' must be an integer of at most 16 digits");
   const int64_t lo = bound[0] ? static_cast<int64_t>(*bound[0]) : 0;
   const int64_t hi = bound[2] ? static_cast<int64_t>(*bound[2]) : kMaxMagnitude;

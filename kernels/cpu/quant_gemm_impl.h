@@ -120,7 +120,7 @@ inline void UnpackUnit(const uint8_t* u, Scratch& s, int g0) {
 /// as the compile-time MR of a kernel.
 template <class F, int... I>
 inline void ForRowsOf(int64_t rows, F& f, std::integer_sequence<int, I...>) {
-  ((rows == I + 1 && (f(std::integral_constant<int, I + 1>{}), true)) || ...);
+  static_cast<void>(((rows == I + 1 && (f(std::integral_constant<int, I + 1>{}), true)) || ...));
 }
 template <int kMax, class F>
 inline void ForRows(int64_t rows, F&& f) {
@@ -227,7 +227,8 @@ void RunChunks(const GemmArgs& a) {
   const int64_t units = a.k / UnitValues(T), m = a.x->m;
   const size_t panel_bytes = PanelBytes(T, a.k);
   const int64_t block_rows = std::min(m, kRowBlockRows);
-  const int64_t block_chunks = std::max<int64_t>(1, kRowsBlockBytes / (block_rows * kChunkGroups * kGroup * kRowsBytesPerValue));
+  const int64_t block_chunks =
+      std::max<int64_t>(1, kRowsBlockBytes / (block_rows * kChunkGroups * kGroup * kRowsBytesPerValue));
   const int64_t block_units = std::min(units, block_chunks * kUnitsPerChunk);
   auto chunk = [&](int64_t p, int64_t u) { return a.packed + static_cast<size_t>(p) * panel_bytes + u * kUnitBytes; };
   for (int64_t r0 = 0; r0 < m; r0 += block_rows) {

@@ -197,7 +197,9 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
   for (int step = 0; step < 3; ++step) {
     StepOutput a, b, s0, s1;
     ASSERT_TRUE(whole->Step(in, nullptr, &a).ok());
-    if (tp2 != nullptr) ASSERT_TRUE(tp2->Step(in, nullptr, &b).ok());
+    if (tp2 != nullptr) {
+      ASSERT_TRUE(tp2->Step(in, nullptr, &b).ok());
+    }
     ASSERT_TRUE(stages[0]->Step(in, nullptr, &s0).ok());
     ASSERT_TRUE(stages[1]->Step(in, s0.hidden.data(), &s1).ok());
     std::vector<double> want(a.logits.begin(), a.logits.end());
@@ -255,7 +257,9 @@ TEST_P(EngineEquivalenceTest, VocabularyParallelHeadMatchesWholeModelWithUnevenV
     ASSERT_TRUE(whole && vocab_parallel && head_on_rank0 && stage0 && stage1) << name;
     ASSERT_EQ(whole->config().vocab_size, 301);
     // A quantized export keeps the embedding (the tied head) in blocks: the slices are block rows.
-    if (GetParam().mix != nullptr) EXPECT_TRUE(IsQuantized(vocab_parallel->weight_dtype())) << name;
+    if (GetParam().mix != nullptr) {
+      EXPECT_TRUE(IsQuantized(vocab_parallel->weight_dtype())) << name;
+    }
 
     StepInput in;
     in.seqs.push_back({1, {5, 6, 7, 8, 9}, 0, true, SequenceSetup{32, {}, {}}});

@@ -231,7 +231,9 @@ TEST(LoadTraceTest, ChatTraceSharesTheSystemPromptAndEachConversationsHistory) {
         found = p.size() + 2 == r.segments.size() &&
                 std::equal(p.begin(), p.end(), r.segments.begin(),
                            [](const auto& a, const auto& b) { return a.key == b.key && a.num_tokens == b.num_tokens; });
-        if (found) EXPECT_EQ(r.segments[p.size()].num_tokens, trace[j].max_new_tokens);  // its reply
+        if (found) {  // its reply
+          EXPECT_EQ(r.segments[p.size()].num_tokens, trace[j].max_new_tokens);
+        }
       }
       EXPECT_TRUE(found) << "request " << i << " continues no earlier turn";
     }
@@ -271,12 +273,16 @@ TEST(LoadTraceTest, ClosedLoopChatConversationsArePoissonStartsWithTurnsFromTheS
   std::set<uint64_t> user_keys;
   for (size_t c = 0; c < conversations.size(); ++c) {
     const ChatConversation& conv = conversations[c];
-    if (c > 0) EXPECT_GE(conv.arrival, conversations[c - 1].arrival);
+    if (c > 0) {
+      EXPECT_GE(conv.arrival, conversations[c - 1].arrival);
+    }
     EXPECT_EQ(conv.system.key, conversations[0].system.key);  // one shared system prompt
     EXPECT_GE(conv.system.num_tokens, 200);
     EXPECT_LE(conv.system.num_tokens, 500);
     ASSERT_FALSE(conv.turns.empty());
-    if (c + 1 < conversations.size()) EXPECT_GE(conv.turns.size(), 2u);  // only the last may be cut short
+    if (c + 1 < conversations.size()) {  // only the last may be cut short
+      EXPECT_GE(conv.turns.size(), 2u);
+    }
     EXPECT_LE(conv.turns.size(), 6u);
     for (const ChatTurn& t : conv.turns) {
       EXPECT_TRUE(user_keys.insert(t.user.key).second) << "user messages are never shared";

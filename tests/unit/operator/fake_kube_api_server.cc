@@ -271,7 +271,7 @@ void FakeKubeApiServer::Serve(int fd) {
         std::transform(name.begin(), name.end(), name.begin(), ::tolower);
         std::string value = line.substr(colon + 1);
         value.erase(0, value.find_first_not_of(' '));
-        if (name == "content-length") absl::SimpleAtoi(value, &content_length);
+        if (name == "content-length" && !absl::SimpleAtoi(value, &content_length)) content_length = 0;
         if (name == "content-type") req.content_type = value;
         if (name == "authorization") req.authorization = value;
         if (name == "expect" && value == "100-continue") expect_continue = true;
@@ -487,9 +487,9 @@ void FakeKubeApiServer::StreamWatch(int fd, const Request& req) {
   const ParsedPath p = ParsePath(req.path);
   const std::string selector = query.count("labelSelector") ? query.at("labelSelector") : "";
   int64_t timeout_s = 300;
-  if (query.count("timeoutSeconds")) absl::SimpleAtoi(query.at("timeoutSeconds"), &timeout_s);
+  if (query.count("timeoutSeconds") && !absl::SimpleAtoi(query.at("timeoutSeconds"), &timeout_s)) timeout_s = 300;
   int64_t since = 0;
-  if (query.count("resourceVersion")) absl::SimpleAtoi(query.at("resourceVersion"), &since);
+  if (query.count("resourceVersion") && !absl::SimpleAtoi(query.at("resourceVersion"), &since)) since = 0;
   const bool bookmarks = query.count("allowWatchBookmarks") && query.at("allowWatchBookmarks") == "true";
   {
     std::unique_lock<std::mutex> lock(mu_);

@@ -254,8 +254,12 @@ TEST(RendererTest, GroupsAreImmutableUnderTheirName) {
       ++shared;
       EXPECT_EQ(mb.at(id), o) << id << " changed under the same name";
     }
-    if (o["kind"] == "StatefulSet") EXPECT_EQ(o["spec"]["updateStrategy"]["type"], "OnDelete") << id;
-    if (o["kind"] == "ConfigMap") EXPECT_EQ(o["immutable"], true) << id;
+    if (o["kind"] == "StatefulSet") {
+      EXPECT_EQ(o["spec"]["updateStrategy"]["type"], "OnDelete") << id;
+    }
+    if (o["kind"] == "ConfigMap") {
+      EXPECT_EQ(o["immutable"], true) << id;
+    }
   }
   EXPECT_EQ(shared, 6);  // both replicas' ConfigMap and StatefulSets survive scaling and gateway changes
 }
@@ -457,11 +461,12 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
   // The binaries refuse unknown keys. tests/deploy checks these against each binary's --help;
   // data-plane-port (worker) and schedulers-dns (gateway) are the flags this rendering relies on.
   const std::map<std::string, std::set<std::string>> allowed = {
-      {"worker", {"listen",    "http-listen",         "model",           "model-name",      "dtype",
-                  "stage",     "stage-from-hostname", "num-stages",      "tensor-parallel", "workers",
-                  "scheduler", "deployment-id",       "data-plane-host", "data-plane-port", "n-slots",
-                  "threads",   "peer-timeout-ms",     "device",          "kv-block-size",   "scheduler-api-key-file",
-                  "reserve-tokens"}},
+      {"worker",
+       {"listen",        "http-listen",         "model",           "model-name",      "dtype",
+        "stage",         "stage-from-hostname", "num-stages",      "tensor-parallel", "workers",
+        "scheduler",     "deployment-id",       "data-plane-host", "data-plane-port", "n-slots",
+        "threads",       "peer-timeout-ms",     "device",          "kv-block-size",   "scheduler-api-key-file",
+        "reserve-tokens"}},
       {"scheduler",
        {"listen",
         "http-listen",

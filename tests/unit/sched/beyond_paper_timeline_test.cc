@@ -130,7 +130,9 @@ TEST(ChunkedPrefillTimelineTest, ALongPrefillThresholdLeavesRoomForTheRequestQue
   ExpectStates(h, {{a, kLength}, {b, kLength}, {c, kLength}}, 8);
   for (const IterationPlan& plan : h.plans())
     for (const ScheduledRequest& r : plan.requests)
-      if (r.phase == Phase::kInitiation) EXPECT_LE(r.input_token_ids.size(), 4u) << "plan " << plan.iteration_id;
+      if (r.phase == Phase::kInitiation) {
+        EXPECT_LE(r.input_token_ids.size(), 4u) << "plan " << plan.iteration_id;
+      }
   EXPECT_EQ(h.Timeline(),
             "a | P D D D\n"
             "b | c c c P D\n"

@@ -314,11 +314,21 @@ WorkloadSummary RunMany(const Features& features, uint64_t first_seed, int num_w
   EXPECT_GT(summary.num_requests, num_workloads * 10);
   EXPECT_GT(summary.num_iterations, summary.num_requests);
   EXPECT_GT(summary.num_cancelled, 0);
-  if (features.faults) EXPECT_GT(summary.num_failed, 0);
-  if (features.chunked) EXPECT_GT(summary.num_chunks, 0);
-  if (features.prefix_caching) EXPECT_GT(summary.num_prefix_hits, 0);
-  if (features.prefix_caching) EXPECT_GT(summary.num_decode_filled_hits, 0);
-  if (features.policy == PolicyKind::kPaged) EXPECT_GT(summary.num_preemptions, 0u);
+  if (features.faults) {
+    EXPECT_GT(summary.num_failed, 0);
+  }
+  if (features.chunked) {
+    EXPECT_GT(summary.num_chunks, 0);
+  }
+  if (features.prefix_caching) {
+    EXPECT_GT(summary.num_prefix_hits, 0);
+  }
+  if (features.prefix_caching) {
+    EXPECT_GT(summary.num_decode_filled_hits, 0);
+  }
+  if (features.policy == PolicyKind::kPaged) {
+    EXPECT_GT(summary.num_preemptions, 0u);
+  }
   return summary;
 }
 
