@@ -20,7 +20,8 @@ using Json = JsonSchemaCompiler::Json;
 constexpr int kMaxIndent = 20;
 constexpr int64_t kMaxUnrolledItems = 256;
 constexpr int64_t kMaxStringLength = 4096;
-constexpr int64_t kMaxMagnitude = 9'999'999'999'999'999;  // 16 digits: what Number() generates
+constexpr int64_t kMaxMagnitude = 9'999'999'999'999'999;               // 16 digits: what Number() generates
+constexpr double kMaxMagnitudeF = static_cast<double>(kMaxMagnitude);  // 1e16: the same bound, as doubles compare
 
 const std::set<std::string>& Annotations() {
   static const auto* k =
@@ -226,9 +227,9 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::BoundedNumber(const Json& schema, b
     any = true;
   }
   if (!any) return Number(integer);
-  auto clamp = [](double v) { return std::max<double>(-kMaxMagnitude, std::min<double>(kMaxMagnitude, v)); };
+  auto clamp = [](double v) { return std::max(-kMaxMagnitudeF, std::min(kMaxMagnitudeF, v)); };
   if (integer) {
-    double lo = -kMaxMagnitude, hi = kMaxMagnitude;
+    double lo = -kMaxMagnitudeF, hi = kMaxMagnitudeF;
     if (bound[0]) lo = std::max(lo, std::ceil(clamp(*bound[0])));
     if (bound[1]) lo = std::max(lo, std::floor(clamp(*bound[1])) + 1);
     if (bound[2]) hi = std::min(hi, std::floor(clamp(*bound[2])));
@@ -241,7 +242,7 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::BoundedNumber(const Json& schema, b
     if (bound[i])
       return KeywordError(names[i], path, "is supported on 'integer' only (use inclusive bounds on 'number')");
   for (int i : {0, 2})
-    if (bound[i] && (*bound[i] != std::floor(*bound[i]) || std::abs(*bound[i]) > static_cast<double>(kMaxMagnitude)))
+    if (bound[i] && (*bound[i] != std::floor(*bound[i]) || std::abs(*bound[i]) > kMaxMagnitudeF))
       return KeywordError(names[i], path, "on 'number' must be an integer of at most 16 digits");
   const int64_t lo = bound[0] ? static_cast<int64_t>(*bound[0]) : 0;
   const int64_t hi = bound[2] ? static_cast<int64_t>(*bound[2]) : kMaxMagnitude;

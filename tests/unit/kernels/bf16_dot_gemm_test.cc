@@ -110,7 +110,7 @@ TEST(Bf16DotGemmRowsTest, EachRowIsTheSameAloneAndInABatch) {
   const int64_t n = 50;
   // 37 rows: 12/1-row tiles. 211 rows: a row block of 192 (two k blocks: 512 pairs
   // and 38) and one of 19 (one k block). Alone: one stream pass.
-  for (const auto [m, k] : {std::pair<int64_t, int64_t>{37, 900}, {211, 1100}}) {
+  for (const auto& [m, k] : {std::pair<int64_t, int64_t>{37, 900}, {211, 1100}}) {
     const std::vector<float> x = RandomFloats(static_cast<size_t>(m * k), 5);
     std::vector<float> w = RandomFloats(static_cast<size_t>(n * k), 6, -0.5f, 0.5f);
     const Packed p = PackWeight(w, n, k, 0);

@@ -12,6 +12,11 @@
 #include "absl/strings/str_cat.h"
 
 namespace orca::k8s {
+
+// How gtest prints a GroupKey in failure messages (found by argument-dependent lookup, so in
+// GroupKey's own namespace, not the anonymous one).
+void PrintTo(const GroupKey& k, std::ostream* os) { *os << "r" << k.replica << "@" << k.revision; }
+
 namespace {
 
 using ::testing::ElementsAre;
@@ -19,8 +24,6 @@ using ::testing::IsEmpty;
 
 GroupObservation G(int32_t replica, const std::string& revision, bool ready) { return {replica, revision, ready}; }
 GroupKey K(int32_t replica, const std::string& revision) { return {replica, revision}; }
-
-void PrintTo(const GroupKey& k, std::ostream* os) { *os << "r" << k.replica << "@" << k.revision; }
 
 // A cluster as the planner sees it: groups by (replica, revision) and whether each is ready.
 class FakeCluster {
