@@ -319,7 +319,10 @@ absl::StatusOr<ExportReport> RequantizeGguf(const Checkpoint& ckpt, const std::s
   if (!already_quantized.empty()) {
     std::vector<std::string> counts;
     int total = 0;
-    for (const auto& [type, n] : already_quantized) counts.push_back(absl::StrCat(n, " ", type)), total += n;
+    for (const auto& [type, n] : already_quantized) {
+      counts.push_back(absl::StrCat(n, " ", type));
+      total += n;
+    }
     report.notes.push_back(absl::StrCat(
         total, " source tensors were already quantized (", absl::StrJoin(counts, ", "),
         "): they were dequantized and quantized again, so both roundings add up; quantize from an F32, F16 or "
