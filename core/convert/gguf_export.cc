@@ -323,10 +323,15 @@ absl::StatusOr<ExportReport> RequantizeGguf(const Checkpoint& ckpt, const std::s
       counts.push_back(absl::StrCat(n, " ", type));
       total += n;
     }
-    report.notes.push_back(absl::StrCat(
-        total, " source tensors were already quantized (", absl::StrJoin(counts, ", "),
-        "): they were dequantized and quantized again, so both roundings add up; quantize from an F32, F16 or "
-        "BF16 source where there is one"));
+    const std::string what =
+        absl::StrCat(total, " source tensors were already quantized (", absl::StrJoin(counts, ", "), ")");
+    if (options.mix == QuantMix::kF32)
+      report.notes.push_back(absl::StrCat(what, ": written as their exact f32 values (dequantized, no new rounding)"));
+    else
+      report.notes.push_back(
+          absl::StrCat(what, ": they were dequantized and ",
+                       options.mix == QuantMix::kF16 || options.mix == QuantMix::kBF16 ? "rounded" : "quantized",
+                       " again, so both roundings add up; convert from an F32, F16 or BF16 source where there is one"));
   }
   ORCA_RETURN_IF_ERROR(WriteTensors(w, plan, ckpt.config().num_layers, options, dst, &report));
   return report;

@@ -256,6 +256,15 @@ TEST(QuantizedModelTest, RequantizingAQuantizedGgufSaysSoOnceWithTheCountsPerTyp
   ASSERT_EQ(report->notes.size(), 1u) << absl::StrJoin(report->notes, "\n");
   const std::string want = absl::StrCat(q8_tensors, " source tensors were already quantized (", q8_tensors, " q8_0)");
   EXPECT_NE(report->notes[0].find(want), std::string::npos) << report->notes[0];
+  EXPECT_NE(report->notes[0].find("quantized again, so both roundings add up"), std::string::npos) << report->notes[0];
+  // Dequantizing to f32 adds no rounding, and the note says so.
+  convert::ExportOptions to_f32;
+  ASSERT_TRUE(convert::ParseQuantMix("f32", &to_f32.mix));
+  auto exact = convert::QuantizeCheckpoint(q8, out, to_f32);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  ASSERT_EQ(exact->notes.size(), 1u) << absl::StrJoin(exact->notes, "\n");
+  EXPECT_NE(exact->notes[0].find("exact f32 values (dequantized, no new rounding)"), std::string::npos)
+      << exact->notes[0];
   // From a float source there is nothing to say.
   auto from_float = convert::QuantizeCheckpoint(testing::QuantizedModel(hf, "bf16"), out, eo);
   ASSERT_TRUE(from_float.ok()) << from_float.status();
