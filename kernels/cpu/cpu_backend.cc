@@ -16,6 +16,7 @@
 #include "core/common/status_macros.h"
 #include "core/formats/ggml_quants.h"
 #include "kernels/cpu/avx512_kernels.h"
+#include "kernels/cpu/bf16_dot_attention.h"
 #include "kernels/cpu/bf16_dot_gemm.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/generic_kernels.h"
@@ -525,6 +526,9 @@ void CpuBackend::Attention(const AttentionParams& p) {
   const auto group_acc = avx512_ ? avx512::GroupBlockAccumulate : generic::GroupBlockAccumulate;
   const auto vmax = avx512_ ? avx512::Max : generic::Max;
   const auto exp_sum = avx512_ ? avx512::ExpSubtractSum : generic::ExpSubtractSum;
+  // A bf16 cache on a CPU with bf16 dot products: two products per lane straight from the cache
+  // (bf16_dot_attention.h); every row of the call takes the same path, prompt or decode.
+  const bool bf16_dot = bf16_dot_ && kv.dtype == DType::kBF16 && bf16dot::AttentionShapeSupported(d, bs);
   const size_t esize = DTypeSize(kv.dtype);
   const int64_t head_block_elems = static_cast<int64_t>(d) * bs;
   const size_t head_block_bytes = static_cast<size_t>(head_block_elems) * esize;
@@ -539,6 +543,7 @@ void CpuBackend::Attention(const AttentionParams& p) {
 #pragma omp parallel num_threads(num_threads_) if (num_items > 1 && work > (1 << 16))
   {
     thread_local std::vector<float> scores, inv_sum;
+    thread_local std::vector<uint16_t> q_bf16;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < num_items; ++it) {
       const AttentionItem item = attention_items_[it];
@@ -557,32 +562,46 @@ void CpuBackend::Attention(const AttentionParams& p) {
       }
       const size_t padded = static_cast<size_t>((max_ctx + bs - 1) / bs * bs);
       if (scores.size() < padded * group) scores.resize(padded * group);
+      if (inv_sum.size() < static_cast<size_t>(group)) inv_sum.resize(group);
+      if (bf16_dot && q_bf16.size() < static_cast<size_t>(group) * d) q_bf16.resize(static_cast<size_t>(group) * d);
       for (int32_t t = item.t_begin; t < item.t_end; ++t) {
         const int32_t ctx = seq.start_pos + t + 1;
         const int32_t nblocks = (ctx + bs - 1) / bs;
         const int64_t row = seq.q_offset + t;
-        for (int32_t b = 0; b < nblocks; ++b) {
-          const int32_t count = std::min(bs, ctx - b * bs);
-          const int64_t blk = seq.block_table[b];
-          const uint8_t* kt = static_cast<const uint8_t*>(kv.k) +
-                              static_cast<size_t>((blk * nkv + item.kv_head) * head_block_elems) * esize;
-          // The group's query heads are adjacent in q: one pass over the block serves them all.
-          const float* q = p.q + row * row_stride + static_cast<int64_t>(item.kv_head * group) * d;
-          group_scores(q, group, kt, kv.dtype, d, bs, count, p.scale, scores.data() + b * bs, padded);
+        // The group's query heads are adjacent in q: one pass over a block serves them all.
+        const float* q = p.q + row * row_stride + static_cast<int64_t>(item.kv_head * group) * d;
+        float* out = p.out + row * row_stride + static_cast<int64_t>(item.kv_head * group) * d;
+        if (bf16_dot) {
+          bf16dot::RoundToBf16(q, static_cast<int64_t>(group) * d, q_bf16.data());
+          const bf16dot::HeadBlocks kb{static_cast<const uint16_t*>(kv.k), seq.block_table, nkv * head_block_elems,
+                                       item.kv_head * head_block_elems};
+          bf16dot::GroupScores(q_bf16.data(), group, kb, d, ctx, p.scale, scores.data(), padded);
+        } else {
+          for (int32_t b = 0; b < nblocks; ++b) {
+            const int32_t count = std::min(bs, ctx - b * bs);
+            const int64_t blk = seq.block_table[b];
+            const uint8_t* kt = static_cast<const uint8_t*>(kv.k) +
+                                static_cast<size_t>((blk * nkv + item.kv_head) * head_block_elems) * esize;
+            group_scores(q, group, kt, kv.dtype, d, bs, count, p.scale, scores.data() + b * bs, padded);
+          }
         }
-        if (inv_sum.size() < static_cast<size_t>(group)) inv_sum.resize(group);
         for (int32_t h = 0; h < group; ++h) {
           float* sc = scores.data() + h * padded;
           inv_sum[h] = 1.0f / exp_sum(sc, ctx, vmax(sc, ctx));
         }
-        float* out = p.out + row * row_stride + static_cast<int64_t>(item.kv_head * group) * d;
-        std::memset(out, 0, sizeof(float) * d * group);
-        for (int32_t b = 0; b < nblocks; ++b) {
-          const int32_t count = std::min(bs, ctx - b * bs);
-          const int64_t blk = seq.block_table[b];
-          const uint8_t* vb = static_cast<const uint8_t*>(kv.v) +
-                              static_cast<size_t>((blk * nkv + item.kv_head) * head_block_elems) * esize;
-          group_acc(scores.data() + b * bs, padded, group, vb, kv.dtype, d, count, out);
+        if (bf16_dot) {
+          const bf16dot::HeadBlocks vb{static_cast<const uint16_t*>(kv.v), seq.block_table, nkv * head_block_elems,
+                                       item.kv_head * head_block_elems};
+          bf16dot::GroupAccumulate(scores.data(), padded, group, vb, d, ctx, out);
+        } else {
+          std::memset(out, 0, sizeof(float) * d * group);
+          for (int32_t b = 0; b < nblocks; ++b) {
+            const int32_t count = std::min(bs, ctx - b * bs);
+            const int64_t blk = seq.block_table[b];
+            const uint8_t* vb = static_cast<const uint8_t*>(kv.v) +
+                                static_cast<size_t>((blk * nkv + item.kv_head) * head_block_elems) * esize;
+            group_acc(scores.data() + b * bs, padded, group, vb, kv.dtype, d, count, out);
+          }
         }
         for (int32_t h = 0; h < group; ++h)
           for (int32_t j = 0; j < d; ++j) out[h * d + j] *= inv_sum[h];

@@ -42,9 +42,11 @@ class CpuBackend final : public Backend {
     /// thresholds above (tests of those paths, comparisons). Quantized weights
     /// are always packed (their kernels read only the packed layout).
     bool pack_weights = true;
-    /// Packed bf16 weights use AVX512-BF16 dot products (bf16dot::, pair
-    /// panels) where the CPU has them; false keeps the [k][32] panels and the
-    /// f32-FMA kernel (tests of that path, comparisons).
+    /// AVX512-BF16 dot products where the CPU has them: packed bf16 weights
+    /// become bf16dot:: pair panels, and attention over a bf16 KV cache rounds
+    /// queries and probabilities to bf16 (bf16_dot_attention.h); false keeps
+    /// the [k][32] panels and the f32-FMA kernels for both (tests of those
+    /// paths, comparisons).
     bool bf16_dot = true;
     /// The quantized GEMM implementation; nullopt = the fastest this CPU runs.
     std::optional<quant::Isa> quant_isa;
@@ -109,7 +111,7 @@ class CpuBackend final : public Backend {
   bool pack_weights_;
   bool avx512_;
   bool amx_;
-  bool bf16_dot_;  ///< packed bf16 weights are bf16dot pair panels
+  bool bf16_dot_;  ///< packed bf16 weights are bf16dot pair panels; bf16-cache attention on bf16 dots
   quant::Isa quant_isa_;
   std::optional<quant::DecodePrefetch> decode_prefetch_;
   OnednnGemm onednn_;

@@ -26,6 +26,7 @@
 #include "core/formats/ggml_quantize.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/avx512_kernels.h"
+#include "kernels/cpu/bf16_dot_attention.h"
 #include "kernels/cpu/cpu_features.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
@@ -434,13 +435,25 @@ TEST_P(CpuAttentionTest, KvWriteUsesTransposedBlockLayout) {
     }
 }
 
+// Both kernels where the CPU has bf16 dot products: with them a bf16 cache's attention rounds the
+// queries (the reference does the same) and the probabilities (bounded per element) to bf16.
 TEST_P(CpuAttentionTest, MatchesCausalReferencePerSequence) {
   const AttentionCase& c = GetParam();
-  auto cpu = MakeCpu();
   const testing::AttentionData d = testing::MakeAttentionData(c, 22);
-  DeviceRunner run(*cpu);
-  const testing::AttentionResult r = testing::RunAttention(run, c, d);
-  EXPECT_TRUE(AllClose(r.out, testing::ReferenceAttention(c, d), 2e-5, 1e-4));
+  for (bool bf16_dot : {true, false}) {
+    SCOPED_TRACE(bf16_dot ? "bf16_dot" : "f32 kernels");
+    auto cpu = MakeCpu(16, 128, false, bf16_dot);
+    DeviceRunner run(*cpu);
+    const testing::AttentionResult r = testing::RunAttention(run, c, d);
+    const bool rounds = bf16_dot && GetCpuFeatures().avx512_bf16 && c.kv_dtype == DType::kBF16 &&
+                        bf16dot::AttentionShapeSupported(c.head_dim, c.block_size);
+    std::vector<double> bound;
+    const std::vector<double> want = testing::ReferenceAttention(c, d, rounds, &bound);
+    ASSERT_EQ(r.out.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_LE(std::abs(r.out[i] - want[i]), 2e-5 + 1e-4 * std::abs(want[i]) + bound[i])
+          << "element " << i << ": " << r.out[i] << " vs " << want[i] << " (bf16 bound " << bound[i] << ")";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CpuAttentionTest, ::testing::ValuesIn(testing::StandardAttentionCases()),

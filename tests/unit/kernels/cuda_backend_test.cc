@@ -493,7 +493,17 @@ class CudaAttentionTest : public ::testing::TestWithParam<AttentionCase>, public
 TEST_P(CudaAttentionTest, KvPoolAndOutputMatchCpu) {
   const AttentionCase& c = GetParam();
   const testing::AttentionData d = testing::MakeAttentionData(c, 41);
-  auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) { return testing::RunAttention(run, c, d); });
+  auto [gpu, cpu_default] = OnBoth([&](DeviceRunner& run) { return testing::RunAttention(run, c, d); });
+  // The GPU's attention is f32 arithmetic over the cache: compare it with the CPU's f32 kernels, not
+  // with the bf16 dot products the CPU uses for a bf16 cache where it has them (their own test is
+  // cpu_backend_test's CpuAttentionTest).
+  CpuBackend::Options o;
+  o.num_threads = 2;
+  o.bf16_dot = false;
+  auto f32_cpu = CpuBackend::Create(o);
+  DeviceRunner f32_run(*f32_cpu);
+  const testing::AttentionResult cpu = testing::RunAttention(f32_run, c, d);
+  EXPECT_TRUE(cpu_default.k_pool == cpu.k_pool && cpu_default.v_pool == cpu.v_pool);
   // Same rounding rule and the same untouched NaN poison: the pools are bit-identical.
   EXPECT_TRUE(gpu.k_pool == cpu.k_pool) << c.name << ": K pools differ";
   EXPECT_TRUE(gpu.v_pool == cpu.v_pool) << c.name << ": V pools differ";

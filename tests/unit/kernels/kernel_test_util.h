@@ -329,13 +329,19 @@ inline AttentionResult RunAttention(DeviceRunner& run, const AttentionCase& c, c
 }
 
 /// Float64 causal attention straight from the per-sequence K/V (rounded to the
-/// cache dtype, as the cache stores them).
-inline std::vector<double> ReferenceAttention(const AttentionCase& c, const AttentionData& d) {
+/// cache dtype, as the cache stores them). With `bf16_dot` (the CPU's attention on
+/// bf16 dot products, bf16_dot_attention.h) the queries are rounded to bf16 as that
+/// kernel rounds them, and p_bound[i] is how far rounding its probabilities to bf16
+/// may move out[i]: 2^-8 · Σ_j p_j |v_j| / Σ_j p_j, twice round-to-nearest's 2^-9,
+/// since the kernel's f32 probabilities differ slightly from these before rounding.
+inline std::vector<double> ReferenceAttention(const AttentionCase& c, const AttentionData& d, bool bf16_dot = false,
+                                              std::vector<double>* p_bound = nullptr) {
   const int32_t D = c.head_dim, group = c.num_q_heads / c.num_kv_heads;
   const int32_t q_width = c.num_q_heads * D, kv_width = c.num_kv_heads * D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(static_cast<float>(D)));
   auto cached = [&](float v) { return c.kv_dtype == DType::kBF16 ? RoundBf16(v) : v; };
   std::vector<double> out(d.q.size());
+  if (p_bound != nullptr) p_bound->assign(d.q.size(), 0.0);
   for (size_t si = 0; si < c.seqs.size(); ++si) {
     const SeqShape& s = c.seqs[si];
     for (int32_t t = 0; t < s.num_tokens; ++t) {
@@ -348,16 +354,22 @@ inline std::vector<double> ReferenceAttention(const AttentionCase& c, const Atte
         double mx = -1e300;
         for (int32_t j = 0; j < ctx; ++j) {
           double dot = 0;
-          for (int32_t e = 0; e < D; ++e) dot += static_cast<double>(q[e]) * cached(d.k[si][j * kv_width + g * D + e]);
+          for (int32_t e = 0; e < D; ++e)
+            dot += static_cast<double>(bf16_dot ? RoundBf16(q[e]) : q[e]) * cached(d.k[si][j * kv_width + g * D + e]);
           scores[j] = dot * scale;
           mx = std::max(mx, scores[j]);
         }
         double sum = 0;
         for (double& sc : scores) sum += (sc = std::exp(sc - mx));
         for (int32_t e = 0; e < D; ++e) {
-          double acc = 0;
-          for (int32_t j = 0; j < ctx; ++j) acc += scores[j] * cached(d.v[si][j * kv_width + g * D + e]);
+          double acc = 0, mag = 0;
+          for (int32_t j = 0; j < ctx; ++j) {
+            const double pv = scores[j] * cached(d.v[si][j * kv_width + g * D + e]);
+            acc += pv;
+            mag += std::abs(pv);
+          }
           out[row * q_width + h * D + e] = acc / sum;
+          if (p_bound != nullptr && bf16_dot) (*p_bound)[row * q_width + h * D + e] = std::ldexp(mag / sum, -8);
         }
       }
     }
@@ -433,6 +445,10 @@ inline std::vector<AttentionCase> StandardAttentionCases() {
       // Groups that do not divide into the kernels' register chunks of heads.
       make("Group7Bf16", 14, 2, 64, 16, DType::kBF16, mixed),
       make("Group12F32", 12, 1, 32, 16, DType::kF32, mixed),
+      // SmolLM's three query heads per KV head; head_dim 96 and 32 (other register chunks of the bf16 kernels).
+      make("Group3Bf16", 9, 3, 64, 16, DType::kBF16, mixed),
+      make("Dim96Bf16", 6, 2, 96, 16, DType::kBF16, mixed),
+      make("Group10Dim32Bf16", 10, 1, 32, 16, DType::kBF16, mixed),
   };
 }
 
