@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace orca::kernels::bf16dot {
@@ -36,6 +37,25 @@ inline int32_t Pair(const uint16_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof(v));
   return v;
+}
+
+// f(std::integral_constant<int, n>{}) for the run-time n in [1, N] (nothing for 0): a
+// register-blocked kernel's remainder, with its size known at compile time.
+template <int N, typename F>
+void WithSize(int32_t n, F&& f) {
+  if constexpr (N > 0) {
+    if (n == N) return f(std::integral_constant<int, N>{});
+    WithSize<N - 1>(n, f);
+  }
+}
+
+// f(std::integral_constant<int, G>{}, g) for query-head chunks [g, g + G) of a KV head's group:
+// chunks of 8, then the rest in one.
+template <typename F>
+void ForHeadChunks(int32_t group, F&& f) {
+  int32_t g = 0;
+  for (; g + 8 <= group; g += 8) f(std::integral_constant<int, 8>{}, g);
+  WithSize<7>(group - g, [&](auto n) { f(n, g); });
 }
 
 // G heads against one block: K rows 2t and 2t + 1 (32 contiguous bf16 values) become one
@@ -104,16 +124,6 @@ void AccumulateSlices(const uint16_t* pb, int64_t ld_pb, const HeadBlocks& block
     for (int i = 0; i < S; ++i) _mm512_storeu_ps(out + g * head_dim + 16 * (slice + i), acc[g][i]);
 }
 
-// The last `rest` (< N + 1) slices from `slice`, in one pass.
-template <int G, int N>
-void RestSlices(const uint16_t* pb, int64_t ld_pb, const HeadBlocks& blocks, int32_t head_dim, int32_t ctx,
-                int32_t slice, int32_t rest, float* out) {
-  if constexpr (N > 0) {
-    if (rest == N) return AccumulateSlices<G, N>(pb, ld_pb, blocks, head_dim, ctx, slice, out);
-    RestSlices<G, N - 1>(pb, ld_pb, blocks, head_dim, ctx, slice, rest, out);
-  }
-}
-
 // Up to 8 heads at a time, and as many slices as keep G · S ≤ 24 accumulators beside the pair
 // vector and its halves: each (pair of rows, slice) of V is interleaved once per head chunk.
 template <int G>
@@ -123,7 +133,8 @@ void AccumulateHeads(const uint16_t* pb, int64_t ld_pb, const HeadBlocks& blocks
   const int32_t slices = head_dim / 16;
   int32_t s = 0;
   for (; s + kSlices <= slices; s += kSlices) AccumulateSlices<G, kSlices>(pb, ld_pb, blocks, head_dim, ctx, s, out);
-  RestSlices<G, kSlices - 1>(pb, ld_pb, blocks, head_dim, ctx, s, slices - s, out);
+  WithSize<kSlices - 1>(
+      slices - s, [&](auto n) { AccumulateSlices<G, decltype(n)::value>(pb, ld_pb, blocks, head_dim, ctx, s, out); });
 }
 
 }  // namespace
@@ -135,31 +146,11 @@ void RoundToBf16(const float* x, int64_t n, uint16_t* out) {
 
 void GroupScores(const uint16_t* qb, int32_t group, const HeadBlocks& k, int32_t head_dim, int32_t ctx, float scale,
                  float* scores, int64_t ld_scores) {
-  constexpr int kChunk = 8;  // 16 accumulators and a K pair vector
+  // Up to 8 heads at a time: 16 accumulators and a K pair vector.
   const int32_t nblocks = (ctx + 15) / 16;
-  int32_t g = 0;
-  for (; g + kChunk <= group; g += kChunk)
-    Scores<kChunk>(qb + g * head_dim, head_dim, k, nblocks, scale, scores + g * ld_scores, ld_scores);
-  qb += g * head_dim;
-  scores += g * ld_scores;
-  switch (group - g) {
-    case 1:
-      return Scores<1>(qb, head_dim, k, nblocks, scale, scores, ld_scores);
-    case 2:
-      return Scores<2>(qb, head_dim, k, nblocks, scale, scores, ld_scores);
-    case 3:
-      return Scores<3>(qb, head_dim, k, nblocks, scale, scores, ld_scores);
-    case 4:
-      return Scores<4>(qb, head_dim, k, nblocks, scale, scores, ld_scores);
-    case 5:
-      return Scores<5>(qb, head_dim, k, nblocks, scale, scores, ld_scores);
-    case 6:
-      return Scores<6>(qb, head_dim, k, nblocks, scale, scores, ld_scores);
-    case 7:
-      return Scores<7>(qb, head_dim, k, nblocks, scale, scores, ld_scores);
-    default:
-      return;
-  }
+  ForHeadChunks(group, [&](auto chunk, int32_t g) {
+    Scores<decltype(chunk)::value>(qb + g * head_dim, head_dim, k, nblocks, scale, scores + g * ld_scores, ld_scores);
+  });
 }
 
 void GroupAccumulate(const float* p, int64_t ld_p, int32_t group, const HeadBlocks& v, int32_t head_dim, int32_t ctx,
@@ -174,31 +165,10 @@ void GroupAccumulate(const float* p, int64_t ld_p, int32_t group, const HeadBloc
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(rounded.data() + g * ld_pb + j),
                           AsInt(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(live, p + g * ld_p + j))));
     }
-  const uint16_t* pb = rounded.data();
-  constexpr int kChunk = 8;
-  int32_t g = 0;
-  for (; g + kChunk <= group; g += kChunk)
-    AccumulateHeads<kChunk>(pb + g * ld_pb, ld_pb, v, head_dim, ctx, out + static_cast<int64_t>(g) * head_dim);
-  pb += g * ld_pb;
-  out += static_cast<int64_t>(g) * head_dim;
-  switch (group - g) {
-    case 1:
-      return AccumulateHeads<1>(pb, ld_pb, v, head_dim, ctx, out);
-    case 2:
-      return AccumulateHeads<2>(pb, ld_pb, v, head_dim, ctx, out);
-    case 3:
-      return AccumulateHeads<3>(pb, ld_pb, v, head_dim, ctx, out);
-    case 4:
-      return AccumulateHeads<4>(pb, ld_pb, v, head_dim, ctx, out);
-    case 5:
-      return AccumulateHeads<5>(pb, ld_pb, v, head_dim, ctx, out);
-    case 6:
-      return AccumulateHeads<6>(pb, ld_pb, v, head_dim, ctx, out);
-    case 7:
-      return AccumulateHeads<7>(pb, ld_pb, v, head_dim, ctx, out);
-    default:
-      return;
-  }
+  ForHeadChunks(group, [&](auto chunk, int32_t g) {
+    AccumulateHeads<decltype(chunk)::value>(rounded.data() + g * ld_pb, ld_pb, v, head_dim, ctx,
+                                            out + static_cast<int64_t>(g) * head_dim);
+  });
 }
 
 }  // namespace orca::kernels::bf16dot
