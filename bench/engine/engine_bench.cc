@@ -378,7 +378,8 @@ int main(int argc, char** argv) {
       "vocab-parallel-head", &args.vocab_parallel_head,
       "With --tp > 1: every shard computes its vocabulary slice of the logits (false: rank 0 the whole head)");
   flags.AddBool("bf16-dot", &args.bf16_dot,
-                "bf16 weights on AVX512-BF16 dot products where the CPU has them (false: the f32-FMA panel kernel)");
+                "AVX512-BF16 dot products where the CPU has them, for bf16 weights and for attention over a bf16 KV "
+                "cache (false: the f32-FMA kernels for both)");
   flags.AddBool("fused-kernels", &args.fused_kernels,
                 "Fused kernel pairs where the backend has them (CUDA: RoPE + KV write, residual add + RMSNorm)");
   flags.AddBool("cuda-graphs", &args.cuda_graphs,
