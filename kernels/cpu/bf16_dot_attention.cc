@@ -139,11 +139,6 @@ void AccumulateHeads(const uint16_t* pb, int64_t ld_pb, const HeadBlocks& blocks
 
 }  // namespace
 
-void RoundToBf16(const float* x, int64_t n, uint16_t* out) {
-  for (int64_t i = 0; i < n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), AsInt(_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i))));
-}
-
 void GroupScores(const uint16_t* qb, int32_t group, const HeadBlocks& k, int32_t head_dim, int32_t ctx, float scale,
                  float* scores, int64_t ld_scores) {
   // Up to 8 heads at a time: 16 accumulators and a K pair vector.

@@ -25,9 +25,6 @@ inline bool AttentionShapeSupported(int32_t head_dim, int32_t block_size) {
   return block_size == 16 && head_dim % 16 == 0 && head_dim > 0 && head_dim <= 128;
 }
 
-/// out[i] = bf16(x[i]) (round to nearest even) for i < n, n a multiple of 16.
-void RoundToBf16(const float* x, int64_t n, uint16_t* out);
-
 /// One KV head's blocks of one sequence in a bf16 pool: block b of the context is
 /// pool + table[b] · block_stride + head_offset, 16 tokens of head_dim values (K as
 /// [head_dim][16], V as [16][head_dim]).
@@ -40,9 +37,9 @@ struct HeadBlocks {
 };
 
 /// scores[g · ld_scores + j] = scale · Σ_d qb[g · head_dim + d] · K[j][d] for the `ctx` keys
-/// j < ctx and g < group: qb the group's query heads rounded by RoundToBf16. Each pair of K
-/// rows is interleaved once and serves every head; entries past ctx up to the next multiple
-/// of 16 are written too (scores needs room for them).
+/// j < ctx and g < group: qb the group's query heads as one row rounded by bf16dot::ConvertRows (bf16_dot_gemm.h). Each
+/// pair of K rows is interleaved once and serves every head; entries past ctx up to the next multiple of 16 are written
+/// too (scores needs room for them).
 void GroupScores(const uint16_t* qb, int32_t group, const HeadBlocks& k, int32_t head_dim, int32_t ctx, float scale,
                  float* scores, int64_t ld_scores);
 

@@ -572,7 +572,7 @@ void CpuBackend::Attention(const AttentionParams& p) {
         const float* q = p.q + row * row_stride + static_cast<int64_t>(item.kv_head * group) * d;
         float* out = p.out + row * row_stride + static_cast<int64_t>(item.kv_head * group) * d;
         if (bf16_dot) {
-          bf16dot::RoundToBf16(q, static_cast<int64_t>(group) * d, q_bf16.data());
+          bf16dot::ConvertRows(q, static_cast<int64_t>(group) * d, 0, 1, q_bf16.data());  // group · d is even
           const bf16dot::HeadBlocks kb{static_cast<const uint16_t*>(kv.k), seq.block_table, nkv * head_block_elems,
                                        item.kv_head * head_block_elems};
           bf16dot::GroupScores(q_bf16.data(), group, kb, d, ctx, p.scale, scores.data(), padded);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/bf16_dot_gemm.h"
 #include "kernels/cpu/cpu_features.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
@@ -29,13 +30,14 @@ class Bf16DotAttentionTest : public ::testing::Test {
   }
 };
 
-TEST_F(Bf16DotAttentionTest, RoundToBf16RoundsToNearestEven) {
+// The queries go through the GEMMs' activation rounding (bf16dot::ConvertRows) as one row.
+TEST_F(Bf16DotAttentionTest, QueriesRoundToNearestEven) {
   std::vector<float> x = RandomFloats(64, 3);
   x[0] = 1.0f + 1.0f / 256;           // halfway between two bf16 values: even (1.0)
   x[1] = 1.0f + 3.0f / 256;           // halfway: even (1 + 1/64)
   x[2] = std::nextafter(x[0], 2.0f);  // just past halfway: up
   std::vector<uint16_t> got(x.size());
-  bf16dot::RoundToBf16(x.data(), static_cast<int64_t>(x.size()), got.data());
+  bf16dot::ConvertRows(x.data(), static_cast<int64_t>(x.size()), 0, 1, got.data());
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(Bf16ToF32(got[i]), RoundBf16(x[i])) << i;
   EXPECT_EQ(Bf16ToF32(got[0]), 1.0f);
   EXPECT_EQ(Bf16ToF32(got[1]), 1.0f + 1.0f / 64);
@@ -81,7 +83,7 @@ TEST_F(Bf16DotAttentionTest, ScoresMatchTheRoundedQueryAgainstTheCache) {
         const Pool k = MakePool(head_dim, ctx, true, [&](int32_t j, int32_t d) { return kf[j * head_dim + d]; });
         const std::vector<float> q = RandomFloats(static_cast<size_t>(group) * head_dim, seed + 1);
         std::vector<uint16_t> qb(q.size());
-        bf16dot::RoundToBf16(q.data(), static_cast<int64_t>(q.size()), qb.data());
+        bf16dot::ConvertRows(q.data(), static_cast<int64_t>(q.size()), 0, 1, qb.data());
         const int64_t ld = (ctx + 15) / 16 * 16 + 5;  // rows of scores land anywhere
         const float sentinel = -12345.0f, scale = 0.125f;
         std::vector<float> scores(static_cast<size_t>(group) * ld, sentinel);
