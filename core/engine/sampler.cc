@@ -1,15 +1,40 @@
 #include "core/engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
 #include "core/common/logging.h"
+#include "kernels/cpu/sampling_kernels.h"
 
 namespace orca::engine {
 namespace {
 
-constexpr size_t kTopPPrefilter = 1024;
+// Tokens per block of the top-p = 1 draw's block masses.
+constexpr int32_t kDrawBlock = 256;
+
+// The sampling order: more likely first, ties by token id.
+bool ByProb(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+std::pair<float, int32_t> MedianByProb(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b,
+                                       const std::pair<float, int32_t>& c) {
+  if (ByProb(a, b)) return ByProb(b, c) ? b : ByProb(a, c) ? c : a;
+  return ByProb(a, c) ? a : ByProb(b, c) ? c : b;
+}
+
+// Whether a token of (unnormalized) probability v can be drawn: not underflowed to 0 or NaN,
+// and at least min_p (relative to the most likely token's 1).
+bool Kept(float v, float min_p) { return v > 0 && v >= min_p; }
+
+// Σ p[i] over [begin, end) of the tokens Kept, in four interleaved partial sums.
+double KeptMass(const float* p, int32_t begin, int32_t end, float min_p) {
+  double part[4] = {0, 0, 0, 0};
+  for (int32_t i = begin; i < end; ++i) part[i % 4] += Kept(p[i], min_p) ? p[i] : 0.0f;
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
 
 float LogSumExp(const float* x, int32_t n, float* max_out) {
   float m = -std::numeric_limits<float>::infinity();
@@ -28,6 +53,35 @@ uint64_t SplitMix(uint64_t x) {
 }
 
 }  // namespace
+
+// A quickselect on mass: each round splits the range that holds the cut around a
+// median-of-three pivot and keeps the side the cut falls in, so the work is linear on average;
+// a range that stays large after 2·log2(n) rounds, and every small one, is sorted and walked.
+size_t TopPPrefix(std::vector<std::pair<float, int32_t>>& c, double need) {
+  size_t lo = 0, hi = c.size();  // c[0, lo) is kept; the cut lies in c[lo, hi)
+  for (int rounds = 2 * static_cast<int>(std::bit_width(c.size())); hi - lo > 32 && rounds > 0; --rounds) {
+    const auto pivot = MedianByProb(c[lo], c[lo + (hi - lo) / 2], c[hi - 1]);
+    const auto split = std::partition(c.begin() + lo, c.begin() + hi, [&](const auto& x) { return ByProb(x, pivot); });
+    std::iter_swap(split, std::find(split, c.begin() + hi, pivot));  // the pivot leads the rest
+    const size_t k = static_cast<size_t>(split - c.begin());
+    double mass = 0;
+    for (size_t i = lo; i < k; ++i) mass += c[i].first;
+    if (mass >= need) {
+      hi = k;
+      continue;
+    }
+    need -= mass;
+    if (c[k].first >= need) return k + 1;
+    need -= c[k].first;
+    lo = k + 1;
+  }
+  std::sort(c.begin() + lo, c.begin() + hi, ByProb);
+  for (size_t i = lo; i < hi; ++i) {
+    if (c[i].first >= need) return i + 1;
+    need -= c[i].first;
+  }
+  return hi;
+}
 
 Sampler::Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt,
                  absl::Span<const int32_t> resumed_output, std::unique_ptr<structured::GrammarMatcher> matcher)
@@ -107,63 +161,74 @@ SampleResult Sampler::Sample(float* logits, int32_t vocab) {
   return result;
 }
 
-int32_t Sampler::Draw(float* logits, int32_t vocab) {
-  if (params_.IsGreedy()) {
-    return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+void Sampler::Gather(const float* p, int32_t vocab, float at_least) {
+  // Without a branch per token: each is written, and counted when it is kept.
+  candidates_.resize(static_cast<size_t>(vocab));
+  size_t n = 0;
+  for (int32_t i = 0; i < vocab; ++i) {
+    candidates_[n] = {p[i], i};
+    n += Kept(p[i], at_least);
   }
-  const float inv_t = 1.0f / params_.temperature;
-  float m = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < vocab; ++i) m = std::max(m, logits[i]);
-  if (!std::isfinite(m)) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
-  // Candidates sorted by probability, pruned by top-k / top-p / min-p.
+  candidates_.resize(n);
+}
+
+int32_t Sampler::Draw(float* logits, int32_t vocab) {
+  const int32_t best = kernels::sampling::ArgMax(logits, vocab);
+  if (params_.IsGreedy() || !std::isfinite(logits[best])) return best;
+  // Unnormalized probabilities in place, p = exp((logit - max) / T): the most likely token's
+  // is 1, a NaN logit's stays NaN and fails every test below, so it is never drawn.
+  const float m = logits[best], inv_t = 1.0f / params_.temperature;
+  for (int32_t i = 0; i < vocab; ++i) logits[i] = (logits[i] - m) * inv_t;
+  kernels::sampling::ExpSubtractSum(logits, vocab, 0.0f);
+  const float* p = logits;
+  const float min_p = params_.min_p;  // relative to the most likely token's 1
+  const bool top_k = params_.top_k > 0 && params_.top_k < vocab;
+  if (!top_k && params_.top_p >= 1.0f) {
+    // Every token that passes min-p, drawn in vocabulary order: the draw skips whole blocks by
+    // their mass, then walks the block it falls in.
+    const int32_t blocks = (vocab + kDrawBlock - 1) / kDrawBlock;
+    block_mass_.resize(blocks);
+    double total = 0;
+    for (int32_t b = 0; b < blocks; ++b)
+      total += block_mass_[b] = KeptMass(p, b * kDrawBlock, std::min(vocab, (b + 1) * kDrawBlock), min_p);
+    double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
+    int32_t b = 0;
+    while (b + 1 < blocks && r > block_mass_[b]) r -= block_mass_[b++];
+    int32_t last = best;
+    for (int32_t i = b * kDrawBlock; i < vocab; ++i) {
+      if (!Kept(p[i], min_p)) continue;
+      last = i;
+      r -= p[i];
+      if (r <= 0) return i;
+    }
+    return last;
+  }
+  // Candidates pruned by top-k, then min-p, then top-p (of what the first two kept).
   candidates_.clear();
   double total = 0;
-  for (int32_t i = 0; i < vocab; ++i) {
-    const float p = std::exp((logits[i] - m) * inv_t);
-    total += p;
-    candidates_.emplace_back(p, i);
-  }
-  auto by_prob = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t keep = candidates_.size();
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
-    keep = static_cast<size_t>(params_.top_k);
-    std::nth_element(candidates_.begin(), candidates_.begin() + keep - 1, candidates_.end(), by_prob);
-    candidates_.resize(keep);
-    total = 0;
+  if (top_k) {
+    Gather(p, vocab, 0.0f);
+    const size_t k = static_cast<size_t>(params_.top_k);
+    if (candidates_.size() > k) {
+      std::nth_element(candidates_.begin(), candidates_.begin() + k - 1, candidates_.end(), ByProb);
+      candidates_.resize(k);
+    }
+    std::erase_if(candidates_, [&](const auto& c) { return !(c.first >= min_p); });
     for (const auto& c : candidates_) total += c.first;
-  }
-  if (params_.min_p > 0.0f) {
-    // Relative to the most likely token: p_max is exp(0) = 1 after the shift.
-    const float threshold = params_.min_p;
-    candidates_.erase(
-        std::remove_if(candidates_.begin(), candidates_.end(), [&](const auto& c) { return c.first < threshold; }),
-        candidates_.end());
-    total = 0;
-    for (const auto& c : candidates_) total += c.first;
+  } else {
+    // Top-p without top-k: tokens below tau cannot be in the top-p set, so they are counted in
+    // the mass but not kept as candidates. Together they hold less than vocab · tau, which is
+    // under (1 - top_p) of the mass, as the mass is at least the most likely token's 1.
+    const float tau = static_cast<float>(0.99 * (1.0 - params_.top_p) / vocab);
+    total = KeptMass(p, 0, vocab, min_p);
+    Gather(p, vocab, std::max(tau, min_p));
   }
   if (params_.top_p < 1.0f) {
-    // Sort only the head of the distribution when it already holds top_p of the mass.
-    size_t head = std::min(kTopPPrefilter, candidates_.size());
-    std::partial_sort(candidates_.begin(), candidates_.begin() + head, candidates_.end(), by_prob);
-    double head_mass = 0;
-    for (size_t i = 0; i < head; ++i) head_mass += candidates_[i].first;
-    if (head_mass < params_.top_p * total) std::sort(candidates_.begin(), candidates_.end(), by_prob);
-    double cum = 0;
-    size_t cut = candidates_.size();
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      cum += candidates_[i].first;
-      if (cum >= params_.top_p * total) {
-        cut = i + 1;
-        break;
-      }
-    }
-    candidates_.resize(cut);
-    total = cum;
+    candidates_.resize(TopPPrefix(candidates_, params_.top_p * total));
+    total = 0;
+    for (const auto& c : candidates_) total += c.first;
   }
-  std::uniform_real_distribution<double> uni(0.0, total);
-  double r = uni(rng_);
+  double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
   for (const auto& c : candidates_) {
     r -= c.first;
     if (r <= 0) return c.second;

@@ -23,6 +23,12 @@
 
 namespace orca::engine {
 
+/// The top-p cut: moves to the front of `c` (probability, token id) the shortest prefix of the
+/// order "more likely first, ties by lower id" whose probabilities sum to at least `need`, and
+/// returns its length (all of `c` if they never do). Linear time on average, without sorting
+/// all of `c`. (In the header for its tests.)
+size_t TopPPrefix(std::vector<std::pair<float, int32_t>>& c, double need);
+
 class Sampler {
  public:
   /// `prompt` feeds the repetition penalty (HF applies it to prompt tokens too).
@@ -44,12 +50,15 @@ class Sampler {
   void ApplyLogitBias(float* logits, int32_t vocab_size) const;
   void ApplyPenalties(float* logits, int32_t vocab_size) const;
   int32_t Draw(float* logits, int32_t vocab_size);
+  /// candidates_ = (p[i], i) for every i with p[i] > 0 and p[i] >= at_least, in order.
+  void Gather(const float* p, int32_t vocab_size, float at_least);
 
   SamplingParams params_;
   std::mt19937_64 rng_;
   absl::flat_hash_map<int32_t, int32_t> output_counts_;
   absl::flat_hash_map<int32_t, bool> prompt_tokens_;
   std::vector<std::pair<float, int32_t>> candidates_;  // reused scratch
+  std::vector<double> block_mass_;                     // reused scratch
   std::vector<float> raw_logits_;                      // kept only when logprobs are asked
   std::unique_ptr<structured::GrammarMatcher> matcher_;
 };

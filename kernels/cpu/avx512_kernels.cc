@@ -669,6 +669,24 @@ float Max(const float* x, int32_t n) {
   return r;
 }
 
+int32_t ArgMax(const float* x, int32_t n) {
+  // The largest value first (vmaxps returns its second operand when the first is NaN, so
+  // NaNs never enter m), then its first position.
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+  float best = _mm512_reduce_max_ps(m);
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  if (!(best > -INFINITY)) return 0;
+  const __m512 bv = _mm512_set1_ps(best);
+  for (i = 0; i + 16 <= n; i += 16)
+    if (const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), bv, _CMP_EQ_OQ); eq != 0)
+      return i + __builtin_ctz(eq);
+  for (; i < n; ++i)
+    if (x[i] == best) return i;
+  return 0;  // not reached: best is one of the values
+}
+
 namespace {
 
 // e^x for 16 floats: x = n·ln2 + r with |r| <= ln2/2, e^r by its degree-6 Taylor

@@ -61,5 +61,7 @@ void GroupBlockAccumulate(const float* p, int64_t ld_p, int32_t group, const voi
 /// In place: x[i] = exp(x[i] - max), returns Σ.
 float ExpSubtractSum(float* x, int32_t n, float max);
 float Max(const float* x, int32_t n);
+/// The first index of the largest value, NaNs skipped; 0 when no value is above -inf.
+int32_t ArgMax(const float* x, int32_t n);
 
 }  // namespace orca::kernels::avx512

@@ -50,4 +50,12 @@ float Max(const float* x, int32_t n) {
   return m;
 }
 
+int32_t ArgMax(const float* x, int32_t n) {
+  int32_t best = 0;
+  float m = -INFINITY;
+  for (int32_t i = 0; i < n; ++i)
+    if (x[i] > m) m = x[i], best = i;  // NaN compares false: skipped
+  return best;
+}
+
 }  // namespace orca::kernels::generic

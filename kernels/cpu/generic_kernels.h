@@ -1,6 +1,6 @@
 #pragma once
-/// Portable scalar versions of the attention inner loops in avx512_kernels.h,
-/// for CPUs without AVX-512 (GEMMs then always go through oneDNN).
+/// Portable scalar versions of the attention inner loops in avx512_kernels.h and of the
+/// sampler's argmax, for CPUs without AVX-512 (GEMMs then always go through oneDNN).
 
 #include <cstdint>
 
@@ -18,5 +18,6 @@ void GroupBlockAccumulate(const float* p, int64_t ld_p, int32_t group, const voi
                           int32_t count, float* out);
 float ExpSubtractSum(float* x, int32_t n, float max);
 float Max(const float* x, int32_t n);
+int32_t ArgMax(const float* x, int32_t n);
 
 }  // namespace orca::kernels::generic

@@ -1,8 +1,12 @@
 #include "core/engine/sampler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -213,6 +217,162 @@ TEST(SamplerTest, ResumedSamplerContinuesTheSameSequence) {
     for (size_t i = cut; i < drawn.size(); ++i) {
       std::vector<float> logits = base;
       EXPECT_EQ(resumed.Sample(logits.data(), 64).token_id, drawn[i]) << "resumed after " << cut << ", token " << i;
+    }
+  }
+}
+
+// The top-p cut against its definition: sort everything (more likely first, ties by id) and
+// keep the shortest prefix that reaches the mass. Probabilities are multiples of 1/1024, so
+// every sum is exact in both and the two must agree exactly, ties and boundaries included.
+TEST(SamplerTest, TopPPrefixIsTheShortestSortedPrefixThatReachesTheMass) {
+  std::mt19937 rng(11);
+  auto by_prob = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = trial < 40 ? trial : std::uniform_int_distribution<int>(1, trial % 3 == 0 ? 5000 : 300)(rng);
+    const int levels = trial % 4 == 0 ? 3 : 1024;  // few distinct values: long runs of ties
+    std::vector<std::pair<float, int32_t>> c(n);
+    for (int i = 0; i < n; ++i)
+      c[i] = {static_cast<float>(std::uniform_int_distribution<int>(1, levels)(rng)) / 1024.0f, i};
+    std::shuffle(c.begin(), c.end(), rng);
+    std::vector<std::pair<float, int32_t>> sorted = c;
+    std::sort(sorted.begin(), sorted.end(), by_prob);
+    std::vector<double> cum(n + 1, 0.0);
+    for (int i = 0; i < n; ++i) cum[i + 1] = cum[i] + sorted[i].first;
+    for (int q = 0; q < 6; ++q) {
+      // Needs inside the mass, exactly at a prefix's sum (the >= boundary), and past all of it.
+      double need = q == 0            ? cum[n] + 1
+                    : q == 1 && n > 0 ? cum[std::uniform_int_distribution<int>(1, n)(rng)]
+                                      : std::uniform_real_distribution<double>(0, cum[n])(rng);
+      if (!(need > 0)) need = 1.0 / 2048;
+      size_t want = 0;
+      while (want < static_cast<size_t>(n) && cum[want] < need) ++want;
+      if (want == 0 && n > 0) want = 1;
+      std::vector<std::pair<float, int32_t>> got = c;
+      const size_t len = TopPPrefix(got, need);
+      ASSERT_EQ(len, q == 0 ? static_cast<size_t>(n) : want) << "n " << n << " need " << need;
+      std::vector<std::pair<float, int32_t>> kept(got.begin(), got.begin() + len);
+      std::sort(kept.begin(), kept.end(), by_prob);
+      ASSERT_TRUE(std::equal(kept.begin(), kept.end(), sorted.begin())) << "n " << n << " need " << need;
+      std::sort(got.begin(), got.end(), by_prob);
+      ASSERT_EQ(got, sorted) << "the candidates were lost or duplicated";
+    }
+  }
+}
+
+// A 3000-token vocabulary: a head of 12 tokens at scattered ids and a long tail holding a few
+// percent of the mass, so top-p, top-k and min-p cut inside the head, well away from any tie.
+// For each mix of parameters, 20000 draws take only tokens the definition keeps, each about
+// as often as its renormalized probability (5 standard deviations), and the tail its share.
+TEST(SamplerTest, EveryParameterMixDrawsTheKeptTokensInProportion) {
+  constexpr int kVocab = 3000, kHead = 12, kDraws = 20000;
+  std::mt19937 rng(3);
+  std::vector<float> logits(kVocab);
+  for (float& l : logits) l = std::uniform_real_distribution<float>(-8.0f, -3.0f)(rng);
+  std::vector<int32_t> ids(kVocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  for (int h = 0; h < kHead; ++h) logits[ids[h]] = 5.0f - 0.37f * h;
+  struct Mix {
+    float temperature, top_p;
+    int32_t top_k;
+    float min_p;
+  };
+  for (const Mix& m :
+       {Mix{1.0f, 1.0f, 0, 0.0f}, Mix{0.7f, 0.9f, 0, 0.0f}, Mix{1.0f, 0.8f, 0, 0.0f}, Mix{1.0f, 1.0f, 5, 0.0f},
+        Mix{1.3f, 0.85f, 50, 0.0f}, Mix{1.3f, 1.0f, 0, 0.1f}, Mix{1.0f, 0.95f, 0, 0.05f}, Mix{1.6f, 0.5f, 8, 0.02f}}) {
+    // The definition, in double: p = exp((l - max) / T); top-k, then min-p, then top-p.
+    std::vector<std::pair<double, int32_t>> order;
+    for (int32_t t = 0; t < kVocab; ++t) order.emplace_back(std::exp((logits[t] - 5.0) / m.temperature), t);
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    if (m.top_k > 0) order.resize(m.top_k);
+    std::erase_if(order, [&](const auto& c) { return c.first < m.min_p; });
+    double total = 0;
+    for (const auto& c : order) total += c.first;
+    if (m.top_p < 1.0f) {
+      double cum = 0;
+      size_t cut = 0;
+      while (cum < m.top_p * total) cum += order[cut++].first;
+      ASSERT_LE(cut, static_cast<size_t>(kHead)) << "the test's head should hold the cut";
+      ASSERT_GT(cum - m.top_p * total, 1e-3 * total) << "the cut should be far from a boundary";
+      order.resize(cut);
+      total = cum;
+    }
+    std::map<int32_t, double> want;
+    for (const auto& c : order) want[c.second] = c.first / total;
+    SamplingParams p;
+    p.temperature = m.temperature, p.top_p = m.top_p, p.top_k = m.top_k, p.min_p = m.min_p;
+    Sampler s(p, 17, {});
+    std::map<int32_t, int> counts;
+    for (int i = 0; i < kDraws; ++i) {
+      std::vector<float> l = logits;
+      const int32_t t = s.Sample(l.data(), kVocab).token_id;
+      ASSERT_TRUE(want.contains(t)) << "T " << m.temperature << " top_p " << m.top_p << " top_k " << m.top_k
+                                    << " min_p " << m.min_p << ": drew token " << t << ", which is cut";
+      ++counts[t];
+    }
+    double tail_want = 0, tail_got = 0;
+    for (const auto& [t, q] : want) {
+      const bool head = std::find(ids.begin(), ids.begin() + kHead, t) != ids.begin() + kHead;
+      if (!head) {
+        tail_want += q, tail_got += counts[t];
+        continue;
+      }
+      EXPECT_NEAR(counts[t], q * kDraws, 5 * std::sqrt(q * (1 - q) * kDraws) + 1)
+          << "token " << t << " T " << m.temperature << " top_p " << m.top_p << " top_k " << m.top_k;
+    }
+    EXPECT_NEAR(tail_got, tail_want * kDraws, 5 * std::sqrt(tail_want * (1 - tail_want) * kDraws) + 1)
+        << "the tail, T " << m.temperature << " top_p " << m.top_p << " top_k " << m.top_k << " min_p " << m.min_p;
+  }
+}
+
+// A top-p that reaches deep into a flat tail: one token holds ~96 % of the mass and 999 tokens
+// share the rest equally, so top_p = 0.999 keeps ~980 of the tail. The sampler leaves tokens it
+// proves cannot be kept out of its candidates (sampler.cc, tau); the tail must still be drawn
+// in its share, ~4 % of the draws.
+TEST(SamplerTest, TopPDeepInAFlatTailDrawsTheTailInItsShare) {
+  constexpr int kVocab = 1000, kDraws = 20000;
+  std::vector<float> base(kVocab, -10.0f);
+  base[500] = 0.0f;
+  const double tail_p = std::exp(-10.0), total = 1 + (kVocab - 1) * tail_p;
+  const double kept_tail = std::ceil((0.999 * total - 1) / tail_p) * tail_p;  // the tail the cut keeps
+  const double share = kept_tail / (1 + kept_tail);
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.999f;
+  Sampler s(p, 5, {});
+  int tail = 0;
+  for (int i = 0; i < kDraws; ++i) {
+    std::vector<float> l = base;
+    tail += s.Sample(l.data(), kVocab).token_id != 500;
+  }
+  EXPECT_NEAR(tail, share * kDraws, 5 * std::sqrt(share * (1 - share) * kDraws));
+}
+
+// A NaN logit (a broken model or weight file) is never the choice, greedy or sampled, even at
+// index 0, and does not spoil the other tokens' draw.
+TEST(SamplerTest, NaNLogitsAreNeverDrawn) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> base(100, 0.0f);
+  base[0] = nan, base[37] = nan, base[99] = nan;
+  base[41] = 2.0f, base[42] = 2.0f;  // a tie: the first wins greedy
+  std::vector<float> l = base;
+  EXPECT_EQ(Sampler({}, 1, {}).Sample(l.data(), 100).token_id, 41);
+  SamplingParams p;
+  p.temperature = 1.0f;
+  for (float top_p : {1.0f, 0.5f}) {
+    p.top_p = top_p;
+    Sampler s(p, 2, {});
+    std::set<int32_t> drawn;
+    for (int i = 0; i < 2000; ++i) {
+      l = base;
+      drawn.insert(s.Sample(l.data(), 100).token_id);
+    }
+    EXPECT_FALSE(drawn.contains(0) || drawn.contains(37) || drawn.contains(99)) << "top_p " << top_p;
+    EXPECT_TRUE(drawn.contains(41) && drawn.contains(42)) << "top_p " << top_p;
+    if (top_p == 1.0f) {
+      EXPECT_GT(drawn.size(), 50u);
     }
   }
 }

@@ -28,6 +28,7 @@
 #include "kernels/cpu/avx512_kernels.h"
 #include "kernels/cpu/bf16_dot_attention.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/generic_kernels.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
 namespace orca::kernels {
@@ -532,6 +533,34 @@ TEST(Avx512SoftmaxTest, ExpSubtractSumMatchesStdExpToAboutAnUlp) {
   avx512::ExpSubtractSum(nan_in, 2, 0.0f);
   EXPECT_TRUE(std::isnan(nan_in[0]));
   EXPECT_EQ(nan_in[1], 1.0f);
+}
+
+// The sampler's argmax on every path this CPU runs: the first position of the largest value,
+// NaNs skipped wherever they are, -inf-only or empty input giving 0; lengths through every
+// vector tail.
+TEST(SamplingKernelsTest, ArgMaxIsTheFirstLargestValueSkippingNaN) {
+  std::vector<std::pair<const char*, int32_t (*)(const float*, int32_t)>> paths = {{"generic", generic::ArgMax}};
+  if (GetCpuFeatures().avx512) paths.push_back({"avx512", avx512::ArgMax});
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(21);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int32_t n = trial % 80;
+    std::vector<float> x(n);
+    const int levels = trial % 3 == 0 ? 3 : 1000;  // few distinct values: ties for the maximum
+    for (float& v : x) v = static_cast<float>(std::uniform_int_distribution<int>(0, levels)(rng)) - levels / 2.0f;
+    for (float& v : x) {
+      const int r = std::uniform_int_distribution<int>(0, 19)(rng);
+      if (r == 0) v = nan;
+      if (r == 1) v = -inf;
+    }
+    if (trial % 7 == 0)
+      for (float& v : x) v = trial % 2 ? -inf : nan;
+    int32_t want = 0;
+    float best = -inf;
+    for (int32_t i = 0; i < n; ++i)
+      if (!std::isnan(x[i]) && x[i] > best) best = x[i], want = i;
+    for (const auto& [name, argmax] : paths) ASSERT_EQ(argmax(x.data(), n), want) << name << " trial " << trial;
+  }
 }
 
 }  // namespace
