@@ -277,6 +277,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
   const int total_threads =
       o.num_threads > 0 ? o.num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads_per_shard = std::max(1, total_threads / o.tp_size);
+  e->sample_threads_ = total_threads;
   for (int r = 0; r < o.tp_size; ++r) {
     ORCA_ASSIGN_OR_RETURN(std::unique_ptr<Shard> shard, e->LoadShard(r, threads_per_shard));
     e->shards_.push_back(std::move(shard));
@@ -511,6 +512,7 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   for (const StepSequence& s : in.seqs)
     if (s.new_request.has_value()) AddSampler(s, out);
   int64_t row = 0;  // the sequence's first row of logits
+  sample_jobs_.clear();
   for (size_t i = 0; i < in.seqs.size(); ++i) {
     const StepSequence& s = in.seqs[i];
     const SeqSpec& spec = seq_specs_[i];
@@ -537,9 +539,27 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
                         std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{}))
                .first;
     }
-    out->samples.push_back({s.request_id, it->second->Sample(logits_.data() + (row - 1) * c.vocab_size, c.vocab_size)});
+    sample_jobs_.push_back({it->second.get(), logits_.data() + (row - 1) * c.vocab_size, out->samples.size()});
+    out->samples.push_back({s.request_id, {}});
   }
+  DrawSamples(c.vocab_size, out);
   return absl::OkStatus();
+}
+
+void Engine::DrawSamples(int32_t vocab, StepOutput* out) {
+  // Each sampler draws from its own row with its own generator, so the rows are drawn in
+  // parallel and the tokens do not depend on which thread drew them. Samplers with a
+  // structured-output matcher draw first, one after another: matchers of one grammar share
+  // its runtime's mask cache.
+  for (const SampleJob& j : sample_jobs_)
+    if (j.sampler->matcher() != nullptr) out->samples[j.out].sample = j.sampler->Sample(j.logits, vocab);
+  const int64_t n = static_cast<int64_t>(sample_jobs_.size());
+  const int threads = static_cast<int>(std::min<int64_t>(sample_threads_, n));
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
+  for (int64_t i = 0; i < n; ++i) {
+    const SampleJob& j = sample_jobs_[i];
+    if (j.sampler->matcher() == nullptr) out->samples[j.out].sample = j.sampler->Sample(j.logits, vocab);
+  }
 }
 
 void Engine::AddSampler(const StepSequence& s, StepOutput* out) {

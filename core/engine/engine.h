@@ -170,6 +170,8 @@ class Engine {
   absl::Status SetUpKv(const StepSequence& seq, std::vector<uint64_t>* reserved);
   // Undoes what a rejected step set up: appended blocks, then new reservations.
   void RollBack(const std::vector<uint64_t>& reserved);
+  // Last stage: every SampleJob's token into its StepOutput::samples entry.
+  void DrawSamples(int32_t vocab, StepOutput* out);
 
   Options options_;
   std::unique_ptr<Checkpoint> checkpoint_;
@@ -191,6 +193,14 @@ class Engine {
   std::vector<SeqSpec> seq_specs_;
   std::vector<int32_t> token_ids_;
   std::vector<float> logits_;
+  // The step's draws: a sampler, its row of logits, its entry of StepOutput::samples.
+  struct SampleJob {
+    Sampler* sampler;
+    float* logits;
+    size_t out;
+  };
+  std::vector<SampleJob> sample_jobs_;
+  int sample_threads_ = 1;  // the engine's compute threads, which also draw the step's samples
   // Per-iteration scratch, reused so a steady state does not allocate.
   absl::flat_hash_set<uint64_t> seen_;
   std::vector<uint64_t> reserved_;
