@@ -161,6 +161,8 @@ struct Args {
   int64_t small_gemm_max_rows = -1;  // -1: the engine's default
   int64_t panel_gemm_max_rows = -1;
   int64_t reserve_tokens = -1;  // -1: the engine's default
+  double temperature = 0;       // every request's sampling (0: greedy)
+  double top_p = 1;
   bool bf16_dot = true;
   bool fused_kernels = true;
   bool cuda_graphs = false;
@@ -205,13 +207,16 @@ absl::StatusOr<std::vector<std::string>> ModelFiles(const Args& args) {
 }
 
 // One prefill of `batch` new requests of `prompt` random tokens; returns its seconds (the requests stay).
-absl::StatusOr<double> Prefill(engine::Engine& e, int batch, int prompt, int gen, uint64_t* next_id, std::mt19937& rng,
-                               engine::StepInput* in, engine::StepOutput* out) {
+absl::StatusOr<double> Prefill(engine::Engine& e, const Args& args, int batch, int prompt, int gen, uint64_t* next_id,
+                               std::mt19937& rng, engine::StepInput* in, engine::StepOutput* out) {
   in->seqs.clear();
+  SamplingParams sampling;
+  sampling.temperature = static_cast<float>(args.temperature);
+  sampling.top_p = static_cast<float>(args.top_p);
   for (int r = 0; r < batch; ++r) {
     std::vector<int32_t> ids(prompt);
     for (auto& t : ids) t = std::uniform_int_distribution<int>(0, e.config().vocab_size - 1)(rng);
-    in->seqs.push_back({(*next_id)++, ids, 0, true, engine::SequenceSetup{prompt + gen, {}, {}}});
+    in->seqs.push_back({(*next_id)++, ids, 0, true, engine::SequenceSetup{prompt + gen, sampling, {}}});
   }
   const auto t0 = Clock::now();
   ORCA_RETURN_IF_ERROR(e.Step(*in, nullptr, out));
@@ -224,7 +229,7 @@ absl::Status FirstRequests(engine::Engine& e, const Args& args, int prompt, uint
   for (int64_t i = 0; i < args.first_requests; ++i) {
     engine::StepInput in;
     engine::StepOutput out;
-    ORCA_ASSIGN_OR_RETURN(double s, Prefill(e, 1, prompt, 1, next_id, rng, &in, &out));
+    ORCA_ASSIGN_OR_RETURN(double s, Prefill(e, args, 1, prompt, 1, next_id, rng, &in, &out));
     ms.push_back(s * 1e3);
     e.Release(in.seqs[0].request_id);
   }
@@ -245,7 +250,7 @@ absl::Status Row(engine::Engine& e, const Args& args, const Ceilings& ceil, Band
   engine::StepInput in;
   engine::StepOutput out;
   ORCA_ASSIGN_OR_RETURN(double prefill_s,
-                        Prefill(e, batch, prompt, static_cast<int>(args.gen), next_id, rng, &in, &out));
+                        Prefill(e, args, batch, prompt, static_cast<int>(args.gen), next_id, rng, &in, &out));
   const double prefill_flops = ForwardFlops(c, 1.0 * batch * prompt, batch, batch * prompt * (prompt + 1) / 2.0);
   const bool cpu = args.device == "cpu";
   const double bw_before = cpu ? bandwidth.Measure(3) : 0;
@@ -372,6 +377,9 @@ int main(int argc, char** argv) {
   flags.AddStringList("prompts", &args.prompts, "Prompt lengths");
   flags.AddInt("gen", &args.gen, "Generated tokens per request");
   flags.AddInt("threads", &args.threads, "Threads (0 = all cores)");
+  flags.AddDouble("temperature", &args.temperature,
+                  "Every request's sampling temperature (0 = greedy); the decode iterations include the sampling");
+  flags.AddDouble("top-p", &args.top_p, "Every request's top-p, with --temperature > 0");
   flags.AddString("device", &args.device, "Kernel backend: cpu or cuda (tensor-parallel shard r uses GPU r)");
   flags.AddInt("tp", &args.tp, "Tensor-parallel shards (threads of this process)");
   flags.AddBool(
@@ -407,6 +415,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engine_bench: --threads must be in [0, 1024] (0 = all cores), got %lld\n",
                  static_cast<long long>(args.threads));
     return 2;
+  }
+  {
+    orca::SamplingParams sampling;
+    sampling.temperature = static_cast<float>(args.temperature);
+    sampling.top_p = static_cast<float>(args.top_p);
+    if (std::string bad = sampling.Validate(); !bad.empty()) {
+      std::fprintf(stderr, "engine_bench: --temperature/--top-p: %s\n", bad.c_str());
+      return 2;
+    }
   }
   // Every row times gen - 1 decode iterations (their median), so at least one is needed.
   if (args.gen < 2 || args.gen > 1 << 20) {
