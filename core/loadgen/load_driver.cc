@@ -310,6 +310,8 @@ absl::StatusOr<std::unique_ptr<LoadDriver>> LoadDriver::Create(LoadDriverOptions
         absl::StrCat("url must start with http:// or https:// (got '", options.base_url, "')"));
   }
   if (options.model.empty()) return absl::InvalidArgumentError("model must not be empty");
+  if (options.top_p.has_value() && !(*options.top_p > 0 && *options.top_p <= 1))
+    return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1] (got ", *options.top_p, ")"));
   if (options.max_duration <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_duration must be > 0");
   }
@@ -343,6 +345,7 @@ std::string LoadDriver::RequestBody(const std::vector<int32_t>& prompt_ids, int3
   if (options_.include_usage) body["stream_options"] = {{"include_usage", true}};
   if (options_.logprobs) body["logprobs"] = 0;
   if (options_.temperature.has_value()) body["temperature"] = *options_.temperature;
+  if (options_.top_p.has_value()) body["top_p"] = *options_.top_p;
   // Replace rather than throw on invalid UTF-8 (a model name from the command line).
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }

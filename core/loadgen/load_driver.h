@@ -33,6 +33,7 @@ struct LoadDriverOptions {
   bool logprobs = false;
   /// Sent when set; the server's default otherwise.
   std::optional<double> temperature;
+  std::optional<double> top_p;
   /// The run stops by itself after this long: requests still streaming are cut off
   /// (RequestOutcome::kUnfinished) and later arrivals are not sent.
   absl::Duration max_duration = absl::Minutes(10);

@@ -67,6 +67,7 @@ struct LoadFlags {
   bool include_usage = true;
   bool ignore_eos = true;
   double temperature = -1;
+  double top_p = -1;
   std::string prompt_source = "auto";
   int token_id_min = 1, token_id_max = 255;
   bool progress = true;
@@ -112,6 +113,7 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
   flags.AddBool("include-usage", &f.include_usage, "stream_options.include_usage (exact token counts)");
   flags.AddBool("ignore-eos", &f.ignore_eos, "Generate exactly max_tokens (the paper's setup)");
   flags.AddDouble("temperature", &f.temperature, "Sampling temperature (negative = the server's default)");
+  flags.AddDouble("top-p", &f.top_p, "Sampling top_p, in (0, 1] (negative = the server's default)");
   flags.AddString("prompt-source", &f.prompt_source,
                   "auto, tokenize (ids from POST /tokenize of built-in text) or random");
   flags.AddInt("token-id-min", &f.token_id_min,
@@ -149,6 +151,7 @@ loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f, const FlagSet& flags) 
   o.driver.include_usage = f.include_usage;
   o.driver.logprobs = f.logprobs;
   if (f.temperature >= 0) o.driver.temperature = f.temperature;
+  if (f.top_p >= 0) o.driver.top_p = f.top_p;
   o.driver.max_duration = absl::Seconds(f.max_duration_s);
   o.driver.request_timeout = absl::Seconds(f.request_timeout_s);
   o.driver.max_concurrency = static_cast<int32_t>(f.max_concurrency);

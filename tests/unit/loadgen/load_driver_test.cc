@@ -193,6 +193,7 @@ TEST(LoadDriverTest, RequestBodyCarriesTheOptions) {
   options.include_usage = false;
   options.ignore_eos = false;
   options.temperature = 0.0;
+  options.top_p = 0.9;
   absl::StatusOr<std::unique_ptr<LoadDriver>> driver = LoadDriver::Create(options, *std::move(prompts));
   ASSERT_TRUE(driver.ok());
   const json body = json::parse((*driver)->RequestBody(0, At(0, 3, 7)));
@@ -200,6 +201,7 @@ TEST(LoadDriverTest, RequestBodyCarriesTheOptions) {
   EXPECT_EQ(body["max_tokens"], 7);
   EXPECT_EQ(body["logprobs"], 0);
   EXPECT_EQ(body["temperature"], 0.0);
+  EXPECT_EQ(body["top_p"], 0.9);
   EXPECT_FALSE(body.contains("stream_options"));
   EXPECT_FALSE(body.contains("ignore_eos"));
 }
@@ -219,6 +221,9 @@ TEST(LoadDriverTest, RejectsBadOptions) {
   o = Options("http://x");
   o.max_concurrency = -1;
   EXPECT_THAT(std::string(create(o).message()), HasSubstr("max_concurrency"));
+  o = Options("http://x");
+  o.top_p = 0.0;
+  EXPECT_THAT(std::string(create(o).message()), HasSubstr("top_p must be in (0, 1] (got 0)"));
 }
 
 TEST(PromptBuilderTest, TokenizesOnTheServerOrFallsBackToRandomIds) {
