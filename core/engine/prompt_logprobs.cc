@@ -4,28 +4,35 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/sampling_kernels.h"
+
 namespace orca::engine {
 
 SampleResult TokenLogprobs(const float* logits, int32_t vocab, int32_t token, int32_t top_k,
                            std::vector<std::pair<float, int32_t>>* scratch) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < vocab; ++i) m = std::max(m, logits[i]);
-  double sum = 0;
-  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - m));
-  const float lse = m + static_cast<float>(std::log(sum));
+  const float lse = kernels::sampling::LogSumExp(logits, vocab);
   SampleResult out;
   out.token_id = token;
   out.logprob = logits[token] - lse;
   out.rank = 1;
   for (int32_t i = 0; i < vocab; ++i) out.rank += logits[i] > logits[token] ? 1 : 0;
-  const int32_t k = std::min(top_k, vocab);
+  const size_t k = static_cast<size_t>(std::clamp(top_k, 0, vocab));
   if (k > 0) {
-    scratch->clear();
-    for (int32_t i = 0; i < vocab; ++i) scratch->emplace_back(logits[i], i);
-    std::partial_sort(scratch->begin(), scratch->begin() + k, scratch->end(), [](const auto& a, const auto& b) {
+    // One pass keeping the k best seen, in order: a token enters only if it beats the k-th,
+    // which few do once the list is full (an equal value never does: the lower id wins).
+    auto better = [](const auto& a, const auto& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
-    for (int32_t i = 0; i < k; ++i) out.top_logprobs.push_back({(*scratch)[i].second, (*scratch)[i].first - lse});
+    };
+    scratch->clear();
+    float enter = -std::numeric_limits<float>::infinity();  // NaN never enters
+    for (int32_t i = 0; i < vocab; ++i) {
+      if (!(logits[i] >= enter)) continue;
+      const std::pair<float, int32_t> c{logits[i], i};
+      scratch->insert(std::upper_bound(scratch->begin(), scratch->end(), c, better), c);
+      if (scratch->size() > k) scratch->pop_back();
+      if (scratch->size() == k) enter = std::nextafter(scratch->back().first, std::numeric_limits<float>::infinity());
+    }
+    for (const auto& [v, id] : *scratch) out.top_logprobs.push_back({id, v - lse});
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/common/logging.h"
+#include "core/engine/prompt_logprobs.h"
 #include "kernels/cpu/sampling_kernels.h"
 
 namespace orca::engine {
@@ -34,15 +35,6 @@ double KeptMass(const float* p, int32_t begin, int32_t end, float min_p) {
   double part[4] = {0, 0, 0, 0};
   for (int32_t i = begin; i < end; ++i) part[i % 4] += Kept(p[i], min_p) ? p[i] : 0.0f;
   return (part[0] + part[1]) + (part[2] + part[3]);
-}
-
-float LogSumExp(const float* x, int32_t n, float* max_out) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < n; ++i) m = std::max(m, x[i]);
-  double s = 0;
-  for (int32_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(x[i] - m));
-  *max_out = m;
-  return m + static_cast<float>(std::log(s));
 }
 
 uint64_t SplitMix(uint64_t x) {
@@ -129,24 +121,8 @@ void Sampler::ApplyPenalties(float* logits, int32_t vocab) const {
 }
 
 SampleResult Sampler::Sample(float* logits, int32_t vocab) {
-  SampleResult result;
   const bool want_logprobs = params_.logprobs || params_.top_logprobs > 0;
-  float raw_max = 0, raw_lse = 0;
-  if (want_logprobs) {
-    raw_logits_.assign(logits, logits + vocab);
-    raw_lse = LogSumExp(logits, vocab, &raw_max);
-    if (params_.top_logprobs > 0) {
-      const int32_t k = std::min(params_.top_logprobs, vocab);
-      candidates_.clear();
-      for (int32_t i = 0; i < vocab; ++i) candidates_.emplace_back(logits[i], i);
-      std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(),
-                        [](const auto& a, const auto& b) {
-                          return a.first > b.first || (a.first == b.first && a.second < b.second);
-                        });
-      for (int32_t i = 0; i < k; ++i)
-        result.top_logprobs.push_back({candidates_[i].second, candidates_[i].first - raw_lse});
-    }
-  }
+  if (want_logprobs) raw_logits_.assign(logits, logits + vocab);
   ApplyLogitBias(logits, vocab);
   ApplyPenalties(logits, vocab);
   if (matcher_ != nullptr) matcher_->ApplyToLogits(logits, vocab);
@@ -155,8 +131,13 @@ SampleResult Sampler::Sample(float* logits, int32_t vocab) {
     // Cannot fail: the draw only sees tokens the mask allowed.
     if (absl::Status s = matcher_->Accept(chosen); !s.ok()) ORCA_LOG(ERROR) << "structured output: " << s.ToString();
   }
+  SampleResult result;
+  if (want_logprobs) {
+    // Of the raw distribution, as prompt logprobs are; only those report the rank.
+    result = TokenLogprobs(raw_logits_.data(), vocab, chosen, params_.top_logprobs, &candidates_);
+    result.rank = 0;
+  }
   result.token_id = chosen;
-  if (want_logprobs) result.logprob = raw_logits_[chosen] - raw_lse;
   ++output_counts_[chosen];
   return result;
 }

@@ -781,4 +781,16 @@ float ExpSubtractSum(float* x, int32_t n, float max) {
   return sum;
 }
 
+double ExpSum(const float* x, int32_t n, float max) {
+  const __m512 mv = _mm512_set1_ps(max);
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int32_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)));
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+}
+
 }  // namespace orca::kernels::avx512

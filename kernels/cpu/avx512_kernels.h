@@ -63,5 +63,7 @@ float ExpSubtractSum(float* x, int32_t n, float max);
 float Max(const float* x, int32_t n);
 /// The first index of the largest value, NaNs skipped; 0 when no value is above -inf.
 int32_t ArgMax(const float* x, int32_t n);
+/// Σ exp(x[i] - max), the exponentials in f32 and their sum in f64.
+double ExpSum(const float* x, int32_t n, float max);
 
 }  // namespace orca::kernels::avx512

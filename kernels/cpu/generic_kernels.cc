@@ -58,4 +58,10 @@ int32_t ArgMax(const float* x, int32_t n) {
   return best;
 }
 
+double ExpSum(const float* x, int32_t n, float max) {
+  double sum = 0;
+  for (int32_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] - max));
+  return sum;
+}
+
 }  // namespace orca::kernels::generic

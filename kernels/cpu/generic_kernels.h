@@ -19,5 +19,6 @@ void GroupBlockAccumulate(const float* p, int64_t ld_p, int32_t group, const voi
 float ExpSubtractSum(float* x, int32_t n, float max);
 float Max(const float* x, int32_t n);
 int32_t ArgMax(const float* x, int32_t n);
+double ExpSum(const float* x, int32_t n, float max);
 
 }  // namespace orca::kernels::generic

@@ -1,5 +1,7 @@
 #include "kernels/cpu/sampling_kernels.h"
 
+#include <cmath>
+
 #include "kernels/cpu/avx512_kernels.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/generic_kernels.h"
@@ -12,6 +14,13 @@ int32_t ArgMax(const float* x, int32_t n) {
 
 float ExpSubtractSum(float* x, int32_t n, float max) {
   return GetCpuFeatures().avx512 ? avx512::ExpSubtractSum(x, n, max) : generic::ExpSubtractSum(x, n, max);
+}
+
+float LogSumExp(const float* x, int32_t n) {
+  const float m = n > 0 ? x[ArgMax(x, n)] : -INFINITY;
+  if (!std::isfinite(m)) return m;
+  const double sum = GetCpuFeatures().avx512 ? avx512::ExpSum(x, n, m) : generic::ExpSum(x, n, m);
+  return m + static_cast<float>(std::log(sum));
 }
 
 }  // namespace orca::kernels::sampling

@@ -281,6 +281,42 @@ TEST(TokenLogprobsTest, IsTheLogSoftmaxWithTiesByLowerId) {
   EXPECT_FALSE(StepHasPromptPositions(0, 5, 1));
 }
 
+// The top tokens against sorting the whole vocabulary: sizes up to a Llama 3 vocabulary, few
+// distinct values (long runs of ties: the lower id first), k past the vocabulary, NaN logits
+// (never listed); and every logprob against an f64 log-softmax.
+TEST(TokenLogprobsTest, TopTokensAreTheSortedVocabularysFirstK) {
+  std::mt19937 rng(4);
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int32_t vocab = trial == 0 ? 128256 : std::uniform_int_distribution<int32_t>(1, 3000)(rng);
+    const int levels = trial % 2 ? 4 : 100000;
+    std::vector<float> logits(vocab);
+    for (float& x : logits)
+      x = 16.0f * static_cast<float>(std::uniform_int_distribution<int>(0, levels)(rng)) / levels - 8;
+    if (trial % 5 == 0) logits[std::uniform_int_distribution<int32_t>(0, vocab - 1)(rng)] = NAN;
+    std::vector<std::pair<float, int32_t>> sorted;
+    double z = 0;
+    for (int32_t i = 0; i < vocab; ++i)
+      if (!std::isnan(logits[i])) sorted.emplace_back(logits[i], i), z += std::exp(static_cast<double>(logits[i]));
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    const int32_t k = std::uniform_int_distribution<int32_t>(1, 25)(rng);
+    const int32_t token = std::uniform_int_distribution<int32_t>(0, vocab - 1)(rng);
+    const SampleResult r = TokenLogprobs(logits.data(), vocab, token, k, &scratch);
+    ASSERT_EQ(r.top_logprobs.size(), std::min<size_t>(k, sorted.size())) << "trial " << trial;
+    for (size_t i = 0; i < r.top_logprobs.size(); ++i) {
+      ASSERT_EQ(r.top_logprobs[i].token_id, sorted[i].second) << "trial " << trial << " rank " << i;
+      if (trial % 5 != 0) {
+        ASSERT_NEAR(r.top_logprobs[i].logprob, sorted[i].first - std::log(z), 1e-5) << "trial " << trial;
+      }
+    }
+    if (trial % 5 != 0) {
+      ASSERT_NEAR(r.logprob, logits[token] - std::log(z), 1e-5) << "trial " << trial;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, PromptLogprobsTest, ::testing::Values(ModelArch::kLlama, ModelArch::kGpt2),
                          [](const auto& info) { return std::string(ModelArchName(info.param)); });
 

@@ -29,6 +29,7 @@
 #include "kernels/cpu/bf16_dot_attention.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/generic_kernels.h"
+#include "kernels/cpu/sampling_kernels.h"
 #include "tests/unit/kernels/kernel_test_util.h"
 
 namespace orca::kernels {
@@ -560,6 +561,25 @@ TEST(SamplingKernelsTest, ArgMaxIsTheFirstLargestValueSkippingNaN) {
     for (int32_t i = 0; i < n; ++i)
       if (!std::isnan(x[i]) && x[i] > best) best = x[i], want = i;
     for (const auto& [name, argmax] : paths) ASSERT_EQ(argmax(x.data(), n), want) << name << " trial " << trial;
+  }
+}
+
+// Σ exp(x - max) for log-probabilities on every path this CPU runs, against f64: lengths through
+// every vector tail and a 128256-token vocabulary, values from the max down past underflow.
+TEST(SamplingKernelsTest, ExpSumIsTheF64SumToAboutAnUlp) {
+  std::vector<std::pair<const char*, double (*)(const float*, int32_t, float)>> paths = {{"generic", generic::ExpSum}};
+  if (GetCpuFeatures().avx512) paths.push_back({"avx512", avx512::ExpSum});
+  std::mt19937 rng(8);
+  for (int32_t n : {1, 2, 15, 16, 17, 31, 33, 70, 1000, 128256}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = std::uniform_real_distribution<float>(-130.0f, 12.0f)(rng);
+    const float max = *std::max_element(x.begin(), x.end());
+    double want = 0;
+    for (float v : x) want += std::exp(static_cast<double>(v) - max);
+    for (const auto& [name, exp_sum] : paths)
+      EXPECT_NEAR(exp_sum(x.data(), n, max), want, 3e-7 * want) << name << " n " << n;
+    const float lse = sampling::LogSumExp(x.data(), n);
+    EXPECT_NEAR(lse, max + std::log(want), 1e-5 * std::max(1.0f, std::fabs(lse))) << "n " << n;
   }
 }
 
