@@ -1,9 +1,6 @@
 #include "core/engine/prompt_logprobs.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
-
+#include "core/engine/sampler.h"
 #include "kernels/cpu/sampling_kernels.h"
 
 namespace orca::engine {
@@ -16,22 +13,8 @@ SampleResult TokenLogprobs(const float* logits, int32_t vocab, int32_t token, in
   out.logprob = logits[token] - lse;
   out.rank = 1;
   for (int32_t i = 0; i < vocab; ++i) out.rank += logits[i] > logits[token] ? 1 : 0;
-  const size_t k = static_cast<size_t>(std::clamp(top_k, 0, vocab));
-  if (k > 0) {
-    // One pass keeping the k best seen, in order: a token enters only if it beats the k-th,
-    // which few do once the list is full (an equal value never does: the lower id wins).
-    auto better = [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    };
-    scratch->clear();
-    float enter = -std::numeric_limits<float>::infinity();  // NaN never enters
-    for (int32_t i = 0; i < vocab; ++i) {
-      if (!(logits[i] >= enter)) continue;
-      const std::pair<float, int32_t> c{logits[i], i};
-      scratch->insert(std::upper_bound(scratch->begin(), scratch->end(), c, better), c);
-      if (scratch->size() > k) scratch->pop_back();
-      if (scratch->size() == k) enter = std::nextafter(scratch->back().first, std::numeric_limits<float>::infinity());
-    }
+  if (top_k > 0) {
+    TopK(logits, vocab, top_k, scratch);
     for (const auto& [v, id] : *scratch) out.top_logprobs.push_back({id, v - lse});
   }
   return out;

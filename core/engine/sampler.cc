@@ -12,6 +12,9 @@
 namespace orca::engine {
 namespace {
 
+// TopK keeps up to this many in a sorted list as it reads; more, and it selects among all.
+constexpr size_t kTopKOnePassMax = 256;
+
 // Tokens per block of the top-p = 1 draw's block masses.
 constexpr int32_t kDrawBlock = 256;
 
@@ -73,6 +76,32 @@ size_t TopPPrefix(std::vector<std::pair<float, int32_t>>& c, double need) {
     need -= c[i].first;
   }
   return hi;
+}
+
+void TopK(const float* x, int32_t n, int32_t k, std::vector<std::pair<float, int32_t>>* out) {
+  out->clear();
+  if (k <= 0) return;
+  const size_t want = static_cast<size_t>(k);
+  if (want > kTopKOnePassMax) {
+    for (int32_t i = 0; i < n; ++i)
+      if (!std::isnan(x[i])) out->emplace_back(x[i], i);
+    if (out->size() > want) {
+      std::nth_element(out->begin(), out->begin() + (want - 1), out->end(), ByProb);
+      out->resize(want);
+    }
+    std::sort(out->begin(), out->end(), ByProb);
+    return;
+  }
+  // One pass keeping the best k seen, in order: a value enters only if it beats the k-th,
+  // which few do once the list is full (an equal one never does: the lower index wins).
+  float enter = -std::numeric_limits<float>::infinity();  // NaN never enters
+  for (int32_t i = 0; i < n; ++i) {
+    if (!(x[i] >= enter)) continue;
+    const std::pair<float, int32_t> c{x[i], i};
+    out->insert(std::upper_bound(out->begin(), out->end(), c, ByProb), c);
+    if (out->size() > want) out->pop_back();
+    if (out->size() == want) enter = std::nextafter(out->back().first, std::numeric_limits<float>::infinity());
+  }
 }
 
 Sampler::Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt,
@@ -188,13 +217,8 @@ int32_t Sampler::Draw(float* logits, int32_t vocab) {
   candidates_.clear();
   double total = 0;
   if (top_k) {
-    Gather(p, vocab, 0.0f);
-    const size_t k = static_cast<size_t>(params_.top_k);
-    if (candidates_.size() > k) {
-      std::nth_element(candidates_.begin(), candidates_.begin() + k - 1, candidates_.end(), ByProb);
-      candidates_.resize(k);
-    }
-    std::erase_if(candidates_, [&](const auto& c) { return !(c.first >= min_p); });
+    TopK(p, vocab, params_.top_k, &candidates_);
+    std::erase_if(candidates_, [&](const auto& c) { return !Kept(c.first, min_p); });
     for (const auto& c : candidates_) total += c.first;
   } else {
     // Top-p without top-k: tokens below tau cannot be in the top-p set, so they are counted in

@@ -29,6 +29,11 @@ namespace orca::engine {
 /// all of `c`. (In the header for its tests.)
 size_t TopPPrefix(std::vector<std::pair<float, int32_t>>& c, double need);
 
+/// The k largest of x[0, n) as (value, index), in that same order (ties: the lower index
+/// first), into *out; NaN values are never taken, so fewer than k come back only when fewer
+/// than k values are not NaN.
+void TopK(const float* x, int32_t n, int32_t k, std::vector<std::pair<float, int32_t>>* out);
+
 class Sampler {
  public:
   /// `prompt` feeds the repetition penalty (HF applies it to prompt tokens too).

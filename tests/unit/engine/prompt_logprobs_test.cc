@@ -281,9 +281,9 @@ TEST(TokenLogprobsTest, IsTheLogSoftmaxWithTiesByLowerId) {
   EXPECT_FALSE(StepHasPromptPositions(0, 5, 1));
 }
 
-// The top tokens against sorting the whole vocabulary: sizes up to a Llama 3 vocabulary, few
-// distinct values (long runs of ties: the lower id first), k past the vocabulary, NaN logits
-// (never listed); and every logprob against an f64 log-softmax.
+// The top tokens (engine::TopK) against sorting the whole vocabulary: sizes up to a Llama 3
+// vocabulary, few distinct values (long runs of ties: the lower id first), k from 1 to past the
+// vocabulary, NaN logits (never listed); and every logprob against an f64 log-softmax.
 TEST(TokenLogprobsTest, TopTokensAreTheSortedVocabularysFirstK) {
   std::mt19937 rng(4);
   std::vector<std::pair<float, int32_t>> scratch;
@@ -301,7 +301,8 @@ TEST(TokenLogprobsTest, TopTokensAreTheSortedVocabularysFirstK) {
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
     });
-    const int32_t k = std::uniform_int_distribution<int32_t>(1, 25)(rng);
+    // Both ways TopK selects: a sorted list kept while reading (k <= 256), a selection among all.
+    const int32_t k = std::uniform_int_distribution<int32_t>(1, trial % 3 == 2 ? 4000 : 25)(rng);
     const int32_t token = std::uniform_int_distribution<int32_t>(0, vocab - 1)(rng);
     const SampleResult r = TokenLogprobs(logits.data(), vocab, token, k, &scratch);
     ASSERT_EQ(r.top_logprobs.size(), std::min<size_t>(k, sorted.size())) << "trial " << trial;
