@@ -1,8 +1,8 @@
 // Sampler microbenchmark: one sampled token (Sampler::Sample) from a row of logits, per
 // vocabulary size and sampling mix, on one thread. The logits are the same random row every
 // time (normal, standard deviation --spread), copied in before each draw (the copy is timed
-// separately and subtracted). A flat row (random weights, large --spread relative to the
-// vocabulary) is the top-p cut's worst case; real models' rows are more peaked.
+// separately and subtracted). The flatter the row (smaller --spread; random weights give flat
+// rows), the more tokens a top-p cut keeps and the longer it takes.
 //
 //   sampler_bench [--vocab 32000,49152,128256] [--spread 3] [--draws 200]
 
