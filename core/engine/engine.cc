@@ -2,6 +2,7 @@
 
 #include <gloo/rendezvous/store.h>
 
+#include <algorithm>
 #include <functional>
 #include <thread>
 
@@ -554,7 +555,7 @@ void Engine::DrawSamples(int32_t vocab, StepOutput* out) {
   for (const SampleJob& j : sample_jobs_)
     if (j.sampler->matcher() != nullptr) out->samples[j.out].sample = j.sampler->Sample(j.logits, vocab);
   const int64_t n = static_cast<int64_t>(sample_jobs_.size());
-  const int threads = static_cast<int>(std::min<int64_t>(sample_threads_, n));
+  const int threads = static_cast<int>(std::clamp<int64_t>(n, 1, sample_threads_));
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1) if (threads > 1)
   for (int64_t i = 0; i < n; ++i) {
     const SampleJob& j = sample_jobs_[i];
