@@ -399,14 +399,7 @@ int main(int argc, char** argv) {
                "GEMMs up to this many rows use the AVX-512 panel kernel (-1 = default)");
   args.model_dir = std::string(std::getenv("HOME") ? std::getenv("HOME") : "/tmp") + "/.cache/orca/models";
   flags.AddString("model-dir", &args.model_dir, "Where synthetic benchmark models are written and reused");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv)) return *exit_code;
   if (args.device != "cpu" && args.device != "cuda") {
     std::fprintf(stderr, "engine_bench: --device must be cpu or cuda, got '%s'\n", args.device.c_str());
     return 2;

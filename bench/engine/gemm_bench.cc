@@ -500,14 +500,7 @@ int main(int argc, char** argv) {
   flags.AddString("compare-decode-prefetch", &args.compare_decode_prefetch,
                   "Instead of the table: time these quantized decode prefetch schemes (L1:L2 bytes ahead, comma "
                   "separated, e.g. 4096:16384,8192:0) paired, in rounds between bandwidth probes, per shape and rows");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "gemm_bench: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::printf("%s", flags.Usage().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv)) return *exit_code;
   if (!(args.seconds > 0 && args.seconds <= 3600)) {
     std::fprintf(stderr, "gemm_bench: --seconds must be in (0, 3600], got %g\n", args.seconds);
     return 2;

@@ -87,14 +87,7 @@ int main(int argc, char** argv) {
   flags.AddStringList("vocab", &vocab_list, "Vocabulary sizes");
   flags.AddDouble("spread", &spread, "Standard deviation of the random logits (larger: a more peaked row)");
   flags.AddInt("draws", &draws, "Tokens sampled per vocabulary and mix");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv)) return *exit_code;
   std::vector<int32_t> vocabs;
   for (const std::string& v : vocab_list) {
     int32_t n = 0;

@@ -273,14 +273,7 @@ int main(int argc, char** argv) {
                   "Ratio targets as multiples of the baseline's lowest median normalized latency");
   flags.AddString("out", &a.out, "Write sweep.csv, fig10.gp and fig10.png here");
   flags.AddString("gnuplot", &a.gnuplot, "gnuplot binary (empty: no PNG)");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv)) return *exit_code;
   orca::SetLogLevel(orca::LogLevel::kWarning);
   if (absl::Status s = orca::bench::Run(a); !s.ok()) {
     std::fprintf(stderr, "orca_engine_sched_bench: %s\n", std::string(s.message()).c_str());

@@ -234,14 +234,7 @@ int main(int argc, char** argv) {
   flags.AddInt("n-slots", &a.n_slots, "KV slots per stage");
   flags.AddString("policy", &a.policy, "orca or request-level");
   flags.AddString("out", &a.out, "Output directory (per-run CSV/JSON, logs, pipeline.txt)");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv)) return *exit_code;
   if (absl::Status s = orca::bench::Run(a); !s.ok()) {
     std::fprintf(stderr, "orca_pipeline_bench: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -213,14 +213,7 @@ int main(int argc, char** argv) {
   flags.AddInt("per-spec", &per_spec, "sample: generations per spec");
   flags.AddInt("max-tokens", &max_tokens, "sample: token limit per generation (unfinished ones are reported)");
   flags.AddInt("seed", &seed, "sample: random seed");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
+  if (std::optional<int> exit_code = flags.ParseForMain(argc, argv)) return *exit_code;
   orca::SetLogLevel(orca::LogLevel::kWarning);
   const auto t0 = orca::bench::Clock::now();
   auto tokenizer = orca::text::Tokenizer::Load(model);

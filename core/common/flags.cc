@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <iostream>
 #include <limits>
 #include <sstream>
 
@@ -125,6 +126,18 @@ absl::Status FlagSet::Set(std::string_view raw_name, std::string_view raw_value)
   }
   f.set = true;
   return absl::OkStatus();
+}
+
+std::optional<int> FlagSet::ParseForMain(int argc, char** argv) {
+  if (absl::Status s = Parse(argc, argv); !s.ok()) {
+    std::cerr << program_ << ": " << s.message() << "\n";
+    return 2;
+  }
+  if (help_requested_) {
+    std::cout << Usage();
+    return 0;
+  }
+  return std::nullopt;
 }
 
 absl::Status FlagSet::Parse(int argc, char** argv, int first, bool allow_positional) {

@@ -4,8 +4,7 @@
 ///   FlagSet flags("orca-scheduler", "Runs the iteration-level scheduler.");
 ///   int64_t max_bs = 16;
 ///   flags.AddInt("max-bs", &max_bs, "Maximum requests per iteration (paper: max_bs)");
-///   ORCA_RETURN_IF_ERROR(flags.Parse(argc, argv));
-///   if (flags.help_requested()) { std::cout << flags.Usage(); return 0; }
+///   if (std::optional<int> exit_code = flags.ParseForMain(argc, argv)) return *exit_code;
 ///
 /// Accepts `--name=value`, `--name value`, `--bool-flag`, `--no-bool-flag`, and for bool
 /// flags `--bool-flag=false` or `--bool-flag false` (a following `true`/`false`, any case).
@@ -17,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +46,9 @@ class FlagSet {
   /// Parses argv[first..argc). Positional arguments are collected into
   /// positional() (error if `allow_positional` is false and one appears).
   absl::Status Parse(int argc, char** argv, int first = 1, bool allow_positional = false);
+  /// Parse(argc, argv) for a program's main(): an exit code when it should stop now (2 after
+  /// printing "<program>: <error>" to stderr, 0 after printing Usage() for --help), nullopt to go on.
+  std::optional<int> ParseForMain(int argc, char** argv);
   /// Sets one flag from text, as if given on the command line.
   absl::Status Set(std::string_view name, std::string_view value);
 

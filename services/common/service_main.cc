@@ -15,19 +15,10 @@ void AddLoggingFlags(FlagSet* flags, LoggingFlags* out) {
   flags->AddBool("log-json", &out->log_json, "Log JSON lines (with request ids as fields)");
 }
 
-std::optional<int> ParseFlagsOrExit(FlagSet& flags, int argc, char** argv, const std::string& program,
-                                    const std::string& env_prefix) {
+std::optional<int> ParseFlagsOrExit(FlagSet& flags, int argc, char** argv, const std::string& env_prefix) {
   flags.EnableConfigFile();
   if (!env_prefix.empty()) flags.EnableEnvironment(env_prefix);
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    std::cerr << program << ": " << s.message() << "\n";
-    return 2;
-  }
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
-  return std::nullopt;
+  return flags.ParseForMain(argc, argv);
 }
 
 absl::Status ConfigureLogging(const std::string& component, const LoggingFlags& flags) {

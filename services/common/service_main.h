@@ -22,10 +22,8 @@ struct LoggingFlags {
 
 /// Adds --log-level and --log-json.
 void AddLoggingFlags(FlagSet* flags, LoggingFlags* out);
-/// Parses argv (with --config, and environment variables `<env_prefix>FLAG_NAME`): an exit code when the program should
-/// stop now (2 after printing a flag error, 0 after --help), nullopt to go on.
-std::optional<int> ParseFlagsOrExit(FlagSet& flags, int argc, char** argv, const std::string& program,
-                                    const std::string& env_prefix = "");
+/// FlagSet::ParseForMain with --config and environment variables `<env_prefix>FLAG_NAME`.
+std::optional<int> ParseFlagsOrExit(FlagSet& flags, int argc, char** argv, const std::string& env_prefix = "");
 /// Sets the log component, level and format.
 absl::Status ConfigureLogging(const std::string& component, const LoggingFlags& flags);
 struct GrpcServerOptions {

@@ -71,7 +71,7 @@ int Main(int argc, char** argv) {
   FlagSet flags("orca-gateway",
                 "OpenAI-compatible HTTP API and orca.v1.Generation gRPC API in front of Orca schedulers.");
   AddFlags(flags, f);
-  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-gateway")) return *exit_code;
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv)) return *exit_code;
   if (absl::Status s = services::ConfigureLogging("gateway", f.logging); !s.ok()) {
     std::cerr << "orca-gateway: " << s.message() << "\n";
     return 2;

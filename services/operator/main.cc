@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
                 "pass the rest through, then exit");
   flags.AddString("render-format", &f.render_format, "yaml or json (with --render / --post-render)");
   orca::services::AddLoggingFlags(&flags, &f.logging);
-  if (auto exit_code = orca::services::ParseFlagsOrExit(flags, argc, argv, "orca-operator", "ORCA_OPERATOR_")) {
+  if (auto exit_code = orca::services::ParseFlagsOrExit(flags, argc, argv, "ORCA_OPERATOR_")) {
     return *exit_code;
   }
   auto usage_error = [](const std::string& message) {

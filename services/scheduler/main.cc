@@ -210,8 +210,7 @@ int Main(int argc, char** argv) {
                 "The iteration-level scheduler (ORCA Algorithm 1) and engine master of one engine replica.\n"
                 "Serves orca.v1.Scheduler over gRPC; /health, /ready and /metrics over HTTP.");
   AddFlags(&flags, &f);
-  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-scheduler", "ORCA_SCHEDULER_"))
-    return *exit_code;
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "ORCA_SCHEDULER_")) return *exit_code;
   if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
 
   auto keys = services::ApiKeys::Load(f.api_keys, f.api_keys_file);

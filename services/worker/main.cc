@@ -182,7 +182,7 @@ int Main(int argc, char** argv) {
                 "One pipeline stage of the Orca engine: loads its layers and tensor-parallel shards, receives\n"
                 "control messages over gRPC (orca.v1.Worker) and activations over Gloo.");
   AddFlags(&flags, &f);
-  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "orca-worker", "ORCA_WORKER_")) return *exit_code;
+  if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "ORCA_WORKER_")) return *exit_code;
   if (absl::Status s = services::ConfigureLogging("worker", f.logging); !s.ok()) return Fail(s);
   if (absl::Status s = CheckFlags(&f); !s.ok()) return Fail(s);
   SetLogComponent("worker-" + std::to_string(f.stage));

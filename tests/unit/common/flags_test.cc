@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 namespace orca {
 namespace {
@@ -32,6 +33,33 @@ TEST(FlagSetTest, ParsesTypedFlagsInBothForms) {
   EXPECT_DOUBLE_EQ(temp, 0.5);
   EXPECT_TRUE(verbose);
   EXPECT_TRUE(flags.IsSet("max-bs"));
+}
+
+// What every main() does with its flags: go on, stop with 0 after the usage for --help, or stop
+// with 2 after "<program>: <error>" on stderr.
+TEST(FlagSetTest, ParseForMainGivesTheExitCodeAndSaysWhy) {
+  auto run = [](std::vector<std::string> args, std::string* out, std::string* err) {
+    int64_t n = 0;
+    FlagSet flags("prog", "does things");
+    flags.AddInt("n", &n, "a number");
+    auto argv = Argv(args);
+    testing::internal::CaptureStdout();
+    testing::internal::CaptureStderr();
+    std::optional<int> code = flags.ParseForMain(static_cast<int>(argv.size()), argv.data());
+    *out = testing::internal::GetCapturedStdout();
+    *err = testing::internal::GetCapturedStderr();
+    return code;
+  };
+  std::string out, err;
+  EXPECT_EQ(run({"prog", "--n", "3"}, &out, &err), std::nullopt);
+  EXPECT_EQ(out + err, "");
+  EXPECT_EQ(run({"prog", "--help"}, &out, &err), 0);
+  EXPECT_NE(out.find("Usage: prog [flags]"), std::string::npos) << out;
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(run({"prog", "--m", "3"}, &out, &err), 2);
+  EXPECT_EQ(err.rfind("prog: ", 0), 0u) << err;
+  EXPECT_NE(err.find("--m"), std::string::npos) << err;
+  EXPECT_EQ(out, "");
 }
 
 TEST(FlagSetTest, BoolFlagsTakeTrueOrFalseAsTheNextArgumentOrAfterEquals) {
