@@ -66,6 +66,50 @@ constructed_message_report "$PB" "$NOT_CTOR" | expect not_a_constructor ORCA
 constructed_message_report "$NO_PROTOC" "$INLINED_CTOR" | expect no_protoc_message ORCA
 constructed_message_report "$PB" "$INLINED_CTOR" | grep -v 'libgrpc++.so.1.51+0xaf911' | expect not_run_by_grpc ORCA
 
+# The reactor itself: its constructor writing its vptr on the handler's thread, against
+# gRPC's header code making the virtual call of its first reaction on another
+# (remote_engine_client_test, 2026-11-29). $1 is the kind of race, $2 the reacting frame,
+# $3 the writing frame.
+constructed_reactor_report() {
+  cat <<REPORT
+==================
+WARNING: ThreadSanitizer: $1 (pid=1)
+  Read of size 8 at 0x7b3800017140 by thread T61:
+$2
+    #3 std::_Function_handler<void (bool), grpc::internal::CallbackClientStreamingHandler<orca::v1::ControlMessage, orca::v1::ControlSummary>::ServerCallbackReaderImpl::SetupReactor(grpc::ServerReadReactor<orca::v1::ControlMessage>*)::'lambda'(bool)>::_M_invoke(std::_Any_data const&, bool&&) /usr/bin/../lib/gcc/x86_64-linux-gnu/12/../../../../include/c++/12/bits/std_function.h:290:9 (t+0x1)
+    #7 grpc::internal::CallbackWithSuccessTag::StaticRun(grpc_completion_queue_functor*, int) /usr/include/grpcpp/support/callback_common.h:199:47 (t+0x1)
+    #8 <null> <null> (libgrpc++.so.1.51+0x897ba)
+
+  Previous write of size 8 at 0x7b3800017140 by thread T62:
+$3
+    #1 orca::scheduler::FakePipeline::Stage::Control(grpc::CallbackServerContext*, orca::v1::ControlSummary*) /work/tests/unit/services/remote_engine_client_test.cc:66:18 (t+0x2)
+    #2 operator() /work/build-tsan/./orca/v1/worker.grpc.pb.h:299:113 (t+0x3)
+    #8 grpc::internal::CallbackClientStreamingHandler<orca::v1::ControlMessage, orca::v1::ControlSummary>::RunHandler(grpc::internal::MethodHandler::HandlerParameter const&) /usr/include/grpcpp/impl/codegen/server_callback_handlers.h:279:11 (t+0x4)
+    #9 grpc::Server::CallbackRequest<grpc::CallbackServerContext>::CallbackCallTag::ContinueRunAfterInterception() <null> (libgrpc++.so.1.51+0xaf911)
+
+  Location is heap block of size 216 at 0x7b3800017140 allocated by thread T62:
+    #0 operator new(unsigned long) <null> (t+0x5)
+    #1 orca::scheduler::FakePipeline::Stage::Control(grpc::CallbackServerContext*, orca::v1::ControlSummary*) /work/tests/unit/services/remote_engine_client_test.cc:66:14 (t+0x6)
+
+SUMMARY: ThreadSanitizer: $1 /usr/include/grpcpp/impl/codegen/server_callback_handlers.h:385:22 in operator()
+==================
+REPORT
+}
+VPTR='data race on vptr (ctor/dtor vs virtual call)'
+GRPC_CALLS='    #0 operator() /usr/include/grpcpp/impl/codegen/server_callback_handlers.h:385:22 (t+0x7)'
+ORCA_CALLS='    #0 orca::scheduler::FakePipeline::OnControl(orca::v1::ControlMessage const&) /work/tests/unit/services/remote_engine_client_test.cc:130:5 (t+0x7)'
+INLINED_READER='    #0 Reader /work/tests/unit/services/remote_engine_client_test.cc:42:50 (t+0x8)'
+NOT_READER='    #0 orca::scheduler::FakePipeline::Stage::Prime() /work/tests/unit/services/remote_engine_client_test.cc:42:50 (t+0x8)'
+
+constructed_reactor_report "$VPTR" "$GRPC_CALLS" "$INLINED_READER" | expect reactor_vptr LIBRARY
+# Near misses stay Orca's: a plain data race on the reactor; Orca's code making the call; a
+# write that is not a constructor's; a constructor not run by a gRPC method handler.
+constructed_reactor_report "data race" "$GRPC_CALLS" "$INLINED_READER" | expect reactor_plain_race ORCA
+constructed_reactor_report "$VPTR" "$ORCA_CALLS" "$INLINED_READER" | expect reactor_vptr_orca_call ORCA
+constructed_reactor_report "$VPTR" "$GRPC_CALLS" "$NOT_READER" | expect reactor_vptr_not_constructor ORCA
+constructed_reactor_report "$VPTR" "$GRPC_CALLS" "$INLINED_READER" | grep -v 'worker.grpc.pb.h' \
+  | expect reactor_vptr_no_handler ORCA
+
 # The older rule: a client reactor's OnReadDone on its message against gRPC deserializing
 # the next one into it.
 cat <<'REPORT' | expect client_on_read_done LIBRARY

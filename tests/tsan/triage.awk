@@ -33,6 +33,8 @@ function flush_section() {
       orca_sections++
       if (first_orca ~ /::OnReadDone\(/) read_done_sections++
       if (pb_before_orca && library_after_orca && is_constructor(first_orca)) constructed_message_sections++
+      if (vptr_report && !pb_before_orca && handler_after_orca && library_after_orca && is_constructor(first_orca))
+        constructed_reactor_sections++
     }
   }
   in_section = 0
@@ -56,9 +58,14 @@ function flush_report(   verdict) {
   # Likewise a server reactor's message constructed with the reactor (protoc's constructor
   # called from a constructor that gRPC's method handler ran), against gRPC deserializing the
   # first message into it on another thread after the StartRead the constructor issued.
+  # And the reactor itself: its constructor (run by gRPC's method handler, through protoc's
+  # *.grpc.pb.h) writing its vptr, against gRPC's header code on another thread, called from
+  # inside gRPC, making the virtual call of its first reaction (OnReadDone); gRPC starts
+  # that read only when it binds the reactor, after the handler returned.
   verdict = (sections > 0 && library_called > 0 &&
              (orca_sections == 0 ||
-              (orca_sections == 1 && sections >= 2 && (read_done_sections == 1 || constructed_message_sections == 1)))) \
+              (orca_sections == 1 && sections >= 2 &&
+               (read_done_sections == 1 || constructed_message_sections == 1 || constructed_reactor_sections == 1)))) \
                 ? "LIBRARY" : "ORCA"
   printf "@@@ %s %s\n%s", FILENAME_OF_REPORT, verdict, report
   report = ""
@@ -67,6 +74,8 @@ function flush_report(   verdict) {
   flush_report()
   report = $0 "\n"; FILENAME_OF_REPORT = FILENAME
   sections = 0; orca_sections = 0; read_done_sections = 0; constructed_message_sections = 0; library_called = 0
+  constructed_reactor_sections = 0
+  vptr_report = ($0 ~ /data race on vptr \(ctor\/dtor vs virtual call\)/)
   in_section = 0
   next
 }
@@ -79,7 +88,7 @@ report == "" { next }
   if ($0 ~ /^  [A-Z].*:$/ || $0 ~ /^  [A-Z].*\):$/) {
     flush_section()
     in_section = 1
-    caller = ""; toucher = ""; first_orca = ""; pb_before_orca = 0; library_after_orca = 0
+    caller = ""; toucher = ""; first_orca = ""; pb_before_orca = 0; library_after_orca = 0; handler_after_orca = 0
     # Not read: where mutexes and threads were created, where memory was allocated or freed.
     section_classified = !($0 ~ /created at|created by|Location is|allocated by|freed by/)
     next
@@ -91,7 +100,11 @@ report == "" { next }
     } else if (match($0, / \/[^ ]+:[0-9]+/) || match($0, / \/[^ ]+ \(/)) {
       path = substr($0, RSTART + 1, RLENGTH - 1)
       if (path ~ /^\/usr\/include\/grpc/) kind = "grpc"
-      else if (path ~ /\.pb\.(cc|h)/) { kind = ""; if (first_orca == "") pb_before_orca = 1 }  # protoc's code acts for its caller
+      else if (path ~ /\.pb\.(cc|h)/) {  # protoc's code acts for its caller
+        kind = ""
+        if (first_orca == "") pb_before_orca = 1
+        else if (path ~ /\.grpc\.pb\.h(:|$)/) handler_after_orca = 1
+      }
       else if (path !~ /^\/usr\// && path !~ /\/abseil-[0-9]|\/include\/absl\//) kind = "orca"
     }
     if (kind == "library" && first_orca != "") library_after_orca = 1
