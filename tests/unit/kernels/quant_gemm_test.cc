@@ -67,6 +67,8 @@ std::vector<Shape> ShapesFor(DType t) {
       {130, 70, (b == 256 ? 3 : 20) * b},       // prefill-sized: several k chunks
       // a large prefill: two row blocks (256 + 44 rows) and two k blocks of 1024, bias, accumulate
       {300, 40, 2048, 0, true, true},
+      // the same without accumulate: the second k block starts from the first one's sums in y
+      {300, 40, 2048},
   };
 }
 
