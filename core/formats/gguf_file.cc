@@ -1,8 +1,12 @@
 #include "core/formats/gguf_file.h"
 
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/common/status_macros.h"
 #include "core/formats/ggml_quants.h"
@@ -222,13 +226,40 @@ absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* wha
 
 }  // namespace
 
+namespace {
+
+// Every ggml type a GGUF file may hold, by id: its name and, for the types Orca does not
+// load, the values and bytes of one block as the format defines them (0: not defined, the
+// ids ggml retired). Q4_0_4_4 .. Q4_0_8_8 and IQ4_NL_4_4 .. IQ4_NL_8_8 were repacked
+// layouts that GGUF files no longer carry.
+struct GgmlTypeTraits {
+  const char* name;
+  int64_t block_values;
+  int64_t block_bytes;
+};
+constexpr GgmlTypeTraits kGgmlTypes[] = {
+    {"F32", 1, 4},      {"F16", 1, 2},        {"Q4_0", 32, 18},     {"Q4_1", 32, 20},     {"Q4_2", 0, 0},
+    {"Q4_3", 0, 0},     {"Q5_0", 32, 22},     {"Q5_1", 32, 24},     {"Q8_0", 32, 34},     {"Q8_1", 32, 36},
+    {"Q2_K", 256, 84},  {"Q3_K", 256, 110},   {"Q4_K", 256, 144},   {"Q5_K", 256, 176},   {"Q6_K", 256, 210},
+    {"Q8_K", 256, 292}, {"IQ2_XXS", 256, 66}, {"IQ2_XS", 256, 74},  {"IQ3_XXS", 256, 98}, {"IQ1_S", 256, 50},
+    {"IQ4_NL", 32, 18}, {"IQ3_S", 256, 110},  {"IQ2_S", 256, 82},   {"IQ4_XS", 256, 136}, {"I8", 1, 1},
+    {"I16", 1, 2},      {"I32", 1, 4},        {"I64", 1, 8},        {"F64", 1, 8},        {"IQ1_M", 256, 56},
+    {"BF16", 1, 2},     {"Q4_0_4_4", 0, 0},   {"Q4_0_4_8", 0, 0},   {"Q4_0_8_8", 0, 0},   {"TQ1_0", 256, 54},
+    {"TQ2_0", 256, 66}, {"IQ4_NL_4_4", 0, 0}, {"IQ4_NL_4_8", 0, 0}, {"IQ4_NL_8_8", 0, 0}, {"MXFP4", 32, 17},
+};
+
+}  // namespace
+
 std::string GgufFile::GgmlTypeName(uint32_t type) {
-  static const char* kNames[] = {"F32",     "F16",    "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
-                                 "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
-                                 "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-                                 "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16"};
-  if (type < sizeof(kNames) / sizeof(kNames[0])) return kNames[type];
+  if (type < std::size(kGgmlTypes)) return kGgmlTypes[type].name;
   return absl::StrCat("type#", type);
+}
+
+bool GgufFile::GgmlBlockSize(uint32_t type, int64_t* values, int64_t* bytes) {
+  if (type >= std::size(kGgmlTypes) || kGgmlTypes[type].block_values == 0) return false;
+  *values = kGgmlTypes[type].block_values;
+  *bytes = kGgmlTypes[type].block_bytes;
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
@@ -310,7 +341,18 @@ absl::Status GgufFile::Parse() {
       ORCA_RETURN_IF_ERROR(PlaceTensor(t.offset, data_start, alignment, &info));
     } else {
       info.unsupported = absl::StrCat(path, ": tensor '", t.name, "' has GGML type ", GgmlTypeName(t.type),
-                                      "; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
+                                      "; supported: ", kLoadableTypes);
+      info.unsupported_type = GgmlTypeName(t.type);
+      // Its size, for listings, when the type defines whole blocks of the row and the data fits.
+      int64_t block_values = 0, block_bytes = 0;
+      if (GgmlBlockSize(t.type, &block_values, &block_bytes) && !info.shape.empty() &&
+          info.shape.back() % block_values == 0) {
+        const uint64_t bytes =
+            static_cast<uint64_t>(info.NumElements() / block_values) * static_cast<uint64_t>(block_bytes);
+        const uint64_t size = file_->size();
+        if (data_start <= size && t.offset <= size - data_start && bytes <= size - data_start - t.offset)
+          info.nbytes = static_cast<size_t>(bytes);
+      }
     }
     order_.push_back(t.name);
     tensors_[t.name] = std::move(info);
@@ -422,5 +464,36 @@ absl::StatusOr<std::vector<double>> GgufFile::GetFloatArray(const std::string& k
 }
 
 std::string TensorInfo::ShapeString() const { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+std::string TensorTypeSummary(const TensorSource& tensors, bool list_tensors) {
+  std::string out;
+  std::map<std::string, std::pair<int, size_t>> by_type;
+  std::set<std::string> unusable;
+  size_t total = 0;
+  for (const auto& name : tensors.Names()) {
+    const TensorInfo* t = tensors.Find(name);
+    std::string type = DTypeName(t->dtype);
+    if (!t->unsupported.empty()) {
+      type = t->unsupported_type.empty() ? "unsupported" : t->unsupported_type;
+      unusable.insert(type);
+    }
+    by_type[type].first++;
+    by_type[type].second += t->nbytes;
+    total += t->nbytes;
+    if (list_tensors)
+      absl::StrAppend(&out, "  ", name, " ", t->ShapeString(), " ", type, " ", t->nbytes, " bytes",
+                      t->unsupported.empty() ? "" : absl::StrCat(" (", t->unsupported, ")"), "\n");
+  }
+  auto mib = [](size_t bytes) { return absl::StrFormat("%.2f MiB", bytes / 1048576.0); };
+  absl::StrAppend(&out, "tensor types:");
+  for (const auto& [type, v] : by_type)
+    absl::StrAppend(&out, " ", type, " ×", v.first, " (", mib(v.second),
+                    unusable.count(type) != 0 ? ", not supported" : "", ")");
+  absl::StrAppend(&out, "; ", mib(total), " in all\n");
+  if (!unusable.empty())
+    absl::StrAppend(&out, "Orca cannot load tensors of type ", absl::StrJoin(unusable, ", "), " (it loads ",
+                    GgufFile::kLoadableTypes, "): a model that uses them will not load\n");
+  return out;
+}
 
 }  // namespace orca::formats

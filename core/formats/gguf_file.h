@@ -58,6 +58,11 @@ class GgufFile : public TensorSource {
   /// meaningless and `Find` still reports them so errors can name the type).
   std::optional<uint32_t> GgmlType(const std::string& name) const;
   static std::string GgmlTypeName(uint32_t type);
+  /// Values and bytes of one block of a ggml type, as the format defines it; false for ids
+  /// that name no type a GGUF file holds.
+  static bool GgmlBlockSize(uint32_t type, int64_t* values, int64_t* bytes);
+  /// The ggml types Orca loads, for messages.
+  static constexpr const char* kLoadableTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
 
  private:
   explicit GgufFile(std::unique_ptr<MappedFile> file) : file_(std::move(file)) {}

@@ -99,6 +99,12 @@ absl::Status SafetensorsSource::AddFile(const std::string& path) {
     if (!dtype.ok()) {
       // Kept with its reason: a model that needs it fails at load with this message.
       info.unsupported = std::string(dtype.status().message());
+      info.unsupported_type = entry["dtype"].get<std::string>();
+      // Its size for listings, when its offsets are sound (it is never read).
+      const auto& off = entry["data_offsets"];
+      if (off[0].is_number_unsigned() && off[1].is_number_unsigned() &&
+          off[0].get<uint64_t>() <= off[1].get<uint64_t>() && off[1].get<uint64_t>() <= data_size)
+        info.nbytes = off[1].get<uint64_t>() - off[0].get<uint64_t>();
       tensors_[name] = std::move(info);
       continue;
     }

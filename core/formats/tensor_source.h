@@ -23,6 +23,9 @@ struct TensorInfo {
   /// Non-empty when the tensor exists but Orca cannot use it (e.g. a quantized
   /// or integer dtype); `data` is then null and this says why.
   std::string unsupported;
+  /// With `unsupported`: the file's own name of the type ("Q3_K", "IQ4_NL", "I64"), and
+  /// `nbytes` its size where the format defines it (else 0), so listings can show it.
+  std::string unsupported_type;
 
   int64_t NumElements() const {
     int64_t n = 1;
@@ -41,5 +44,10 @@ class TensorSource {
   /// A short description for errors ("model.safetensors", "x.gguf").
   virtual std::string Describe() const = 0;
 };
+
+/// What `orca model info` prints of a checkpoint's tensors: one line per tensor with
+/// `list_tensors`, then the count and MiB of each type, types Orca cannot load named as the
+/// file names them and marked, and a last line naming those types when there are any.
+std::string TensorTypeSummary(const TensorSource& tensors, bool list_tensors);
 
 }  // namespace orca::formats

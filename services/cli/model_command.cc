@@ -15,6 +15,7 @@
 #include "core/convert/gguf_export.h"
 #include "core/engine/checkpoint.h"
 #include "core/engine/synthetic_checkpoint.h"
+#include "core/formats/tensor_source.h"
 #include "core/text/synthetic_tokenizer.h"
 #include "core/text/tokenizer.h"
 #include "services/cli/commands.h"
@@ -257,22 +258,7 @@ int RunInfo(int argc, char** argv) {
   if (!ckpt.ok()) return Fail(ckpt.status());
   std::cout << (*ckpt)->config().Summary() << "\n";
   // Tensors per type, with their bytes: what a quantized file is made of.
-  std::map<std::string, std::pair<int, size_t>> by_type;
-  size_t total = 0;
-  for (const auto& name : (*ckpt)->tensors().Names()) {
-    const formats::TensorInfo* t = (*ckpt)->tensors().Find(name);
-    const std::string type = t->unsupported.empty() ? DTypeName(t->dtype) : "unsupported";
-    by_type[type].first++;
-    by_type[type].second += t->nbytes;
-    total += t->nbytes;
-    if (tensors)
-      std::cout << "  " << name << " " << t->ShapeString() << " " << type << " " << t->nbytes << " bytes"
-                << (t->unsupported.empty() ? "" : " (" + t->unsupported + ")") << "\n";
-  }
-  std::cout << "tensor types:";
-  for (const auto& [type, v] : by_type)
-    std::cout << " " << type << " ×" << v.first << " (" << v.second / 1048576.0 << " MiB)";
-  std::cout << "; " << total / 1048576.0 << " MiB in all\n";
+  std::cout << formats::TensorTypeSummary((*ckpt)->tensors(), tensors);
   return 0;
 }
 

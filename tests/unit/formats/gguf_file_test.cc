@@ -12,10 +12,14 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/common/mapped_file.h"
 #include "core/formats/ggml_quantize.h"
+#include "core/formats/ggml_quants.h"
 #include "core/formats/gguf_writer.h"
 #include "gtest/gtest.h"
 
@@ -162,6 +166,22 @@ TEST(GgufWriterTest, RejectsRowsThatAreNotWholeBlocksAndWrongByteCounts) {
   EXPECT_FALSE(std::filesystem::exists(path)) << "a failed write must leave no file";
 }
 
+TEST(GgufFileTest, TheTypeSummaryOfALoadableFileCountsEveryTypeAndWarnsOfNone) {
+  const std::string path = TempPath("summary");
+  WriteModelFile(path);
+  auto f = GgufFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string summary = TensorTypeSummary(**f, /*list_tensors=*/false);
+  size_t total = 0;
+  for (const auto& name : (*f)->Names()) total += (*f)->Find(name)->nbytes;
+  EXPECT_NE(summary.find(" q4_K ×1 ("), std::string::npos) << summary;
+  EXPECT_NE(summary.find(absl::StrFormat("; %.2f MiB in all\n", total / 1048576.0)), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("not supported"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("cannot load"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("  q4_k.weight"), std::string::npos) << "no tensor lines unless asked: " << summary;
+  std::remove(path.c_str());
+}
+
 TEST(GgufFileTest, TruncatedFileNamesTheTensorAndTheMissingBytes) {
   const std::string path = TempPath("truncated");
   WriteModelFile(path);
@@ -245,6 +265,79 @@ TEST(GgufFileTest, ArrayCountsBeyondTheFileAreRefusedBeforeAllocating) {
   EXPECT_EQ(f.status().code(), absl::StatusCode::kDataLoss) << f.status();
   EXPECT_NE(f.status().message().find("arr"), std::string::npos) << f.status();
   std::remove(path.c_str());
+}
+
+// A file with a tensor of a type Orca does not load (a Q3_K_M file's Q3_K, an IQ4_XS file's
+// IQ4_NL fallbacks) still opens: the tensor is listed with the file's name of its type and
+// its size, and using it fails naming both.
+TEST(GgufFileTest, TensorsOfTypesOrcaDoesNotLoadAreListedWithTheirTypeAndSize) {
+  for (const auto& [id, name, block_values, block_bytes] :
+       {std::tuple<uint32_t, const char*, int64_t, int64_t>{11, "Q3_K", 256, 110},
+        {20, "IQ4_NL", 32, 18},
+        {23, "IQ4_XS", 256, 136},
+        {10, "Q2_K", 256, 84},
+        {27, "I64", 1, 8}}) {
+    const int64_t cols = 512, rows = 3, data_bytes = rows * cols / block_values * block_bytes;
+    std::string s = "GGUF";
+    auto put = [&s](auto v) { s.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+    put(uint32_t{3});  // version
+    put(uint64_t{1});  // tensors
+    put(uint64_t{0});  // metadata entries
+    put(uint64_t{1});
+    s += "w";
+    put(uint32_t{2});  // rank
+    put(uint64_t(cols));
+    put(uint64_t(rows));
+    put(id);
+    put(uint64_t{0});  // offset
+    s.resize((s.size() + 31) / 32 * 32, '\0');
+    s += RandomBytes(data_bytes, id);
+    const std::string path = TempPath(std::string("unsupported-") + name);
+    ASSERT_TRUE(WriteStringToFile(path, s).ok());
+    auto f = GgufFile::Open(path);
+    ASSERT_TRUE(f.ok()) << f.status();
+    const TensorInfo* t = (*f)->Find("w");
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->unsupported_type, name);
+    EXPECT_EQ(t->nbytes, static_cast<size_t>(data_bytes)) << name;
+    EXPECT_EQ(t->data, nullptr);
+    EXPECT_NE(t->unsupported.find(std::string("GGML type ") + name), std::string::npos) << t->unsupported;
+    EXPECT_NE(t->unsupported.find("'w'"), std::string::npos) << t->unsupported;
+    // `orca model info`: the type under its own name, its MiB, and the line that says it will not load.
+    const std::string summary = TensorTypeSummary(**f, /*list_tensors=*/true);
+    EXPECT_NE(summary.find(absl::StrFormat("tensor types: %s ×1 (%.2f MiB, not supported); %.2f MiB in all\n", name,
+                                           data_bytes / 1048576.0, data_bytes / 1048576.0)),
+              std::string::npos)
+        << summary;
+    EXPECT_NE(summary.find(absl::StrCat("  w [3, 512] ", name, " ", data_bytes, " bytes (")), std::string::npos)
+        << summary;
+    EXPECT_NE(summary.find(absl::StrCat("Orca cannot load tensors of type ", name, " (it loads F32")),
+              std::string::npos)
+        << summary;
+    // One byte short: still listed, with no size it cannot have.
+    ASSERT_TRUE(WriteStringToFile(path, s.substr(0, s.size() - 1)).ok());
+    auto short_file = GgufFile::Open(path);
+    ASSERT_TRUE(short_file.ok()) << short_file.status();
+    EXPECT_EQ((*short_file)->Find("w")->nbytes, 0u) << name;
+    std::remove(path.c_str());
+  }
+}
+
+// The block sizes GgufFile knows for every ggml type agree with Orca's own for the types it loads.
+TEST(GgufFileTest, GgmlBlockSizesAgreeWithTheLoadedTypes) {
+  for (uint32_t id = 0; id < 64; ++id) {
+    DType dtype;
+    int64_t values = 0, bytes = 0;
+    const bool known = GgufFile::GgmlBlockSize(id, &values, &bytes);
+    if (!DTypeFromGgml(id, &dtype)) continue;
+    ASSERT_TRUE(known) << GgufFile::GgmlTypeName(id);
+    EXPECT_EQ(values, DTypeBlockElems(dtype)) << GgufFile::GgmlTypeName(id);
+    EXPECT_EQ(static_cast<size_t>(bytes), DTypeRowBytes(dtype, values)) << GgufFile::GgmlTypeName(id);
+  }
+  int64_t values = 0, bytes = 0;
+  EXPECT_FALSE(GgufFile::GgmlBlockSize(4, &values, &bytes)) << "Q4_2 was retired";
+  EXPECT_FALSE(GgufFile::GgmlBlockSize(1000, &values, &bytes));
+  EXPECT_EQ(GgufFile::GgmlTypeName(1000), "type#1000");
 }
 
 }  // namespace
