@@ -100,7 +100,14 @@ absl::Status SafetensorsSource::AddFile(const std::string& path) {
       // Kept with its reason: a model that needs it fails at load with this message.
       info.unsupported = std::string(dtype.status().message());
       info.unsupported_type = entry["dtype"].get<std::string>();
-      // Its size for listings, when its offsets are sound (it is never read).
+      // Its shape and size for listings, when sound (it is never read).
+      for (const auto& d : entry["shape"]) {
+        if (!d.is_number_unsigned()) {
+          info.shape.clear();
+          break;
+        }
+        info.shape.push_back(d.get<int64_t>());
+      }
       const auto& off = entry["data_offsets"];
       if (off[0].is_number_unsigned() && off[1].is_number_unsigned() &&
           off[0].get<uint64_t>() <= off[1].get<uint64_t>() && off[1].get<uint64_t>() <= data_size)

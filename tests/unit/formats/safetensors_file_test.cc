@@ -35,6 +35,7 @@ TEST(SafetensorsFileTest, TensorsOfDtypesOrcaDoesNotUseAreListedWithTheirDtypeAn
   EXPECT_FALSE(ids->unsupported.empty());
   EXPECT_EQ(ids->unsupported_type, "I64");
   EXPECT_EQ(ids->nbytes, 16u);
+  EXPECT_EQ(ids->ShapeString(), "[2]");
   EXPECT_EQ(ids->data, nullptr);
   const std::string summary = TensorTypeSummary(**f, /*list_tensors=*/false);
   EXPECT_NE(summary.find("tensor types: I64 ×1 (0.00 MiB, not supported) f32 ×1 (0.00 MiB); 0.00 MiB in all\n"),
