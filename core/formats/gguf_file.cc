@@ -224,14 +224,10 @@ absl::Status ReadValue(Cursor& c, uint32_t type, GgufValue* out, const char* wha
   return absl::OkStatus();
 }
 
-}  // namespace
-
-namespace {
-
-// Every ggml type a GGUF file may hold, by id: its name and, for the types Orca does not
-// load, the values and bytes of one block as the format defines them (0: not defined, the
-// ids ggml retired). Q4_0_4_4 .. Q4_0_8_8 and IQ4_NL_4_4 .. IQ4_NL_8_8 were repacked
-// layouts that GGUF files no longer carry.
+// Every ggml type a GGUF file may hold, by id: its name and the values and bytes of one
+// block as the format defines them (GgufFileTest checks them against Orca's own for the
+// types it loads). 0 for the ids ggml retired: Q4_2, Q4_3, and the repacked Q4_0_4_4 ..
+// Q4_0_8_8 and IQ4_NL_4_4 .. IQ4_NL_8_8 layouts that GGUF files no longer carry.
 struct GgmlTypeTraits {
   const char* name;
   int64_t block_values;
