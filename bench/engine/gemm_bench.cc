@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/engine/ceilings.h"
 #include "core/common/flags.h"
@@ -87,6 +88,8 @@ struct Args {
   bool onednn_s8 = false;
   std::string decode_prefetch = "auto";
   std::string compare_decode_prefetch;  // "L1:L2,L1:L2,...": the paired comparison instead of the table
+  int64_t direct_max_rows = 0;          // 0: per type (quant::AvxDirectMaxRows)
+  std::string compare_direct_max_rows;  // "R,R,...": the paired comparison instead of the table
 };
 
 // Parses "L1:L2,L1:L2,..." (bytes ahead, >= 0); false if malformed.
@@ -109,6 +112,7 @@ kernels::CpuBackend::Options BackendOptions(const Args& args, int threads) {
   o.bf16_dot = args.bf16_dot;
   std::vector<kernels::quant::DecodePrefetch> fixed;
   if (args.decode_prefetch != "auto" && ParseSchemes(args.decode_prefetch, &fixed)) o.decode_prefetch = fixed[0];
+  if (args.direct_max_rows > 0) o.quant_direct_max_rows = args.direct_max_rows;
   return o;
 }
 
@@ -239,37 +243,38 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// --compare-decode-prefetch: the quantized decode kernels' prefetch schemes, paired. This
-// host's read bandwidth changes within seconds, so schemes timed in separate runs, or in
-// separate rows of one table, meet different conditions. Here every round reads the
-// bandwidth probe once, passes once over all copies of the layer's weights with each scheme
-// (the order rotated per round), and reads the probe again. Per shape and row count it prints
-// each scheme's median GB/s and its median per-round ratio to the first scheme, over all
-// rounds and over the rounds whose two probe readings were both >= 80 % ("fast") or both
-// <= 65 % ("slow") of the best reading of the run so far (printed with each block). Rounds run
-// for --seconds per shape and row count.
-int ComparePrefetch(const Args& args, const ModelShape& ms, int threads,
-                    const std::vector<kernels::quant::DecodePrefetch>& schemes) {
+// One backend configuration of a paired comparison.
+struct Variant {
+  std::string label;
+  kernels::CpuBackend::Options options;
+};
+
+// --compare-decode-prefetch and --compare-direct-max-rows: backend variants of the quantized
+// GEMMs, paired. This host's read bandwidth changes within seconds, so variants timed in
+// separate runs, or in separate rows of one table, meet different conditions. Here every round
+// reads the bandwidth probe once, passes once over all copies of the layer's weights with each
+// variant (the order rotated per round), and reads the probe again. Per shape and row count it
+// prints each variant's median GB/s and GOP/s and its median per-round ratio to the first
+// variant, over all rounds and over the rounds whose two probe readings were both >= 80 %
+// ("fast") or both <= 65 % ("slow") of the best reading of the run so far (printed with each
+// block). Rounds run for --seconds per shape and row count.
+int CompareVariants(const Args& args, const ModelShape& ms, int threads, const std::string& what,
+                    const std::vector<Variant>& variants) {
   BandwidthProbe probe(threads);
   double best = probe.Measure();  // the best probe reading of the run so far: "fast" and "slow" are relative to it
-  std::printf("# paired decode prefetch schemes (L1:L2 bytes ahead), ratios against the first: %s\n",
-              args.compare_decode_prefetch.c_str());
+  std::printf("# paired %s, ratios against the first\n", what.c_str());
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1, 1);
   for (const std::string& dt : args.dtypes) {
     DType dtype;
     (void)ParseWeightDType(dt, &dtype);  // checked in Run
     if (!IsQuantized(dtype)) {
-      std::printf("# %s: not a quantized type, no decode prefetch scheme to compare\n", dt.c_str());
+      std::printf("# %s: not a quantized type, nothing to compare\n", dt.c_str());
       continue;
     }
     for (const Shape& shape : LayerShapes(ms)) {
       std::vector<std::unique_ptr<kernels::CpuBackend>> cpus;
-      for (const auto& p : schemes) {
-        kernels::CpuBackend::Options o = BackendOptions(args, threads);
-        o.decode_prefetch = p;
-        cpus.push_back(kernels::CpuBackend::Create(o));
-      }
+      for (const Variant& v : variants) cpus.push_back(kernels::CpuBackend::Create(v.options));
       const size_t bytes = static_cast<size_t>(shape.n) * DTypeRowBytes(dtype, shape.k);
       const int copies = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
       std::vector<kernels::WeightView> ws;
@@ -295,9 +300,9 @@ int ComparePrefetch(const Args& args, const ModelShape& ms, int threads,
         std::vector<Round> rounds;
         const auto t0 = Clock::now();
         for (size_t rn = 0; rn == 0 || Seconds(t0, Clock::now()) < args.seconds; ++rn) {
-          Round round{probe.Measure(1), 0, std::vector<double>(schemes.size())};
-          for (size_t j = 0; j < schemes.size(); ++j) {
-            const size_t i = (j + rn) % schemes.size();
+          Round round{probe.Measure(1), 0, std::vector<double>(variants.size())};
+          for (size_t j = 0; j < variants.size(); ++j) {
+            const size_t i = (j + rn) % variants.size();
             const auto p0 = Clock::now();
             for (const auto& w : ws) cpus[i]->Linear(x.data(), m, w, nullptr, y.data(), false);
             round.gbps[i] = pass_bytes / Seconds(p0, Clock::now()) / 1e9;
@@ -316,11 +321,13 @@ int ComparePrefetch(const Args& args, const ModelShape& ms, int threads,
           std::vector<double> probe_gbps;
           for (const Round* rd : sel) probe_gbps.push_back(std::max(rd->bw_before, rd->bw_after));
           std::printf(", probe %5.1f GB/s |", Median(probe_gbps));
-          for (size_t i = 0; i < schemes.size(); ++i) {
+          // GOP per GB of weights read: 2 m n k operations over n · ReadBytes / n bytes.
+          const double gop_per_gb = 2.0 * m * shape.n * shape.k / static_cast<double>(ws[0].ReadBytes());
+          for (size_t i = 0; i < variants.size(); ++i) {
             std::vector<double> g, ratio;
             for (const Round* rd : sel) g.push_back(rd->gbps[i]), ratio.push_back(rd->gbps[i] / rd->gbps[0]);
-            std::printf(" %ld:%ld %5.1f GB/s (%.2fx) |", static_cast<long>(schemes[i].l1_bytes),
-                        static_cast<long>(schemes[i].l2_bytes), Median(g), Median(ratio));
+            std::printf(" %s %5.1f GB/s %5.0f GOP/s (%.2fx) |", variants[i].label.c_str(), Median(g),
+                        Median(g) * gop_per_gb, Median(ratio));
           }
           std::printf("\n");
         };
@@ -380,7 +387,36 @@ int Run(const Args& args) {
       return 2;
     }
     std::printf("# %d threads\n", threads);
-    return ComparePrefetch(args, *ms, threads, schemes);
+    std::vector<Variant> variants;
+    for (const auto& p : schemes) {
+      Variant v{absl::StrCat(p.l1_bytes, ":", p.l2_bytes), BackendOptions(args, threads)};
+      v.options.decode_prefetch = p;
+      variants.push_back(std::move(v));
+    }
+    return CompareVariants(args, *ms, threads,
+                           "decode prefetch schemes (L1:L2 bytes ahead): " + args.compare_decode_prefetch, variants);
+  }
+  if (!args.compare_direct_max_rows.empty()) {
+    std::vector<Variant> variants;
+    for (absl::string_view item : absl::StrSplit(args.compare_direct_max_rows, ',')) {
+      int64_t limit = -1;
+      if (!absl::SimpleAtoi(item, &limit) || limit < 0) {
+        std::fprintf(stderr, "gemm_bench: --compare-direct-max-rows takes row counts >= 0 (0: per type), got %s\n",
+                     args.compare_direct_max_rows.c_str());
+        return 2;
+      }
+      Variant v{limit == 0 ? std::string("per-type") : absl::StrCat("direct<=", limit), BackendOptions(args, threads)};
+      if (limit > 0) v.options.quant_direct_max_rows = limit;
+      variants.push_back(std::move(v));
+    }
+    if (variants.size() < 2) {
+      std::fprintf(stderr, "gemm_bench: --compare-direct-max-rows takes two or more row counts\n");
+      return 2;
+    }
+    return CompareVariants(
+        args, *ms, threads,
+        "direct-path limits (quantized GEMMs of up to R rows on the decode kernels): " + args.compare_direct_max_rows,
+        variants);
   }
   const double fma = MeasureFmaPeak(threads), bf16 = MeasureBf16DotPeak(threads), vnni = MeasureVnniPeak(threads),
                bw = BandwidthProbe(threads).Measure();
@@ -403,6 +439,9 @@ int Run(const Args& args) {
   } else {
     std::printf("# quantized decode prefetch (L1:L2 bytes ahead): %s for every call\n", args.decode_prefetch.c_str());
   }
+  if (args.direct_max_rows > 0)
+    std::printf("# quantized GEMMs of up to %lld rows on the AVX-512 decode kernels, every type\n",
+                static_cast<long long>(std::max(args.direct_max_rows, kernels::quant::kBlockMinRows - 1)));
   std::printf("%-6s %-22s %5s %10s %10s %8s %10s %8s\n", "dtype", "shape", "rows", "us/call", "GFLOP/s", "%peak",
               "GB/s", "%bw");
   const kernels::CpuBackend::Options o = BackendOptions(args, threads);
@@ -500,7 +539,19 @@ int main(int argc, char** argv) {
   flags.AddString("compare-decode-prefetch", &args.compare_decode_prefetch,
                   "Instead of the table: time these quantized decode prefetch schemes (L1:L2 bytes ahead, comma "
                   "separated, e.g. 4096:16384,8192:0) paired, in rounds between bandwidth probes, per shape and rows");
+  flags.AddString("compare-direct-max-rows", &args.compare_direct_max_rows,
+                  "Instead of the table: time these direct-path limits (rows, comma separated, 0 = per type, "
+                  "e.g. 0,12,100000) paired, in rounds between bandwidth probes, per shape and rows");
+  flags.AddInt("direct-max-rows", &args.direct_max_rows,
+               "Quantized GEMMs of up to this many rows run the AVX-512 decode kernels, the rest the chunked ones, "
+               "for every type (0 = the measured choice per type; at least " +
+                   std::to_string(orca::kernels::quant::kBlockMinRows - 1) + ")");
   if (std::optional<int> exit_code = flags.ParseForMain(argc, argv)) return *exit_code;
+  if (args.direct_max_rows < 0) {
+    std::fprintf(stderr, "gemm_bench: --direct-max-rows must be >= 0, got %lld\n",
+                 static_cast<long long>(args.direct_max_rows));
+    return 2;
+  }
   if (!(args.seconds > 0 && args.seconds <= 3600)) {
     std::fprintf(stderr, "gemm_bench: --seconds must be in (0, 3600], got %g\n", args.seconds);
     return 2;

@@ -84,7 +84,8 @@ CpuBackend::CpuBackend(const Options& options)
       amx_(GetCpuFeatures().amx_bf16),
       bf16_dot_(options.bf16_dot && GetCpuFeatures().avx512_bf16),
       quant_isa_(options.quant_isa.value_or(quant::BestIsa())),
-      decode_prefetch_(options.decode_prefetch) {
+      decode_prefetch_(options.decode_prefetch),
+      quant_direct_max_rows_(options.quant_direct_max_rows.value_or(0)) {
   ORCA_CHECK(quant::CanRun(quant_isa_)) << "quantized GEMM path " << quant::IsaName(quant_isa_)
                                         << " does not run on this CPU";
 }
@@ -322,6 +323,7 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
         a.panel_begin = lo;
         a.panel_end = hi;
         a.prefetch = prefetch;
+        a.direct_max_rows = quant_direct_max_rows_;
         quant::Gemm(quant_isa_, a);
       } else if (bf16_dot_ && w.dtype == DType::kBF16) {
         bf16dot::Gemm(bf16_x_.data(), m, w.k, static_cast<const uint16_t*>(w.data), jobs[i].bias, jobs[i].y, w.n,

@@ -54,6 +54,10 @@ class CpuBackend final : public Backend {
     /// nullopt = the measured choice for this CPU and the call's row count
     /// (quant::DecodePrefetchFor). For paired comparisons.
     std::optional<quant::DecodePrefetch> decode_prefetch;
+    /// Most rows a quantized GEMM runs on the AVX-512 decode kernels, for every
+    /// type (quant::GemmArgs::direct_max_rows); nullopt = the measured choice
+    /// per type (quant::AvxDirectMaxRows). For paired comparisons.
+    std::optional<int64_t> quant_direct_max_rows;
   };
   static std::unique_ptr<CpuBackend> Create(const Options& options);
   ~CpuBackend() override;
@@ -114,6 +118,7 @@ class CpuBackend final : public Backend {
   bool bf16_dot_;  ///< packed bf16 weights are bf16dot pair panels; bf16-cache attention on bf16 dots
   quant::Isa quant_isa_;
   std::optional<quant::DecodePrefetch> decode_prefetch_;
+  int64_t quant_direct_max_rows_;  // 0: per type
   OnednnGemm onednn_;
   std::vector<float> packed_x_;
   quant::QuantizedRows quantized_x_;

@@ -144,6 +144,10 @@ struct GemmArgs {
   int64_t panel_begin = 0;  ///< panels (16 columns each) this call computes
   int64_t panel_end = 0;
   DecodePrefetch prefetch;  ///< the AVX-512 decode kernels' software prefetch
+  /// Most rows the AVX-512 GEMM runs on its decode kernels; 0: AvxDirectMaxRows(dtype).
+  /// Values below kBlockMinRows - 1 count as kBlockMinRows - 1 (fewer rows have no
+  /// row-block records for the chunked kernels). Only the speed depends on it.
+  int64_t direct_max_rows = 0;
 };
 
 /// Which calls get which DecodePrefetch: the measured choice for `rows`

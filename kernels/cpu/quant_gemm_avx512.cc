@@ -10,6 +10,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/cpu/quant_gemm_impl.h"
 
 namespace orca::kernels::quant {
@@ -120,7 +122,9 @@ void QuantizeRowsAvx512(const float* x, int64_t row_begin, int64_t row_end, Quan
 }
 
 void GemmAvx512Vnni(const GemmArgs& args) {
-  if (args.x->m <= AvxDirectMaxRows(args.dtype)) return GemmAvx512VnniDecode(args);
+  const int64_t direct_max_rows =
+      args.direct_max_rows > 0 ? std::max(args.direct_max_rows, kBlockMinRows - 1) : AvxDirectMaxRows(args.dtype);
+  if (args.x->m <= direct_max_rows) return GemmAvx512VnniDecode(args);
   impl::Gemm<Avx512>(args);
 }
 

@@ -63,8 +63,10 @@ std::vector<Shape> ShapesFor(DType t) {
       {direct + 3, 20, 2 * b},                  // chunked, partial row blocks of 3, 5, 7 rows
       {direct + 5, 33, 2 * b, 0, true},         // chunked, bias
       {direct + 7, 17, 3 * b, b, false, true},  // chunked, slice, accumulate
-      {64, 40, 2 * b},                          // batch 64
-      {130, 70, (b == 256 ? 3 : 20) * b},       // prefill-sized: several k chunks
+      // more rows than one decode kernel call takes, over a long k, bias, accumulate
+      {20, 40, (b == 256 ? 12 : 50) * b, 0, true, true},
+      {64, 40, 2 * b},                     // batch 64
+      {130, 70, (b == 256 ? 3 : 20) * b},  // prefill-sized: several k chunks
       // a large prefill: two row blocks (256 + 44 rows) and two k blocks of 1024, bias, accumulate
       {300, 40, 2048, 0, true, true},
       // the same without accumulate: the second k block starts from the first one's sums in y
@@ -123,7 +125,7 @@ std::vector<uint8_t> Pack(DType t, const Shape& s, const Case& c) {
 }
 
 std::vector<float> RunGemm(Isa isa, DType t, const Shape& s, const Case& c, const std::vector<uint8_t>& packed,
-                           DecodePrefetch prefetch = {}) {
+                           DecodePrefetch prefetch = {}, int64_t direct_max_rows = 0) {
   QuantizedRows xq;
   PrepareRows(s.m, s.k, &xq);
   QuantizeRows(isa, c.x.data(), 0, s.m, &xq);
@@ -139,6 +141,7 @@ std::vector<float> RunGemm(Isa isa, DType t, const Shape& s, const Case& c, cons
   a.ldy = s.n;
   a.accumulate = s.accumulate;
   a.prefetch = prefetch;
+  a.direct_max_rows = direct_max_rows;
   const int64_t panels = NumPanels(s.n);
   a.panel_begin = 0, a.panel_end = panels / 3;
   Gemm(isa, a);
@@ -192,7 +195,7 @@ TEST_P(QuantGemmTest, EveryIsaMatchesThePortablePathAndTheF32Reference) {
         ASSERT_NEAR(portable[i * s.n + j], ref, tol)
             << DTypeName(t) << " " << ShapeName(s) << " y[" << i << "][" << j << "]";
       }
-    for (Isa isa : isas)
+    for (Isa isa : isas) {
       // Every decode prefetch scheme in use (only the timing may differ), and none.
       for (DecodePrefetch p : {DecodePrefetch{}, DecodePrefetchFor(1, true, 0x1A), DecodePrefetch{0, 0}}) {
         const std::vector<float> y = RunGemm(isa, t, s, c, packed, p);
@@ -200,6 +203,15 @@ TEST_P(QuantGemmTest, EveryIsaMatchesThePortablePathAndTheF32Reference) {
           ASSERT_EQ(y[i], portable[i]) << IsaName(isa) << " prefetch " << p.l1_bytes << "," << p.l2_bytes << " "
                                        << DTypeName(t) << " " << ShapeName(s) << " output " << i;
       }
+      // Either AVX-512 path at any row count it may be given: the chunked kernels from the
+      // fewest rows they can take, the decode kernels for all.
+      for (int64_t limit : {kBlockMinRows - 1, int64_t{1} << 20}) {
+        const std::vector<float> y = RunGemm(isa, t, s, c, packed, {}, limit);
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_EQ(y[i], portable[i]) << IsaName(isa) << " direct_max_rows " << limit << " " << DTypeName(t) << " "
+                                       << ShapeName(s) << " output " << i;
+      }
+    }
   }
 }
 
