@@ -88,7 +88,7 @@ struct Args {
   bool onednn_s8 = false;
   std::string decode_prefetch = "auto";
   std::string compare_decode_prefetch;  // "L1:L2,L1:L2,...": the paired comparison instead of the table
-  int64_t direct_max_rows = 0;          // 0: per type (quant::AvxDirectMaxRows)
+  int64_t direct_max_rows = 0;          // 0: per type for this CPU (quant::AvxDirectMaxRowsFor)
   std::string compare_direct_max_rows;  // "R,R,...": the paired comparison instead of the table
 };
 

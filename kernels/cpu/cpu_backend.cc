@@ -323,7 +323,9 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
         a.panel_begin = lo;
         a.panel_end = hi;
         a.prefetch = prefetch;
-        a.direct_max_rows = quant_direct_max_rows_;
+        a.direct_max_rows = quant_direct_max_rows_ > 0
+                                ? quant_direct_max_rows_
+                                : quant::AvxDirectMaxRowsFor(w.dtype, GetCpuFeatures().amd, GetCpuFeatures().family);
         quant::Gemm(quant_isa_, a);
       } else if (bf16_dot_ && w.dtype == DType::kBF16) {
         bf16dot::Gemm(bf16_x_.data(), m, w.k, static_cast<const uint16_t*>(w.data), jobs[i].bias, jobs[i].y, w.n,

@@ -56,7 +56,7 @@ class CpuBackend final : public Backend {
     std::optional<quant::DecodePrefetch> decode_prefetch;
     /// Most rows a quantized GEMM runs on the AVX-512 decode kernels, for every
     /// type (quant::GemmArgs::direct_max_rows); nullopt = the measured choice
-    /// per type (quant::AvxDirectMaxRows). For paired comparisons.
+    /// per type for this CPU (quant::AvxDirectMaxRowsFor). For paired comparisons.
     std::optional<int64_t> quant_direct_max_rows;
   };
   static std::unique_ptr<CpuBackend> Create(const Options& options);

@@ -85,6 +85,19 @@ constexpr int64_t AvxDirectMaxRows(DType type) {
   }
 }
 
+/// AvxDirectMaxRows for a CPU of this vendor and display family: the same
+/// limits, but for Q4_K on Zen 4 (AMD family 0x19), whose decode kernels stay
+/// ahead of the chunked ones to 48 rows. Forced both ways and paired in one
+/// process (gemm_bench --compare-direct-max-rows 0,100000; bench/README.md
+/// "Twenty-seventh session"), the decode kernels ran 1.02-1.19x faster at 28-48
+/// rows on every TinyLlama and Llama-3.1-8B layer shape, and 0.90-1.13x at 64;
+/// Q4_0, Q5_K and Q8_0 were even there (0.85-1.17x by shape), Q6_K slower
+/// from 16 rows. Only raises a limit, so kBlockMinRows holds for every CPU.
+constexpr int64_t AvxDirectMaxRowsFor(DType type, bool amd, int family) {
+  if (amd && family == 0x19 && type == DType::kQ4_K) return 48;
+  return AvxDirectMaxRows(type);
+}
+
 /// Fewest rows for which QuantizeRows also fills `blocks`: the AVX-512 GEMM
 /// may run its prefill (row-block) kernel from here on (for the type with the
 /// lowest limit), and no other path reads them.
@@ -144,7 +157,8 @@ struct GemmArgs {
   int64_t panel_begin = 0;  ///< panels (16 columns each) this call computes
   int64_t panel_end = 0;
   DecodePrefetch prefetch;  ///< the AVX-512 decode kernels' software prefetch
-  /// Most rows the AVX-512 GEMM runs on its decode kernels; 0: AvxDirectMaxRows(dtype).
+  /// Most rows the AVX-512 GEMM runs on its decode kernels; 0: AvxDirectMaxRows(dtype)
+  /// (the backend passes AvxDirectMaxRowsFor its CPU).
   /// Values below kBlockMinRows - 1 count as kBlockMinRows - 1 (fewer rows have no
   /// row-block records for the chunked kernels). Only the speed depends on it.
   int64_t direct_max_rows = 0;

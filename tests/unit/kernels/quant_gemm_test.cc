@@ -220,6 +220,19 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantGemmTest, ::testing::ValuesIn(kTypes),
                            return std::string(DTypeName(info.param));
                          });
 
+// A CPU's direct-path limit may only raise the type's: the chunked kernels read row-block
+// records, which QuantizeRows fills only from kBlockMinRows rows.
+TEST(QuantGemmLimitsTest, EveryCpusDirectLimitLeavesTheChunkedPathItsRowBlockRecords) {
+  for (DType t : kTypes)
+    for (bool amd : {false, true})
+      for (int family : {0x6, 0x17, 0x19, 0x1A}) {
+        EXPECT_GE(AvxDirectMaxRowsFor(t, amd, family), AvxDirectMaxRows(t)) << DTypeName(t) << " " << family;
+        EXPECT_GE(AvxDirectMaxRowsFor(t, amd, family), kBlockMinRows - 1) << DTypeName(t) << " " << family;
+      }
+  EXPECT_EQ(AvxDirectMaxRowsFor(DType::kQ4_K, true, 0x19), 48);  // Zen 4's measured limit
+  EXPECT_EQ(AvxDirectMaxRowsFor(DType::kQ4_K, true, 0x1A), AvxDirectMaxRows(DType::kQ4_K));
+}
+
 // Every ISA quantizes activations to the same bytes as the portable loop: zero groups, tiny
 // and huge magnitudes, exact .5 ties (round to nearest even), values at ±amax.
 TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
