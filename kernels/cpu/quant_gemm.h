@@ -91,8 +91,9 @@ constexpr int64_t AvxDirectMaxRows(DType type) {
 /// process (gemm_bench --compare-direct-max-rows 0,100000; bench/README.md
 /// "Twenty-seventh session"), the decode kernels ran 1.02-1.19x faster at 28-48
 /// rows on every TinyLlama and Llama-3.1-8B layer shape, and 0.90-1.13x at 64;
-/// Q4_0, Q5_K and Q8_0 were even there (0.85-1.17x by shape), Q6_K slower
-/// from 16 rows. Only raises a limit, so kBlockMinRows holds for every CPU.
+/// Q4_0, Q5_K and Q8_0 were even there (0.85-1.17x by shape), Q6_K even at 16
+/// rows (0.96-1.15x) and behind from 24 (0.73-1.09x, most shapes below 1). Only
+/// raises a limit, so kBlockMinRows holds for every CPU.
 constexpr int64_t AvxDirectMaxRowsFor(DType type, bool amd, int family) {
   if (amd && family == 0x19 && type == DType::kQ4_K) return 48;
   return AvxDirectMaxRows(type);
