@@ -430,12 +430,17 @@ int Run(const Args& args) {
       args.bf16_dot && kernels::GetCpuFeatures().avx512_bf16 ? "vdpbf16ps pair panels" : "f32 FMA [k][32] panels");
   if (args.decode_prefetch == "auto") {
     const auto& f = kernels::GetCpuFeatures();
-    const kernels::quant::DecodePrefetch one = kernels::quant::DecodePrefetchFor(1, f.amd, f.family),
-                                         many = kernels::quant::DecodePrefetchFor(8, f.amd, f.family);
-    std::printf(
-        "# quantized decode prefetch (L1:L2 bytes ahead) for this CPU (%s family %#x): 1 row %ld:%ld; 8 rows %ld:%ld\n",
-        f.amd ? "AMD" : "not AMD", f.family, static_cast<long>(one.l1_bytes), static_cast<long>(one.l2_bytes),
-        static_cast<long>(many.l1_bytes), static_cast<long>(many.l2_bytes));
+    std::printf("# quantized decode prefetch (L1:L2 bytes ahead) for this CPU (%s family %#x):",
+                f.amd ? "AMD" : "not AMD", f.family);
+    for (const std::string& dt : args.dtypes) {
+      DType dtype;
+      if (!ParseWeightDType(dt, &dtype) || !IsQuantized(dtype)) continue;
+      const kernels::quant::DecodePrefetch one = kernels::quant::DecodePrefetchFor(1, dtype, f.amd, f.family),
+                                           many = kernels::quant::DecodePrefetchFor(8, dtype, f.amd, f.family);
+      std::printf(" %s 1 row %ld:%ld, 8 rows %ld:%ld;", dt.c_str(), static_cast<long>(one.l1_bytes),
+                  static_cast<long>(one.l2_bytes), static_cast<long>(many.l1_bytes), static_cast<long>(many.l2_bytes));
+    }
+    std::printf("\n");
   } else {
     std::printf("# quantized decode prefetch (L1:L2 bytes ahead): %s for every call\n", args.decode_prefetch.c_str());
   }

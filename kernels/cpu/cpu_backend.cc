@@ -292,8 +292,6 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
   const int64_t total = start[count], k = jobs[0].w->k;
   // Small products are not worth a fork (the region's overhead exceeds the work).
   const int threads = work >= (1 << 17) ? static_cast<int>(std::min<int64_t>(num_threads_, total)) : 1;
-  const quant::DecodePrefetch prefetch =
-      decode_prefetch_.value_or(quant::DecodePrefetchFor(m, GetCpuFeatures().amd, GetCpuFeatures().family));
   if (any_quantized) quant::PrepareRows(m, k, &quantized_x_);
   if (any_pairs && bf16_x_.size() < bf16dot::ConvertedElements(m, k)) bf16_x_.resize(bf16dot::ConvertedElements(m, k));
 #pragma omp parallel num_threads(threads)
@@ -322,7 +320,8 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
         a.accumulate = jobs[i].accumulate;
         a.panel_begin = lo;
         a.panel_end = hi;
-        a.prefetch = prefetch;
+        a.prefetch = decode_prefetch_.value_or(
+            quant::DecodePrefetchFor(m, w.dtype, GetCpuFeatures().amd, GetCpuFeatures().family));
         a.direct_max_rows = quant_direct_max_rows_ > 0
                                 ? quant_direct_max_rows_
                                 : quant::AvxDirectMaxRowsFor(w.dtype, GetCpuFeatures().amd, GetCpuFeatures().family);

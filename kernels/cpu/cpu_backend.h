@@ -51,7 +51,7 @@ class CpuBackend final : public Backend {
     /// The quantized GEMM implementation; nullopt = the fastest this CPU runs.
     std::optional<quant::Isa> quant_isa;
     /// The quantized decode kernels' software prefetch for every call;
-    /// nullopt = the measured choice for this CPU and the call's row count
+    /// nullopt = the measured choice for this CPU, the call's row count and the weight's type
     /// (quant::DecodePrefetchFor). For paired comparisons.
     std::optional<quant::DecodePrefetch> decode_prefetch;
     /// Most rows a quantized GEMM runs on the AVX-512 decode kernels, for every

@@ -166,9 +166,16 @@ struct GemmArgs {
 };
 
 /// Which calls get which DecodePrefetch: the measured choice for `rows`
-/// activation rows on a CPU of this vendor and display family.
-constexpr DecodePrefetch DecodePrefetchFor(int64_t rows, bool amd, int family) {
-  if (amd && family >= 0x1A && rows <= 2) return {8192, 0};  // Zen 5
+/// activation rows of a `type` weight on a CPU of this vendor and display family.
+/// On Zen 4 (AMD family 0x19) one-row Q8_0 runs without software prefetch:
+/// paired in one process (gemm_bench --compare-decode-prefetch
+/// 4096:16384,0:0,8192:0 --rows 1,2; bench/README.md "Twenty-seventh session")
+/// it streamed TinyLlama's layers 1.04-1.21x faster with none (k/v 0.97x),
+/// while at two rows, and for Q4_K, Q4_0, Q5_K and Q6_K at one, dropping the
+/// requests cost up to 2-3x (0.32-0.98x, two Q4_K/Q4_0 shapes 1.06-1.14x).
+constexpr DecodePrefetch DecodePrefetchFor(int64_t rows, DType type, bool amd, int family) {
+  if (amd && family >= 0x1A && rows <= 2) return {8192, 0};                       // Zen 5
+  if (amd && family == 0x19 && rows == 1 && type == DType::kQ8_0) return {0, 0};  // Zen 4
   return {};
 }
 

@@ -197,7 +197,7 @@ TEST_P(QuantGemmTest, EveryIsaMatchesThePortablePathAndTheF32Reference) {
       }
     for (Isa isa : isas) {
       // Every decode prefetch scheme in use (only the timing may differ), and none.
-      for (DecodePrefetch p : {DecodePrefetch{}, DecodePrefetchFor(1, true, 0x1A), DecodePrefetch{0, 0}}) {
+      for (DecodePrefetch p : {DecodePrefetch{}, DecodePrefetchFor(1, t, true, 0x1A), DecodePrefetch{0, 0}}) {
         const std::vector<float> y = RunGemm(isa, t, s, c, packed, p);
         for (size_t i = 0; i < y.size(); ++i)
           ASSERT_EQ(y[i], portable[i]) << IsaName(isa) << " prefetch " << p.l1_bytes << "," << p.l2_bytes << " "
@@ -292,15 +292,25 @@ TEST(QuantizeRowsTest, EveryIsaGivesThePortableBytes) {
 }
 
 // The measured choices (quant_gemm.h): on Zen 5 at one and two rows L1 8 KiB ahead and no L2
-// request; everywhere else L1 4 KiB and L2 16 KiB ahead.
+// request; on Zen 4 none for one-row Q8_0; everywhere else L1 4 KiB and L2 16 KiB ahead.
 TEST(DecodePrefetchTest, Zen5AtOneAndTwoRowsUsesTheL1RequestAloneFartherAhead) {
   auto is = [](DecodePrefetch p, int64_t l1, int64_t l2) { return p.l1_bytes == l1 && p.l2_bytes == l2; };
-  EXPECT_TRUE(is(DecodePrefetchFor(1, /*amd=*/true, 0x1A), 8192, 0));
-  EXPECT_TRUE(is(DecodePrefetchFor(2, true, 0x1A), 8192, 0));
-  EXPECT_TRUE(is(DecodePrefetchFor(3, true, 0x1A), 4096, 16384));
-  EXPECT_TRUE(is(DecodePrefetchFor(1, true, 0x19), 4096, 16384));   // Zen 4
-  EXPECT_TRUE(is(DecodePrefetchFor(1, false, 0x1A), 4096, 16384));  // not AMD: family numbers mean other things
-  EXPECT_TRUE(is(DecodePrefetchFor(1, false, 6), 4096, 16384));     // Intel
+  for (DType t : {DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+    EXPECT_TRUE(is(DecodePrefetchFor(1, t, /*amd=*/true, 0x1A), 8192, 0));
+    EXPECT_TRUE(is(DecodePrefetchFor(2, t, true, 0x1A), 8192, 0));
+    EXPECT_TRUE(is(DecodePrefetchFor(3, t, true, 0x1A), 4096, 16384));
+    EXPECT_TRUE(is(DecodePrefetchFor(1, t, false, 0x1A), 4096, 16384));  // not AMD: family numbers mean other things
+    EXPECT_TRUE(is(DecodePrefetchFor(1, t, false, 6), 4096, 16384));     // Intel
+  }
+}
+
+TEST(DecodePrefetchTest, Zen4DropsTheRequestsForOneRowOfQ8_0Only) {
+  auto is = [](DecodePrefetch p, int64_t l1, int64_t l2) { return p.l1_bytes == l1 && p.l2_bytes == l2; };
+  EXPECT_TRUE(is(DecodePrefetchFor(1, DType::kQ8_0, /*amd=*/true, 0x19), 0, 0));
+  EXPECT_TRUE(is(DecodePrefetchFor(2, DType::kQ8_0, true, 0x19), 4096, 16384));
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+    EXPECT_TRUE(is(DecodePrefetchFor(1, t, true, 0x19), 4096, 16384)) << DTypeName(t);
+  EXPECT_TRUE(is(DecodePrefetchFor(1, DType::kQ8_0, false, 0x19), 4096, 16384));  // not AMD
 }
 
 TEST(QuantIsaTest, ReportsWhatThisCpuRuns) {
