@@ -39,6 +39,8 @@ BUILD_PACKAGES=(
 # What the tests, benchmarks and plots need on top.
 TEST_PACKAGES=(
   git unzip curl libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # simdjson, compared with nlohmann in bench/serving/json_parse_bench (the build does without it).
+  libsimdjson-dev
   prometheus gnuplot-nox yamllint
   # Lints scripts/gpu-check.sh (tests/scripts).
   shellcheck

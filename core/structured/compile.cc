@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
 #include "core/structured/json_schema_compiler.h"
+#include "core/structured/limits.h"
 #include "core/structured/regex_compiler.h"
 
 namespace orca::structured {
@@ -12,6 +13,12 @@ constexpr size_t kMaxRuntimes = 64;
 
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileChoice(const std::vector<std::string>& choices) {
   if (choices.empty()) return absl::InvalidArgumentError("guided_choice must hold at least one choice");
+  size_t bytes = 0;
+  for (const std::string& c : choices) bytes += c.size();
+  if (bytes > kMaxChoiceBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("guided_choice holds ", bytes, " bytes of choices; at most ",
+                                                   kMaxChoiceBytes, " are accepted (the limit)"));
+  }
   GrammarBuilder b;
   std::vector<Fragment> alternatives;
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -65,12 +72,19 @@ absl::StatusOr<std::shared_ptr<const Grammar>> GrammarCache::Get(const Structure
   }
   // Compile outside the lock: two threads may compile the same spec once each; the second insert is dropped.
   absl::StatusOr<std::shared_ptr<const Grammar>> grammar = CompileSpec(spec);
+  auto states = [](const absl::StatusOr<std::shared_ptr<const Grammar>>& g) {
+    return g.ok() ? static_cast<int64_t>((*g)->states().size()) : int64_t{0};
+  };
+  const int64_t size = states(grammar);
   absl::MutexLock lock(&mu_);
-  if (entries_.contains(key)) return grammar;
+  if (entries_.contains(key) || size > max_states_) return grammar;
   lru_.push_front(key);
   entries_.emplace(std::move(key), Entry{grammar, lru_.begin()});
-  while (entries_.size() > capacity_) {
-    entries_.erase(lru_.back());
+  num_states_ += size;
+  while (entries_.size() > capacity_ || num_states_ > max_states_) {
+    auto victim = entries_.find(lru_.back());
+    num_states_ -= states(victim->second.grammar);
+    entries_.erase(victim);
     lru_.pop_back();
   }
   return grammar;
@@ -108,6 +122,9 @@ GrammarRuntime::Stats MatcherFactory::stats() const {
     total.stack_nodes += s.stack_nodes;
     total.dfa_states += s.dfa_states;
     total.dfa_transitions += s.dfa_transitions;
+    total.closure_cuts += s.closure_cuts;
+    total.closure_nodes += s.closure_nodes;
+    total.mask_cuts += s.mask_cuts;
   }
   return total;
 }

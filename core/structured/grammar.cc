@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/structured/grammar_analysis.h"
 
 namespace orca::structured {
 namespace {
@@ -60,6 +61,16 @@ std::string EncodeUtf8(uint32_t cp) {
     out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   }
   return out;
+}
+
+std::string ShortenForMessage(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  auto continuation = [&](size_t i) { return i < text.size() && (static_cast<uint8_t>(text[i]) & 0xC0) == 0x80; };
+  size_t head = max_bytes / 2, tail = text.size() - max_bytes / 2;
+  while (head > 0 && continuation(head)) --head;
+  while (tail < text.size() && continuation(tail)) ++tail;
+  return absl::StrCat(std::string(text.substr(0, head)), "...(", tail - head, " bytes)...",
+                      std::string(text.substr(tail)));
 }
 
 int32_t GrammarBuilder::NewState() {
@@ -200,14 +211,17 @@ Fragment GrammarBuilder::Call(Rule rule) {
 
 absl::StatusOr<std::shared_ptr<const Grammar>> GrammarBuilder::Finish(Rule root) {
   if (exhausted_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the grammar needs more than ", max_states_, " automaton states; simplify the constraint"));
+    return absl::InvalidArgumentError(absl::StrCat("the grammar needs more than ", max_states_,
+                                                   " automaton states (the limit); simplify the constraint"));
   }
   g_->root_start_ = root.start;
   for (GrammarState& st : g_->states_)
     std::sort(st.edges.begin(), st.edges.end(), [](const ByteEdge& a, const ByteEdge& b) { return a.lo < b.lo; });
   std::shared_ptr<const Grammar> out = std::move(g_);
   g_ = std::make_shared<Grammar>();
+  absl::flat_hash_map<int32_t, std::string> labels = std::move(labels_);
+  labels_.clear();
+  if (absl::Status status = CheckGrammarRules(*out, labels); !status.ok()) return status;
   return out;
 }
 

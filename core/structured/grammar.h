@@ -14,7 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "core/structured/limits.h"
 
 namespace orca::structured {
 
@@ -64,8 +66,9 @@ using CodepointRanges = std::vector<std::pair<uint32_t, uint32_t>>;
 
 class GrammarBuilder {
  public:
-  /// Fails (ResourceExhausted) once the grammar would exceed `max_states`.
-  explicit GrammarBuilder(int64_t max_states = 2'000'000) : max_states_(max_states) {}
+  /// Refuses (Finish: InvalidArgument) a grammar that would exceed `max_states`; past it every
+  /// operation is a cheap no-op on a sink state, so callers need not check `exhausted()` at each step.
+  explicit GrammarBuilder(int64_t max_states = kMaxGrammarStates) : max_states_(max_states) {}
 
   Fragment Empty();
   Fragment Literal(std::string_view bytes);
@@ -82,14 +85,23 @@ class GrammarBuilder {
   Rule NewRule();
   void DefineRule(Rule rule, Fragment body);
   Fragment Call(Rule rule);
+  /// How errors about `rule` name it (e.g. "JSON Schema $ref '#' at /properties/next").
+  void LabelRule(Rule rule, std::string label) { labels_[rule.start] = std::move(label); }
   /// Raw edges between fragment states (for automata built by hand).
-  void AddEdge(int32_t from, uint8_t lo, uint8_t hi, int32_t to) { g_->states_[from].edges.push_back({lo, hi, to}); }
-  void AddEps(int32_t from, int32_t to) { g_->states_[from].eps.push_back(to); }
+  void AddEdge(int32_t from, uint8_t lo, uint8_t hi, int32_t to) {
+    if (!exhausted_) g_->states_[from].edges.push_back({lo, hi, to});
+  }
+  void AddEps(int32_t from, int32_t to) {
+    if (!exhausted_) g_->states_[from].eps.push_back(to);
+  }
 
-  /// Makes `root` the start symbol and returns the grammar; ResourceExhausted
-  /// when it grew past max_states.
+  /// Makes `root` the start symbol and returns the grammar. InvalidArgument when it grew past
+  /// max_states, or when a rule fails CheckGrammarRules (core/structured/grammar_analysis.h: a rule
+  /// that can never end, left recursion, too many parser stacks before a byte), naming the rule by
+  /// its label.
   absl::StatusOr<std::shared_ptr<const Grammar>> Finish(Rule root);
   int64_t num_states() const { return static_cast<int64_t>(g_->states_.size()); }
+  int64_t max_states() const { return max_states_; }
   bool exhausted() const { return exhausted_; }
 
  private:
@@ -100,9 +112,15 @@ class GrammarBuilder {
   std::shared_ptr<Grammar> g_ = std::make_shared<Grammar>();
   int64_t max_states_;
   bool exhausted_ = false;
+  absl::flat_hash_map<int32_t, std::string> labels_;  // by rule start state
 };
 
 /// Encodes one code point as UTF-8 (no validation).
 std::string EncodeUtf8(uint32_t cp);
+
+/// `text` for an error message: whole when short, else its two ends around
+/// "...(N bytes)...", cut between UTF-8 sequences (a megabyte key or pattern
+/// must not make a megabyte message).
+std::string ShortenForMessage(std::string_view text, size_t max_bytes = 256);
 
 }  // namespace orca::structured

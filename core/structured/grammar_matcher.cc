@@ -18,17 +18,32 @@ int32_t GrammarRuntime::Intern(int32_t state, int32_t parent) {
   return it->second;
 }
 
-void GrammarRuntime::Closure(int32_t start, StateSet* out) {
+bool GrammarRuntime::FirstVisit(int32_t n) {
+  constexpr size_t kLinearScan = 64;  // closures are usually small: a linear scan beats hashing
+  if (closure_seen_set_.empty()) {
+    if (std::find(closure_seen_.begin(), closure_seen_.end(), n) != closure_seen_.end()) return false;
+    closure_seen_.push_back(n);
+    if (closure_seen_.size() > kLinearScan) closure_seen_set_.insert(closure_seen_.begin(), closure_seen_.end());
+    return true;
+  }
+  return closure_seen_set_.insert(n).second;
+}
+
+void GrammarRuntime::Closure(StateSet* out) {
   const std::vector<GrammarState>& states = grammar_->states();
   std::vector<int32_t>& work = closure_work_;
-  std::vector<int32_t>& seen = closure_seen_;  // closures are small: a linear scan beats hashing
-  seen.clear();
-  work.assign(1, start);
+  closure_seen_.clear();
+  closure_seen_set_.clear();
   while (!work.empty()) {
+    if (step_nodes_ >= kMaxStepNodes) {
+      ++stats_.closure_cuts;
+      work.clear();
+      break;
+    }
     const int32_t n = work.back();
     work.pop_back();
-    if (std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
-    seen.push_back(n);
+    if (!FirstVisit(n)) continue;
+    ++step_nodes_;
     if (n == kAccept) {
       out->push_back(kAccept);
       continue;
@@ -51,8 +66,11 @@ void GrammarRuntime::Closure(int32_t start, StateSet* out) {
 }
 
 GrammarRuntime::StateSet GrammarRuntime::Initial() {
+  step_nodes_ = 0;
   StateSet out;
-  Closure(Intern(grammar_->root_start(), kAccept), &out);
+  closure_work_.assign(1, Intern(grammar_->root_start(), kAccept));
+  Closure(&out);
+  stats_.closure_nodes += step_nodes_;
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
@@ -60,15 +78,20 @@ GrammarRuntime::StateSet GrammarRuntime::Initial() {
 
 void GrammarRuntime::AdvanceInto(const StateSet& in, uint8_t byte, StateSet* out) {
   out->clear();
+  step_nodes_ = 0;
   const std::vector<GrammarState>& states = grammar_->states();
+  // One closure from every stack the byte leads to: a stack reached from two of them is walked once.
+  closure_work_.clear();
   for (int32_t n : in) {
     if (n == kAccept) continue;
     const Node node = nodes_[n];
     for (const ByteEdge& e : states[node.state].edges) {
       if (e.lo > byte) break;
-      if (byte <= e.hi) Closure(Intern(e.target, node.parent), out);
+      if (byte <= e.hi) closure_work_.push_back(Intern(e.target, node.parent));
     }
   }
+  Closure(out);
+  stats_.closure_nodes += step_nodes_;
   if (out->size() > 1) {
     std::sort(out->begin(), out->end());
     out->erase(std::unique(out->begin(), out->end()), out->end());
@@ -107,17 +130,31 @@ GrammarRuntime::StateSet GrammarRuntime::AdvanceBytes(StateSet states, std::stri
   return id < 0 ? StateSet{} : sets_[id];
 }
 
-void GrammarRuntime::Walk(int32_t trie_node, int32_t set_id, TokenMask* mask) {
+void GrammarRuntime::Walk(int32_t set_id, TokenMask* mask) {
   const auto& trie = vocab_->trie();
-  for (const auto& [byte, child] : trie[trie_node].children) {
+  std::vector<WalkFrame>& stack = walk_stack_;
+  stack.assign(1, WalkFrame{0, set_id, 0});
+  const int64_t budget_end = stats_.closure_nodes + kMaxMaskNodes;
+  while (!stack.empty()) {
+    if (stats_.closure_nodes > budget_end) {
+      ++stats_.mask_cuts;
+      break;
+    }
+    WalkFrame& f = stack.back();
+    const auto& children = trie[f.trie_node].children;
+    if (f.next_child == children.size()) {
+      stack.pop_back();
+      continue;
+    }
+    const auto [byte, child] = children[f.next_child++];
     ++stats_.trie_nodes_visited;
-    const int32_t next = Step(set_id, byte);
+    const int32_t next = Step(f.set_id, byte);
     if (next < 0) continue;
     for (int32_t t : trie[child].tokens) {
       mask->words[t >> 6] |= uint64_t{1} << (t & 63);
       ++mask->allowed;
     }
-    if (!trie[child].children.empty()) Walk(child, next, mask);
+    if (!trie[child].children.empty()) stack.push_back(WalkFrame{child, next, 0});  // `f` is not used after this
   }
 }
 
@@ -137,7 +174,7 @@ std::shared_ptr<const TokenMask> GrammarRuntime::Mask(const StateSet& states) {
   ++stats_.mask_misses;
   auto mask = std::make_shared<TokenMask>();
   mask->words.assign((static_cast<size_t>(vocab_->vocab_size()) + 63) / 64, 0);
-  if (id >= 0) Walk(0, id, mask.get());
+  if (id >= 0) Walk(id, mask.get());
   masks_.emplace(id, mask);
   return mask;
 }

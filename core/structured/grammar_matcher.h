@@ -17,6 +17,14 @@
 /// kMaxStackDepth are dropped (deeply recursive schemas stop nesting there).
 /// Memory is bounded: past kMaxDfaTransitions the DFA and mask caches restart.
 ///
+/// Work and stack use are bounded on any grammar (core/structured/limits.h):
+/// closures are walked with an explicit worklist, at most kMaxStepNodes stacks
+/// per byte (past it the rest are dropped and stats().closure_cuts counts it;
+/// GrammarBuilder::Finish already refuses grammars whose rules fan out past
+/// kMaxClosureNodes before a byte); one mask explores at most kMaxMaskNodes
+/// stacks (stats().mask_cuts); and the vocabulary trie is walked iteratively,
+/// so a token of any length recurses nowhere.
+///
 /// Thread-compatible: the runtime and its matchers are used by one thread at
 /// a time (the engine's), or guarded by the caller.
 
@@ -26,9 +34,11 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "core/structured/grammar.h"
+#include "core/structured/limits.h"
 #include "core/structured/token_vocabulary.h"
 
 namespace orca::structured {
@@ -42,7 +52,7 @@ struct TokenMask {
 
 class GrammarRuntime {
  public:
-  static constexpr int32_t kMaxStackDepth = 128;
+  static constexpr int32_t kMaxStackDepth = structured::kMaxStackDepth;
   static constexpr size_t kMaxDfaTransitions = size_t{1} << 22;
   static constexpr size_t kMaxCachedMasks = 8192;
   /// Node 0 is the accepting (empty) stack.
@@ -68,6 +78,9 @@ class GrammarRuntime {
     int64_t stack_nodes = 0;
     int64_t dfa_states = 0;
     int64_t dfa_transitions = 0;
+    int64_t closure_cuts = 0;   ///< bytes whose closure stopped at kMaxStepNodes stacks
+    int64_t closure_nodes = 0;  ///< parser stacks explored, in all (the matcher's work)
+    int64_t mask_cuts = 0;      ///< masks whose vocabulary walk stopped at kMaxMaskNodes
   };
   Stats stats() const;
 
@@ -78,14 +91,18 @@ class GrammarRuntime {
     int32_t depth;
   };
   int32_t Intern(int32_t state, int32_t parent);
-  // Adds to `out` every stack reachable from `node` without consuming a byte whose top can consume one
-  // (or kAccept).
-  void Closure(int32_t node, StateSet* out);
+  // Adds to `out` every stack reachable from those in closure_work_ (emptied) without consuming a byte
+  // whose top can consume one (or kAccept). Stops (dropping the rest) once the current step has explored
+  // kMaxStepNodes stacks.
+  void Closure(StateSet* out);
+  // Whether `node` is new to the current closure (a linear scan while it is small, then a hash set).
+  bool FirstVisit(int32_t node);
   void AdvanceInto(const StateSet& states, uint8_t byte, StateSet* out);
   // The DFA over interned state sets: a set's id, and the id after one byte (-1: no stack survives).
   int32_t InternSet(const StateSet& states);
   int32_t Step(int32_t set_id, uint8_t byte);
-  void Walk(int32_t trie_node, int32_t set_id, TokenMask* mask);
+  // Sets the tokens readable from `set_id` in `mask`: a depth-first walk of the trie with an explicit stack.
+  void Walk(int32_t set_id, TokenMask* mask);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocab_;
@@ -98,6 +115,14 @@ class GrammarRuntime {
   StateSet scratch_;
   std::vector<int32_t> closure_work_;
   std::vector<int32_t> closure_seen_;
+  absl::flat_hash_set<int32_t> closure_seen_set_;  // used once closure_seen_ outgrows a linear scan
+  int64_t step_nodes_ = 0;                         // stacks explored in the current step
+  struct WalkFrame {
+    int32_t trie_node;
+    int32_t set_id;
+    size_t next_child;
+  };
+  std::vector<WalkFrame> walk_stack_;
   Stats stats_;
 };
 

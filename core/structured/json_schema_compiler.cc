@@ -9,7 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/common/json_parse.h"
 #include "core/common/status_macros.h"
+#include "core/structured/limits.h"
 #include "core/structured/regex_compiler.h"
 
 namespace orca::structured {
@@ -68,7 +70,10 @@ const std::map<std::string, std::string>& Formats() {
   return *k;
 }
 
-std::string Where(const std::string& path) { return path.empty() ? "the schema root" : path; }
+// Long texts in messages (a JSON pointer through 128 levels, a $ref of a megabyte): their two ends.
+std::string Shorten(const std::string& text) { return ShortenForMessage(text); }
+
+std::string Where(const std::string& path) { return path.empty() ? "the schema root" : Shorten(path); }
 
 std::string PointerToken(const std::string& name) {
   std::string out;
@@ -117,7 +122,7 @@ absl::StatusOr<std::vector<std::string>> Types(const Json& schema, const std::st
     return KeywordError("type", path, "must be a type name or a non-empty array of type names");
   }
   for (const std::string& name : types)
-    if (!kKnown.contains(name)) return KeywordError("type", path, absl::StrCat("unknown type '", name, "'"));
+    if (!kKnown.contains(name)) return KeywordError("type", path, absl::StrCat("unknown type '", Shorten(name), "'"));
   return types;
 }
 
@@ -281,7 +286,7 @@ Fragment JsonSchemaCompiler::AnyObject() {
   return b_->Call(any_object_);
 }
 
-absl::StatusOr<Fragment> JsonSchemaCompiler::Value(const Json& schema, const std::string& path) {
+absl::StatusOr<Fragment> JsonSchemaCompiler::Body(const Json& schema, const std::string& path) {
   if (schema.is_boolean()) {
     if (schema.get<bool>()) return AnyValue();
     return absl::InvalidArgumentError(absl::StrCat("the schema at ", Where(path), " is 'false' and matches nothing"));
@@ -293,7 +298,8 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Value(const Json& schema, const std
     if (Annotations().contains(key)) continue;
     if (!GeneralKeywords().contains(key) && !ObjectKeywords().contains(key) && !ArrayKeywords().contains(key) &&
         !StringKeywords().contains(key) && !NumberKeywords().contains(key)) {
-      return absl::InvalidArgumentError(absl::StrCat("unsupported JSON Schema keyword '", key, "' at ", Where(path)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unsupported JSON Schema keyword '", Shorten(key), "' at ", Where(path)));
     }
     constraints.push_back(key);
   }
@@ -315,7 +321,7 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Value(const Json& schema, const std
     const Json& all = schema["allOf"];
     if (!all.is_array() || all.size() != 1)
       return KeywordError("allOf", path, "only a single-schema allOf is supported");
-    return Value(all[0], absl::StrCat(path, "/allOf/0"));
+    return Subschema(all[0], absl::StrCat(path, "/allOf/0"));
   }
   for (const char* keyword : {"anyOf", "oneOf"}) {
     if (!schema.contains(keyword)) continue;
@@ -369,7 +375,7 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Alternatives(const Json& list, cons
   if (!list.is_array() || list.empty()) return KeywordError(keyword, path, "must be a non-empty array of schemas");
   std::vector<Fragment> alternatives;
   for (size_t i = 0; i < list.size(); ++i) {
-    ORCA_ASSIGN_OR_RETURN(Fragment f, Value(list[i], absl::StrCat(path, "/", keyword, "/", i)));
+    ORCA_ASSIGN_OR_RETURN(Fragment f, Subschema(list[i], absl::StrCat(path, "/", keyword, "/", i)));
     alternatives.push_back(f);
   }
   return b_->Alt(alternatives);
@@ -391,8 +397,9 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Enum(const Json& values, const Json
 absl::StatusOr<Fragment> JsonSchemaCompiler::Ref(const std::string& ref, const std::string& path) {
   if (auto it = refs_.find(ref); it != refs_.end()) return b_->Call(it->second);
   if (ref.empty() || ref[0] != '#' || (ref.size() > 1 && ref[1] != '/'))
-    return KeywordError("$ref", path,
-                        absl::StrCat("'", ref, "': only local JSON pointers ('#', '#/$defs/...') are supported"));
+    return KeywordError(
+        "$ref", path,
+        absl::StrCat("'", Shorten(ref), "': only local JSON pointers ('#', '#/$defs/...') are supported"));
   const Json* target = root_;
   std::string pointer = ref.substr(1);
   size_t pos = 1;
@@ -409,26 +416,73 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Ref(const std::string& ref, const s
         name += token[i];
       }
     }
-    if (target->is_object() && target->contains(name)) {
-      target = &(*target)[name];
-    } else if (target->is_array() && !name.empty() && name.find_first_not_of("0123456789") == std::string::npos &&
-               std::stoul(name) < target->size()) {
+    // Array indices: at most 9 digits, so that the conversion cannot overflow.
+    const bool index = !name.empty() && name.size() <= 9 && name.find_first_not_of("0123456789") == std::string::npos;
+    if (const Json* member = target->is_object() ? Member(*target, name) : nullptr) {
+      target = member;
+    } else if (target->is_array() && index && std::stoul(name) < target->size()) {
       target = &(*target)[std::stoul(name)];
     } else {
-      return KeywordError("$ref", path, absl::StrCat("'", ref, "' does not resolve"));
+      return KeywordError("$ref", path, absl::StrCat("'", Shorten(ref), "' does not resolve"));
     }
     pos = next + 1;
   }
+  // The target is compiled later, from the worklist (CompilePendingRefs): a chain of $refs, however long,
+  // adds no recursion, and a rule referring to itself finds its rule here.
   const Rule rule = b_->NewRule();
   refs_[ref] = rule;
-  ORCA_ASSIGN_OR_RETURN(Fragment body, Value(*target, pointer));
-  b_->DefineRule(rule, body);
+  b_->LabelRule(rule, absl::StrCat("JSON Schema $ref '", Shorten(ref), "' at ", Where(path)));
+  pending_.push_back(PendingRef{rule, target, std::move(pointer)});
   return b_->Call(rule);
+}
+
+absl::Status JsonSchemaCompiler::CompilePendingRefs() {
+  while (!pending_.empty()) {
+    PendingRef ref = std::move(pending_.back());
+    pending_.pop_back();
+    ORCA_ASSIGN_OR_RETURN(Fragment body, Subschema(*ref.target, ref.pointer));
+    b_->DefineRule(ref.rule, body);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Fragment> JsonSchemaCompiler::Value(const Json& schema, const std::string& path) {
+  ORCA_ASSIGN_OR_RETURN(Fragment fragment, Subschema(schema, path));
+  ORCA_RETURN_IF_ERROR(CompilePendingRefs());
+  return fragment;
+}
+
+absl::StatusOr<Fragment> JsonSchemaCompiler::Subschema(const Json& schema, const std::string& path) {
+  if (depth_ >= kMaxSchemaDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("the schema at ", Where(path), " nests subschemas deeper than ",
+                                                   kMaxSchemaDepth, " levels (the limit)"));
+  }
+  if (b_->exhausted()) {
+    return absl::InvalidArgumentError(absl::StrCat("the schema at ", Where(path), " needs more than ", b_->max_states(),
+                                                   " automaton states (the limit); simplify the schema"));
+  }
+  ++depth_;
+  absl::StatusOr<Fragment> out = Body(schema, path);
+  --depth_;
+  return out;
+}
+
+const JsonSchemaCompiler::Json* JsonSchemaCompiler::Member(const Json& object, const std::string& name) {
+  constexpr size_t kLinearMembers = 16;
+  if (object.size() < kLinearMembers) {
+    auto it = object.find(name);
+    return it == object.end() ? nullptr : &*it;
+  }
+  auto [index, inserted] = member_index_.try_emplace(&object);
+  if (inserted)
+    for (const auto& [key, value] : object.items()) index->second.try_emplace(key, &value);
+  auto it = index->second.find(name);
+  return it == index->second.end() ? nullptr : it->second;
 }
 
 absl::StatusOr<Fragment> JsonSchemaCompiler::CallValue(const Json& schema, const std::string& path) {
   const Rule rule = b_->NewRule();
-  ORCA_ASSIGN_OR_RETURN(Fragment body, Value(schema, path));
+  ORCA_ASSIGN_OR_RETURN(Fragment body, Subschema(schema, path));
   b_->DefineRule(rule, body);
   return b_->Call(rule);
 }
@@ -484,9 +538,11 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Object(const Json& schema, const st
   if (schema.contains("required")) {
     const Json& req = schema["required"];
     if (!req.is_array()) return KeywordError("required", path, "must be an array of property names");
+    std::set<std::string> declared;  // ordered_json's contains() scans every member
+    for (const auto& [name, unused] : props.items()) declared.insert(name);
     for (const Json& r : req) {
       if (!r.is_string()) return KeywordError("required", path, "must be an array of property names");
-      if (!props.contains(r.get<std::string>()))
+      if (!declared.contains(r.get<std::string>()))
         return KeywordError("required", path,
                             absl::StrCat("'", r.get<std::string>(), "' is not declared in 'properties'"));
       required.insert(r.get<std::string>());
@@ -500,7 +556,7 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Object(const Json& schema, const st
   size_t i = 0;
   for (const auto& [name, sub] : props.items()) {
     names.push_back(name);
-    ORCA_ASSIGN_OR_RETURN(Fragment value, Value(sub, absl::StrCat(path, "/properties/", PointerToken(name))));
+    ORCA_ASSIGN_OR_RETURN(Fragment value, Subschema(sub, absl::StrCat(path, "/properties/", PointerToken(name))));
     Fragment member = b_->Seq({b_->Literal(Json(name).dump()), Ws(), b_->Literal(":"), Ws(), value});
     b_->AddEps(a[i].start, member.start);
     Fragment sep = b_->Seq({Ws(), b_->Literal(","), Ws()});
@@ -554,7 +610,7 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::Array(const Json& schema, const std
       return KeywordError("items", path, "an array of schemas (draft-07 tuples) is not supported; use 'prefixItems'");
     if (!(items.is_boolean() && !items.get<bool>())) {
       item_rule = b_->NewRule();
-      ORCA_ASSIGN_OR_RETURN(Fragment body, Value(items, absl::StrCat(path, "/items")));
+      ORCA_ASSIGN_OR_RETURN(Fragment body, Subschema(items, absl::StrCat(path, "/items")));
       b_->DefineRule(*item_rule, body);
     }
   } else if (prefix.empty()) {
@@ -626,13 +682,24 @@ absl::StatusOr<Fragment> JsonSchemaCompiler::String(const Json& schema, const st
   return b_->Seq({b_->Literal("\""), body, b_->Literal("\"")});
 }
 
-absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_view schema_text) {
-  JsonSchemaCompiler::Json schema;
-  try {
-    schema = JsonSchemaCompiler::Json::parse(schema_text);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("the JSON schema is not valid JSON: ", e.what()));
+namespace {
+
+// The schema text, within kMaxSchemaBytes and parsed with the nesting limit (core/common/json_parse.h).
+absl::StatusOr<JsonSchemaCompiler::Json> ParseSchema(std::string_view text, const std::string& what) {
+  if (text.size() > kMaxSchemaBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is ", text.size(), " bytes; at most ", kMaxSchemaBytes, " are accepted (the limit)"));
   }
+  absl::StatusOr<JsonSchemaCompiler::Json> schema = ParseOrderedJson(text);
+  if (!schema.ok())
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not valid JSON: ", schema.status().message()));
+  return schema;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_view schema_text) {
+  ORCA_ASSIGN_OR_RETURN(JsonSchemaCompiler::Json schema, ParseSchema(schema_text, "the JSON schema"));
   GrammarBuilder builder;
   JsonSchemaCompiler compiler(&builder, &schema);
   const Rule root = builder.NewRule();
@@ -646,12 +713,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSequence(std::string_v
                                                                    int32_t max_items) {
   if (max_items < 0 || max_items > 256)
     return absl::InvalidArgumentError(absl::StrCat("max_calls must be in [0, 256], got ", max_items));
-  JsonSchemaCompiler::Json schema;
-  try {
-    schema = JsonSchemaCompiler::Json::parse(schema_text);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("the tool-call schema is not valid JSON: ", e.what()));
-  }
+  ORCA_ASSIGN_OR_RETURN(JsonSchemaCompiler::Json schema, ParseSchema(schema_text, "the tool-call schema"));
   GrammarBuilder builder;
   JsonSchemaCompiler compiler(&builder, &schema);
   // One rule for a value, called once per item: the schema is compiled once however many items there are.

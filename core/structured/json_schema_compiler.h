@@ -27,6 +27,14 @@
 /// 2-digit exponent; arrays without `maxItems` are unbounded, and `maxItems`
 /// above 256 is generated as at most max(minItems, 256) items.
 ///
+/// Limits (core/structured/limits.h): the schema text is at most
+/// kMaxSchemaBytes and nests at most orca::kMaxJsonDepth levels (checked while
+/// it is parsed), subschemas nest at most kMaxSchemaDepth deep, the grammar has
+/// at most kMaxGrammarStates states, and a `$ref` cycle that no finite value
+/// satisfies ({"$ref": "#"}, a required property referring back to its own
+/// object) is refused naming the `$ref` and where it is used; recursion that
+/// may stop (an optional child, an array of children) compiles.
+///
 /// Whitespace: between JSON tokens at most one run, which is either a single
 /// space or one newline followed by up to 20 spaces; none before the first or
 /// after the last token. A small model therefore cannot loop on whitespace.
@@ -34,6 +42,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -52,12 +61,29 @@ class JsonSchemaCompiler {
   JsonSchemaCompiler(GrammarBuilder* builder, const Json* root) : b_(builder), root_(root) {}
 
   /// A fragment matching the JSON texts valid against `schema`; `path` is its JSON pointer (for errors).
+  /// Bounded whatever `schema` is: subschemas nest at most kMaxSchemaDepth deep (core/structured/limits.h;
+  /// `$ref` targets are compiled from a worklist, not by recursion), and compiling stops with an error
+  /// naming the pointer once the builder is out of states. The `$ref` rules are labelled with their
+  /// pointer, so that GrammarBuilder::Finish names a `$ref` cycle that can never end.
   absl::StatusOr<Fragment> Value(const Json& schema, const std::string& path);
   /// Any JSON value / any JSON object (shared recursive rules).
   Fragment AnyValue();
   Fragment AnyObject();
 
  private:
+  // A `$ref` target whose rule is declared and whose body is still to compile.
+  struct PendingRef {
+    Rule rule;
+    const Json* target;
+    std::string pointer;
+  };
+  // Value() without draining the $ref worklist; counts the nesting depth.
+  absl::StatusOr<Fragment> Subschema(const Json& schema, const std::string& path);
+  absl::StatusOr<Fragment> Body(const Json& schema, const std::string& path);
+  absl::Status CompilePendingRefs();
+  // `object`'s member `name`, nullptr if none. ordered_json finds members by a linear scan, so large
+  // objects (a $defs of thousands of schemas, each named by a $ref) are indexed once.
+  const Json* Member(const Json& object, const std::string& name);
   absl::StatusOr<Fragment> Typed(const Json& schema, const std::string& type, const std::string& path);
   absl::StatusOr<Fragment> Object(const Json& schema, const std::string& path);
   absl::StatusOr<Fragment> Array(const Json& schema, const std::string& path);
@@ -84,6 +110,9 @@ class JsonSchemaCompiler {
   GrammarBuilder* b_;
   const Json* root_;
   absl::flat_hash_map<std::string, Rule> refs_;
+  std::vector<PendingRef> pending_;
+  absl::flat_hash_map<const Json*, absl::flat_hash_map<std::string, const Json*>> member_index_;
+  int depth_ = 0;
   bool any_rules_ = false;
   Rule any_value_, any_object_, any_array_;
 };

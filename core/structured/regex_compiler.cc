@@ -1,11 +1,13 @@
 #include "core/structured/regex_compiler.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/common/status_macros.h"
+#include "core/structured/limits.h"
 
 namespace orca::structured {
 namespace {
@@ -21,6 +23,7 @@ struct RegexNode {
   int min = 0;
   int max = 0;  // -1: unbounded
   size_t offset = 0;
+  int nesting = 0;  // groups and quantifiers around the innermost atom (kMaxRegexDepth)
 };
 
 CodepointRanges Normalize(CodepointRanges r) {
@@ -96,7 +99,10 @@ class Parser {
  private:
   absl::Status Error(size_t at, std::string_view what) const {
     return absl::InvalidArgumentError(
-        absl::StrCat("regex: ", std::string(what), " at offset ", at, " of \"", std::string(text_), "\""));
+        absl::StrCat("regex: ", std::string(what), " at offset ", at, " of \"", ShortenForMessage(text_), "\""));
+  }
+  absl::Status NestingError(size_t at) const {
+    return Error(at, absl::StrCat("groups and quantifiers nest deeper than ", kMaxRegexDepth, " levels (the limit)"));
   }
   bool AtEnd() const { return pos_ >= end_; }
   char Peek() const { return text_[pos_]; }
@@ -112,6 +118,7 @@ class Parser {
       alt.kids.push_back(std::move(next));
     }
     if (alt.kids.size() == 1) return std::move(alt.kids[0]);
+    for (const RegexNode& k : alt.kids) alt.nesting = std::max(alt.nesting, k.nesting);
     return alt;
   }
 
@@ -121,6 +128,7 @@ class Parser {
     while (!AtEnd() && Peek() != '|' && Peek() != ')') {
       ORCA_ASSIGN_OR_RETURN(RegexNode atom, ParseAtom());
       ORCA_ASSIGN_OR_RETURN(atom, ParseQuantifiers(std::move(atom)));
+      seq.nesting = std::max(seq.nesting, atom.nesting);
       seq.kids.push_back(std::move(atom));
     }
     return seq;
@@ -175,6 +183,8 @@ class Parser {
       rep.min = min;
       rep.max = max;
       rep.offset = at;
+      rep.nesting = atom.nesting + 1;
+      if (rep.nesting > kMaxRegexDepth) return NestingError(at);
       rep.kids.push_back(std::move(atom));
       atom = std::move(rep);
     }
@@ -304,6 +314,8 @@ class Parser {
 
   absl::StatusOr<RegexNode> ParseGroup() {
     const size_t at = pos_;
+    // Checked on the way down: the parser recurses once per open group.
+    if (group_depth_ >= kMaxRegexDepth) return NestingError(at);
     ++pos_;  // '('
     if (!AtEnd() && Peek() == '?') {
       const std::string_view rest = text_.substr(pos_, end_ - pos_);
@@ -320,9 +332,13 @@ class Parser {
         return Error(at, "inline flags and other (?...) groups are not supported");
       }
     }
-    ORCA_ASSIGN_OR_RETURN(RegexNode inner, ParseAlt());
+    ++group_depth_;
+    absl::StatusOr<RegexNode> inner = ParseAlt();
+    --group_depth_;
+    if (!inner.ok()) return inner.status();
     if (AtEnd() || Peek() != ')') return Error(at, "unterminated group");
     ++pos_;
+    if (++inner->nesting > kMaxRegexDepth) return NestingError(at);
     return inner;
   }
 
@@ -359,7 +375,34 @@ class Parser {
   std::string_view text_;
   size_t pos_ = 0;
   size_t end_ = 0;
+  int group_depth_ = 0;
 };
+
+// A lower bound of the automaton states Emitter makes for `n` (saturating at kMaxGrammarStates + 1), and
+// the offset of the smallest subexpression past `budget`: repetition counts multiply, so
+// "((a{1000}){1000}){1000}" is refused here, before a billion states are built.
+int64_t EstimateStates(const RegexNode& n, int64_t budget, std::optional<size_t>* over) {
+  constexpr int64_t kCap = kMaxGrammarStates + 1;
+  int64_t states = 0;
+  switch (n.kind) {
+    case RegexNode::Kind::kSet:
+      states = 2;
+      break;
+    case RegexNode::Kind::kSeq:
+    case RegexNode::Kind::kAlt:
+      states = n.kind == RegexNode::Kind::kAlt ? 2 : 0;
+      for (const RegexNode& k : n.kids) states = std::min(kCap, states + EstimateStates(k, budget, over));
+      break;
+    case RegexNode::Kind::kRepeat: {
+      const int64_t copies = n.max < 0 ? int64_t{n.min} + 1 : std::max<int64_t>(n.max, 1);
+      const int64_t one = EstimateStates(n.kids[0], budget, over) + 2;
+      states = one > kCap / copies ? kCap : std::min(kCap, one * copies);
+      break;
+    }
+  }
+  if (states > budget && !over->has_value()) *over = n.offset;
+  return states;
+}
 
 class Emitter {
  public:
@@ -373,7 +416,7 @@ class Emitter {
         if (options_.json_string) set = Intersect(set, {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, kMaxCodepoint}});
         if (set.empty())
           return absl::InvalidArgumentError(absl::StrCat(
-              "regex: the character class at offset ", n.offset, " of \"", std::string(text_),
+              "regex: the character class at offset ", n.offset, " of \"", ShortenForMessage(text_),
               "\" matches no character", options_.json_string ? " that can appear unescaped in a JSON string" : ""));
         return b_->Codepoints(set);
       }
@@ -421,8 +464,23 @@ class Emitter {
 }  // namespace
 
 absl::StatusOr<Fragment> CompileRegex(std::string_view pattern, const RegexOptions& options, GrammarBuilder* builder) {
+  if (pattern.size() > kMaxRegexBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("regex: the pattern is ", pattern.size(), " bytes; at most ",
+                                                   kMaxRegexBytes, " are accepted (the limit)"));
+  }
   ORCA_ASSIGN_OR_RETURN(RegexNode root, Parser(pattern).Parse());
-  return Emitter(pattern, options, builder).Emit(root);
+  const int64_t budget = builder->max_states() - builder->num_states();
+  std::optional<size_t> over;
+  EstimateStates(root, budget, &over);
+  auto too_big = [&](size_t at) {
+    return absl::InvalidArgumentError(absl::StrCat("regex: the pattern needs more than ", builder->max_states(),
+                                                   " automaton states (the limit) from offset ", at, " of \"",
+                                                   ShortenForMessage(pattern), "\" (repetition counts multiply)"));
+  };
+  if (over.has_value()) return too_big(*over);
+  ORCA_ASSIGN_OR_RETURN(Fragment fragment, Emitter(pattern, options, builder).Emit(root));
+  if (builder->exhausted()) return too_big(0);
+  return fragment;
 }
 
 }  // namespace orca::structured

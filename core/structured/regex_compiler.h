@@ -13,6 +13,12 @@
 /// ((?=, (?!, (?<=, (?<!), word boundaries (\b, \B), `^`/`$` elsewhere,
 /// inline flags ((?i) ...), possessive quantifiers and \p{...} classes.
 /// \s and \S follow JavaScript's definition (so JSON Schema validators agree).
+///
+/// Limits (core/structured/limits.h), each an InvalidArgument naming it and the
+/// offset: at most kMaxRegexBytes of pattern; groups and quantifiers nested at
+/// most kMaxRegexDepth deep (checked before the parser recurses into a group);
+/// and a pattern whose repetitions would need more automaton states than the
+/// builder has left is refused from an estimate, before anything is built.
 
 #include <string_view>
 

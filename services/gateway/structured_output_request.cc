@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/json_parse.h"
+#include "core/common/sampling_limits.h"
 #include "core/common/status_macros.h"
 #include "core/structured/compile.h"
 #include "services/gateway/api_error.h"
@@ -15,8 +17,6 @@ namespace {
 
 using nlohmann::json;
 using Kind = StructuredOutputSpec::Kind;
-
-constexpr size_t kMaxChoices = 1024;
 
 structured::GrammarCache& Cache() {
   static auto* cache = new structured::GrammarCache(256);
@@ -68,15 +68,15 @@ absl::Status ParseResponseFormat(const json& fmt, StructuredOutputSpec* spec) {
 
 absl::Status ParseGuidedJson(const json& value, StructuredOutputSpec* spec) {
   if (value.is_string()) {
-    json parsed;
-    try {
-      parsed = json::parse(value.get<std::string>());
-    } catch (const json::exception& e) {
-      return InvalidFieldError("guided_json", absl::StrCat("'guided_json' is a string but not JSON: ", e.what()));
+    // JSON inside a string escapes the body's nesting limit: parse it with the same limit.
+    absl::StatusOr<json> parsed = ParseJson(value.get_ref<const std::string&>());
+    if (!parsed.ok()) {
+      return InvalidFieldError("guided_json",
+                               absl::StrCat("'guided_json' is a string but not JSON: ", parsed.status().message()));
     }
-    if (!parsed.is_object() && !parsed.is_boolean())
+    if (!parsed->is_object() && !parsed->is_boolean())
       return InvalidFieldError("guided_json", "'guided_json' must be a JSON Schema (an object)");
-    spec->schema = parsed.dump();
+    spec->schema = parsed->dump();
   } else if (value.is_object() || value.is_boolean()) {
     spec->schema = value.dump();
   } else {
@@ -91,9 +91,8 @@ absl::Status ParseGuidedChoice(const json& value, StructuredOutputSpec* spec) {
   if (!value.is_array() || value.empty())
     return InvalidFieldError("guided_choice", absl::StrCat("'guided_choice' must be a non-empty array of strings, got ",
                                                            DescribeJsonValue(value)));
-  if (value.size() > kMaxChoices)
-    return InvalidFieldError("guided_choice", absl::StrCat("'guided_choice' may hold at most ", kMaxChoices,
-                                                           " choices, got ", value.size()));
+  if (std::string error = limits::kGuidedChoices.Check(static_cast<int64_t>(value.size())); !error.empty())
+    return InvalidFieldError("guided_choice", error);
   for (size_t i = 0; i < value.size(); ++i) {
     if (!value[i].is_string() || value[i].get_ref<const std::string&>().empty())
       return InvalidFieldError(
@@ -150,6 +149,8 @@ absl::Status ParseStructuredOutput(const json& body, StructuredOutputSpec* spec)
 
 absl::Status ValidateStructuredOutput(const StructuredOutputSpec& spec, const std::string& param) {
   if (!spec.enabled()) return absl::OkStatus();
+  // The table's own limits first (core/common/sampling_limits.h), then the compiler's.
+  if (std::string error = CheckStructuredOutputLimits(spec); !error.empty()) return InvalidFieldError(param, error);
   if (absl::StatusOr<std::shared_ptr<const structured::Grammar>> g = Cache().Get(spec); !g.ok())
     return InvalidFieldError(param, absl::StrCat("'", param, "' cannot be enforced: ", g.status().message()));
   return absl::OkStatus();

@@ -5,11 +5,16 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_format.h"
+#include "core/common/json_parse.h"
 
 namespace orca::gateway {
 namespace {
 
 using ordered_json = nlohmann::ordered_json;
+
+// The model's output as JSON, null when it is not (or nests deeper than orca::kMaxJsonDepth: a model can be
+// asked to print a million '[' and the arguments are dumped recursively).
+ordered_json ParseModelJson(std::string_view text) { return ParseOrderedJson(text).value_or(ordered_json()); }
 
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
@@ -96,7 +101,7 @@ void ToolCallParser::EmitContent(std::string_view text, ToolParseOutput* out) {
 }
 
 bool ToolCallParser::MakeCall(std::string_view json_text, ToolCall* call) {
-  ordered_json value = ordered_json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  ordered_json value = ParseModelJson(json_text);
   if (!value.is_object()) return false;
   auto name = value.find("name");
   if (name == value.end() || !name->is_string()) return false;
@@ -106,7 +111,7 @@ bool ToolCallParser::MakeCall(std::string_view json_text, ToolCall* call) {
   if (args == value.end()) return false;
   ordered_json arguments = *args;
   if (arguments.is_string()) {  // some models write the arguments as a JSON string
-    arguments = ordered_json::parse(arguments.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    arguments = ParseModelJson(arguments.get_ref<const std::string&>());
   }
   if (!arguments.is_object()) return false;
   call->index = num_calls_;
@@ -214,7 +219,7 @@ bool ToolCallParser::ConsumeCalls(bool at_end, ToolParseOutput* out) {
   const std::string_view value = std::string_view(pending_).substr(start, end - start);
   std::vector<ToolCall> calls;
   if (value[0] == '[' && format_ == ToolCallFormat::kMistral) {
-    ordered_json array = ordered_json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
+    ordered_json array = ParseModelJson(value);
     if (!array.is_array() || array.empty()) return fail(end);
     for (const ordered_json& element : array) {
       ToolCall call;
