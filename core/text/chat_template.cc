@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "absl/status/status.h"
@@ -24,46 +25,62 @@ extern const int kNumBuiltinChatTemplates;
 
 namespace {
 
+// A JSON input of the template: nullopt when `text` is not JSON; an error naming
+// `what` when it nests deeper than the budget allows.
+absl::StatusOr<std::optional<jinja::Value>> JsonInput(const std::string& text, std::string_view what,
+                                                      const RenderBudget& budget) {
+  absl::StatusOr<std::optional<jinja::Value>> v = jinja::ValueFromJsonText(text, budget.max_value_depth);
+  if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(std::string(what), ": ", v.status().message()));
+  return v;
+}
+
+// The template's variables: the conversation, tools, special tokens and extra kwargs.
+absl::StatusOr<jinja::Value::Dict> Globals(const ChatTemplateInputs& inputs, const RenderBudget& budget) {
+  jinja::Value::Dict globals;
+  for (const auto& [key, text] : inputs.extra) {
+    // Extra variables given as JSON literals (true, 3, {"a": 1}) keep their
+    // type, so `enable_thinking is false` works; anything else is a string.
+    ORCA_ASSIGN_OR_RETURN(std::optional<jinja::Value> v, JsonInput(text, "chat_template_kwargs '" + key + "'", budget));
+    globals.Set(key, v.has_value() ? *std::move(v) : jinja::Value::String(text));
+  }
+  jinja::Value::List messages;
+  messages.reserve(inputs.messages.size());
+  for (size_t i = 0; i < inputs.messages.size(); ++i) {
+    const ChatMessage& m = inputs.messages[i];
+    jinja::Value::Dict d;
+    d.Set("role", jinja::Value::String(m.role));
+    d.Set("content", m.content_is_null ? jinja::Value::None() : jinja::Value::String(m.content));
+    if (!m.tool_calls_json.empty()) {
+      ORCA_ASSIGN_OR_RETURN(std::optional<jinja::Value> calls,
+                            JsonInput(m.tool_calls_json, absl::StrCat("messages[", i, "].tool_calls"), budget));
+      if (!calls.has_value()) return absl::InvalidArgumentError("a message's tool_calls are not valid JSON");
+      d.Set("tool_calls", *std::move(calls));
+    }
+    if (!m.tool_call_id.empty()) d.Set("tool_call_id", jinja::Value::String(m.tool_call_id));
+    if (!m.name.empty()) d.Set("name", jinja::Value::String(m.name));
+    messages.push_back(jinja::Value::MakeDict(std::move(d)));
+  }
+  if (!inputs.tools_json.empty()) {
+    ORCA_ASSIGN_OR_RETURN(std::optional<jinja::Value> tools, JsonInput(inputs.tools_json, "tools", budget));
+    if (!tools.has_value()) return absl::InvalidArgumentError("the tools are not valid JSON");
+    globals.Set("tools", *std::move(tools));
+  }
+  globals.Set("messages", jinja::Value::MakeList(std::move(messages)));
+  globals.Set("add_generation_prompt", jinja::Value::Bool(inputs.add_generation_prompt));
+  globals.Set("bos_token", jinja::Value::String(inputs.bos_token));
+  globals.Set("eos_token", jinja::Value::String(inputs.eos_token));
+  return globals;
+}
+
 class JinjaChatTemplate : public ChatTemplate {
  public:
   JinjaChatTemplate(std::string source, jinja::Program program)
       : source_(std::move(source)), program_(std::move(program)) {}
 
-  absl::StatusOr<std::string> Render(const ChatTemplateInputs& inputs) const override {
-    jinja::Value::Dict globals;
-    for (const auto& [key, text] : inputs.extra) {
-      // Extra variables given as JSON literals (true, 3, {"a": 1}) keep their
-      // type, so `enable_thinking is false` works; anything else is a string.
-      bool ok = false;
-      jinja::Value v = jinja::ValueFromJsonText(text, &ok);
-      globals.Set(key, ok ? v : jinja::Value::String(text));
-    }
-    jinja::Value::List messages;
-    for (const ChatMessage& m : inputs.messages) {
-      jinja::Value::Dict d;
-      d.Set("role", jinja::Value::String(m.role));
-      d.Set("content", m.content_is_null ? jinja::Value::None() : jinja::Value::String(m.content));
-      if (!m.tool_calls_json.empty()) {
-        bool ok = false;
-        jinja::Value calls = jinja::ValueFromJsonText(m.tool_calls_json, &ok);
-        if (!ok) return absl::InvalidArgumentError("chat template: a message's tool_calls are not valid JSON");
-        d.Set("tool_calls", calls);
-      }
-      if (!m.tool_call_id.empty()) d.Set("tool_call_id", jinja::Value::String(m.tool_call_id));
-      if (!m.name.empty()) d.Set("name", jinja::Value::String(m.name));
-      messages.push_back(jinja::Value::MakeDict(std::move(d)));
-    }
-    if (!inputs.tools_json.empty()) {
-      bool ok = false;
-      jinja::Value tools = jinja::ValueFromJsonText(inputs.tools_json, &ok);
-      if (!ok) return absl::InvalidArgumentError("chat template: the tools are not valid JSON");
-      globals.Set("tools", tools);
-    }
-    globals.Set("messages", jinja::Value::MakeList(std::move(messages)));
-    globals.Set("add_generation_prompt", jinja::Value::Bool(inputs.add_generation_prompt));
-    globals.Set("bos_token", jinja::Value::String(inputs.bos_token));
-    globals.Set("eos_token", jinja::Value::String(inputs.eos_token));
-    absl::StatusOr<std::string> out = jinja::Render(program_, globals);
+  absl::StatusOr<std::string> Render(const ChatTemplateInputs& inputs, const RenderBudget& budget) const override {
+    absl::StatusOr<jinja::Value::Dict> globals = Globals(inputs, budget);
+    if (!globals.ok()) return absl::InvalidArgumentError("chat template: " + std::string(globals.status().message()));
+    absl::StatusOr<std::string> out = jinja::Render(program_, *globals, budget);
     if (!out.ok()) return absl::InvalidArgumentError("chat template: " + std::string(out.status().message()));
     return out;
   }

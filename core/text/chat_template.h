@@ -2,7 +2,10 @@
 /// Chat templates: renders a conversation into a prompt with the model's own
 /// Jinja template (from tokenizer_config.json or GGUF `tokenizer.chat_template`),
 /// or a named built-in (`chatml`, `llama2`, `llama3`) when the model has none.
-/// Implements the Jinja subset that real model families' templates use.
+/// Implements the Jinja subset that real model families' templates use, in a
+/// sandbox: every render runs within a RenderBudget (render_budget.h), so a
+/// hostile template or input ends with an error instead of hanging, crashing
+/// or exhausting memory.
 
 #include <map>
 #include <memory>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/text/render_budget.h"
 
 namespace orca::text {
 
@@ -36,7 +40,8 @@ struct ChatTemplateInputs {
   /// The request's tools as a JSON array (HF convention: {"type": "function", "function":
   /// {...}}), the template's `tools`; empty: `tools` is undefined (None in `is none` tests).
   std::string tools_json;
-  /// Extra template variables (string values), e.g. from `chat_template_kwargs`.
+  /// Extra template variables, e.g. from `chat_template_kwargs`: a value that is
+  /// JSON (true, 3, {"a": 1}) keeps its type, anything else is a string.
   std::map<std::string, std::string> extra;
 };
 
@@ -52,9 +57,14 @@ class ChatTemplate {
   static absl::StatusOr<std::unique_ptr<ChatTemplate>> Builtin(std::string_view name);
 
   virtual ~ChatTemplate() = default;
-  /// Renders the prompt. Errors raised by the template (`raise_exception`) and
-  /// runtime type errors come back as InvalidArgument with the message.
-  virtual absl::StatusOr<std::string> Render(const ChatTemplateInputs& inputs) const = 0;
+  /// Renders the prompt within the default RenderBudget.
+  absl::StatusOr<std::string> Render(const ChatTemplateInputs& inputs) const { return Render(inputs, RenderBudget()); }
+  /// Renders the prompt within `budget` (e.g. with a deadline). Errors raised
+  /// by the template (`raise_exception`), runtime type errors, exceeded limits
+  /// and JSON inputs (tools, tool calls, kwargs) nested deeper than
+  /// `budget.max_value_depth` come back as InvalidArgument "chat template: ...".
+  /// Thread-safe: renders share nothing but the parsed template.
+  virtual absl::StatusOr<std::string> Render(const ChatTemplateInputs& inputs, const RenderBudget& budget) const = 0;
   virtual const std::string& source() const = 0;
 };
 

@@ -83,8 +83,15 @@ class Lexer {
     auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
     size_t line = static_cast<size_t>(it - line_starts_.begin());
     size_t start = line_starts_[line - 1];
-    // Columns count characters, not bytes.
-    int col = 1 + static_cast<int>(DecodeUtf8(src_.substr(start, offset - start)).size());
+    // Columns count characters, not bytes. Tokens come in order, so continue
+    // from the previous position on the same line: counting from the line's
+    // start each time was quadratic on a long one-line template.
+    if (line == pos_line_ && offset >= pos_offset_) start = pos_offset_;
+    int col = (start == pos_offset_ && line == pos_line_ ? pos_col_ : 1) +
+              static_cast<int>(DecodeUtf8(src_.substr(start, offset - start)).size());
+    pos_line_ = line;
+    pos_offset_ = offset;
+    pos_col_ = col;
     return {static_cast<int>(line), col};
   }
 
@@ -235,6 +242,10 @@ class Lexer {
 
   std::string_view src_;
   std::vector<size_t> line_starts_;
+  // The last position computed (Pos is called in offset order).
+  mutable size_t pos_line_ = 0;
+  mutable size_t pos_offset_ = 0;
+  mutable int pos_col_ = 1;
   std::vector<Token> tokens_;
 };
 

@@ -79,6 +79,24 @@ class Parser {
     return Next().text;
   }
 
+  // Each link of a chain (`a + b + c`, `x.y.z`, `v | f | g`) adds a level to
+  // the tree that evaluation recurses through (and that is destroyed
+  // recursively), so links count as nesting; the level is restored when the
+  // chain's parse function returns.
+  class ChainDepth {
+   public:
+    explicit ChainDepth(Parser* p) : p_(p), saved_(p->depth_) {}
+    ~ChainDepth() { p_->depth_ = saved_; }
+    absl::Status Link(const Token& at) {
+      if (++p_->depth_ > kMaxNesting) return p_->ErrorAt(at, "expression nested too deeply");
+      return absl::OkStatus();
+    }
+
+   private:
+    Parser* p_;
+    int saved_;
+  };
+
   ExprPtr New(Expr::Kind kind, const Token& at) {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
@@ -269,8 +287,10 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseOr() {
+    ChainDepth chain(this);
     ORCA_ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
     while (IsName("or")) {
+      ORCA_RETURN_IF_ERROR(chain.Link(Peek()));
       ExprPtr e = New(Expr::Kind::kOr, Next());
       ORCA_ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
       e->args.push_back(std::move(left));
@@ -281,8 +301,10 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseAnd() {
+    ChainDepth chain(this);
     ORCA_ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
     while (IsName("and")) {
+      ORCA_RETURN_IF_ERROR(chain.Link(Peek()));
       ExprPtr e = New(Expr::Kind::kAnd, Next());
       ORCA_ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
       e->args.push_back(std::move(left));
@@ -316,6 +338,7 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseCompare() {
+    ChainDepth chain(this);
     ORCA_ASSIGN_OR_RETURN(ExprPtr left, ParseMath1());
     while (true) {
       const Token& at = Peek();
@@ -333,6 +356,7 @@ class Parser {
       } else {
         return left;
       }
+      ORCA_RETURN_IF_ERROR(chain.Link(at));
       ORCA_ASSIGN_OR_RETURN(ExprPtr right, ParseMath1());
       left = Binary(at, op, std::move(left), std::move(right));
     }
@@ -340,12 +364,14 @@ class Parser {
 
   template <typename Sub>
   absl::StatusOr<ExprPtr> ParseLeftAssoc(std::initializer_list<std::string_view> ops, Sub sub) {
+    ChainDepth chain(this);
     ORCA_ASSIGN_OR_RETURN(ExprPtr left, (this->*sub)());
     while (true) {
       const Token& at = Peek();
       bool match = false;
       for (std::string_view op : ops) match = match || IsOp(op);
       if (!match) return left;
+      ORCA_RETURN_IF_ERROR(chain.Link(at));
       ++i_;
       ORCA_ASSIGN_OR_RETURN(ExprPtr right, (this->*sub)());
       left = Binary(at, at.text, std::move(left), std::move(right));
@@ -395,7 +421,9 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseFiltersAndTests(ExprPtr e) {
+    ChainDepth chain(this);
     while (true) {
+      if (IsOp("|") || IsName("is")) ORCA_RETURN_IF_ERROR(chain.Link(Peek()));
       if (IsOp("|")) {
         const Token& at = Next();
         ExprPtr f = New(Expr::Kind::kFilter, at);
@@ -428,7 +456,9 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParsePostfix(ExprPtr e) {
+    ChainDepth chain(this);
     while (true) {
+      if (IsOp(".") || IsOp("[") || IsOp("(")) ORCA_RETURN_IF_ERROR(chain.Link(Peek()));
       if (IsOp(".")) {
         const Token& at = Next();
         ExprPtr a = New(Expr::Kind::kAttr, at);
@@ -573,7 +603,10 @@ class Parser {
     return ErrorAt(at, "expected an expression, found " + Describe(at));
   }
 
-  static constexpr int kMaxNesting = 128;
+  // Blocks, parentheses and chain links together bound the syntax tree's
+  // height, so one template evaluates within RenderBudget::max_eval_depth
+  // unless macros recurse (which the budget then stops).
+  static constexpr int kMaxNesting = 256;
   std::vector<Token> t_;
   size_t i_ = 0;
   int depth_ = 0;

@@ -3,9 +3,13 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/json_parse.h"
 
 namespace orca::text::jinja {
 
@@ -59,7 +63,7 @@ Value Value::Float(double f) {
 Value Value::String(std::string s) {
   Value v;
   v.type_ = Type::kString;
-  v.s_ = std::move(s);
+  v.ptr_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
 Value Value::MakeList() { return MakeList(List()); }
@@ -67,19 +71,25 @@ Value Value::MakeDict() { return MakeDict(Dict()); }
 Value Value::MakeList(List items) {
   Value v;
   v.type_ = Type::kList;
-  v.list_ = std::make_shared<List>(std::move(items));
+  int32_t deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.depth_);
+  v.depth_ = deepest + 1;
+  v.ptr_ = std::make_shared<List>(std::move(items));
   return v;
 }
 Value Value::MakeDict(Dict d) {
   Value v;
   v.type_ = Type::kDict;
-  v.dict_ = std::make_shared<Dict>(std::move(d));
+  int32_t deepest = 0;
+  for (const auto& [k, item] : d.items) deepest = std::max(deepest, item.depth_);
+  v.depth_ = deepest + 1;
+  v.ptr_ = std::make_shared<Dict>(std::move(d));
   return v;
 }
 Value Value::MakeFunction(Function f) {
   Value v;
   v.type_ = Type::kFunction;
-  v.fn_ = std::make_shared<Function>(std::move(f));
+  v.ptr_ = std::make_shared<Function>(std::move(f));
   return v;
 }
 
@@ -88,6 +98,10 @@ int64_t Value::AsInt() const {
     case Type::kInt:
       return i_;
     case Type::kFloat:
+      // Saturating: a cast of an out-of-range double is undefined behaviour.
+      if (std::isnan(f_)) return 0;
+      if (f_ >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();
+      if (f_ <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
       return static_cast<int64_t>(f_);
     case Type::kBool:
       return b_ ? 1 : 0;
@@ -97,6 +111,11 @@ int64_t Value::AsInt() const {
 }
 
 double Value::AsFloat() const { return type_ == Type::kFloat ? f_ : static_cast<double>(AsInt()); }
+
+const std::string& Value::str() const {
+  static const std::string* const kEmpty = new std::string();
+  return type_ == Type::kString ? *static_cast<const std::string*>(ptr_.get()) : *kEmpty;
+}
 
 bool Value::Truthy() const {
   switch (type_) {
@@ -110,18 +129,16 @@ bool Value::Truthy() const {
     case Type::kFloat:
       return f_ != 0;
     case Type::kString:
-      return !s_.empty();
+      return !str().empty();
     case Type::kList:
-      return !list_->empty();
+      return !list().empty();
     case Type::kDict:
-      return !dict_->items.empty();
+      return !dict().items.empty();
     case Type::kFunction:
       return true;
   }
   return false;
 }
-
-namespace {
 
 std::string FloatRepr(double f) {
   if (std::isnan(f)) return "nan";
@@ -133,27 +150,27 @@ std::string FloatRepr(double f) {
   return s;
 }
 
-std::string PyQuote(const std::string& s) {
+void AppendPyQuoted(const std::string& s, std::string* out) {
   const char q = (s.find('\'') != std::string::npos && s.find('"') == std::string::npos) ? '"' : '\'';
-  std::string out(1, q);
+  *out += q;
   for (char c : s) {
     if (c == q || c == '\\') {
-      out += '\\';
-      out += c;
+      *out += '\\';
+      *out += c;
     } else if (c == '\n') {
-      out += "\\n";
+      *out += "\\n";
     } else if (c == '\t') {
-      out += "\\t";
+      *out += "\\t";
     } else if (c == '\r') {
-      out += "\\r";
+      *out += "\\r";
     } else {
-      out += c;
+      *out += c;
     }
   }
-  return out + q;
+  *out += q;
 }
 
-void JsonString(const std::string& s, std::string* out) {
+void AppendJsonString(const std::string& s, std::string* out) {
   *out += '"';
   for (unsigned char c : s) {
     switch (c) {
@@ -191,20 +208,7 @@ void JsonString(const std::string& s, std::string* out) {
   *out += '"';
 }
 
-}  // namespace
-
-std::string Value::ToString() const {
-  switch (type_) {
-    case Type::kUndefined:
-      return "";
-    case Type::kString:
-      return s_;
-    default:
-      return Repr();
-  }
-}
-
-std::string Value::Repr() const {
+std::string Value::ScalarString() const {
   switch (type_) {
     case Type::kUndefined:
       return "";
@@ -217,93 +221,14 @@ std::string Value::Repr() const {
     case Type::kFloat:
       return FloatRepr(f_);
     case Type::kString:
-      return PyQuote(s_);
-    case Type::kList: {
-      std::string out = "[";
-      for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].Repr();
-      return out + "]";
-    }
-    case Type::kDict: {
-      std::string out = "{";
-      for (size_t i = 0; i < dict_->items.size(); ++i) {
-        out += (i ? ", " : "") + PyQuote(dict_->items[i].first) + ": " + dict_->items[i].second.Repr();
-      }
-      return out + "}";
-    }
+      return str();
     case Type::kFunction:
       return "<function>";
+    case Type::kList:
+    case Type::kDict:
+      break;
   }
   return "";
-}
-
-std::string Value::ToJson(int indent, int depth) const {
-  std::string out;
-  const std::string pad = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
-  const std::string end_pad = indent >= 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
-  const char* sep = indent >= 0 ? "," : ", ";
-  switch (type_) {
-    case Type::kUndefined:
-    case Type::kNone:
-      return "null";
-    case Type::kBool:
-      return b_ ? "true" : "false";
-    case Type::kInt:
-      return std::to_string(i_);
-    case Type::kFloat:
-      return FloatRepr(f_);
-    case Type::kString:
-      JsonString(s_, &out);
-      return out;
-    case Type::kList:
-      if (list_->empty()) return "[]";
-      out = "[";
-      for (size_t i = 0; i < list_->size(); ++i) out += (i ? sep : "") + pad + (*list_)[i].ToJson(indent, depth + 1);
-      return out + end_pad + "]";
-    case Type::kDict:
-      if (dict_->items.empty()) return "{}";
-      out = "{";
-      for (size_t i = 0; i < dict_->items.size(); ++i) {
-        out += (i ? sep : "") + pad;
-        JsonString(dict_->items[i].first, &out);
-        out += ": " + dict_->items[i].second.ToJson(indent, depth + 1);
-      }
-      return out + end_pad + "}";
-    case Type::kFunction:
-      return "null";
-  }
-  return "null";
-}
-
-bool Value::Equals(const Value& o) const {
-  if (IsNumber() && o.IsNumber()) {
-    if (type_ == Type::kFloat || o.type_ == Type::kFloat) return AsFloat() == o.AsFloat();
-    return AsInt() == o.AsInt();
-  }
-  if (type_ != o.type_) return false;
-  switch (type_) {
-    case Type::kUndefined:
-    case Type::kNone:
-      return true;
-    case Type::kString:
-      return s_ == o.s_;
-    case Type::kList:
-      if (list_->size() != o.list_->size()) return false;
-      for (size_t i = 0; i < list_->size(); ++i) {
-        if (!(*list_)[i].Equals((*o.list_)[i])) return false;
-      }
-      return true;
-    case Type::kDict:
-      if (dict_->items.size() != o.dict_->items.size()) return false;
-      for (const auto& [k, v] : dict_->items) {
-        const Value* ov = o.dict_->Find(k);
-        if (ov == nullptr || !v.Equals(*ov)) return false;
-      }
-      return true;
-    case Type::kFunction:
-      return fn_ == o.fn_;
-    default:
-      return false;
-  }
 }
 
 const char* Value::TypeName() const {
@@ -323,7 +248,7 @@ const char* Value::TypeName() const {
     case Type::kList:
       return "list";
     case Type::kDict:
-      return dict_->is_namespace ? "namespace" : "dict";
+      return dict().is_namespace ? "namespace" : "dict";
     case Type::kFunction:
       return "function";
   }
@@ -331,40 +256,73 @@ const char* Value::TypeName() const {
 }
 
 namespace {
-// Ordered: objects keep the text's key order, as Python dicts do (templates `tojson` them back).
-Value FromJson(const nlohmann::ordered_json& j) {
+
+using Json = nlohmann::ordered_json;
+
+// Ordered: objects keep the text's key order, as Python dicts do (templates
+// `tojson` them back). Recursion is bounded by `max_depth`.
+absl::StatusOr<Value> FromJson(const Json& j, int depth, int max_depth) {
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null:
+    case Json::value_t::null:
       return Value::None();
-    case nlohmann::ordered_json::value_t::boolean:
+    case Json::value_t::boolean:
       return Value::Bool(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer:
-    case nlohmann::ordered_json::value_t::number_unsigned:
+    case Json::value_t::number_integer:
       return Value::Int(j.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_float:
+    case Json::value_t::number_unsigned: {
+      // Above INT64_MAX: a float, as JavaScript (and @huggingface/jinja) reads it.
+      const uint64_t u = j.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return Value::Float(static_cast<double>(u));
+      return Value::Int(static_cast<int64_t>(u));
+    }
+    case Json::value_t::number_float:
       return Value::Float(j.get<double>());
-    case nlohmann::ordered_json::value_t::string:
+    case Json::value_t::string:
       return Value::String(j.get<std::string>());
-    case nlohmann::ordered_json::value_t::array: {
-      Value::List items;
-      for (const auto& x : j) items.push_back(FromJson(x));
-      return Value::MakeList(std::move(items));
-    }
-    case nlohmann::ordered_json::value_t::object: {
-      Value::Dict d;
-      for (const auto& [k, v] : j.items()) d.items.emplace_back(k, FromJson(v));
-      return Value::MakeDict(std::move(d));
-    }
+    case Json::value_t::array:
+    case Json::value_t::object:
+      break;
     default:
       return Value();
   }
+  if (depth >= max_depth) {
+    return absl::InvalidArgumentError(absl::StrCat("value nested deeper than max_value_depth (", max_depth, ")"));
+  }
+  if (j.is_array()) {
+    Value::List items;
+    items.reserve(j.size());
+    for (const auto& x : j) {
+      absl::StatusOr<Value> item = FromJson(x, depth + 1, max_depth);
+      if (!item.ok()) return item.status();
+      items.push_back(*std::move(item));
+    }
+    return Value::MakeList(std::move(items));
+  }
+  Value::Dict d;
+  d.items.reserve(j.size());
+  for (const auto& [k, v] : j.items()) {
+    absl::StatusOr<Value> item = FromJson(v, depth + 1, max_depth);
+    if (!item.ok()) return item.status();
+    d.items.emplace_back(k, *std::move(item));
+  }
+  return Value::MakeDict(std::move(d));
 }
+
 }  // namespace
 
-Value ValueFromJsonText(std::string_view text, bool* ok) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, false);
-  *ok = !j.is_discarded();
-  return *ok ? FromJson(j) : Value();
+absl::StatusOr<std::optional<Value>> ValueFromJsonText(std::string_view text, int max_depth) {
+  // The request-safe parser (core/common/json_parse.h): depth-limited while it reads, and
+  // linear in the number of keys (nlohmann's ordered_json scans every key per insert: 8.6 s
+  // for 50,000). One level more than `max_depth` parses, so FromJson names the limit.
+  absl::StatusOr<Json> j = ParseOrderedJson(text, max_depth + 1);
+  if (!j.ok()) {
+    if (absl::StrContains(j.status().message(), "nesting deeper than"))
+      return absl::InvalidArgumentError(absl::StrCat("value nested deeper than max_value_depth (", max_depth, ")"));
+    return std::optional<Value>();  // not JSON: the caller keeps the text as a string
+  }
+  absl::StatusOr<Value> v = FromJson(*j, 0, max_depth);
+  if (!v.ok()) return v.status();
+  return std::optional<Value>(*std::move(v));
 }
 
 }  // namespace orca::text::jinja

@@ -1,12 +1,17 @@
 #pragma once
 /// Runtime values of the Jinja interpreter (internal to core/text). Lists,
 /// dicts and namespaces are shared by reference, as in Python, so that
-/// `namespace()` objects can be updated from inside loops.
+/// `namespace()` objects can be updated from inside loops; strings are shared
+/// too (immutable), so copying a value never copies its text. Whatever walks a
+/// value recursively (str, repr, JSON, equality) lives in jinja_sandbox.h,
+/// bounded by the render budget: a list can be made to contain itself.
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,7 +31,7 @@ using Function = std::function<absl::StatusOr<Value>(const CallArgs&)>;
 
 class Value {
  public:
-  enum class Type { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kFunction };
+  enum class Type : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kFunction };
   using List = std::vector<Value>;
   /// Insertion-ordered string-keyed map.
   struct Dict {
@@ -55,40 +60,56 @@ class Value {
   bool IsNumber() const { return type_ == Type::kInt || type_ == Type::kFloat || type_ == Type::kBool; }
   bool IsList() const { return type_ == Type::kList; }
   bool IsDict() const { return type_ == Type::kDict; }
+  bool IsContainer() const { return type_ == Type::kList || type_ == Type::kDict; }
 
-  bool AsBool() const { return b_; }
+  bool AsBool() const { return type_ == Type::kBool && b_; }
+  /// Integer value of a number; a float saturates at the int64 range (NaN: 0).
+  /// Use CheckedToInt (jinja_sandbox.h) where Python would raise instead.
   int64_t AsInt() const;
   double AsFloat() const;
-  const std::string& str() const { return s_; }
-  List& list() const { return *list_; }
-  Dict& dict() const { return *dict_; }
-  const Function& function() const { return *fn_; }
+  /// The text of a string; "" for any other type.
+  const std::string& str() const;
+  /// The elements of a list, entries of a dict, or the function (type must match).
+  List& list() const { return *static_cast<List*>(const_cast<void*>(ptr_.get())); }
+  Dict& dict() const { return *static_cast<Dict*>(const_cast<void*>(ptr_.get())); }
+  const Function& function() const { return *static_cast<const Function*>(ptr_.get()); }
+  /// Nesting of a list or dict when it was built (1 + its deepest element);
+  /// 0 for scalars. Appending to a shared list later does not update the
+  /// copies' depth, so walks check depth again as they go.
+  int depth() const { return depth_; }
 
   /// Python truthiness.
   bool Truthy() const;
-  /// Python `str()` (None -> "None", True -> "True", lists as repr); undefined -> "".
-  std::string ToString() const;
-  /// Python `repr()`.
-  std::string Repr() const;
-  /// JSON as transformers' `tojson` (json.dumps, ensure_ascii=False); indent < 0: one line.
-  std::string ToJson(int indent = -1, int depth = 0) const;
-  /// Python `==`.
-  bool Equals(const Value& other) const;
+  /// Python `str()` of a scalar (None -> "None", True -> "True", 1.0 -> "1.0");
+  /// undefined -> "". Lists and dicts: see Sandbox::Str.
+  std::string ScalarString() const;
   const char* TypeName() const;
 
  private:
+  // 32 bytes: lists of a million values are common enough in hostile templates
+  // that the size matters (RenderBudget::max_alloc_bytes counts it).
   Type type_ = Type::kUndefined;
-  bool b_ = false;
-  int64_t i_ = 0;
-  double f_ = 0;
-  std::string s_;
-  std::shared_ptr<List> list_;
-  std::shared_ptr<Dict> dict_;
-  std::shared_ptr<Function> fn_;
+  int32_t depth_ = 0;
+  union {
+    bool b_;
+    int64_t i_ = 0;
+    double f_;
+  };
+  // The shared payload by type_: const std::string, List, Dict or Function
+  // (lists and dicts are mutable through list() / dict()).
+  std::shared_ptr<const void> ptr_;
 };
 
-/// Builds a Value from a JSON text literal (objects, arrays, numbers, ...);
-/// nullopt-like undefined on a parse error.
-Value ValueFromJsonText(std::string_view text, bool* ok);
+/// Python's repr() of a float ("1.0", "1e+20", "nan", "inf").
+std::string FloatRepr(double f);
+/// Appends `s` quoted as Python's repr() quotes a str.
+void AppendPyQuoted(const std::string& s, std::string* out);
+/// Appends `s` as a JSON string (json.dumps with ensure_ascii=False).
+void AppendJsonString(const std::string& s, std::string* out);
+
+/// Builds a Value from a JSON text (objects keep their key order). nullopt when
+/// the text is not JSON; InvalidArgument when it nests deeper than `max_depth`
+/// (a value 20,000 levels deep must not reach the recursive walks).
+absl::StatusOr<std::optional<Value>> ValueFromJsonText(std::string_view text, int max_depth);
 
 }  // namespace orca::text::jinja

