@@ -8,18 +8,20 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/sampling_limits.h"
 #include "core/common/structured_output.h"
 
 namespace orca {
 
-/// OpenAI's bound on a logit_bias value and on the number of biased tokens.
-inline constexpr float kMaxLogitBias = 100.0f;
-inline constexpr int32_t kMaxLogitBiasEntries = 300;
+/// OpenAI's bound on a logit_bias value and on the number of biased tokens
+/// (limits::kLogitBias, limits::kLogitBiasEntries).
+inline constexpr float kMaxLogitBias = static_cast<float>(limits::kLogitBias.max);
+inline constexpr int32_t kMaxLogitBiasEntries = static_cast<int32_t>(limits::kLogitBiasEntries.max);
 
 struct SamplingParams {
   /// 0 = greedy (argmax). Must be >= 0.
   float temperature = 0.0f;
-  /// 0 = disabled; otherwise keep the k most likely tokens.
+  /// 0 or -1 = disabled; otherwise keep the k most likely tokens.
   int32_t top_k = 0;
   /// 1 = disabled; otherwise nucleus sampling in (0, 1].
   float top_p = 1.0f;
@@ -55,33 +57,13 @@ struct SamplingParams {
   bool HasPenalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }
-  /// Returns an empty string when valid, else which field is out of range and why.
-  std::string Validate() const {
-    if (!(temperature >= 0.0f) || temperature > 100.0f) return "temperature must be in [0, 100]";
-    if (top_k < 0) return "top_k must be >= 0 (0 disables it)";
-    if (!(top_p > 0.0f && top_p <= 1.0f)) return "top_p must be in (0, 1]";
-    if (!(min_p >= 0.0f && min_p <= 1.0f)) return "min_p must be in [0, 1]";
-    if (!(repetition_penalty > 0.0f) || repetition_penalty > 10.0f) return "repetition_penalty must be in (0, 10]";
-    if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) return "presence_penalty must be in [-2, 2]";
-    if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) return "frequency_penalty must be in [-2, 2]";
-    if (top_logprobs < 0 || top_logprobs > 20) return "top_logprobs must be in [0, 20]";
-    if (prompt_logprobs < -1 || prompt_logprobs > 20) return "prompt_logprobs must be in [0, 20] (or -1: none)";
-    return ValidateLogitBias();
-  }
+  /// Returns an empty string when valid, else the first field out of the range
+  /// core/common/sampling_limits.h gives it, in that table's words ("'temperature'
+  /// must be in [0, 2], got 3"). The structured-output spec is checked by compiling
+  /// it (core/structured), not here; token ids against a vocabulary where it is known.
+  std::string Validate() const;
   /// The logit_bias part of Validate().
-  std::string ValidateLogitBias() const {
-    if (logit_bias.size() > static_cast<size_t>(kMaxLogitBiasEntries))
-      return "logit_bias may hold at most " + std::to_string(kMaxLogitBiasEntries) + " entries, got " +
-             std::to_string(logit_bias.size());
-    for (size_t i = 0; i < logit_bias.size(); ++i) {
-      const auto& [id, bias] = logit_bias[i];
-      if (id < 0) return "logit_bias token id " + std::to_string(id) + " is negative";
-      if (i > 0 && id <= logit_bias[i - 1].first) return "logit_bias token ids must be sorted and unique";
-      if (!(bias >= -kMaxLogitBias && bias <= kMaxLogitBias))
-        return "logit_bias for token " + std::to_string(id) + " must be in [-100, 100]";
-    }
-    return "";
-  }
+  std::string ValidateLogitBias() const;
 };
 
 }  // namespace orca

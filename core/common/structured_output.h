@@ -4,6 +4,11 @@
 /// from the gateway to the last pipeline stage; core/structured compiles it
 /// into a byte-level grammar and masks the logits with it. The wire form is
 /// orca.v1.StructuredOutput.
+///
+/// Limits: the number of choices, the end token ids and max_calls are in the
+/// table of core/common/sampling_limits.h (CheckStructuredOutputLimits); text
+/// sizes, nesting and grammar size are the compilers' (core/structured/limits.h).
+/// Every entry point compiles a spec before the request is admitted.
 
 #include <cstdint>
 #include <string>

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/common/logging.h"
+#include "core/common/sampling_limits.h"
 #include "core/common/status_macros.h"
 #include "core/engine/gloo_communicator.h"
 #include "core/engine/prompt_logprobs.h"
@@ -583,6 +584,10 @@ void Engine::AddSampler(const StepSequence& s, StepOutput* out) {
 }
 
 absl::StatusOr<std::unique_ptr<structured::GrammarMatcher>> Engine::NewMatcher(const StructuredOutputSpec& spec) {
+  // The scheduler checked all this before admitting the request; a worker checks again, failing this
+  // request alone (AddSampler), rather than trust whoever reached its port.
+  if (std::string error = CheckStructuredOutputLimits(spec, config().vocab_size); !error.empty())
+    return absl::InvalidArgumentError(absl::StrCat("the structured-output constraint is refused: ", error));
   if (structured_ == nullptr && structured_unavailable_.ok()) {
     const absl::Time start = absl::Now();
     absl::StatusOr<std::unique_ptr<text::Tokenizer>> tokenizer = text::Tokenizer::Load(options_.model_path);

@@ -9,6 +9,9 @@
 /// out-of-range ones included (a negative top_p, say), so that
 /// SamplingParams::Validate rejects them naming the field instead of them
 /// being silently replaced by a default (vLLM rejects top_p outside (0, 1]).
+/// Every receiver validates what it converts, against the one table of ranges
+/// (core/common/sampling_limits.h): the gateway's gRPC API, the scheduler's
+/// Generate, and the engine once more.
 
 #include "core/common/sampling_params.h"
 #include "orca/v1/common.pb.h"

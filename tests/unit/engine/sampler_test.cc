@@ -170,7 +170,7 @@ TEST(SamplerTest, LogitBiasValidation) {
   p.logit_bias = {{1, 100.0f}, {2, -100.0f}};
   EXPECT_EQ(p.Validate(), "");
   p.logit_bias = {{1, 100.5f}};
-  EXPECT_NE(p.Validate().find("logit_bias for token 1 must be in [-100, 100]"), std::string::npos);
+  EXPECT_NE(p.Validate().find("'logit_bias[\"1\"]' must be in [-100, 100], got 100.5"), std::string::npos);
   p.logit_bias = {{1, std::nanf("")}};
   EXPECT_NE(p.Validate().find("logit_bias"), std::string::npos);
   p.logit_bias = {{-1, 1.0f}};
