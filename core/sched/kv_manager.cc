@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
+#include "core/sched/kv_footprint.h"
 
 namespace orca::sched {
 
@@ -25,15 +26,18 @@ KvManager::KvManager(const Options& options, KvSlotBudget budget) : options_(opt
 }
 
 KvManager::Match KvManager::FindPrefix(const Request& request) const {
-  Match match;
-  if (!options_.prefix_caching) return match;
+  if (!options_.prefix_caching) return {};
   // A cached prefix has no logits: a request asking for prompt logprobs computes its whole prompt (as vLLM does).
   // Its blocks are still registered for others to reuse.
-  if (request.spec().sampling.WantsPromptLogprobs()) return match;
-  const std::vector<int32_t>& tokens = request.token_ids();
-  const int32_t bs = options_.block_size;
+  if (request.spec().sampling.WantsPromptLogprobs()) return {};
   // At least the last token is computed: its logits give the next token.
-  const int32_t max_blocks = (request.num_tokens() - 1) / bs;
+  return FindPrefixOf(request.token_ids(), (request.num_tokens() - 1) / options_.block_size);
+}
+
+KvManager::Match KvManager::FindPrefixOf(absl::Span<const int32_t> tokens, int32_t max_blocks) const {
+  Match match;
+  const int32_t bs = options_.block_size;
+  max_blocks = std::min<int32_t>(max_blocks, static_cast<int32_t>(tokens.size()) / bs);
   int32_t parent = KvBlockPool::kNoBlock;
   uint64_t hash = 0;
   for (int32_t i = 0; i < max_blocks; ++i) {
@@ -54,6 +58,153 @@ int32_t KvManager::NumFreeAmong(const std::vector<int32_t>& blocks) const {
   return n;
 }
 
+int64_t KvManager::SharedPromptSlots(int64_t num_prompt_tokens, int64_t num_sequences,
+                                     bool wants_prompt_logprobs) const {
+  if (!shares_group_prompts() || num_sequences < 2 || wants_prompt_logprobs) return 0;
+  return SharedPromptBlocks(num_prompt_tokens, options_.block_size) * options_.block_size;
+}
+
+bool KvManager::AddGroup(const std::vector<const Request*>& members) {
+  if (members.empty()) return false;
+  const Request& leader = *members.front();
+  bool prompt_logprobs = false;
+  for (const Request* m : members) prompt_logprobs |= m->spec().sampling.WantsPromptLogprobs();
+  const int64_t shared_slots =
+      SharedPromptSlots(leader.num_prompt_tokens(), static_cast<int64_t>(members.size()), prompt_logprobs);
+  if (shared_slots == 0) return false;
+  Group group;
+  group.leader = leader.id();
+  group.num_shared_blocks = static_cast<int32_t>(shared_slots / options_.block_size);
+  int64_t footprint = shared_slots;
+  for (const Request* m : members) {
+    ORCA_CHECK(m->state() == RequestState::kQueued && !holds(m->id()) && m->group_id() == leader.id() &&
+               m->spec().prompt_token_ids == leader.spec().prompt_token_ids)
+        << "request " << m->id() << " cannot join group " << leader.id();
+    const int64_t own = m->reservation() - shared_slots;
+    group.waiting.emplace(m->id(), own);
+    footprint += own;
+  }
+  // Reserved mode admits the whole group at once: it must fit.
+  if (!paged() && footprint > budget_.n_slots()) return false;
+  groups_.emplace(leader.id(), std::move(group));
+  return true;
+}
+
+KvManager::Group* KvManager::GroupOf(const Request& request) {
+  if (request.group_id() == 0) return nullptr;
+  auto it = groups_.find(request.group_id());
+  return it == groups_.end() ? nullptr : &it->second;
+}
+
+const KvManager::Group* KvManager::GroupOf(const Request& request) const {
+  if (request.group_id() == 0) return nullptr;
+  auto it = groups_.find(request.group_id());
+  return it == groups_.end() ? nullptr : &it->second;
+}
+
+bool KvManager::WaitsForSharedPrompt(const Request& request) const {
+  const Group* group = GroupOf(request);
+  return group != nullptr && request.id() != group->leader && !group->ready && group->waiting.contains(request.id());
+}
+
+bool KvManager::ReservedWithGroup(const Request& request) const {
+  const Group* group = GroupOf(request);
+  return !paged() && group != nullptr && group->reserved && group->waiting.contains(request.id());
+}
+
+int64_t KvManager::SlotsToAdmit(const Request& request) const {
+  if (paged()) return 0;
+  const Group* group = GroupOf(request);
+  if (group != nullptr && group->waiting.contains(request.id())) {
+    if (group->reserved) return 0;
+    if (request.id() == group->leader) {
+      int64_t slots = static_cast<int64_t>(group->num_shared_blocks) * options_.block_size;
+      for (const auto& [id, own] : group->waiting) slots += own;
+      return slots;
+    }
+  }
+  return request.reservation();
+}
+
+void KvManager::ForgetQueued(const Request& request) {
+  Group* group = GroupOf(request);
+  if (group == nullptr) return;
+  auto it = group->waiting.find(request.id());
+  if (it == group->waiting.end()) return;
+  if (request.id() == group->leader) {
+    Dissolve(*group);  // nobody computes the shared prompt now
+    MaybeErase(*group);
+    return;
+  }
+  if (!paged() && group->reserved) budget_.Release(it->second);
+  group->waiting.erase(it);
+  if (group->waiting.empty()) ReleaseHeld(*group);
+  MaybeErase(*group);
+}
+
+void KvManager::JoinGroup(Group& group, const Request& request, int32_t num_hit_blocks) {
+  Record& record = records_.at(request.id());
+  const bool leader = request.id() == group.leader;
+  record.group = group.leader;
+  if (!paged()) {
+    // The shared blocks' slots are the group's: its admission counted them once.
+    const int64_t shared_slots = static_cast<int64_t>(group.num_shared_blocks) * options_.block_size;
+    record.reserved -= shared_slots;
+    record.num_group_blocks = group.num_shared_blocks;
+    ++group.num_holding;
+    if (leader) {
+      group.reserved = true;
+      group.shared_reserved = shared_slots;
+    }
+  }
+  group.waiting.erase(request.id());
+  if (leader && num_hit_blocks >= group.num_shared_blocks) {
+    MakeReady(group, request);  // the prompt was cached already
+  } else if (group.ready && group.waiting.empty()) {
+    ReleaseHeld(group);
+  }
+  MaybeErase(group);
+}
+
+void KvManager::MakeReady(Group& group, const Request& leader) {
+  group.ready = true;
+  if (group.waiting.empty()) return;
+  if (!paged()) {
+    // The members will hit the cached chain of the prompt: it must be the leader's own
+    // blocks, which the group's reservation counts (another request may have registered
+    // equal blocks first), and the group keeps it from eviction until they are admitted.
+    const Record& record = records_.at(leader.id());
+    const Match match = FindPrefixOf(leader.spec().prompt_token_ids, group.num_shared_blocks);
+    if (static_cast<int32_t>(match.blocks.size()) != group.num_shared_blocks ||
+        !std::equal(match.blocks.begin(), match.blocks.end(), record.blocks.begin())) {
+      Dissolve(group);
+      return;
+    }
+    for (int32_t b : match.blocks) pool_->Acquire(b);
+    group.held = match.blocks;
+  }
+}
+
+void KvManager::Dissolve(Group& group) {
+  if (!paged() && group.reserved) {
+    for (const auto& [id, own] : group.waiting) budget_.Release(own);
+  }
+  group.waiting.clear();
+  ReleaseHeld(group);
+}
+
+void KvManager::ReleaseHeld(Group& group) {
+  for (int32_t b : group.held) pool_->Release(b);
+  group.held.clear();
+}
+
+void KvManager::MaybeErase(Group& group) {
+  if (!group.waiting.empty() || group.num_holding > 0) return;
+  budget_.Release(group.shared_reserved);
+  ReleaseHeld(group);
+  groups_.erase(group.leader);
+}
+
 int32_t KvManager::MatchPrefix(const Request& request) const {
   return static_cast<int32_t>(FindPrefix(request).blocks.size()) * options_.block_size;
 }
@@ -68,6 +219,9 @@ int32_t KvManager::BlocksToAdmit(const Request& request, int32_t num_new_tokens)
 bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reservation) {
   ORCA_CHECK(!records_.contains(request.id())) << "request " << request.id() << " admitted twice";
   ORCA_CHECK(reservation == 0 || !paged()) << "request " << request.id() << ": a reservation with paged KV";
+  ORCA_CHECK(!WaitsForSharedPrompt(request)) << "request " << request.id() << " admitted before its group's prompt";
+  Group* group = GroupOf(request);
+  if (group != nullptr && !group->waiting.contains(request.id())) group = nullptr;
   if (reservation == 0) reservation = request.reservation();
   Match match = FindPrefix(request);
   const int32_t hit = static_cast<int32_t>(match.blocks.size());
@@ -79,7 +233,11 @@ bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t
     total_blocks = BlocksFor(static_cast<int64_t>(hit) * options_.block_size + num_new_tokens);
     if (total_blocks - hit + NumFreeAmong(match.blocks) > pool_->num_free()) return false;
   } else {
-    if (!budget_.TryReserve(reservation)) return false;
+    // A sharing group's members hit its shared blocks, which the group keeps cached.
+    ORCA_CHECK(group == nullptr || request.id() == group->leader || hit == group->num_shared_blocks)
+        << "request " << request.id() << " of group " << group->leader << " hit " << hit << " of "
+        << group->num_shared_blocks << " shared blocks";
+    if (!budget_.TryReserve(group != nullptr ? SlotsToAdmit(request) : reservation)) return false;
     record.reserved = reservation;
     total_blocks = BlocksFor(reservation);
   }
@@ -99,6 +257,7 @@ bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t
     prefix_cache_hits_ += record.num_cached_tokens;
   }
   records_.emplace(request.id(), std::move(record));
+  if (group != nullptr) JoinGroup(*group, request, hit);
   return true;
 }
 
@@ -127,11 +286,17 @@ int32_t KvManager::NumBlocksFreedBy(RequestId id) const {
 void KvManager::Free(RequestId id) {
   auto it = records_.find(id);
   ORCA_CHECK(it != records_.end()) << "request " << id << " holds no KV";
-  budget_.Release(it->second.reserved);
-  // Last blocks first, so that the tail of a cached prefix is evicted before its head.
-  const std::vector<int32_t>& blocks = it->second.blocks;
-  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_->Release(*b);
+  const Record record = std::move(it->second);
   records_.erase(it);
+  budget_.Release(record.reserved);
+  // Last blocks first, so that the tail of a cached prefix is evicted before its head.
+  for (auto b = record.blocks.rbegin(); b != record.blocks.rend(); ++b) pool_->Release(*b);
+  auto g = groups_.find(record.group);
+  if (record.group == 0 || g == groups_.end()) return;
+  Group& group = g->second;
+  if (record.num_group_blocks > 0) --group.num_holding;
+  if (id == group.leader && !group.ready) Dissolve(group);  // it left before computing the shared blocks
+  MaybeErase(group);
 }
 
 int64_t KvManager::reserved_slots(RequestId id) const {
@@ -174,10 +339,25 @@ void KvManager::OnTokensComputed(const Request& request) {
     r.cached_parent = cached;
     r.parent_hash = hash;
   }
+  auto g = groups_.find(r.group);
+  if (r.group == 0 || g == groups_.end() || g->second.leader != request.id() || g->second.ready) return;
+  if (r.chain_broken) {
+    Dissolve(g->second);
+  } else if (r.num_registered >= g->second.num_shared_blocks) {
+    MakeReady(g->second, request);
+  }
+  MaybeErase(g->second);
 }
 
 void KvManager::ClearPrefixCache() {
   if (pool_ == nullptr) return;
+  // The shared prompts are gone with the workers' KV: members still waiting start over alone.
+  std::vector<RequestId> groups;
+  for (const auto& [id, group] : groups_) groups.push_back(id);
+  for (RequestId id : groups) {
+    Dissolve(groups_.at(id));
+    MaybeErase(groups_.at(id));
+  }
   pool_->ClearCache();
   // A request still holding blocks would have to re-register its whole chain; none should
   // survive a pipeline restart, so any that does simply stops registering.
@@ -195,6 +375,12 @@ KvStats KvManager::stats() const {
   }
   s.prefix_cache_queries = prefix_cache_queries_;
   s.prefix_cache_hits = prefix_cache_hits_;
+  for (const auto& [id, group] : groups_) {
+    s.num_group_reserved_slots += group.shared_reserved;
+    if (group.reserved && !paged()) {
+      for (const auto& [member, own] : group.waiting) s.num_group_reserved_slots += own;
+    }
+  }
   return s;
 }
 
@@ -204,13 +390,32 @@ const std::vector<int32_t>* KvManager::block_table(RequestId id) const {
   return &it->second.blocks;
 }
 
+std::string KvManager::CheckGroupInvariants() const {
+  for (const auto& [gid, group] : groups_) {
+    int32_t holding = 0;
+    for (const auto& [id, r] : records_) holding += r.group == gid && r.num_group_blocks > 0 ? 1 : 0;
+    if (holding != group.num_holding) {
+      return absl::StrCat("group ", gid, " counts ", group.num_holding, " members holding its blocks, not ", holding);
+    }
+    if (group.waiting.empty() && group.num_holding == 0) return absl::StrCat("group ", gid, " outlived its members");
+    if (!group.held.empty() && (!group.ready || group.waiting.empty())) {
+      return absl::StrCat("group ", gid, " holds blocks while no member waits for them");
+    }
+    for (int32_t b : group.held) {
+      if (!pool_->is_cached(b)) return absl::StrCat("group ", gid, " holds block ", b, " which is not cached");
+    }
+  }
+  return "";
+}
+
 std::string KvManager::CheckInvariants() const {
-  int64_t reserved = 0;
+  int64_t reserved = stats().num_group_reserved_slots;
   for (const auto& [id, r] : records_) reserved += r.reserved;
   if (reserved != budget_.n_rsrv()) {
-    return absl::StrCat("n_rsrv ", budget_.n_rsrv(), " but requests reserve ", reserved);
+    return absl::StrCat("n_rsrv ", budget_.n_rsrv(), " but requests and groups reserve ", reserved);
   }
   if (pool_ == nullptr) return "";
+  if (std::string problem = CheckGroupInvariants(); !problem.empty()) return problem;
   if (std::string problem = pool_->CheckInvariants(); !problem.empty()) return problem;
   std::vector<int32_t> refs(pool_->num_blocks(), 0);
   for (const auto& [id, r] : records_) {
@@ -220,9 +425,13 @@ std::string KvManager::CheckInvariants() const {
       if (!seen.insert(b).second) return absl::StrCat("request ", id, " holds block ", b, " twice");
       ++refs[b];
     }
-    if (!paged() && static_cast<int64_t>(r.blocks.size()) * options_.block_size != r.reserved) {
-      return absl::StrCat("request ", id, " reserves ", r.reserved, " slots in ", r.blocks.size(), " blocks");
+    if (!paged() && static_cast<int64_t>(r.blocks.size() - r.num_group_blocks) * options_.block_size != r.reserved) {
+      return absl::StrCat("request ", id, " reserves ", r.reserved, " slots in ", r.blocks.size(), " blocks (",
+                          r.num_group_blocks, " of them its group's)");
     }
+  }
+  for (const auto& [gid, group] : groups_) {
+    for (int32_t b : group.held) ++refs[b];
   }
   for (int32_t b = 0; b < pool_->num_blocks(); ++b) {
     if (refs[b] != pool_->ref_count(b)) {

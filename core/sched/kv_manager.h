@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "core/sched/kv_block_pool.h"
@@ -35,6 +36,10 @@ struct KvStats {
   int32_t num_cached_blocks = 0;     ///< Registered in the prefix cache (in use or free).
   int64_t prefix_cache_queries = 0;  ///< Tokens looked up at admission (vLLM's name).
   int64_t prefix_cache_hits = 0;     ///< Of those, tokens found cached.
+  /// Reserved mode: slots that groups hold beside their admitted members' reservations (their
+  /// shared prompt blocks, counted once, and the members not admitted yet). Part of
+  /// num_used_slots.
+  int64_t num_group_reserved_slots = 0;
 };
 
 /// Owns n_slots of KV in blocks of `block_size` tokens and knows what each admitted
@@ -53,6 +58,23 @@ struct KvStats {
 /// longest cached run of full blocks that leaves at least one token to compute (the last
 /// token's logits are needed); those blocks are shared, never written again.
 ///
+/// Groups (n sequences of one prompt, Scheduler::SubmitGroup) share their prompt's full KV
+/// blocks when the options allow it (share_group_prompts with prefix caching; AddGroup says
+/// whether a group does): the group's first request (its leader) is admitted and computes
+/// the prompt; the others wait (WaitsForSharedPrompt) until the iteration that computed the
+/// leader's first H = SharedPromptBlocks(prompt) blocks has returned and registered them,
+/// then each is admitted with those H blocks as a prefix hit and computes only the rest of
+/// its prompt — vLLM v1's fan-out of n > 1 through the prefix cache. Every block stays
+/// read-only once shared. In reserved mode the leader's admission reserves the whole
+/// group at once, H × block_size + each member's own (prompt + max new tokens, rounded,
+/// minus the H shared blocks): the shared blocks' slots belong to the group until no member
+/// holds them, each member's own part to it; and the group keeps a reference on the shared
+/// blocks until every member has been admitted, so that nothing evicts them meanwhile. With
+/// paged KV the group keeps no references (the members hit the cache like anyone; a lost
+/// hit costs compute, never a reservation). A leader that leaves before its shared blocks
+/// are computed, a pipeline restart (ClearPrefixCache) or blocks that another request
+/// registered first end the sharing: the waiting members become ordinary requests.
+///
 /// Not thread-safe; the Scheduler's thread only.
 class KvManager {
  public:
@@ -61,6 +83,9 @@ class KvManager {
     int32_t block_size = 1;  ///< >= 1.
     KvMode mode = KvMode::kReserved;
     bool prefix_caching = false;
+    /// Groups share their prompt's full blocks (with prefix_caching only; the request-level
+    /// baseline's static batches cannot wait for a leader, so it leaves this off).
+    bool share_group_prompts = false;
   };
   /// INVALID_ARGUMENT names the bad value.
   static absl::StatusOr<std::unique_ptr<KvManager>> Create(const Options& options);
@@ -76,6 +101,34 @@ class KvManager {
   /// Algorithm 1's n_rsrv / n_slots (reserved mode; unused when paged).
   const KvSlotBudget& slot_budget() const { return budget_; }
   bool holds(RequestId id) const { return records_.contains(id); }
+  /// True when groups of sequences of one prompt may share its full blocks here.
+  bool shares_group_prompts() const { return options_.share_group_prompts && options_.prefix_caching; }
+
+  /// Slots a group of `num_sequences` sequences of a `num_prompt_tokens`-token prompt saves
+  /// per sequence after the first by sharing the prompt's full blocks: H × block_size, or 0
+  /// when such a group would not share (one sequence, prompt logprobs asked — they need the
+  /// whole prompt computed —, no full block before the last prompt token, or sharing off).
+  [[nodiscard]] int64_t SharedPromptSlots(int64_t num_prompt_tokens, int64_t num_sequences,
+                                          bool wants_prompt_logprobs) const;
+  /// Declares QUEUED `members` (one prompt, in submission order; the first computes the
+  /// prompt) a group that shares the prompt's full blocks. False, changing nothing, when
+  /// they would not share (SharedPromptSlots is 0, or in reserved mode the whole group would
+  /// not fit n_slots at once): they are then ordinary requests.
+  bool AddGroup(const std::vector<const Request*>& members);
+  /// True for a QUEUED member of a sharing group that may not be admitted yet: its leader
+  /// has not computed (and registered) the shared prompt blocks. Its KV is reserved with
+  /// the leader's (reserved mode), so skipping it lets no later request take its slots.
+  [[nodiscard]] bool WaitsForSharedPrompt(const Request& request) const;
+  /// True for a QUEUED member of a sharing group whose leader's admission reserved its KV
+  /// (reserved mode): admitted for KV purposes, it starts when it fits in a batch.
+  [[nodiscard]] bool ReservedWithGroup(const Request& request) const;
+  /// Slots admitting QUEUED `request` adds to n_rsrv (reserved mode; 0 when paged): its
+  /// reservation; for a sharing group's leader, the whole group's; for a member whose
+  /// leader was admitted, nothing (its part is reserved already).
+  [[nodiscard]] int64_t SlotsToAdmit(const Request& request) const;
+  /// A QUEUED request finished (cancelled, expired) without being admitted: its place in
+  /// its group (and what the group reserved for it) goes.
+  void ForgetQueued(const Request& request);
 
   /// Tokens of `request`'s prefix found in the prefix cache: whole blocks, leaving at least
   /// one token to compute; 0 without prefix caching. Changes nothing.
@@ -83,11 +136,12 @@ class KvManager {
   /// Free blocks admitting `request` with a first chunk of `num_new_tokens` (after its
   /// prefix hit) would take; 0 in reserved mode.
   [[nodiscard]] int32_t BlocksToAdmit(const Request& request, int32_t num_new_tokens) const;
-  /// Admits a QUEUED request. Reserved: reserves request.reservation() slots if they fit
+  /// Admits a QUEUED request. Reserved: reserves SlotsToAdmit(request) slots if they fit
   /// (and with block tables, the prefix hit plus fresh blocks for the rest). Paged: the
   /// prefix hit plus blocks for `num_new_tokens` more tokens. False, changing nothing, when
   /// it does not fit. `reservation` > 0 (reserved mode only) reserves that many slots in
   /// place of request.reservation() (the FasterTransformer baseline's padded footprint).
+  /// Never called for a request that WaitsForSharedPrompt.
   [[nodiscard]] bool TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reservation = 0);
   /// Free blocks an admitted request needs to compute `num_new_tokens` more tokens
   /// (0 in reserved mode: its reservation covers everything).
@@ -102,7 +156,8 @@ class KvManager {
 
   /// Prompt tokens its admission found cached.
   [[nodiscard]] int32_t num_cached_tokens(RequestId id) const;
-  /// Slots `id` reserves in reserved mode (0 when it holds none, and with paged KV).
+  /// Slots `id` reserves in reserved mode (0 when it holds none, and with paged KV); for a
+  /// member of a sharing group, its own part (the group holds the shared blocks' slots).
   [[nodiscard]] int64_t reserved_slots(RequestId id) const;
   /// Blocks added to `id`'s table since the last call (empty without block tables).
   [[nodiscard]] std::vector<int32_t> TakeNewBlockIds(RequestId id);
@@ -116,8 +171,9 @@ class KvManager {
   /// Block table of an admitted request (nullptr without block tables or when unknown).
   [[nodiscard]] const std::vector<int32_t>* block_table(RequestId id) const;
   /// "" when the counts, reference counts and tables agree, else the first problem: every
-  /// block's reference count is the number of tables holding it, a block in two tables is
-  /// a cached (full, read-only) one, and the slot budget matches the reservations.
+  /// block's reference count is the number of tables (and groups) holding it, a block in
+  /// two tables is a cached (full, read-only) one, and the slot budget matches the
+  /// reservations of the requests and the groups.
   [[nodiscard]] std::string CheckInvariants() const;
 
  private:
@@ -130,14 +186,45 @@ class KvManager {
     int32_t cached_parent = KvBlockPool::kNoBlock;  // cached block of the last registered level
     uint64_t parent_hash = 0;                       // key of the last registered level
     bool chain_broken = false;                      // no further block of it can be registered
+    RequestId group = 0;                            // the sharing group it was admitted in (0: none)
+    int32_t num_group_blocks = 0;                   // reserved mode: leading blocks whose slots the group holds
   };
   struct Match {
     std::vector<int32_t> blocks;
     uint64_t last_hash = 0;
   };
+  // A group sharing one prompt's full blocks, keyed by its leader's id (Request::group_id).
+  struct Group {
+    RequestId leader = 0;
+    int32_t num_shared_blocks = 0;  // H
+    // Members not admitted yet (the leader until its admission), each with its own part of
+    // the group's reservation: its reservation minus the shared blocks (reserved by the
+    // group once `reserved`).
+    absl::btree_map<RequestId, int64_t> waiting;
+    bool reserved = false;        // reserved mode: the leader's admission reserved the group
+    int64_t shared_reserved = 0;  // reserved mode: the shared blocks' slots, until no member holds them
+    int32_t num_holding = 0;      // reserved mode: admitted members whose tables start with them
+    bool ready = false;           // the leader's shared blocks are computed and registered
+    std::vector<int32_t> held;    // reserved mode: the group's references on them while members wait
+  };
 
   KvManager(const Options& options, KvSlotBudget budget);
   Match FindPrefix(const Request& request) const;
+  // The cached run of full blocks holding `tokens`, at most `max_blocks` of them.
+  Match FindPrefixOf(absl::Span<const int32_t> tokens, int32_t max_blocks) const;
+  Group* GroupOf(const Request& request);
+  const Group* GroupOf(const Request& request) const;
+  // `id`, just admitted (its record made), leaves `group`'s waiting members.
+  void JoinGroup(Group& group, const Request& request, int32_t num_hit_blocks);
+  // The leader has computed the shared blocks: the waiting members may be admitted.
+  void MakeReady(Group& group, const Request& leader);
+  // Sharing ends for the members still waiting (they become ordinary requests). The
+  // caller then calls MaybeErase.
+  void Dissolve(Group& group);
+  void ReleaseHeld(Group& group);
+  // Erases `group` once nothing of it is left (may invalidate the reference).
+  void MaybeErase(Group& group);
+  std::string CheckGroupInvariants() const;
   int32_t NumFreeAmong(const std::vector<int32_t>& blocks) const;
   int32_t BlocksFor(int64_t tokens) const {
     return static_cast<int32_t>((tokens + options_.block_size - 1) / options_.block_size);
@@ -147,6 +234,7 @@ class KvManager {
   KvSlotBudget budget_;
   std::unique_ptr<KvBlockPool> pool_;  // null: the workers own the block tables
   absl::flat_hash_map<RequestId, Record> records_;
+  absl::flat_hash_map<RequestId, Group> groups_;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;
 };

@@ -18,6 +18,11 @@ namespace orca::sched {
 ///     batch.append(req)
 ///     if |batch| = max_bs: break
 ///
+/// A group of sequences sharing one prompt (KvManager, prefix caching only) is one unit of
+/// admission: its leader's max_tokens is the whole group's, and the other members, whose KV
+/// that reserves, are skipped (not waited for) until the leader has computed the prompt
+/// blocks they share; they then join with nothing more to reserve.
+///
 /// The pool re-forms every iteration, so a finished request leaves at once and a new one
 /// joins at the next iteration. Because admission is strictly FCFS, admitted requests
 /// always precede QUEUED ones in arrival order, and an earlier request has always run at

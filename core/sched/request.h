@@ -55,6 +55,11 @@ class Request {
   int32_t num_cached_tokens() const { return num_cached_; }
   int32_t num_preemptions() const { return num_preemptions_; }
   int32_t priority() const { return spec_.priority; }
+  /// The group it was submitted in (Scheduler::SubmitGroup: n sequences of one prompt), named
+  /// by the id of the group's first request; 0 when it was submitted alone.
+  RequestId group_id() const { return group_id_; }
+  /// Set once, at submission, before it joins the pool.
+  void set_group_id(RequestId group_id) { group_id_ = group_id; }
   /// Effective max new tokens (spec's value capped by the model context).
   int32_t max_new_tokens() const { return max_new_tokens_; }
   /// KV slots reserved while admitted (paper's max_tokens, rounded up to a block).
@@ -128,6 +133,7 @@ class Request {
   int32_t max_new_tokens_;
   int64_t reservation_;
   absl::Time arrival_time_;
+  RequestId group_id_ = 0;
 
   RequestState state_ = RequestState::kQueued;
   std::vector<int32_t> token_ids_;

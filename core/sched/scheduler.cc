@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
+#include "core/sched/kv_footprint.h"
 
 namespace orca::sched {
 
@@ -107,6 +108,10 @@ absl::Status Scheduler::ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         "faster_transformer pads prompts with engine-owned KV: it does not combine with enable_prefix_caching");
   }
+  if (!(options.max_request_kv_share > 0 && options.max_request_kv_share <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_request_kv_share must be in (0, 1], 1 = no cap (got ", options.max_request_kv_share, ")"));
+  }
   if (options.priority_aging < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat("priority_aging must be >= 0, 0 = strict priority (got ",
                                                    absl::FormatDuration(options.priority_aging), ")"));
@@ -121,6 +126,8 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
   kv_options.block_size = options.kv_block_size;
   kv_options.mode = options.policy == PolicyKind::kPaged ? KvMode::kPaged : KvMode::kReserved;
   kv_options.prefix_caching = options.enable_prefix_caching;
+  // A static batch cannot wait for a leader's prompt blocks.
+  kv_options.share_group_prompts = options.policy != PolicyKind::kRequestLevel;
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<KvManager> kv, KvManager::Create(kv_options));
   PolicyOptions policy_options;
   policy_options.kind = options.policy;
@@ -180,16 +187,18 @@ absl::StatusOr<int32_t> Scheduler::EffectiveMaxNewTokens(const RequestSpec& spec
   return static_cast<int32_t>(std::min<int64_t>(spec.max_new_tokens, options_.max_context - prompt));
 }
 
-absl::Status Scheduler::CheckQueueLimits(const RequestSpec& spec) const {
-  const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
+absl::Status Scheduler::CheckQueueLimits(int64_t num_requests, int64_t prompt_tokens) const {
+  const int64_t prompt = prompt_tokens;
   if (options_.max_queued_tokens > 0 && prompt > options_.max_queued_tokens) {
     // Could never be queued, however empty the queue: not a transient condition.
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt (", prompt, " tokens) exceeds max_queued_tokens (", options_.max_queued_tokens, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("prompt", num_requests > 1 ? "s" : "", " (", prompt,
+                                                   " tokens) exceed", num_requests > 1 ? "" : "s",
+                                                   " max_queued_tokens (", options_.max_queued_tokens, ")"));
   }
-  if (options_.max_queued_requests > 0 && num_queued_ >= options_.max_queued_requests) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "queue is full: ", num_queued_, " requests waiting (max_queued_requests ", options_.max_queued_requests, ")"));
+  if (options_.max_queued_requests > 0 && num_queued_ + num_requests > options_.max_queued_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat("queue is full: ", num_queued_, " requests waiting",
+                                                     num_requests > 1 ? absl::StrCat(" + ", num_requests) : "",
+                                                     " (max_queued_requests ", options_.max_queued_requests, ")"));
   }
   if (options_.max_queued_tokens > 0 && queued_tokens_ + prompt > options_.max_queued_tokens) {
     return absl::ResourceExhaustedError(absl::StrCat("queue is full: ", queued_tokens_, " prompt tokens waiting + ",
@@ -199,24 +208,27 @@ absl::Status Scheduler::CheckQueueLimits(const RequestSpec& spec) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RequestId> Scheduler::Submit(RequestSpec spec, absl::Time now) {
-  if (draining_) {
-    return absl::FailedPreconditionError("scheduler is draining: not admitting new requests");
-  }
+int64_t Scheduler::max_request_kv_slots() const {
+  return MaxRequestKvSlots(options_.n_slots, options_.max_request_kv_share, options_.kv_block_size);
+}
+
+absl::StatusOr<Scheduler::Checked> Scheduler::CheckSpec(const RequestSpec& spec, absl::Time now) const {
   ORCA_RETURN_IF_ERROR(ValidateSpec(spec));
-  ORCA_ASSIGN_OR_RETURN(const int32_t max_new_tokens, EffectiveMaxNewTokens(spec));
+  Checked checked;
+  ORCA_ASSIGN_OR_RETURN(checked.max_new_tokens, EffectiveMaxNewTokens(spec));
   const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
-  const int64_t max_tokens = prompt + max_new_tokens;
+  const int64_t max_tokens = prompt + checked.max_new_tokens;
   const KvSlotBudget& budget = kv_->slot_budget();
-  const int64_t reservation = budget.ReservationFor(max_tokens);
-  if (reservation > budget.n_slots()) {
+  checked.reservation = budget.ReservationFor(max_tokens);
+  if (checked.reservation > budget.n_slots()) {
     std::string message = absl::StrCat("prompt (", prompt, " tokens) + max_new_tokens (", spec.max_new_tokens);
-    if (max_new_tokens != spec.max_new_tokens) {
-      absl::StrAppend(&message, ", capped to ", max_new_tokens, " by max_context ", options_.max_context);
+    if (checked.max_new_tokens != spec.max_new_tokens) {
+      absl::StrAppend(&message, ", capped to ", checked.max_new_tokens, " by max_context ", options_.max_context);
     }
     absl::StrAppend(&message, ") = ", max_tokens);
-    if (reservation != max_tokens) {
-      absl::StrAppend(&message, " (", reservation, " rounded up to kv_block_size ", budget.kv_block_size(), ")");
+    if (checked.reservation != max_tokens) {
+      absl::StrAppend(&message, " (", checked.reservation, " rounded up to kv_block_size ", budget.kv_block_size(),
+                      ")");
     }
     absl::StrAppend(&message, " exceeds n_slots (", budget.n_slots(), ")");
     return absl::InvalidArgumentError(message);
@@ -227,13 +239,87 @@ absl::StatusOr<RequestId> Scheduler::Submit(RequestSpec spec, absl::Time now) {
   if (!spec.caller_id.empty() && pool_.FindByCallerId(spec.caller_id).has_value()) {
     return absl::AlreadyExistsError(absl::StrCat("request id '", spec.caller_id, "' is already in use"));
   }
-  ORCA_RETURN_IF_ERROR(CheckQueueLimits(spec));
+  return checked;
+}
 
-  const RequestId id = next_request_id_++;
-  pool_.Add(std::make_unique<Request>(id, std::move(spec), max_new_tokens, reservation, now));
-  ++num_queued_;
-  queued_tokens_ += prompt;
-  return id;
+absl::Status Scheduler::CheckKvShare(const std::vector<RequestSpec>& specs, const std::vector<Checked>& checked) const {
+  const auto n = static_cast<int64_t>(specs.size());
+  const int64_t prompt = static_cast<int64_t>(specs.front().prompt_token_ids.size());
+  bool prompt_logprobs = false;
+  int64_t footprint = 0;
+  int32_t max_new_tokens = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    prompt_logprobs |= specs[i].sampling.WantsPromptLogprobs();
+    footprint += checked[i].reservation;
+    max_new_tokens = std::max(max_new_tokens, checked[i].max_new_tokens);
+  }
+  const int64_t shared = kv_->SharedPromptSlots(prompt, n, prompt_logprobs);
+  footprint -= (n - 1) * shared;
+  const int64_t cap = max_request_kv_slots();
+  if (footprint <= cap) return absl::OkStatus();
+  std::string message =
+      n == 1 ? absl::StrCat("prompt (", prompt, " tokens) + max_new_tokens (", max_new_tokens, ") take ", footprint)
+             : absl::StrCat("n = ", n, " sequences of one prompt (", prompt, " tokens, ",
+                            shared > 0 ? "its full blocks shared" : "each its own copy", ") with max_new_tokens (",
+                            max_new_tokens, ") take ", footprint);
+  absl::StrAppend(&message, " KV slots, over the per-request limit of ", cap, " (max_request_kv_share ",
+                  options_.max_request_kv_share, " of n_slots ", options_.n_slots, ")");
+  return absl::InvalidArgumentError(message);
+}
+
+absl::StatusOr<RequestId> Scheduler::Submit(RequestSpec spec, absl::Time now) {
+  std::vector<RequestSpec> specs;
+  specs.push_back(std::move(spec));
+  ORCA_ASSIGN_OR_RETURN(std::vector<RequestId> ids, SubmitGroup(std::move(specs), now));
+  return ids.front();
+}
+
+absl::StatusOr<std::vector<RequestId>> Scheduler::SubmitGroup(std::vector<RequestSpec> specs, absl::Time now) {
+  if (draining_) {
+    return absl::FailedPreconditionError("scheduler is draining: not admitting new requests");
+  }
+  const auto n = static_cast<int64_t>(specs.size());
+  if (n < 1 || n > kMaxGroupSize) {
+    return absl::InvalidArgumentError(absl::StrCat("a group has 1 to ", kMaxGroupSize, " requests (got ", n, ")"));
+  }
+  std::vector<Checked> checked;
+  checked.reserve(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    absl::StatusOr<Checked> c = CheckSpec(specs[i], now);
+    if (!c.ok() && n > 1) {
+      return absl::Status(c.status().code(), absl::StrCat("group member ", i, ": ", c.status().message()));
+    }
+    ORCA_RETURN_IF_ERROR(c.status());
+    if (i > 0 && specs[i].prompt_token_ids != specs[0].prompt_token_ids) {
+      return absl::InvalidArgumentError(absl::StrCat("group member ", i, "'s prompt differs from member 0's"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (!specs[i].caller_id.empty() && specs[i].caller_id == specs[j].caller_id) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("request id '", specs[i].caller_id, "' is used twice in the group"));
+      }
+    }
+    checked.push_back(*c);
+  }
+  ORCA_RETURN_IF_ERROR(CheckKvShare(specs, checked));
+  const int64_t prompt = static_cast<int64_t>(specs.front().prompt_token_ids.size());
+  ORCA_RETURN_IF_ERROR(CheckQueueLimits(n, n * prompt));
+
+  std::vector<RequestId> ids;
+  std::vector<const Request*> members;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const RequestId id = next_request_id_++;
+    auto request =
+        std::make_unique<Request>(id, std::move(specs[i]), checked[i].max_new_tokens, checked[i].reservation, now);
+    if (n > 1) request->set_group_id(ids.empty() ? id : ids.front());
+    members.push_back(request.get());
+    pool_.Add(std::move(request));
+    ids.push_back(id);
+  }
+  num_queued_ += static_cast<int32_t>(n);
+  queued_tokens_ += n * prompt;
+  if (n > 1) kv_->AddGroup(members);  // false: they do not share, and are ordinary requests
+  return ids;
 }
 
 std::optional<IterationPlan> Scheduler::Schedule(absl::Time now) {
@@ -482,6 +568,7 @@ void Scheduler::FinishRequest(Request& request, FinishCause cause, std::string e
   if (before == RequestState::kQueued) {
     --num_queued_;
     queued_tokens_ -= request.num_prompt_tokens();
+    kv_->ForgetQueued(request);
   } else if (IsAdmitted(before)) {
     kv_->Free(request.id());
     --num_admitted_;
@@ -515,6 +602,8 @@ SchedulerStats Scheduler::stats() const {
   stats.n_slots = stats.kv.n_slots;
   stats.num_preemptions = num_preemptions_;
   stats.queued_tokens = queued_tokens_;
+  stats.max_request_kv_slots = max_request_kv_slots();
+  stats.shares_group_prompts = kv_->shares_group_prompts();
   stats.num_iterations_scheduled = next_iteration_id_ - 1;
   stats.num_iterations_completed = num_iterations_completed_;
   stats.num_pending_releases = static_cast<int32_t>(pending_releases_.size());
@@ -534,8 +623,13 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   snapshot.num_generated_tokens = request->num_generated_tokens();
   snapshot.max_new_tokens = request->max_new_tokens();
   snapshot.reservation = request->reservation();
-  // The FasterTransformer baseline reserves its batch's padded footprint instead.
-  if (options_.faster_transformer && kv_->holds(id)) snapshot.reservation = kv_->reserved_slots(id);
+  // What it reserves once admitted: the FasterTransformer baseline's padded footprint, a
+  // sharing group member's own part.
+  if (!kv_->paged() && kv_->holds(id)) snapshot.reservation = kv_->reserved_slots(id);
+  if (request->state() == RequestState::kQueued) snapshot.slots_to_admit = kv_->SlotsToAdmit(*request);
+  snapshot.group_id = request->group_id();
+  snapshot.waits_for_shared_prompt = kv_->WaitsForSharedPrompt(*request);
+  snapshot.kv_reserved_by_group = kv_->ReservedWithGroup(*request);
   snapshot.priority = request->priority();
   snapshot.arrival_time = request->arrival_time();
   snapshot.num_computed_tokens = request->num_computed_tokens();

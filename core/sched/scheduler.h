@@ -48,6 +48,12 @@ struct SchedulerOptions {
   /// of QUEUED requests. 0 = unlimited.
   int64_t max_queued_requests = 0;
   int64_t max_queued_tokens = 0;
+  /// Fairness: the most KV one request — or one group of sequences of one prompt
+  /// (SubmitGroup), counted together — may reserve, as a share of n_slots (rounded down to
+  /// whole blocks, at least one block). Submit refuses more with INVALID_ARGUMENT, so no
+  /// single request can hold the whole budget while small ones wait behind it. In (0, 1];
+  /// 1 = no cap beyond n_slots (the paper; a group's members together still within it).
+  double max_request_kv_share = 1.0;
 
   // ---- Beyond the paper (each off by default; core/sched/README.md) ----
   /// Chunked prefill: tokens per iteration (decodes first, then prompt chunks). 0 = off
@@ -85,6 +91,11 @@ struct SchedulerStats {
   KvStats kv;                    ///< Blocks and prefix-cache counters.
   uint64_t num_preemptions = 0;  ///< Requests preempted since the start (paged).
   int64_t queued_tokens = 0;     ///< Prompt tokens of QUEUED requests.
+  /// The most KV slots one request or group may reserve (max_request_kv_share of n_slots).
+  int64_t max_request_kv_slots = 0;
+  /// Groups of sequences of one prompt share its full KV blocks (KvManager): their
+  /// footprint is GroupKvFootprint(..., shares_prompt = true).
+  bool shares_group_prompts = false;
   uint64_t num_iterations_scheduled = 0;
   uint64_t num_iterations_completed = 0;  ///< Returned by OnIterationDone.
   int32_t num_pending_releases = 0;       ///< Released ids not yet sent to the workers.
@@ -100,7 +111,16 @@ struct RequestSnapshot {
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;
   int32_t max_new_tokens = 0;  ///< Effective (capped by the context).
-  int64_t reservation = 0;     ///< KV slots reserved while admitted (paged: its bound; FasterTransformer: padded).
+  int64_t reservation = 0;     ///< KV slots reserved while admitted (paged: its bound; FasterTransformer: padded;
+                               ///< a sharing group's member: its own part, the group holds the shared blocks').
+  /// QUEUED: the slots its admission would add to n_rsrv (reserved mode; a group leader's is its group's).
+  int64_t slots_to_admit = 0;
+  /// The group it was submitted in (its first request's id), 0 when submitted alone.
+  RequestId group_id = 0;
+  /// QUEUED in a sharing group, waiting for its leader's prompt blocks (KvManager).
+  bool waits_for_shared_prompt = false;
+  /// QUEUED in a sharing group whose leader's admission reserved its KV (reserved mode).
+  bool kv_reserved_by_group = false;
   int32_t priority = 0;
   absl::Time arrival_time;
   int32_t num_computed_tokens = 0;  ///< Tokens whose KV the workers hold.
@@ -149,12 +169,28 @@ class Scheduler {
   ///  - FAILED_PRECONDITION while draining;
   ///  - INVALID_ARGUMENT for a malformed spec (field and value named, e.g. a priority beyond
   ///    ±kMaxPriority), or when it can never fit:
-  ///    "prompt (600 tokens) + max_new_tokens (100) = 700 exceeds n_slots (512)";
+  ///    "prompt (600 tokens) + max_new_tokens (100) = 700 exceeds n_slots (512)", or when its
+  ///    KV (prompt + max_new_tokens, block-rounded) exceeds max_request_kv_slots(), naming
+  ///    the numbers;
   ///  - OUT_OF_RANGE when the prompt leaves no room in the model context;
   ///  - DEADLINE_EXCEEDED when its deadline is not after `now`;
   ///  - ALREADY_EXISTS when an unfinished request has the same non-empty caller_id;
   ///  - RESOURCE_EXHAUSTED when max_queued_requests / max_queued_tokens would be exceeded.
   absl::StatusOr<RequestId> Submit(RequestSpec spec, absl::Time now);
+
+  /// Submits n sequences of one prompt (the API's `n`) together, all or none: consecutive
+  /// ids in `specs` order, returned in that order. The specs must have the same prompt;
+  /// they may differ in everything else (each its own seed). Their KV is counted together:
+  /// the group's footprint (GroupKvFootprint; the prompt's full blocks once when the KV
+  /// manager shares them, with prefix caching) may not exceed max_request_kv_slots() (n_slots
+  /// with a share of 1). Errors as Submit's, for the first member that fails (named by index),
+  /// and INVALID_ARGUMENT for an empty group, more than kMaxGroupSize members or differing
+  /// prompts. One spec is Submit.
+  absl::StatusOr<std::vector<RequestId>> SubmitGroup(std::vector<RequestSpec> specs, absl::Time now);
+  static constexpr int32_t kMaxGroupSize = 1024;
+
+  /// The most KV slots one request or group may reserve (SchedulerOptions::max_request_kv_share).
+  int64_t max_request_kv_slots() const;
 
   /// The next iteration, or nullopt when n_workers batches are already in flight or nothing
   /// is selectable (the pool is empty, or every candidate is in flight or waits for slots).
@@ -225,7 +261,16 @@ class Scheduler {
   absl::Status ValidateSpec(const RequestSpec& spec) const;
   // Effective max new tokens after the context cap; OUT_OF_RANGE when nothing fits.
   absl::StatusOr<int32_t> EffectiveMaxNewTokens(const RequestSpec& spec) const;
-  absl::Status CheckQueueLimits(const RequestSpec& spec) const;
+  // Submit's checks of one spec: its effective max new tokens and reservation.
+  struct Checked {
+    int32_t max_new_tokens = 0;
+    int64_t reservation = 0;
+  };
+  absl::StatusOr<Checked> CheckSpec(const RequestSpec& spec, absl::Time now) const;
+  // max_request_kv_share: the group's footprint against max_request_kv_slots().
+  absl::Status CheckKvShare(const std::vector<RequestSpec>& specs, const std::vector<Checked>& checked) const;
+  // `num_requests` more queued requests with `prompt_tokens` prompt tokens in all.
+  absl::Status CheckQueueLimits(int64_t num_requests, int64_t prompt_tokens) const;
   // Finishes `request` with `cause`, releases its slots, queues its id for the workers and
   // delivers whatever the policy says became visible.
   void FinishRequest(Request& request, FinishCause cause, std::string error_message, absl::Time now, EventList& events,

@@ -52,11 +52,25 @@ class TokenBudgetPolicy::Round {
     }
   }
 
-  /// Step 3: QUEUED requests in order, stopping at the first that does not fit.
+  /// Step 3: QUEUED requests in order, stopping at the first that does not fit. First,
+  /// whatever the order, the group members whose KV their leader's admission reserved
+  /// (reserved mode): admitted for KV already, they must not wait behind a request that
+  /// does not fit — their finishing is what makes room for it.
   void AdmitQueued() {
     if (!selection_.preempted.empty()) return;  // no admissions in an iteration that preempted
     for (const Request* q : waiting_) {
       if (Full()) return;
+      if (!kv_.ReservedWithGroup(*q) || kv_.WaitsForSharedPrompt(*q)) continue;
+      const int32_t hit = kv_.MatchPrefix(*q);
+      const auto n = static_cast<int32_t>(std::min<int64_t>({q->num_tokens() - hit, budget_left_, chunk_cap_}));
+      ORCA_CHECK(kv_.TryAdmit(*q, n)) << "request " << q->id() << " reserved with its group does not fit";
+      Add(*q, n);
+    }
+    for (const Request* q : waiting_) {
+      if (Full()) return;
+      // A group member waits for its leader's prompt blocks; it holds no place others could
+      // take (reserved mode: its KV is reserved with the leader's).
+      if (kv_.WaitsForSharedPrompt(*q) || kv_.holds(q->id())) continue;
       const int32_t hit = kv_.MatchPrefix(*q);
       const auto n = static_cast<int32_t>(std::min<int64_t>({q->num_tokens() - hit, budget_left_, chunk_cap_}));
       if (kv_.paged() && !MakeRoomToAdmit(*q, n)) return;

@@ -6,9 +6,65 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/common/status_macros.h"
+#include "core/sched/kv_footprint.h"
 #include "services/gateway/api_error.h"
 
 namespace orca::gateway {
+namespace {
+
+// The one place a chat template rendering gets its wall-clock deadline
+// (--chat-template-timeout-seconds), on top of the engine's default step,
+// size and depth limits (core/text/render_budget.h).
+absl::StatusOr<std::string> RenderWithDeadline(const text::ChatTemplate& chat_template,
+                                               const text::ChatTemplateInputs& inputs, absl::Time deadline) {
+  text::RenderBudget budget;
+  budget.deadline = deadline;
+  return chat_template.Render(inputs, budget);
+}
+
+// The KV budget: one request's n sequences may take at most what a scheduler
+// admits for one request (SchedulerKvLimits), or it would be refused there, or
+// never fit. `max_tokens` is the client's, or nullopt: the default, the rest of
+// the context, is then cut to the most that fits. Returns the max new tokens;
+// InvalidArgument naming the numbers when not even one new token fits.
+absl::StatusOr<int32_t> FitKvBudget(const SchedulerKvLimits& kv, int64_t prompt_len, const GenerationOptions& options,
+                                    int32_t rest_of_context, bool chat, const char* prompt_field,
+                                    const char* max_tokens_field) {
+  const int32_t wanted = options.max_tokens ? *options.max_tokens : rest_of_context;
+  if (kv.max_request_kv_slots <= 0) return wanted;  // no scheduler reported a budget yet
+  const int64_t n = std::max(1, options.n);
+  const bool shares = kv.shares_group_prompts && !options.sampling.WantsPromptLogprobs();
+  auto footprint = [&](int64_t max_new) {
+    return sched::GroupKvFootprint(prompt_len, n, max_new, kv.kv_block_size, shares);
+  };
+  if (footprint(wanted) <= kv.max_request_kv_slots) return wanted;
+  const std::string sequences = n > 1 ? absl::StrCat(n, " sequences (n) of ") : "";
+  const std::string limit =
+      absl::StrCat("one request may take at most ", kv.max_request_kv_slots,
+                   " KV slots on this engine (the scheduler's --max-request-kv-share of its KV budget)");
+  if (options.max_tokens || footprint(1) > kv.max_request_kv_slots) {
+    const int64_t shown = options.max_tokens ? *options.max_tokens : 1;
+    return InvalidFieldError(
+        options.max_tokens ? max_tokens_field : (n > 1 ? "n" : prompt_field),
+        absl::StrCat("This request can never fit the engine's KV cache: ", prompt_len, " tokens in the ",
+                     chat ? "messages" : "prompt", " and ", sequences, shown, " new tokens (max_tokens) take ",
+                     footprint(shown), " KV slots, but ", limit, ". Please reduce ", n > 1 ? "n, " : "",
+                     "max_tokens or the length of the ", chat ? "messages." : "prompt."));
+  }
+  // The default: the largest max_tokens that fits (the footprint grows with it).
+  int32_t lo = 1, hi = wanted;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo + 1) / 2;
+    if (footprint(mid) <= kv.max_request_kv_slots) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+}  // namespace
 
 std::string NewRequestId(const char* prefix) {
   static thread_local absl::BitGen gen;
@@ -82,10 +138,10 @@ absl::StatusOr<PromptInput> RequestResolver::MakePrompt(std::vector<int32_t> ids
                            chat ? "messages" : "prompt", " or completion.")),
           "context_length_exceeded");
     }
-    prompt.max_new_tokens = *options.max_tokens;
-  } else {
-    prompt.max_new_tokens = static_cast<int32_t>(max_model_len - prompt_len);
   }
+  ORCA_ASSIGN_OR_RETURN(prompt.max_new_tokens, FitKvBudget(router_->KvLimits(), prompt_len, options,
+                                                           static_cast<int32_t>(max_model_len - prompt_len), chat,
+                                                           prompt_field, max_tokens_field));
   prompt.token_ids = std::move(ids);
   return prompt;
 }
@@ -161,7 +217,8 @@ absl::StatusOr<std::string> RequestResolver::RenderChat(const std::vector<text::
   inputs.eos_token = model_->tokenizer().eos_token();
   inputs.extra = kwargs;
   inputs.tools_json = tools_json;
-  absl::StatusOr<std::string> rendered = chat_template->Render(inputs);
+  absl::StatusOr<std::string> rendered =
+      RenderWithDeadline(*chat_template, inputs, absl::Now() + chat_template_timeout_);
   if (!rendered.ok()) {
     return InvalidFieldError("messages", absl::StrCat("The chat template rejected the messages: ",
                                                       std::string(rendered.status().message())));

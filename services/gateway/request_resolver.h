@@ -2,8 +2,11 @@
 /// Turns parsed OpenAI requests into tokenized GenerationRequests: renders chat
 /// templates, tokenizes, checks token ids against the vocabulary and lengths
 /// against the context, and settles each prompt's completion budget
-/// (absent max_tokens: the rest of the context). Errors are 400s in vLLM's
-/// wording, naming both numbers. The HTTP and gRPC APIs share it, and with it
+/// (absent max_tokens: the rest of the context, cut so that the prompt's n
+/// sequences fit the KV one request may take on the schedulers,
+/// SchedulerRouter::KvLimits). Errors are 400s in vLLM's wording, naming both
+/// numbers; a request whose n sequences can never fit that KV is one too,
+/// naming the prompt tokens, max_tokens, n and the limit. The HTTP and gRPC APIs share it, and with it
 /// the model-name check, the context limit and the request ids.
 
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "services/gateway/gateway_model.h"
 #include "services/gateway/generation_request.h"
 #include "services/gateway/openai_request.h"
@@ -21,8 +25,15 @@ namespace orca::gateway {
 
 class RequestResolver {
  public:
-  /// `model` and `router` must outlive the resolver.
-  RequestResolver(const GatewayModel* model, const SchedulerRouter* router) : model_(model), router_(router) {}
+  /// `model` and `router` must outlive the resolver. `chat_template_timeout`:
+  /// the wall-clock budget of one chat template rendering
+  /// (--chat-template-timeout-seconds; see RenderChat).
+  RequestResolver(const GatewayModel* model, const SchedulerRouter* router,
+                  absl::Duration chat_template_timeout = kDefaultChatTemplateTimeout)
+      : model_(model), router_(router), chat_template_timeout_(chat_template_timeout) {}
+
+  /// The default of --chat-template-timeout-seconds.
+  static constexpr absl::Duration kDefaultChatTemplateTimeout = absl::Seconds(5);
 
   /// NotFound (404, param "model", code model_not_found) unless `model` is empty or ours.
   absl::Status CheckModel(const std::string& model) const;
@@ -35,8 +46,10 @@ class RequestResolver {
                                                std::vector<std::string>* echo_texts) const;
   absl::StatusOr<GenerationRequest> Chat(const ChatRequest& request, int32_t max_model_len) const;
 
-  /// Renders messages with the chat template. InvalidArgument (param
-  /// "messages") when the template rejects them or there is no template.
+  /// Renders messages with the chat template, within the chat template
+  /// timeout. InvalidArgument (param "messages") when the template rejects
+  /// them, runs past its budget, or there is no template. CPU-heavy: call it
+  /// off the I/O threads (the gateway's CpuPool).
   /// `tools_json`: the template's `tools` (ToolsRequest::TemplateJson), empty for none.
   absl::StatusOr<std::string> RenderChat(const std::vector<text::ChatMessage>& messages, bool add_generation_prompt,
                                          const std::map<std::string, std::string>& kwargs,
@@ -55,6 +68,7 @@ class RequestResolver {
 
   const GatewayModel* model_;
   const SchedulerRouter* router_;
+  const absl::Duration chat_template_timeout_;
 };
 
 /// A fresh request id: `prefix` and 32 random hex digits ("cmpl-", "chatcmpl-", "gen-").

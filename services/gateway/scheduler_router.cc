@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <set>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/time/clock.h"
 #include "core/common/logging.h"
 #include "services/common/api_keys.h"
 
@@ -118,6 +120,12 @@ void SchedulerLease::Authorize(grpc::ClientContext* context) const {
   if (backend_) services::AddBearerKey(context, backend_->api_key);
 }
 
+SchedulerLease SchedulerLease::SameScheduler() const {
+  if (!backend_) return SchedulerLease();
+  backend_->outstanding.fetch_add(1, std::memory_order_relaxed);
+  return SchedulerLease(backend_);
+}
+
 const std::string& SchedulerLease::address() const {
   static const std::string kNone;
   return backend_ ? backend_->address : kNone;
@@ -140,6 +148,16 @@ void SchedulerLease::Release(bool unavailable) {
 // ---- SchedulerRouter ---------------------------------------------------------
 
 namespace {
+
+// At most one line a second, however many requests find no scheduler ready.
+void LogNotReadyReasons(const std::vector<std::string>& reasons) {
+  static std::atomic<int64_t> last_nanos{0};
+  const int64_t now = absl::GetCurrentTimeNanos();
+  int64_t last = last_nanos.load(std::memory_order_relaxed);
+  if (now - last < 1'000'000'000 || !last_nanos.compare_exchange_strong(last, now)) return;
+  ORCA_LOG(WARNING) << "no scheduler is ready for a request: " << absl::StrJoin(reasons, "; ");
+}
+
 
 absl::StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(const std::string& host) {
   addrinfo hints{};
@@ -346,7 +364,11 @@ absl::StatusOr<SchedulerLease> SchedulerRouter::Acquire() {
     }
   }
   if (best == nullptr) {
-    return absl::UnavailableError(absl::StrCat("No scheduler is ready (", absl::StrJoin(reasons, "; "), ")"));
+    // The reasons name internal addresses and transport errors: the log and /ready's details
+    // (behind the API key) carry them, the client's error does not.
+    LogNotReadyReasons(reasons);
+    return absl::UnavailableError(absl::StrCat("No scheduler is ready (", n, n == 1 ? " engine replica, " : " engine replicas, ",
+                                               "all down or starting); retry the request"));
   }
   best->outstanding.fetch_add(1, std::memory_order_relaxed);
   return SchedulerLease(backends[best_index]);
@@ -384,6 +406,23 @@ int32_t SchedulerRouter::MaxContext() const {
     if (best == 0 || backend->stats.max_context() < best) best = backend->stats.max_context();
   }
   return best;
+}
+
+SchedulerKvLimits SchedulerRouter::KvLimits() const {
+  SchedulerKvLimits limits;
+  bool all_share = true;
+  for (const auto& backend : Backends()) {
+    absl::MutexLock lock(&backend->mu);
+    if (!backend->ready || !backend->has_stats) continue;
+    const orca::v1::SchedulerStats& stats = backend->stats;
+    const int64_t slots = stats.max_request_kv_slots() > 0 ? stats.max_request_kv_slots() : stats.kv_slots_total();
+    if (slots <= 0) continue;
+    if (limits.max_request_kv_slots == 0 || slots < limits.max_request_kv_slots) limits.max_request_kv_slots = slots;
+    limits.kv_block_size = std::max(limits.kv_block_size, stats.kv_block_size());
+    all_share = all_share && stats.shares_group_prompts();
+  }
+  limits.shares_group_prompts = limits.max_request_kv_slots > 0 && all_share;
+  return limits;
 }
 
 bool SchedulerRouter::WaitUntilReady(absl::Duration timeout) {

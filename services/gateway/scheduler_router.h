@@ -62,6 +62,10 @@ class SchedulerLease {
   const std::string& address() const;
   /// Adds the scheduler's API key to a call (when one is configured).
   void Authorize(grpc::ClientContext* context) const;
+  /// Another reservation of the same scheduler, counted as one more outstanding call:
+  /// the n sequences of one prompt go to one scheduler as one group (it counts their KV
+  /// together and may share the prompt's). Invalid when this one is.
+  [[nodiscard]] SchedulerLease SameScheduler() const;
   /// Ends the reservation. `unavailable` marks the scheduler not ready until
   /// the next successful poll (its call failed with UNAVAILABLE).
   void Release(bool unavailable = false);
@@ -76,6 +80,19 @@ class SchedulerLease {
   class ChannelReaper;
   explicit SchedulerLease(std::shared_ptr<Backend> backend) : backend_(std::move(backend)) {}
   std::shared_ptr<Backend> backend_;
+};
+
+/// The KV budget the ready schedulers report, for sizing requests before they are sent:
+/// the most conservative over them (the smallest limit, the largest block, sharing only
+/// when all share).
+struct SchedulerKvLimits {
+  /// The most KV slots one request, or the n sequences of one prompt together, may take
+  /// (SchedulerStats.max_request_kv_slots, or kv_slots_total from a scheduler that does
+  /// not report it); 0 = unknown.
+  int64_t max_request_kv_slots = 0;
+  int32_t kv_block_size = 1;
+  /// The sequences of one prompt share its full KV blocks (core/sched/kv_footprint.h).
+  bool shares_group_prompts = false;
 };
 
 class SchedulerRouter {
@@ -99,7 +116,8 @@ class SchedulerRouter {
     /// Called after every poll with whether any scheduler is ready (e.g. to
     /// drive the gRPC health status). Runs on the polling thread.
     std::function<void(bool any_ready)> on_poll;
-    /// Sent as "authorization: Bearer <key>" on every call (the schedulers' --api-keys); "" = none.
+    /// The internal token, sent as "authorization: Bearer <token>" on every call (the schedulers
+    /// require it: services/common/internal_auth.h); "" = none.
     std::string api_key;
   };
 
@@ -119,6 +137,8 @@ class SchedulerRouter {
   std::vector<SchedulerStatus> Snapshot() const;
   /// Smallest positive `max_context` among ready schedulers; 0 when unknown.
   int32_t MaxContext() const;
+  /// The KV budget of the ready schedulers (SchedulerKvLimits); zeros when none reported.
+  SchedulerKvLimits KvLimits() const;
 
   /// With `dns_target`: resolves it now and adds/drops backends to match.
   void RefreshDiscovery();

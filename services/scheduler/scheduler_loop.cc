@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
@@ -37,7 +38,8 @@ std::string SchedulingConfigJson(const LoopStats& s) {
       ",\"long_prefill_token_threshold\":", o.long_prefill_token_threshold,
       ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false", ",\"scheduling_order\":\"",
       sched::SchedulingOrderName(o.scheduling_order),
-      "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging), "}");
+      "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging),
+      ",\"max_request_kv_share\":", o.max_request_kv_share, "}");
 }
 
 absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options options,
@@ -93,10 +95,11 @@ void SchedulerLoop::Post(Command cmd) {
   inbox_.push_back(std::move(cmd));
 }
 
-SchedulerLoop::Ticket SchedulerLoop::Submit(sched::RequestSpec spec, std::shared_ptr<RequestSink> sink) {
+SchedulerLoop::Ticket SchedulerLoop::Submit(sched::RequestSpec spec, std::shared_ptr<RequestSink> sink,
+                                            GroupTag group) {
   absl::MutexLock lock(&mu_);
   const Ticket t = next_ticket_++;
-  inbox_.push_back(SubmitCmd{t, std::move(spec), std::move(sink)});
+  inbox_.push_back(SubmitCmd{t, std::move(spec), std::move(sink), std::move(group)});
   return t;
 }
 
@@ -149,6 +152,7 @@ void SchedulerLoop::Run() {
           cmd);
     }
     Deliver(scheduler_->ExpireDeadlines(now), now);
+    ExpirePendingGroups(now);
     ExpireWhileDown(now);
     ScheduleIterations(now);
     // The tokens of the iterations that returned go out after the next iteration has
@@ -178,19 +182,127 @@ void SchedulerLoop::Handle(SubmitCmd& cmd, absl::Time now) {
   if (cmd.spec.eos_token_ids.empty()) cmd.spec.eos_token_ids = engine_->info().eos_token_ids;
   if (cmd.spec.deadline == absl::InfiniteFuture() && options_.default_deadline > absl::ZeroDuration())
     cmd.spec.deadline = now + options_.default_deadline;
-  absl::StatusOr<sched::RequestId> id = scheduler_->Submit(std::move(cmd.spec), now);
-  if (!id.ok()) {
-    absl::Status s = id.status();
-    if (s.code() == absl::StatusCode::kFailedPrecondition && scheduler_->draining())
-      s = absl::UnavailableError("scheduler is draining: not admitting new requests");
-    cmd.sink->OnRejected(s);
+  if (cmd.group.size > 1) {
+    Gather(cmd, now);
     return;
   }
-  tracked_[*id] = Tracked{cmd.ticket, std::move(cmd.sink), now, now, false};
-  tickets_[cmd.ticket] = *id;
+  std::vector<SubmitCmd> alone;
+  alone.push_back(std::move(cmd));
+  SubmitNow(std::move(alone), now);
+}
+
+void SchedulerLoop::SubmitNow(std::vector<SubmitCmd> members, absl::Time now) {
+  std::vector<sched::RequestSpec> specs;
+  specs.reserve(members.size());
+  for (SubmitCmd& m : members) specs.push_back(std::move(m.spec));
+  absl::StatusOr<std::vector<sched::RequestId>> ids = scheduler_->SubmitGroup(std::move(specs), now);
+  if (!ids.ok()) {
+    absl::Status s = ids.status();
+    if (s.code() == absl::StatusCode::kFailedPrecondition && scheduler_->draining())
+      s = absl::UnavailableError("scheduler is draining: not admitting new requests");
+    for (SubmitCmd& m : members) m.sink->OnRejected(s);
+    return;
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    tracked_[(*ids)[i]] = Tracked{members[i].ticket, std::move(members[i].sink), now, now, false};
+    tickets_[members[i].ticket] = (*ids)[i];
+  }
+}
+
+void SchedulerLoop::Gather(SubmitCmd& cmd, absl::Time now) {
+  const GroupTag& tag = cmd.group;
+  if (tag.id.empty() || tag.size > sched::Scheduler::kMaxGroupSize || tag.index < 0 || tag.index >= tag.size) {
+    cmd.sink->OnRejected(absl::InvalidArgumentError(
+        absl::StrCat("a group member needs a non-empty group_id, group_size in [2, ", sched::Scheduler::kMaxGroupSize,
+                     "] and group_index in [0, group_size) (got group_id '", tag.id, "', group_size ", tag.size,
+                     ", group_index ", tag.index, ")")));
+    return;
+  }
+  if (submitted_partial_groups_.contains(tag.id)) {
+    // Its group went without it (group_wait): it runs alone.
+    std::vector<SubmitCmd> alone;
+    alone.push_back(std::move(cmd));
+    SubmitNow(std::move(alone), now);
+    return;
+  }
+  auto [it, inserted] = pending_groups_.try_emplace(tag.id);
+  PendingGroup& group = it->second;
+  if (inserted) {
+    group.size = tag.size;
+    group.first_arrival = now;
+  }
+  if (group.size != tag.size) {
+    cmd.sink->OnRejected(
+        absl::InvalidArgumentError(absl::StrCat("group_size ", tag.size, " differs from the ", group.size,
+                                                " of group '", tag.id, "' given by its first member")));
+    return;
+  }
+  if (group.members.contains(tag.index)) {
+    cmd.sink->OnRejected(
+        absl::AlreadyExistsError(absl::StrCat("group_index ", tag.index, " of group '", tag.id, "' arrived twice")));
+    return;
+  }
+  pending_tickets_[cmd.ticket] = tag.id;
+  const int32_t index = tag.index;
+  group.members.emplace(index, std::move(cmd));
+  if (static_cast<int32_t>(group.members.size()) + group.num_cancelled == group.size) {
+    SubmitPendingGroup(it->first, now);
+  }
+}
+
+void SchedulerLoop::SubmitPendingGroup(const std::string& group_id, absl::Time now) {
+  auto it = pending_groups_.find(group_id);
+  if (it == pending_groups_.end()) return;
+  PendingGroup group = std::move(it->second);
+  const std::string id = it->first;
+  pending_groups_.erase(it);
+  if (static_cast<int32_t>(group.members.size()) + group.num_cancelled < group.size) {
+    submitted_partial_groups_[id] = now;
+  }
+  std::vector<SubmitCmd> members;
+  for (auto& [index, member] : group.members) {
+    pending_tickets_.erase(member.ticket);
+    members.push_back(std::move(member));
+  }
+  if (!members.empty()) SubmitNow(std::move(members), now);
+}
+
+void SchedulerLoop::ExpirePendingGroups(absl::Time now) {
+  std::vector<std::string> expired;
+  for (const auto& [id, group] : pending_groups_) {
+    if (now - group.first_arrival >= options_.group_wait) expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    ORCA_LOG(WARNING).With("group_id", id) << "group incomplete after " << absl::FormatDuration(options_.group_wait)
+                                           << ": submitting the members that arrived";
+    SubmitPendingGroup(id, now);
+  }
+  // Late members of a partial group arrive within moments; forget the group after a while.
+  absl::erase_if(submitted_partial_groups_,
+                 [&](const auto& entry) { return now - entry.second > 10 * options_.group_wait; });
+}
+
+bool SchedulerLoop::CancelPending(Ticket ticket, absl::Time now) {
+  auto t = pending_tickets_.find(ticket);
+  if (t == pending_tickets_.end()) return false;
+  const std::string group_id = t->second;
+  pending_tickets_.erase(t);
+  PendingGroup& group = pending_groups_.at(group_id);
+  for (auto it = group.members.begin(); it != group.members.end(); ++it) {
+    if (it->second.ticket != ticket) continue;
+    it->second.sink->OnRejected(absl::CancelledError("cancelled while its group was arriving"));
+    group.members.erase(it);
+    ++group.num_cancelled;
+    break;
+  }
+  if (group.members.empty() || static_cast<int32_t>(group.members.size()) + group.num_cancelled == group.size) {
+    SubmitPendingGroup(group_id, now);  // the rest need not wait for it
+  }
+  return true;
 }
 
 void SchedulerLoop::Handle(const CancelCmd& cmd, absl::Time now) {
+  if (CancelPending(cmd.ticket, now)) return;
   auto it = tickets_.find(cmd.ticket);
   if (it == tickets_.end()) return;  // already finished
   sched::CancelResult r = scheduler_->Cancel(it->second, now);
@@ -198,6 +310,15 @@ void SchedulerLoop::Handle(const CancelCmd& cmd, absl::Time now) {
 }
 
 void SchedulerLoop::Handle(CancelCallerCmd& cmd, absl::Time now) {
+  for (const auto& [group_id, group] : pending_groups_) {
+    for (const auto& [index, member] : group.members) {
+      if (member.spec.caller_id.empty() || member.spec.caller_id != cmd.caller_id) continue;
+      const Ticket ticket = member.ticket;
+      CancelPending(ticket, now);  // may end the group: nothing of it is used after
+      if (cmd.done) cmd.done(true);
+      return;
+    }
+  }
   std::optional<sched::RequestId> id = scheduler_->FindRequest(cmd.caller_id);
   bool found = false;
   if (id.has_value()) {
@@ -285,6 +406,12 @@ void SchedulerLoop::ExpireWhileDown(absl::Time now) {
 
 void SchedulerLoop::CancelEverything(absl::Time now) {
   FlushDeferred();
+  for (auto& [id, group] : pending_groups_) {
+    for (auto& [index, member] : group.members)
+      member.sink->OnRejected(absl::CancelledError("scheduler shutting down"));
+  }
+  pending_groups_.clear();
+  pending_tickets_.clear();
   std::vector<sched::RequestId> ids;
   for (const auto& [id, t] : tracked_) ids.push_back(id);
   for (sched::RequestId id : ids) {

@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <variant>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -50,8 +52,20 @@ struct LoopStats {
 
 /// The scheduling knobs of `stats` as a JSON object (for /ready and logs):
 /// policy, max_bs, n_slots, n_workers, kv_block_size, max_num_batched_tokens, max_prefill_slowdown,
-/// long_prefill_token_threshold, enable_prefix_caching, scheduling_order, priority_aging_ms.
+/// long_prefill_token_threshold, enable_prefix_caching, scheduling_order, priority_aging_ms,
+/// max_request_kv_share.
 std::string SchedulingConfigJson(const LoopStats& stats);
+
+/// One sequence of a group of n sequences of one prompt, as the wire sends them
+/// (orca.v1.GenerateRequest group_*: each its own call). SchedulerLoop gathers a
+/// group's members until all `size` have arrived (or been cancelled), or group_wait
+/// has passed, and submits them together (sched::Scheduler::SubmitGroup), in index
+/// order. A member arriving for a group submitted without it runs alone.
+struct GroupTag {
+  std::string id;
+  int32_t size = 0;  ///< 0 or 1: not a group.
+  int32_t index = 0;
+};
 
 class SchedulerLoop {
  public:
@@ -63,8 +77,12 @@ class SchedulerLoop {
     /// How long a queued request waits for an engine that is not ready (a
     /// pipeline restarting) before it fails UNAVAILABLE; zero = fail at once.
     absl::Duration engine_down_wait = absl::Seconds(10);
+    /// How long the members of a group (GroupTag) that have arrived wait for the
+    /// rest before they are submitted without them (a caller that died half-way).
+    absl::Duration group_wait = absl::Seconds(5);
   };
   using Ticket = uint64_t;
+  using GroupTag = scheduler::GroupTag;
 
   /// Validates the options against the engine (n_slots may not exceed what every stage holds).
   static absl::StatusOr<std::unique_ptr<SchedulerLoop>> Create(Options options, std::unique_ptr<EngineClient> engine,
@@ -76,7 +94,9 @@ class SchedulerLoop {
   void Stop();
 
   /// Queues a request; its events (or rejection) reach `sink`. Thread-safe, never blocks.
-  Ticket Submit(sched::RequestSpec spec, std::shared_ptr<RequestSink> sink);
+  /// With `group` (size > 1) it waits for its group first; a malformed tag is rejected
+  /// INVALID_ARGUMENT, an index that arrived before ALREADY_EXISTS.
+  Ticket Submit(sched::RequestSpec spec, std::shared_ptr<RequestSink> sink, GroupTag group = {});
   /// Cancels the request behind a ticket (client went away). Thread-safe, never blocks.
   void Cancel(Ticket ticket);
   /// Cancels by the caller's request id; `done(found)` runs on the loop thread.
@@ -85,6 +105,10 @@ class SchedulerLoop {
   void BeginDrain();
   /// Cancels every unfinished request (end of a drain's grace period).
   void CancelAll();
+
+  /// The model's vocabulary size as the engine reported it at Create (0 =
+  /// unknown): what requests' token ids are re-validated against. Any thread.
+  int32_t vocab_size() const { return options_.scheduler.vocab_size; }
 
   /// The latest snapshot (published by the loop after every round).
   LoopStats stats() const;
@@ -96,6 +120,7 @@ class SchedulerLoop {
     Ticket ticket;
     sched::RequestSpec spec;
     std::shared_ptr<RequestSink> sink;
+    GroupTag group;
   };
   struct CancelCmd {
     Ticket ticket;
@@ -132,6 +157,17 @@ class SchedulerLoop {
   void Handle(IterationOutcome& outcome, absl::Time now);
   void Handle(const StateCmd& cmd, absl::Time now);
   void CancelEverything(absl::Time now);
+  /// Submits one request (or a gathered group) to the scheduler and tracks it; a
+  /// refusal goes to every member's sink.
+  void SubmitNow(std::vector<SubmitCmd> members, absl::Time now);
+  /// Adds a group member to its pending group; submits the group once it is whole.
+  void Gather(SubmitCmd& cmd, absl::Time now);
+  /// Submits the group's members that arrived (in index order) and forgets the group.
+  void SubmitPendingGroup(const std::string& group_id, absl::Time now);
+  /// Submits groups that waited group_wait for their missing members.
+  void ExpirePendingGroups(absl::Time now);
+  /// Cancels a member still waiting for its group (false when `ticket` is none).
+  bool CancelPending(Ticket ticket, absl::Time now);
   /// Fails the queued requests that waited engine_down_wait for an engine that is down.
   void ExpireWhileDown(absl::Time now);
   void ScheduleIterations(absl::Time now);
@@ -142,7 +178,7 @@ class SchedulerLoop {
   void FlushDeferred();
   void Publish();
 
-  Options options_;
+  const Options options_;
   std::unique_ptr<EngineClient> engine_;
   std::unique_ptr<sched::Scheduler> scheduler_;  // loop thread only
   std::unique_ptr<metrics::SchedulerMetrics> metrics_;
@@ -150,6 +186,17 @@ class SchedulerLoop {
   // Loop-thread state.
   absl::flat_hash_map<sched::RequestId, Tracked> tracked_;
   absl::flat_hash_map<Ticket, sched::RequestId> tickets_;
+  // Groups whose members are still arriving (GroupTag), by group id.
+  struct PendingGroup {
+    int32_t size = 0;
+    absl::Time first_arrival;
+    std::map<int32_t, SubmitCmd> members;  // by index
+    int32_t num_cancelled = 0;
+  };
+  absl::flat_hash_map<std::string, PendingGroup> pending_groups_;
+  absl::flat_hash_map<Ticket, std::string> pending_tickets_;  // member → its group
+  // Groups submitted without some members, and when: a late member runs alone.
+  absl::flat_hash_map<std::string, absl::Time> submitted_partial_groups_;
   // What an iteration in flight was, for its duration metric and the per-iteration debug log.
   struct IterationInFlight {
     absl::Time start;

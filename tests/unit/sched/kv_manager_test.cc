@@ -169,6 +169,63 @@ TEST_F(KvManagerTest, PrefixHitsShareFullBlocksAndLeaveTheLastTokenToCompute) {
   EXPECT_EQ(kv->stats().prefix_cache_queries, 9 + 10);
 }
 
+// A group of sequences of one prompt (reserved mode, prefix caching): the leader's
+// admission reserves the group (its 2 shared prompt blocks once, then each member's own
+// part), and the group keeps the shared blocks cached until its last member is admitted.
+// Here the leader ends at once and a more urgent request (admitted before the member, as
+// priority order may) takes every slot the budget has free: without the group's
+// references the LRU queue would hand it the shared blocks (freed behind the blocks of a
+// request that left later), and the member would find its prompt gone.
+TEST_F(KvManagerTest, AGroupKeepsItsSharedPromptBlocksUntilItsLastMemberIsAdmitted) {
+  KvManager::Options o;
+  o.n_slots = 32;
+  o.block_size = 4;
+  o.mode = KvMode::kReserved;
+  o.prefix_caching = true;
+  o.share_group_prompts = true;
+  auto created = KvManager::Create(o);
+  ASSERT_TRUE(created.ok()) << created.status();
+  KvManager& kv = **created;
+  Request& z = Add({50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61}, 4, 16);
+  ASSERT_TRUE(kv.TryAdmit(z, 0));
+  RunPrompt(kv, z);  // 3 full blocks cached
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  Request& leader = Add(prompt, 1, 12);
+  Request& member = Add(prompt, 2, 12);
+  leader.set_group_id(leader.id());
+  member.set_group_id(leader.id());
+  ASSERT_TRUE(kv.AddGroup({&leader, &member}));
+  EXPECT_TRUE(kv.WaitsForSharedPrompt(member));
+  EXPECT_EQ(kv.SlotsToAdmit(leader), 8 + 4 + 4);
+  ASSERT_TRUE(kv.TryAdmit(leader, 0));
+  EXPECT_EQ(kv.stats().num_used_slots, 16 + 16);
+  EXPECT_TRUE(kv.ReservedWithGroup(member));
+  RunPrompt(kv, leader);  // its two full prompt blocks are computed and cached
+  EXPECT_FALSE(kv.WaitsForSharedPrompt(member));
+  EXPECT_EQ(kv.SlotsToAdmit(member), 0);
+  const std::vector<int32_t> shared(kv.block_table(leader.id())->begin(), kv.block_table(leader.id())->begin() + 2);
+  kv.Free(leader.id());  // it ended with its first token
+  kv.Free(z.id());
+  EXPECT_EQ(kv.stats().num_used_slots, 8 + 4);  // the shared blocks and the member's part
+  EXPECT_EQ(kv.stats().num_group_reserved_slots, 8 + 4);
+  Request& urgent = Add({90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 90, 91, 92, 93, 94, 95, 96}, 3, 20);
+  ASSERT_TRUE(kv.TryAdmit(urgent, 0));  // 5 blocks: all the budget has free
+  EXPECT_EQ(kv.CheckInvariants(), "");
+  EXPECT_EQ(kv.MatchPrefix(member), 8);
+  ASSERT_TRUE(kv.TryAdmit(member, 0));
+  EXPECT_EQ(kv.num_cached_tokens(member.id()), 8);
+  EXPECT_THAT(std::vector<int32_t>(kv.block_table(member.id())->begin(), kv.block_table(member.id())->begin() + 2),
+              ::testing::ElementsAreArray(shared));
+  EXPECT_EQ(kv.reserved_slots(member.id()), 4);
+  EXPECT_EQ(kv.stats().num_used_slots, 32);
+  EXPECT_EQ(kv.CheckInvariants(), "");
+  kv.Free(member.id());
+  kv.Free(urgent.id());
+  EXPECT_EQ(kv.stats().num_used_slots, 0);
+  EXPECT_EQ(kv.stats().num_group_reserved_slots, 0);
+  EXPECT_EQ(kv.CheckInvariants(), "");
+}
+
 TEST_F(KvManagerTest, ValidatesItsConfiguration) {
   KvManager::Options o;
   o.n_slots = 30;

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
+#include "core/common/status_macros.h"
 
 namespace orca::sched::testing {
 
@@ -39,13 +40,21 @@ RequestId SchedulerHarness::Submit(const RequestSpec& spec) {
 }
 
 absl::StatusOr<RequestId> SchedulerHarness::TrySubmit(const RequestSpec& spec) {
-  absl::StatusOr<RequestId> id = scheduler_->Submit(spec, now_);
-  if (!id.ok()) return id;
-  submitted_.push_back(*id);
-  RequestLog& log = logs_[*id];
-  log.label = spec.caller_id.empty() ? absl::StrCat("#", *id) : spec.caller_id;
-  log.submitted_before_plan = static_cast<int64_t>(plans_.size());
-  return id;
+  ORCA_ASSIGN_OR_RETURN(std::vector<RequestId> ids, TrySubmitGroup({spec}));
+  return ids.front();
+}
+
+absl::StatusOr<std::vector<RequestId>> SchedulerHarness::TrySubmitGroup(const std::vector<RequestSpec>& specs) {
+  absl::StatusOr<std::vector<RequestId>> ids = scheduler_->SubmitGroup(specs, now_);
+  if (!ids.ok()) return ids;
+  for (size_t i = 0; i < ids->size(); ++i) {
+    const RequestId id = (*ids)[i];
+    submitted_.push_back(id);
+    RequestLog& log = logs_[id];
+    log.label = specs[i].caller_id.empty() ? absl::StrCat("#", id) : specs[i].caller_id;
+    log.submitted_before_plan = static_cast<int64_t>(plans_.size());
+  }
+  return ids;
 }
 
 std::vector<IterationPlan> SchedulerHarness::ScheduleAll() {
@@ -140,10 +149,17 @@ void SchedulerHarness::CheckPlan(const std::optional<IterationPlan>& plan, const
   if (!plan.has_value()) return;
   for (const ScheduledRequest& r : plan->requests) {
     if (!r.new_request.has_value()) continue;
+    // A group member whose KV its leader's admission reserved was admitted with it.
+    auto was =
+        std::find_if(before.begin(), before.end(), [&](const RequestSnapshot& x) { return x.id == r.request_id; });
+    if (was != before.end() && was->kv_reserved_by_group) continue;
     const std::optional<RequestSnapshot> admitted = scheduler_->GetRequest(r.request_id);
     for (const RequestSnapshot& q : before) {
       const std::optional<RequestSnapshot> now = scheduler_->GetRequest(q.id);
       if (q.state != RequestState::kQueued || !now.has_value() || now->state != RequestState::kQueued) continue;
+      // A group member waiting for its leader's prompt blocks holds its place otherwise
+      // (reserved mode: its KV is reserved with the leader's).
+      if (q.waits_for_shared_prompt) continue;
       if (admitted.has_value() && order_.Before(key(q), key(*admitted))) {
         plan_problem_ = absl::StrCat("request ", r.request_id, " was admitted while request ", q.id,
                                      ", served before it, stayed queued");
@@ -329,7 +345,11 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
       case RequestState::kQueued:
         ++num_queued;
         queued_tokens += snapshot->num_prompt_tokens;
-        if (!first_queued.has_value()) first_queued = snapshot;
+        // A group member waiting for its leader's prompt blocks, or whose leader's admission
+        // reserved its KV, is not queued for KV.
+        if (!first_queued.has_value() && !snapshot->waits_for_shared_prompt && !snapshot->kv_reserved_by_group) {
+          first_queued = snapshot;
+        }
         break;
       case RequestState::kRunning:
       case RequestState::kWaitingNextIteration:
@@ -345,7 +365,12 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
         if (snapshot->state == RequestState::kWaitingNextIteration && !snapshot->padding_out && !waiting) waiting = id;
         ++num_running;
         reserved += snapshot->reservation;
-        admitted.push_back(*snapshot);
+        // The members of a group sharing its prompt start after their leader has computed
+        // it: they are admitted with it (their KV is its), so iteration-level FCFS holds
+        // for the others.
+        if (!stats.shares_group_prompts || snapshot->group_id == 0 || snapshot->group_id == id) {
+          admitted.push_back(*snapshot);
+        }
         break;
       default:
         // Finished but not delivered: only the request-level baseline holds completions.
@@ -359,8 +384,9 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
     if (stats.n_rsrv != static_cast<int64_t>(stats.kv.num_blocks_in_use) * options.kv_block_size) {
       return absl::StrCat("n_rsrv ", stats.n_rsrv, " but ", stats.kv.num_blocks_in_use, " blocks are in use");
     }
-  } else if (reserved != stats.n_rsrv) {
-    return absl::StrCat("n_rsrv ", stats.n_rsrv, " but admitted requests reserve ", reserved);
+  } else if (reserved + stats.kv.num_group_reserved_slots != stats.n_rsrv) {
+    return absl::StrCat("n_rsrv ", stats.n_rsrv, " but admitted requests reserve ", reserved, " and groups ",
+                        stats.kv.num_group_reserved_slots);
   }
   if (num_queued != stats.num_queued || num_running != stats.num_running ||
       num_in_flight_requests != stats.num_in_flight_requests || queued_tokens != stats.queued_tokens) {
@@ -391,7 +417,7 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
     }
     // The request-level baseline admits only when its whole batch has ended.
     const bool may_admit = options.policy != PolicyKind::kRequestLevel || num_running == 0;
-    if (may_admit && first_queued.has_value() && stats.n_rsrv + first_queued->reservation <= stats.n_slots &&
+    if (may_admit && first_queued.has_value() && stats.n_rsrv + first_queued->slots_to_admit <= stats.n_slots &&
         options.scheduling_order == SchedulingOrder::kFcfs) {
       return absl::StrCat("a pipeline slot is idle while queued request ", first_queued->id, " fits");
     }

@@ -44,6 +44,8 @@ class SchedulerHarness {
   RequestId Submit(const RequestSpec& spec);
   /// Submits and records on success; errors are returned, not failures.
   absl::StatusOr<RequestId> TrySubmit(const RequestSpec& spec);
+  /// SubmitGroup: n sequences of one prompt; records each on success.
+  absl::StatusOr<std::vector<RequestId>> TrySubmitGroup(const std::vector<RequestSpec>& specs);
   /// Calls Schedule() until it declines, running each plan on the engine at once (its
   /// results wait in the pipeline until Complete). Returns the new plans.
   std::vector<IterationPlan> ScheduleAll();

@@ -10,6 +10,8 @@
 //  - every plan obeys the worker protocol (the simulated engine rejects anything else);
 //  - each request gets exactly one finish and its streamed tokens match it.
 // At the end every request has finished, every slot is back, and the workers hold nothing.
+// Groups of sequences of one prompt (SubmitGroup) and max_request_kv_share run the same
+// workloads too (GroupsOfOnePromptAndAKvShareKeepEveryInvariant).
 //
 // The options beyond the paper run the same workloads (with shared prompt prefixes and
 // random priorities) and the harness adds, after every Schedule call: plans within
@@ -31,12 +33,14 @@
 #include <cstdlib>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/common/split_mix64.h"
+#include "core/sched/kv_footprint.h"
 #include "tests/unit/sched/request_builder.h"
 #include "tests/unit/sched/scheduler_harness.h"
 
@@ -58,6 +62,9 @@ struct WorkloadSummary {
   int64_t num_prefix_hits = 0;
   int64_t num_decode_filled_hits = 0;  // follow-ups that reused a block their source decoded into
   int64_t num_chunks = 0;              // prompt chunks that did not sample
+  int64_t num_groups = 0;              // groups of sequences of one prompt submitted
+  int64_t num_shared_starts = 0;       // group members that started on their leader's prompt blocks
+  int64_t num_refused_by_share = 0;    // submissions over max_request_kv_share
 };
 
 /// What a workload exercises beyond Algorithm 1.
@@ -71,6 +78,9 @@ struct Features {
   bool priority_order_only = false;
   /// kRequestLevel as FasterTransformer runs it, with a random microbatch count.
   bool faster_transformer = false;
+  /// Some submissions are groups of 2-4 sequences of one prompt (SubmitGroup), and
+  /// max_request_kv_share is drawn below 1 half the time.
+  bool groups = false;
 };
 
 // Runs one randomized workload; returns "" or the first problem found. `plans_out`
@@ -96,6 +106,11 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
       options.long_prefill_token_threshold = static_cast<int32_t>(cap_rng.NextInt(1, options.max_num_batched_tokens));
   }
   options.enable_prefix_caching = features.prefix_caching;
+  // Groups draw from a generator of their own: the other workloads stay what they were.
+  SplitMix64 group_rng(seed ^ 0x9e3779b97f4a7c15ULL);
+  if (features.groups && group_rng.NextInt(0, 1) == 1) {
+    options.max_request_kv_share = group_rng.NextInt(0, 1) == 0 ? 0.5 : 0.75;
+  }
   const absl::Duration aging = absl::Milliseconds(rng.NextInt(0, 3));  // drawn always: same workload either way
   if (features.priority || features.priority_order_only) {
     options.scheduling_order = SchedulingOrder::kPriority;
@@ -115,12 +130,12 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
     for (int32_t& t : head) t = static_cast<int32_t>(rng.NextInt(1, 6));
   }
 
-  const std::string context =
-      absl::StrCat("seed ", seed, " policy ", PolicyKindName(policy), " max_bs ", options.max_bs, " n_workers ",
-                   options.n_workers, " n_slots ", options.n_slots, " block ", options.kv_block_size, " budget ",
-                   options.max_num_batched_tokens, " cap ", options.long_prefill_token_threshold, " prefix ",
-                   options.enable_prefix_caching, " order ", SchedulingOrderName(options.scheduling_order), " ft ",
-                   options.faster_transformer, " mbs ", options.num_microbatches, ": ");
+  const std::string context = absl::StrCat(
+      "seed ", seed, " policy ", PolicyKindName(policy), " max_bs ", options.max_bs, " n_workers ", options.n_workers,
+      " n_slots ", options.n_slots, " block ", options.kv_block_size, " budget ", options.max_num_batched_tokens,
+      " cap ", options.long_prefill_token_threshold, " prefix ", options.enable_prefix_caching, " order ",
+      SchedulingOrderName(options.scheduling_order), " ft ", options.faster_transformer, " mbs ",
+      options.num_microbatches, " share ", options.max_request_kv_share, ": ");
   auto token_fn = [seed, eos_per_mille](RequestId id, int32_t index) {
     SplitMix64 token_rng(seed ^ (id * 1000003ULL + static_cast<uint64_t>(index)));
     return token_rng.NextInt(0, 999) < eos_per_mille ? kEos : static_cast<int32_t>(token_rng.NextInt(1, 999));
@@ -135,6 +150,8 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
   // past them reuses blocks the source filled while decoding.
   std::map<RequestId, std::vector<int32_t>> prompts;
   std::map<RequestId, int32_t> follow_up_prompt_blocks;
+  // Group members that waited for their leader's prompt blocks: they start after it.
+  std::set<RequestId> shared_members;
 
   auto check = [&](const char* after) -> std::string {
     h.ScheduleAll();
@@ -186,25 +203,51 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
       RequestSpec spec = builder.Build();
       const auto priority = static_cast<int32_t>(rng.NextInt(-3, 3));
       if (features.priority) spec.priority = priority;
-      absl::StatusOr<RequestId> id = h.TrySubmit(spec);
+      // A group: the same prompt n times, each with its own seed and its own max_new_tokens.
+      std::vector<RequestSpec> specs = {spec};
+      if (features.groups && group_rng.NextInt(0, 2) == 0) {
+        const int64_t n = group_rng.NextInt(2, 4);
+        for (int64_t i = 1; i < n; ++i) {
+          RequestSpec member = spec;
+          member.sampling.seed = static_cast<uint64_t>(i);
+          member.max_new_tokens = static_cast<int32_t>(group_rng.NextInt(1, 16));
+          member.min_new_tokens = std::min(member.min_new_tokens, member.max_new_tokens);
+          specs.push_back(member);
+        }
+        ++summary.num_groups;
+      }
+      absl::StatusOr<std::vector<RequestId>> group = h.TrySubmitGroup(specs);
       ++submitted;
       const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
-      int64_t max_new = spec.max_new_tokens;
-      bool fits_context = true;
-      if (options.max_context > 0) {
-        fits_context = prompt < options.max_context;
-        max_new = std::min<int64_t>(max_new, options.max_context - prompt);
+      const auto n = static_cast<int64_t>(specs.size());
+      bool fits = true;
+      int64_t footprint = 0;
+      for (const RequestSpec& member : specs) {
+        int64_t max_new = member.max_new_tokens;
+        if (options.max_context > 0) {
+          fits = fits && prompt < options.max_context;
+          max_new = std::min<int64_t>(max_new, options.max_context - prompt);
+        }
+        const int64_t slots = KvReservationSlots(prompt + max_new, options.kv_block_size);
+        fits = fits && slots <= options.n_slots;
+        footprint += slots;
       }
-      const int64_t blocks = (prompt + max_new + options.kv_block_size - 1) / options.kv_block_size;
-      const bool fits = fits_context && blocks * options.kv_block_size <= options.n_slots;
-      if (id.ok() != fits) {
-        return absl::StrCat(context, "Submit returned ", id.status().ToString(), " for prompt ", prompt, " max_new ",
-                            spec.max_new_tokens);
+      const bool shares = n > 1 && options.enable_prefix_caching && policy != PolicyKind::kRequestLevel;
+      if (shares) footprint -= (n - 1) * SharedPromptBlocks(prompt, options.kv_block_size) * options.kv_block_size;
+      const bool over_share =
+          footprint > MaxRequestKvSlots(options.n_slots, options.max_request_kv_share, options.kv_block_size);
+      if (fits && over_share) ++summary.num_refused_by_share;
+      fits = fits && !over_share;
+      if (group.ok() != fits) {
+        return absl::StrCat(context, "SubmitGroup returned ", group.status().ToString(), " for ", n, " x prompt ",
+                            prompt, " max_new ", spec.max_new_tokens, " footprint ", footprint);
       }
-      if (id.ok()) {
-        ids.push_back(*id);
-        prompts[*id] = spec.prompt_token_ids;
-        if (source_prompt_blocks >= 0) follow_up_prompt_blocks[*id] = source_prompt_blocks;
+      for (size_t i = 0; group.ok() && i < group->size(); ++i) {
+        const RequestId id = (*group)[i];
+        ids.push_back(id);
+        prompts[id] = spec.prompt_token_ids;
+        if (source_prompt_blocks >= 0) follow_up_prompt_blocks[id] = source_prompt_blocks;
+        if (h.scheduler().GetRequest(id)->waits_for_shared_prompt) shared_members.insert(id);
       }
       problem = check("submit");
     } else if (action < 85 || ids.empty()) {
@@ -256,17 +299,23 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
   // Admission order is arrival order (Algorithm 1): the first iteration of each request
   // never precedes the first iteration of an earlier one.
   std::vector<int64_t> first_plan(ids.size(), -1);
+  const std::set<RequestId> waited = shared_members;
   for (size_t k = 0; k < h.plans().size(); ++k) {
     for (const ScheduledRequest& r : h.plans()[k].requests) {
       if (!r.sample) ++summary.num_chunks;
       if (r.new_request.has_value() && r.start_position > 0) ++summary.num_prefix_hits;
+      if (r.new_request.has_value() && r.start_position > 0 && shared_members.erase(r.request_id) > 0) {
+        ++summary.num_shared_starts;
+      }
       // First admissions only: a recompute after preemption may hit its own prompt blocks.
       if (auto f = follow_up_prompt_blocks.find(r.request_id);
           f != follow_up_prompt_blocks.end() && r.new_request.has_value()) {
         if (r.start_position > f->second * options.kv_block_size) ++summary.num_decode_filled_hits;
         follow_up_prompt_blocks.erase(f);
       }
-      if (r.new_request.has_value()) {
+      // A group member that waited for its leader's prompt starts after it: its admission
+      // was its leader's (checked by the harness as it happened).
+      if (r.new_request.has_value() && !waited.contains(r.request_id)) {
         for (size_t i = 0; i < ids.size(); ++i) {
           if (ids[i] == r.request_id && first_plan[i] < 0) first_plan[i] = static_cast<int64_t>(k);
         }
@@ -329,6 +378,13 @@ WorkloadSummary RunMany(const Features& features, uint64_t first_seed, int num_w
   if (features.policy == PolicyKind::kPaged) {
     EXPECT_GT(summary.num_preemptions, 0u);
   }
+  if (features.groups) {
+    EXPECT_GT(summary.num_groups, 0);
+    EXPECT_GT(summary.num_refused_by_share, 0);
+  }
+  if (features.groups && features.prefix_caching && features.policy != PolicyKind::kRequestLevel) {
+    EXPECT_GT(summary.num_shared_starts, 0);
+  }
   return summary;
 }
 
@@ -366,6 +422,32 @@ TEST(SchedulerPropertyTest, PagedEveryRequestFinishesAndPreemptionIsLatestFirst)
 TEST(SchedulerPropertyTest, PriorityOrderInvariantsHold) {
   RunMany({PolicyKind::kOrca, false, false, /*priority=*/true}, 500000, 600);
   RunMany({PolicyKind::kPaged, /*chunked=*/true, /*prefix_caching=*/true, /*priority=*/true}, 510000, 1000);
+}
+
+TEST(SchedulerPropertyTest, GroupsOfOnePromptAndAKvShareKeepEveryInvariant) {
+  // n > 1 as SubmitGroup, some workloads under max_request_kv_share 0.5 or 0.75: all or
+  // none admitted, the share refused exactly when the group's footprint exceeds it, every
+  // member finishes with its own tokens, and with prefix caching the members that waited
+  // for their leader start on its prompt blocks (shared, reserved once) — through
+  // cancellations, deadlines and failures of the leader and of the pipeline.
+  Features orca{PolicyKind::kOrca};
+  orca.groups = true;
+  RunMany(orca, 700000, 600);
+  Features cached = orca;
+  cached.prefix_caching = true;
+  RunMany(cached, 710000, 600);
+  cached.chunked = true;
+  RunMany(cached, 720000, 400);
+  Features paged{PolicyKind::kPaged, /*chunked=*/true, /*prefix_caching=*/true};
+  paged.groups = true;
+  RunMany(paged, 730000, 600);
+  paged.priority = true;
+  RunMany(paged, 740000, 300);
+  cached.priority = true;  // reserved KV admitted out of arrival order: members must still find their prompt
+  RunMany(cached, 760000, 400);
+  Features request_level{PolicyKind::kRequestLevel, false, /*prefix_caching=*/true};
+  request_level.groups = true;
+  RunMany(request_level, 750000, 300);
 }
 
 TEST(SchedulerPropertyTest, TheTokenBudgetPolicyWithoutABudgetIsAlgorithmOne) {

@@ -108,7 +108,8 @@ TEST(SchedulerSubmitTest, RejectsMalformedSpecsNamingTheField) {
   EXPECT_THAT(error(RequestBuilder().MaxNewTokens(0).Build()), HasSubstr("max_new_tokens must be >= 1 (got 0)"));
   EXPECT_THAT(error(RequestBuilder().MaxNewTokens(4).MinNewTokens(5).Build()),
               HasSubstr("min_new_tokens (5) must be in [0, max_new_tokens (4)]"));
-  EXPECT_THAT(error(RequestBuilder().Temperature(-1).Build()), HasSubstr("sampling: temperature"));
+  EXPECT_THAT(error(RequestBuilder().Temperature(-1).Build()),
+              HasSubstr("sampling: 'temperature' must be in [0, 2], got -1"));
   EXPECT_THAT(error(RequestBuilder().StopTokens({-1}).Build()), HasSubstr("stop_token_ids[0]"));
   EXPECT_EQ(scheduler->stats().num_queued, 0);
 }
