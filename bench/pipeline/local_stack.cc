@@ -60,6 +60,9 @@ absl::StatusOr<std::unique_ptr<LocalStack>> LocalStack::Start(const LocalStackOp
   c.worker_threads = options.threads_per_worker;
   c.log_level = "warning";
   c.gateway_listen = cli::LoopbackAddress(stack->gateway_http_port_);
+  // The internal token of this run (a log directory reused by an earlier run holds its old one).
+  std::filesystem::remove(options.log_dir + "/internal-token", ec);
+  ORCA_ASSIGN_OR_RETURN(c.internal_token_file, cli::CreateInternalTokenFile(options.log_dir));
   const cli::LocalStackCommands commands(std::move(c), std::move(ports));
   for (int s = 0; s < options.num_stages; ++s) {
     ORCA_RETURN_IF_ERROR(stack->Spawn(absl::StrCat("worker-", s), options.bin_dir + "/orca-worker",

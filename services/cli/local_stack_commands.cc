@@ -6,10 +6,18 @@
 #include "absl/strings/str_join.h"
 #include "core/common/ports.h"
 #include "core/common/status_macros.h"
+#include "services/common/internal_token.h"
 
 namespace orca::cli {
 
 std::string LoopbackAddress(int port) { return absl::StrCat("127.0.0.1:", port); }
+
+absl::StatusOr<std::string> CreateInternalTokenFile(const std::string& dir) {
+  ORCA_ASSIGN_OR_RETURN(const std::string token, services::GenerateInternalToken());
+  const std::string path = dir + "/internal-token";
+  ORCA_RETURN_IF_ERROR(services::WriteInternalTokenFile(path, token));
+  return path;
+}
 
 absl::StatusOr<LocalStackPorts> LocalStackPorts::Pick(int num_stages) {
   LocalStackPorts ports;
@@ -28,6 +36,12 @@ absl::StatusOr<LocalStackPorts> LocalStackPorts::Pick(int num_stages) {
 
 LocalStackCommands::LocalStackCommands(Options options, LocalStackPorts ports)
     : options_(std::move(options)), ports_(std::move(ports)) {}
+
+std::string LocalStackCommands::InternalAuthArg() const {
+  // The file, never the token: a command line is visible to every user of the machine.
+  return options_.internal_token_file.empty() ? "--insecure-internal"
+                                              : "--internal-token-file=" + options_.internal_token_file;
+}
 
 std::string LocalStackCommands::scheduler_address() const { return LoopbackAddress(ports_.scheduler_grpc); }
 
@@ -63,7 +77,7 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
   if (o.rendezvous_timeout_ms > 0) args.push_back(absl::StrCat("--rendezvous-timeout-ms=", o.rendezvous_timeout_ms));
   if (!o.log_level.empty()) args.push_back("--log-level=" + o.log_level);
   if (!o.served_model_name.empty()) args.push_back("--model-name=" + o.served_model_name);
-  if (!o.scheduler_api_key.empty()) args.push_back("--scheduler-api-key=" + o.scheduler_api_key);
+  args.push_back(InternalAuthArg());
   return args;
 }
 
@@ -94,7 +108,7 @@ std::vector<std::string> LocalStackCommands::SchedulerArgs() const {
   if (o.priority_aging_ms >= 0) args.push_back(absl::StrCat("--priority-aging-ms=", o.priority_aging_ms));
   if (o.worker_timeout_ms > 0) args.push_back(absl::StrCat("--worker-timeout-ms=", o.worker_timeout_ms));
   if (o.drain_grace_seconds > 0) args.push_back(absl::StrCat("--drain-grace-seconds=", o.drain_grace_seconds));
-  if (!o.scheduler_api_key.empty()) args.push_back("--api-keys=" + o.scheduler_api_key);
+  args.push_back(InternalAuthArg());
   if (!o.log_level.empty()) args.push_back("--log-level=" + o.log_level);
   if (!o.served_model_name.empty()) args.push_back("--model-name=" + o.served_model_name);
   args.insert(args.end(), o.extra_scheduler_flags.begin(), o.extra_scheduler_flags.end());
@@ -108,7 +122,7 @@ std::vector<std::string> LocalStackCommands::GatewayArgs() const {
   if (!o.log_level.empty()) args.push_back("--log-level=" + o.log_level);
   if (!o.served_model_name.empty()) args.push_back("--served-model-name=" + o.served_model_name);
   if (!o.api_keys.empty()) args.push_back("--api-keys=" + absl::StrJoin(o.api_keys, ","));
-  if (!o.scheduler_api_key.empty()) args.push_back("--scheduler-api-key=" + o.scheduler_api_key);
+  args.push_back(InternalAuthArg());
   if (!o.chat_template.empty()) args.push_back("--chat-template=" + o.chat_template);
   if (!o.tool_call_parser.empty()) args.push_back("--tool-call-parser=" + o.tool_call_parser);
   if (o.gateway_drain_grace_seconds > 0) {

@@ -67,9 +67,10 @@ class LocalStackCommands {
     int worker_timeout_ms = 0;               ///< Scheduler --worker-timeout-ms.
     double drain_grace_seconds = 0;          ///< Scheduler --drain-grace-seconds.
     double gateway_drain_grace_seconds = 0;  ///< Gateway --drain-grace-seconds.
-    /// The scheduler's one accepted key (its --api-keys), sent by the workers and the
-    /// gateway (--scheduler-api-key). Empty: the scheduler port takes any caller.
-    std::string scheduler_api_key;
+    /// The internal credential: passed to every process as --internal-token-file (each
+    /// internal port requires the token, each process sends it). Empty: every process
+    /// gets --insecure-internal instead (the internal ports take any caller).
+    std::string internal_token_file;
     std::vector<std::string> extra_scheduler_flags;
     std::string gateway_listen;       ///< host:port
     std::string gateway_grpc_listen;  ///< Always passed; empty disables the gateway's gRPC API.
@@ -93,11 +94,17 @@ class LocalStackCommands {
   std::string worker_addresses() const;
 
  private:
+  std::string InternalAuthArg() const;
+
   Options options_;
   LocalStackPorts ports_;
 };
 
 /// "127.0.0.1:<port>".
 std::string LoopbackAddress(int port);
+
+/// Draws a fresh internal token (32 random bytes, hex) and writes it to a new file
+/// `dir`/internal-token, readable by its owner only; returns the file's path.
+absl::StatusOr<std::string> CreateInternalTokenFile(const std::string& dir);
 
 }  // namespace orca::cli

@@ -4,13 +4,21 @@
 // until the gateway is ready, prints an example request, and stops
 // everything on Ctrl-C / SIGTERM (or when any process dies).
 
+#include <netdb.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -204,6 +212,37 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   return o;
 }
 
+/// The run's private directory: made by mkdtemp (mode 0700) under $XDG_RUNTIME_DIR, or else the
+/// temporary directory, and removed when `orca serve` returns. It holds the run's internal token
+/// (0600), which every process reads from there: a token on a command line would be visible to
+/// every user of the machine.
+class RunDirectory {
+ public:
+  static absl::StatusOr<std::unique_ptr<RunDirectory>> Create() {
+    std::error_code ec;
+    std::string base;
+    if (const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+        runtime != nullptr && std::filesystem::is_directory(runtime, ec))
+      base = runtime;
+    if (base.empty()) base = std::filesystem::temp_directory_path(ec).string();
+    if (base.empty()) base = "/tmp";
+    std::string path = base + "/orca-serve-XXXXXX";
+    if (::mkdtemp(path.data()) == nullptr)
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create a run directory under ", base, ": ", std::strerror(errno)));
+    return std::unique_ptr<RunDirectory>(new RunDirectory(std::move(path)));
+  }
+  ~RunDirectory() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit RunDirectory(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
 /// The stack's processes, in start order (workers, scheduler, gateway); stopped front to back.
 class ServeStack {
  public:
@@ -256,6 +295,44 @@ class ServeStack {
   std::vector<std::unique_ptr<Subprocess>> children_;
 };
 
+/// FailedPrecondition naming `flag` and the port when a listener holds `host`:`port` already (another
+/// `orca serve`?). Checked before anything starts: the gateway would fail to bind it, while the readiness
+/// probe reached the other stack's gateway and reported this one ready.
+absl::Status CheckPortFree(const std::string& host, int port, const char* flag) {
+  if (port == 0) return absl::OkStatus();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  // An unresolvable --host is the gateway's to report.
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return absl::OkStatus();
+  absl::Status status;
+  for (addrinfo* a = found; a != nullptr && status.ok(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    // As the gateway binds: SO_REUSEADDR admits a port in TIME_WAIT, never one that is listened on.
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE) {
+      status = absl::FailedPreconditionError(
+          absl::StrCat(flag, " ", port, ": ", host, ":", port, " is in use by another process (another orca serve?)"));
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return status;
+}
+
+/// The last non-empty line of the log at `path` ("" if none): why a process stopped.
+std::string LastLogLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last.size() > 400 ? last.substr(0, 400) + "..." : last;
+}
+
 bool IsReady(const std::string& url) {
   absl::StatusOr<loadgen::HttpResponse> ready = loadgen::HttpGet(url + "/ready", absl::Seconds(1));
   return ready.ok() && ready->status == 200;
@@ -267,8 +344,9 @@ int AwaitReady(ServeStack& stack, const std::string& url, const ServeFlags& f) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.ready_timeout_s);
   while (!IsReady(url)) {
     if (Subprocess* c = stack.FirstExited()) {
+      const std::string why = f.log_dir.empty() ? "" : LastLogLine(f.log_dir + "/" + c->name() + ".log");
       return Fail(absl::StrCat(c->name(), " exited (status ", c->exit_status(), ") during startup",
-                               f.log_dir.empty() ? "" : "; see " + f.log_dir));
+                               why.empty() ? "" : ": " + why, f.log_dir.empty() ? "" : "; see " + f.log_dir));
     }
     if (std::chrono::steady_clock::now() > deadline) return Fail("the stack did not become ready in time");
     if (services::WaitForTerminationSignal(std::chrono::milliseconds(100)) != 0) return 130;
@@ -325,11 +403,22 @@ int RunServe(int argc, char** argv) {
   }
   if (absl::Status s = ResolveServeFlags(f); !s.ok()) return Fail(std::string(s.message()));
   if (!f.log_dir.empty()) std::filesystem::create_directories(f.log_dir);
+  for (const auto& [flag, port] : {std::pair{"--port", f.port}, std::pair{"--grpc-port", f.grpc_port}}) {
+    if (absl::Status s = CheckPortFree(f.host, static_cast<int>(port), flag); !s.ok())
+      return Fail(std::string(s.message()));
+  }
   services::BlockTerminationSignals();
   // Every internal port is picked up front, all distinct (see core/common/ports.h).
   absl::StatusOr<LocalStackPorts> ports = LocalStackPorts::Pick(static_cast<int>(f.pipeline_parallel));
   if (!ports.ok()) return Fail(std::string(ports.status().message()));
-  const LocalStackCommands commands(StackOptions(f), *std::move(ports));
+  // A fresh internal token per run: the stack's internal ports take calls only from its own processes.
+  absl::StatusOr<std::unique_ptr<RunDirectory>> run_dir = RunDirectory::Create();
+  if (!run_dir.ok()) return Fail(std::string(run_dir.status().message()));
+  absl::StatusOr<std::string> token_file = CreateInternalTokenFile((*run_dir)->path());
+  if (!token_file.ok()) return Fail(std::string(token_file.status().message()));
+  LocalStackCommands::Options stack_options = StackOptions(f);
+  stack_options.internal_token_file = *token_file;
+  const LocalStackCommands commands(std::move(stack_options), *std::move(ports));
 
   ServeStack stack(commands, static_cast<int>(f.pipeline_parallel), f.log_dir, f.drain_grace_s);
   std::fprintf(stderr, "orca serve: starting %lld worker(s) (tp %lld), scheduler and gateway for %s\n",

@@ -12,18 +12,6 @@
 namespace orca::services {
 namespace {
 
-// Compares in time independent of where the strings differ.
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
-}
-
 absl::StatusOr<std::vector<std::string>> KeysInFile(const std::string& path, const std::string& flag) {
   absl::StatusOr<std::string> contents = ReadFileToString(path);
   if (!contents.ok())
@@ -38,6 +26,17 @@ absl::StatusOr<std::vector<std::string>> KeysInFile(const std::string& path, con
 }
 
 }  // namespace
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
 
 absl::StatusOr<ApiKeys> ApiKeys::Load(const std::vector<std::string>& keys, const std::string& keys_file,
                                       const std::string& flag_prefix) {
@@ -71,14 +70,6 @@ absl::Status ApiKeys::CheckCall(const grpc::ServerContextBase& context) const {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   return Check(it == metadata.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size()));
-}
-
-absl::StatusOr<std::string> ReadClientKey(const std::string& key, const std::string& key_file,
-                                          const std::string& flag) {
-  std::string k(absl::StripAsciiWhitespace(key));
-  if (!k.empty() || key_file.empty()) return k;
-  ORCA_ASSIGN_OR_RETURN(std::vector<std::string> keys, KeysInFile(key_file, flag + "-file"));
-  return keys.front();
 }
 
 void AddBearerKey(grpc::ClientContext* context, const std::string& key) {

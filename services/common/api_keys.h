@@ -1,12 +1,11 @@
 #pragma once
-/// Bearer API keys, shared by the gateway's public APIs (--api-keys,
-/// --api-keys-file) and the scheduler's internal gRPC port, which takes the
-/// same kind of key from its callers (the gateways and the workers):
+/// Bearer API keys of the gateway's public APIs (--api-keys, --api-keys-file):
 ///
 ///   authorization: Bearer <key>
 ///
 /// Keys are compared in constant time. With no key configured every caller
-/// passes (a port on loopback or behind a NetworkPolicy).
+/// passes. The internal ports (scheduler, workers) take the deployment's
+/// internal token instead (internal_auth.h), which is required by default.
 
 #include <grpcpp/grpcpp.h>
 
@@ -38,10 +37,10 @@ class ApiKeys {
   std::vector<std::string> keys_;
 };
 
-/// The key a client sends: `key`, or else the first key in `key_file`
-/// (e.g. a mounted Secret); "" when both are empty.
-absl::StatusOr<std::string> ReadClientKey(const std::string& key, const std::string& key_file,
-                                          const std::string& flag = "--scheduler-api-key");
+/// True when `a` and `b` are equal; the time taken depends only on their
+/// lengths, not on where they differ.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
 /// Adds "authorization: Bearer <key>" to a client call (nothing for "").
 void AddBearerKey(grpc::ClientContext* context, const std::string& key);
 

@@ -14,8 +14,11 @@ grpc::ChannelArguments InternalChannelArguments() {
   return args;
 }
 
-std::shared_ptr<grpc::Channel> CreateInternalChannel(const std::string& address) {
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), InternalChannelArguments());
+std::shared_ptr<grpc::Channel> CreateInternalChannel(const std::string& address, const InternalAuth& auth) {
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  if (auto factory = AuthorizingInterceptorFactory(auth)) interceptors.push_back(std::move(factory));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, grpc::InsecureChannelCredentials(),
+                                                                 InternalChannelArguments(), std::move(interceptors));
 }
 
 }  // namespace orca::services

@@ -32,6 +32,12 @@ absl::Status ConfigureLogging(const std::string& component, const LoggingFlags& 
   return absl::OkStatus();
 }
 
+void DisallowPortSharing(grpc::ServerBuilder& builder) {
+  // gRPC sets SO_REUSEPORT by default: a second process could bind the same port and
+  // silently receive a share of the calls (headers and credentials included).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+}
+
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(const std::string& address,
                                                               const std::vector<grpc::Service*>& services,
                                                               const GrpcServerOptions& options) {
@@ -44,8 +50,14 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(const std::string&
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   for (grpc::Service* s : services) builder.RegisterService(s);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  DisallowPortSharing(builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) return absl::UnavailableError("cannot listen on " + address);
+  if (!server || port == 0) {
+    const size_t colon = address.rfind(':');
+    const std::string port_text = colon == std::string::npos ? address : address.substr(colon + 1);
+    return absl::UnavailableError("cannot listen on " + address + ": port " + port_text +
+                                  " is in use by another process, or the address is not one of this host's");
+  }
   if (options.bound_port != nullptr) *options.bound_port = port;
   return server;
 }

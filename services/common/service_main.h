@@ -32,8 +32,13 @@ struct GrpcServerOptions {
   /// When set, receives the port bound (for an address with port 0).
   int* bound_port = nullptr;
 };
+/// Turns off gRPC's default SO_REUSEPORT on `builder`'s ports, so that binding a
+/// port another process listens on fails instead of sharing its calls. Every
+/// ServerBuilder in Orca calls it (StartGrpcServer does).
+void DisallowPortSharing(grpc::ServerBuilder& builder);
 /// Starts a gRPC server on `address` with `services`, gRPC health checking and
-/// server reflection. Unavailable (naming the address) when it cannot listen.
+/// server reflection, its port not shared (DisallowPortSharing). Unavailable,
+/// naming the address and the port, when it cannot listen (e.g. the port is in use).
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(const std::string& address,
                                                               const std::vector<grpc::Service*>& services,
                                                               const GrpcServerOptions& options = {});

@@ -22,6 +22,7 @@
 #include "core/common/logging.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "services/common/internal_token.h"
 #include "services/common/service_main.h"
 #include "services/common/signals.h"
 #include "services/operator/controller.h"
@@ -81,7 +82,9 @@ absl::Status Render(const Flags& flags) {
   }
   auto docs = ParseYamlDocuments(text);
   if (!docs.ok()) return Annotate(docs.status(), source == "-" ? "standard input" : source);
-  auto all = RenderManifests(*docs, RenderOptionsFrom(flags), /*keep_others=*/flags.post_render);
+  // --render draws a token for a deployment without its own Secret; the post-renderer cannot (see manifest_renderer.h).
+  const TokenSource draw_token = flags.post_render ? TokenSource() : TokenSource(services::GenerateInternalToken);
+  auto all = RenderManifests(*docs, RenderOptionsFrom(flags), /*keep_others=*/flags.post_render, draw_token);
   if (!all.ok()) return Annotate(all.status(), source == "-" ? "standard input" : source);
   if (flags.render_format == "json") {
     std::cout << nlohmann::json(*all).dump(2) << "\n";

@@ -106,7 +106,10 @@ struct SchedulerSpec {
   int64_t priority_aging_ms = 1000;
   /// --drain-grace-seconds: on SIGTERM, in-flight work gets this long (the pod's grace is longer).
   int32_t drain_grace_seconds = kDefaultDrainGraceSeconds;
-  /// Keys the scheduler's gRPC port accepts; its first line is the key gateways and workers send.
+  /// The internal credential from a Secret of the user's: the tokens every internal port (schedulers
+  /// and workers) accepts, its first line the token every process sends. Unset: the operator
+  /// creates NAME-internal-token (pod_builder.h InternalTokenSecretRef). The field predates the
+  /// workers' authentication, hence its name.
   SecretKeyRef api_keys{"", "scheduler-api-keys"};
   /// The n_slots in effect: spec.scheduler.kvSlots, or derived from kvMemory, or 8192.
   int64_t kv_slots = 8192;

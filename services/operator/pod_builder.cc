@@ -105,19 +105,23 @@ json MainContainer(const OrcaDeployment& d, const std::string& name, const std::
   return c;
 }
 
-std::string SchedulerKeyPath() { return absl::StrCat(kSchedulerKeyMountPath, "/", kSchedulerKeyFile); }
+std::string InternalTokenPath() { return absl::StrCat(kInternalTokenMountPath, "/", kInternalTokenFile); }
 
-void AddSchedulerKey(const OrcaDeployment& d, json& pod_spec, json& container) {
-  const SecretKeyRef& keys = d.scheduler.api_keys;
-  if (!keys.enabled()) return;
+SecretKeyRef InternalTokenSecretRef(const OrcaDeployment& d) {
+  if (d.scheduler.api_keys.enabled()) return d.scheduler.api_keys;
+  return SecretKeyRef{absl::StrCat(d.name, "-internal-token"), kInternalTokenSecretKey};
+}
+
+void AddInternalToken(const OrcaDeployment& d, json& pod_spec, json& container) {
+  const SecretKeyRef ref = InternalTokenSecretRef(d);
   // Only that key, readable by the pod's group (fsGroup) and nobody else.
-  pod_spec["volumes"].push_back({{"name", "scheduler-api-keys"},
+  pod_spec["volumes"].push_back({{"name", "internal-token"},
                                  {"secret",
-                                  {{"secretName", keys.secret_name},
-                                   {"items", json::array({{{"key", keys.key}, {"path", kSchedulerKeyFile}}})},
+                                  {{"secretName", ref.secret_name},
+                                   {"items", json::array({{{"key", ref.key}, {"path", kInternalTokenFile}}})},
                                    {"defaultMode", 0440}}}});
   container["volumeMounts"].push_back(
-      {{"name", "scheduler-api-keys"}, {"mountPath", kSchedulerKeyMountPath}, {"readOnly", true}});
+      {{"name", "internal-token"}, {"mountPath", kInternalTokenMountPath}, {"readOnly", true}});
 }
 
 void AddPreStopSleep(int seconds, json& container) {

@@ -2,7 +2,8 @@
 /// Building blocks of the pod templates the renderer emits: labels, metadata
 /// with the owner reference, the restricted security contexts, probes, the
 /// main container reading its flag file, the model volume (and the init
-/// container that synthesizes a demo checkpoint), flag files. Pure functions.
+/// container that synthesizes a demo checkpoint), the internal token's
+/// Secret volume, flag files. Pure functions.
 
 #include <string>
 #include <utility>
@@ -19,11 +20,13 @@ using FlagList = std::vector<std::pair<std::string, nlohmann::json>>;
 /// Where the flag files and the API-key Secret are mounted.
 inline constexpr char kConfigMountPath[] = "/etc/orca";
 inline constexpr char kSecretMountPath[] = "/etc/orca-secrets";
-/// Where the scheduler's key Secret (spec.scheduler.apiKeys) is mounted, in scheduler, worker and
-/// gateway pods: its key is projected as the file kSchedulerKeyFile. Not under kSecretMountPath: a
+/// Where the internal token's Secret is mounted in scheduler, worker and gateway pods: its key is
+/// projected as the file kInternalTokenFile (--internal-token-file). Not under kSecretMountPath: a
 /// mount point inside another Secret volume would have to be created in a read-only tmpfs.
-inline constexpr char kSchedulerKeyMountPath[] = "/etc/orca-scheduler-auth";
-inline constexpr char kSchedulerKeyFile[] = "api-keys";
+inline constexpr char kInternalTokenMountPath[] = "/etc/orca-internal-auth";
+inline constexpr char kInternalTokenFile[] = "token";
+/// The key of the Secret the operator creates (InternalTokenSecretName in renderer.h).
+inline constexpr char kInternalTokenSecretKey[] = "token";
 
 /// 16 hex digits of FNV-1a over `text`.
 std::string Fnv1aHex(const std::string& text);
@@ -57,12 +60,16 @@ nlohmann::json PodSpec(const OrcaDeployment& d, nlohmann::json container, const 
 /// Adds the model volume (and the synthesizing init container) to a pod that loads the model.
 void AddModel(const OrcaDeployment& d, const std::string& image, nlohmann::json& pod_spec, nlohmann::json& container);
 
-/// The file holding the scheduler's keys inside a pod (kSchedulerKeyMountPath/kSchedulerKeyFile).
-std::string SchedulerKeyPath();
+/// The file holding the internal token inside a pod (kInternalTokenMountPath/kInternalTokenFile).
+std::string InternalTokenPath();
 
-/// With spec.scheduler.apiKeys: mounts that Secret's key read-only as SchedulerKeyPath() (a file,
-/// never an env var or an argument). Nothing otherwise.
-void AddSchedulerKey(const OrcaDeployment& d, nlohmann::json& pod_spec, nlohmann::json& container);
+/// The Secret holding the OrcaDeployment's internal token: spec.scheduler.apiKeys when given,
+/// else the one the operator creates, NAME-internal-token (key kInternalTokenSecretKey).
+SecretKeyRef InternalTokenSecretRef(const OrcaDeployment& d);
+
+/// Mounts the internal token's Secret key read-only as InternalTokenPath() (a file, never an env
+/// var or an argument: the processes read it with --internal-token-file).
+void AddInternalToken(const OrcaDeployment& d, nlohmann::json& pod_spec, nlohmann::json& container);
 
 /// A preStop hook that keeps the container running `seconds` after Kubernetes decided to stop it
 /// (before SIGTERM); the pod's terminationGracePeriodSeconds counts it.

@@ -107,6 +107,23 @@ std::vector<json> Reconciler::ApplyAll(const std::vector<json>& desired, std::st
   return applied;
 }
 
+std::string Reconciler::EnsureInternalTokenSecret(const json& owner, const OrcaDeployment& d) {
+  if (d.scheduler.api_keys.enabled()) return "";  // the user's own Secret
+  absl::StatusOr<std::string> token = options_.draw_token();
+  if (!token.ok()) return absl::StrCat("drawing the internal token: ", token.status().message());
+  const json secret = RenderInternalTokenSecret(d, *token);
+  const std::string id = ObjectId(secret);
+  auto created = client_->Create(ResourcePath("v1", "secrets", d.namespace_), secret);
+  if (created.ok()) {
+    Event(owner, "Normal", "InternalTokenCreated",
+          absl::StrCat("created ", id, " holding the internal token every pod of this deployment mounts"));
+    return "";
+  }
+  // There already: created by an earlier pass, kept as it is (the pods read it when they start).
+  if (HttpCodeOf(created.status()) == 409) return "";
+  return absl::StrCat(id, ": ", created.status().message());
+}
+
 absl::StatusOr<std::vector<json>> Reconciler::ListOwned(const json& owner) {
   const std::string ns = Meta(owner, "namespace");
   ListOptions list_options;
@@ -209,8 +226,11 @@ absl::Status Reconciler::Reconcile(const json& object) {
   const RolloutPlan plan = PlanRollout(d.replicas, revision, GroupsForPlanning(ObserveChildren(d, *live)),
                                        {d.rollout.max_unavailable, d.rollout.max_surge});
   const std::vector<json> desired = RenderDesiredObjects(d, options_.render, plan);
-  std::string failures;
-  std::vector<json> observed_objects = ApplyAll(desired, &failures);
+  // Before the workloads: their pods mount it.
+  std::string failures = EnsureInternalTokenSecret(object, d);
+  std::string apply_failures;
+  std::vector<json> observed_objects = ApplyAll(desired, &apply_failures);
+  if (!apply_failures.empty()) failures += absl::StrCat(failures.empty() ? "" : "; ", apply_failures);
   const std::vector<json> kept = KeptObjects(*live, plan);
   absl::Status prune = Prune(object, *live, desired, kept);
   if (!prune.ok()) {

@@ -5,6 +5,8 @@
 ///        │                     re-applying them would fight it under foreground deletion)
 ///   parse + validate spec ──invalid──▶ status Degraded/InvalidSpec + Warning Event (children untouched)
 ///        │ valid
+///   no spec.scheduler.apiKeys ──▶ create Secret/NAME-internal-token with a random token
+///        │                         (409 AlreadyExists: it is there, untouched; never read or updated)
 ///   list owned objects (label selector + owner uid) ──▶ observe the engine groups
 ///        ──▶ plan the rollout (rollout_planner.h: which groups to apply, keep, remove)
 ///        ──▶ render the desired objects (pure) ──▶ server-side apply each (field manager, force)
@@ -17,7 +19,12 @@
 /// replaced only after the previous one serves.
 ///
 /// No finalizer: every child lives in the OrcaDeployment's namespace and carries
-/// a controller owner reference, so the garbage collector removes them.
+/// a controller owner reference, so the garbage collector removes them (the
+/// internal token's Secret too).
+///
+/// The internal token's Secret is created, never applied: applying it again
+/// would draw a new token under pods that read the old one. Creating needs
+/// only the `create` verb on Secrets, so the operator can read no Secret.
 
 #include <functional>
 #include <string>
@@ -26,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "services/common/internal_token.h"
 #include "services/operator/event_recorder.h"
 #include "services/operator/kube_client.h"
 #include "services/operator/operator_metrics.h"
@@ -44,6 +52,8 @@ class Reconciler {
     int max_status_attempts = 4;
     /// Counts invalid specs when set (not owned).
     OperatorMetrics* metrics = nullptr;
+    /// Draws the token of a new NAME-internal-token Secret (tests may fix it).
+    std::function<absl::StatusOr<std::string>()> draw_token = services::GenerateInternalToken;
   };
 
   /// `events` may be null (no Events).
@@ -57,6 +67,8 @@ class Reconciler {
  private:
   // Every object of the managed kinds labelled for `owner` (kind and apiVersion filled in).
   absl::StatusOr<std::vector<nlohmann::json>> ListOwned(const nlohmann::json& owner);
+  // Creates the internal token's Secret unless it exists (or the spec names its own); "" or what failed.
+  std::string EnsureInternalTokenSecret(const nlohmann::json& owner, const OrcaDeployment& d);
   // Applies every object; returns the API server's answers and a summary of failures ("" = none).
   std::vector<nlohmann::json> ApplyAll(const std::vector<nlohmann::json>& desired, std::string* failures);
   // Deletes the objects of `live` owned by `owner` that are neither in `desired` nor in `kept`.

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "services/operator/pod_builder.h"
@@ -50,8 +51,9 @@ FlagList WorkerFlags(const OrcaDeployment& d, int r, const std::string& rev, con
       // A fixed port, so that NetworkPolicies can admit the data plane by name.
       {"data-plane-port", kWorkerDataPlanePort},
   };
-  // The key the workers send to their scheduler for the data-plane rendezvous.
-  if (d.scheduler.api_keys.enabled()) flags.emplace_back("scheduler-api-key-file", SchedulerKeyPath());
+  // The internal token: the worker's port requires it, and it is sent to the scheduler
+  // (rendezvous) and to the next stage (control).
+  flags.emplace_back("internal-token-file", InternalTokenPath());
   if (d.worker.threads > 0) flags.emplace_back("threads", d.worker.threads);
   // No iteration exceeds the scheduler's token budget: reserving it leaves nothing to grow.
   if (d.scheduler.max_num_batched_tokens > 0)
@@ -84,7 +86,8 @@ FlagList SchedulerFlags(const OrcaDeployment& d, int r, const std::string& rev, 
       {"priority-aging-ms", s.priority_aging_ms},
       {"drain-grace-seconds", s.drain_grace_seconds},
   };
-  if (s.api_keys.enabled()) flags.emplace_back("api-keys-file", SchedulerKeyPath());
+  // The internal token: the scheduler's port requires it, and it is sent to the workers.
+  flags.emplace_back("internal-token-file", InternalTokenPath());
   return flags;
 }
 
@@ -105,7 +108,8 @@ FlagList GatewayFlags(const OrcaDeployment& d, const RenderOptions& o) {
   if (!d.gateway.api_keys_secret.empty()) {
     flags.emplace_back("api-keys-file", absl::StrCat(kSecretMountPath, "/", d.gateway.api_keys_key));
   }
-  if (d.scheduler.api_keys.enabled()) flags.emplace_back("scheduler-api-key-file", SchedulerKeyPath());
+  // The internal token, sent to the schedulers.
+  flags.emplace_back("internal-token-file", InternalTokenPath());
   flags.emplace_back("drain-grace-seconds", d.gateway.drain_grace_seconds);
   return flags;
 }
@@ -174,8 +178,8 @@ json RenderPipeline(const OrcaDeployment& d, int r, const std::string& rev) {
                                     ContainerPort("data-plane", kWorkerDataPlanePort)});
   AddPreStopSleep(d.scheduler.drain_grace_seconds, container);
   json pod_spec = PodSpec(d, json::object(), GroupName(d, r, rev), WorkerTerminationGraceSeconds(d));
+  AddInternalToken(d, pod_spec, container);
   AddModel(d, image, pod_spec, container);
-  AddSchedulerKey(d, pod_spec, container);
   if (d.UsesGpus()) {
     // NCCL's shared-memory transport needs far more than the runtime's 64 MiB /dev/shm.
     pod_spec["volumes"].push_back(
@@ -208,7 +212,7 @@ json RenderScheduler(const OrcaDeployment& d, int r, const std::string& rev) {
   container["ports"] =
       json::array({ContainerPort("grpc", kSchedulerGrpcPort), ContainerPort("http", kSchedulerHttpPort)});
   json pod_spec = PodSpec(d, json::object(), GroupName(d, r, rev), SchedulerTerminationGraceSeconds(d));
-  AddSchedulerKey(d, pod_spec, container);
+  AddInternalToken(d, pod_spec, container);
   pod_spec["containers"] = json::array({container});
   return {{"apiVersion", "apps/v1"},
           {"kind", "StatefulSet"},
@@ -230,8 +234,8 @@ json RenderGateway(const OrcaDeployment& d, const RenderOptions& o) {
   container["ports"] = json::array({ContainerPort("http", kGatewayHttpPort), ContainerPort("grpc", kGatewayGrpcPort)});
   AddPreStopSleep(kGatewayPreStopSeconds, container);
   json pod_spec = PodSpec(d, json::object(), GatewayName(d), GatewayTerminationGraceSeconds(d));
+  AddInternalToken(d, pod_spec, container);
   AddModel(d, image, pod_spec, container);
-  AddSchedulerKey(d, pod_spec, container);
   if (!d.gateway.api_keys_secret.empty()) {
     pod_spec["volumes"].push_back({{"name", "api-keys"}, {"secret", {{"secretName", d.gateway.api_keys_secret}}}});
     container["volumeMounts"].push_back({{"name", "api-keys"}, {"mountPath", kSecretMountPath}, {"readOnly", true}});
@@ -461,6 +465,15 @@ std::vector<json> RenderDesiredObjects(const OrcaDeployment& d, const RenderOpti
   for (json& np : RenderNetworkPolicies(d)) objects.push_back(std::move(np));
   if (d.monitoring.service_monitor && o.service_monitors) objects.push_back(RenderServiceMonitor(d));
   return objects;
+}
+
+json RenderInternalTokenSecret(const OrcaDeployment& d, const std::string& token) {
+  const SecretKeyRef ref = InternalTokenSecretRef(d);
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata", Metadata(d, ref.secret_name, Labels(d, "internal-token"))},
+          {"type", "Opaque"},
+          {"data", {{ref.key, absl::Base64Escape(token + "\n")}}}};
 }
 
 std::vector<json> RenderDesiredObjects(const OrcaDeployment& d, const RenderOptions& o) {

@@ -26,6 +26,8 @@
 ///   takes one group down at a time) and PodDisruptionBudget/NAME-gateway;
 ///   NetworkPolicy/NAME-{workers,schedulers,gateway} (spec.networkPolicy.enabled);
 ///   ServiceMonitor/NAME (monitoring.serviceMonitor.enabled, when the operator manages them).
+///   Secret/NAME-internal-token: the internal token every pod mounts (--internal-token-file),
+///   created once by the reconciler unless spec.scheduler.apiKeys names a Secret of the user's.
 ///
 /// Every object carries the owner reference to the OrcaDeployment (garbage
 /// collection), the app.kubernetes.io/* labels, and serving.orca.dev/deployment.
@@ -138,5 +140,11 @@ std::vector<nlohmann::json> RenderDesiredObjects(const OrcaDeployment& d, const 
                                                  const RolloutPlan& plan);
 /// The objects of a fresh deployment: every replica's group at EngineRevision.
 std::vector<nlohmann::json> RenderDesiredObjects(const OrcaDeployment& d, const RenderOptions& options);
+
+/// The Secret NAME-internal-token holding `token` (key kInternalTokenSecretKey), owned by `d`, that
+/// every pod mounts when spec.scheduler.apiKeys names none. Not among RenderDesiredObjects: applying
+/// it on every reconcile would replace the token under running pods. The reconciler creates it
+/// once (and never updates it); offline rendering emits it with a fresh token.
+nlohmann::json RenderInternalTokenSecret(const OrcaDeployment& d, const std::string& token);
 
 }  // namespace orca::k8s

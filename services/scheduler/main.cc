@@ -14,6 +14,7 @@
 #include "core/common/status_macros.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
+#include "services/common/internal_auth.h"
 #include "services/common/service_main.h"
 #include "services/common/signals.h"
 #include "services/scheduler/in_process_engine_client.h"
@@ -44,16 +45,19 @@ struct Flags {
   int kv_block_size = 16;
   int64_t max_queued_requests = 1024;
   int64_t max_queued_tokens = 1 << 20;
+  double max_request_kv_share = 0.75;
   int64_t default_deadline_ms = 0;
   double drain_grace_seconds = 30;
   int64_t worker_timeout_ms = 5000;
   int64_t engine_down_wait_ms = 10000;
-  std::vector<std::string> api_keys;
+  services::InternalAuthFlags internal_auth;
+  std::vector<std::string> api_keys;  // deprecated spellings of the internal credential
   std::string api_keys_file;
   std::string dtype = "auto";
   std::string device = "cpu";
   int threads = 0;
   int tensor_parallel = 1;
+  bool metrics_require_token = false;
   services::LoggingFlags logging;
 };
 
@@ -62,10 +66,12 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
-absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const std::string& model_name) {
+absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const std::string& model_name,
+                                                         const services::InternalAuth& auth) {
   if (!f.workers.empty()) {
     RemoteEngineClient::Options o;
     o.workers = f.workers;
+    o.internal_auth = auth;
     o.worker_timeout = absl::Milliseconds(f.worker_timeout_ms);
     o.kv_block_size = static_cast<int32_t>(f.kv_block_size);
     o.model_name = model_name;
@@ -131,6 +137,13 @@ void AddFlags(FlagSet* flags, Flags* f) {
                 "Queued requests beyond which Generate fails RESOURCE_EXHAUSTED");
   flags->AddInt("max-queued-tokens", &f->max_queued_tokens,
                 "Queued prompt tokens beyond which Generate fails RESOURCE_EXHAUSTED");
+  flags->AddDouble("max-request-kv-share", &f->max_request_kv_share,
+                   "Fairness: the most KV one request, or the n sequences of one prompt counted together, may "
+                   "reserve, as a share of --n-slots; more is refused INVALID_ARGUMENT (the gateway answers 400 and "
+                   "sizes its default max_tokens to fit). 0.75: whatever the largest request admitted, a request "
+                   "behind it finds a quarter of the slots it cannot take (2048 of 8192: a whole 2k context), while "
+                   "one prompt's n sequences may still use most of the budget. In (0, 1]; 1 = no cap beyond "
+                   "--n-slots (the n sequences of one prompt still count together)");
   flags->AddInt("default-deadline-ms", &f->default_deadline_ms, "Deadline for requests without one (0 = none)");
   flags->AddDouble("drain-grace-seconds", &f->drain_grace_seconds,
                    "On SIGTERM: time to finish in-flight work before cancelling it");
@@ -140,14 +153,16 @@ void AddFlags(FlagSet* flags, Flags* f) {
   flags->AddInt("engine-down-wait-ms", &f->engine_down_wait_ms,
                 "While the worker pipeline is down (restarting), queued requests wait this long for it before "
                 "failing UNAVAILABLE (the gateway answers 503 + Retry-After); 0 = fail at once");
-  flags->AddStringList("api-keys", &f->api_keys,
-                       "Keys the gRPC port accepts ('authorization: Bearer <key>'; the gateways' and workers' "
-                       "--scheduler-api-key). Empty: any caller");
-  flags->AddString("api-keys-file", &f->api_keys_file, "File with one accepted key per line (e.g. a mounted Secret)");
+  services::AddInternalAuthFlags(flags, &f->internal_auth);
+  flags->AddStringList("api-keys", &f->api_keys, "Deprecated: internal tokens; use --internal-token-file");
+  flags->AddString("api-keys-file", &f->api_keys_file, "Deprecated spelling of --internal-token-file");
   flags->AddString("dtype", &f->dtype, "In-process engine weight dtype: auto, f32, bf16");
   flags->AddString("device", &f->device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
   flags->AddInt("threads", &f->threads, "In-process engine compute threads (0 = all cores)");
   flags->AddInt("tensor-parallel", &f->tensor_parallel, "In-process engine tensor-parallel shards (threads)");
+  flags->AddBool("metrics-require-token", &f->metrics_require_token,
+                 "/metrics answers 401 without the internal token ('Authorization: Bearer <token>'; Prometheus: "
+                 "authorization.credentials_file). Off: Prometheus scrapes without credentials");
   services::AddLoggingFlags(flags, &f->logging);
 }
 
@@ -184,6 +199,10 @@ absl::StatusOr<SchedulerLoop::Options> LoopOptionsFrom(const Flags& f) {
   lo.scheduler.kv_block_size = static_cast<int32_t>(f.kv_block_size);
   lo.scheduler.max_queued_requests = f.max_queued_requests;
   lo.scheduler.max_queued_tokens = f.max_queued_tokens;
+  if (!(f.max_request_kv_share > 0 && f.max_request_kv_share <= 1))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-request-kv-share must be in (0, 1], 1 = no cap, got ", f.max_request_kv_share));
+  lo.scheduler.max_request_kv_share = f.max_request_kv_share;
   lo.default_deadline = absl::Milliseconds(f.default_deadline_ms);
   lo.engine_down_wait = absl::Milliseconds(std::max<int64_t>(0, f.engine_down_wait_ms));
   lo.model_name = f.model_name;
@@ -213,8 +232,10 @@ int Main(int argc, char** argv) {
   if (auto exit_code = services::ParseFlagsOrExit(flags, argc, argv, "ORCA_SCHEDULER_")) return *exit_code;
   if (absl::Status s = services::ConfigureLogging("scheduler", f.logging); !s.ok()) return Fail(s);
 
-  auto keys = services::ApiKeys::Load(f.api_keys, f.api_keys_file);
-  if (!keys.ok()) return Fail(keys.status());
+  // The credential first: a scheduler that would refuse (or admit) everybody must not start.
+  auto auth = services::LoadInternalAuth(f.internal_auth,
+                                         {{"--api-keys-file", f.api_keys_file, {}}, {"--api-keys", "", f.api_keys}});
+  if (!auth.ok()) return Fail(auth.status());
 
   absl::StatusOr<SchedulerLoop::Options> loop_options = LoopOptionsFrom(f);
   if (!loop_options.ok()) return Fail(loop_options.status());
@@ -222,13 +243,13 @@ int Main(int argc, char** argv) {
 
   services::BlockTerminationSignals();
   metrics::Registry registry;
-  auto engine = MakeEngine(f, lo.model_name);
+  auto engine = MakeEngine(f, lo.model_name, *auth);
   if (!engine.ok()) return Fail(engine.status());
   auto loop = SchedulerLoop::Create(lo, std::move(*engine), &registry);
   if (!loop.ok()) return Fail(loop.status());
   if (absl::Status s = (*loop)->Start(); !s.ok()) return Fail(s);
 
-  SchedulerService service(loop->get(), std::move(*keys));
+  SchedulerService service(loop->get(), *auth);
   auto server_or = services::StartGrpcServer(f.listen, {&service});
   if (!server_or.ok()) return Fail(server_or.status());
   std::unique_ptr<grpc::Server> server = std::move(*server_or);
@@ -240,6 +261,9 @@ int Main(int argc, char** argv) {
   ao.readiness = [raw_loop] { return raw_loop->Ready(); };
   ao.ready_details = [raw_loop] { return SchedulingConfigJson(raw_loop->stats()); };
   ao.report_memory = true;
+  // /ready's details (addresses, memory) only for a caller with the internal token; probes need none.
+  ao.internal_token = auth->token();
+  ao.metrics_require_token = f.metrics_require_token;
   auto admin = services::AdminHttpServer::Create(ao);
   if (!admin.ok()) return Fail(admin.status());
   if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);

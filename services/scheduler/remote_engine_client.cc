@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<RemoteEngineClient>> RemoteEngineClient::Create(O
     options.heartbeat_interval = std::min(options.worker_timeout / 10, kMaxHeartbeatInterval);
   std::vector<std::unique_ptr<v1::Worker::Stub>> stubs;
   for (const std::string& addr : options.workers)
-    stubs.push_back(v1::Worker::NewStub(services::CreateInternalChannel(addr)));
+    stubs.push_back(v1::Worker::NewStub(services::CreateInternalChannel(addr, options.internal_auth)));
   const absl::Time start = absl::Now();
   absl::Time last_log = start;
   std::vector<v1::WorkerInfo> infos(stubs.size());
@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<RemoteEngineClient>> RemoteEngineClient::Create(O
       auto info = GetInfo(stubs[i].get(), absl::Seconds(2));
       if (!info.ok()) {
         // A fresh channel connects at once; a failed one waits out gRPC's reconnect backoff.
-        stubs[i] = v1::Worker::NewStub(services::CreateInternalChannel(options.workers[i]));
+        stubs[i] = v1::Worker::NewStub(services::CreateInternalChannel(options.workers[i], options.internal_auth));
         all =
             absl::UnavailableError(absl::StrCat("stage ", i, " (", options.workers[i], "): ", info.status().message()));
       } else if (info->stage() != static_cast<int32_t>(i) || info->num_stages() != static_cast<int32_t>(stubs.size())) {
@@ -147,8 +147,8 @@ absl::Status RemoteEngineClient::AllLoaded() {
   for (size_t i = 0; i < stubs_.size(); ++i) {
     auto info = GetInfo(stubs_[i].get(), absl::Seconds(2));
     if (!info.ok()) {
-      stubs_[i] =
-          v1::Worker::NewStub(services::CreateInternalChannel(options_.workers[i]));  // skip the reconnect backoff
+      stubs_[i] = v1::Worker::NewStub(
+          services::CreateInternalChannel(options_.workers[i], options_.internal_auth));  // skip the reconnect backoff
       return absl::UnavailableError(
           absl::StrCat("stage ", i, " (", options_.workers[i], ") unreachable: ", info.status().message()));
     }

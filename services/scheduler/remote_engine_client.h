@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "orca/v1/worker.grpc.pb.h"
+#include "services/common/internal_auth.h"
 #include "services/scheduler/engine_client.h"
 
 namespace orca::scheduler {
@@ -50,6 +51,8 @@ class RemoteEngineClient final : public EngineClient {
     int32_t kv_block_size = 0;
     /// How long Create() waits for every stage to report its weights loaded (zero: forever).
     absl::Duration startup_timeout = absl::ZeroDuration();
+    /// Sent on every call to the stages (they require it).
+    services::InternalAuth internal_auth = services::InternalAuth::Insecure();
   };
 
   /// Connects and waits until every stage has loaded its weights, to learn the

@@ -6,11 +6,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/common/logging.h"
+#include "core/common/sampling_limits.h"
+#include "core/common/status_macros.h"
 #include "services/common/control_convert.h"
 #include "services/common/grpc_status.h"
 
 namespace orca::scheduler {
 namespace {
+
+static_assert(limits::kPriority.min == -sched::kMaxPriority && limits::kPriority.max == sched::kMaxPriority,
+              "the table's priority range is the core scheduler's");
 
 constexpr int64_t kMaxStoreWaitMillis = 600'000;
 constexpr size_t kMaxStoreValueBytes = 1 << 20;
@@ -54,9 +59,14 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
  public:
   explicit GenerateStream(SchedulerLoop* loop) : loop_(loop) {}
 
+  // n > 1 on the wire: the group it belongs to (before Begin or Hold).
+  void SetGroup(const v1::GenerateRequest& request) {
+    group_ = {request.group_id(), request.group_size(), request.group_index()};
+  }
+
   void Begin(std::shared_ptr<GenerateStream> self, sched::RequestSpec spec) {
     self_ = std::move(self);
-    const SchedulerLoop::Ticket t = loop_->Submit(std::move(spec), self_);
+    const SchedulerLoop::Ticket t = loop_->Submit(std::move(spec), self_, group_);
     absl::MutexLock lock(&mu_);
     ticket_ = t;
     if (cancel_before_ticket_) loop_->Cancel(t);
@@ -66,6 +76,22 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   void Reject(std::shared_ptr<GenerateStream> self, const absl::Status& status) {
     self_ = std::move(self);
     OnRejected(status);
+  }
+
+  // The request waits for its constraint to compile: the stream owns itself until OnDone,
+  // and Admit or OnRejected follows from the compiler's thread.
+  void Hold(std::shared_ptr<GenerateStream> self) { self_ = std::move(self); }
+  // After Hold: submits the request unless the call already ended (a client that left while
+  // its constraint compiled costs nothing more).
+  void Admit(sched::RequestSpec spec) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_ || done_) return;
+    }
+    const SchedulerLoop::Ticket t = loop_->Submit(std::move(spec), shared_from_this(), group_);
+    absl::MutexLock lock(&mu_);
+    ticket_ = t;
+    if (cancel_before_ticket_) loop_->Cancel(t);
   }
 
   // RequestSink (loop thread):
@@ -146,6 +172,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
   }
 
   SchedulerLoop* loop_;
+  SchedulerLoop::GroupTag group_;  // set before Begin / Hold, read by Begin / Admit
   absl::Mutex mu_;
   // Set in Begin/Reject before any callback can run; moved out (under mu_) in OnDone.
   std::shared_ptr<GenerateStream> self_;
@@ -161,46 +188,98 @@ class GenerateStream final : public grpc::ServerWriteReactor<v1::GenerateRespons
 
 }  // namespace
 
-absl::StatusOr<sched::RequestSpec> SpecFromProto(const v1::GenerateRequest& req, absl::Time grpc_deadline) {
+namespace {
+
+absl::Status Invalid(const std::string& error) {
+  return error.empty() ? absl::OkStatus() : absl::InvalidArgumentError(error);
+}
+
+// Every token id of the request against the vocabulary (when known), and the
+// lists' sizes against the table.
+absl::Status CheckTokenIds(const sched::RequestSpec& spec, const ModelLimits& model) {
+  if (spec.prompt_token_ids.empty()) return absl::InvalidArgumentError("'prompt_token_ids' must not be empty");
+  for (size_t i = 0; i < spec.prompt_token_ids.size(); ++i)
+    ORCA_RETURN_IF_ERROR(Invalid(TokenIdError("prompt_token_ids", i, spec.prompt_token_ids[i], model.vocab_size)));
+  ORCA_RETURN_IF_ERROR(Invalid(limits::kStopTokenIds.Check(static_cast<int64_t>(spec.stop_token_ids.size()))));
+  for (size_t i = 0; i < spec.stop_token_ids.size(); ++i) {
+    ORCA_RETURN_IF_ERROR(
+        Invalid(TokenIdError(limits::kStopTokenIds.field, i, spec.stop_token_ids[i], model.vocab_size)));
+  }
+  for (const auto& [id, bias] : spec.sampling.logit_bias)
+    ORCA_RETURN_IF_ERROR(Invalid(LogitBiasTokenError(id, model.vocab_size)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<sched::RequestSpec> SpecFromProto(const v1::GenerateRequest& req, absl::Time grpc_deadline,
+                                                 const ModelLimits& model) {
   sched::RequestSpec spec;
   spec.caller_id = req.request_id();
   spec.prompt_token_ids.assign(req.prompt_token_ids().begin(), req.prompt_token_ids().end());
   spec.max_new_tokens = req.max_new_tokens();
   spec.min_new_tokens = req.min_new_tokens();
+  ORCA_RETURN_IF_ERROR(Invalid(limits::kMaxTokens.Check(spec.max_new_tokens)));
+  ORCA_RETURN_IF_ERROR(Invalid(limits::kMinTokens.Check(spec.min_new_tokens)));
+  if (spec.min_new_tokens > spec.max_new_tokens)
+    return absl::InvalidArgumentError(MinTokensError(spec.min_new_tokens, spec.max_new_tokens));
   spec.sampling = services::SamplingFromProto(req.sampling());
-  if (std::string err = spec.sampling.Validate(); !err.empty()) return absl::InvalidArgumentError("sampling: " + err);
+  ORCA_RETURN_IF_ERROR(Invalid(spec.sampling.Validate()));
+  ORCA_RETURN_IF_ERROR(Invalid(CheckStructuredOutputLimits(spec.sampling.structured, model.vocab_size)));
   spec.stop_token_ids.assign(req.stop_token_ids().begin(), req.stop_token_ids().end());
+  ORCA_RETURN_IF_ERROR(CheckTokenIds(spec, model));
   spec.ignore_eos = req.ignore_eos();
   spec.priority = req.priority();
+  ORCA_RETURN_IF_ERROR(Invalid(limits::kPriority.Check(spec.priority)));
   spec.deadline = grpc_deadline;
   if (req.deadline_unix_millis() > 0)
     spec.deadline = std::min(spec.deadline, absl::FromUnixMillis(req.deadline_unix_millis()));
   return spec;
 }
 
+std::unique_ptr<ConstraintCompiler> SchedulerService::NewConstraintCompiler() {
+  absl::StatusOr<std::unique_ptr<ConstraintCompiler>> compiler = ConstraintCompiler::Create({});
+  ORCA_CHECK(compiler.ok()) << compiler.status();  // the default options are valid
+  return *std::move(compiler);
+}
+
 grpc::ServerWriteReactor<v1::GenerateResponse>* SchedulerService::Generate(grpc::CallbackServerContext* context,
                                                                            const v1::GenerateRequest* request) {
   auto stream = std::make_shared<GenerateStream>(loop_);
-  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+  if (absl::Status auth = auth_.CheckCall(*context); !auth.ok()) {
     stream->Reject(stream, auth);
     return stream.get();
   }
   const auto deadline = context->deadline();
   const absl::Time grpc_deadline =
       deadline == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture() : absl::FromChrono(deadline);
-  absl::StatusOr<sched::RequestSpec> spec = SpecFromProto(*request, grpc_deadline);
+  absl::StatusOr<sched::RequestSpec> spec = SpecFromProto(*request, grpc_deadline, {.vocab_size = loop_->vocab_size()});
   if (!spec.ok()) {
     stream->Reject(stream, spec.status());
     return stream.get();
   }
-  stream->Begin(stream, std::move(*spec));
+  stream->SetGroup(*request);
+  if (!spec->sampling.structured.enabled()) {
+    stream->Begin(stream, std::move(*spec));
+    return stream.get();
+  }
+  // Admitted only once its constraint compiles, off this thread (ConstraintCompiler).
+  stream->Hold(stream);
+  StructuredOutputSpec constraint = spec->sampling.structured;
+  constraints_->Compile(std::move(constraint), [stream, spec = *std::move(spec)](absl::Status compiled) mutable {
+    if (compiled.ok()) {
+      stream->Admit(std::move(spec));
+    } else {
+      stream->OnRejected(compiled);
+    }
+  });
   return stream.get();
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Cancel(grpc::CallbackServerContext* context,
                                                    const v1::CancelRequest* request, v1::CancelResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+  if (absl::Status auth = auth_.CheckCall(*context); !auth.ok()) {
     reactor->Finish(services::ToGrpcStatus(auth));
     return reactor;
   }
@@ -213,7 +292,7 @@ grpc::ServerUnaryReactor* SchedulerService::Cancel(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext* context, const v1::StatsRequest*,
                                                      v1::SchedulerStats* r) {
-  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+  if (absl::Status auth = auth_.CheckCall(*context); !auth.ok()) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(services::ToGrpcStatus(auth));
     return reactor;
@@ -247,6 +326,8 @@ grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext
   r->set_prefix_cache_queries(s.scheduler.kv.prefix_cache_queries);
   r->set_prefix_cache_hits(s.scheduler.kv.prefix_cache_hits);
   r->set_kv_blocks_cached(s.scheduler.kv.num_cached_blocks);
+  r->set_max_request_kv_slots(s.scheduler.max_request_kv_slots);
+  r->set_shares_group_prompts(s.scheduler.shares_group_prompts);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -255,7 +336,7 @@ grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext* context,
                                                      const v1::StoreSetRequest* req, v1::StoreSetResponse*) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+  if (absl::Status auth = auth_.CheckCall(*context); !auth.ok()) {
     reactor->Finish(services::ToGrpcStatus(auth));
     return reactor;
   }
@@ -271,7 +352,7 @@ grpc::ServerUnaryReactor* SchedulerService::StoreSet(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SchedulerService::StoreGet(grpc::CallbackServerContext* context,
                                                      const v1::StoreGetRequest* req, v1::StoreGetResponse* resp) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status auth = keys_.CheckCall(*context); !auth.ok()) {
+  if (absl::Status auth = auth_.CheckCall(*context); !auth.ok()) {
     reactor->Finish(services::ToGrpcStatus(auth));
     return reactor;
   }

@@ -5,13 +5,10 @@
 
 #include <thread>
 
-#include "services/common/api_keys.h"
-
 namespace orca::worker {
 
-GrpcRendezvousStore::GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout,
-                                         std::string api_key)
-    : stub_(v1::Scheduler::NewStub(std::move(channel))), timeout_(timeout), api_key_(std::move(api_key)) {}
+GrpcRendezvousStore::GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout)
+    : stub_(v1::Scheduler::NewStub(std::move(channel))), timeout_(timeout) {}
 
 void GrpcRendezvousStore::ThrowIfCancelled(const std::string& key) const {
   if (cancelled_ && cancelled_())
@@ -23,7 +20,6 @@ void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& d
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
     grpc::ClientContext ctx;
-    services::AddBearerKey(&ctx, api_key_);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::StoreSetRequest req;
     req.set_key(key);
@@ -33,7 +29,7 @@ void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& d
     if (s.ok()) return;
     if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED)
       throw gloo::IoException("rendezvous store refused this worker: " + s.error_message() +
-                              " (give it the scheduler's key: --scheduler-api-key)");
+                              " (give both the same --internal-token-file)");
     ThrowIfCancelled(key);
     if (std::chrono::steady_clock::now() > deadline)
       throw gloo::IoException("rendezvous store set '" + key + "' failed: " + s.error_message());
@@ -43,7 +39,6 @@ void GrpcRendezvousStore::set(const std::string& key, const std::vector<char>& d
 
 bool GrpcRendezvousStore::Fetch(const std::string& key, std::chrono::milliseconds wait, std::vector<char>* out) {
   grpc::ClientContext ctx;
-  services::AddBearerKey(&ctx, api_key_);
   ctx.set_deadline(std::chrono::system_clock::now() + wait + std::chrono::seconds(5));
   v1::StoreGetRequest req;
   req.set_key(key);
@@ -52,7 +47,7 @@ bool GrpcRendezvousStore::Fetch(const std::string& key, std::chrono::millisecond
   grpc::Status s = stub_->StoreGet(&ctx, req, &resp);
   if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED)
     throw gloo::IoException("rendezvous store refused this worker: " + s.error_message() +
-                            " (give it the scheduler's key: --scheduler-api-key)");
+                            " (give both the same --internal-token-file)");
   if (!s.ok()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // scheduler restarting: retry
     return false;

@@ -17,9 +17,8 @@ namespace orca::worker {
 
 class GrpcRendezvousStore final : public gloo::rendezvous::Store {
  public:
-  /// `api_key`: sent to the scheduler (its --api-keys); "" = none.
-  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout,
-                      std::string api_key = "");
+  /// `channel` carries the internal credential (services/common/channels.h).
+  GrpcRendezvousStore(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout);
 
   /// Waits end (gloo::IoException) as soon as `cancelled` returns true,
   /// checked at least every 250 ms: the session being formed is over. Set it
@@ -39,7 +38,6 @@ class GrpcRendezvousStore final : public gloo::rendezvous::Store {
   void ThrowIfCancelled(const std::string& key) const;
 
   std::chrono::milliseconds timeout_;
-  const std::string api_key_;
   std::function<bool()> cancelled_;
 };
 

@@ -15,9 +15,10 @@
 #include "core/common/status_macros.h"
 #include "core/metrics/registry.h"
 #include "services/common/admin_http_server.h"
-#include "services/common/api_keys.h"
+#include "services/common/internal_auth.h"
 #include "services/common/service_main.h"
 #include "services/common/signals.h"
+#include "services/worker/worker_node.h"
 #include "services/worker/worker_service.h"
 
 namespace orca::worker {
@@ -39,7 +40,8 @@ struct Flags {
   int tensor_parallel = 1;
   std::vector<std::string> workers;
   std::string scheduler;
-  std::string scheduler_api_key, scheduler_api_key_file;
+  services::InternalAuthFlags internal_auth;
+  std::string scheduler_api_key, scheduler_api_key_file;  // deprecated spellings of the internal credential
   std::string deployment_id = "orca";
   std::string data_plane_host = "127.0.0.1";
   int data_plane_port = 7200;
@@ -49,12 +51,17 @@ struct Flags {
   int threads = 0;
   int64_t peer_timeout_ms = 300000;
   int64_t rendezvous_timeout_ms = 60000;
+  bool metrics_require_token = false;
   services::LoggingFlags logging;
 };
 
 int Fail(const absl::Status& s) {
   ORCA_LOG(ERROR) << s;
   return 1;
+}
+
+std::vector<std::string> NonEmpty(const std::string& value) {
+  return value.empty() ? std::vector<std::string>{} : std::vector<std::string>{value};
 }
 
 // A StatefulSet pod is named <name>-<ordinal>: the ordinal is the stage.
@@ -107,10 +114,11 @@ void AddFlags(FlagSet* flags, Flags* f) {
   flags->AddInt("tensor-parallel", &f->tensor_parallel, "Tensor-parallel shards (threads) in this process");
   flags->AddStringList("workers", &f->workers, "gRPC addresses of all stages in order");
   flags->AddString("scheduler", &f->scheduler, "Scheduler gRPC address (data-plane rendezvous)");
+  services::AddInternalAuthFlags(flags, &f->internal_auth);
   flags->AddString("scheduler-api-key", &f->scheduler_api_key,
-                   "Key sent to the scheduler (its --api-keys) for the data-plane rendezvous");
+                   "Deprecated: the internal token; use --internal-token-file");
   flags->AddString("scheduler-api-key-file", &f->scheduler_api_key_file,
-                   "File holding --scheduler-api-key (its first key line; e.g. a mounted Secret)");
+                   "Deprecated spelling of --internal-token-file");
   flags->AddString("deployment-id", &f->deployment_id, "Rendezvous namespace of this engine replica");
   flags->AddString("data-plane-host", &f->data_plane_host, "Address peers use to reach this worker's Gloo endpoints");
   flags->AddInt("data-plane-port", &f->data_plane_port,
@@ -127,6 +135,9 @@ void AddFlags(FlagSet* flags, Flags* f) {
                 "Backstop on one data-plane operation. A peer that is dead or cut off is found by the engine "
                 "master's heartbeats (--worker-timeout-ms), which ends the session and aborts the wait");
   flags->AddInt("rendezvous-timeout-ms", &f->rendezvous_timeout_ms, "Time to form a session's data plane");
+  flags->AddBool("metrics-require-token", &f->metrics_require_token,
+                 "/metrics answers 401 without the internal token ('Authorization: Bearer <token>'; Prometheus: "
+                 "authorization.credentials_file). Off: Prometheus scrapes without credentials");
   services::AddLoggingFlags(flags, &f->logging);
 }
 
@@ -164,7 +175,10 @@ absl::StatusOr<WorkerNode::Options> NodeOptionsFrom(const Flags& f) {
   o.engine.first_device = static_cast<int32_t>(std::clamp(f.first_device, -1, 1 << 20));
   o.workers = f.workers;
   o.scheduler_address = f.scheduler;
-  ORCA_ASSIGN_OR_RETURN(o.scheduler_api_key, services::ReadClientKey(f.scheduler_api_key, f.scheduler_api_key_file));
+  ORCA_ASSIGN_OR_RETURN(
+      o.internal_auth,
+      services::LoadInternalAuth(f.internal_auth, {{"--scheduler-api-key-file", f.scheduler_api_key_file, {}},
+                                                   {"--scheduler-api-key", "", NonEmpty(f.scheduler_api_key)}}));
   o.deployment_id = f.deployment_id;
   o.data_plane_host = f.data_plane_host;
   o.data_plane_port = static_cast<int32_t>(f.data_plane_port);
@@ -203,6 +217,9 @@ int Main(int argc, char** argv) {
     return n ? n->Ready() : absl::UnavailableError("loading weights");
   };
   ao.report_memory = true;
+  // /ready's details (addresses, memory) only for a caller with the internal token; probes need none.
+  ao.internal_token = o.internal_auth.token();
+  ao.metrics_require_token = f.metrics_require_token;
   auto admin = services::AdminHttpServer::Create(ao);
   if (!admin.ok()) return Fail(admin.status());
   if (absl::Status s = (*admin)->Start(); !s.ok()) return Fail(s);
@@ -212,7 +229,7 @@ int Main(int argc, char** argv) {
   (*node)->Start();
   node_ptr = node->get();
 
-  WorkerService service(node->get());
+  WorkerService service(node->get(), o.internal_auth);
   auto server_or = services::StartGrpcServer(f.listen, {&service});
   if (!server_or.ok()) return Fail(server_or.status());
   std::unique_ptr<grpc::Server> server = std::move(*server_or);

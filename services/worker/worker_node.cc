@@ -37,12 +37,13 @@ absl::StatusOr<std::unique_ptr<WorkerNode>> WorkerNode::Create(Options options, 
   ORCA_ASSIGN_OR_RETURN(auto metrics, metrics::WorkerMetrics::Create(registry, options.model_name, stage));
   std::unique_ptr<WorkerNode> node(new WorkerNode(std::move(options), std::move(engine), std::move(metrics)));
   if (P > 1) {
-    node->store_ =
-        std::make_unique<GrpcRendezvousStore>(services::CreateInternalChannel(node->options_.scheduler_address),
-                                              node->options_.rendezvous_timeout, node->options_.scheduler_api_key);
+    node->store_ = std::make_unique<GrpcRendezvousStore>(
+        services::CreateInternalChannel(node->options_.scheduler_address, node->options_.internal_auth),
+        node->options_.rendezvous_timeout);
   }
   if (stage + 1 < P) {
-    node->downstream_ = v1::Worker::NewStub(services::CreateInternalChannel(node->options_.workers[stage + 1]));
+    node->downstream_ = v1::Worker::NewStub(
+        services::CreateInternalChannel(node->options_.workers[stage + 1], node->options_.internal_auth));
   }
   return node;
 }
@@ -217,7 +218,8 @@ void WorkerNode::ForwardLoop() {
         writer.reset();
       } else if (stream_session != 0) {
         // The last stream broke: a fresh channel skips gRPC's reconnect backoff.
-        downstream_ = v1::Worker::NewStub(services::CreateInternalChannel(options_.workers[next]));
+        downstream_ =
+            v1::Worker::NewStub(services::CreateInternalChannel(options_.workers[next], options_.internal_auth));
       }
       ctx = std::make_unique<grpc::ClientContext>();
       writer = downstream_->Control(ctx.get(), &summary);

@@ -34,8 +34,8 @@
 #include "core/engine/engine.h"
 #include "core/metrics/orca_metrics.h"
 #include "orca/v1/worker.grpc.pb.h"
-#include "services/worker/heartbeat_writer.h"
-#include "services/worker/results_writer.h"
+#include "services/common/internal_auth.h"
+#include "services/worker/worker_backend.h"
 
 namespace orca::engine {
 class PipelineChannel;
@@ -45,13 +45,14 @@ namespace orca::worker {
 
 class GrpcRendezvousStore;
 
-class WorkerNode final : public ResultSource, public HeartbeatSource {
+class WorkerNode final : public WorkerBackend {
  public:
   struct Options {
-    engine::Engine::Options engine;      ///< model, stage, num_stages, tp_size, n_slots, ...
-    std::vector<std::string> workers;    ///< gRPC addresses of all stages, in order
-    std::string scheduler_address;       ///< rendezvous store (needed when num_stages > 1)
-    std::string scheduler_api_key;       ///< sent to it (its --api-keys); "" = none
+    engine::Engine::Options engine;    ///< model, stage, num_stages, tp_size, n_slots, ...
+    std::vector<std::string> workers;  ///< gRPC addresses of all stages, in order
+    std::string scheduler_address;     ///< rendezvous store (needed when num_stages > 1)
+    /// Sent on every call to the scheduler (rendezvous) and the next stage (control).
+    services::InternalAuth internal_auth = services::InternalAuth::Insecure();
     std::string deployment_id = "orca";  ///< rendezvous namespace of this engine replica
     std::string data_plane_host = "127.0.0.1";
     int32_t data_plane_port = 0;  ///< the pipeline's Gloo pairs all listen here (0 = ephemeral; orca-worker: 7200)
@@ -71,7 +72,7 @@ class WorkerNode final : public ResultSource, public HeartbeatSource {
 
   /// A control message from upstream, in order. Forwards it downstream at once
   /// and queues it for this stage's compute. Never blocks.
-  void OnControl(v1::ControlMessage msg);
+  void OnControl(v1::ControlMessage msg) override;
   /// The engine master subscribes to `session`'s results (last stage only);
   /// replaces an earlier subscriber. Results of other sessions are dropped.
   absl::Status SubscribeResults(uint64_t session, std::shared_ptr<ResultSink> sink) override;
@@ -80,7 +81,7 @@ class WorkerNode final : public ResultSource, public HeartbeatSource {
   void SubscribeHeartbeats(std::shared_ptr<HeartbeatSink> sink, absl::Duration interval) override;
   void UnsubscribeHeartbeats(const HeartbeatSink* sink) override;
 
-  v1::WorkerInfo Info() const;
+  v1::WorkerInfo Info() const override;
   /// OK when loaded and the current session's peers are connected.
   absl::Status Ready() const;
   bool is_last_stage() const { return options_.engine.stage == options_.engine.num_stages - 1; }

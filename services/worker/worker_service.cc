@@ -11,7 +11,7 @@ class ControlReader final : public grpc::ServerReadReactor<v1::ControlMessage> {
  public:
   // Built on the handler's thread, its reactions run on gRPC's: the hand-off is stated to
   // ThreadSanitizer (server_stream_writer.h).
-  ControlReader(WorkerNode* node, v1::ControlSummary* summary) : node_(node), summary_(summary) {
+  ControlReader(WorkerBackend* node, v1::ControlSummary* summary) : node_(node), summary_(summary) {
     ORCA_GRPC_HANDS_OFF(this);
     StartRead(&msg_);
   }
@@ -36,7 +36,7 @@ class ControlReader final : public grpc::ServerReadReactor<v1::ControlMessage> {
   }
 
  private:
-  WorkerNode* node_;
+  WorkerBackend* node_;
   v1::ControlSummary* summary_;
   v1::ControlMessage msg_;
   uint64_t count_ = 0;
@@ -44,23 +44,29 @@ class ControlReader final : public grpc::ServerReadReactor<v1::ControlMessage> {
 
 }  // namespace
 
-grpc::ServerReadReactor<v1::ControlMessage>* WorkerService::Control(grpc::CallbackServerContext*,
+// Every handler checks the caller's credential first: a refused call never reaches the node.
+grpc::ServerReadReactor<v1::ControlMessage>* WorkerService::Control(grpc::CallbackServerContext* context,
                                                                     v1::ControlSummary* summary) {
+  if (absl::Status auth = auth_.CheckCall(*context); !auth.ok()) return services::RefuseRead<v1::ControlMessage>(auth);
   return new ControlReader(node_, summary);
 }
 
-grpc::ServerWriteReactor<v1::IterationResult>* WorkerService::Results(grpc::CallbackServerContext*,
+grpc::ServerWriteReactor<v1::IterationResult>* WorkerService::Results(grpc::CallbackServerContext* context,
                                                                       const v1::ResultsRequest* request) {
+  if (absl::Status auth = auth_.CheckCall(*context); !auth.ok())
+    return services::RefuseWrite<v1::IterationResult>(auth);
   return ResultsWriter::Start(node_, request->session_id());
 }
 
-grpc::ServerWriteReactor<v1::Heartbeat>* WorkerService::Heartbeats(grpc::CallbackServerContext*,
+grpc::ServerWriteReactor<v1::Heartbeat>* WorkerService::Heartbeats(grpc::CallbackServerContext* context,
                                                                    const v1::HeartbeatRequest* request) {
+  if (absl::Status auth = auth_.CheckCall(*context); !auth.ok()) return services::RefuseWrite<v1::Heartbeat>(auth);
   return HeartbeatWriter::Start(node_, *request);
 }
 
 grpc::ServerUnaryReactor* WorkerService::GetInfo(grpc::CallbackServerContext* context, const v1::WorkerInfoRequest*,
                                                  v1::WorkerInfo* response) {
+  if (absl::Status auth = auth_.CheckCall(*context); !auth.ok()) return services::RefuseUnary(context, auth);
   *response = node_->Info();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

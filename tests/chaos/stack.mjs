@@ -6,6 +6,7 @@
 //   const stack = await ChaosStack.start({ net, binDir, model, log });
 //   stack.signal("worker-1", "SIGSTOP");  stack.kill9("scheduler"); await stack.restart("scheduler");
 //   stack.unexpectedExits  // every exit nobody asked for (an abort shows as signal SIGABRT / code 134)
+import crypto from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
@@ -30,6 +31,9 @@ export class ChaosStack {
     const s = new ChaosStack(net, binDir, model, log);
     s.workerTimeoutMs = workerTimeoutMs;
     s.gatewayGraceSeconds = gatewayGraceSeconds;
+    // The stack's internal token, in a file every process reads (restarted ones too): every internal port requires it.
+    s.tokenFile = path.join(net.workDir, "internal-token");
+    fs.writeFileSync(s.tokenFile, `${crypto.randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
     s.client = net.addHost("client");
     for (const name of ["gateway-a", "gateway-b", "scheduler", "worker-0", "worker-1"]) s.hosts[name] = net.addHost(name);
     for (const name of ["worker-0", "worker-1", "scheduler", "gateway-a", "gateway-b"]) s.#spawn(name);
@@ -61,15 +65,16 @@ export class ChaosStack {
       return [bin("orca-worker"), `--model=${this.model}`, `--listen=${ip(name)}:${WORKER_GRPC}`,
               `--http-listen=${ip(name)}:${WORKER_HTTP}`, `--data-plane-host=${ip(name)}`, `--data-plane-port=${DATA_PLANE}`,
               `--stage=${stage}`, "--num-stages=2", `--workers=${workers}`, `--scheduler=${scheduler}`,
-              "--deployment-id=chaos", "--n-slots=4096", "--threads=1"];
+              "--deployment-id=chaos", "--n-slots=4096", "--threads=1", `--internal-token-file=${this.tokenFile}`];
     }
     if (name === "scheduler") {
       return [bin("orca-scheduler"), `--listen=${scheduler}`, `--http-listen=${ip(name)}:${SCHEDULER_HTTP}`,
               `--workers=${workers}`, "--n-slots=4096", "--max-bs=16", `--worker-timeout-ms=${this.workerTimeoutMs}`,
-              "--engine-down-wait-ms=10000", "--drain-grace-seconds=10"];
+              "--engine-down-wait-ms=10000", "--drain-grace-seconds=10", `--internal-token-file=${this.tokenFile}`];
     }
     return [bin("orca-gateway"), `--listen=${ip(name)}:${GATEWAY_PORT}`, "--grpc-listen=", `--schedulers=${scheduler}`,
-            `--model=${this.model}`, `--drain-grace-seconds=${this.gatewayGraceSeconds}`];
+            `--model=${this.model}`, `--drain-grace-seconds=${this.gatewayGraceSeconds}`,
+            `--internal-token-file=${this.tokenFile}`];
   }
 
   logFile(name) {

@@ -141,6 +141,8 @@ const NEEDED = {
   "/configmaps": ["list", "create", "patch", "delete"],
   "policy/poddisruptionbudgets": ["list", "create", "patch", "delete"],
   "networking.k8s.io/networkpolicies": ["list", "create", "patch", "delete"],
+  // Each OrcaDeployment's internal-token Secret, created once: no verb that reads, changes or deletes one.
+  "/secrets": ["create"],
   "/events": ["create"],
 };
 const SERVICE_MONITORS = { "monitoring.coreos.com/servicemonitors": ["list", "create", "patch", "delete"] };
@@ -178,7 +180,8 @@ test("RBAC: exactly what the operator needs, cluster-wide or in one namespace, w
                      Object.fromEntries(Object.entries(want).map(([k, v]) => [k, [...v].sort()])), mode);
     for (const r of rules) {
       assert.ok(!r.verbs.includes("*") && !r.resources.includes("*") && !r.apiGroups.includes("*"), "no wildcards");
-      assert.ok(!r.resources.includes("secrets") && !r.resources.includes("pods"), "no Secrets, no pods");
+      assert.ok(!r.resources.includes("pods"), "no pods");
+      if (r.resources.includes("secrets")) assert.deepEqual(r.verbs, ["create"], "Secrets: create only, never read");
     }
     // The operator is told what its RBAC allows (D2: otherwise it lists ServiceMonitors and gets 403).
     assert.ok(args.includes(`--manage-service-monitors=${withSm}`), `${mode}: ${args}`);
@@ -292,19 +295,19 @@ test("scheduling values reach the scheduler's and the workers' flags", () => {
   const expected = { policy: "paged", "max-bs": 32, "n-slots": 8192, "kv-block-size": 32, "max-num-batched-tokens": 512,
                      "max-prefill-slowdown": 2.5, "long-prefill-token-threshold": 128,
                      "enable-prefix-caching": true, "scheduling-order": "priority", "priority-aging-ms": 500,
-                     "drain-grace-seconds": 60, "api-keys-file": "/etc/orca-scheduler-auth/api-keys" };
+                     "drain-grace-seconds": 60, "internal-token-file": "/etc/orca-internal-auth/token" };
   for (const [flag, value] of Object.entries(expected)) assert.equal(scheduler[flag], value, `scheduler --${flag}`);
   assert.equal(worker["kv-block-size"], 32, "the workers get the scheduler's block size");
-  assert.equal(worker["scheduler-api-key-file"], "/etc/orca-scheduler-auth/api-keys");
+  assert.equal(worker["internal-token-file"], "/etc/orca-internal-auth/token");
   const gatewayCm = find(rendered, "ConfigMap", (o) => o.metadata.name === "chat-paged-gateway")[0];
   const gateway = YAML.parse(gatewayCm.data["gateway.yaml"]);
   assert.equal(gateway["drain-grace-seconds"], 45);
-  assert.equal(gateway["scheduler-api-key-file"], "/etc/orca-scheduler-auth/api-keys");
+  assert.equal(gateway["internal-token-file"], "/etc/orca-internal-auth/token");
   const gw = find(rendered, "Deployment", (o) => o.metadata.name === "chat-paged-gateway")[0].spec.template.spec;
   assert.ok(gw.terminationGracePeriodSeconds > 45, `gateway grace ${gw.terminationGracePeriodSeconds}`);
 });
 
-test("schedulerApiKey.generate: one random Secret, named in the spec; the operator's RBAC unchanged", () => {
+test("schedulerApiKey.generate: one random Secret, named in the spec; the operator's RBAC unchanged by it", () => {
   const objects = objectsOf("scheduling-knobs.yaml");
   const [secret, ...more] = find(objects, "Secret");
   assert.equal(more.length, 0);
@@ -316,10 +319,10 @@ test("schedulerApiKey.generate: one random Secret, named in the spec; the operat
   assert.notEqual(again.data["scheduler-api-keys"], secret.data["scheduler-api-keys"], "a fresh key where nothing can be looked up");
   const [cr] = find(objects, "OrcaDeployment");
   assert.deepEqual(cr.spec.scheduler.apiKeys, { secretName: "chat-paged-scheduler-api-key", key: "scheduler-api-keys" });
-  // The pods mount the Secret; the operator never reads it, so it gets no Secret access.
+  // The pods mount the Secret; the operator never reads it (its only verb on Secrets is create, for
+  // NAME-internal-token when a spec names none).
   const rules = (objs) => find(objs, "ClusterRole").map((r) => r.rules);
   assert.deepEqual(rules(objects), rules(objectsOf("default.yaml")));
-  assert.ok(!JSON.stringify(rules(objects)).includes("secrets"));
 });
 
 test("without schedulerApiKey.generate nothing changes; a generated key next to one's own Secret is refused", () => {

@@ -27,10 +27,14 @@
 //      moment: it needs a preStop before it stops accepting. The pods of a
 //      group are deleted together, so a worker must outlive its scheduler's
 //      drain (the batches being finished need every stage).
-//  (auth) a Secret in a pod's args, env or ConfigMap is readable by anyone who
-//      can read those objects: scheduler keys are files of mounted Secret
-//      volumes only, and a scheduler that demands a key is called only by
-//      pods that send one from the same Secret key.
+//  (auth) every internal port (schedulers, workers) requires the deployment's
+//      internal token, and a process without one refuses to start (issue 45):
+//      every orca-scheduler, orca-worker and orca-gateway pod reads it with
+//      --internal-token-file from a file of a mounted Secret volume (a Secret
+//      in a pod's args, env or ConfigMap is readable by anyone who can read
+//      those objects), never runs --insecure-internal, and every pod that dials
+//      a scheduler or a worker sends the token of the same Secret key the
+//      callee requires.
 import * as YAML from "yaml";
 
 const REVISION = "serving.orca.dev/revision";
@@ -278,35 +282,49 @@ function secretFileOf(workload, file) {
   return null;
 }
 
-/** (auth) Scheduler keys are mounted Secret files, and every caller of a scheduler that demands one sends it. */
-export function schedulerKeysAreConsistent(objects) {
+const ORCA_BINARIES = ["orca-scheduler", "orca-worker", "orca-gateway"];
+/** Inline spellings of a credential (deprecated aliases, or the gateway's public keys). */
+const INLINE_CREDENTIAL_FLAGS = ["api-keys", "scheduler-api-key"];
+/** Flags naming a credential file, which must be one of a mounted Secret. */
+const CREDENTIAL_FILE_FLAGS = ["internal-token-file", "api-keys-file", "scheduler-api-key-file"];
+
+/** (auth) Every process reads the internal token from a mounted Secret, and every caller sends its callee's. */
+export function internalAuthIsConsistent(objects) {
   const problems = [];
-  const keyOf = (w, flag) => {
-    const file = flagsOf(objects, w)[flag];
+  const tokenOf = (w) => {
+    const file = flagsOf(objects, w)["internal-token-file"];
     return typeof file === "string" ? secretFileOf(w, file) : undefined;
   };
   for (const w of podTemplates(objects)) {
     const flags = flagsOf(objects, w);
-    for (const flag of ["api-keys", "scheduler-api-key"]) {
-      if (flags[flag] !== undefined) problems.push(`${id(w)}: --${flag} puts a key in the pod's spec or ConfigMap; mount a Secret and give --${flag}-file`);
+    for (const flag of INLINE_CREDENTIAL_FLAGS) {
+      if (flags[flag] !== undefined) problems.push(`${id(w)}: --${flag} puts a credential in the pod's spec or ConfigMap; mount a Secret and give a file flag`);
     }
     for (const e of w.spec.template.spec.containers[0].env ?? []) {
-      if (/API_KEY/.test(e.name)) problems.push(`${id(w)}: env ${e.name} carries a key (env is readable through the pod spec and /proc); mount it as a file`);
+      if (/API_KEY|TOKEN/.test(e.name)) problems.push(`${id(w)}: env ${e.name} carries a credential (env is readable through the pod spec and /proc); mount it as a file`);
     }
-    for (const flag of ["api-keys-file", "scheduler-api-key-file"]) {
-      if (flags[flag] !== undefined && !keyOf(w, flag)) problems.push(`${id(w)}: --${flag} ${flags[flag]} is not a file of a mounted Secret`);
+    for (const flag of CREDENTIAL_FILE_FLAGS) {
+      if (flags[flag] !== undefined && !secretFileOf(w, String(flags[flag]))) problems.push(`${id(w)}: --${flag} ${flags[flag]} is not a file of a mounted Secret`);
+    }
+    if (!ORCA_BINARIES.includes(binaryOf(w))) continue;
+    if (flags["insecure-internal"] !== undefined && flags["insecure-internal"] !== false) {
+      problems.push(`${id(w)}: --insecure-internal: its internal port takes calls from anyone who can connect`);
+    }
+    if (flags["internal-token-file"] === undefined) {
+      problems.push(`${id(w)}: no --internal-token-file: ${binaryOf(w)} refuses to start without the internal token`);
     }
   }
   for (const caller of podTemplates(objects)) {
     const flags = flagsOf(objects, caller);
-    const sent = keyOf(caller, "scheduler-api-key-file");
-    const addresses = ["scheduler", "schedulers", "schedulers-dns"].flatMap((k) => (typeof flags[k] === "string" ? flags[k].split(",") : []));
+    const sent = tokenOf(caller);
+    const addresses = ["scheduler", "schedulers", "schedulers-dns", "workers"]
+      .flatMap((k) => (typeof flags[k] === "string" ? flags[k].split(",") : []));
     for (const address of addresses.filter(Boolean)) {
-      for (const s of workloadsBehind(objects, address).filter((x) => binaryOf(x) === "orca-scheduler")) {
-        const wanted = keyOf(s, "api-keys-file");
-        if (!wanted) continue;
+      for (const callee of workloadsBehind(objects, address).filter((x) => ["orca-scheduler", "orca-worker"].includes(binaryOf(x)))) {
+        const wanted = tokenOf(callee);
+        if (!wanted) continue;  // reported above
         if (!sent || sent.secretName !== wanted.secretName || sent.key !== wanted.key) {
-          problems.push(`${id(caller)} dials ${id(s)}, which accepts only keys from Secret ${wanted.secretName}[${wanted.key}], ` +
+          problems.push(`${id(caller)} dials ${id(callee)}, which requires the token of Secret ${wanted.secretName}[${wanted.key}], ` +
                         `sending ${sent ? `${sent.secretName}[${sent.key}]` : "none"}: its calls are refused (UNAUTHENTICATED)`);
         }
       }
@@ -318,5 +336,5 @@ export function schedulerKeysAreConsistent(objects) {
 /** Every rule at once. */
 export function allRules(objects) {
   return [...addressesReachNotReadyPods(objects), ...groupsAreImmutable(objects), ...gpuPodsAreSound(objects),
-          ...drainFitsTheGracePeriod(objects), ...schedulerKeysAreConsistent(objects)];
+          ...drainFitsTheGracePeriod(objects), ...internalAuthIsConsistent(objects)];
 }

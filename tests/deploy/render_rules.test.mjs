@@ -13,7 +13,7 @@ import * as YAML from "yaml";
 import { ROOT, binaryFlags, helmTemplate, isPostRendered, parseDocs, readYaml, renderObjects } from "./lib.mjs";
 import {
   addressesReachNotReadyPods, allRules, dialedAddresses, drainFitsTheGracePeriod, flagsOf, gpuPodsAreSound,
-  groupsAreImmutable, preStopSeconds, schedulerKeysAreConsistent, unchangedUnderTheirName,
+  groupsAreImmutable, internalAuthIsConsistent, preStopSeconds, unchangedUnderTheirName,
 } from "./render_rules.mjs";
 
 const EXAMPLES = path.join(ROOT, "deploy/examples");
@@ -280,43 +280,68 @@ test("(drain) is violated by a grace period at the drain, a gateway without preS
   assert.ok(drainFitsTheGracePeriod(early).some((p) => /stops after a 0s preStop, before StatefulSet\/.*-sched ends its 30s drain/.test(p)));
 });
 
-test("(auth) scheduler keys are Secret files, and every caller of a keyed scheduler sends the key", () => {
-  for (const [name, objects] of all) assert.deepEqual(schedulerKeysAreConsistent(objects), [], name);
-  let keyed = 0;
+// Issue 45: every internal port requires the internal token, so every rendered process must get it.
+test("(auth) every process of every layout reads the internal token from a mounted Secret; every caller sends its callee's", () => {
+  for (const [name, objects] of all) assert.deepEqual(internalAuthIsConsistent(objects), [], name);
+  let own = 0, created = 0;
   for (const [name, objects] of all) {
-    const schedulers = objects.filter((o) => o.spec?.template && o.metadata.labels["app.kubernetes.io/component"] === "scheduler");
-    if (!schedulers.some((s) => flagsOf(objects, s)["api-keys-file"])) continue;
-    ++keyed;
-    // Nothing of the key itself in any object: no env from the Secret, only its name in volumes.
+    const processes = objects.filter((o) => o.spec?.template && /^orca-(scheduler|worker|gateway)$/.test(o.spec.template.spec.containers[0].command?.[0]));
+    assert.ok(processes.length >= 3, `${name}: ${processes.length} processes`);
+    const secrets = new Set();
+    for (const w of processes) {
+      assert.equal(flagsOf(objects, w)["internal-token-file"], "/etc/orca-internal-auth/token", `${name}: ${w.metadata.name}`);
+      secrets.add(w.spec.template.spec.volumes.find((v) => v.name === "internal-token")?.secret?.secretName);
+    }
+    assert.equal(secrets.size, 1, `${name}: one token Secret for every process: ${[...secrets]}`);
+    const [secret] = secrets;
+    // Nothing of the token itself in any object but its Secret: no env from a Secret, only its name in volumes.
     for (const o of objects.filter((x) => x.kind !== "Secret")) assert.ok(!JSON.stringify(o).includes("secretKeyRef"), `${name}: ${o.metadata.name}`);
-    for (const w of objects.filter((o) => o.spec?.template)) {
-      assert.ok(flagsOf(objects, w)["scheduler-api-key-file"] || flagsOf(objects, w)["api-keys-file"], `${name}: ${w.metadata.name} has no key file`);
+    if (secret.endsWith("-internal-token")) {
+      ++created;
+      // Offline (--render) the Secret the operator would create comes with the objects, before the workloads.
+      if (name.startsWith("example")) {
+        const at = objects.findIndex((o) => o.kind === "Secret" && o.metadata.name === secret);
+        assert.ok(at >= 0, `${name}: no Secret ${secret}`);
+        assert.ok(at < objects.findIndex((o) => o.spec?.template), `${name}: the Secret comes after a workload`);
+        assert.match(Buffer.from(objects[at].data.token, "base64").toString(), /^[0-9a-f]{64}\n$/);
+      }
+    } else {
+      ++own;
     }
   }
-  assert.ok(keyed >= 3, `layouts with a scheduler key: ${keyed}`);  // both example modes and the chart's values
+  assert.ok(own >= 3, `layouts with their own Secret: ${own}`);  // both example modes and the chart's values
+  assert.ok(created >= 2, `layouts with the operator's Secret: ${created}`);
 });
 
-test("(auth) is violated by a caller without the key, a key in the flag file or env, a file not from a Secret", () => {
+test("(auth) is violated by a process without the token, a caller sending another, a credential in args or env, a file not from a Secret", () => {
   const [, objects] = [...all].find(([n]) => n.includes("scheduler.apiKeys (list)"));
   const role = (c) => (o) => o.spec?.template && o.metadata.labels["app.kubernetes.io/component"] === c;
   const cmOf = (objs, w) => objs.find((o) => o.kind === "ConfigMap" && o.metadata.name === w.spec.template.spec.volumes.find((v) => v.name === "config").configMap.name);
   const file = (w) => w.spec.template.spec.containers[0].args[0].split("/").pop();
-  const keyless = structuredClone(objects);
-  const worker = keyless.find(role("worker"));
-  const cm = cmOf(keyless, worker);
-  cm.data[file(worker)] = cm.data[file(worker)].replace(/^scheduler-api-key-file: .*\n/m, "");
-  assert.ok(schedulerKeysAreConsistent(keyless).some((p) => /^StatefulSet\/orca-tiny-r0-\w+ dials .*-sched, which accepts only keys from Secret tiny-sched-keys\[scheduler-api-keys\], sending none/.test(p)),
-            schedulerKeysAreConsistent(keyless).join("\n"));
-  const gatewayless = structuredClone(objects);
-  const gw = gatewayless.find(role("gateway"));
-  gw.spec.template.spec.volumes = gw.spec.template.spec.volumes.filter((v) => v.name !== "scheduler-api-keys");
-  const problems = schedulerKeysAreConsistent(gatewayless);
-  assert.ok(problems.some((p) => p.includes("Deployment/orca-tiny-gateway: --scheduler-api-key-file /etc/orca-scheduler-auth/api-keys is not a file of a mounted Secret")), problems.join("\n"));
+  const tokenless = structuredClone(objects);
+  const worker = tokenless.find(role("worker"));
+  const cm = cmOf(tokenless, worker);
+  cm.data[file(worker)] = cm.data[file(worker)].replace(/^internal-token-file: .*\n/m, "");
+  const missing = internalAuthIsConsistent(tokenless);
+  assert.ok(missing.some((p) => /^StatefulSet\/orca-tiny-r0-\w+: no --internal-token-file: orca-worker refuses to start/.test(p)), missing.join("\n"));
+  assert.ok(missing.some((p) => /^StatefulSet\/orca-tiny-r0-\w+ dials .*-sched, which requires the token of Secret tiny-sched-keys\[scheduler-api-keys\], sending none/.test(p)),
+            missing.join("\n"));
+  const other = structuredClone(objects);
+  const gw = other.find(role("gateway"));
+  gw.spec.template.spec.volumes.find((v) => v.name === "internal-token").secret.secretName = "someone-elses";
+  const mismatched = internalAuthIsConsistent(other);
+  assert.ok(mismatched.some((p) => p.startsWith("Deployment/orca-tiny-gateway dials") && p.includes("sending someone-elses[scheduler-api-keys]")), mismatched.join("\n"));
+  const unmounted = structuredClone(objects);
+  const gw2 = unmounted.find(role("gateway"));
+  gw2.spec.template.spec.volumes = gw2.spec.template.spec.volumes.filter((v) => v.name !== "internal-token");
+  const problems = internalAuthIsConsistent(unmounted);
+  assert.ok(problems.some((p) => p.includes("Deployment/orca-tiny-gateway: --internal-token-file /etc/orca-internal-auth/token is not a file of a mounted Secret")), problems.join("\n"));
   assert.ok(problems.some((p) => p.startsWith("Deployment/orca-tiny-gateway dials")), problems.join("\n"));
   const inline = structuredClone(objects);
-  inline.find(role("scheduler")).spec.template.spec.containers[0].args.push("--api-keys=hunter2");
-  inline.find(role("gateway")).spec.template.spec.containers[0].env = [{ name: "ORCA_GATEWAY_SCHEDULER_API_KEY", value: "hunter2" }];
-  const leaks = schedulerKeysAreConsistent(inline);
-  assert.ok(leaks.some((p) => p.includes("--api-keys puts a key in the pod's spec")), leaks.join("\n"));
-  assert.ok(leaks.some((p) => p.includes("env ORCA_GATEWAY_SCHEDULER_API_KEY carries a key")), leaks.join("\n"));
+  inline.find(role("scheduler")).spec.template.spec.containers[0].args.push("--api-keys=hunter2hunter2hunter2", "--insecure-internal");
+  inline.find(role("gateway")).spec.template.spec.containers[0].env = [{ name: "ORCA_INTERNAL_TOKEN", value: "hunter2hunter2hunter2" }];
+  const leaks = internalAuthIsConsistent(inline);
+  assert.ok(leaks.some((p) => p.includes("--api-keys puts a credential in the pod's spec")), leaks.join("\n"));
+  assert.ok(leaks.some((p) => p.includes("--insecure-internal: its internal port takes calls from anyone")), leaks.join("\n"));
+  assert.ok(leaks.some((p) => p.includes("env ORCA_INTERNAL_TOKEN carries a credential")), leaks.join("\n"));
 });

@@ -2,7 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
+
+#include "services/common/channels.h"
 
 namespace orca::testing {
 
@@ -34,13 +37,46 @@ cli::LocalStackCommands::Options CommandOptions(const ClusterOptions& o) {
   c.worker_timeout_ms = o.worker_timeout_ms;
   c.drain_grace_seconds = 5;
   c.extra_scheduler_flags = o.extra_scheduler_flags;
-  c.scheduler_api_key = o.api_key;
+  return c;
+}
+
+// A fresh token per cluster, in a file of its own (the file's name carries the cluster's).
+std::string TokenFile(const std::string& name) {
+  const std::string dir = TempPath(name + "-run");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  absl::StatusOr<std::string> path = cli::CreateInternalTokenFile(dir);
+  if (!path.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(path.status().message()).c_str());
+    std::abort();
+  }
+  return *path;
+}
+
+services::InternalAuth AuthFromFile(const std::string& path) {
+  services::InternalAuthFlags flags;
+  flags.token_file = path;
+  absl::StatusOr<services::InternalAuth> auth = services::LoadInternalAuth(flags);
+  if (!auth.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(auth.status().message()).c_str());
+    std::abort();
+  }
+  return *std::move(auth);
+}
+
+cli::LocalStackCommands::Options WithTokenFile(cli::LocalStackCommands::Options c, const std::string& path) {
+  c.internal_token_file = path;
   return c;
 }
 
 }  // namespace
 
-Cluster::Cluster(ClusterOptions o) : o_(std::move(o)), commands_(CommandOptions(o_), PickPorts(o_.pipeline)) {
+Cluster::Cluster(ClusterOptions o) : Cluster(o, TokenFile(o.name)) {}
+
+Cluster::Cluster(ClusterOptions o, const std::string& token_file)
+    : o_(std::move(o)),
+      auth_(AuthFromFile(token_file)),
+      commands_(WithTokenFile(CommandOptions(o_), token_file), PickPorts(o_.pipeline)) {
   workers_.resize(o_.pipeline);
 }
 
@@ -64,6 +100,10 @@ bool Cluster::Start(int timeout_ms) {
 }
 
 std::unique_ptr<v1::Scheduler::Stub> Cluster::NewStub() const {
+  return v1::Scheduler::NewStub(services::CreateInternalChannel(scheduler_address(), auth_));
+}
+
+std::unique_ptr<v1::Scheduler::Stub> Cluster::NewUnauthenticatedStub() const {
   return v1::Scheduler::NewStub(grpc::CreateChannel(scheduler_address(), grpc::InsecureChannelCredentials()));
 }
 
@@ -78,10 +118,9 @@ std::string Cluster::Logs() const {
 }
 
 GenerateResult Generate(v1::Scheduler::Stub* stub, const std::vector<int32_t>& prompt, int max_new_tokens,
-                        const v1::SamplingParams& sampling, bool ignore_eos, const std::string& api_key) {
+                        const v1::SamplingParams& sampling, bool ignore_eos) {
   GenerateResult r;
   grpc::ClientContext ctx;
-  if (!api_key.empty()) ctx.AddMetadata("authorization", "Bearer " + api_key);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   v1::GenerateRequest req;
   req.mutable_prompt_token_ids()->Add(prompt.begin(), prompt.end());

@@ -10,6 +10,8 @@
 
 #include "core/engine/engine.h"
 #include "gtest/gtest.h"
+#include "orca/v1/worker.grpc.pb.h"
+#include "services/common/channels.h"
 #include "tests/integration/cluster.h"
 #include "tests/unit/engine/test_models.h"
 
@@ -108,28 +110,91 @@ INSTANTIATE_TEST_SUITE_P(Topologies, PipelineTest,
                                            std::make_tuple("stories260K", Topology{"pp2tp2", 2, 2})),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param).name; });
 
-// Issue 11: the scheduler's gRPC port takes the same bearer key as the
-// gateway's APIs. The workers present it for the data-plane rendezvous (else
-// the pipeline cannot form), and a caller without it is refused.
-TEST(SchedulerAuthTest, ThePortWantsTheKeyAndTheWorkersPresentIt) {
+// Issue 45: every internal port of a running pipeline (the scheduler's and each worker's)
+// wants the cluster's internal token. The pipeline forms only because every process sends
+// it (workers to the scheduler's rendezvous, the scheduler to the workers, stage 0 to
+// stage 1); a caller without it, or with another, is refused on every port, and a Control
+// message that would start a new session (which failed live streams before) changes nothing.
+TEST(InternalAuthTest, EveryInternalPortOfARunningPipelineWantsTheToken) {
   ClusterOptions co;
   co.model = ModelPath("llama");
   co.pipeline = 2;
-  co.api_key = "internal-secret";
   co.name = "auth";
   Cluster cluster(co);
   ASSERT_TRUE(cluster.Start()) << cluster.Logs();
   auto stub = cluster.NewStub();
-  GenerateResult refused = Generate(stub.get(), {1, 2, 3}, 4);
-  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.status.error_message();
-  GenerateResult wrong = Generate(stub.get(), {1, 2, 3}, 4, {}, true, "guess");
-  EXPECT_EQ(wrong.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  GenerateResult ok = Generate(stub.get(), {1, 2, 3}, 4, {}, true, "internal-secret");
-  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
-  EXPECT_EQ(ok.tokens.size(), 4u);
-  grpc::ClientContext ctx;
-  v1::SchedulerStats stats;
-  EXPECT_EQ(stub->GetStats(&ctx, v1::StatsRequest(), &stats).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  GenerateResult before = Generate(stub.get(), {1, 2, 3}, 4);
+  ASSERT_TRUE(before.status.ok()) << before.status.error_message() << cluster.Logs();
+
+  const std::string wrong = "Bearer not-the-cluster-token-0123456789";
+  for (const std::string& authorization : {std::string(), wrong}) {
+    const char* who = authorization.empty() ? "no credential" : "a wrong token";
+    auto anyone = cluster.NewUnauthenticatedStub();
+    grpc::ClientContext gen_ctx;
+    if (!authorization.empty()) gen_ctx.AddMetadata("authorization", authorization);
+    v1::GenerateRequest req;
+    req.add_prompt_token_ids(1);
+    req.set_max_new_tokens(4);
+    auto reader = anyone->Generate(&gen_ctx, req);
+    v1::GenerateResponse resp;
+    while (reader->Read(&resp)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED) << who << ": Generate";
+    {
+      grpc::ClientContext ctx;
+      if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+      v1::CancelRequest cancel;
+      cancel.set_request_id("someone-elses");
+      v1::CancelResponse out;
+      EXPECT_EQ(anyone->Cancel(&ctx, cancel, &out).error_code(), grpc::StatusCode::UNAUTHENTICATED) << who;
+    }
+    {
+      grpc::ClientContext ctx;
+      if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+      v1::StoreSetRequest set;
+      set.set_key("auth/session/1/rank0");
+      set.set_value("attacker");
+      v1::StoreSetResponse out;
+      EXPECT_EQ(anyone->StoreSet(&ctx, set, &out).error_code(), grpc::StatusCode::UNAUTHENTICATED) << who;
+    }
+    {
+      grpc::ClientContext ctx;
+      if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+      v1::SchedulerStats stats;
+      EXPECT_EQ(anyone->GetStats(&ctx, v1::StatsRequest(), &stats).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    }
+    for (int stage = 0; stage < co.pipeline; ++stage) {
+      auto worker =
+          v1::Worker::NewStub(grpc::CreateChannel(cluster.worker_address(stage), grpc::InsecureChannelCredentials()));
+      grpc::ClientContext ctx;
+      if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+      v1::ControlSummary summary;
+      auto control = worker->Control(&ctx, &summary);
+      v1::ControlMessage reset;
+      reset.set_session_id(999999);
+      control->Write(reset);
+      control->WritesDone();
+      EXPECT_EQ(control->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED) << who << ": stage " << stage;
+      grpc::ClientContext info_ctx;
+      if (!authorization.empty()) info_ctx.AddMetadata("authorization", authorization);
+      v1::WorkerInfo info;
+      EXPECT_EQ(worker->GetInfo(&info_ctx, v1::WorkerInfoRequest(), &info).error_code(),
+                grpc::StatusCode::UNAUTHENTICATED)
+          << who << ": stage " << stage;
+    }
+  }
+  // Nothing reached the pipeline: no new session, and it still serves.
+  for (int stage = 0; stage < co.pipeline; ++stage) {
+    auto worker =
+        v1::Worker::NewStub(services::CreateInternalChannel(cluster.worker_address(stage), cluster.internal_auth()));
+    grpc::ClientContext ctx;
+    v1::WorkerInfo info;
+    ASSERT_TRUE(worker->GetInfo(&ctx, v1::WorkerInfoRequest(), &info).ok());
+    EXPECT_NE(info.session_id(), 999999u) << "stage " << stage;
+  }
+  GenerateResult after = Generate(stub.get(), {1, 2, 3}, 4);
+  EXPECT_TRUE(after.status.ok()) << after.status.error_message();
+  EXPECT_EQ(after.tokens, before.tokens);
 }
 
 }  // namespace

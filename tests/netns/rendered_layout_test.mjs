@@ -15,10 +15,13 @@
 //      --data-plane-port, and every connection between pods has one end on a
 //      declared container port or that port (a NetworkPolicy can allow it);
 //   4. everything stops and no namespace, interface or process is left.
-// With ORCA_LAYOUT_SCHEDULER_KEY=1 (CTest: rendered_layout_keyed_test) the
-// example also gets spec.scheduler.apiKeys and its Secret: the layout forms
-// and serves only if every worker and gateway sends the mounted key, and the
-// scheduler's port refuses a call without it or with another one.
+// Every internal port requires the internal token (issue 45): the layout
+// forms and serves only if every process reads it from the mounted Secret
+// (--render emits NAME-internal-token with a drawn token) and sends it, and
+// the scheduler's and each worker's port refuse a call without it or with
+// another one. With ORCA_LAYOUT_SCHEDULER_KEY=1 (CTest:
+// rendered_layout_keyed_test) the example names a Secret of its own instead
+// (spec.scheduler.apiKeys), which every process then uses.
 // Exit 77 (CTest SKIP_RETURN_CODE) where network namespaces cannot be made.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -175,7 +178,9 @@ async function main() {
     assert.equal(streamed, completion.choices[0].text, "greedy: the streamed text is the same");
     say(`streamed completion: ${events.length - 1} events then [DONE]`);
 
-    if (SCHEDULER_KEY) checkSchedulerKey(client, schedulers[0], pods, flags);
+    const token = internalTokenOf(objects, schedulers[0]);
+    if (SCHEDULER_KEY) assert.equal(token, SCHEDULER_KEY, "the example's own Secret is the one mounted");
+    checkInternalAuth(client, schedulers[0], workers, pods, flags, token);
 
     // 3. Connections between pods: the data plane on the fixed port, everything on declared ports.
     checkPodConnections(cluster, workers, flags);
@@ -198,14 +203,14 @@ async function main() {
   return 0;
 }
 
-/** grpc-status of a unary orca.v1.Scheduler/GetStats from `host` to `address` with `key` as bearer ("" = none). */
-function schedulerStatsStatus(host, address, key) {
+/** grpc-status of a unary call of `method` (e.g. "/orca.v1.Scheduler/GetStats", an empty request) from `host` to `address` with `key` as bearer ("" = none). */
+function grpcUnaryStatus(host, address, method, key) {
   const script = `
 const http2 = require("node:http2");
-const [address, key] = process.argv.slice(1);
+const [address, method, key] = process.argv.slice(1);
 const c = http2.connect("http://" + address);
 c.on("error", (e) => { console.log("error " + e.message); process.exit(0); });
-const headers = { ":method": "POST", ":path": "/orca.v1.Scheduler/GetStats", "content-type": "application/grpc", te: "trailers" };
+const headers = { ":method": "POST", ":path": method, "content-type": "application/grpc", te: "trailers" };
 if (key) headers.authorization = "Bearer " + key;
 const req = c.request(headers);
 let status = "none";
@@ -213,25 +218,40 @@ req.on("response", (h) => { if (h["grpc-status"] !== undefined) status = h["grpc
 req.on("trailers", (t) => { if (t["grpc-status"] !== undefined) status = t["grpc-status"]; });
 req.on("data", () => {});
 req.on("close", () => { console.log("grpc-status " + status); c.close(); });
-req.end(Buffer.alloc(5));  // an empty StatsRequest
+req.end(Buffer.alloc(5));  // an empty request message
 setTimeout(() => { console.log("timeout"); process.exit(0); }, 10000).unref();`;
-  return host.run([process.execPath, "-e", script, address, key]).stdout.trim();
+  return host.run([process.execPath, "-e", script, address, method, key]).stdout.trim();
 }
 
-/** The keyed layout: the key reached the pods only as a file, and the scheduler's port demands it. */
-function checkSchedulerKey(client, scheduler, pods, flags) {
-  assert.ok(flags.get(scheduler.name)["api-keys-file"], "the scheduler reads its keys from a file");
+/** The internal token the pods mount: the first line of the key of the Secret the scheduler's token volume names. */
+function internalTokenOf(objects, scheduler) {
+  const volume = scheduler.spec.volumes.find((v) => v.name === "internal-token");
+  assert.ok(volume?.secret, `${scheduler.name}: no internal-token volume`);
+  const secret = objects.find((o) => o.kind === "Secret" && o.metadata.name === volume.secret.secretName);
+  assert.ok(secret, `no Secret ${volume.secret.secretName} among the objects`);
+  const key = volume.secret.items?.[0]?.key ?? "token";
+  return Buffer.from(secret.data[key], "base64").toString().split("\n")[0].trim();
+}
+
+/** The token reached the pods only as a file, and every internal port (scheduler, workers) demands it. */
+function checkInternalAuth(client, scheduler, workers, pods, flags, token) {
   for (const p of pods) {
-    assert.ok(!p.containers[0].run.argv.join(" ").includes(SCHEDULER_KEY), `${p.name}: the key is in its command line`);
-    if (binaryOf(p) !== "orca-scheduler") assert.ok(flags.get(p.name)["scheduler-api-key-file"], `${p.name} sends the key from a file`);
+    assert.ok(!p.containers[0].run.argv.join(" ").includes(token), `${p.name}: the token is in its command line`);
+    const file = flags.get(p.name)["internal-token-file"];  // the mount, where this emulation put it
+    assert.ok(file && fs.readFileSync(file, "utf8").split("\n")[0].trim() === token, `${p.name} reads the token from a mounted file`);
   }
-  const address = `${scheduler.host.ip}:${flags.get(scheduler.name).listen.split(":").pop()}`;
-  // UNAUTHENTICATED (16) without the key and with another one; OK (0) with it.
-  assert.equal(schedulerStatsStatus(client, address, ""), "grpc-status 16", "a call without the key is refused");
-  assert.equal(schedulerStatsStatus(client, address, "not-the-key"), "grpc-status 16", "a call with another key is refused");
-  assert.equal(schedulerStatsStatus(client, address, SCHEDULER_KEY), "grpc-status 0", "a call with the key is served");
-  say(`scheduler ${address}: GetStats refused without the key and with another (UNAUTHENTICATED), served with it; ` +
-      "the workers formed the pipeline and the gateway served through it with the mounted key");
+  const portOf = (p) => flags.get(p.name).listen.split(":").pop();
+  const ports = [[scheduler, "/orca.v1.Scheduler/GetStats"], ...workers.map((w) => [w, "/orca.v1.Worker/GetInfo"])];
+  for (const [pod, method] of ports) {
+    const address = `${pod.host.ip}:${portOf(pod)}`;
+    // UNAUTHENTICATED (16) without the token and with another one; OK (0) with it.
+    assert.equal(grpcUnaryStatus(client, address, method, ""), "grpc-status 16", `${pod.name}: a call without the token is refused`);
+    assert.equal(grpcUnaryStatus(client, address, method, "not-the-token-0123456789abcdef"), "grpc-status 16",
+                 `${pod.name}: a call with another token is refused`);
+    assert.equal(grpcUnaryStatus(client, address, method, token), "grpc-status 0", `${pod.name}: a call with the token is served`);
+  }
+  say(`${ports.length} internal ports refuse a call without the token and with another (UNAUTHENTICATED) and serve it with ` +
+      "the token; the workers formed the pipeline and the gateway served through it with the mounted token");
 }
 
 function labelsMatch(selector, labels) {

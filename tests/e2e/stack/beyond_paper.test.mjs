@@ -84,7 +84,8 @@ test('chunked prefill + paged KV + prefix caching + priority order over 2 pipeli
     // --max-prefill-slowdown: wherever the learned time budget cuts chunks, no token may change.
     beyond = await startPipelineServe('orca-beyond-e2e-', model, ['--policy=paged', '--max-num-batched-tokens=32', '--max-prefill-slowdown=1.5',
       '--enable-prefix-caching', '--kv-block-size=16', '--n-slots=384', '--max-bs=8', '--scheduling-order=priority']);
-    const ready = await fetch(`${beyond.sched}/ready`);
+    // The scheduler's /ready shows its configuration only to a holder of the internal token.
+    const ready = await fetch(`${beyond.sched}/ready`, { headers: { Authorization: `Bearer ${beyond.internalToken()}` } });
     assert.equal(ready.status, 200);
     const config = (await ready.json()).config;
     assert.equal(config.policy, 'paged');

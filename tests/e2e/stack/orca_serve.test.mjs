@@ -99,3 +99,64 @@ test('the printed example works on a synthesized checkpoint directory', async ()
 test('the printed example works on a GGUF file (served name without .gguf)', { skip: !sharedGguf || !fs.existsSync(sharedGguf) }, async () => {
   await checkServe(sharedGguf, 'stories260K');
 });
+
+/** The command lines of `pid`'s child processes, from /proc. */
+function childCommandLines(pid) {
+  const out = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) out.push(fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').filter(Boolean));
+    } catch { /* the process ended meanwhile */ }
+  }
+  return out;
+}
+
+// Issue 45: each run draws its own internal token into a private file that every process
+// reads (never a command line, which `ps` shows everyone), and a second `orca serve` on a
+// port the first one holds fails at start naming the port. Before, gRPC's SO_REUSEPORT let
+// the second gateway share the gRPC port, and on a shared HTTP port the second run probed
+// the first one's gateway and printed "Orca is ready".
+test('each run has its own internal token; a second orca serve on a used port fails at start naming it', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-serve-model-'));
+  const model = path.join(dir, 'serve-tiny');
+  const synth = spawnSync(path.join(binDir(), 'orca'), ['model', 'synth', '--preset', 'tiny', '--vocab-size', '1024',
+    '--max-position', '1024', '--out', model], { encoding: 'utf8' });
+  assert.equal(synth.status, 0, synth.stderr);
+  const grpcPort = await freePort();
+  const s = await startServe(model, [`--grpc-port=${grpcPort}`]);
+  let tokenFile;
+  try {
+    const children = childCommandLines(s.proc.pid);
+    assert.deepEqual(children.map((argv) => path.basename(argv[0])).sort(), ['orca-gateway', 'orca-scheduler', 'orca-worker']);
+    const files = new Set(children.map((argv) => argv.find((a) => a.startsWith('--internal-token-file='))?.split('=')[1]));
+    assert.equal(files.size, 1, `every process gets the same --internal-token-file: ${[...files]}`);
+    tokenFile = [...files][0];
+    assert.ok(tokenFile, 'no --internal-token-file');
+    assert.equal(fs.statSync(tokenFile).mode & 0o777, 0o600, 'the token file is its owner\'s only');
+    assert.equal(fs.statSync(path.dirname(tokenFile)).mode & 0o777, 0o700, 'in a private run directory');
+    const token = fs.readFileSync(tokenFile, 'utf8').trim();
+    assert.match(token, /^[0-9a-f]{64}$/);
+    for (const argv of children) assert.ok(!argv.join(' ').includes(token), `${argv[0]} has the token on its command line`);
+
+    const { url, body } = exampleRequest(s.banner);
+    const httpPort = Number(new URL(url).port);
+    const otherPort = await freePort();
+    for (const [args, port] of [[[`--port=${otherPort}`, `--grpc-port=${grpcPort}`], grpcPort],
+                                [[`--port=${httpPort}`, '--grpc-port=0'], httpPort]]) {
+      const second = spawnSync(path.join(binDir(), 'orca'), ['serve', `--model=${model}`, ...args],
+        { encoding: 'utf8', timeout: 120000 });
+      assert.notEqual(second.status, 0, `the second orca serve (${args}) started:\n${second.stdout}${second.stderr}`);
+      assert.match(second.stderr, new RegExp(`${port} is in use`), second.stderr);
+      assert.doesNotMatch(second.stdout, /Orca is ready/);
+    }
+    const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+    assert.equal(r.status, 200, 'the first run still serves');
+  } finally {
+    assert.equal(await stopServe(s), 0, `orca serve did not stop cleanly:\n${s.stderr()}`);
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  assert.ok(!fs.existsSync(tokenFile), 'the run directory is removed when orca serve stops');
+});

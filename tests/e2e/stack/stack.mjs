@@ -2,6 +2,7 @@
 // processes, orca-scheduler and orca-gateway, all on 127.0.0.1 with free
 // ports; every process is killed when the test process exits.
 import { spawn, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -60,7 +61,8 @@ async function waitFor(url, timeoutMs, procs) {
 }
 
 /**
- * @param {{pipeline?: number, tensor?: number, apiKey?: string, nSlots?: number, logJson?: boolean}} opts
+ * @param {{pipeline?: number, tensor?: number, apiKey?: string, nSlots?: number, logJson?: boolean,
+ *   gatewayArgs?: string[], schedulerArgs?: string[]}} opts
  * @returns {Promise<{baseUrl: string, gatewayPort: number, schedulerHttpPort: number,
  *   workerHttpPorts: number[], modelName: string, workDir: string, stop: () => Promise<void>}>}
  */
@@ -77,6 +79,10 @@ export async function startStack(opts = {}) {
   const workers = [];
   for (let s = 0; s < P; s++) workers.push({ grpc: await freePort(), http: await freePort(), dataPlane: await freePort() });
   const workerAddrs = workers.map((w) => `127.0.0.1:${w.grpc}`).join(',');
+  // The stack's internal token, in a file of its own as `orca serve` makes it: every internal port requires it.
+  const tokenFile = path.join(work, 'internal-token');
+  fs.writeFileSync(tokenFile, `${crypto.randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  const auth = [`--internal-token-file=${tokenFile}`];
   const procs = [];
   const start = (name, exe, args) => {
     const log = path.join(work, `${name}.log`);
@@ -93,14 +99,16 @@ export async function startStack(opts = {}) {
       `--model=${model}`, `--listen=127.0.0.1:${w.grpc}`, `--http-listen=127.0.0.1:${w.http}`,
       `--data-plane-port=${w.dataPlane}`, `--stage=${s}`,
       `--num-stages=${P}`, `--tensor-parallel=${T}`, `--workers=${workerAddrs}`, `--scheduler=127.0.0.1:${schedGrpc}`,
-      `--n-slots=${opts.nSlots ?? 8192}`, `--threads=1`,
+      `--n-slots=${opts.nSlots ?? 8192}`, `--threads=1`, ...auth,
     ]));
   start('scheduler', 'orca-scheduler', [...logFlags,
     `--listen=127.0.0.1:${schedGrpc}`, `--http-listen=127.0.0.1:${schedHttp}`, `--workers=${workerAddrs}`,
-    `--n-slots=${opts.nSlots ?? 8192}`, `--max-bs=16`,
+    `--n-slots=${opts.nSlots ?? 8192}`, `--max-bs=16`, ...auth, ...(opts.schedulerArgs ?? []),
   ]);
-  const gwArgs = [...logFlags, `--listen=127.0.0.1:${gwHttp}`, `--grpc-listen=`, `--schedulers=127.0.0.1:${schedGrpc}`, `--model=${model}`];
+  const gwArgs = [...logFlags, `--listen=127.0.0.1:${gwHttp}`, `--grpc-listen=`, `--schedulers=127.0.0.1:${schedGrpc}`, `--model=${model}`,
+                  ...auth];
   if (opts.apiKey) gwArgs.push(`--api-keys=${opts.apiKey}`);
+  gwArgs.push(...(opts.gatewayArgs ?? []));
   start('gateway', 'orca-gateway', gwArgs);
   const kill = () => procs.forEach((p) => { try { p.kill('SIGKILL'); } catch {} });
   process.on('exit', kill);
@@ -119,6 +127,8 @@ export async function startStack(opts = {}) {
     modelName: 'e2e-tiny',
     workDir: work,
     logFile: (name) => path.join(work, `${name}.log`),
+    pid: (name) => procs.find((p) => p.orcaName === name)?.pid,
+    exited: () => procs.filter((p) => p.exitCode !== null || p.signalCode !== null).map((p) => `${p.orcaName} (${p.exitCode ?? p.signalCode})`),
     logs: () => procs.map((p) => `--- ${p.orcaName}\n` + fs.readFileSync(p.orcaLog, 'utf8').slice(-3000)).join('\n'),
     stop: async () => {
       for (const p of procs.slice().reverse()) p.kill('SIGTERM');
@@ -149,7 +159,25 @@ export async function startServe(tag, model, args, { bannerTimeoutMs = 180000 } 
     }, 50);
     proc.on('exit', (code) => { clearInterval(poll); clearTimeout(timer); reject(new Error(`orca serve exited ${code}:\n${err}`)); });
   });
-  return { proc, logDir, port, url: `http://127.0.0.1:${port}`, stdout: () => out, stderr: () => err };
+  return { proc, logDir, port, url: `http://127.0.0.1:${port}`, stdout: () => out, stderr: () => err,
+           internalToken: () => serveInternalToken(proc.pid) };
+}
+
+/**
+ * The internal token of the `orca serve` running as `pid`: the file its processes get as
+ * --internal-token-file (in its private run directory), read as their owner may. What a test
+ * sends to see the scheduler's or a worker's /ready details.
+ */
+export function serveInternalToken(pid) {
+  for (const entry of fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== pid) continue;
+      const arg = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').find((a) => a.startsWith('--internal-token-file='));
+      if (arg) return fs.readFileSync(arg.slice('--internal-token-file='.length), 'utf8').split('\n')[0].trim();
+    } catch { /* the process ended meanwhile */ }
+  }
+  throw new Error(`orca serve (pid ${pid}) has no process with --internal-token-file`);
 }
 
 /**

@@ -2,7 +2,7 @@
 // gateway's e2e tests (tests/e2e/gateway) and manual runs need no engine.
 //
 //   orca-fake-scheduler --listen 127.0.0.1:7000 --write-model-dir /tmp/m
-//   orca-gateway --model /tmp/m --schedulers 127.0.0.1:7000
+//   orca-gateway --model /tmp/m --schedulers 127.0.0.1:7000 --insecure-internal  (the fake takes any caller)
 
 #include <csignal>
 #include <iostream>

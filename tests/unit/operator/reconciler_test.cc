@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "services/operator/renderer.h"
 #include "tests/unit/operator/orca_deployment_builder.h"
 #include "tests/unit/operator/test_util.h"
@@ -76,8 +81,8 @@ class ReconcilerTest : public ::testing::Test {
     for (const json& o : server_->List("/apis/apps/v1/namespaces/team-a/statefulsets")) {
       const json& l = o["metadata"]["labels"];
       if (l["app.kubernetes.io/component"] != "worker") continue;
-      out.push_back("r" + l["serving.orca.dev/replica"].get<std::string>() + ":" +
-                    l["serving.orca.dev/revision"].get<std::string>());
+      out.push_back(absl::StrCat("r", l["serving.orca.dev/replica"].get<std::string>(), ":",
+                                 l["serving.orca.dev/revision"].get<std::string>()));
     }
     std::sort(out.begin(), out.end());
     return out;
@@ -287,6 +292,7 @@ std::vector<FakeKubeApiServer::PolicyRule> RulesWithoutServiceMonitors() {
           {{""}, {"services", "configmaps"}, {"list", "create", "patch", "delete"}, ""},
           {{"policy"}, {"poddisruptionbudgets"}, {"list", "create", "patch", "delete"}, ""},
           {{"networking.k8s.io"}, {"networkpolicies"}, {"list", "create", "patch", "delete"}, ""},
+          {{""}, {"secrets"}, {"create"}, ""},
           {{""}, {"events"}, {"create"}, ""}};
 }
 
@@ -313,6 +319,78 @@ TEST_F(ReconcilerTest, UnmanagedServiceMonitorsAreNeverTouched) {
   ASSERT_FALSE(reconciler_->Reconcile(*server_->Get(kCrPath)).ok());
   EXPECT_THAT(server_->Denials(), ::testing::Contains(HasSubstr("list monitoring.coreos.com/servicemonitors team-a")));
   EXPECT_EQ(Condition(Cr(), "Degraded")["reason"], "ApplyFailed");
+}
+
+constexpr char kTokenSecretPath[] = "/api/v1/namespaces/team-a/secrets/demo-internal-token";
+
+// Issue 45: every internal port requires the deployment's internal token. The operator creates
+// its Secret once, owned by the OrcaDeployment (the garbage collector deletes it with it), and
+// never draws it again: later reconciles, a spec change (a new revision, new pods) and a second
+// operator pass keep the token the running pods read.
+TEST_F(ReconcilerTest, CreatesTheInternalTokenSecretOnceOwnedAndNeverRedrawsIt) {
+  ASSERT_TRUE(Reconcile(OrcaDeploymentBuilder().Pipeline(2)).ok());
+  const std::optional<json> secret = server_->Get(kTokenSecretPath);
+  ASSERT_TRUE(secret.has_value());
+  const json& refs = (*secret)["metadata"]["ownerReferences"];
+  ASSERT_EQ(refs.size(), 1u);
+  EXPECT_EQ(refs[0]["uid"], Cr()["metadata"]["uid"]);
+  EXPECT_EQ(refs[0]["kind"], "OrcaDeployment");
+  EXPECT_EQ(refs[0]["controller"], true);
+  std::string token;
+  ASSERT_TRUE(absl::Base64Unescape((*secret)["data"]["token"].get<std::string>(), &token));
+  EXPECT_THAT(token, ::testing::MatchesRegex("[0-9a-f]{64}\n"));
+  // Every workload mounts it and every process reads it.
+  for (const std::string kind : {"statefulsets", "deployments"}) {
+    for (const json& o : server_->List("/apis/apps/v1/namespaces/team-a/" + kind)) {
+      bool mounted = false;
+      for (const json& v : o["spec"]["template"]["spec"]["volumes"])
+        mounted |= v.contains("secret") && v["secret"]["secretName"] == "demo-internal-token";
+      EXPECT_TRUE(mounted) << o["metadata"]["name"];
+    }
+  }
+  for (const json& cm : server_->List("/api/v1/namespaces/team-a/configmaps")) {
+    for (const auto& [file, text] : cm["data"].items())
+      EXPECT_THAT(text.get<std::string>(), HasSubstr("internal-token-file: \"/etc/orca-internal-auth/token\""))
+          << cm["metadata"]["name"] << "/" << file;
+  }
+
+  MakeEverythingReady();
+  ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
+  ASSERT_TRUE(Reconcile(OrcaDeploymentBuilder().Pipeline(2).Set("/spec/scheduler/maxBatchSize", 8)).ok());
+  Reconciler another(client_.get(), events_.get(), Reconciler::Options{});  // e.g. after a leader change
+  ASSERT_TRUE(another.Reconcile(Cr()).ok());
+  EXPECT_EQ((*server_->Get(kTokenSecretPath))["data"], (*secret)["data"]) << "the token was drawn again";
+  EXPECT_EQ((*server_->Get(kTokenSecretPath))["metadata"]["resourceVersion"], (*secret)["metadata"]["resourceVersion"]);
+  for (const char* method : {"PUT", "PATCH", "DELETE", "GET"})
+    EXPECT_EQ(server_->CountRequests(method, "/secrets"), 0) << method << ": the operator only ever creates Secrets";
+  const std::vector<std::string> reasons = EventReasons();
+  EXPECT_EQ(std::count(reasons.begin(), reasons.end(), "InternalTokenCreated"), 1);
+  EXPECT_EQ(Condition(Cr(), "Degraded")["status"], "False");
+}
+
+// spec.scheduler.apiKeys names the user's own Secret: it is mounted instead and none is created.
+TEST_F(ReconcilerTest, AnOwnSecretIsMountedAndNoneIsCreated) {
+  ASSERT_TRUE(Reconcile(OrcaDeploymentBuilder().Set("/spec/scheduler/apiKeys", {{"secretName", "mine"}})).ok());
+  EXPECT_FALSE(server_->Get(kTokenSecretPath).has_value());
+  EXPECT_EQ(server_->CountRequests("POST", "/secrets"), 0);
+  for (const json& o : server_->List("/apis/apps/v1/namespaces/team-a/statefulsets")) {
+    bool mounted = false;
+    for (const json& v : o["spec"]["template"]["spec"]["volumes"])
+      mounted |= v.contains("secret") && v["secret"]["secretName"] == "mine";
+    EXPECT_TRUE(mounted) << o["metadata"]["name"];
+  }
+}
+
+// A Secret that cannot be created (here: RBAC) leaves the deployment Degraded naming it, and is retried.
+TEST_F(ReconcilerTest, ASecretThatCannotBeCreatedIsDegradedAndRetried) {
+  server_->FailNext("POST", "/secrets", 403);
+  EXPECT_FALSE(Reconcile(OrcaDeploymentBuilder()).ok());
+  EXPECT_EQ(Condition(Cr(), "Degraded")["reason"], "ApplyFailed");
+  EXPECT_THAT(Condition(Cr(), "Degraded")["message"].get<std::string>(), HasSubstr("Secret/demo-internal-token"));
+  EXPECT_TRUE(server_->Get("/apis/apps/v1/namespaces/team-a/deployments/demo-gateway").has_value());
+  ASSERT_TRUE(reconciler_->Reconcile(Cr()).ok());
+  EXPECT_TRUE(server_->Get(kTokenSecretPath).has_value());
+  EXPECT_EQ(Condition(Cr(), "Degraded")["status"], "False");
 }
 
 }  // namespace

@@ -461,12 +461,11 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
   // The binaries refuse unknown keys. tests/deploy checks these against each binary's --help;
   // data-plane-port (worker) and schedulers-dns (gateway) are the flags this rendering relies on.
   const std::map<std::string, std::set<std::string>> allowed = {
-      {"worker",
-       {"listen",        "http-listen",         "model",           "model-name",      "dtype",
-        "stage",         "stage-from-hostname", "num-stages",      "tensor-parallel", "workers",
-        "scheduler",     "deployment-id",       "data-plane-host", "data-plane-port", "n-slots",
-        "threads",       "peer-timeout-ms",     "device",          "kv-block-size",   "scheduler-api-key-file",
-        "reserve-tokens"}},
+      {"worker", {"listen",        "http-listen",         "model",           "model-name",      "dtype",
+                  "stage",         "stage-from-hostname", "num-stages",      "tensor-parallel", "workers",
+                  "scheduler",     "deployment-id",       "data-plane-host", "data-plane-port", "n-slots",
+                  "threads",       "peer-timeout-ms",     "device",          "kv-block-size",   "internal-token-file",
+                  "reserve-tokens"}},
       {"scheduler",
        {"listen",
         "http-listen",
@@ -489,11 +488,11 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
         "enable-prefix-caching",
         "scheduling-order",
         "priority-aging-ms",
-        "api-keys-file"}},
+        "internal-token-file"}},
       {"gateway",
        {"listen", "grpc-listen", "schedulers", "schedulers-dns", "model", "served-model-name", "api-keys",
         "api-keys-file", "max-body-bytes", "max-concurrent-requests", "chat-template", "max-model-len",
-        "scheduler-api-key-file", "drain-grace-seconds"}}};
+        "internal-token-file", "drain-grace-seconds"}}};
   RenderOptions dns;
   dns.scheduler_discovery = SchedulerDiscovery::kDns;
   for (const RenderOptions& o : {RenderOptions{}, dns}) {
@@ -701,44 +700,68 @@ std::vector<std::pair<std::string, const json*>> PodTemplates(const std::vector<
   return out;
 }
 
-TEST(RendererTest, SchedulerKeyIsAMountedFileOfEveryCaller) {
-  const auto b = OrcaDeploymentBuilder().Pipeline(2).Set("/spec/scheduler/apiKeys",
-                                                         {{"secretName", "sched-auth"}, {"key", "keys.txt"}});
-  const auto objects = Render(b);
-  const std::string group = "demo-r0-" + Revision(b);
-  EXPECT_EQ(FlagFile(objects, group, "scheduler.yaml")["api-keys-file"], "/etc/orca-scheduler-auth/api-keys");
-  EXPECT_EQ(FlagFile(objects, group, "worker.yaml")["scheduler-api-key-file"], "/etc/orca-scheduler-auth/api-keys");
-  EXPECT_EQ(FlagFile(objects, "demo-gateway", "gateway.yaml")["scheduler-api-key-file"],
-            "/etc/orca-scheduler-auth/api-keys");
-  const auto pods = PodTemplates(objects);
-  ASSERT_EQ(pods.size(), 3u);  // pipeline, scheduler, gateway
-  for (const auto& [name, pod] : pods) {
-    SCOPED_TRACE(name);
-    const json* volume = nullptr;
-    for (const json& v : (*pod)["volumes"]) {
-      if (v["name"] == "scheduler-api-keys") volume = &v;
+// Issue 45: every process of every rendered layout gets the internal token as a file of a
+// mounted Secret (--internal-token-file): the Secret the operator creates (NAME-internal-token),
+// or the user's own (spec.scheduler.apiKeys). Never in args or env.
+TEST(RendererTest, EveryProcessReadsTheInternalTokenFromAMountedSecret) {
+  struct Case {
+    const char* name;
+    OrcaDeploymentBuilder builder;
+    const char* secret;
+    const char* key;
+  };
+  const Case cases[] = {
+      {"operator-created", OrcaDeploymentBuilder().Pipeline(2).Replicas(2), "demo-internal-token", "token"},
+      {"own Secret",
+       OrcaDeploymentBuilder().Pipeline(2).Set("/spec/scheduler/apiKeys",
+                                               {{"secretName", "sched-auth"}, {"key", "keys.txt"}}),
+       "sched-auth", "keys.txt"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto objects = Render(c.builder);
+    int files = 0;
+    for (const json& cm : objects) {
+      if (cm["kind"] != "ConfigMap") continue;
+      for (auto it = cm["data"].begin(); it != cm["data"].end(); ++it, ++files)
+        EXPECT_EQ(FlagFile(objects, cm["metadata"]["name"], it.key())["internal-token-file"],
+                  "/etc/orca-internal-auth/token")
+            << it.key();
     }
-    ASSERT_NE(volume, nullptr);
-    EXPECT_EQ((*volume)["secret"]["secretName"], "sched-auth");
-    EXPECT_EQ((*volume)["secret"]["items"], json::parse(R"([{"key": "keys.txt", "path": "api-keys"}])"));
-    EXPECT_EQ((*volume)["secret"]["defaultMode"], 0440);
-    const json& c = (*pod)["containers"][0];
-    const json mount = {{"name", "scheduler-api-keys"}, {"mountPath", "/etc/orca-scheduler-auth"}, {"readOnly", true}};
-    EXPECT_NE(std::find(c["volumeMounts"].begin(), c["volumeMounts"].end(), mount), c["volumeMounts"].end());
-    // The key itself is never in the pod's spec: no env from the Secret, no key flag in args.
-    EXPECT_EQ(c.dump().find("secretKeyRef"), std::string::npos);
-    for (const json& a : c["args"]) EXPECT_EQ(a.get<std::string>().find("api-key"), std::string::npos) << a;
+    EXPECT_GE(files, 3);  // worker.yaml, scheduler.yaml per group; gateway.yaml
+    const auto pods = PodTemplates(objects);
+    ASSERT_GE(pods.size(), 3u);  // pipelines, schedulers, gateway
+    for (const auto& [name, pod] : pods) {
+      SCOPED_TRACE(name);
+      const json* volume = nullptr;
+      for (const json& v : (*pod)["volumes"]) {
+        if (v["name"] == "internal-token") volume = &v;
+      }
+      ASSERT_NE(volume, nullptr);
+      EXPECT_EQ((*volume)["secret"]["secretName"], c.secret);
+      EXPECT_EQ((*volume)["secret"]["items"], json::array({{{"key", c.key}, {"path", "token"}}}));
+      EXPECT_EQ((*volume)["secret"]["defaultMode"], 0440);
+      const json& container = (*pod)["containers"][0];
+      const json mount = {{"name", "internal-token"}, {"mountPath", "/etc/orca-internal-auth"}, {"readOnly", true}};
+      EXPECT_NE(std::find(container["volumeMounts"].begin(), container["volumeMounts"].end(), mount),
+                container["volumeMounts"].end());
+      // The token itself is never in the pod's spec: no env from the Secret, no token flag in args.
+      EXPECT_EQ(container.dump().find("secretKeyRef"), std::string::npos);
+      for (const json& a : container["args"]) EXPECT_EQ(a.get<std::string>().find("token"), std::string::npos) << a;
+    }
+    // The Secret is created by the reconciler, once: never among the objects applied on every pass.
+    for (const json& o : objects) EXPECT_NE(o["kind"], "Secret");
   }
 }
 
-TEST(RendererTest, WithoutSchedulerKeyNothingMentionsOne) {
-  const auto objects = Render(OrcaDeploymentBuilder().Pipeline(2));
-  for (const json& o : objects) {
-    const std::string text = o.dump();
-    EXPECT_EQ(text.find("scheduler-api-key"), std::string::npos) << o["metadata"]["name"];
-    EXPECT_EQ(text.find("orca-scheduler-auth"), std::string::npos) << o["metadata"]["name"];
-    EXPECT_EQ(text.find("api-keys-file"), std::string::npos) << o["metadata"]["name"];
-  }
+TEST(RendererTest, TheInternalTokenSecretIsOwnedAndHoldsTheToken) {
+  auto d = ParseOrcaDeployment(OrcaDeploymentBuilder().Build());
+  ASSERT_TRUE(d.ok()) << d.status();
+  const json secret = RenderInternalTokenSecret(*d, "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(secret["kind"], "Secret");
+  EXPECT_EQ(secret["metadata"]["name"], "demo-internal-token");
+  EXPECT_EQ(secret["metadata"]["ownerReferences"][0]["controller"], true);
+  EXPECT_EQ(secret["data"]["token"], "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWYK");  // base64 of the token + "\n"
 }
 
 // The preStop hook's `sleep N`, 0 without one.

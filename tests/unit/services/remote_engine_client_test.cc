@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "services/worker/heartbeat_writer.h"
 #include "services/worker/results_writer.h"
+#include "services/worker/worker_service.h"
 
 namespace orca::scheduler {
 namespace {
@@ -31,61 +32,23 @@ using worker::ResultSink;
 // stage answers each plan with one token per request after `delay`.
 class FakePipeline {
  public:
-  class Stage final : public v1::Worker::CallbackService, public worker::ResultSource, public worker::HeartbeatSource {
+  // One stage behind the real orca.v1.Worker service (its reactors and its authentication).
+  class Stage final : public worker::WorkerBackend {
    public:
     Stage(FakePipeline* pipeline, int index) : pipeline_(pipeline), index_(index) {}
 
-    grpc::ServerReadReactor<v1::ControlMessage>* Control(grpc::CallbackServerContext*, v1::ControlSummary*) override {
-      class Reader final : public grpc::ServerReadReactor<v1::ControlMessage> {
-       public:
-        // Built on the handler's thread, its reactions run on gRPC's (server_stream_writer.h).
-        explicit Reader(FakePipeline* p) : p_(p) {
-          ORCA_GRPC_HANDS_OFF(this);
-          StartRead(&msg_);
-        }
-        void OnReadDone(bool ok) override {
-          ORCA_GRPC_REACTS(this);
-          if (!ok) {
-            ORCA_GRPC_HANDS_OFF(this);
-            Finish(grpc::Status::OK);
-            return;
-          }
-          p_->OnControl(msg_);
-          ORCA_GRPC_HANDS_OFF(this);
-          StartRead(&msg_);
-        }
-        void OnDone() override {
-          ORCA_GRPC_REACTS(this);
-          delete this;
-        }
-
-       private:
-        FakePipeline* p_;
-        v1::ControlMessage msg_;
-      };
-      return new Reader(pipeline_);
-    }
-    grpc::ServerWriteReactor<v1::IterationResult>* Results(grpc::CallbackServerContext*,
-                                                           const v1::ResultsRequest* r) override {
-      return worker::ResultsWriter::Start(this, r->session_id());
-    }
-    grpc::ServerWriteReactor<v1::Heartbeat>* Heartbeats(grpc::CallbackServerContext*,
-                                                        const v1::HeartbeatRequest* r) override {
-      return worker::HeartbeatWriter::Start(this, *r);
-    }
-    grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx, const v1::WorkerInfoRequest*,
-                                      v1::WorkerInfo* info) override {
-      info->set_stage(index_);
-      info->set_num_stages(pipeline_->num_stages());
-      info->set_loaded(true);
-      info->set_vocab_size(100);
-      info->set_max_context(1024);
-      info->set_kv_slots_total(4096);
-      info->set_kv_block_size(pipeline_->kv_block_size);
-      info->set_session_id(pipeline_->session());
-      auto* reactor = ctx->DefaultReactor();
-      reactor->Finish(grpc::Status::OK);
-      return reactor;
+    void OnControl(v1::ControlMessage msg) override { pipeline_->OnControl(msg); }
+    v1::WorkerInfo Info() const override {
+      v1::WorkerInfo info;
+      info.set_stage(index_);
+      info.set_num_stages(pipeline_->num_stages());
+      info.set_loaded(true);
+      info.set_vocab_size(100);
+      info.set_max_context(1024);
+      info.set_kv_slots_total(4096);
+      info.set_kv_block_size(pipeline_->kv_block_size);
+      info.set_session_id(pipeline_->session());
+      return info;
     }
 
     absl::Status SubscribeResults(uint64_t session, std::shared_ptr<ResultSink> sink) override {
@@ -113,13 +76,15 @@ class FakePipeline {
     int index_;
   };
 
-  explicit FakePipeline(int num_stages) {
+  /// Stages that require `auth`'s internal token.
+  explicit FakePipeline(int num_stages, services::InternalAuth auth = services::InternalAuth::Insecure()) {
     for (int i = 0; i < num_stages; ++i) {
       stages_.push_back(std::make_unique<Stage>(this, i));
+      services_.push_back(std::make_unique<worker::WorkerService>(stages_.back().get(), auth));
       grpc::ServerBuilder b;
       int port = 0;
       b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-      b.RegisterService(stages_.back().get());
+      b.RegisterService(services_.back().get());
       servers_.push_back(b.BuildAndStart());
       addresses_.push_back("127.0.0.1:" + std::to_string(port));
     }
@@ -141,7 +106,7 @@ class FakePipeline {
 
   int num_stages() const { return static_cast<int>(stages_.size()); }
   const std::vector<std::string>& addresses() const { return addresses_; }
-  uint64_t session() {
+  uint64_t session() const {
     absl::MutexLock lock(&mu_);
     return session_;
   }
@@ -243,10 +208,11 @@ class FakePipeline {
   }
 
   std::vector<std::unique_ptr<Stage>> stages_;
+  std::vector<std::unique_ptr<worker::WorkerService>> services_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
   std::vector<std::string> addresses_;
   std::thread thread_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;
   int num_sessions_ ABSL_GUARDED_BY(mu_) = 0;
@@ -324,10 +290,12 @@ sched::IterationPlan Plan(sched::IterationId id, sched::RequestId request) {
 
 class RemoteEngineClientTest : public ::testing::Test {
  protected:
-  void Start(int stages, absl::Duration worker_timeout, int32_t kv_block_size = 16) {
-    pipeline_ = std::make_unique<FakePipeline>(stages);
+  void Start(int stages, absl::Duration worker_timeout, int32_t kv_block_size = 16,
+             services::InternalAuth auth = services::InternalAuth::Insecure()) {
+    pipeline_ = std::make_unique<FakePipeline>(stages, auth);
     RemoteEngineClient::Options o;
     o.workers = pipeline_->addresses();
+    o.internal_auth = auth;
     o.worker_timeout = worker_timeout;
     o.kv_block_size = kv_block_size;
     o.startup_timeout = absl::Seconds(10);
@@ -461,6 +429,45 @@ TEST_F(RemoteEngineClientTest, KvBlockSizeMismatchIsRefusedNamingBothValues) {
   auto ok = RemoteEngineClient::Create(o);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*ok)->info().kv_block_size, 32);
+}
+
+services::InternalAuth Auth(const std::string& token) {
+  auto auth = services::InternalAuth::FromTokens({token}, "test");
+  EXPECT_TRUE(auth.ok()) << auth.status();
+  return *auth;
+}
+
+// Issue 45: every worker RPC the engine master makes (GetInfo, Control, Results, Heartbeats)
+// needs the internal token. Stages that require one refuse a master without it or with
+// another, so no session forms; with it, sessions form and iterations come back.
+TEST_F(RemoteEngineClientTest, StagesRefuseAMasterWithoutTheirInternalTokenAndServeOneWithIt) {
+  const std::string token = "stage-token-0123456789abcdef";
+  pipeline_ = std::make_unique<FakePipeline>(2, Auth(token));
+  struct Case {
+    const char* name;
+    services::InternalAuth auth;
+    const char* refusal;
+  };
+  const Case cases[] = {{"none", services::InternalAuth::Insecure(), "missing internal credential"},
+                        {"wrong", Auth("another-token-0123456789abcdef"), "wrong internal credential"}};
+  for (const Case& c : cases) {
+    RemoteEngineClient::Options o;
+    o.workers = pipeline_->addresses();
+    o.internal_auth = c.auth;
+    o.startup_timeout = absl::Milliseconds(500);
+    auto refused = RemoteEngineClient::Create(o);
+    ASSERT_FALSE(refused.ok()) << c.name;
+    EXPECT_NE(refused.status().message().find(c.refusal), std::string::npos) << c.name << ": " << refused.status();
+  }
+  EXPECT_EQ(pipeline_->NumSessions(), 0);
+  pipeline_.reset();
+
+  Start(2, absl::Seconds(5), 16, Auth(token));
+  client_->Submit(Plan(1, 1), rec_.session());
+  ASSERT_TRUE(rec_.WaitOutcomes(1, absl::Seconds(10))) << rec_.last_reason();
+  EXPECT_TRUE(rec_.outcomes()[0].status.ok()) << rec_.outcomes()[0].status;
+  EXPECT_EQ(rec_.outcomes()[0].results.size(), 1u);
+  EXPECT_EQ(pipeline_->NumSessions(), 1);
 }
 
 }  // namespace

@@ -14,133 +14,46 @@
 #include "absl/synchronization/mutex.h"
 #include "core/metrics/registry.h"
 #include "gtest/gtest.h"
+#include "services/common/channels.h"
+#include "services/common/service_main.h"
+#include "tests/unit/services/fake_engine_client.h"
+#include "tests/unit/services/internal_auth_probe.h"
 
 namespace orca::scheduler {
 namespace {
 
-// An engine that answers each iteration after `step` with token (request_id + position) % 97,
-// or fails iterations while `fail` is set.
-class ScriptedEngine final : public EngineClient {
- public:
-  absl::Duration step = absl::Milliseconds(2);
-  std::atomic<bool> fail{false};
-  std::atomic<bool> is_ready{true};
-  std::atomic<int> released{0};
+constexpr char kInternalToken[] = "scheduler-test-token-0123456789abcdef";
 
-  absl::Status Start(OutcomeCallback on_outcome, StateCallback on_state) override {
-    on_outcome_ = std::move(on_outcome);
-    on_state_ = std::move(on_state);
-    on_state_(is_ready, is_ready ? "" : "no workers", session_);
-    thread_ = std::thread([this] { Loop(); });
-    return absl::OkStatus();
-  }
-  void Stop() override {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-  void Submit(sched::IterationPlan plan, uint64_t session) override {
-    absl::MutexLock lock(&mu_);
-    if (session != session_) return;  // as the remote client does
-    ++submitted;
-    released += static_cast<int>(plan.released_request_ids.size());
-    plans_.push_back(std::move(plan));
-  }
-  void Release(std::vector<sched::RequestId> ids, uint64_t) override { released += static_cast<int>(ids.size()); }
-  EngineInfo info() const override {
-    EngineInfo i;
-    i.model_name = "scripted";
-    i.vocab_size = 100;
-    i.max_context = 256;
-    i.eos_token_ids = {99};
-    i.kv_slots = 1024;
-    return i;
-  }
-  bool ready() const override { return is_ready; }
-  // Each return to ready is a new session, as with the remote pipeline.
-  void SetReady(bool r) {
-    is_ready = r;
-    if (r) {
-      absl::MutexLock lock(&mu_);
-      ++session_;
-    }
-    on_state_(r, r ? "" : "worker 1 died", session_);
-  }
-  std::atomic<int> submitted{0};
-
- private:
-  void Loop() {
-    while (true) {
-      sched::IterationPlan plan;
-      {
-        absl::MutexLock lock(&mu_);
-        if (!mu_.AwaitWithTimeout(absl::Condition(
-                                      +[](ScriptedEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-                                        return e->stop_ || !e->plans_.empty();
-                                      },
-                                      this),
-                                  absl::Milliseconds(50)))
-          continue;
-        if (stop_) return;
-        plan = std::move(plans_.front());
-        plans_.pop_front();
-      }
-      absl::SleepFor(step);
-      IterationOutcome o;
-      o.iteration_id = plan.iteration_id;
-      if (fail) {
-        o.status = absl::InternalError("stage 1: injected failure");
-      } else {
-        for (const auto& r : plan.requests) {
-          if (!r.sample) continue;  // a prompt chunk short of the prompt's end samples nothing
-          sched::RequestResult rr;
-          rr.request_id = r.request_id;
-          rr.token.token_id = static_cast<int32_t>((r.request_id + r.start_position) % 97);
-          o.results.push_back(rr);
-        }
-      }
-      on_outcome_(std::move(o));
-    }
-  }
-
-  OutcomeCallback on_outcome_;
-  StateCallback on_state_;
-  std::atomic<uint64_t> session_{1};
-  absl::Mutex mu_;
-  std::deque<sched::IterationPlan> plans_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
+using testing::FakeEngineClient;
 
 class SchedulerServiceTest : public ::testing::Test {
  protected:
   void StartService(int64_t max_queued_requests = 0, int64_t n_slots = 512,
-                    absl::Duration engine_down_wait = absl::ZeroDuration(), services::ApiKeys keys = {}) {
+                    absl::Duration engine_down_wait = absl::ZeroDuration(),
+                    services::InternalAuth auth = services::InternalAuth::Insecure()) {
     SchedulerLoop::Options o;
     o.scheduler.max_bs = 4;
     o.scheduler.n_slots = n_slots;
     o.scheduler.max_queued_requests = max_queued_requests;
     o.engine_down_wait = engine_down_wait;
-    StartServiceWith(o, std::move(keys));
+    StartServiceWith(o, std::move(auth));
   }
-  void StartServiceWith(SchedulerLoop::Options o, services::ApiKeys keys = {}) {
-    auto engine = std::make_unique<ScriptedEngine>();
+  void StartServiceWith(SchedulerLoop::Options o, services::InternalAuth auth = services::InternalAuth::Insecure()) {
+    // A scripted engine: 2 ms per iteration, model "scripted".
+    auto engine = std::make_unique<FakeEngineClient>(
+        FakeEngineClient::Options{.model_name = "scripted", .step = absl::Milliseconds(2)});
     engine_ = engine.get();
     auto loop = SchedulerLoop::Create(o, std::move(engine), &registry_);
     ASSERT_TRUE(loop.ok()) << loop.status();
     loop_ = std::move(*loop);
     ASSERT_TRUE(loop_->Start().ok());
-    service_ = std::make_unique<SchedulerService>(loop_.get(), std::move(keys));
-    grpc::ServerBuilder b;
+    service_ = std::make_unique<SchedulerService>(loop_.get(), std::move(auth));
     int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(service_.get());
-    server_ = b.BuildAndStart();
-    ASSERT_GT(port, 0);
-    stub_ = v1::Scheduler::NewStub(
-        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    auto server = services::StartGrpcServer("127.0.0.1:0", {service_.get()}, {.bound_port = &port});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    address_ = "127.0.0.1:" + std::to_string(port);
+    stub_ = v1::Scheduler::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   }
   void TearDown() override {
     if (loop_) loop_->CancelAll();
@@ -196,7 +109,8 @@ class SchedulerServiceTest : public ::testing::Test {
   }
 
   metrics::Registry registry_;
-  ScriptedEngine* engine_ = nullptr;
+  std::string address_;
+  FakeEngineClient* engine_ = nullptr;
   std::unique_ptr<SchedulerLoop> loop_;
   std::unique_ptr<SchedulerService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -256,7 +170,7 @@ TEST_F(SchedulerServiceTest, RejectsANegativeTopPInsteadOfDisablingIt) {
 
 TEST_F(SchedulerServiceTest, QueueLimitAnswersResourceExhaustedWithTheReason) {
   StartService(/*max_queued_requests=*/1, /*n_slots=*/64);
-  engine_->step = absl::Milliseconds(50);
+  engine_->set_step(absl::Milliseconds(50));
   // Two long requests fill the slots; the next waits in the queue; one more is over the limit.
   // (Submitted one at a time: requests arriving in the same round all count as queued.)
   std::vector<std::future<Result>> held;
@@ -280,7 +194,7 @@ TEST_F(SchedulerServiceTest, QueueLimitAnswersResourceExhaustedWithTheReason) {
 
 TEST_F(SchedulerServiceTest, CancelRpcAndClientDisconnectReleaseEverything) {
   StartService();
-  engine_->step = absl::Milliseconds(20);
+  engine_->set_step(absl::Milliseconds(20));
   auto by_rpc = std::async(std::launch::async, [this] { return Generate(Req({1, 2}, 200, "caller-7")); });
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
   grpc::ClientContext cctx;
@@ -309,7 +223,7 @@ TEST_F(SchedulerServiceTest, CancelRpcAndClientDisconnectReleaseEverything) {
 
 TEST_F(SchedulerServiceTest, DeadlineEndsTheRequest) {
   StartService();
-  engine_->step = absl::Milliseconds(20);
+  engine_->set_step(absl::Milliseconds(20));
   v1::GenerateRequest req = Req({1}, 200);
   req.set_deadline_unix_millis(absl::ToUnixMillis(absl::Now() + absl::Milliseconds(200)));
   Result r = Generate(req);
@@ -320,18 +234,18 @@ TEST_F(SchedulerServiceTest, DeadlineEndsTheRequest) {
 
 TEST_F(SchedulerServiceTest, EngineFailureEndsRequestsWithTheErrorAndNotReadyRejects) {
   StartService();
-  engine_->fail = true;
+  engine_->set_fail(true);
   Result r = Generate(Req({1, 2}, 10));
   EXPECT_EQ(r.last.finish_reason(), v1::FINISH_REASON_ERROR);
   EXPECT_NE(r.last.error().find("injected failure"), std::string::npos) << r.last.error();
   EXPECT_EQ(r.last.error_code(), static_cast<int32_t>(absl::StatusCode::kInternal));
-  engine_->fail = false;
+  engine_->set_fail(false);
   // The stats snapshot is published once per round: wait until it no longer
   // counts the failed request, or the wait below could pass on that stale
   // count and take the pipeline down before the next request is admitted.
   ASSERT_EQ(Stats().num_requests_running(), 0);
   // A pipeline failure mid-stream is UNAVAILABLE on the wire: a retry may work (issue 11).
-  engine_->step = absl::Milliseconds(20);
+  engine_->set_step(absl::Milliseconds(20));
   auto running = std::async(std::launch::async, [this] { return Generate(Req({1, 2}, 100)); });
   for (int i = 0; i < 200 && RawStats().num_requests_running() == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -366,7 +280,7 @@ TEST_F(SchedulerServiceTest, RequestArrivingWhileTheEngineIsDownIsServedWhenItRe
 TEST_F(SchedulerServiceTest, QueuedRequestFailsUnavailableWhenThePipelineStaysDownPastTheWait) {
   // 64 slots: the first request holds them all, the second queues behind it.
   StartService(0, 64, absl::Milliseconds(500));
-  engine_->step = absl::Milliseconds(20);
+  engine_->set_step(absl::Milliseconds(20));
   auto running = std::async(std::launch::async, [this] { return Generate(Req({1, 2}, 60)); });
   for (int i = 0; i < 200 && RawStats().num_requests_running() == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -398,40 +312,79 @@ TEST_F(SchedulerServiceTest, DrainRejectsNewRequestsWithUnavailable) {
   EXPECT_NE(r.status.error_message().find("draining"), std::string::npos);
 }
 
-// Issue 11: with --api-keys, every RPC of the port wants the key.
-TEST_F(SchedulerServiceTest, WithApiKeysEveryCallNeedsTheKey) {
-  auto keys = services::ApiKeys::Load({"k1"}, "");
-  ASSERT_TRUE(keys.ok());
-  StartService(0, 512, absl::ZeroDuration(), std::move(*keys));
-  Result refused = Generate(Req({1}, 3));
+// Issue 45: every RPC of the scheduler's port (from its descriptor: a new one is covered too)
+// wants the internal token; without it, with a malformed or a wrong one, it ends
+// UNAUTHENTICATED before anything is done: no request is queued, cancelled or stored.
+TEST_F(SchedulerServiceTest, EveryRpcRefusesACallerWithoutTheInternalToken) {
+  auto auth = services::InternalAuth::FromTokens({kInternalToken}, "test");
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  StartService(0, 512, absl::ZeroDuration(), *auth);
+  {
+    // A request of the token holder, which an unauthenticated Cancel must not reach.
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", std::string("Bearer ") + kInternalToken);
+    v1::StoreSetRequest req;
+    req.set_key("rendezvous/k");
+    req.set_value("kept");
+    v1::StoreSetResponse resp;
+    ASSERT_TRUE(stub_->StoreSet(&ctx, req, &resp).ok());
+  }
+  auto channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  orca::testing::ExpectEveryMethodRefuses(
+      channel, "orca.v1.Scheduler",
+      {{"none", "", "missing internal credential"},
+       {"not bearer", std::string("Basic ") + kInternalToken, "must be sent as 'authorization: Bearer <token>'"},
+       {"wrong", "Bearer scheduler-test-token-0123456789abcdeX", "wrong internal credential"}},
+      kInternalToken, {"Generate", "Cancel", "GetStats", "StoreSet", "StoreGet"});
+  // Typed calls that would change something: a generation, a cancellation, a store write.
+  Result refused = Generate(Req({1, 2}, 3, "victim"));
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_NE(refused.status.error_message().find("Missing API key"), std::string::npos);
-  grpc::ClientContext with_key;
-  with_key.AddMetadata("authorization", "Bearer k1");
-  Result ok = Generate(Req({1}, 3), std::chrono::seconds(20), &with_key);
-  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
-  EXPECT_EQ(ok.tokens.size(), 3u);
   {
     grpc::ClientContext ctx;
-    v1::SchedulerStats s;
-    EXPECT_EQ(stub_->GetStats(&ctx, v1::StatsRequest(), &s).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    v1::CancelRequest req;
+    req.set_request_id("victim");
+    v1::CancelResponse resp;
+    EXPECT_EQ(stub_->Cancel(&ctx, req, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
   {
     grpc::ClientContext ctx;
-    ctx.AddMetadata("authorization", "Bearer nope");
+    ctx.AddMetadata("authorization", "Bearer wrong-token-0123456789abcdef");
     v1::StoreSetRequest req;
-    req.set_key("a");
+    req.set_key("rendezvous/k");
+    req.set_value("overwritten");
     v1::StoreSetResponse resp;
-    grpc::Status s = stub_->StoreSet(&ctx, req, &resp);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-    EXPECT_EQ(s.error_message(), "Incorrect API key provided");
+    EXPECT_EQ(stub_->StoreSet(&ctx, req, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(engine_->submitted(), 0) << "nothing was scheduled";
+
+  // The token holder: every RPC served, and the store kept its value.
+  auto holder = v1::Scheduler::NewStub(services::CreateInternalChannel(address_, *auth));
+  {
+    grpc::ClientContext ctx;
+    v1::StoreGetRequest req;
+    req.set_key("rendezvous/k");
+    v1::StoreGetResponse resp;
+    ASSERT_TRUE(holder->StoreGet(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.value(), "kept");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::SchedulerStats stats;
+    EXPECT_TRUE(holder->GetStats(&ctx, v1::StatsRequest(), &stats).ok());
   }
   {
     grpc::ClientContext ctx;
     v1::CancelRequest req;
+    req.set_request_id("nobody");
     v1::CancelResponse resp;
-    EXPECT_EQ(stub_->Cancel(&ctx, req, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_TRUE(holder->Cancel(&ctx, req, &resp).ok());
+    EXPECT_FALSE(resp.found());
   }
+  grpc::ClientContext with_token;
+  auth->Authorize(&with_token);
+  Result ok = Generate(Req({1}, 3), std::chrono::seconds(20), &with_token);
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_EQ(ok.tokens.size(), 3u);
 }
 
 // The options beyond the paper reach the scheduler through the loop: GetStats reports

@@ -83,9 +83,12 @@ Exactly the calls the operator makes, and nothing more (tests/unit/operator/
 operator_rbac_test.cc runs the real operator against an API server that
 answers 403 to anything else): read OrcaDeployments and write their status;
 list (to observe and prune), server-side apply (patch, and create for new
-objects) and delete what it renders; watch its workloads; post Events. No
-Secrets and no pods: pods mount the API-key Secret themselves, and engine
-groups are replaced by deleting their StatefulSets.
+objects) and delete what it renders; watch its workloads; post Events; create
+each OrcaDeployment's internal-token Secret (NAME-internal-token, once). On
+Secrets only `create`: the operator can read, change or delete none (it never
+needs to: pods mount the Secrets themselves, and an existing token Secret is
+left as it is). No pods: engine groups are replaced by deleting their
+StatefulSets.
 */}}
 {{- define "orca.operatorRules" -}}
 - apiGroups: [serving.orca.dev]
@@ -111,6 +114,9 @@ groups are replaced by deleting their StatefulSets.
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [list, create, patch, delete]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
