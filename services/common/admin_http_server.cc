@@ -21,10 +21,13 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "core/common/logging.h"
 #include "core/common/process_memory.h"
 #include "core/metrics/text_format.h"
+#include "services/common/api_keys.h"
 
 namespace orca::services {
 namespace {
@@ -33,6 +36,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
 
 // After the last response on a connection, unread input is drained for a
 // short while before closing: closing a socket with unread data makes the
@@ -41,6 +45,8 @@ using tcp = asio::ip::tcp;
 constexpr std::chrono::milliseconds kMaxLingerTime{2000};
 constexpr size_t kMaxLingerBytes = 256 * 1024;
 constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
+// What a keep-alive connection's wait for its next request reads at most.
+constexpr size_t kFirstReadBytes = 1024;
 
 struct ListenAddress {
   std::string host;
@@ -87,7 +93,8 @@ struct Reply {
   http::status status = http::status::ok;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
-  bool allow_get_head = false;  // adds "Allow: GET, HEAD" (405)
+  bool allow_get_head = false;    // adds "Allow: GET, HEAD" (405)
+  bool www_authenticate = false;  // adds "WWW-Authenticate: Bearer" (401)
 };
 
 Reply TextReply(http::status status, std::string body) {
@@ -109,8 +116,9 @@ class AdminHttpServer::Impl {
   int port() const { return port_.load(); }
 
   // Answers one request; runs on the server thread.
-  Reply Handle(http::verb method, std::string_view target) const;
+  Reply Handle(const http::request<http::string_body>& request) const;
   const Options& options() const { return options_; }
+  int64_t num_evicted() const { return num_evicted_.load(); }
 
  private:
   class Session;
@@ -118,11 +126,17 @@ class AdminHttpServer::Impl {
   void Run();
   void Accept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
+  // Closes the least recently active connection (idle ones before ones being answered).
+  void EvictOne();
+  // True when `request` carries "Authorization: Bearer <internal_token>" (or no token is set).
+  bool Authorized(const http::request<http::string_body>& request) const;
+  Reply Ready(bool detailed) const;
   void ShutdownOnLoop();
 
   const Options options_;
   const ListenAddress address_;
   std::atomic<int> port_{0};
+  std::atomic<int64_t> num_evicted_{0};
 
   // The io_context must outlive the I/O objects below (declared after it, so
   // destroyed before it); sessions are owned by their pending handlers and
@@ -140,25 +154,51 @@ class AdminHttpServer::Impl {
 };
 
 // One connection: read a request, write its reply, repeat while keep-alive.
+//
+// Deadlines: a request must be complete within request_timeout of the accept
+// (first request) or of its first byte (later ones); between requests a
+// connection may idle for idle_timeout. The server evicts by last_active().
 class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const Impl& server) : stream_(std::move(socket)), server_(server) {}
+  Session(tcp::socket socket, const Impl& server)
+      : stream_(std::move(socket)), server_(server), last_active_(Clock::now()) {}
 
   void Run() { ReadRequest(); }
 
-  // Closes at once (server shutdown, I/O error, timeout). Idempotent.
+  // Closes at once (server shutdown, eviction, I/O error, timeout). Idempotent.
   void Close() {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
   }
 
+  // Server thread only.
+  Clock::time_point last_active() const { return last_active_; }
+  bool answering() const { return answering_; }
+
  private:
   void ReadRequest() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_.options().max_header_bytes));
     parser_->body_limit(server_.options().max_body_bytes);
+    if (num_requests_ == 0) return Parse(last_active_ + server_.options().request_timeout);  // from the accept
+    if (buffer_.size() > 0) {                                                                // pipelined
+      last_active_ = Clock::now();
+      return Parse(last_active_ + server_.options().request_timeout);
+    }
+    // Keep-alive: wait for the next request's first bytes, then time the request.
     stream_.expires_after(server_.options().idle_timeout);
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->Close();
+                              self->buffer_.commit(n);
+                              self->last_active_ = Clock::now();
+                              self->Parse(self->last_active_ + self->server_.options().request_timeout);
+                            });
+  }
+
+  void Parse(Clock::time_point deadline) {
+    stream_.expires_at(deadline);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
@@ -177,10 +217,9 @@ class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Sessi
       return SendFinal(TextReply(http::status::bad_request, "malformed request\n"));
     }
     if (ec) return Close();  // timeout, reset, shutdown
+    ++num_requests_;
     const http::request<http::string_body>& request = parser_->get();
-    const beast::string_view target = request.target();
-    Send(server_.Handle(request.method(), std::string_view(target.data(), target.size())), request.version(),
-         request.keep_alive(), request.method() == http::verb::head);
+    Send(server_.Handle(request), request.version(), request.keep_alive(), request.method() == http::verb::head);
   }
 
   // Replies to a request that cannot be followed by another.
@@ -194,12 +233,16 @@ class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Sessi
     response_.set(http::field::content_type, reply.content_type);
     response_.set(http::field::cache_control, "no-store");
     if (reply.allow_get_head) response_.set(http::field::allow, "GET, HEAD");
+    if (reply.www_authenticate) response_.set(http::field::www_authenticate, "Bearer");
     response_.keep_alive(keep_alive);
     // HEAD: the length of the body GET would send, and no body.
     response_.content_length(reply.body.size());
     if (!head_only) response_.body() = std::move(reply.body);
+    answering_ = true;
     stream_.expires_after(server_.options().idle_timeout);
     http::async_write(stream_, response_, [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+      self->answering_ = false;
+      self->last_active_ = Clock::now();
       if (ec) return self->Close();
       if (!keep_alive) return self->Linger();
       self->ReadRequest();
@@ -231,6 +274,9 @@ class AdminHttpServer::Impl::Session : public std::enable_shared_from_this<Sessi
   http::response<http::string_body> response_;
   std::array<char, 4096> drain_buffer_{};
   size_t lingered_bytes_ = 0;
+  int64_t num_requests_ = 0;
+  Clock::time_point last_active_;
+  bool answering_ = false;
 };
 
 absl::Status AdminHttpServer::Impl::Start() {
@@ -317,18 +363,37 @@ void AdminHttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
     return;
   }
   std::erase_if(sessions_, [](const std::weak_ptr<Session>& s) { return s.expired(); });
-  if (static_cast<int>(sessions_.size()) >= options_.max_connections) {
-    ORCA_LOG(DEBUG) << "admin HTTP server: " << sessions_.size() << " connections open, closing a new one";
-    beast::error_code ignored;
-    socket.close(ignored);
-  } else {
-    beast::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
-    auto session = std::make_shared<Session>(std::move(socket), *this);
-    sessions_.push_back(session);
-    session->Run();
-  }
+  // A probe must get through however many connections idle or trickle here.
+  while (static_cast<int>(sessions_.size()) >= options_.max_connections) EvictOne();
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto session = std::make_shared<Session>(std::move(socket), *this);
+  sessions_.push_back(session);
+  session->Run();
   Accept();
+}
+
+void AdminHttpServer::Impl::EvictOne() {
+  auto victim = sessions_.end();
+  std::shared_ptr<Session> victim_session;
+  for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+    std::shared_ptr<Session> session = it->lock();
+    if (!session) continue;
+    if (!victim_session || std::make_pair(session->answering(), session->last_active()) <
+                               std::make_pair(victim_session->answering(), victim_session->last_active())) {
+      victim = it;
+      victim_session = std::move(session);
+    }
+  }
+  if (victim == sessions_.end()) {  // all expired meanwhile
+    sessions_.clear();
+    return;
+  }
+  ORCA_LOG(DEBUG) << "admin HTTP server: " << sessions_.size()
+                  << " connections open; closing the least recently active one";
+  victim_session->Close();
+  sessions_.erase(victim);
+  num_evicted_.fetch_add(1);
 }
 
 void AdminHttpServer::Impl::ShutdownOnLoop() {
@@ -344,22 +409,30 @@ void AdminHttpServer::Impl::ShutdownOnLoop() {
   io_context_.stop();
 }
 
-Reply AdminHttpServer::Impl::Handle(http::verb method, std::string_view target) const {
-  const std::string_view path = target.substr(0, target.find('?'));
-  if (method != http::verb::get && method != http::verb::head) {
-    Reply reply = TextReply(http::status::method_not_allowed, "method not allowed\n");
-    reply.allow_get_head = true;
-    return reply;
+bool AdminHttpServer::Impl::Authorized(const http::request<http::string_body>& request) const {
+  if (options_.internal_token.empty()) return true;
+  int num_credentials = 0;
+  beast::string_view value;
+  for (const auto& field : request) {
+    if (field.name() != http::field::authorization) continue;
+    ++num_credentials;
+    value = field.value();
   }
-  if (path == "/health") return TextReply(http::status::ok, "ok");
-  if (path == "/ready") {
-    const absl::Status ready = options_.readiness ? options_.readiness() : absl::OkStatus();
-    if (ready.ok() && !options_.ready_details && !options_.report_memory) return TextReply(http::status::ok, "ok");
-    nlohmann::json body = {{"status", "ok"}};
+  if (num_credentials != 1) return false;  // none, or ambiguous
+  const absl::string_view header = absl::StripAsciiWhitespace(absl::string_view(value.data(), value.size()));
+  if (!absl::StartsWithIgnoreCase(header, "bearer ")) return false;
+  const absl::string_view presented = absl::StripAsciiWhitespace(header.substr(7));
+  return ConstantTimeEquals(std::string_view(presented.data(), presented.size()), options_.internal_token);
+}
+
+Reply AdminHttpServer::Impl::Ready(bool detailed) const {
+  const absl::Status ready = options_.readiness ? options_.readiness() : absl::OkStatus();
+  if (ready.ok() && !options_.ready_details && !options_.report_memory) return TextReply(http::status::ok, "ok");
+  nlohmann::json body = {{"status", ready.ok() ? "ok" : "unavailable"}};
+  if (detailed) {
     if (!ready.ok()) {
-      body = {{"status", "unavailable"},
-              {"code", absl::StatusCodeToString(ready.code())},
-              {"reason", std::string(ready.message())}};
+      body["code"] = absl::StatusCodeToString(ready.code());
+      body["reason"] = std::string(ready.message());
     }
     if (options_.ready_details) {
       body["config"] = nlohmann::json::parse(options_.ready_details(), nullptr, /*allow_exceptions=*/false);
@@ -369,14 +442,34 @@ Reply AdminHttpServer::Impl::Handle(http::verb method, std::string_view target) 
       body["memory"] = memory.ok() ? nlohmann::json::parse(memory->ToJson())
                                    : nlohmann::json{{"error", std::string(memory.status().message())}};
     }
-    Reply reply = TextReply(ready.ok() ? http::status::ok : http::status::service_unavailable,
-                            body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    reply.content_type = "application/json";
+  }
+  Reply reply = TextReply(ready.ok() ? http::status::ok : http::status::service_unavailable,
+                          body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  reply.content_type = "application/json";
+  return reply;
+}
+
+Reply AdminHttpServer::Impl::Handle(const http::request<http::string_body>& request) const {
+  const beast::string_view target = request.target();
+  const std::string_view path = std::string_view(target.data(), target.size()).substr(0, target.find('?'));
+  const http::verb method = request.method();
+  if (method != http::verb::get && method != http::verb::head) {
+    Reply reply = TextReply(http::status::method_not_allowed, "method not allowed\n");
+    reply.allow_get_head = true;
     return reply;
   }
+  if (path == "/health") return TextReply(http::status::ok, "ok");
+  // Without the internal token, readiness alone: no reason, addresses, config or memory.
+  if (path == "/ready") return Ready(/*detailed=*/Authorized(request));
   if (path == "/metrics") {
     if (options_.registry == nullptr) {
       return TextReply(http::status::not_found, "metrics are not enabled\n");
+    }
+    if (options_.metrics_require_token && !Authorized(request)) {
+      Reply reply = TextReply(http::status::unauthorized,
+                              "/metrics needs the internal token: send 'Authorization: Bearer <token>'\n");
+      reply.www_authenticate = true;
+      return reply;
     }
     Reply reply = TextReply(http::status::ok, options_.registry->Serialize());
     reply.content_type = metrics::kTextFormatContentType;
@@ -399,6 +492,13 @@ absl::StatusOr<std::unique_ptr<AdminHttpServer>> AdminHttpServer::Create(Options
     return absl::InvalidArgumentError("idle_timeout must be positive, got " +
                                       std::to_string(options.idle_timeout.count()) + " ms");
   }
+  if (options.request_timeout.count() <= 0) {
+    return absl::InvalidArgumentError("request_timeout must be positive, got " +
+                                      std::to_string(options.request_timeout.count()) + " ms");
+  }
+  if (options.metrics_require_token && options.internal_token.empty()) {
+    return absl::InvalidArgumentError("metrics_require_token needs an internal_token");
+  }
   return std::unique_ptr<AdminHttpServer>(
       new AdminHttpServer(std::make_unique<Impl>(std::move(options), std::move(*address))));
 }
@@ -409,5 +509,6 @@ AdminHttpServer::~AdminHttpServer() = default;
 absl::Status AdminHttpServer::Start() { return impl_->Start(); }
 void AdminHttpServer::Stop() { impl_->Stop(); }
 int AdminHttpServer::port() const { return impl_->port(); }
+int64_t AdminHttpServer::num_evicted_connections() const { return impl_->num_evicted(); }
 
 }  // namespace orca::services

@@ -6,8 +6,11 @@
 ///   GET /ready    200 "ok" when the readiness callback returns OK, else 503
 ///                 with {"status":"unavailable","code":"...","reason":"..."}
 ///                 (JSON when ready: {"status":"ok"} plus the service's "config"
-///                 when ready_details is set and its "memory" when report_memory)
-///   GET /metrics  the registry's page, text format 0.0.4
+///                 when ready_details is set and its "memory" when report_memory).
+///                 With an internal_token, a request without it gets only
+///                 {"status": "ok" | "unavailable"}: no reason, config or memory.
+///   GET /metrics  the registry's page, text format 0.0.4 (401 without the
+///                 internal token when metrics_require_token)
 ///   anything else 404 (405 for methods other than GET/HEAD)
 ///
 ///   AdminHttpServer::Options options;
@@ -21,7 +24,12 @@
 ///
 /// The server runs on one thread of its own (Boost.Asio event loop); requests
 /// never run on the caller's threads. Connections are kept alive, requests
-/// are bounded in header size, and idle or slow connections time out.
+/// are bounded in header size, and idle or slow connections time out. A probe
+/// always gets through: a connection that has not sent a complete request
+/// within request_timeout is closed, and at max_connections the least
+/// recently active connection is closed to admit a new one (LRU eviction),
+/// so idle or trickling clients can delay a probe by one accept, never
+/// refuse it.
 
 #include <chrono>
 #include <cstddef>
@@ -60,14 +68,29 @@ class AdminHttpServer {
     size_t max_header_bytes = 8 * 1024;
     /// Largest request body accepted (and ignored); larger gets 413.
     size_t max_body_bytes = 4 * 1024;
-    /// Connections open at once; more are closed right after accept.
+    /// Connections open at once. A new connection beyond it evicts the least
+    /// recently active one (an idle one first; one being answered last):
+    /// activity is the accept, a request's first byte, and a written response.
     int max_connections = 64;
-    /// How long a connection may take to send a request (or stay idle
-    /// between keep-alive requests), and to accept a response.
+    /// How long a connection may stay idle between keep-alive requests, and
+    /// take to accept a response.
     std::chrono::milliseconds idle_timeout{60'000};
+    /// How long a connection may take to send a complete request: from its
+    /// accept for the first request, from the first byte for later ones.
+    /// Slower connections are closed (a slow-header client holds no slot).
+    std::chrono::milliseconds request_timeout{10'000};
+    /// The deployment's internal token; empty: every endpoint is open. When
+    /// set, /ready shows its details (reason, config, memory) only to a
+    /// request with "Authorization: Bearer <token>" (compared in constant
+    /// time); others get {"status": ...} alone. Probes need no token.
+    std::string internal_token;
+    /// /metrics answers 401 without the internal token (needs internal_token).
+    /// Off by default: Prometheus scrapes without credentials.
+    bool metrics_require_token = false;
   };
 
-  /// Validates `options` (address syntax, port range, positive limits).
+  /// Validates `options` (address syntax, port range, positive limits and
+  /// timeouts, metrics_require_token only with an internal_token).
   /// InvalidArgument names the field.
   static absl::StatusOr<std::unique_ptr<AdminHttpServer>> Create(Options options);
 
@@ -86,6 +109,8 @@ class AdminHttpServer {
 
   /// The bound port once Start() succeeded (the real one for port 0), else 0.
   int port() const;
+  /// Connections closed to admit new ones at max_connections, since Start().
+  int64_t num_evicted_connections() const;
 
  private:
   class Impl;

@@ -136,6 +136,8 @@ ApiError ApiError::FromHttp(int http_status, std::string message) {
     error.type = "not_found_error";
   } else if (http_status == 401) {
     error.type = "authentication_error";
+  } else if (http_status == 501) {
+    error.type = "not_implemented";
   } else if (http_status == 503) {
     error.type = "service_unavailable";
     error.retry_after_seconds = 1;

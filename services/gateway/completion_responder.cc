@@ -104,6 +104,12 @@ void CompletionResponder::OnComplete(const GenerationUsage& usage) {
   exchange_->EndStream();
 }
 
+bool CompletionResponder::ReadyForMore(std::function<void(const absl::Status&)> on_ready) {
+  // A non-streaming answer is assembled here and sent once: nothing to pace.
+  if (!options_.stream) return true;
+  return exchange_->ReadyForMore(std::move(on_ready));
+}
+
 void CompletionResponder::OnError(const absl::Status& status) {
   ticket_.Release();
   const ApiError error = ApiError::FromStatus(status);

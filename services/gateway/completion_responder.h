@@ -46,6 +46,8 @@ class CompletionResponder : public GenerationObserver {
   void OnDelta(const ChoiceDelta& delta) override;
   void OnComplete(const GenerationUsage& usage) override;
   void OnError(const absl::Status& status) override;
+  /// Streaming: the exchange's backpressure (the gateway's output budget).
+  bool ReadyForMore(std::function<void(const absl::Status&)> on_ready) override;
 
  private:
   void StartStreamIfNeeded();

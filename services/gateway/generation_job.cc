@@ -6,9 +6,37 @@
 #include "core/common/logging.h"
 #include "services/common/grpc_status.h"
 #include "services/common/sampling_proto.h"
+#include "services/gateway/api_error.h"
 
 namespace orca::gateway {
-namespace {}  // namespace
+namespace {
+
+// What a client learns of a failed scheduler call. The scheduler's own refusals
+// (a full queue, an invalid request) keep their words; a broken transport
+// (the scheduler died, the connection reset or cannot be made) says only that
+// the engine is unavailable: its text ("recvmsg:Connection reset by peer")
+// means nothing to a client and is logged instead.
+absl::Status SchedulerCallError(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::UNKNOWN:
+      return WithRetryAfter(absl::UnavailableError(
+                                "The engine is unavailable: the connection to its scheduler failed; retry the request"),
+                            1);
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::DATA_LOSS:
+      // A protocol failure ("Received RST_STREAM ...") or the scheduler's own bug: no detail for the client.
+      return absl::InternalError("The engine's scheduler failed the request (an internal error)");
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      // The gateway's credential, not the client's: never a 401 to the client.
+      return absl::InternalError("The engine refused the gateway's internal credential");
+    default:
+      return services::FromGrpcStatus(status);
+  }
+}
+
+}  // namespace
 
 GenerationJob::GenerationJob(uint64_t id, GenerationPipeline* pipeline, const text::Tokenizer* tokenizer,
                              GenerationRequest request, std::shared_ptr<GenerationObserver> observer)
@@ -36,6 +64,12 @@ orca::v1::GenerateRequest GenerationJob::SchedulerRequest(const Choice& choice) 
   out.mutable_stop_token_ids()->Assign(request_.stop_token_ids.begin(), request_.stop_token_ids.end());
   out.set_ignore_eos(request_.ignore_eos);
   out.set_priority(request_.priority);
+  if (request_.n > 1) {
+    // The n sequences of one prompt: one group on one scheduler (Start), submitted together.
+    out.set_group_id(absl::StrCat(request_.request_id, "/", choice.prompt_index));
+    out.set_group_size(request_.n);
+    out.set_group_index(sample);
+  }
   return out;
 }
 
@@ -44,6 +78,12 @@ absl::Status GenerationJob::Start(SchedulerRouter& router) {
   std::vector<SchedulerLease> leases;
   leases.reserve(num_choices);
   for (int i = 0; i < num_choices; ++i) {
+    // A prompt's n sequences share one scheduler: it counts their KV as one group and may
+    // share the prompt's blocks among them (choices are prompt-major).
+    if (i % request_.n != 0) {
+      leases.push_back(leases.back().SameScheduler());
+      continue;
+    }
     absl::StatusOr<SchedulerLease> lease = router.Acquire();
     if (!lease.ok()) return lease.status();  // the leases taken so far are released
     leases.push_back(std::move(lease).value());
@@ -242,6 +282,24 @@ void GenerationJob::Fail(const absl::Status& status) {
   observer->OnError(status);
 }
 
+bool GenerationJob::ReadyForMore(int index, std::function<void()> resume) {
+  std::shared_ptr<GenerationObserver> observer;
+  {
+    absl::MutexLock lock(&mu_);
+    // Ended (its calls are being cancelled): read on to the end.
+    if (terminated_ || choices_[index].finished || !observer_) return true;
+    observer = observer_;
+  }
+  std::weak_ptr<GenerationJob> weak = weak_from_this();
+  // Outside the lock: the observer may answer on another thread at once.
+  return observer->ReadyForMore([weak, resume = std::move(resume)](const absl::Status& status) {
+    if (!status.ok()) {
+      if (std::shared_ptr<GenerationJob> job = weak.lock()) job->Abort(status);
+    }
+    resume();
+  });
+}
+
 void GenerationJob::OnSchedulerDone(int index, const grpc::Status& status) {
   bool all_done = false;
   {
@@ -253,13 +311,16 @@ void GenerationJob::OnSchedulerDone(int index, const grpc::Status& status) {
       if (status.ok()) {
         Fail(absl::InternalError("The scheduler ended the stream without a finish reason"));
       } else if (status.error_code() == grpc::StatusCode::CANCELLED) {
-        Fail(absl::UnavailableError("The scheduler cancelled the request"));
+        Fail(
+            absl::UnavailableError("The scheduler cancelled the request (it is shutting down or draining); retry "
+                                   "the request"));
       } else {
         ORCA_LOG(WARNING)
                 .With("request_id", request_.request_id)
                 .With("scheduler", choice.call ? choice.call->scheduler_address() : "")
+                .With("code", static_cast<int>(status.error_code()))
             << "scheduler call failed: " << status.error_message();
-        Fail(services::FromGrpcStatus(status));
+        Fail(SchedulerCallError(status));
       }
     }
   }

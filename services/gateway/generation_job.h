@@ -7,6 +7,7 @@
 ///   RUNNING ──finish message (stop | length)───────────▶ FINISHED
 ///      │    ──stop string matched (call cancelled)──────▶ FINISHED
 ///      │    ──error / scheduler cancel / stream broken──▶ job FAILED (all cancelled)
+///      │    ──paused past max_pause (client not reading)▶ job FAILED (all cancelled)
 ///      │────  GenerationHandle::Cancel ─────────────────▶ job CANCELLED (all cancelled)
 ///      └────  Abort(status) (end of a drain) ─────────────▶ job FAILED (all cancelled)
 ///
@@ -35,7 +36,8 @@ class GenerationJob : public GenerationHandle,
                 std::shared_ptr<GenerationObserver> observer);
   ~GenerationJob() override;
 
-  /// Reserves a scheduler per choice (all or nothing), then starts the calls.
+  /// Reserves a scheduler per prompt for its n choices (all or nothing), then starts the
+  /// calls; with n > 1 each prompt's choices form one group on their scheduler.
   absl::Status Start(SchedulerRouter& router);
 
   void Cancel() override;
@@ -43,6 +45,10 @@ class GenerationJob : public GenerationHandle,
   void Abort(const absl::Status& status);
   void OnSchedulerResponse(int choice, const orca::v1::GenerateResponse& response) override;
   void OnSchedulerDone(int choice, const grpc::Status& status) override;
+  /// Pauses a choice's call while the observer cannot take more output; a
+  /// pause that ends with an error (the client read nothing for too long)
+  /// fails the job with it.
+  bool ReadyForMore(int choice, std::function<void()> resume) override;
 
  private:
   struct Choice {

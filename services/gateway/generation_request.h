@@ -4,6 +4,7 @@
 /// into and out of these.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -107,6 +108,11 @@ class GenerationObserver {
   /// Not the caller's fault unless the status says so (e.g. a scheduler's
   /// InvalidArgument); after an error every other choice has been cancelled.
   virtual void OnError(const absl::Status& status) = 0;
+  /// Backpressure, asked after deliveries: true when the consumer takes more
+  /// now. Otherwise it keeps `on_ready` and runs it once, from any thread:
+  /// with OK when it can take more, or with the error that ends the request.
+  /// May run concurrently with the calls above (thread-safe). Default: always.
+  virtual bool ReadyForMore(std::function<void(const absl::Status&)> on_ready) { return true; }
 };
 
 }  // namespace orca::gateway

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace orca::gateway {
 
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
@@ -55,6 +57,15 @@ class HttpExchange {
   /// complete (at once if it already has). It runs on the server's I/O
   /// threads and must not block.
   virtual void SetDisconnectHandler(std::function<void()> on_disconnect) = 0;
+  /// Backpressure for a streamed response (the gateway's output budget): true
+  /// when the output written so far is within this exchange's share of the
+  /// server's budget, so the producer may go on. Otherwise false, and
+  /// `on_ready` runs once, later, on an I/O thread: with OK when the client
+  /// has taken enough (or the exchange is over), or with the error that ends
+  /// the request (the client read nothing for the budget's max_pause; write
+  /// it as the response's last words). Thread-safe. Wrappers must forward it.
+  /// Default: always ready.
+  virtual bool ReadyForMore(std::function<void(const absl::Status&)> on_ready) { return true; }
 };
 
 }  // namespace orca::gateway

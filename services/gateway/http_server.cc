@@ -147,6 +147,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Create(net::io_context& 
   config->max_header_bytes = options.max_header_bytes;
   config->idle_timeout = options.idle_timeout;
   config->max_buffered_write_bytes = options.max_buffered_write_bytes;
+  config->output_budget = std::move(options.output_budget);
   config->handler = std::move(handler);
   config->error_responder = std::move(options.error_responder);
   std::unique_ptr<HttpServer> server(new HttpServer());

@@ -9,6 +9,15 @@
 /// `Expect: 100-continue`, chunked streaming responses flushed per write
 /// (TCP_NODELAY), and client disconnects during a request (the exchange's
 /// disconnect handler fires at once). Everything else is the handler's.
+///
+/// Framing follows RFC 9112 strictly (http_framing.h): a request whose body
+/// length is in doubt (an unknown or non-final transfer coding, Transfer-
+/// Encoding with Content-Length or on HTTP/1.0, a duplicate or invalid
+/// Content-Length) or whose header is ambiguous (no or two Host, obs-fold, two
+/// Authorization) gets 400 (501 for an unimplemented coding) and the
+/// connection closes: nothing after it is read as a request. Trailer fields of
+/// a chunked body are dropped (handlers see the header as checked). Streamed output
+/// can draw on a shared OutputBudget with backpressure (HttpExchange::ReadyForMore).
 
 #include <cstddef>
 #include <functional>
@@ -29,6 +38,7 @@ namespace orca::gateway {
 
 class HttpSession;
 struct HttpSessionConfig;
+class OutputBudget;
 
 class HttpServer {
  public:
@@ -47,6 +57,9 @@ class HttpServer {
     absl::Duration idle_timeout = absl::Seconds(120);
     /// A client that lets this much streamed output pile up is disconnected.
     size_t max_buffered_write_bytes = 16u << 20;
+    /// The budget all connections' streamed output draws on (the gateway's
+    /// --max-buffered-output-bytes); null: none beyond the per-connection cap.
+    std::shared_ptr<OutputBudget> output_budget;
     ErrorResponder error_responder;  // default: plain text
   };
 

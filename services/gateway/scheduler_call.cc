@@ -32,15 +32,37 @@ std::shared_ptr<SchedulerCall> SchedulerCall::Start(SchedulerLease lease, orca::
 }
 
 void SchedulerCall::Cancel() {
-  absl::MutexLock lock(&context_mu_);
-  if (context_) context_->TryCancel();
+  {
+    absl::MutexLock lock(&context_mu_);
+    if (context_) context_->TryCancel();
+  }
+  // A paused call has no read outstanding: dropping its hold lets it finish
+  // (RemoveHold outside a reaction schedules OnDone; it never runs it here).
+  if (paused_.exchange(0) != 0) RemoveHold();
 }
 
 void SchedulerCall::OnReadDone(bool ok) {
   if (!ok) return;  // end of stream or failure: OnDone follows
   listener_->OnSchedulerResponse(choice_, response_);
   response_.Clear();
+  // The hold keeps OnDone away while no read is outstanding; it is taken
+  // before the listener may resume from another thread.
+  const uint64_t pause = ++num_pauses_;
+  AddHold();
+  paused_.store(pause);
+  std::weak_ptr<SchedulerCall> weak = self_;
+  if (listener_->ReadyForMore(choice_, [weak, pause] {
+        if (std::shared_ptr<SchedulerCall> call = weak.lock()) call->Resume(pause);
+      })) {
+    Resume(pause);
+  }
+}
+
+void SchedulerCall::Resume(uint64_t pause) {
+  uint64_t expected = pause;
+  if (!paused_.compare_exchange_strong(expected, 0)) return;  // resumed already, or cancelled
   StartRead(&response_);
+  RemoveHold();
 }
 
 void SchedulerCall::OnDone(const grpc::Status& status) {

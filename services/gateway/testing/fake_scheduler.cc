@@ -180,6 +180,9 @@ class FakeScheduler::Service : public orca::v1::Scheduler::CallbackService {
       stats->set_iterations(owner_->iterations_);
     }
     stats->set_kv_slots_total(o.n_slots);
+    stats->set_max_request_kv_slots(o.max_request_kv_slots);
+    stats->set_kv_block_size(o.kv_block_size);
+    stats->set_shares_group_prompts(o.shares_group_prompts);
     stats->set_model_name(o.model_name);
     stats->set_max_context(o.max_context);
     stats->set_vocab_size(o.vocab_size);
@@ -208,6 +211,7 @@ absl::StatusOr<std::unique_ptr<FakeScheduler>> FakeScheduler::Start(Options opti
   grpc::ServerBuilder builder;
   builder.AddListeningPort(scheduler->options_.listen, grpc::InsecureServerCredentials(), &scheduler->port_);
   builder.RegisterService(scheduler->service_.get());
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a used port is an error, as in every Orca server
   scheduler->server_ = builder.BuildAndStart();
   if (scheduler->server_ == nullptr || scheduler->port_ == 0) {
     return absl::UnavailableError("fake scheduler cannot listen on " + scheduler->options_.listen);

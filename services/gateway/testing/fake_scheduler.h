@@ -53,6 +53,10 @@ class FakeScheduler {
     /// Over budget, or over max_running requests: RESOURCE_EXHAUSTED.
     int64_t n_slots = int64_t{1} << 30;
     int32_t max_running = 0;  // 0: unlimited
+    /// Reported by GetStats as the real scheduler's KV limits (0: not reported).
+    int64_t max_request_kv_slots = 0;
+    int32_t kv_block_size = 0;
+    bool shares_group_prompts = false;
     bool ready = true;
   };
 

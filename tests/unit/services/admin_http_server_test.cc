@@ -1,123 +1,30 @@
 #include "services/common/admin_http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
-#include "absl/strings/ascii.h"
+#include "absl/time/clock.h"
 #include "core/metrics/orca_metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/common/raw_http_client.h"
 
 namespace orca::services {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct HttpResponse {
-  int status = 0;                              // 0: no (complete) response
-  std::map<std::string, std::string> headers;  // lower-cased names
-  std::string body;
-};
+using orca::testing::RawHttpClient;
+using HttpResponse = RawHttpClient::Response;
 
-// A blocking HTTP/1.1 client over one TCP connection to 127.0.0.1, with a
-// receive timeout so that a broken server fails the test instead of hanging.
-class TestConnection {
- public:
-  explicit TestConnection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    timeval timeout{5, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  }
-  ~TestConnection() {
-    if (fd_ >= 0) close(fd_);
-  }
-  TestConnection(const TestConnection&) = delete;
-  TestConnection& operator=(const TestConnection&) = delete;
-
-  bool connected() const { return connected_; }
-
-  bool Send(const std::string& data) {
-    size_t sent = 0;
-    while (sent < data.size()) {
-      const ssize_t n = send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      sent += static_cast<size_t>(n);
-    }
-    return true;
-  }
-
-  // Reads one response (status 0 if none arrived); `head` means the body is
-  // not sent (HEAD request).
-  HttpResponse Read(bool head = false) {
-    size_t header_end;
-    while ((header_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
-      if (!Fill()) return {};
-    }
-    HttpResponse response;
-    const std::string head_text = buffer_.substr(0, header_end);
-    buffer_.erase(0, header_end + 4);
-    size_t line_end = head_text.find("\r\n");
-    const std::string status_line = head_text.substr(0, line_end);
-    if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12) return {};
-    response.status = std::stoi(status_line.substr(9, 3));
-    while (line_end != std::string::npos) {
-      const size_t start = line_end + 2;
-      line_end = head_text.find("\r\n", start);
-      const std::string line = head_text.substr(start, line_end - start);
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string value = line.substr(colon + 1);
-      absl::StripAsciiWhitespace(&value);
-      response.headers[absl::AsciiStrToLower(line.substr(0, colon))] = value;
-    }
-    const size_t length =
-        head ? 0 : std::stoul(response.headers.count("content-length") ? response.headers["content-length"] : "0");
-    while (buffer_.size() < length) {
-      if (!Fill()) return {};
-    }
-    response.body = buffer_.substr(0, length);
-    buffer_.erase(0, length);
-    return response;
-  }
-
-  // True when the server closed the connection (EOF or reset) with nothing
-  // more to read.
-  bool ClosedByServer() {
-    if (!buffer_.empty()) return false;
-    char c;
-    const ssize_t n = recv(fd_, &c, 1, 0);
-    return n == 0 || (n < 0 && errno == ECONNRESET);
-  }
-
- private:
-  bool Fill() {
-    char chunk[4096];
-    const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
-    if (n <= 0) return false;
-    buffer_.append(chunk, static_cast<size_t>(n));
-    return true;
-  }
-
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buffer_;
-};
+// Every connection waits at most 5 s for a read or a send.
+const RawHttpClient::Options kClient = {.receive_timeout_seconds = 5, .send_timeout_seconds = 5};
+// The same, for a connection that is expected to be refused.
+const RawHttpClient::Options kRefusedClient = {
+    .receive_timeout_seconds = 5, .send_timeout_seconds = 5, .expect_connected = false};
 
 std::string Get(const std::string& path, const std::string& extra_headers = "") {
   return "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra_headers + "\r\n";
@@ -152,10 +59,10 @@ class AdminHttpServerTest : public ::testing::Test {
   }
 
   HttpResponse Request(int port, const std::string& request, bool head = false) {
-    TestConnection connection(port);
+    RawHttpClient connection(port, kClient);
     EXPECT_TRUE(connection.connected());
     EXPECT_TRUE(connection.Send(request));
-    return connection.Read(head);
+    return connection.ReadResponse(head);
   }
 
   metrics::Registry registry_;
@@ -301,14 +208,14 @@ TEST_F(AdminHttpServerTest, UnknownPathsAndMethodsAreRejected) {
 TEST_F(AdminHttpServerTest, HeadSendsHeadersOnly) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
-  TestConnection connection(server->port());
+  RawHttpClient connection(server->port(), kClient);
   ASSERT_TRUE(connection.Send("HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n" + Get("/health")));
-  HttpResponse head = connection.Read(/*head=*/true);
+  HttpResponse head = connection.ReadResponse(/*head_request=*/true);
   ASSERT_NE(head.status, 0) << "no response";
   EXPECT_EQ(head.status, 200);
   EXPECT_EQ(head.headers["content-length"], "2");
   // The next response starts right after the HEAD headers: no body was sent.
-  HttpResponse get = connection.Read();
+  HttpResponse get = connection.ReadResponse();
   ASSERT_NE(get.status, 0) << "no response";
   EXPECT_EQ(get.body, "ok");
 }
@@ -316,19 +223,19 @@ TEST_F(AdminHttpServerTest, HeadSendsHeadersOnly) {
 TEST_F(AdminHttpServerTest, KeepsConnectionsAliveAndAnswersPipelinedRequests) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
-  TestConnection connection(server->port());
+  RawHttpClient connection(server->port(), kClient);
   ASSERT_TRUE(connection.connected());
   ASSERT_TRUE(connection.Send(Get("/health")));
-  EXPECT_EQ(connection.Read().status, 200);
+  EXPECT_EQ(connection.ReadResponse().status, 200);
   ASSERT_TRUE(connection.Send(Get("/ready")));
-  EXPECT_EQ(connection.Read().status, 503);
+  EXPECT_EQ(connection.ReadResponse().status, 503);
   // Two requests in one write.
   ASSERT_TRUE(connection.Send(Get("/metrics") + Get("/nope")));
-  EXPECT_EQ(connection.Read().status, 200);
-  EXPECT_EQ(connection.Read().status, 404);
+  EXPECT_EQ(connection.ReadResponse().status, 200);
+  EXPECT_EQ(connection.ReadResponse().status, 404);
   // Connection: close is honoured after the response.
   ASSERT_TRUE(connection.Send(Get("/health", "Connection: close\r\n")));
-  HttpResponse last = connection.Read();
+  HttpResponse last = connection.ReadResponse();
   ASSERT_NE(last.status, 0) << "no response";
   EXPECT_EQ(last.headers["connection"], "close");
   EXPECT_TRUE(connection.ClosedByServer());
@@ -337,9 +244,9 @@ TEST_F(AdminHttpServerTest, KeepsConnectionsAliveAndAnswersPipelinedRequests) {
 TEST_F(AdminHttpServerTest, Http10ClosesUnlessKeepAliveIsAsked) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
-  TestConnection connection(server->port());
+  RawHttpClient connection(server->port(), kClient);
   ASSERT_TRUE(connection.Send("GET /health HTTP/1.0\r\n\r\n"));
-  HttpResponse response = connection.Read();
+  HttpResponse response = connection.ReadResponse();
   ASSERT_NE(response.status, 0) << "no response";
   EXPECT_EQ(response.body, "ok");
   EXPECT_TRUE(connection.ClosedByServer());
@@ -350,9 +257,9 @@ TEST_F(AdminHttpServerTest, OversizedHeadersGet431AndTheConnectionCloses) {
   options.max_header_bytes = 1024;
   auto server = StartServer(options);
   ASSERT_NE(server, nullptr);
-  TestConnection connection(server->port());
+  RawHttpClient connection(server->port(), kClient);
   ASSERT_TRUE(connection.Send(Get("/health", "X-Big: " + std::string(64 * 1024, 'a') + "\r\n")));
-  HttpResponse response = connection.Read();
+  HttpResponse response = connection.ReadResponse();
   ASSERT_NE(response.status, 0) << "no response";
   EXPECT_EQ(response.status, 431);
   EXPECT_TRUE(connection.ClosedByServer());
@@ -377,36 +284,138 @@ TEST_F(AdminHttpServerTest, MalformedRequestGets400) {
   EXPECT_EQ(response.status, 400);
 }
 
-TEST_F(AdminHttpServerTest, ClosesConnectionsBeyondTheLimit) {
+// Issue 45: 64 idle connections used to make /health fail for 60 s (the cap
+// closed every new connection): a Kubernetes liveness restart.
+TEST_F(AdminHttpServerTest, IdleConnectionsAtTheCapDoNotKeepAProbeOut) {
+  AdminHttpServer::Options options;  // max_connections 64
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  std::vector<std::unique_ptr<RawHttpClient>> idle;
+  for (int i = 0; i < options.max_connections; ++i) {
+    idle.push_back(std::make_unique<RawHttpClient>(server->port(), kClient));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  HttpResponse probe = Request(server->port(), Get("/health"));
+  EXPECT_EQ(probe.status, 200) << "the probe was refused";
+  EXPECT_EQ(server->num_evicted_connections(), 1);
+  // The first idle connection made room; it is closed, not left hanging.
+  EXPECT_TRUE(idle.front()->ClosedByServer());
+}
+
+TEST_F(AdminHttpServerTest, AtTheCapTheLeastRecentlyActiveConnectionMakesRoom) {
   AdminHttpServer::Options options;
   options.max_connections = 2;
   auto server = StartServer(options);
   ASSERT_NE(server, nullptr);
-  TestConnection first(server->port());
-  TestConnection second(server->port());
-  // A completed request proves each connection was accepted and is open.
-  ASSERT_TRUE(first.Send(Get("/health")));
-  ASSERT_NE(first.Read().status, 0) << "no response";
-  ASSERT_TRUE(second.Send(Get("/health")));
-  ASSERT_NE(second.Read().status, 0) << "no response";
-  TestConnection third(server->port());
-  third.Send(Get("/health"));
-  EXPECT_EQ(third.Read().status, 0);
-  // The admitted connections still work.
-  ASSERT_TRUE(first.Send(Get("/health")));
-  EXPECT_EQ(first.Read().status, 200);
+  RawHttpClient stale(server->port(), kClient);  // accepted first, never sends anything
+  RawHttpClient active(server->port(), kClient);
+  ASSERT_TRUE(active.Send(Get("/health")));
+  ASSERT_EQ(active.ReadResponse().status, 200);  // active since its answer
+  RawHttpClient third(server->port(), kClient);
+  ASSERT_TRUE(third.Send(Get("/health")));
+  EXPECT_EQ(third.ReadResponse().status, 200);
+  EXPECT_TRUE(stale.ClosedByServer());
+  // The recently active connection was kept and still works.
+  ASSERT_TRUE(active.Send(Get("/health")));
+  EXPECT_EQ(active.ReadResponse().status, 200);
+  EXPECT_EQ(server->num_evicted_connections(), 1);
+}
+
+TEST_F(AdminHttpServerTest, AConnectionWithoutACompleteRequestIsClosedAfterTheRequestTimeout) {
+  AdminHttpServer::Options options;
+  options.request_timeout = std::chrono::milliseconds(200);
+  options.idle_timeout = std::chrono::milliseconds(60'000);  // far beyond the client's 5 s receive timeout
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  RawHttpClient silent(server->port(), kClient);
+  RawHttpClient trickling(server->port(), kClient);
+  ASSERT_TRUE(trickling.Send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"));  // never the empty line
+  EXPECT_TRUE(silent.ClosedByServer());
+  EXPECT_TRUE(trickling.ClosedByServer());
+  // After a request, a keep-alive connection may idle for idle_timeout, not request_timeout.
+  RawHttpClient keep_alive(server->port(), kClient);
+  ASSERT_TRUE(keep_alive.Send(Get("/health")));
+  ASSERT_EQ(keep_alive.ReadResponse().status, 200);
+  absl::SleepFor(absl::Milliseconds(600));
+  ASSERT_TRUE(keep_alive.Send(Get("/health")));
+  EXPECT_EQ(keep_alive.ReadResponse().status, 200);
+  // ... and its next request is timed from its first byte.
+  ASSERT_TRUE(keep_alive.Send("GET /health HTTP/1.1\r\n"));
+  EXPECT_TRUE(keep_alive.ClosedByServer());
+}
+
+// Issue 45: /ready showed internal addresses, configuration and memory to anyone.
+TEST_F(AdminHttpServerTest, ReadyWithoutTheInternalTokenShowsOnlyTheStatus) {
+  AdminHttpServer::Options options;
+  options.internal_token = "internal-secret";
+  options.report_memory = true;
+  options.ready_details = [] { return std::string(R"({"workers":["10.0.0.7:7100"]})"); };
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  struct Case {
+    const char* name;
+    std::string headers;
+    bool detailed;
+  };
+  const std::vector<Case> cases = {
+      {"no credential", "", false},
+      {"wrong token", "Authorization: Bearer internal-secreT\r\n", false},
+      {"token prefix", "Authorization: Bearer internal-secre\r\n", false},
+      {"not bearer", "Authorization: Basic internal-secret\r\n", false},
+      {"two credentials", "Authorization: Bearer wrong\r\nAuthorization: Bearer internal-secret\r\n", false},
+      {"the token", "Authorization: Bearer internal-secret\r\n", true},
+      {"the token, any case of the scheme", "Authorization: bearer internal-secret\r\n", true},
+  };
+  for (bool ready : {false, true}) {
+    ready_ = ready;
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(c.name) + (ready ? ", ready" : ", not ready"));
+      HttpResponse response = Request(server->port(), Get("/ready", c.headers));
+      EXPECT_EQ(response.status, ready ? 200 : 503);
+      const nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
+      ASSERT_TRUE(body.is_object()) << response.body;
+      EXPECT_EQ(body.value("status", ""), ready ? "ok" : "unavailable");
+      if (c.detailed) {
+        EXPECT_EQ(body["config"]["workers"][0], "10.0.0.7:7100");
+        EXPECT_GT(body["memory"].value("rss_bytes", int64_t{0}), 0);
+        if (!ready) EXPECT_EQ(body.value("reason", ""), "loading \"weights\" (stage 1/2)");
+      } else {
+        EXPECT_EQ(body, nlohmann::json({{"status", ready ? "ok" : "unavailable"}})) << "leaks details";
+      }
+    }
+  }
+  // Probes and scrapes need no token by default.
+  EXPECT_EQ(Request(server->port(), Get("/health")).status, 200);
+  EXPECT_EQ(Request(server->port(), Get("/metrics")).status, 200);
+}
+
+TEST_F(AdminHttpServerTest, MetricsCanRequireTheInternalToken) {
+  AdminHttpServer::Options options;
+  options.internal_token = "internal-secret";
+  options.metrics_require_token = true;
+  auto server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  HttpResponse refused = Request(server->port(), Get("/metrics"));
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(refused.headers["www-authenticate"], "Bearer");
+  EXPECT_THAT(refused.body, HasSubstr("internal token"));
+  EXPECT_EQ(Request(server->port(), Get("/metrics", "Authorization: Bearer nope\r\n")).status, 401);
+  HttpResponse scraped = Request(server->port(), Get("/metrics", "Authorization: Bearer internal-secret\r\n"));
+  EXPECT_EQ(scraped.status, 200);
+  EXPECT_THAT(scraped.body, HasSubstr("orca:num_requests_running"));
+  EXPECT_EQ(Request(server->port(), Get("/health")).status, 200);
 }
 
 TEST_F(AdminHttpServerTest, StopClosesTheListenerAndOpenConnections) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
   const int port = server->port();
-  TestConnection idle(port);
+  RawHttpClient idle(port, kClient);
   ASSERT_TRUE(idle.Send(Get("/health")));
-  ASSERT_NE(idle.Read().status, 0) << "no response";
+  ASSERT_NE(idle.ReadResponse().status, 0) << "no response";
   server->Stop();
   EXPECT_TRUE(idle.ClosedByServer());
-  TestConnection after(port);
+  RawHttpClient after(port, kRefusedClient);
   EXPECT_FALSE(after.connected());
   server->Stop();  // idempotent
   EXPECT_EQ(server->Start().code(), absl::StatusCode::kFailedPrecondition);
@@ -419,7 +428,7 @@ TEST_F(AdminHttpServerTest, DestructorStopsARunningServer) {
     ASSERT_NE(server, nullptr);
     port = server->port();
   }
-  TestConnection after(port);
+  RawHttpClient after(port, kRefusedClient);
   EXPECT_FALSE(after.connected());
 }
 
@@ -461,6 +470,12 @@ TEST(AdminHttpServerOptionsTest, RejectsBadOptionsNamingTheField) {
   options = {};
   options.idle_timeout = std::chrono::milliseconds(0);
   EXPECT_THAT(create_error(options), HasSubstr("idle_timeout"));
+  options = {};
+  options.request_timeout = std::chrono::milliseconds(0);
+  EXPECT_THAT(create_error(options), HasSubstr("request_timeout must be positive"));
+  options = {};
+  options.metrics_require_token = true;
+  EXPECT_THAT(create_error(options), HasSubstr("metrics_require_token needs an internal_token"));
   options = {};
   options.listen_address = "[::1]:0";
   EXPECT_TRUE(AdminHttpServer::Create(options).ok());
