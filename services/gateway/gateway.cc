@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/cpu_pool.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
 #include "core/metrics/orca_metrics.h"
@@ -21,6 +22,7 @@
 #include "services/gateway/grpc_generation_service.h"
 #include "services/gateway/http_api.h"
 #include "services/gateway/http_server.h"
+#include "services/gateway/output_budget.h"
 #include "services/gateway/scheduler_router.h"
 
 namespace orca::gateway {
@@ -42,6 +44,7 @@ struct Gateway::Impl {
   std::unique_ptr<SchedulerRouter> router;
   std::unique_ptr<GenerationPipeline> pipeline;
   std::unique_ptr<HttpApi> http_api;
+  std::shared_ptr<OutputBudget> output_budget;  // null: none
   std::unique_ptr<HttpServer> http_server;
   std::unique_ptr<GrpcGenerationService> grpc_service;
   std::unique_ptr<grpc::Server> grpc_server;
@@ -52,6 +55,8 @@ struct Gateway::Impl {
   std::atomic<bool> shut_down{false};
   std::atomic<bool> draining{false};
   std::atomic<bool> hurry{false};
+  // Declared last: destroyed first, joining its threads before anything its tasks use goes away.
+  std::unique_ptr<CpuPool> cpu_pool;
 
   absl::Status StartGrpc();
   void SetHealth(bool serving) {
@@ -69,6 +74,8 @@ absl::Status Gateway::Impl::StartGrpc() {
   service_options.pipeline = pipeline.get();
   service_options.admission = admission.get();
   service_options.authenticator = authenticator.get();
+  service_options.cpu_pool = cpu_pool.get();
+  service_options.chat_template_timeout = options.chat_template_timeout;
   grpc_service = std::make_unique<GrpcGenerationService>(service_options);
   absl::StatusOr<std::unique_ptr<grpc::Server>> server = services::StartGrpcServer(
       options.grpc_listen, {grpc_service.get()},
@@ -98,6 +105,15 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::CreateWithModel(Options option
                                                                   std::unique_ptr<GatewayModel> model) {
   if (options.max_body_bytes <= 0) return absl::InvalidArgumentError("--max-body-bytes must be positive");
   if (options.io_threads <= 0) return absl::InvalidArgumentError("io_threads must be positive");
+  if (options.max_buffered_output_bytes < 0)
+    return absl::InvalidArgumentError("--max-buffered-output-bytes must be >= 0 (0: no overall budget)");
+  if (options.max_output_pause <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("--max-output-pause-seconds must be positive");
+  if (options.cpu_threads < 0)
+    return absl::InvalidArgumentError("--cpu-threads must be >= 0 (0: the hardware threads)");
+  if (options.cpu_max_queued <= 0) return absl::InvalidArgumentError("--cpu-max-queued must be positive");
+  if (options.chat_template_timeout <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("--chat-template-timeout-seconds must be positive");
   auto impl = std::make_unique<Impl>();
   Impl& g = *impl;
   g.options = std::move(options);
@@ -115,6 +131,11 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::CreateWithModel(Options option
   router_options.on_poll = [impl_ptr = impl.get()](bool any_ready) { impl_ptr->SetHealth(any_ready); };
   ORCA_ASSIGN_OR_RETURN(g.router, SchedulerRouter::Create(std::move(router_options)));
   g.pipeline = std::make_unique<GenerationPipeline>(&g.model->tokenizer(), g.router.get());
+  ORCA_ASSIGN_OR_RETURN(
+      g.cpu_pool,
+      CpuPool::Create({.num_threads = g.options.cpu_threads > 0 ? g.options.cpu_threads : CpuPool::DefaultNumThreads(),
+                       .max_queued = g.options.cpu_max_queued,
+                       .name = "gw-cpu"}));
 
   HttpApi::Options api_options;
   api_options.model = g.model.get();
@@ -125,12 +146,21 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::CreateWithModel(Options option
   api_options.registry = &g.registry;
   api_options.metrics = g.metrics.get();
   api_options.draining = &g.draining;
+  api_options.cpu_pool = g.cpu_pool.get();
+  api_options.chat_template_timeout = g.options.chat_template_timeout;
+  api_options.metrics_require_api_key = g.options.metrics_require_api_key;
+  if (g.options.max_buffered_output_bytes > 0) {
+    g.output_budget = std::make_shared<OutputBudget>(OutputBudget::Options{
+        .max_bytes = static_cast<size_t>(g.options.max_buffered_output_bytes), .max_pause = g.options.max_output_pause});
+  }
+  api_options.output_budget = g.output_budget.get();
   g.http_api = std::make_unique<HttpApi>(api_options);
 
   HttpServer::Options http_options;
   http_options.listen = g.options.listen;
   http_options.max_body_bytes = static_cast<size_t>(g.options.max_body_bytes);
   http_options.idle_timeout = g.options.idle_timeout;
+  http_options.output_budget = g.output_budget;
   // OpenAI-shaped bodies for the server's own 400/413/431 too.
   http_options.error_responder = [](int status, std::string message) {
     return ApiError::FromHttp(status, std::move(message)).ToHttpResponse();
@@ -156,6 +186,8 @@ bool Gateway::ready() const { return impl_->router->AnyReady(); }
 bool Gateway::WaitUntilReady(absl::Duration timeout) { return impl_->router->WaitUntilReady(timeout); }
 int64_t Gateway::num_active_requests() const { return impl_->pipeline->num_active(); }
 size_t Gateway::num_http_connections() const { return impl_->http_server->num_connections(); }
+const OutputBudget* Gateway::output_budget() const { return impl_->output_budget.get(); }
+int64_t Gateway::num_admitted_requests() const { return impl_->admission->in_flight(); }
 
 void Gateway::EndGracePeriod() {
   if (impl_) impl_->hurry = true;
@@ -186,10 +218,18 @@ void Gateway::Shutdown(absl::Duration grace) {
   if (g.pipeline->num_active() > 0)
     ORCA_LOG(INFO) << "draining: " << g.pipeline->num_active() << " requests in flight, grace "
                    << absl::FormatDuration(grace);
-  // 2. In-flight requests run on.
-  while (g.pipeline->num_active() > 0 && absl::Now() < grace_end && !g.hurry)
-    g.pipeline->WaitIdle(std::min(absl::Milliseconds(50), grace_end - absl::Now()));
-  // 3. What is left ends with an error its client can read, and frees its KV at the scheduler.
+  // 2. In-flight requests run on: the admitted ones still on the CPU pool (which may start
+  //    generations), and the generations.
+  while (absl::Now() < grace_end && !g.hurry) {
+    const absl::Duration step = std::min(absl::Milliseconds(50), grace_end - absl::Now());
+    if (!g.cpu_pool->WaitIdle(step)) continue;
+    if (g.pipeline->num_active() == 0) break;
+    g.pipeline->WaitIdle(step);
+  }
+  // 3. What is left ends with an error its client can read, and frees its KV at the scheduler:
+  //    requests still waiting for the CPU pool get a 503 (gRPC UNAVAILABLE), those on it finish
+  //    (a chat template within its timeout), then every generation still running fails.
+  g.cpu_pool->Stop();
   if (const int64_t left = g.pipeline->num_active(); left > 0) {
     ORCA_LOG(WARNING) << "drain grace period over: ending " << left << " requests";
     g.pipeline->FailAll(

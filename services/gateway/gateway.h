@@ -16,6 +16,8 @@
 
 namespace orca::gateway {
 
+class OutputBudget;
+
 class Gateway {
  public:
   /// The orca-gateway flags (docs/services.md), plus internals for tests.
@@ -28,15 +30,32 @@ class Gateway {
     GatewayModel::Options model;
     std::vector<std::string> api_keys;
     std::string api_keys_file;
-    /// Sent to the schedulers (their --api-keys); "" = none.
+    /// The internal token sent to the schedulers (--internal-token-file); "" = none.
     std::string scheduler_api_key;
     int64_t max_body_bytes = 4 << 20;
     int64_t max_concurrent_requests = 4096;
     /// I/O threads for the HTTP server (connections are multiplexed on them).
     int io_threads = 2;
+    /// Threads that parse, tokenize, render chat templates and compile
+    /// constraints for the HTTP and gRPC APIs, off the I/O threads
+    /// (--cpu-threads); 0: the hardware threads, at least 2.
+    int cpu_threads = 0;
+    /// Requests that may wait for a CPU thread; beyond, 503 + Retry-After
+    /// (gRPC RESOURCE_EXHAUSTED) at once (--cpu-max-queued).
+    int64_t cpu_max_queued = 1024;
+    /// The wall-clock budget of one chat template rendering (--chat-template-timeout-seconds).
+    absl::Duration chat_template_timeout = absl::Seconds(5);
+    /// /metrics requires the API key too (--metrics-require-api-key).
+    bool metrics_require_api_key = false;
     absl::Duration scheduler_poll_interval = absl::Seconds(1);
     absl::Duration scheduler_stall_grace = absl::Seconds(5);  ///< SchedulerRouter::Options::stall_grace
     absl::Duration idle_timeout = absl::Seconds(120);
+    /// Streamed output buffered for slow clients, over all connections
+    /// (--max-buffered-output-bytes; output_budget.h). 0: no overall budget.
+    int64_t max_buffered_output_bytes = int64_t{256} << 20;
+    /// A stream whose client takes nothing this long while its output is
+    /// paused is cancelled with an error event (--max-output-pause-seconds).
+    absl::Duration max_output_pause = absl::Seconds(30);
   };
 
   /// Loads the model and starts serving. Does not wait for schedulers:
@@ -59,6 +78,13 @@ class Gateway {
   int64_t num_active_requests() const;
   /// Open HTTP connections.
   size_t num_http_connections() const;
+  /// The budget streamed output draws on (buffered bytes, peak, pauses);
+  /// null with max_buffered_output_bytes 0.
+  const OutputBudget* output_budget() const;
+  /// Admission tickets held (--max-concurrent-requests): requests queued for or
+  /// running on the CPU pool, generations in flight, /tokenize and /detokenize
+  /// calls. 0 when the gateway is idle.
+  int64_t num_admitted_requests() const;
 
   /// Drains, as on SIGTERM before a rolling update's SIGKILL: at once /ready
   /// answers 503 "draining", gRPC health NOT_SERVING, new generation requests

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/sampling_limits.h"
 #include "core/common/status_macros.h"
 #include "core/sched/request_spec.h"
 #include "services/common/grpc_status.h"
@@ -178,82 +179,114 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
   };
 
   /// Finishes at once with `status`.
-  explicit GenerateReactor(const absl::Status& status) { Finish(services::ToGrpcStatus(status)); }
+  explicit GenerateReactor(const absl::Status& status) { Fail(status); }
   GenerateReactor() = default;
 
-  /// Sets up the observer; call Attach() with the running request after Start.
+  /// Finishes with `status` before anything was written (any thread).
+  void Fail(const absl::Status& status) { Finish(services::ToGrpcStatus(status)); }
+  /// True once the client cancelled the call.
+  bool cancelled() {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
+  }
+
+  /// Sets up the observer (on the CPU pool, while gRPC may call OnCancel);
+  /// call Attach() with the running request after Start.
   std::shared_ptr<Observer> MakeObserver(std::vector<std::string> echo_texts, int n, std::string request_id,
                                          AdmissionTicket ticket) {
-    observer_ = std::make_shared<Observer>(this, std::move(echo_texts), n, std::move(request_id), std::move(ticket));
-    return observer_;
+    auto observer =
+        std::make_shared<Observer>(this, std::move(echo_texts), n, std::move(request_id), std::move(ticket));
+    absl::MutexLock lock(&mu_);
+    observer_ = observer;
+    return observer;
   }
   void Attach(std::shared_ptr<GenerationHandle> handle) {
-    absl::MutexLock lock(&mu_);
-    handle_ = handle;
-    if (cancelled_) handle->Cancel();
+    std::shared_ptr<Observer> observer;
+    {
+      absl::MutexLock lock(&mu_);
+      handle_ = handle;
+      if (!cancelled_) return;
+      observer = observer_;
+    }
+    // Cancelled before the observer existed: OnCancel could not finish the call.
+    handle->Cancel();
+    if (observer) observer->Abort();
   }
 
   void OnWriteDone(bool ok) override {
-    if (observer_) observer_->OnWriteDone(ok);
+    if (auto observer = observer_ptr()) observer->OnWriteDone(ok);
   }
   void OnCancel() override {
     std::shared_ptr<GenerationHandle> handle;
+    std::shared_ptr<Observer> observer;
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
       handle = handle_.lock();
+      observer = observer_;
     }
     if (handle) handle->Cancel();
     // No more events come after a cancel; the call still has to be finished.
-    if (observer_) observer_->Abort();
+    if (observer) observer->Abort();
   }
   void OnDone() override {
-    if (observer_) observer_->Detach();
+    if (auto observer = observer_ptr()) observer->Detach();
     delete this;
   }
 
  private:
-  std::shared_ptr<Observer> observer_;
+  std::shared_ptr<Observer> observer_ptr() {
+    absl::MutexLock lock(&mu_);
+    return observer_;
+  }
+
   absl::Mutex mu_;
+  std::shared_ptr<Observer> observer_ ABSL_GUARDED_BY(mu_);
   std::weak_ptr<GenerationHandle> handle_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// The request's options, checked against the same table as the HTTP API's (core/common/sampling_limits.h),
+// with the same messages. proto3 cannot leave a scalar unset: max_tokens 0 is the rest of the context, n 0 is 1.
 absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* options) {
-  if (request.max_tokens() < 0)
-    return InvalidFieldError("max_tokens", "'max_tokens' must be >= 0 (0: the rest of the context)");
-  if (request.max_tokens() > 0) options->max_tokens = request.max_tokens();
-  if (request.n() < 0 || request.n() > kMaxChoicesPerRequest) {
-    return InvalidFieldError("n", absl::StrCat("'n' must be in [0, ", kMaxChoicesPerRequest, "], got ", request.n()));
+  if (request.max_tokens() != 0) {
+    if (std::string error = limits::kMaxTokens.Check(request.max_tokens()); !error.empty())
+      return InvalidFieldError("max_tokens", error);
+    options->max_tokens = request.max_tokens();
   }
   options->n = request.n() == 0 ? 1 : request.n();
+  if (std::string error = limits::kN.Check(options->n); !error.empty()) return InvalidFieldError("n", error);
   const SamplingParams sampling = services::SamplingFromProto(request.sampling());  // all zero: greedy
-  if (std::string problem = sampling.Validate(); !problem.empty()) {
-    return InvalidFieldError("sampling", "sampling." + problem);
-  }
+  if (std::string problem = sampling.Validate(); !problem.empty()) return InvalidFieldError("sampling", problem);
   if (sampling.WantsPromptLogprobs()) {
     return InvalidFieldError("sampling",
                              "sampling.prompt_logprobs is not supported by the gRPC API (its responses "
                              "carry generated tokens only); use the HTTP API");
   }
-  ORCA_RETURN_IF_ERROR(ValidateStructuredOutput(sampling.structured, "sampling.structured"));
+  ORCA_RETURN_IF_ERROR(
+      ValidateStructuredOutput(sampling.structured, std::string(StructuredOutputField(sampling.structured.kind))));
   options->sampling = sampling;
-  if (request.stop_size() > kMaxStopStrings) {
-    return InvalidFieldError("stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings, " strings"));
-  }
-  for (const std::string& stop : request.stop()) {
-    if (stop.empty()) return InvalidFieldError("stop", "stop strings must not be empty");
+  if (std::string error = limits::kStopStrings.Check(request.stop_size()); !error.empty())
+    return InvalidFieldError("stop", error);
+  for (int i = 0; i < request.stop_size(); ++i) {
+    const std::string& stop = request.stop(i);
+    if (stop.empty()) return InvalidFieldError("stop", absl::StrCat("'stop[", i, "]' must not be empty"));
+    if (std::string error =
+            limits::kStopStringBytes.Check(absl::StrCat("stop[", i, "]"), static_cast<int64_t>(stop.size()));
+        !error.empty())
+      return InvalidFieldError("stop", error);
     options->stop.push_back(stop);
   }
-  if (request.stop_token_ids_size() > kMaxStopTokenIds) {
-    return InvalidFieldError("stop_token_ids", absl::StrCat("'stop_token_ids' may hold at most ", kMaxStopTokenIds));
+  if (std::string error = limits::kStopTokenIds.Check(request.stop_token_ids_size()); !error.empty())
+    return InvalidFieldError("stop_token_ids", error);
+  for (int i = 0; i < request.stop_token_ids_size(); ++i) {
+    if (std::string error = TokenIdError(limits::kStopTokenIds.field, i, request.stop_token_ids(i), 0); !error.empty())
+      return InvalidFieldError("stop_token_ids", error);
   }
   options->stop_token_ids.assign(request.stop_token_ids().begin(), request.stop_token_ids().end());
   options->ignore_eos = request.ignore_eos();
-  if (request.priority() < -sched::kMaxPriority || request.priority() > sched::kMaxPriority) {
-    return InvalidFieldError("priority", absl::StrCat("'priority' must be in [", -sched::kMaxPriority, ", ",
-                                                      sched::kMaxPriority, "], got ", request.priority()));
-  }
+  if (std::string error = limits::kPriority.Check(request.priority()); !error.empty())
+    return InvalidFieldError("priority", error);
   options->priority = request.priority();
   return absl::OkStatus();
 }
@@ -261,7 +294,7 @@ absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* op
 }  // namespace
 
 GrpcGenerationService::GrpcGenerationService(Options options)
-    : options_(options), resolver_(options.model, options.router) {}
+    : options_(options), resolver_(options.model, options.router, options.chat_template_timeout) {}
 
 absl::Status GrpcGenerationService::CheckCall(grpc::CallbackServerContext* context, const std::string& model) const {
   if (options_.authenticator != nullptr && options_.authenticator->enabled()) {
@@ -320,58 +353,98 @@ grpc::ServerWriteReactor<TextGenerateResponse>* GrpcGenerationService::Generate(
   absl::Status status = CheckCall(context, request->model());
   if (!status.ok()) return new GenerateReactor(status);
   std::optional<AdmissionTicket> ticket = options_.admission->TryAdmit();
-  if (!ticket) {
-    return new GenerateReactor(absl::ResourceExhaustedError(
-        absl::StrCat("The server is at capacity (", options_.admission->max_in_flight(), " concurrent requests)")));
-  }
-  std::vector<std::string> echo_texts;
-  absl::StatusOr<GenerationRequest> generation = Resolve(*request, &echo_texts);
-  if (!generation.ok()) return new GenerateReactor(generation.status());
+  if (!ticket) return new GenerateReactor(AtCapacity());
+  // `request` and the reactor live until the reactor finishes, which only this task or the observer it starts does.
   auto* reactor = new GenerateReactor();
-  const std::string request_id = generation->request_id;
-  const int n = generation->n;
-  auto observer = reactor->MakeObserver(std::move(echo_texts), n, request_id, std::move(*ticket));
-  absl::StatusOr<std::shared_ptr<GenerationHandle>> handle =
-      options_.pipeline->Start(std::move(generation).value(), observer);
-  if (!handle.ok()) {
-    observer->OnError(handle.status());
-  } else {
-    reactor->Attach(*handle);
-  }
+  const bool queued =
+      options_.cpu_pool->TrySubmit([this, request, reactor, ticket = std::move(*ticket)](CpuPool::Mode mode) mutable {
+        if (mode == CpuPool::Mode::kCancelled) {
+          ticket.Release();
+          reactor->Fail(absl::UnavailableError("The gateway is shutting down; retry the request"));
+          return;
+        }
+        if (reactor->cancelled()) {  // the client left while the work waited
+          ticket.Release();
+          reactor->Fail(absl::CancelledError("call cancelled"));
+          return;
+        }
+        std::vector<std::string> echo_texts;
+        absl::StatusOr<GenerationRequest> generation = Resolve(*request, &echo_texts);
+        if (!generation.ok()) {
+          ticket.Release();
+          reactor->Fail(generation.status());
+          return;
+        }
+        const std::string request_id = generation->request_id;
+        const int n = generation->n;
+        auto observer = reactor->MakeObserver(std::move(echo_texts), n, request_id, std::move(ticket));
+        absl::StatusOr<std::shared_ptr<GenerationHandle>> handle =
+            options_.pipeline->Start(std::move(generation).value(), observer);
+        if (!handle.ok()) {
+          observer->OnError(handle.status());
+        } else {
+          reactor->Attach(*handle);
+        }
+      });
+  if (!queued) reactor->Fail(Busy());
+  return reactor;
+}
+
+absl::Status GrpcGenerationService::AtCapacity() const {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("The server is at capacity (", options_.admission->max_in_flight(), " concurrent requests)"));
+}
+
+absl::Status GrpcGenerationService::Busy() const {
+  return absl::ResourceExhaustedError(absl::StrCat("The server is busy (", options_.cpu_pool->num_threads(),
+                                                   " CPU threads busy and ", options_.cpu_pool->max_queued(),
+                                                   " requests waiting for them); retry later"));
+}
+
+grpc::ServerUnaryReactor* GrpcGenerationService::Offload(grpc::CallbackServerContext* context, const std::string& model,
+                                                         absl::AnyInvocable<absl::Status()> work) {
+  absl::Status status = CheckCall(context, model);
+  if (!status.ok()) return FinishUnary(context, status);
+  std::optional<AdmissionTicket> ticket = options_.admission->TryAdmit();
+  if (!ticket) return FinishUnary(context, AtCapacity());
+  // The request and response messages live until the reactor finishes, which only this task does.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const bool queued = options_.cpu_pool->TrySubmit(
+      [context, reactor, ticket = std::move(*ticket), work = std::move(work)](CpuPool::Mode mode) mutable {
+        absl::Status status = mode == CpuPool::Mode::kCancelled
+                                  ? absl::UnavailableError("The gateway is shutting down; retry the request")
+                              : context->IsCancelled() ? absl::CancelledError("call cancelled")
+                                                       : work();
+        ticket.Release();
+        reactor->Finish(services::ToGrpcStatus(status));
+      });
+  if (!queued) reactor->Finish(services::ToGrpcStatus(Busy()));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* GrpcGenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                           const orca::v1::TokenizeRequest* request,
                                                           orca::v1::TokenizeResponse* response) {
-  absl::Status status = CheckCall(context, request->model());
-  if (status.ok()) {
+  return Offload(context, request->model(), [this, request, response]() -> absl::Status {
     std::vector<int32_t> ids = options_.model->tokenizer().Encode(request->text(), request->add_special_tokens());
     response->mutable_token_ids()->Assign(ids.begin(), ids.end());
     response->set_count(static_cast<int32_t>(ids.size()));
     absl::StatusOr<int32_t> max_len = resolver_.MaxModelLen();
     response->set_max_model_len(max_len.ok() ? *max_len : 0);
-  }
-  return FinishUnary(context, status);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* GrpcGenerationService::Detokenize(grpc::CallbackServerContext* context,
                                                             const orca::v1::DetokenizeRequest* request,
                                                             orca::v1::DetokenizeResponse* response) {
-  absl::Status status = CheckCall(context, request->model());
-  if (status.ok()) {
+  return Offload(context, request->model(), [this, request, response]() -> absl::Status {
     std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
-    status = resolver_.CheckTokenIds(ids, "token_ids");
-    if (status.ok()) {
-      absl::StatusOr<std::string> text = options_.model->tokenizer().Decode(ids);
-      if (text.ok()) {
-        response->set_text(*std::move(text));
-      } else {
-        status = text.status();
-      }
-    }
-  }
-  return FinishUnary(context, status);
+    ORCA_RETURN_IF_ERROR(resolver_.CheckTokenIds(ids, "token_ids"));
+    ORCA_ASSIGN_OR_RETURN(std::string text, options_.model->tokenizer().Decode(ids));
+    response->set_text(std::move(text));
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* GrpcGenerationService::ListModels(grpc::CallbackServerContext* context,

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/common/logging.h"
 #include "core/common/process_memory.h"
 #include "core/common/status_macros.h"
@@ -46,14 +48,19 @@ class MeteredExchange : public HttpExchange, public std::enable_shared_from_this
     inner_->StartStream(status, std::move(content_type), std::move(headers));
   }
   void Write(std::string data) override { inner_->Write(std::move(data)); }
+  bool ReadyForMore(std::function<void(const absl::Status&)> on_ready) override {
+    return inner_->ReadyForMore(std::move(on_ready));  // the output budget's backpressure (h3, issue 45)
+  }
   void EndStream() override {
     Record(stream_status_.load());
     inner_->EndStream();
   }
   void SetDisconnectHandler(std::function<void()> handler) override {
     inner_->SetDisconnectHandler([weak = weak_from_this(), handler = std::move(handler)] {
-      if (auto self = weak.lock()) self->Record(499);  // the client closed the connection
       handler();
+      // The client closed the connection. Recorded after the handler ran, so that a 499 in
+      // /metrics means the request knows its client is gone.
+      if (auto self = weak.lock()) self->Record(499);
     });
   }
 
@@ -81,9 +88,56 @@ json MemoryJson() {
 
 bool NeedsApiKey(const std::string& path) { return path != "/health" && path != "/ready" && path != "/metrics"; }
 
+HttpResponse Unauthorized(const absl::Status& status) {
+  HttpResponse response = ApiError::FromStatus(status).ToHttpResponse();
+  response.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return response;
+}
+
+HttpResponse RetryLater(std::string message) {
+  return ApiError::FromStatus(WithRetryAfter(absl::UnavailableError(std::move(message)), 1)).ToHttpResponse();
+}
+
 }  // namespace
 
-HttpApi::HttpApi(Options options) : options_(options), resolver_(options.model, options.router) {}
+// Whether the client of an offloaded request is still there. Set up on the
+// I/O thread before the work is queued (so that a disconnect while it waits is
+// seen), read by the CPU pool; once the generation started, a disconnect
+// cancels it.
+class HttpApi::ClientWatch {
+ public:
+  /// The exchange's disconnect handler (an I/O thread; must not block).
+  void ClientGone() {
+    std::shared_ptr<GenerationHandle> handle;
+    {
+      absl::MutexLock lock(&mu_);
+      gone_ = true;
+      handle = handle_.lock();
+    }
+    if (handle) handle->Cancel();
+  }
+  bool gone() const {
+    absl::MutexLock lock(&mu_);
+    return gone_;
+  }
+  /// The started generation; cancelled at once if the client already left.
+  void Attach(const std::shared_ptr<GenerationHandle>& handle) {
+    {
+      absl::MutexLock lock(&mu_);
+      handle_ = handle;
+      if (!gone_) return;
+    }
+    handle->Cancel();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  bool gone_ ABSL_GUARDED_BY(mu_) = false;
+  std::weak_ptr<GenerationHandle> handle_ ABSL_GUARDED_BY(mu_);
+};
+
+HttpApi::HttpApi(Options options)
+    : options_(options), resolver_(options.model, options.router, options.chat_template_timeout) {}
 
 const char* HttpApi::RouteTemplate(const std::string& path) {
   static constexpr const char* kRoutes[] = {
@@ -114,11 +168,18 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<HttpExchange> raw_exch
     return;
   }
   if (route == "/ready") {
-    is_get ? exchange->Respond(Ready()) : method_not_allowed("GET");
+    // Probes carry no key: they get the status; the details (addresses, memory) need one.
+    is_get ? exchange->Respond(Ready(/*detailed=*/HasValidKey(request))) : method_not_allowed("GET");
     return;
   }
   if (route == "/metrics") {
-    is_get ? exchange->Respond(Metrics()) : method_not_allowed("GET");
+    if (!is_get) {
+      method_not_allowed("GET");
+    } else if (options_.metrics_require_api_key && !HasValidKey(request)) {
+      exchange->Respond(Unauthorized(options_.authenticator->Authenticate(request.Header("authorization"))));
+    } else {
+      exchange->Respond(Metrics());
+    }
     return;
   }
   if (route == "other") {
@@ -128,9 +189,7 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<HttpExchange> raw_exch
   if (NeedsApiKey(request.path) && options_.authenticator != nullptr) {
     absl::Status auth = options_.authenticator->Authenticate(request.Header("authorization"));
     if (!auth.ok()) {
-      HttpResponse response = ApiError::FromStatus(auth).ToHttpResponse();
-      response.headers.emplace_back("WWW-Authenticate", "Bearer");
-      exchange->Respond(std::move(response));
+      exchange->Respond(Unauthorized(auth));
       return;
     }
   }
@@ -142,43 +201,67 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<HttpExchange> raw_exch
     method_not_allowed("POST");
     return;
   }
-  if (route == "/v1/completions") {
-    HandleGeneration(OpenAiApi::kCompletions, request, exchange);
-  } else if (route == "/v1/chat/completions") {
-    HandleGeneration(OpenAiApi::kChat, request, exchange);
-  } else {
-    absl::StatusOr<HttpResponse> response = route == "/tokenize" ? Tokenize(request) : Detokenize(request);
-    exchange->Respond(response.ok() ? std::move(response).value()
-                                    : ApiError::FromStatus(response.status()).ToHttpResponse());
-  }
+  const Work work = route == "/v1/completions"        ? Work::kCompletions
+                    : route == "/v1/chat/completions" ? Work::kChat
+                    : route == "/tokenize"            ? Work::kTokenize
+                                                      : Work::kDetokenize;
+  Offload(work, std::move(request), exchange);
 }
 
-void HttpApi::HandleGeneration(OpenAiApi api, const HttpRequest& request,
-                               const std::shared_ptr<HttpExchange>& exchange) {
-  if (Draining()) {
-    exchange->Respond(ApiError::FromStatus(WithRetryAfter(absl::UnavailableError("The gateway is shutting down and "
-                                                                                 "takes no new requests; retry "
-                                                                                 "(another replica serves it)"),
-                                                          1))
-                          .ToHttpResponse());
+void HttpApi::Offload(Work work, HttpRequest request, const std::shared_ptr<HttpExchange>& exchange) {
+  const bool generation = work == Work::kCompletions || work == Work::kChat;
+  if (generation && Draining()) {
+    exchange->Respond(
+        RetryLater("The gateway is shutting down and takes no new requests; retry (another replica serves it)"));
     return;
   }
   std::optional<AdmissionTicket> ticket = options_.admission->TryAdmit();
   if (!ticket) {
-    exchange->Respond(
-        ApiError::FromStatus(WithRetryAfter(absl::UnavailableError(absl::StrCat("The server is at capacity (",
-                                                                                options_.admission->max_in_flight(),
-                                                                                " concurrent requests); retry later")),
-                                            1))
-            .ToHttpResponse());
+    exchange->Respond(RetryLater(absl::StrCat("The server is at capacity (", options_.admission->max_in_flight(),
+                                              " concurrent requests); retry later")));
     return;
   }
-  absl::Status status = StartGeneration(api, request, exchange, *ticket);
-  if (!status.ok()) exchange->Respond(ApiError::FromStatus(status).ToHttpResponse());
+  auto watch = std::make_shared<ClientWatch>();
+  exchange->SetDisconnectHandler([watch] { watch->ClientGone(); });
+  CpuPool& pool = *options_.cpu_pool;
+  const bool queued = pool.TrySubmit([this, work, request = std::move(request), exchange, ticket = std::move(*ticket),
+                                      watch](CpuPool::Mode mode) mutable {
+    if (mode == CpuPool::Mode::kCancelled) {
+      ticket.Release();
+      exchange->Respond(RetryLater("The gateway is shutting down; retry the request"));
+      return;
+    }
+    // A client that left while its work waited gets none done; the ticket goes with the task.
+    if (watch->gone()) return;
+    RunWork(work, request, exchange, ticket, *watch);
+  });
+  if (!queued) {
+    // The task (and with it the ticket) is already gone.
+    exchange->Respond(RetryLater(absl::StrCat("The server is busy (", pool.num_threads(), " CPU threads busy and ",
+                                              pool.max_queued(), " requests waiting for them); retry later")));
+  }
+}
+
+void HttpApi::RunWork(Work work, const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                      AdmissionTicket& ticket, ClientWatch& watch) {
+  if (work == Work::kTokenize || work == Work::kDetokenize) {
+    absl::StatusOr<HttpResponse> response = work == Work::kTokenize ? Tokenize(request) : Detokenize(request);
+    ticket.Release();  // before the client can see the answer and send its next request
+    exchange->Respond(response.ok() ? std::move(response).value()
+                                    : ApiError::FromStatus(response.status()).ToHttpResponse());
+    return;
+  }
+  const OpenAiApi api = work == Work::kCompletions ? OpenAiApi::kCompletions : OpenAiApi::kChat;
+  absl::Status status = StartGeneration(api, request, exchange, ticket, watch);
+  if (!status.ok()) {
+    ticket.Release();
+    exchange->Respond(ApiError::FromStatus(status).ToHttpResponse());
+  }
 }
 
 absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
-                                      const std::shared_ptr<HttpExchange>& exchange, AdmissionTicket& ticket) {
+                                      const std::shared_ptr<HttpExchange>& exchange, AdmissionTicket& ticket,
+                                      ClientWatch& watch) {
   CompletionResponder::Options responder;
   responder.received = absl::Now();
   ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
@@ -222,10 +305,7 @@ absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
   auto observer = std::make_shared<CompletionResponder>(std::move(responder), exchange, std::move(ticket));
   ORCA_ASSIGN_OR_RETURN(std::shared_ptr<GenerationHandle> handle,
                         options_.pipeline->Start(std::move(generation), std::move(observer)));
-  std::weak_ptr<GenerationHandle> weak = handle;
-  exchange->SetDisconnectHandler([weak] {
-    if (auto h = weak.lock()) h->Cancel();
-  });
+  watch.Attach(handle);
   return absl::OkStatus();
 }
 
@@ -253,7 +333,7 @@ absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const
     text = *parsed.prompt;
     add_special = parsed.add_special_tokens.value_or(true);
   } else {
-    ORCA_ASSIGN_OR_RETURN(text, resolver_.RenderChat(parsed.messages, parsed.add_generation_prompt, {}));
+    ORCA_ASSIGN_OR_RETURN(text, resolver_.RenderChat(parsed.messages, parsed.add_generation_prompt, parsed.chat_template_kwargs));
     add_special = parsed.add_special_tokens.value_or(false);
   }
   const text::Tokenizer& tokenizer = options_.model->tokenizer();
@@ -282,7 +362,16 @@ absl::StatusOr<HttpResponse> HttpApi::Detokenize(const HttpRequest& request) con
 
 bool HttpApi::Draining() const { return options_.draining != nullptr && options_.draining->load(); }
 
-HttpResponse HttpApi::Ready() const {
+bool HttpApi::HasValidKey(const HttpRequest& request) const {
+  return options_.authenticator == nullptr ||
+         options_.authenticator->Authenticate(request.Header("authorization")).ok();
+}
+
+HttpResponse HttpApi::Ready(bool detailed) const {
+  const bool draining = Draining();
+  const bool ready = !draining && options_.router->AnyReady();
+  const char* status = draining ? "draining" : ready ? "ready" : "not_ready";
+  if (!detailed) return JsonResponse(ready ? 200 : 503, {{"status", status}});
   json schedulers = json::array();
   for (const SchedulerStatus& s : options_.router->Snapshot()) {
     schedulers.push_back({{"address", s.address},
@@ -297,13 +386,24 @@ HttpResponse HttpApi::Ready() const {
                           {"kv_slots_total", s.stats.kv_slots_total()},
                           {"iterations", s.stats.iterations()}});
   }
-  const bool draining = Draining();
-  const bool ready = !draining && options_.router->AnyReady();
-  return JsonResponse(ready ? 200 : 503, {{"status", draining ? "draining"
-                                                     : ready  ? "ready"
-                                                              : "not_ready"},
+  const CpuPool& pool = *options_.cpu_pool;
+  json output = nullptr;  // --max-buffered-output-bytes 0: no budget
+  if (const OutputBudget* b = options_.output_budget; b != nullptr) {
+    output = {{"max_bytes", b->options().max_bytes}, {"buffered_bytes", b->buffered_bytes()},
+              {"peak_bytes", b->peak_bytes()},       {"streams", b->num_streams()},
+              {"pauses", b->num_pauses()},           {"pause_cancels", b->num_pause_cancels()},
+              {"refused_writes", b->num_refused()}};
+  }
+  return JsonResponse(ready ? 200 : 503, {{"status", status},
                                           {"model", options_.model->name()},
                                           {"schedulers", std::move(schedulers)},
+                                          {"requests_in_flight", options_.admission->in_flight()},
+                                          {"cpu_pool",
+                                           {{"threads", pool.num_threads()},
+                                            {"running", pool.num_running()},
+                                            {"queued", pool.num_queued()},
+                                            {"max_queued", pool.max_queued()}}},
+                                          {"output_budget", std::move(output)},
                                           {"memory", MemoryJson()}});
 }
 

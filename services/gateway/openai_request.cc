@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/json_parse.h"
 #include "core/common/status_macros.h"
-#include "core/sched/request_spec.h"
 #include "services/gateway/api_error.h"
 #include "services/gateway/json_fields.h"
 #include "services/gateway/structured_output_request.h"
@@ -17,11 +17,34 @@ namespace {
 using nlohmann::json;
 
 constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
-constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 absl::Status Unsupported(std::string_view param, const std::string& what) {
   return InvalidFieldError(param, absl::StrCat(what, " is not supported by this server"));
+}
+
+// A number within the table's range for `limit` (its `field` names it); absent or null leaves `out` as is.
+absl::Status ReadReal(const JsonFieldReader& r, const RealLimit& limit, float* out) {
+  const std::string name(limit.field);
+  const json* value = r.Find(name.c_str());
+  if (value == nullptr) return absl::OkStatus();
+  if (!value->is_number()) {
+    return InvalidFieldError(name, absl::StrCat("'", name, "' must be a number, got ", DescribeJsonValue(*value)));
+  }
+  const double v = value->get<double>();
+  // The float it becomes must be in range too (1e-50 is a positive double but a zero float).
+  if (!limit.Contains(v) || !limit.Contains(static_cast<float>(v))) return InvalidFieldError(name, limit.Error(v));
+  *out = static_cast<float>(v);
+  return absl::OkStatus();
+}
+
+// An integer within the table's range for `limit` (an int32 one).
+absl::Status ReadInt32(const JsonFieldReader& r, const IntLimit& limit, int32_t* out) {
+  const std::string name(limit.field);
+  return r.Int32(name.c_str(), static_cast<int32_t>(limit.min), static_cast<int32_t>(limit.max), out);
+}
+absl::Status ReadOptionalInt32(const JsonFieldReader& r, const IntLimit& limit, std::optional<int32_t>* out) {
+  const std::string name(limit.field);
+  return r.OptionalInt32(name.c_str(), static_cast<int32_t>(limit.min), static_cast<int32_t>(limit.max), out);
 }
 
 // "stop": a string or an array of strings.
@@ -29,16 +52,21 @@ absl::Status ParseStop(const JsonFieldReader& reader, std::vector<std::string>* 
   const json* stop = reader.Find("stop");
   if (stop == nullptr) return absl::OkStatus();
   if (stop->is_string()) {
-    if (!stop->get_ref<const std::string&>().empty()) out->push_back(stop->get<std::string>());
+    if (stop->get_ref<const std::string&>().empty()) return absl::OkStatus();
+    if (std::string error =
+            limits::kStopStringBytes.Check("stop", static_cast<int64_t>(stop->get_ref<const std::string&>().size()));
+        !error.empty()) {
+      return InvalidFieldError("stop", error);
+    }
+    out->push_back(stop->get<std::string>());
     return absl::OkStatus();
   }
   if (!stop->is_array()) {
     return InvalidFieldError(
         "stop", absl::StrCat("'stop' must be a string or an array of strings, got ", DescribeJsonValue(*stop)));
   }
-  if (stop->size() > static_cast<size_t>(kMaxStopStrings)) {
-    return InvalidFieldError(
-        "stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings, " sequences, got ", stop->size()));
+  if (std::string error = limits::kStopStrings.Check(static_cast<int64_t>(stop->size())); !error.empty()) {
+    return InvalidFieldError("stop", error);
   }
   for (size_t i = 0; i < stop->size(); ++i) {
     const json& s = (*stop)[i];
@@ -47,6 +75,11 @@ absl::Status ParseStop(const JsonFieldReader& reader, std::vector<std::string>* 
     }
     if (s.get_ref<const std::string&>().empty()) {
       return InvalidFieldError("stop", absl::StrCat("'stop[", i, "]' must not be empty"));
+    }
+    if (std::string error = limits::kStopStringBytes.Check(
+            absl::StrCat("stop[", i, "]"), static_cast<int64_t>(s.get_ref<const std::string&>().size()));
+        !error.empty()) {
+      return InvalidFieldError("stop", error);
     }
     out->push_back(s.get<std::string>());
   }
@@ -58,9 +91,10 @@ absl::Status ParseIntArray(const json& array, const std::string& field, size_t m
     return InvalidFieldError(
         field, absl::StrCat("'", field, "' must be an array of integers, got ", DescribeJsonValue(array)));
   }
-  if (array.size() > max_size) {
-    return InvalidFieldError(field,
-                             absl::StrCat("'", field, "' may hold at most ", max_size, " entries, got ", array.size()));
+  if (std::string error =
+          CountLimit{field, static_cast<int64_t>(max_size), "entries"}.Check(static_cast<int64_t>(array.size()));
+      !error.empty()) {
+    return InvalidFieldError(field, error);
   }
   out->reserve(array.size());
   for (size_t i = 0; i < array.size(); ++i) {
@@ -78,9 +112,8 @@ absl::Status ParseLogitBias(const json& bias, std::vector<std::pair<int32_t, flo
     return InvalidFieldError("logit_bias",
                              absl::StrCat("'logit_bias' must be an object, got ", DescribeJsonValue(bias)));
   }
-  if (bias.size() > static_cast<size_t>(kMaxLogitBiasEntries)) {
-    return InvalidFieldError("logit_bias", absl::StrCat("'logit_bias' may hold at most ", kMaxLogitBiasEntries,
-                                                        " entries, got ", bias.size()));
+  if (std::string error = limits::kLogitBiasEntries.Check(static_cast<int64_t>(bias.size())); !error.empty()) {
+    return InvalidFieldError("logit_bias", error);
   }
   out->clear();
   for (const auto& [key, value] : bias.items()) {
@@ -98,10 +131,7 @@ absl::Status ParseLogitBias(const json& bias, std::vector<std::pair<int32_t, flo
           "logit_bias", absl::StrCat("'logit_bias[\"", key, "\"]' must be a number, got ", DescribeJsonValue(value)));
     }
     const double v = value.get<double>();
-    if (!(v >= -kMaxLogitBias && v <= kMaxLogitBias)) {
-      return InvalidFieldError("logit_bias",
-                               absl::StrCat("'logit_bias[\"", key, "\"]' must be in [-100, 100], got ", value.dump()));
-    }
+    if (!limits::kLogitBias.Contains(v)) return InvalidFieldError("logit_bias", LogitBiasValueError(id, v));
     out->emplace_back(static_cast<int32_t>(id), static_cast<float>(v));
   }
   std::sort(out->begin(), out->end());
@@ -115,21 +145,17 @@ absl::Status ParseLogitBias(const json& bias, std::vector<std::pair<int32_t, flo
 }
 
 absl::Status ParseSampling(const JsonFieldReader& r, SamplingParams* s) {
-  ORCA_RETURN_IF_ERROR(r.Float("temperature", 0.0, 2.0, &s->temperature));
-  ORCA_RETURN_IF_ERROR(r.Float("top_p", 0.0, 1.0, &s->top_p));
-  if (!(s->top_p > 0.0f)) return InvalidFieldError("top_p", "'top_p' must be in (0, 1], got 0");
+  ORCA_RETURN_IF_ERROR(ReadReal(r, limits::kTemperature, &s->temperature));
+  ORCA_RETURN_IF_ERROR(ReadReal(r, limits::kTopP, &s->top_p));
   int32_t top_k = 0;
-  ORCA_RETURN_IF_ERROR(r.Int32("top_k", -1, kInt32Max, &top_k));
+  ORCA_RETURN_IF_ERROR(ReadInt32(r, limits::kTopK, &top_k));
   s->top_k = top_k < 0 ? 0 : top_k;  // vLLM's -1 and 0 both disable it
-  ORCA_RETURN_IF_ERROR(r.Float("min_p", 0.0, 1.0, &s->min_p));
-  ORCA_RETURN_IF_ERROR(r.Float("presence_penalty", -2.0, 2.0, &s->presence_penalty));
-  ORCA_RETURN_IF_ERROR(r.Float("frequency_penalty", -2.0, 2.0, &s->frequency_penalty));
-  ORCA_RETURN_IF_ERROR(r.Float("repetition_penalty", 0.0, 10.0, &s->repetition_penalty));
-  if (!(s->repetition_penalty > 0.0f)) {
-    return InvalidFieldError("repetition_penalty", "'repetition_penalty' must be in (0, 10], got 0");
-  }
+  ORCA_RETURN_IF_ERROR(ReadReal(r, limits::kMinP, &s->min_p));
+  ORCA_RETURN_IF_ERROR(ReadReal(r, limits::kPresencePenalty, &s->presence_penalty));
+  ORCA_RETURN_IF_ERROR(ReadReal(r, limits::kFrequencyPenalty, &s->frequency_penalty));
+  ORCA_RETURN_IF_ERROR(ReadReal(r, limits::kRepetitionPenalty, &s->repetition_penalty));
   std::optional<int64_t> seed;
-  ORCA_RETURN_IF_ERROR(r.Int("seed", kInt64Min, kInt64Max, &seed));
+  ORCA_RETURN_IF_ERROR(r.Int("seed", limits::kSeed.min, limits::kSeed.max, &seed));
   if (seed) s->seed = static_cast<uint64_t>(*seed);
   return absl::OkStatus();
 }
@@ -137,15 +163,14 @@ absl::Status ParseSampling(const JsonFieldReader& r, SamplingParams* s) {
 // Fields both APIs share.
 absl::Status ParseOptions(const json& body, GenerationOptions* o) {
   JsonFieldReader r(body);
-  ORCA_RETURN_IF_ERROR(r.OptionalInt32("max_tokens", 1, kInt32Max, &o->max_tokens));
-  ORCA_RETURN_IF_ERROR(r.Int32("min_tokens", 0, kInt32Max, &o->min_tokens));
+  ORCA_RETURN_IF_ERROR(ReadOptionalInt32(r, limits::kMaxTokens, &o->max_tokens));
+  ORCA_RETURN_IF_ERROR(ReadInt32(r, limits::kMinTokens, &o->min_tokens));
   if (o->max_tokens && o->min_tokens > *o->max_tokens) {
-    return InvalidFieldError("min_tokens", absl::StrCat("'min_tokens' (", o->min_tokens,
-                                                        ") must not exceed 'max_tokens' (", *o->max_tokens, ")"));
+    return InvalidFieldError("min_tokens", MinTokensError(o->min_tokens, *o->max_tokens));
   }
-  ORCA_RETURN_IF_ERROR(r.Int32("n", 1, kMaxChoicesPerRequest, &o->n));
+  ORCA_RETURN_IF_ERROR(ReadInt32(r, limits::kN, &o->n));
   std::optional<int64_t> best_of;
-  ORCA_RETURN_IF_ERROR(r.Int("best_of", 1, kMaxChoicesPerRequest, &best_of));
+  ORCA_RETURN_IF_ERROR(r.Int("best_of", limits::kBestOf.min, limits::kBestOf.max, &best_of));
   if (best_of && *best_of != o->n) {
     return InvalidFieldError("best_of", "'best_of' different from 'n' is not supported by this server");
   }
@@ -155,12 +180,12 @@ absl::Status ParseOptions(const json& body, GenerationOptions* o) {
     ORCA_RETURN_IF_ERROR(ParseIntArray(*ids, "stop_token_ids", kMaxStopTokenIds, &o->stop_token_ids));
   }
   ORCA_RETURN_IF_ERROR(r.Bool("ignore_eos", &o->ignore_eos));
-  ORCA_RETURN_IF_ERROR(r.Int32("priority", -sched::kMaxPriority, sched::kMaxPriority, &o->priority));
+  ORCA_RETURN_IF_ERROR(ReadInt32(r, limits::kPriority, &o->priority));
   ORCA_RETURN_IF_ERROR(r.Bool("skip_special_tokens", &o->skip_special_tokens));
   ORCA_RETURN_IF_ERROR(r.Bool("include_stop_str_in_output", &o->include_stop_str_in_output));
   ORCA_RETURN_IF_ERROR(r.Bool("stream", &o->stream));
   ORCA_RETURN_IF_ERROR(r.String("user", &o->user));
-  ORCA_RETURN_IF_ERROR(r.OptionalInt32("prompt_logprobs", 0, kMaxPromptLogprobs, &o->prompt_logprobs));
+  ORCA_RETURN_IF_ERROR(ReadOptionalInt32(r, limits::kPromptLogprobs, &o->prompt_logprobs));
   ORCA_RETURN_IF_ERROR(r.Bool("return_token_ids", &o->return_token_ids));
   o->sampling.prompt_logprobs = o->prompt_logprobs.value_or(-1);
   if (const json* so = r.Find("stream_options")) {
@@ -311,7 +336,8 @@ absl::Status ParseMessageToolFields(const json& m, const std::string& field, boo
     if (name.empty())
       return InvalidFieldError("messages", absl::StrCat("'", call_field, ".function.name' is required"));
     ORCA_RETURN_IF_ERROR(WithParam(fr.String("arguments", &arguments), "messages"));
-    ordered args = ordered::parse(arguments, nullptr, /*allow_exceptions=*/false);
+    // JSON inside a string escapes the body's nesting limit: parse it with the same limit (null if refused).
+    ordered args = ParseOrderedJson(arguments).value_or(ordered());
     ordered rendered_call = ordered::object();
     if (!id.empty()) rendered_call["id"] = id;
     rendered_call["type"] = "function";
@@ -353,14 +379,27 @@ absl::Status ParseMessages(const json& body, bool required, std::vector<text::Ch
   return absl::OkStatus();
 }
 
+// `chat_template_kwargs`: extra template variables (strings; other JSON values as their JSON text,
+// which the template sees as values again: core/text/chat_template.h).
+absl::Status ParseChatTemplateKwargs(const json& body, std::map<std::string, std::string>* out) {
+  auto it = body.find("chat_template_kwargs");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) {
+    return InvalidFieldError("chat_template_kwargs",
+                             absl::StrCat("'chat_template_kwargs' must be an object, got ", DescribeJsonValue(*it)));
+  }
+  for (const auto& [key, value] : it->items()) (*out)[key] = value.is_string() ? value.get<std::string>() : value.dump();
+  return absl::OkStatus();
+}
+
 absl::Status ParseChatOnlyFields(const json& body, ChatRequest* out) {
   JsonFieldReader r(body);
   // max_completion_tokens is the newer name; it wins over max_tokens.
   std::optional<int32_t> max_completion_tokens;
-  ORCA_RETURN_IF_ERROR(r.OptionalInt32("max_completion_tokens", 1, kInt32Max, &max_completion_tokens));
+  ORCA_RETURN_IF_ERROR(ReadOptionalInt32(r, limits::kMaxCompletionTokens, &max_completion_tokens));
   if (max_completion_tokens) out->options.max_tokens = max_completion_tokens;
   ORCA_RETURN_IF_ERROR(r.Bool("logprobs", &out->logprobs));
-  ORCA_RETURN_IF_ERROR(r.Int32("top_logprobs", 0, kMaxChatTopLogprobs, &out->top_logprobs));
+  ORCA_RETURN_IF_ERROR(ReadInt32(r, limits::kTopLogprobs, &out->top_logprobs));
   if (r.Find("top_logprobs") != nullptr && !out->logprobs) {
     return InvalidFieldError("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
   }
@@ -380,16 +419,7 @@ absl::Status ParseChatOnlyFields(const json& body, ChatRequest* out) {
                                "named function (the output ends with its calls)");
     }
   }
-  if (const json* kwargs = r.Find("chat_template_kwargs")) {
-    if (!kwargs->is_object()) {
-      return InvalidFieldError("chat_template_kwargs", absl::StrCat("'chat_template_kwargs' must be an object, got ",
-                                                                    DescribeJsonValue(*kwargs)));
-    }
-    for (const auto& [key, value] : kwargs->items()) {
-      out->chat_template_kwargs[key] = value.is_string() ? value.get<std::string>() : value.dump();
-    }
-  }
-  return absl::OkStatus();
+  return ParseChatTemplateKwargs(body, &out->chat_template_kwargs);
 }
 
 absl::Status ParseModel(const json& body, std::string* model) { return JsonFieldReader(body).String("model", model); }
@@ -440,20 +470,12 @@ absl::StatusOr<json> ParseJsonObject(std::string_view body) {
     return absl::InvalidArgumentError(
         absl::StrCat("Request body is not valid UTF-8 (invalid byte sequence at offset ", *bad, ")"));
   }
-  json parsed;
-  try {
-    parsed = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; keep the position.
-    if (size_t pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-    return absl::InvalidArgumentError(absl::StrCat("Invalid JSON body: ", what));
-  } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("Invalid JSON body: ", e.what()));
-  }
-  if (!parsed.is_object()) {
+  // Nesting is limited while parsing (core/common/json_parse.h): nothing deeper is built or walked.
+  absl::StatusOr<json> parsed = ParseJson(body);
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("Invalid JSON body: ", parsed.status().message()));
+  if (!parsed->is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Request body must be a JSON object, got ", DescribeJsonValue(parsed)));
+        absl::StrCat("Request body must be a JSON object, got ", DescribeJsonValue(*parsed)));
   }
   return parsed;
 }
@@ -465,7 +487,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(const json& body) {
   ORCA_RETURN_IF_ERROR(ParseOptions(body, &out.options));
   JsonFieldReader r(body);
   ORCA_RETURN_IF_ERROR(r.Bool("echo", &out.echo));
-  ORCA_RETURN_IF_ERROR(r.OptionalInt32("logprobs", 0, kMaxCompletionLogprobs, &out.logprobs));
+  ORCA_RETURN_IF_ERROR(ReadOptionalInt32(r, limits::kLogprobs, &out.logprobs));
   ORCA_RETURN_IF_ERROR(r.Bool("add_special_tokens", &out.add_special_tokens));
   if (const json* suffix = r.Find("suffix")) {
     if (!suffix->is_string()) {
@@ -523,6 +545,7 @@ absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(const json& body) {
     out.add_special_tokens = add_special_tokens;
   }
   ORCA_RETURN_IF_ERROR(r.Bool("return_token_strs", &out.return_token_strs));
+  if (!out.messages.empty()) ORCA_RETURN_IF_ERROR(ParseChatTemplateKwargs(body, &out.chat_template_kwargs));
   return out;
 }
 

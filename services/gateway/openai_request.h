@@ -5,7 +5,7 @@
 ///
 /// Follows OpenAI's (and vLLM's) rules: unknown fields are ignored, `null`
 /// means "not given", wrong types and out-of-range values are 400s naming the
-/// field. Features Orca does not implement (suffix, the legacy `functions`,
+/// field; the ranges are core/common/sampling_limits.h's, in its words. Features Orca does not implement (suffix, the legacy `functions`,
 /// non-text content parts) are rejected explicitly rather than silently ignored.
 
 #include <cstdint>
@@ -17,19 +17,21 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/common/sampling_limits.h"
 #include "core/common/sampling_params.h"
 #include "core/text/chat_template.h"
 #include "services/gateway/tool_call_request.h"
 
 namespace orca::gateway {
 
-/// Limits on what one request may ask for.
-inline constexpr int32_t kMaxChoicesPerRequest = 128;  // n × number of prompts
-inline constexpr int32_t kMaxStopStrings = 16;
-inline constexpr int32_t kMaxStopTokenIds = 64;
-inline constexpr int32_t kMaxCompletionLogprobs = 5;
-inline constexpr int32_t kMaxChatTopLogprobs = 20;
-inline constexpr int32_t kMaxPromptLogprobs = 20;
+/// Limits on what one request may ask for: names for entries of the one table,
+/// core/common/sampling_limits.h, which every entry point checks against.
+inline constexpr int32_t kMaxChoicesPerRequest = limits::kMaxChoicesPerRequest;  // n × number of prompts
+inline constexpr int32_t kMaxStopStrings = static_cast<int32_t>(limits::kStopStrings.max);
+inline constexpr int32_t kMaxStopTokenIds = static_cast<int32_t>(limits::kStopTokenIds.max);
+inline constexpr int32_t kMaxCompletionLogprobs = static_cast<int32_t>(limits::kLogprobs.max);
+inline constexpr int32_t kMaxChatTopLogprobs = static_cast<int32_t>(limits::kTopLogprobs.max);
+inline constexpr int32_t kMaxPromptLogprobs = static_cast<int32_t>(limits::kPromptLogprobs.max);
 
 /// Generation options shared by completions and chat.
 struct GenerationOptions {
@@ -103,6 +105,8 @@ struct TokenizeRequest {
   bool add_generation_prompt = true;
   std::optional<bool> add_special_tokens;  // default: true for a prompt, false for messages
   bool return_token_strs = false;
+  /// Extra chat-template variables, as for chat completions (messages only).
+  std::map<std::string, std::string> chat_template_kwargs;
 };
 
 /// POST /detokenize.

@@ -37,22 +37,6 @@ struct OpenStream {
   std::string head;
 };
 
-// The SSE events of a raw chunked response, in order ("[DONE]" included).
-std::vector<std::string> Events(const std::string& raw) {
-  std::string body;
-  size_t pos = raw.find("\r\n\r\n");
-  pos = pos == std::string::npos ? raw.size() : pos + 4;
-  while (pos < raw.size()) {  // de-chunk
-    const size_t eol = raw.find("\r\n", pos);
-    if (eol == std::string::npos) break;
-    const size_t size = std::stoul(raw.substr(pos, eol - pos), nullptr, 16);
-    if (size == 0) break;
-    body += raw.substr(eol + 2, size);
-    pos = eol + 2 + size + 2;
-  }
-  return SseData(body);
-}
-
 int CompletionTokens(const std::vector<std::string>& events) {
   for (const std::string& e : events) {
     nlohmann::json j = nlohmann::json::parse(e, nullptr, false);
@@ -85,7 +69,7 @@ TEST(GatewayDrainTest, InFlightStreamsFinishWithinTheGracePeriodWhileNewRequests
   EXPECT_NE(sse.find("\"finish_reason\":\"length\""), std::string::npos) << sse.substr(sse.size() - 400);
   EXPECT_NE(sse.find("data: [DONE]"), std::string::npos);
   EXPECT_EQ(sse.find("\"error\""), std::string::npos);
-  EXPECT_EQ(CompletionTokens(Events(sse)), 200);
+  EXPECT_EQ(CompletionTokens(SseEvents(sse)), 200);
   ASSERT_EQ(shutdown.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "the drain did not end";
 }
 
@@ -99,7 +83,7 @@ TEST(GatewayDrainTest, WhatIsLeftAtTheEndOfTheGracePeriodEndsWithAnErrorEventAnd
   f.gateway().Shutdown(absl::Milliseconds(300));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   const std::string sse = stream.Rest();
-  std::vector<std::string> events = Events(sse);
+  std::vector<std::string> events = SseEvents(sse);
   ASSERT_GE(events.size(), 2u) << sse;
   EXPECT_EQ(events.back(), "[DONE]");
   nlohmann::json error = nlohmann::json::parse(events[events.size() - 2], nullptr, false);

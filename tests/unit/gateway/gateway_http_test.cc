@@ -481,13 +481,9 @@ TEST(GatewayHttpTest, SchedulerResourceExhaustedIs429WithRetryAfterAndReason) {
 }
 
 TEST(GatewayHttpTest, OverMaxConcurrentRequestsIs503) {
-  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
-  config.gateway.max_concurrent_requests = 1;
-  config.scheduler.iteration_interval = absl::Milliseconds(5);
-  GatewayFixture f(config);
+  GatewayFixture f(testing::OneRequestAtATimeConfig());
   TestHttpClient first = f.Client();
-  first.SendRequest("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 500, "stream": true})");
-  ASSERT_THAT(first.ReadUntil("data: "), HasSubstr("200 OK"));
+  ASSERT_THAT(testing::StartLongStream(first), HasSubstr("200 OK"));
   HttpResult second = f.Client().Request("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
   EXPECT_EQ(second.status, 503);
   EXPECT_EQ(second.Header("retry-after"), "1");

@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,13 +25,17 @@
 
 namespace orca::gateway::testing {
 
-inline std::unique_ptr<GatewayModel> MakeByteLevelModel(int32_t max_model_len = 1024) {
+/// The byte-level model with `chat_template`, or the built-in chatml when null.
+inline std::unique_ptr<GatewayModel> MakeByteLevelModel(int32_t max_model_len = 1024,
+                                                        std::unique_ptr<text::ChatTemplate> chat_template = nullptr) {
   auto tokenizer = text::Tokenizer::FromJson(ByteLevelTokenizerJson(), ByteLevelTokenizerConfigJson());
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-  auto chat_template = text::ChatTemplate::Builtin("chatml");
-  EXPECT_TRUE(chat_template.ok()) << chat_template.status();
-  return GatewayModel::FromParts("byte-model", std::move(tokenizer).value(), std::move(chat_template).value(),
-                                 max_model_len);
+  if (chat_template == nullptr) {
+    auto chatml = text::ChatTemplate::Builtin("chatml");
+    EXPECT_TRUE(chatml.ok()) << chatml.status();
+    chat_template = std::move(chatml).value();
+  }
+  return GatewayModel::FromParts("byte-model", std::move(tokenizer).value(), std::move(chat_template), max_model_len);
 }
 
 /// Token ids of `text` with the byte-level tokenizer (= its bytes).
@@ -155,6 +160,23 @@ inline std::vector<std::string> SseData(const std::string& body) {
   return out;
 }
 
+/// The `data:` payloads of a raw chunked SSE response (its head included, as
+/// TestHttpClient::ReadUntil returns it), in order ("[DONE]" included).
+inline std::vector<std::string> SseEvents(const std::string& raw) {
+  std::string body;
+  size_t pos = raw.find("\r\n\r\n");
+  pos = pos == std::string::npos ? raw.size() : pos + 4;
+  while (pos < raw.size()) {  // de-chunk
+    const size_t eol = raw.find("\r\n", pos);
+    if (eol == std::string::npos) break;
+    const size_t size = std::stoul(raw.substr(pos, eol - pos), nullptr, 16);
+    if (size == 0) break;
+    body += raw.substr(eol + 2, size);
+    pos = eol + 2 + size + 2;
+  }
+  return SseData(body);
+}
+
 /// A gateway on 127.0.0.1:0 in front of one FakeScheduler.
 class GatewayFixture {
  public:
@@ -163,6 +185,8 @@ class GatewayFixture {
     Gateway::Options gateway;
     int32_t max_model_len = 1024;
     bool wait_ready = true;
+    /// Makes the model's chat template; unset: the built-in chatml.
+    std::function<std::unique_ptr<text::ChatTemplate>()> chat_template;
   };
 
   static Config DefaultConfig() {
@@ -181,7 +205,9 @@ class GatewayFixture {
     EXPECT_TRUE(scheduler.ok()) << scheduler.status();
     scheduler_ = std::move(scheduler).value();
     config.gateway.schedulers = {scheduler_->address()};
-    auto gateway = Gateway::CreateWithModel(config.gateway, MakeByteLevelModel(config.max_model_len));
+    auto gateway = Gateway::CreateWithModel(
+        config.gateway,
+        MakeByteLevelModel(config.max_model_len, config.chat_template ? config.chat_template() : nullptr));
     EXPECT_TRUE(gateway.ok()) << gateway.status();
     gateway_ = std::move(gateway).value();
     if (config.wait_ready) {
@@ -202,5 +228,21 @@ class GatewayFixture {
   std::unique_ptr<FakeScheduler> scheduler_;
   std::unique_ptr<Gateway> gateway_;
 };
+
+/// DefaultConfig with room for one generation at a time and 5 ms a token, so
+/// that one long stream (StartLongStream) holds the only admission slot.
+inline GatewayFixture::Config OneRequestAtATimeConfig() {
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.gateway.max_concurrent_requests = 1;
+  config.scheduler.iteration_interval = absl::Milliseconds(5);
+  return config;
+}
+
+/// Starts a 500-token streaming completion on `client`; returns what was read
+/// up to its first event (its head says "200 OK" when it started).
+inline std::string StartLongStream(TestHttpClient& client) {
+  client.SendRequest("POST", "/v1/completions", R"({"prompt": "x", "max_tokens": 500, "stream": true})");
+  return client.ReadUntil("data: ");
+}
 
 }  // namespace orca::gateway::testing

@@ -76,6 +76,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"TemperatureRange", R"({"prompt": "x", "temperature": 3})", "temperature",
                  "'temperature' must be in [0, 2], got 3"},
         BadInput{"TopPZero", R"({"prompt": "x", "top_p": 0})", "top_p", "'top_p' must be in (0, 1]"},
+        // A positive double that is zero as the float the engine samples with.
+        BadInput{"TopPUnderflowsToZero", R"({"prompt": "x", "top_p": 1e-50})", "top_p",
+                 "'top_p' must be in (0, 1], got 1e-50"},
         BadInput{"TopKBelowMinusOne", R"({"prompt": "x", "top_k": -2})", "top_k", "at least -1"},
         BadInput{"MinPRange", R"({"prompt": "x", "min_p": 1.5})", "min_p", "'min_p' must be in [0, 1]"},
         BadInput{"PresenceRange", R"({"prompt": "x", "presence_penalty": -3})", "presence_penalty", "[-2, 2]"},
@@ -330,6 +333,26 @@ TEST(OpenAiRequestTest, LogitBiasEntriesAreCapped) {
   EXPECT_THAT(error.message, HasSubstr("at most 300 entries, got 301"));
 }
 
+TEST(OpenAiRequestTest, StopStringsAreBoundedInLength) {
+  const std::string at_limit(4096, 's');
+  for (const json& stop : {json(at_limit), json::array({"a", at_limit})}) {
+    auto ok = ParseCompletionRequest(json{{"prompt", "x"}, {"stop", stop}});
+    ASSERT_TRUE(ok.ok()) << ok.status();
+  }
+  const std::string over(4097, 's');
+  const std::pair<json, const char*> cases[] = {
+      {json(over), "'stop' must be at most 4096 bytes long, got 4097"},
+      {json::array({"a", over}), "'stop[1]' must be at most 4096 bytes long, got 4097"},
+  };
+  for (const auto& [stop, message] : cases) {
+    auto refused = ParseCompletionRequest(json{{"prompt", "x"}, {"stop", stop}});
+    ASSERT_FALSE(refused.ok());
+    const ApiError error = ApiError::FromStatus(refused.status());
+    EXPECT_EQ(error.param, "stop");
+    EXPECT_EQ(error.message, message);
+  }
+}
+
 TEST(OpenAiRequestTest, PriorityIsCarriedAndRangeChecked) {
   auto none = Completion(R"({"prompt": "x"})");
   ASSERT_TRUE(none.ok()) << none.status();
@@ -413,6 +436,15 @@ TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
   EXPECT_EQ(t->prompt, "hi");
   EXPECT_EQ(t->add_special_tokens, false);
   EXPECT_FALSE(ParseTokenizeRequest(json::parse(R"({})")).ok());
+  // Messages render with the request's chat_template_kwargs, as chat completions do (vLLM too).
+  auto chat = ParseTokenizeRequest(json::parse(
+      R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"mode": "x", "n": 3}})"));
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->chat_template_kwargs, (std::map<std::string, std::string>{{"mode", "x"}, {"n", "3"}}));
+  auto bad_kwargs = ParseTokenizeRequest(
+      json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]})"));
+  ASSERT_FALSE(bad_kwargs.ok());
+  EXPECT_EQ(ApiError::FromStatus(bad_kwargs.status()).param, "chat_template_kwargs");
   auto d = ParseDetokenizeRequest(json::parse(R"({"tokens": [1, 2]})"));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->tokens, (std::vector<int32_t>{1, 2}));
