@@ -41,15 +41,15 @@ fi
 # What runs under ASan + UBSan: the C++ tests labelled unit or integration, except those
 # in NOT_RUN below. The text parity tests also run their fixtures (write_synthetic_tokenizers
 # and node reference scripts), which ctest pulls in by itself.
-PARSER_TESTS=(formats_test tokenizer_test chat_template_test gguf_tokenizer_test incremental_detokenizer_test
-  stop_matcher_test regex_test synthetic_tokenizer_test gateway_protocol_test loadgen_test
+PARSER_TESTS=(formats_test tokenizer_test chat_template_test jinja_budget_test gguf_tokenizer_test incremental_detokenizer_test
+  stop_matcher_test regex_test regex_limits_test json_parse_test synthetic_tokenizer_test gateway_protocol_test loadgen_test
   tokenizer_parity_test chat_template_parity_test)
 CORE_TESTS=(common_test sched_test sim_test engine_test gloo_communicator_test prompt_logprobs_test kernels_test
-  kernels_cuda_emulated_test structured_test structured_sampling_test metrics_test metrics_promtool_test
+  kernels_cuda_emulated_test structured_test structured_sampling_test structured_limits_test metrics_test metrics_promtool_test
   grafana_dashboard_metrics_test)
 SERVICE_TESTS=(admin_http_server_test scheduler_service_test sampling_proto_test results_writer_test
   remote_engine_client_test control_convert_test gateway_pipeline_test gateway_http_test gateway_grpc_test
-  gateway_drain_test operator_render_test operator_api_test)
+  gateway_drain_test gateway_json_depth_test operator_render_test operator_api_test)
 INTEGRATION_TESTS=(pipeline_test failure_test operator_binary_test operator_rbac_test)
 # Built too: the processes the integration tests start, and the parity tests' fixture.
 HELPERS=(orca-scheduler orca-worker orca-operator write_synthetic_tokenizers)
@@ -65,7 +65,7 @@ HELPERS=(orca-scheduler orca-worker orca-operator write_synthetic_tokenizers)
 #    (the reference scripts still run here as the parity tests' fixtures).
 UNIT_TESTS=("${PARSER_TESTS[@]}" "${CORE_TESTS[@]}" "${SERVICE_TESTS[@]}" "${INTEGRATION_TESTS[@]}")
 FUZZERS=(openai_request_fuzzer gguf_fuzzer safetensors_fuzzer tokenizer_json_fuzzer tokenize_text_fuzzer
-  chat_template_fuzzer prometheus_text_fuzzer sse_parser_fuzzer)
+  chat_template_fuzzer prometheus_text_fuzzer sse_parser_fuzzer structured_compile_fuzzer)
 say "building ($(nproc) cores): ${#UNIT_TESTS[@]} tests, ${#FUZZERS[@]} fuzz targets"
 build_start=$SECONDS
 ninja -C "$SAN_DIR" "${UNIT_TESTS[@]}" "${HELPERS[@]}" "${FUZZERS[@]}"
