@@ -32,10 +32,84 @@ VocabShard VocabShard::For(int64_t vocab, int32_t tp_rank, int32_t tp_size) {
   return v;
 }
 
-// Loads tensors role by role, checking shapes and slicing for tensor parallelism.
+namespace {
+
+// The layer range must lie inside the model, and tensor parallelism must split the attention heads, the KV heads
+// and the FFN evenly.
+absl::Status CheckPartition(const ModelConfig& c, const Partition& p) {
+  if (p.layer_begin < 0 || p.layer_end > c.num_layers || p.layer_begin > p.layer_end)
+    return absl::InvalidArgumentError(absl::StrCat("layer range [", p.layer_begin, ", ", p.layer_end,
+                                                   ") is outside the model's ", c.num_layers, " layers"));
+  if (p.tp_size < 1 || p.tp_rank < 0 || p.tp_rank >= p.tp_size)
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor-parallel rank ", p.tp_rank, " of ", p.tp_size, " is invalid"));
+  if (c.num_heads % p.tp_size || c.num_kv_heads % p.tp_size || c.intermediate_size % p.tp_size)
+    return absl::InvalidArgumentError(absl::StrCat("tensor parallelism ", p.tp_size,
+                                                   " must divide the attention heads (", c.num_heads, "), KV heads (",
+                                                   c.num_kv_heads, ") and FFN size (", c.intermediate_size, ")"));
+  return absl::OkStatus();
+}
+
+// The sizes of one layer's matrices, whole and as this tensor-parallel rank's slice (heads and FFN columns are
+// split evenly over the group).
+struct LayerShapes {
+  int64_t hidden = 0;
+  int64_t rank = 0;
+  int64_t q_total = 0, kv_total = 0, ffn_total = 0;  // the whole projections' outputs
+  int64_t q_local = 0, kv_local = 0, ffn_local = 0;  // this rank's share of them
+
+  static LayerShapes For(const ModelConfig& c, const Partition& p) {
+    LayerShapes s;
+    const int64_t D = c.head_dim, T = p.tp_size;
+    s.hidden = c.hidden_size;
+    s.rank = p.tp_rank;
+    s.q_total = static_cast<int64_t>(c.num_heads) * D;
+    s.kv_total = static_cast<int64_t>(c.num_kv_heads) * D;
+    s.ffn_total = c.intermediate_size;
+    s.q_local = c.num_heads / T * D;
+    s.kv_local = c.num_kv_heads / T * D;
+    s.ffn_local = c.intermediate_size / T;
+    return s;
+  }
+};
+
+}  // namespace
+
+// Loads tensors role by role, checking shapes and slicing for tensor parallelism. Load runs its steps in order:
+// the dtypes, then the tensor groups (each layer's attention and MLP, the embeddings, the head: final norm and LM
+// head, shared with the token embedding when tied, and the RoPE table), one method per group, so that which
+// tensors a group needs and how they are sliced is stated in one place.
 class ModelWeights::Loader {
  public:
-  Loader(const Checkpoint& ckpt, ModelWeights* out) : ckpt_(ckpt), out_(out) {}
+  Loader(const Checkpoint& ckpt, ModelWeights* out)
+      : ckpt_(ckpt), out_(out), shapes_(LayerShapes::For(out->config_, out->partition_)) {}
+
+  // The matrices' dtype: `dtype` when asked for; otherwise float checkpoints in one dtype (f16 becomes bf16) and
+  // quantized ones in each tensor's own type.
+  absl::Status ChooseDTypes(const std::optional<DType>& dtype);
+
+  // Tensor groups. One layer's weights (its attention, then its MLP), appended to the layers.
+  absl::Status Layer(int32_t layer);
+  // The attention norm, the Q/K/V projections (column-parallel: this rank's heads) with their biases, and the
+  // output projection (row-parallel: this rank's input columns; its bias on rank 0 only).
+  absl::Status Attention(int32_t layer, LayerWeights* lw);
+  // Q/K/V as three tensors (Llama), with biases when ModelConfig::attention_bias says so.
+  absl::Status SeparateQkv(int32_t layer, LayerWeights* lw);
+  // Q/K/V as column ranges of one fused tensor, with one fused bias (GPT-2's c_attn).
+  absl::Status FusedQkv(int32_t layer, LayerWeights* lw);
+  // The MLP norm, gate (gated MLPs only) and up (column-parallel), down (row-parallel), with their biases.
+  absl::Status Mlp(int32_t layer, LayerWeights* lw);
+  // Which rows of the LM head this rank holds: a vocabulary slice on every rank, or all of them on rank 0.
+  void PlanHead(bool vocab_parallel_head);
+  // Tied embeddings: a head over the whole vocabulary shares the token embedding's upload; a slice of a tied head
+  // is loaded on its own (the lookup table stays whole: every rank embeds every token). After PlanHead.
+  bool HeadSharesEmbedding() const;
+  // The token embedding (first stage, or for a head that shares it) and the learned position embedding (GPT-2).
+  absl::Status Embeddings();
+  // Last stage: the final norm and this rank's rows of the LM head. After Embeddings (a tied head shares it).
+  absl::Status Head();
+  // The RoPE inverse frequencies (rotary models).
+  absl::Status RopeTables();
 
   // A [n_total, k_total] matrix; returns rows [n0, n0+n) × cols [k0, k0+k), uploaded for `use`.
   absl::StatusOr<WeightView> Matrix(TensorRole role, int32_t layer, int64_t n_total, int64_t k_total, int64_t n0,
@@ -175,7 +249,161 @@ class ModelWeights::Loader {
 
   const Checkpoint& ckpt_;
   ModelWeights* out_;
+  const LayerShapes shapes_;
 };
+
+absl::Status ModelWeights::Loader::ChooseDTypes(const std::optional<DType>& dtype) {
+  ORCA_ASSIGN_OR_RETURN(const formats::TensorInfo* emb, ckpt_.Find(TensorRole::kTokenEmbedding, 0));
+  if (dtype.has_value() && *dtype != DType::kF32 && *dtype != DType::kBF16)
+    return absl::InvalidArgumentError(absl::StrCat("weights can be converted to f32 or bf16 at load, not ",
+                                                   DTypeName(*dtype), " (quantize with `orca model quantize`)"));
+  // Float checkpoints: every matrix in one dtype (f16 becomes bf16). Quantized
+  // ones keep each tensor's own type unless a conversion is asked for.
+  if (dtype.has_value())
+    out_->convert_to_ = dtype;
+  else if (!IsQuantized(emb->dtype))
+    out_->convert_to_ = emb->dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
+  else if (const auto* t = ckpt_.tensors().Find(ckpt_.TensorName(TensorRole::kQ, 0)); t && t->dtype == DType::kF16)
+    out_->convert_to_ = DType::kBF16;
+  out_->dtype_ = out_->convert_to_.value_or(emb->dtype);
+  return absl::OkStatus();
+}
+
+absl::Status ModelWeights::Loader::Layer(int32_t l) {
+  LayerWeights lw;
+  ORCA_RETURN_IF_ERROR(Attention(l, &lw));
+  ORCA_RETURN_IF_ERROR(Mlp(l, &lw));
+  out_->layers_.push_back(lw);
+  return absl::OkStatus();
+}
+
+absl::Status ModelWeights::Loader::Attention(int32_t l, LayerWeights* lw) {
+  const LayerShapes& s = shapes_;
+  const int64_t H = s.hidden, r = s.rank;
+  const bool gpt2 = out_->config_.arch == ModelArch::kGpt2;
+  ORCA_ASSIGN_OR_RETURN(lw->attn_norm, Vector(TensorRole::kAttnNorm, l, H, 0, H));
+  if (gpt2) {
+    ORCA_ASSIGN_OR_RETURN(lw->attn_norm_bias, Vector(TensorRole::kAttnNormBias, l, H, 0, H));
+    ORCA_RETURN_IF_ERROR(FusedQkv(l, lw));
+  } else {
+    ORCA_RETURN_IF_ERROR(SeparateQkv(l, lw));
+  }
+  ORCA_ASSIGN_OR_RETURN(lw->o, Matrix(TensorRole::kO, l, H, s.q_total, 0, H, r * s.q_local, s.q_local));
+  if (gpt2 && r == 0) {
+    ORCA_ASSIGN_OR_RETURN(lw->o_bias, Vector(TensorRole::kOBias, l, H, 0, H));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelWeights::Loader::SeparateQkv(int32_t l, LayerWeights* lw) {
+  const LayerShapes& s = shapes_;
+  const int64_t H = s.hidden, r = s.rank, q_local = s.q_local, kv_local = s.kv_local;
+  ORCA_ASSIGN_OR_RETURN(lw->q, Matrix(TensorRole::kQ, l, s.q_total, H, r * q_local, q_local, 0, H));
+  ORCA_ASSIGN_OR_RETURN(lw->k, Matrix(TensorRole::kK, l, s.kv_total, H, r * kv_local, kv_local, 0, H));
+  ORCA_ASSIGN_OR_RETURN(lw->v, Matrix(TensorRole::kV, l, s.kv_total, H, r * kv_local, kv_local, 0, H));
+  if (out_->config_.attention_bias) {
+    ORCA_ASSIGN_OR_RETURN(lw->q_bias, Vector(TensorRole::kQBias, l, s.q_total, r * q_local, q_local));
+    ORCA_ASSIGN_OR_RETURN(lw->k_bias, Vector(TensorRole::kKBias, l, s.kv_total, r * kv_local, kv_local));
+    ORCA_ASSIGN_OR_RETURN(lw->v_bias, Vector(TensorRole::kVBias, l, s.kv_total, r * kv_local, kv_local));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelWeights::Loader::FusedQkv(int32_t l, LayerWeights* lw) {
+  const LayerShapes& s = shapes_;
+  const int64_t H = s.hidden, r = s.rank, q_local = s.q_local, kv_local = s.kv_local;
+  // Fused c_attn: output columns [Q | K | V], each split by heads.
+  ORCA_ASSIGN_OR_RETURN(lw->q, Matrix(TensorRole::kQkv, l, 3 * H, H, r * q_local, q_local, 0, H));
+  ORCA_ASSIGN_OR_RETURN(lw->k, Matrix(TensorRole::kQkv, l, 3 * H, H, H + r * kv_local, kv_local, 0, H));
+  ORCA_ASSIGN_OR_RETURN(lw->v, Matrix(TensorRole::kQkv, l, 3 * H, H, 2 * H + r * kv_local, kv_local, 0, H));
+  ORCA_ASSIGN_OR_RETURN(lw->q_bias, Vector(TensorRole::kQkvBias, l, 3 * H, r * q_local, q_local));
+  ORCA_ASSIGN_OR_RETURN(lw->k_bias, Vector(TensorRole::kQkvBias, l, 3 * H, H + r * kv_local, kv_local));
+  ORCA_ASSIGN_OR_RETURN(lw->v_bias, Vector(TensorRole::kQkvBias, l, 3 * H, 2 * H + r * kv_local, kv_local));
+  return absl::OkStatus();
+}
+
+absl::Status ModelWeights::Loader::Mlp(int32_t l, LayerWeights* lw) {
+  const LayerShapes& s = shapes_;
+  const int64_t H = s.hidden, r = s.rank, F = s.ffn_total, f_local = s.ffn_local;
+  const ModelConfig& c = out_->config_;
+  const bool gpt2 = c.arch == ModelArch::kGpt2;
+  ORCA_ASSIGN_OR_RETURN(lw->ffn_norm, Vector(TensorRole::kFfnNorm, l, H, 0, H));
+  if (gpt2) {
+    ORCA_ASSIGN_OR_RETURN(lw->ffn_norm_bias, Vector(TensorRole::kFfnNormBias, l, H, 0, H));
+  } else {
+    // Gated (SwiGLU): gate and up, GPT-2's c_fc being up alone.
+    ORCA_ASSIGN_OR_RETURN(lw->gate, Matrix(TensorRole::kGate, l, F, H, r * f_local, f_local, 0, H));
+  }
+  const bool biases = gpt2 || c.mlp_bias;
+  ORCA_ASSIGN_OR_RETURN(lw->up, Matrix(TensorRole::kUp, l, F, H, r * f_local, f_local, 0, H));
+  if (biases) {
+    ORCA_ASSIGN_OR_RETURN(lw->up_bias, Vector(TensorRole::kUpBias, l, F, r * f_local, f_local));
+  }
+  ORCA_ASSIGN_OR_RETURN(lw->down, Matrix(TensorRole::kDown, l, H, F, 0, H, r * f_local, f_local));
+  if (biases && r == 0) {
+    ORCA_ASSIGN_OR_RETURN(lw->down_bias, Vector(TensorRole::kDownBias, l, H, 0, H));
+  }
+  return absl::OkStatus();
+}
+
+void ModelWeights::Loader::PlanHead(bool vocab_parallel_head) {
+  const ModelConfig& c = out_->config_;
+  const Partition& p = out_->partition_;
+  out_->vocab_parallel_head_ = p.has_head && p.tp_size > 1 && vocab_parallel_head;
+  if (p.has_head)
+    out_->head_vocab_ = out_->vocab_parallel_head_ ? VocabShard::For(c.vocab_size, p.tp_rank, p.tp_size)
+                        : p.tp_rank == 0           ? VocabShard{0, c.vocab_size}
+                                                   : VocabShard{};
+}
+
+bool ModelWeights::Loader::HeadSharesEmbedding() const {
+  const ModelConfig& c = out_->config_;
+  const bool whole_head = out_->partition_.has_head && out_->head_vocab_.size == c.vocab_size;
+  return whole_head && c.tie_word_embeddings;
+}
+
+absl::Status ModelWeights::Loader::Embeddings() {
+  const ModelConfig& c = out_->config_;
+  const Partition& p = out_->partition_;
+  const int64_t H = c.hidden_size;
+  const bool head_uses_embedding = HeadSharesEmbedding();
+  if (p.has_embedding || head_uses_embedding) {
+    const kernels::WeightUse use = !head_uses_embedding ? kernels::WeightUse::kGather
+                                   : p.has_embedding    ? kernels::WeightUse::kMatmulAndGather
+                                                        : kernels::WeightUse::kMatmul;
+    ORCA_ASSIGN_OR_RETURN(out_->token_embedding_,
+                          Matrix(TensorRole::kTokenEmbedding, 0, c.vocab_size, H, 0, c.vocab_size, 0, H, use));
+  }
+  if (p.has_embedding && c.arch == ModelArch::kGpt2) {
+    ORCA_ASSIGN_OR_RETURN(out_->position_embedding_, Matrix(TensorRole::kPositionEmbedding, 0, c.max_position, H, 0,
+                                                            c.max_position, 0, H, kernels::WeightUse::kGather));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelWeights::Loader::Head() {
+  const ModelConfig& c = out_->config_;
+  if (!out_->partition_.has_head) return absl::OkStatus();
+  const int64_t H = c.hidden_size;
+  ORCA_ASSIGN_OR_RETURN(out_->final_norm_, Vector(TensorRole::kFinalNorm, 0, H, 0, H));
+  if (c.arch == ModelArch::kGpt2) {
+    ORCA_ASSIGN_OR_RETURN(out_->final_norm_bias_, Vector(TensorRole::kFinalNormBias, 0, H, 0, H));
+  }
+  const VocabShard& hv = out_->head_vocab_;
+  if (HeadSharesEmbedding()) {
+    out_->lm_head_ = out_->token_embedding_;
+  } else if (hv.size > 0) {
+    const TensorRole role = c.tie_word_embeddings ? TensorRole::kTokenEmbedding : TensorRole::kLmHead;
+    ORCA_ASSIGN_OR_RETURN(out_->lm_head_, Matrix(role, 0, c.vocab_size, H, hv.begin, hv.size, 0, H));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelWeights::Loader::RopeTables() {
+  if (out_->config_.arch != ModelArch::kLlama) return absl::OkStatus();
+  ORCA_ASSIGN_OR_RETURN(out_->rope_inv_freq_, UploadF32(RopeInverseFrequencies(out_->config_)));
+  return absl::OkStatus();
+}
 
 ModelWeights::~ModelWeights() {
   for (void* p : device_buffers_) backend_->Free(p);
@@ -183,123 +411,20 @@ ModelWeights::~ModelWeights() {
 
 absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const Checkpoint& ckpt, const Options& options,
                                                                  kernels::Backend* backend) {
-  const ModelConfig& c = ckpt.config();
   const Partition& p = options.partition;
-  if (p.layer_begin < 0 || p.layer_end > c.num_layers || p.layer_begin > p.layer_end)
-    return absl::InvalidArgumentError(absl::StrCat("layer range [", p.layer_begin, ", ", p.layer_end,
-                                                   ") is outside the model's ", c.num_layers, " layers"));
-  if (p.tp_size < 1 || p.tp_rank < 0 || p.tp_rank >= p.tp_size)
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor-parallel rank ", p.tp_rank, " of ", p.tp_size, " is invalid"));
-  if (c.num_heads % p.tp_size || c.num_kv_heads % p.tp_size || c.intermediate_size % p.tp_size)
-    return absl::InvalidArgumentError(absl::StrCat("tensor parallelism ", p.tp_size,
-                                                   " must divide the attention heads (", c.num_heads, "), KV heads (",
-                                                   c.num_kv_heads, ") and FFN size (", c.intermediate_size, ")"));
+  ORCA_RETURN_IF_ERROR(CheckPartition(ckpt.config(), p));
   std::unique_ptr<ModelWeights> w(new ModelWeights());
-  w->config_ = c;
+  w->config_ = ckpt.config();
   w->partition_ = p;
   w->backend_ = backend;
-  ORCA_ASSIGN_OR_RETURN(const formats::TensorInfo* emb, ckpt.Find(TensorRole::kTokenEmbedding, 0));
-  if (options.dtype.has_value() && *options.dtype != DType::kF32 && *options.dtype != DType::kBF16)
-    return absl::InvalidArgumentError(absl::StrCat("weights can be converted to f32 or bf16 at load, not ",
-                                                   DTypeName(*options.dtype),
-                                                   " (quantize with `orca model quantize`)"));
-  // Float checkpoints: every matrix in one dtype (f16 becomes bf16). Quantized
-  // ones keep each tensor's own type unless a conversion is asked for.
-  if (options.dtype.has_value())
-    w->convert_to_ = options.dtype;
-  else if (!IsQuantized(emb->dtype))
-    w->convert_to_ = emb->dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
-  else if (const auto* t = ckpt.tensors().Find(ckpt.TensorName(TensorRole::kQ, 0)); t && t->dtype == DType::kF16)
-    w->convert_to_ = DType::kBF16;
-  w->dtype_ = w->convert_to_.value_or(emb->dtype);
-  const auto load_start = std::chrono::steady_clock::now();
   Loader ld(ckpt, w.get());
-
-  const int64_t H = c.hidden_size, D = c.head_dim, T = p.tp_size, r = p.tp_rank;
-  const int64_t q_local = c.num_heads / T * D, kv_local = c.num_kv_heads / T * D, f_local = c.intermediate_size / T;
-  const int64_t q_total = static_cast<int64_t>(c.num_heads) * D, kv_total = static_cast<int64_t>(c.num_kv_heads) * D;
-  const bool gpt2 = c.arch == ModelArch::kGpt2;
-  for (int32_t l = p.layer_begin; l < p.layer_end; ++l) {
-    LayerWeights lw;
-    ORCA_ASSIGN_OR_RETURN(lw.attn_norm, ld.Vector(TensorRole::kAttnNorm, l, H, 0, H));
-    ORCA_ASSIGN_OR_RETURN(lw.ffn_norm, ld.Vector(TensorRole::kFfnNorm, l, H, 0, H));
-    if (gpt2) {
-      ORCA_ASSIGN_OR_RETURN(lw.attn_norm_bias, ld.Vector(TensorRole::kAttnNormBias, l, H, 0, H));
-      ORCA_ASSIGN_OR_RETURN(lw.ffn_norm_bias, ld.Vector(TensorRole::kFfnNormBias, l, H, 0, H));
-      // Fused c_attn: output columns [Q | K | V], each split by heads.
-      ORCA_ASSIGN_OR_RETURN(lw.q, ld.Matrix(TensorRole::kQkv, l, 3 * H, H, r * q_local, q_local, 0, H));
-      ORCA_ASSIGN_OR_RETURN(lw.k, ld.Matrix(TensorRole::kQkv, l, 3 * H, H, H + r * kv_local, kv_local, 0, H));
-      ORCA_ASSIGN_OR_RETURN(lw.v, ld.Matrix(TensorRole::kQkv, l, 3 * H, H, 2 * H + r * kv_local, kv_local, 0, H));
-      ORCA_ASSIGN_OR_RETURN(lw.q_bias, ld.Vector(TensorRole::kQkvBias, l, 3 * H, r * q_local, q_local));
-      ORCA_ASSIGN_OR_RETURN(lw.k_bias, ld.Vector(TensorRole::kQkvBias, l, 3 * H, H + r * kv_local, kv_local));
-      ORCA_ASSIGN_OR_RETURN(lw.v_bias, ld.Vector(TensorRole::kQkvBias, l, 3 * H, 2 * H + r * kv_local, kv_local));
-      ORCA_ASSIGN_OR_RETURN(lw.up, ld.Matrix(TensorRole::kUp, l, c.intermediate_size, H, r * f_local, f_local, 0, H));
-      ORCA_ASSIGN_OR_RETURN(lw.up_bias, ld.Vector(TensorRole::kUpBias, l, c.intermediate_size, r * f_local, f_local));
-      if (r == 0) {
-        ORCA_ASSIGN_OR_RETURN(lw.o_bias, ld.Vector(TensorRole::kOBias, l, H, 0, H));
-        ORCA_ASSIGN_OR_RETURN(lw.down_bias, ld.Vector(TensorRole::kDownBias, l, H, 0, H));
-      }
-    } else {
-      ORCA_ASSIGN_OR_RETURN(lw.q, ld.Matrix(TensorRole::kQ, l, q_total, H, r * q_local, q_local, 0, H));
-      ORCA_ASSIGN_OR_RETURN(lw.k, ld.Matrix(TensorRole::kK, l, kv_total, H, r * kv_local, kv_local, 0, H));
-      ORCA_ASSIGN_OR_RETURN(lw.v, ld.Matrix(TensorRole::kV, l, kv_total, H, r * kv_local, kv_local, 0, H));
-      if (c.attention_bias) {
-        ORCA_ASSIGN_OR_RETURN(lw.q_bias, ld.Vector(TensorRole::kQBias, l, q_total, r * q_local, q_local));
-        ORCA_ASSIGN_OR_RETURN(lw.k_bias, ld.Vector(TensorRole::kKBias, l, kv_total, r * kv_local, kv_local));
-        ORCA_ASSIGN_OR_RETURN(lw.v_bias, ld.Vector(TensorRole::kVBias, l, kv_total, r * kv_local, kv_local));
-      }
-      ORCA_ASSIGN_OR_RETURN(lw.gate,
-                            ld.Matrix(TensorRole::kGate, l, c.intermediate_size, H, r * f_local, f_local, 0, H));
-      ORCA_ASSIGN_OR_RETURN(lw.up, ld.Matrix(TensorRole::kUp, l, c.intermediate_size, H, r * f_local, f_local, 0, H));
-      if (c.mlp_bias) {
-        ORCA_ASSIGN_OR_RETURN(lw.up_bias, ld.Vector(TensorRole::kUpBias, l, c.intermediate_size, r * f_local, f_local));
-        if (r == 0) {
-          ORCA_ASSIGN_OR_RETURN(lw.down_bias, ld.Vector(TensorRole::kDownBias, l, H, 0, H));
-        }
-      }
-    }
-    ORCA_ASSIGN_OR_RETURN(lw.o, ld.Matrix(TensorRole::kO, l, H, q_total, 0, H, r * q_local, q_local));
-    ORCA_ASSIGN_OR_RETURN(lw.down, ld.Matrix(TensorRole::kDown, l, H, c.intermediate_size, 0, H, r * f_local, f_local));
-    w->layers_.push_back(lw);
-  }
-  // The LM head: a vocabulary slice on every rank (vocabulary-parallel), or whole on rank 0.
-  w->vocab_parallel_head_ = p.has_head && p.tp_size > 1 && options.vocab_parallel_head;
-  if (p.has_head)
-    w->head_vocab_ = w->vocab_parallel_head_ ? VocabShard::For(c.vocab_size, r, p.tp_size)
-                     : r == 0                ? VocabShard{0, c.vocab_size}
-                                             : VocabShard{};
-  const bool whole_head = p.has_head && w->head_vocab_.size == c.vocab_size;
-  // A tied head over the whole vocabulary shares the embedding's upload; a slice of it is loaded on its own (the
-  // lookup table stays whole: every rank embeds every token).
-  const bool head_uses_embedding = whole_head && c.tie_word_embeddings;
-  if (p.has_embedding || head_uses_embedding) {
-    const kernels::WeightUse use = !head_uses_embedding ? kernels::WeightUse::kGather
-                                   : p.has_embedding    ? kernels::WeightUse::kMatmulAndGather
-                                                        : kernels::WeightUse::kMatmul;
-    ORCA_ASSIGN_OR_RETURN(w->token_embedding_,
-                          ld.Matrix(TensorRole::kTokenEmbedding, 0, c.vocab_size, H, 0, c.vocab_size, 0, H, use));
-  }
-  if (p.has_embedding && gpt2) {
-    ORCA_ASSIGN_OR_RETURN(w->position_embedding_, ld.Matrix(TensorRole::kPositionEmbedding, 0, c.max_position, H, 0,
-                                                            c.max_position, 0, H, kernels::WeightUse::kGather));
-  }
-  if (p.has_head) {
-    ORCA_ASSIGN_OR_RETURN(w->final_norm_, ld.Vector(TensorRole::kFinalNorm, 0, H, 0, H));
-    if (gpt2) {
-      ORCA_ASSIGN_OR_RETURN(w->final_norm_bias_, ld.Vector(TensorRole::kFinalNormBias, 0, H, 0, H));
-    }
-    const VocabShard& hv = w->head_vocab_;
-    if (head_uses_embedding) {
-      w->lm_head_ = w->token_embedding_;
-    } else if (hv.size > 0) {
-      const TensorRole role = c.tie_word_embeddings ? TensorRole::kTokenEmbedding : TensorRole::kLmHead;
-      ORCA_ASSIGN_OR_RETURN(w->lm_head_, ld.Matrix(role, 0, c.vocab_size, H, hv.begin, hv.size, 0, H));
-    }
-  }
-  if (c.arch == ModelArch::kLlama) {
-    ORCA_ASSIGN_OR_RETURN(w->rope_inv_freq_, ld.UploadF32(RopeInverseFrequencies(c)));
-  }
+  ORCA_RETURN_IF_ERROR(ld.ChooseDTypes(options.dtype));
+  const auto load_start = std::chrono::steady_clock::now();
+  for (int32_t l = p.layer_begin; l < p.layer_end; ++l) ORCA_RETURN_IF_ERROR(ld.Layer(l));
+  ld.PlanHead(options.vocab_parallel_head);
+  ORCA_RETURN_IF_ERROR(ld.Embeddings());
+  ORCA_RETURN_IF_ERROR(ld.Head());
+  ORCA_RETURN_IF_ERROR(ld.RopeTables());
   w->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   return w;
 }
