@@ -108,12 +108,30 @@ absl::Status ModelRunner::Reserve(int64_t tokens) {
 absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, float* logits_out,
                                   ForwardTimings* timings) {
   const int64_t t0 = NowMicros();
+  int64_t n = 0, samples = 0;
+  ORCA_RETURN_IF_ERROR(StageBatch(in, &n, &samples));
+  ForwardTimings local;
+  if (GraphEligible(in)) {
+    ORCA_RETURN_IF_ERROR(ForwardDecodeGraph(in, n, samples, logits_out, &local));
+    if (timings) timings->compute_micros += NowMicros() - t0;
+    return absl::OkStatus();
+  }
+  ORCA_RETURN_IF_ERROR(TakeInput(in, n, &local));
+  ORCA_RETURN_IF_ERROR(Layers(n, &local));
+  ORCA_RETURN_IF_ERROR(HandOn(n, samples, hidden_out, logits_out, &local));
+  // No Synchronize: host outputs were copied synchronously, and queued work is ordered on the
+  // stream before the next iteration's.
+  if (timings) {
+    timings->comm_micros += local.comm_micros;
+    timings->compute_micros += NowMicros() - t0 - local.comm_micros;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::StageBatch(const ForwardInput& in, int64_t* n_out, int64_t* samples_out) {
   const ModelWeights& w = *o_.weights;
-  const ModelConfig& c = w.config();
   kernels::Backend& be = *o_.backend;
   const int32_t bs = o_.kv->block_size();
-
-  // Host-side layout of the flattened batch.
   int64_t n = 0, samples = 0, blocks = 0;
   for (const SeqSpec& s : in.seqs) {
     n += s.num_tokens;
@@ -154,62 +172,67 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
   be.CopyToDevice(positions_.ptr, h_positions_.data(), n * sizeof(int32_t));
   be.CopyToDevice(slots_.ptr, h_slots_.data(), n * sizeof(int32_t));
   be.CopyToDevice(block_tables_.ptr, h_block_tables_.data(), blocks * sizeof(int32_t));
+  *n_out = n;
+  *samples_out = samples;
+  return absl::OkStatus();
+}
 
-  const int64_t H = c.hidden_size;
-  ForwardTimings local;
-  if (GraphEligible(in)) {
-    // Every input the graph's ops read goes into its fixed device buffer first, queued
-    // before the launch: the graph holds no copies, so a replay reads this step's values.
-    be.CopyToDevice(ids_.ptr, in.token_ids.data(), n * sizeof(int32_t));
-    if (samples > 0) be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
-    kernels::AttentionParams attn;
-    attn.num_q_heads = w.local_q_heads();
-    attn.kv = o_.kv->Layer(0);  // every layer's attention has the same sequences and head layout
-    attn.seqs = attention_seqs_.data();
-    attn.num_seqs = static_cast<int32_t>(attention_seqs_.size());
-    be.StageAttention(attn);
-    ORCA_RETURN_IF_ERROR(RunDecodeGraph(n, samples, &local));
-    if (samples > 0) {
-      ORCA_RETURN_IF_ERROR(WaitForDevice());
-      be.CopyToHost(logits_out, logits_.ptr, samples * static_cast<size_t>(c.vocab_size) * sizeof(float));
-    }
-    if (timings) timings->compute_micros += NowMicros() - t0;
-    return absl::OkStatus();
+absl::Status ModelRunner::ForwardDecodeGraph(const ForwardInput& in, int64_t n, int64_t samples, float* logits_out,
+                                             ForwardTimings* timings) {
+  const ModelWeights& w = *o_.weights;
+  kernels::Backend& be = *o_.backend;
+  // Every input the graph's ops read goes into its fixed device buffer first, queued
+  // before the launch: the graph holds no copies, so a replay reads this step's values.
+  be.CopyToDevice(ids_.ptr, in.token_ids.data(), n * sizeof(int32_t));
+  if (samples > 0) be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
+  kernels::AttentionParams attn;
+  attn.num_q_heads = w.local_q_heads();
+  attn.kv = o_.kv->Layer(0);  // every layer's attention has the same sequences and head layout
+  attn.seqs = attention_seqs_.data();
+  attn.num_seqs = static_cast<int32_t>(attention_seqs_.size());
+  be.StageAttention(attn);
+  ORCA_RETURN_IF_ERROR(RunDecodeGraph(n, samples, timings));
+  if (samples > 0) {
+    ORCA_RETURN_IF_ERROR(WaitForDevice());
+    be.CopyToHost(logits_out, logits_.ptr, samples * static_cast<size_t>(w.config().vocab_size) * sizeof(float));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::TakeInput(const ForwardInput& in, int64_t n, ForwardTimings* timings) {
+  const ModelWeights& w = *o_.weights;
+  kernels::Backend& be = *o_.backend;
+  const int64_t H = w.config().hidden_size;
   if (w.partition().has_embedding) {
     be.CopyToDevice(ids_.ptr, in.token_ids.data(), n * sizeof(int32_t));
-    be.Embedding(I(ids_), n, w.token_embedding(), F(x_));
-    if (c.arch == ModelArch::kGpt2) be.AddPositionEmbedding(I(positions_), n, w.position_embedding(), F(x_));
+    Embed(n);
   } else if (in.hidden_in == nullptr) {
-    // Queued on the stream: the layers below wait for the activations on the device, not here.
+    // Queued on the stream: the layers wait for the activations on the device, not here.
     const int64_t t0 = NowMicros();
     ORCA_RETURN_IF_ERROR(o_.pipeline->Recv(o_.pipeline->rank() - 1, x_.ptr, n * H * sizeof(float)));
-    local.comm_micros += NowMicros() - t0;
+    timings->comm_micros += NowMicros() - t0;
   } else {
     be.CopyToDevice(x_.ptr, in.hidden_in, n * H * sizeof(float));
   }
-  residual_pending_ = false;
-  for (int32_t l = 0; l < w.num_local_layers(); ++l) ORCA_RETURN_IF_ERROR(Layer(l, n, &local));
-  FlushResidual(n);
+  return absl::OkStatus();
+}
 
+absl::Status ModelRunner::HandOn(int64_t n, int64_t samples, float* hidden_out, float* logits_out,
+                                 ForwardTimings* timings) {
+  const ModelWeights& w = *o_.weights;
+  const int64_t H = w.config().hidden_size;
   if (!w.partition().has_head) {
     if (o_.pipeline != nullptr) {
       // Every rank holds the whole hidden state after the all-reduces: each sends its own copy
       // to the same rank of the next stage, so that stage needs no broadcast.
       const int64_t t0 = NowMicros();
       ORCA_RETURN_IF_ERROR(o_.pipeline->Send(o_.pipeline->rank() + 1, x_.ptr, n * H * sizeof(float)));
-      local.comm_micros += NowMicros() - t0;
+      timings->comm_micros += NowMicros() - t0;
     } else if (hidden_out != nullptr) {
-      be.CopyToHost(hidden_out, x_.ptr, n * H * sizeof(float));
+      o_.backend->CopyToHost(hidden_out, x_.ptr, n * H * sizeof(float));
     }
   } else if (samples > 0 && (w.vocab_parallel_head() || !w.lm_head().empty())) {
-    ORCA_RETURN_IF_ERROR(Head(samples, logits_out, &local));
-  }
-  // No Synchronize: host outputs were copied synchronously above, and queued work is ordered
-  // on the stream before the next iteration's.
-  if (timings) {
-    timings->comm_micros += local.comm_micros;
-    timings->compute_micros += NowMicros() - t0 - local.comm_micros;
+    ORCA_RETURN_IF_ERROR(Head(samples, logits_out, timings));
   }
   return absl::OkStatus();
 }
@@ -254,17 +277,26 @@ absl::Status ModelRunner::RunDecodeGraph(int64_t n, int64_t samples, ForwardTimi
 }
 
 absl::Status ModelRunner::DeviceBody(int64_t n, int64_t samples, ForwardTimings* timings) {
+  Embed(n);
+  ORCA_RETURN_IF_ERROR(Layers(n, timings));
+  if (samples > 0) {
+    FinalNorm(samples);
+    LmHead(samples);
+  }
+  return absl::OkStatus();
+}
+
+void ModelRunner::Embed(int64_t n) {
   const ModelWeights& w = *o_.weights;
   kernels::Backend& be = *o_.backend;
   be.Embedding(I(ids_), n, w.token_embedding(), F(x_));
   if (w.config().arch == ModelArch::kGpt2) be.AddPositionEmbedding(I(positions_), n, w.position_embedding(), F(x_));
+}
+
+absl::Status ModelRunner::Layers(int64_t n, ForwardTimings* timings) {
   residual_pending_ = false;
-  for (int32_t l = 0; l < w.num_local_layers(); ++l) ORCA_RETURN_IF_ERROR(Layer(l, n, timings));
+  for (int32_t l = 0; l < o_.weights->num_local_layers(); ++l) ORCA_RETURN_IF_ERROR(Layer(l, n, timings));
   FlushResidual(n);
-  if (samples > 0) {
-    FinalNorm(samples);
-    be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
-  }
   return absl::OkStatus();
 }
 
@@ -280,6 +312,10 @@ void ModelRunner::FinalNorm(int64_t samples) {
     be.RmsNorm(F(last_), w.final_norm(), samples, H, c.norm_eps, F(last_));
 }
 
+void ModelRunner::LmHead(int64_t samples) {
+  o_.backend->Linear(F(last_), samples, o_.weights->lm_head(), nullptr, F(logits_));
+}
+
 absl::Status ModelRunner::Head(int64_t samples, float* logits_out, ForwardTimings* timings) {
   const ModelWeights& w = *o_.weights;
   const ModelConfig& c = w.config();
@@ -287,7 +323,7 @@ absl::Status ModelRunner::Head(int64_t samples, float* logits_out, ForwardTiming
   be.CopyToDevice(sample_rows_.ptr, h_sample_rows_.data(), samples * sizeof(int32_t));
   FinalNorm(samples);
   if (w.vocab_parallel_head()) return GatherVocabSlices(samples, logits_out, timings);
-  be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
+  LmHead(samples);
   ORCA_RETURN_IF_ERROR(WaitForDevice());
   be.CopyToHost(logits_out, logits_.ptr, samples * static_cast<size_t>(c.vocab_size) * sizeof(float));
   return absl::OkStatus();
@@ -301,7 +337,7 @@ absl::Status ModelRunner::GatherVocabSlices(int64_t samples, float* logits_out, 
   if (rank == 0 && logits_out == nullptr)
     return absl::InvalidArgumentError("rank 0 of the last stage needs logits_out");
   // [samples, slice] here; a rank with no rows (a vocabulary smaller than the group) sends padding only.
-  if (w.head_vocab().size > 0) be.Linear(F(last_), samples, w.lm_head(), nullptr, F(logits_));
+  if (w.head_vocab().size > 0) LmHead(samples);
   const size_t share = static_cast<size_t>(samples * VocabShard::MaxRows(vocab, tp));
   if (!o_.tp->stream_ordered()) be.Synchronize();
   const int64_t t0 = NowMicros();
@@ -379,59 +415,86 @@ void ModelRunner::NormInto(const float* weight, const float* bias, int64_t n, fl
 }
 
 absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
-  const ModelWeights& w = *o_.weights;
-  const ModelConfig& c = w.config();
-  const LayerWeights& lw = w.layer(l);
-  kernels::Backend& be = *o_.backend;
-  const bool gpt2 = c.arch == ModelArch::kGpt2;
+  ORCA_RETURN_IF_ERROR(AttentionBlock(l, n, timings));
+  return MlpBlock(l, n, timings);
+}
 
+absl::Status ModelRunner::AttentionBlock(int32_t l, int64_t n, ForwardTimings* timings) {
+  const LayerWeights& lw = o_.weights->layer(l);
   NormInto(lw.attn_norm, lw.attn_norm_bias, n, F(h_));
+  QkvProjection(lw, n);
+  const kernels::KvLayerView kv = o_.kv->Layer(l);
+  RopeAndKvWrite(kv, n);
+  Attend(kv);
+  return RowParallelOutput(F(attn_), n, lw.o, lw.o_bias, timings);
+}
+
+void ModelRunner::QkvProjection(const LayerWeights& lw, int64_t n) {
   const kernels::Backend::LinearOut qkv[] = {
       {&lw.q, lw.q_bias, F(q_)}, {&lw.k, lw.k_bias, F(k_)}, {&lw.v, lw.v_bias, F(v_)}};
-  be.LinearMany(F(h_), n, qkv, 3);
-  const kernels::KvLayerView kv = o_.kv->Layer(l);
+  o_.backend->LinearMany(F(h_), n, qkv, 3);
+}
+
+void ModelRunner::RopeAndKvWrite(const kernels::KvLayerView& kv, int64_t n) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  kernels::Backend& be = *o_.backend;
   kernels::KvWriteParams write;
   write.k = F(k_);
   write.v = F(v_);
   write.slots = I(slots_);
   write.num_tokens = static_cast<int32_t>(n);
   write.kv = kv;
-  if (gpt2) {
+  if (c.arch == ModelArch::kGpt2) {
     be.KvWrite(write);
-  } else {
-    kernels::RopeParams rope;
-    rope.style = c.rope_style;
-    rope.rotary_dim = c.rotary_dim;
-    rope.inv_freq = w.rope_inv_freq();
-    if (o_.fused_kernels) {
-      be.RopeKvWrite(F(q_), F(k_), I(positions_), w.local_q_heads(), rope, write);
-    } else {
-      be.Rope(F(q_), F(k_), I(positions_), n, w.local_q_heads(), w.local_kv_heads(), c.head_dim, rope);
-      be.KvWrite(write);
-    }
+    return;
   }
+  kernels::RopeParams rope;
+  rope.style = c.rope_style;
+  rope.rotary_dim = c.rotary_dim;
+  rope.inv_freq = w.rope_inv_freq();
+  if (o_.fused_kernels) {
+    be.RopeKvWrite(F(q_), F(k_), I(positions_), w.local_q_heads(), rope, write);
+  } else {
+    be.Rope(F(q_), F(k_), I(positions_), n, w.local_q_heads(), w.local_kv_heads(), c.head_dim, rope);
+    be.KvWrite(write);
+  }
+}
+
+void ModelRunner::Attend(const kernels::KvLayerView& kv) {
+  const ModelWeights& w = *o_.weights;
   kernels::AttentionParams attn;
   attn.q = F(q_);
   attn.out = F(attn_);
   attn.num_q_heads = w.local_q_heads();
-  attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  attn.scale = 1.0f / std::sqrt(static_cast<float>(w.config().head_dim));
   attn.kv = kv;
   attn.seqs = attention_seqs_.data();
   attn.num_seqs = static_cast<int32_t>(attention_seqs_.size());
-  be.Attention(attn);
-  ORCA_RETURN_IF_ERROR(RowParallelOutput(F(attn_), n, lw.o, lw.o_bias, timings));
+  o_.backend->Attention(attn);
+}
 
+absl::Status ModelRunner::MlpBlock(int32_t l, int64_t n, ForwardTimings* timings) {
+  const LayerWeights& lw = o_.weights->layer(l);
   NormInto(lw.ffn_norm, lw.ffn_norm_bias, n, F(h_));
-  const int64_t f = w.local_intermediate();
-  if (gpt2) {
-    be.Linear(F(h_), n, lw.up, lw.up_bias, F(ff1_));
-    be.GeluTanh(F(ff1_), n * f);
-  } else {
-    const kernels::Backend::LinearOut gate_up[] = {{&lw.gate, nullptr, F(ff1_)}, {&lw.up, lw.up_bias, F(ff2_)}};
-    be.LinearMany(F(h_), n, gate_up, 2);
-    be.SiluMul(F(ff1_), F(ff2_), n, f, F(ff1_));
-  }
+  if (o_.weights->config().arch == ModelArch::kGpt2)
+    GeluMlp(lw, n);
+  else
+    GatedMlp(lw, n);
   return RowParallelOutput(F(ff1_), n, lw.down, lw.down_bias, timings);
+}
+
+void ModelRunner::GatedMlp(const LayerWeights& lw, int64_t n) {
+  kernels::Backend& be = *o_.backend;
+  const kernels::Backend::LinearOut gate_up[] = {{&lw.gate, nullptr, F(ff1_)}, {&lw.up, lw.up_bias, F(ff2_)}};
+  be.LinearMany(F(h_), n, gate_up, 2);
+  be.SiluMul(F(ff1_), F(ff2_), n, o_.weights->local_intermediate(), F(ff1_));
+}
+
+void ModelRunner::GeluMlp(const LayerWeights& lw, int64_t n) {
+  kernels::Backend& be = *o_.backend;
+  be.Linear(F(h_), n, lw.up, lw.up_bias, F(ff1_));
+  be.GeluTanh(F(ff1_), n * o_.weights->local_intermediate());
 }
 
 }  // namespace orca::engine

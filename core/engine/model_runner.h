@@ -117,7 +117,44 @@ class ModelRunner {
  private:
   explicit ModelRunner(const Options& options) : o_(options) {}
   absl::Status EnsureCapacity(int64_t tokens, int64_t samples, int64_t blocks);
+
+  // Forward's phases. The iteration's layout (positions, KV slots, block tables, attention's
+  // sequences, sampled rows) staged on the host and copied to the device; its rows and
+  // sampled rows in *n and *samples.
+  absl::Status StageBatch(const ForwardInput& in, int64_t* n, int64_t* samples);
+  // A decode iteration through its graph (GraphEligible): the graph's inputs copied into its
+  // fixed buffers, RunDecodeGraph, and the logits copied to the host.
+  absl::Status ForwardDecodeGraph(const ForwardInput& in, int64_t n, int64_t samples, float* logits_out,
+                                  ForwardTimings* timings);
+  // x_ = this stage's input: the embedded tokens (first stage), the previous stage's
+  // activations off the pipeline link, or `hidden_in` copied to the device.
+  absl::Status TakeInput(const ForwardInput& in, int64_t n, ForwardTimings* timings);
+  // This stage's output: the activations to the next stage (link or `hidden_out`), or on the
+  // last stage the logits of the sampled rows (Head).
+  absl::Status HandOn(int64_t n, int64_t samples, float* hidden_out, float* logits_out, ForwardTimings* timings);
+
+  // The model's blocks over kernels::Backend ops, on the flattened [n, H] rows of x_ (the
+  // residual stream). x_ = the token embeddings of ids_ (+ learned position embeddings, GPT-2).
+  void Embed(int64_t n);
+  // Every local layer in turn, starting and ending with no residual pending.
+  absl::Status Layers(int64_t n, ForwardTimings* timings);
+  // One layer: its attention block, then its MLP block.
   absl::Status Layer(int32_t local_layer, int64_t n, ForwardTimings* timings);
+  // norm → QKV projection → RoPE (+ KV write) → attention → output projection → residual add.
+  absl::Status AttentionBlock(int32_t local_layer, int64_t n, ForwardTimings* timings);
+  // q_, k_, v_ = h_ · W_q, W_k, W_v (+ biases), in one pass over h_.
+  void QkvProjection(const LayerWeights& lw, int64_t n);
+  // Rotates q_ and k_ at their positions (rotary models; fused with the write when
+  // Options::fused_kernels) and writes k_ and v_ into this layer's KV slots.
+  void RopeAndKvWrite(const kernels::KvLayerView& kv, int64_t n);
+  // attn_ = softmax(q_ kᵀ / √head_dim) v per sequence, over its cached keys and values.
+  void Attend(const kernels::KvLayerView& kv);
+  // norm → MLP (gated or GELU) → down projection → residual add.
+  absl::Status MlpBlock(int32_t local_layer, int64_t n, ForwardTimings* timings);
+  // ff1_ = silu(h_ · W_gate) ⊙ (h_ · W_up + b_up) (SwiGLU; ff2_ is scratch).
+  void GatedMlp(const LayerWeights& lw, int64_t n);
+  // ff1_ = gelu_tanh(h_ · W_up + b_up) (GPT-2's c_fc).
+  void GeluMlp(const LayerWeights& lw, int64_t n);
   // The final norm and LM head over the rows `samples` of x_; writes host logits on rank 0.
   absl::Status Head(int64_t samples, float* logits_out, ForwardTimings* timings);
   // The head's vocabulary-parallel tail: this rank's slice of the logits, gathered on rank 0.
@@ -128,6 +165,8 @@ class ModelRunner {
   absl::Status DeviceBody(int64_t n, int64_t samples, ForwardTimings* timings);
   // last_ = the final norm of rows sample_rows_ of x_.
   void FinalNorm(int64_t samples);
+  // logits_ = last_ · this rank's rows of the LM head.
+  void LmHead(int64_t samples);
   // True when Options::decode_graphs applies to this iteration (every sequence decodes one token).
   bool GraphEligible(const ForwardInput& in) const;
   // Runs DeviceBody for a decode iteration of n rows (`samples` sampled) through its graph:
