@@ -466,20 +466,38 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   reserved.clear();
   appended_.clear();
   if (absl::Status s = ValidateAndReserve(in, &reserved); !s.ok()) {
-    RollBack(reserved);
-    if (pipeline_connected_ && hidden_in == nullptr) {
-      // The previous stage's activations are on their way over the links: take them off, or
-      // its sends would stall its stream.
-      int64_t tokens = 0;
-      for (const StepSequence& q : in.seqs) tokens += static_cast<int64_t>(q.token_ids.size());
-      absl::Status drained = pool_->RunAll([&](int r) { return shards_[r]->runner->DiscardInput(tokens); });
-      if (!drained.ok()) ORCA_LOG(ERROR) << "dropping the activations of a rejected iteration: " << drained;
-    }
+    Reject(in, hidden_in, reserved);
     return s;
   }
+  const int64_t samples = PlanForward(in);
+  if (absl::Status s = RunForward(hidden_in, samples, out); !s.ok()) {
+    RollBack(reserved);
+    return s;
+  }
+  if (!is_last_stage()) return absl::OkStatus();
+  for (const StepSequence& s : in.seqs)
+    if (s.new_request.has_value()) AddSampler(s, out);
+  CollectLogits(in, out);
+  DrawSamples(config().vocab_size, out);
+  return absl::OkStatus();
+}
+
+void Engine::Reject(const StepInput& in, const float* hidden_in, const std::vector<uint64_t>& reserved) {
+  RollBack(reserved);
+  if (pipeline_connected_ && hidden_in == nullptr) {
+    // The previous stage's activations are on their way over the links: take them off, or
+    // its sends would stall its stream.
+    int64_t tokens = 0;
+    for (const StepSequence& q : in.seqs) tokens += static_cast<int64_t>(q.token_ids.size());
+    absl::Status drained = pool_->RunAll([&](int r) { return shards_[r]->runner->DiscardInput(tokens); });
+    if (!drained.ok()) ORCA_LOG(ERROR) << "dropping the activations of a rejected iteration: " << drained;
+  }
+}
+
+int64_t Engine::PlanForward(const StepInput& in) {
   seq_specs_.clear();
   token_ids_.clear();
-  int64_t samples = 0, tokens = 0;
+  int64_t samples = 0;
   for (const StepSequence& s : in.seqs) {
     SeqSpec spec{s.request_id, static_cast<int32_t>(s.token_ids.size()), s.start_position, s.sample};
     if (auto it = prompt_logprobs_.find(s.request_id); it != prompt_logprobs_.end())
@@ -488,9 +506,13 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
     seq_specs_.push_back(spec);
     token_ids_.insert(token_ids_.end(), s.token_ids.begin(), s.token_ids.end());
     samples += spec.LogitRows();
-    tokens += static_cast<int64_t>(s.token_ids.size());
   }
+  return samples;
+}
+
+absl::Status Engine::RunForward(const float* hidden_in, int64_t samples, StepOutput* out) {
   const ModelConfig& c = config();
+  const int64_t tokens = static_cast<int64_t>(token_ids_.size());  // every sequence's, flattened
   if (is_last_stage())
     logits_.resize(static_cast<size_t>(samples) * c.vocab_size);
   else if (!pipeline_connected_)
@@ -498,21 +520,19 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
   ForwardInput fin{seq_specs_, token_ids_, hidden_in};
   std::vector<ForwardTimings>& timings = timings_;
   timings.assign(shards_.size(), ForwardTimings{});
-  absl::Status status = pool_->RunAll([&](int r) {
+  ORCA_RETURN_IF_ERROR(pool_->RunAll([&](int r) {
     // Every shard ends with the same hidden states (after the all-reduce); rank 0 hands them on.
     return shards_[r]->runner->Forward(fin, r == 0 && !out->hidden.empty() ? out->hidden.data() : nullptr,
                                        r == 0 ? logits_.data() : nullptr, &timings[r]);
-  });
-  if (!status.ok()) {
-    RollBack(reserved);
-    return status;
-  }
+  }));
   out->timings = timings[0];
   for (auto& shard : shards_)
     for (const SeqSpec& s : seq_specs_) shard->kv->CommitWrite(s.request_id, s.start_pos, s.num_tokens);
-  if (!is_last_stage()) return absl::OkStatus();
-  for (const StepSequence& s : in.seqs)
-    if (s.new_request.has_value()) AddSampler(s, out);
+  return absl::OkStatus();
+}
+
+void Engine::CollectLogits(const StepInput& in, StepOutput* out) {
+  const ModelConfig& c = config();
   int64_t row = 0;  // the sequence's first row of logits
   sample_jobs_.clear();
   for (size_t i = 0; i < in.seqs.size(); ++i) {
@@ -525,27 +545,28 @@ absl::Status Engine::Step(const StepInput& in, const float* hidden_in, StepOutpu
                                                            state.top_k, &logprob_scratch_));
     }
     row += spec.LogitRows();
-    if (!s.sample) continue;
-    if (auto failed = failed_.find(s.request_id); failed != failed_.end()) {
-      // Still in the batch until the scheduler has seen the failure: no token, the same error again.
-      if (!s.new_request.has_value()) out->failures.push_back({s.request_id, failed->second});
-      continue;
-    }
-    const float* sample_row = logits_.data() + (row - 1) * c.vocab_size;  // the last of its rows
-    if (options_.keep_logits) out->logits.insert(out->logits.end(), sample_row, sample_row + c.vocab_size);
-    auto it = samplers_.find(s.request_id);
-    if (it == samplers_.end()) {
-      // A request known to the KV cache but never announced here: greedy by default.
-      it = samplers_
-               .emplace(s.request_id,
-                        std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{}))
-               .first;
-    }
-    sample_jobs_.push_back({it->second.get(), logits_.data() + (row - 1) * c.vocab_size, out->samples.size()});
-    out->samples.push_back({s.request_id, {}});
+    if (s.sample) AddSampleJob(s, logits_.data() + (row - 1) * c.vocab_size, out);  // the last of its rows
   }
-  DrawSamples(c.vocab_size, out);
-  return absl::OkStatus();
+}
+
+void Engine::AddSampleJob(const StepSequence& s, float* logits, StepOutput* out) {
+  if (auto failed = failed_.find(s.request_id); failed != failed_.end()) {
+    // Still in the batch until the scheduler has seen the failure: no token, the same error again.
+    if (!s.new_request.has_value()) out->failures.push_back({s.request_id, failed->second});
+    return;
+  }
+  const int32_t vocab = config().vocab_size;
+  if (options_.keep_logits) out->logits.insert(out->logits.end(), logits, logits + vocab);
+  auto it = samplers_.find(s.request_id);
+  if (it == samplers_.end()) {
+    // A request known to the KV cache but never announced here: greedy by default.
+    it = samplers_
+             .emplace(s.request_id,
+                      std::make_unique<Sampler>(SamplingParams{}, s.request_id, absl::Span<const int32_t>{}))
+             .first;
+  }
+  sample_jobs_.push_back({it->second.get(), logits, out->samples.size()});
+  out->samples.push_back({s.request_id, {}});
 }
 
 void Engine::DrawSamples(int32_t vocab, StepOutput* out) {

@@ -170,6 +170,20 @@ class Engine {
   absl::Status SetUpKv(const StepSequence& seq, std::vector<uint64_t>* reserved);
   // Undoes what a rejected step set up: appended blocks, then new reservations.
   void RollBack(const std::vector<uint64_t>& reserved);
+  // Step's phases after ValidateAndReserve. A rejected step: rolled back, and with pipeline links the previous
+  // stage's activations taken off them (DiscardInput), so that the links stay matched.
+  void Reject(const StepInput& input, const float* hidden_in, const std::vector<uint64_t>& reserved);
+  // The runner's view of the step: seq_specs_ (with prompt-logprobs rows) and the flattened token_ids_. Returns the
+  // rows of logits the last stage computes.
+  int64_t PlanForward(const StepInput& input);
+  // Forward on every shard at once (logits_ on the last stage, StepOutput::hidden or the link on others), then the
+  // KV writes committed. On error nothing is committed (the caller rolls back).
+  absl::Status RunForward(const float* hidden_in, int64_t samples, StepOutput* out);
+  // Last stage: the prompt-logprobs records of the step's logits, and a SampleJob per sequence that samples.
+  void CollectLogits(const StepInput& input, StepOutput* out);
+  // The SampleJob of a sampling sequence whose row of logits is `logits` (greedy for a request never announced
+  // here), or its failure again when no sampler could be made for it.
+  void AddSampleJob(const StepSequence& seq, float* logits, StepOutput* out);
   // Last stage: every SampleJob's token into its StepOutput::samples entry.
   void DrawSamples(int32_t vocab, StepOutput* out);
 
