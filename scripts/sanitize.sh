@@ -63,6 +63,8 @@ HELPERS=(orca-scheduler orca-worker orca-operator write_synthetic_tokenizers)
 #    operator_binary_test, operator_rbac_test).
 #  - grafana_dashboards_typecheck, text_parity_*_reference: node only, no Orca C++ code
 #    (the reference scripts still run here as the parity tests' fixtures).
+#  - docs_services_flags: node reading every binary's --help (the flag parser runs here in
+#    common_test); it would add orca-gateway and the orca CLI to this build.
 UNIT_TESTS=("${PARSER_TESTS[@]}" "${CORE_TESTS[@]}" "${SERVICE_TESTS[@]}" "${INTEGRATION_TESTS[@]}")
 FUZZERS=(openai_request_fuzzer gguf_fuzzer safetensors_fuzzer tokenizer_json_fuzzer tokenize_text_fuzzer
   chat_template_fuzzer prometheus_text_fuzzer sse_parser_fuzzer structured_compile_fuzzer)

@@ -14,12 +14,13 @@ Orca serves decoder-only Transformer LLMs with iteration-level scheduling and
 selective batching (ORCA, OSDI '22).
 
 Commands:
-  serve          Start the whole stack locally (gateway, scheduler, workers) on loopback
-  generate       Run one prompt through the in-process engine
-  model synth    Write a deterministic synthetic checkpoint (HF layout + tokenizer)
-  model info     Print a checkpoint's configuration and tensors (types, sizes)
-  model quantize Write a GGUF with quantized weights (q8_0, q4_k_m, ...) from a checkpoint
-  bench          Drive load against an OpenAI-compatible server; `bench sweep`: the paper's Fig. 10
+  serve           Start the whole stack locally (gateway, scheduler, workers) on loopback
+  generate        Run one prompt through the in-process engine
+  model synth     Write a deterministic synthetic checkpoint (HF layout + tokenizer)
+  model info      Print a checkpoint's configuration and tensors (types, sizes)
+  model quantize  Write a GGUF with quantized weights (q8_0, q4_k_m, ...) from a checkpoint
+  bench           Drive load against an OpenAI-compatible server
+  bench sweep     The paper's Fig. 10: load sweeps over local orca serve stacks (or the simulator)
 
 Run `orca <command> --help` for the flags of a command.
 )";
