@@ -8,7 +8,7 @@
 #     (llama-bench's tg test decodes from an empty context, so Orca's decode figure is the
 #     1-token prompt's row, and its prefill figure the PP row's; the PP row's decode, after a
 #     PP-token prompt, is kept in the log)
-#   batched decode:              llama-batched-bench -npl NPL (without and with -fa)
+#   batched decode:              llama-batched-bench -npl NPL (-fa off, then -fa on)
 #                                                               vs  engine_bench --batches NPL --prompts 32 --gen 32
 # then one summary table: tokens/s of each side and Orca's ratio; batched decode against the
 # better of llama.cpp's two runs ("llama.cpp's best").
@@ -16,7 +16,7 @@
 # llama.cpp is not part of Orca: build it yourself outside the repository (CMake,
 # -DLLAMA_CURL=OFF) and point LLAMA_BIN at its bin/ folder.
 #
-#   LLAMA_BIN=/path/to/llama.cpp/build/bin scripts/bench/vs_llama_cpp.sh OUT_DIR MODEL.gguf [MODEL.gguf ...]
+#   LLAMA_BIN=/path/to/llama.cpp/build/bin [LLAMA_COMMIT=84f7129] scripts/bench/vs_llama_cpp.sh OUT_DIR MODEL.gguf [MODEL.gguf ...]
 #   (ROUNDS=2, THREADS=2, PP=512, TG=128, REPS=2, NPL=1,4,16,64, SKIP_BATCHED=1 override the defaults)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -68,10 +68,11 @@ run_orca_single() {
     --first-requests 2 >"$(log_for "$1" "$2" engine-single)" 2>&1
 }
 run_llama_batched() {
+  # llama.cpp since mid-2025 takes `-fa on|off|auto` (a bare `-fa` is refused); both are run.
   local fa
-  for fa in "" -fa; do
+  for fa in off on; do
     run "$LLAMA_BIN/llama-batched-bench" -m "$2" -t "$THREADS" -c 4096 -b 2048 -ub 512 -npp 32 -ntg 32 \
-      -npl "$NPL" $fa >"$(log_for "$1" "$2" "llama-batched${fa}")" 2>&1
+      -npl "$NPL" -fa "$fa" >"$(log_for "$1" "$2" "llama-batched-fa-$fa")" 2>&1
   done
 }
 run_orca_batched() {
@@ -83,7 +84,9 @@ grep -m1 'model name' /proc/cpuinfo
 grep -m1 -o -w 'amx_tile\|avx512_bf16\|avx512_vnni\|avx_vnni' /proc/cpuinfo | sort -u | paste -sd' ' | sed 's/^/# CPU features: /'
 machine_note
 git -C "$ROOT" log --oneline -1 | sed 's/^/# orca at /'
-git -C "$LLAMA_BIN/../.." log --oneline -1 2>/dev/null | sed 's/^/# llama.cpp at /' || true
+# A llama.cpp unpacked with `git archive` has no history: LLAMA_COMMIT names it then.
+if [ -n "${LLAMA_COMMIT:-}" ]; then echo "# llama.cpp at $LLAMA_COMMIT"
+else git -C "$LLAMA_BIN/../.." log --oneline -1 2>/dev/null | sed 's/^/# llama.cpp at /' || true; fi
 for round in $(seq 1 "$ROUNDS"); do
   for f in "$@"; do
     load=$(cut -d' ' -f1 /proc/loadavg)
@@ -104,8 +107,8 @@ for round in $(seq 1 "$ROUNDS"); do
       run_orca_batched "$round" "$f"; run_llama_batched "$round" "$f"
     fi
     for b in ${NPL//,/ }; do
-      plain=$(batched_bench_stg "$(log_for "$round" "$f" llama-batched)" "$b")
-      fa=$(batched_bench_stg "$(log_for "$round" "$f" llama-batched-fa)" "$b")
+      plain=$(batched_bench_stg "$(log_for "$round" "$f" llama-batched-fa-off)" "$b")
+      fa=$(batched_bench_stg "$(log_for "$round" "$f" llama-batched-fa-on)" "$b")
       best=$(awk -v a="${plain:-0}" -v b="${fa:-0}" 'BEGIN { print (a > b ? a : b) }')
       record "$round" "$f" "batched decode B=$b" "$best" "$(engine_bench_col "$(log_for "$round" "$f" engine-batched)" "$b" 32 decode)" "$load"
     done
