@@ -6,9 +6,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/kv_footprint.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
-#include "core/sched/kv_footprint.h"
 
 namespace orca::sched {
 

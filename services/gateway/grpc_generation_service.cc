@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/sampling_limits.h"
 #include "core/common/status_macros.h"
-#include "core/sched/request_spec.h"
 #include "services/common/grpc_status.h"
 #include "services/common/sampling_proto.h"
 #include "services/gateway/api_error.h"

@@ -5,8 +5,8 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/kv_footprint.h"
 #include "core/common/status_macros.h"
-#include "core/sched/kv_footprint.h"
 #include "services/gateway/api_error.h"
 
 namespace orca::gateway {
@@ -35,7 +35,7 @@ absl::StatusOr<int32_t> FitKvBudget(const SchedulerKvLimits& kv, int64_t prompt_
   const int64_t n = std::max(1, options.n);
   const bool shares = kv.shares_group_prompts && !options.sampling.WantsPromptLogprobs();
   auto footprint = [&](int64_t max_new) {
-    return sched::GroupKvFootprint(prompt_len, n, max_new, kv.kv_block_size, shares);
+    return GroupKvFootprint(prompt_len, n, max_new, kv.kv_block_size, shares);
   };
   if (footprint(wanted) <= kv.max_request_kv_slots) return wanted;
   const std::string sequences = n > 1 ? absl::StrCat(n, " sequences (n) of ") : "";

@@ -14,9 +14,6 @@
 namespace orca::scheduler {
 namespace {
 
-static_assert(limits::kPriority.min == -sched::kMaxPriority && limits::kPriority.max == sched::kMaxPriority,
-              "the table's priority range is the core scheduler's");
-
 constexpr int64_t kMaxStoreWaitMillis = 600'000;
 constexpr size_t kMaxStoreValueBytes = 1 << 20;
 
