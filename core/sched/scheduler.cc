@@ -184,7 +184,8 @@ absl::StatusOr<int32_t> Scheduler::EffectiveMaxNewTokens(const RequestSpec& spec
                                               "the model context (max_context ",
                                               options_.max_context, ")"));
   }
-  return static_cast<int32_t>(std::min<int64_t>(spec.max_new_tokens, options_.max_context - prompt));
+  const int64_t context_remaining = options_.max_context - prompt;
+  return static_cast<int32_t>(std::min<int64_t>(spec.max_new_tokens, context_remaining));
 }
 
 absl::Status Scheduler::CheckQueueLimits(int64_t num_requests, int64_t prompt_tokens) const {
