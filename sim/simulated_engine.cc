@@ -103,15 +103,16 @@ absl::Status SimulatedEngine::Validate(const sched::ScheduledRequest& request, c
     if (request.phase != sched::Phase::kInitiation || data.prompt_token_ids.empty()) {
       return absl::FailedPreconditionError(absl::StrCat("request ", id, " first schedule is not an initiation"));
     }
-    fresh.max_tokens = data.max_tokens;
+    fresh.kv_reservation_slots = data.kv_reservation_slots;
     fresh.tokens = data.prompt_token_ids;
     fresh.tokens.insert(fresh.tokens.end(), data.output_token_ids.begin(), data.output_token_ids.end());
     fresh.block_size = data.kv_block_size;
     fresh.blocks = request.new_block_ids;
     ExtendHashes(fresh);
-    if (static_cast<int32_t>(fresh.tokens.size()) >= data.max_tokens) {
+    if (static_cast<int32_t>(fresh.tokens.size()) >= data.kv_reservation_slots) {
       return absl::FailedPreconditionError(absl::StrCat("request ", id, " tokens (", fresh.tokens.size(),
-                                                        ") leave no room in max_tokens (", data.max_tokens, ")"));
+                                                        ") leave no room in kv_reservation_slots (",
+                                                        data.kv_reservation_slots, ")"));
     }
     if (data.kv_block_size > 0 && options_.kv_block_size > 0 && data.kv_block_size != options_.kv_block_size) {
       return absl::FailedPreconditionError(absl::StrCat("request ", id, " uses KV blocks of ", data.kv_block_size,
@@ -146,9 +147,9 @@ absl::Status SimulatedEngine::Validate(const sched::ScheduledRequest& request, c
                                                       (request.sample ? " samples" : " does not sample"),
                                                       " after position ", end - 1, " of ", live->tokens.size()));
   }
-  if (end > live->max_tokens) {
+  if (end > live->kv_reservation_slots) {
     return absl::FailedPreconditionError(
-        absl::StrCat("request ", id, " position ", end - 1, " beyond its reservation of ", live->max_tokens));
+        absl::StrCat("request ", id, " position ", end - 1, " beyond its reservation of ", live->kv_reservation_slots));
   }
   if (live->block_size == 0) {
     if (!request.new_block_ids.empty()) {
@@ -165,13 +166,13 @@ absl::Status SimulatedEngine::Validate(const sched::ScheduledRequest& request, c
 SimulatedEngine::LiveRequest& SimulatedEngine::Admit(const sched::ScheduledRequest& request) {
   const sched::NewRequestData& data = *request.new_request;
   LiveRequest& live = live_[request.request_id];
-  live.max_tokens = data.max_tokens;
+  live.kv_reservation_slots = data.kv_reservation_slots;
   live.num_prompt = static_cast<int32_t>(data.prompt_token_ids.size());
   live.tokens = data.prompt_token_ids;
   live.tokens.insert(live.tokens.end(), data.output_token_ids.begin(), data.output_token_ids.end());
   ExtendHashes(live);
   live.block_size = data.kv_block_size;
-  if (live.block_size == 0) num_allocated_slots_ += data.max_tokens;
+  if (live.block_size == 0) num_allocated_slots_ += data.kv_reservation_slots;
   return live;
 }
 
@@ -180,7 +181,7 @@ void SimulatedEngine::Forget(sched::RequestId id) {
   if (it == live_.end()) return;
   const LiveRequest& live = it->second;
   if (live.block_size == 0) {
-    num_allocated_slots_ -= live.max_tokens;
+    num_allocated_slots_ -= live.kv_reservation_slots;
   } else {
     // The slots keep their content: a cached prefix outlives the request that wrote it.
     for (int32_t b : live.blocks) {
@@ -208,7 +209,7 @@ absl::StatusOr<StepOutcome> SimulatedEngine::Run(const sched::IterationPlan& pla
     auto it = live_.find(request.request_id);
     ORCA_RETURN_IF_ERROR(Validate(request, it == live_.end() ? nullptr : &it->second));
     if (request.new_request.has_value() && request.new_request->kv_block_size == 0) {
-      new_slots += request.new_request->max_tokens;
+      new_slots += request.new_request->kv_reservation_slots;
     }
   }
   if (options_.n_slots > 0 && num_allocated_slots_ + new_slots > options_.n_slots) {

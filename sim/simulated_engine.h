@@ -62,7 +62,7 @@ class SimulatedEngine final : public StepRunner {
 
  private:
   struct LiveRequest {
-    int32_t max_tokens = 0;
+    int32_t kv_reservation_slots = 0;
     int32_t next_position = 0;  // first position without KV
     int32_t num_prompt = 0;
     std::vector<int32_t> tokens;        // prompt, then generated

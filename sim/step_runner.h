@@ -25,7 +25,7 @@ struct StepOutcome {
 /// An engine the simulation loop (simulation.h) can drive: the simulated GPU engine
 /// (SimulatedEngine) or an adapter around the real engine. Called from one thread, in plan
 /// order. Implementations must honour the plan protocol: apply released_request_ids first,
-/// then reserve `new_request->max_tokens` KV slots for each new request, and keep each
+/// then reserve `new_request->kv_reservation_slots` KV slots for each new request, and keep each
 /// request's KV between iterations until it is released.
 class StepRunner {
  public:

@@ -75,8 +75,8 @@ long RssKb() {
   return 0;
 }
 
-std::string CompletionRequest(int port, int max_tokens) {
-  const std::string body = absl::StrCat(R"({"prompt": "bench", "max_tokens": )", max_tokens,
+std::string CompletionRequest(int port, int max_new_tokens) {
+  const std::string body = absl::StrCat(R"({"prompt": "bench", "max_tokens": )", max_new_tokens,
                                         R"(, "temperature": 0, "ignore_eos": true, "stream": true})");
   return absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:", port,
                       "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
@@ -194,8 +194,8 @@ OverheadResult MeasureOverhead(int tokens, int repeats, int io_threads) {
 
 // One SSE client connection for the concurrency test.
 struct StreamClient : std::enable_shared_from_this<StreamClient> {
-  StreamClient(net::io_context& io, int port, int max_tokens, int* established, int* failed)
-      : socket(io), request(CompletionRequest(port, max_tokens)), established(established), failed(failed) {}
+  StreamClient(net::io_context& io, int port, int max_new_tokens, int* established, int* failed)
+      : socket(io), request(CompletionRequest(port, max_new_tokens)), established(established), failed(failed) {}
 
   void Start(const tcp::endpoint& endpoint) {
     socket.async_connect(endpoint, [self = shared_from_this()](boost::system::error_code ec) {
@@ -278,14 +278,14 @@ ConcurrencyResult MeasureConcurrentStreams(int streams, double hold_seconds, int
   result.requested = streams;
   result.rss_kb_before = RssKb();
   // Long enough to outlast the hold: the streams are cut by the client.
-  const int max_tokens = std::min(4000, static_cast<int>(hold_seconds * 1000 / interval_ms) * 4 + 100);
+  const int max_new_tokens = std::min(4000, static_cast<int>(hold_seconds * 1000 / interval_ms) * 4 + 100);
   net::io_context io;
   const tcp::endpoint endpoint(net::ip::make_address("127.0.0.1"), static_cast<uint16_t>((*gateway)->http_port()));
   std::vector<std::shared_ptr<StreamClient>> clients;
   const auto start = Clock::now();
   for (int i = 0; i < streams; ++i) {
-    clients.push_back(
-        std::make_shared<StreamClient>(io, (*gateway)->http_port(), max_tokens, &result.established, &result.failed));
+    clients.push_back(std::make_shared<StreamClient>(io, (*gateway)->http_port(), max_new_tokens, &result.established,
+                                                     &result.failed));
     clients.back()->Start(endpoint);
   }
   // Run until every stream is established (or failed), bounded.

@@ -64,7 +64,7 @@ StructuredOutputSpec SpecFromJson(const nlohmann::json& j) {
 }
 
 int Sample(const std::shared_ptr<const TokenVocabulary>& vocab, const std::string& specs_path, int64_t per_spec,
-           int64_t max_tokens, uint64_t seed) {
+           int64_t max_new_tokens, uint64_t seed) {
   std::ifstream in(specs_path);
   const nlohmann::json specs = nlohmann::json::parse(in);
   MatcherFactory factory(vocab);
@@ -83,7 +83,7 @@ int Sample(const std::shared_ptr<const TokenVocabulary>& vocab, const std::strin
       }
       std::string text;
       bool finished = false;
-      for (int64_t t = 0; t < max_tokens && !finished; ++t) {
+      for (int64_t t = 0; t < max_new_tokens && !finished; ++t) {
         std::shared_ptr<const structured::TokenMask> mask = (*m)->CurrentMask();
         const bool may_end = (*m)->CanEnd() || mask->allowed == 0;
         const int32_t n = mask->allowed + (may_end ? 1 : 0);
@@ -200,7 +200,7 @@ int Overhead(const std::shared_ptr<const TokenVocabulary>& vocab, const std::vec
 int main(int argc, char** argv) {
   std::string mode = "overhead", model = "../shared/models/tiny-gpt2", specs, schema = orca::bench::kPersonSchema;
   std::vector<std::string> batch_list = {"1", "32"};
-  int64_t steps = 300, per_spec = 100, max_tokens = 400, seed = 1;
+  int64_t steps = 300, per_spec = 100, max_new_tokens = 400, seed = 1;
   bool json_object = false;
   orca::FlagSet flags("structured_bench", "Structured outputs: masking overhead, or random constrained generations.");
   flags.AddString("mode", &mode, "overhead or sample");
@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
   flags.AddBool("json-object", &json_object, "overhead: JSON mode instead of --schema");
   flags.AddString("specs", &specs, "sample: JSON file with an array of specs");
   flags.AddInt("per-spec", &per_spec, "sample: generations per spec");
-  flags.AddInt("max-tokens", &max_tokens, "sample: token limit per generation (unfinished ones are reported)");
+  flags.AddInt("max-tokens", &max_new_tokens, "sample: token limit per generation (unfinished ones are reported)");
   flags.AddInt("seed", &seed, "sample: random seed");
   if (std::optional<int> exit_code = flags.ParseForMain(argc, argv)) return *exit_code;
   orca::SetLogLevel(orca::LogLevel::kWarning);
@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
       std::cerr << "--specs is required with --mode=sample\n";
       return 2;
     }
-    return orca::bench::Sample(*vocab, specs, per_spec, max_tokens, static_cast<uint64_t>(seed));
+    return orca::bench::Sample(*vocab, specs, per_spec, max_new_tokens, static_cast<uint64_t>(seed));
   }
   std::printf("tokenizer load %.1f ms, vocabulary + trie %.1f ms (%d tokens, %d in the trie, %zu trie nodes)\n",
               orca::bench::Ms(t1 - t0), orca::bench::Ms(t2 - t1), (*vocab)->vocab_size(), (*vocab)->num_trie_tokens(),

@@ -59,9 +59,9 @@ std::string LengthLimit::Check(absl::string_view name, int64_t bytes) const {
   return absl::StrCat("'", name, "' must be at most ", max, " bytes long, got ", bytes);
 }
 
-std::string MinTokensError(int64_t min_tokens, int64_t max_tokens) {
-  return absl::StrCat("'", limits::kMinTokens.field, "' (", min_tokens, ") must not exceed '", limits::kMaxTokens.field,
-                      "' (", max_tokens, ")");
+std::string MinTokensError(int64_t min_tokens, int64_t max_new_tokens) {
+  return absl::StrCat("'", limits::kMinTokens.field, "' (", min_tokens, ") must not exceed '",
+                      limits::kMaxNewTokens.field, "' (", max_new_tokens, ")");
 }
 
 std::string LogitBiasValueError(int64_t token_id, double bias) {

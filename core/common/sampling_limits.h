@@ -32,6 +32,7 @@
 ///   top_logprobs (chat)   [0, 20]               OpenAI
 ///   prompt_logprobs       [0, 20]               vLLM's default max_logprobs
 ///   max_tokens            >= 1                  and prompt + max_tokens within the context
+///                                               (max_new_tokens in C++ and on gRPC)
 ///   min_tokens            [0, max_tokens]       vLLM
 ///   seed                  any 64-bit integer
 ///   priority              [-1e6, 1e6]           vLLM has no bound; keeps aging arithmetic safe
@@ -47,7 +48,7 @@
 ///
 /// Only the gRPC APIs, whose proto3 scalars cannot be unset, read 0 as "not
 /// given" where 0 is out of range: top_p 0 and repetition_penalty 0 are 1,
-/// max_tokens 0 is the rest of the context, n 0 is 1.
+/// max_new_tokens 0 is the gateway's default (the rest of the context), n 0 is 1.
 
 #include <cstdint>
 #include <limits>
@@ -128,7 +129,9 @@ inline constexpr IntLimit kLogprobs{"logprobs", 0, 5};
 /// The chat API's `top_logprobs`, and SamplingParams::top_logprobs on every surface.
 inline constexpr IntLimit kTopLogprobs{"top_logprobs", 0, 20};
 inline constexpr IntLimit kPromptLogprobs{"prompt_logprobs", 0, 20};
-inline constexpr IntLimit kMaxTokens{"max_tokens", 1, kInt32Max};
+/// A request's max_new_tokens (the client's new-token limit), named in messages as the
+/// OpenAI API spells it, `max_tokens`, on every surface (gRPC's max_new_tokens too).
+inline constexpr IntLimit kMaxNewTokens{"max_tokens", 1, kInt32Max};
 /// The chat API's newer name for max_tokens.
 inline constexpr IntLimit kMaxCompletionTokens{"max_completion_tokens", 1, kInt32Max};
 /// At most max_tokens as well (MinTokensError).
@@ -149,7 +152,7 @@ inline constexpr IntLimit kMaxToolCalls{"max_calls", 0, 1024};
 }  // namespace limits
 
 /// "'min_tokens' (3) must not exceed 'max_tokens' (2)".
-std::string MinTokensError(int64_t min_tokens, int64_t max_tokens);
+std::string MinTokensError(int64_t min_tokens, int64_t max_new_tokens);
 /// `'logit_bias["7"]' must be in [-100, 100], got 1000`.
 std::string LogitBiasValueError(int64_t token_id, double bias);
 std::string LogitBiasValueError(int64_t token_id, float bias);

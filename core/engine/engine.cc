@@ -407,9 +407,10 @@ absl::Status Engine::SetUpKv(const StepSequence& s, std::vector<uint64_t>* reser
     }
     for (auto& shard : shards_) {
       if (setup.kv_block_size > 0) {
-        ORCA_RETURN_IF_ERROR(shard->kv->Assign(s.request_id, setup.max_tokens, s.block_ids, s.start_position));
+        ORCA_RETURN_IF_ERROR(
+            shard->kv->Assign(s.request_id, setup.kv_reservation_slots, s.block_ids, s.start_position));
       } else {
-        ORCA_RETURN_IF_ERROR(shard->kv->Reserve(s.request_id, setup.max_tokens));
+        ORCA_RETURN_IF_ERROR(shard->kv->Reserve(s.request_id, setup.kv_reservation_slots));
       }
     }
     return absl::OkStatus();

@@ -40,22 +40,23 @@ KvCache::~KvCache() {
   if (pool_ != nullptr) backend_->Free(pool_);
 }
 
-absl::Status KvCache::Reserve(uint64_t id, int32_t max_tokens) {
-  if (max_tokens <= 0)
-    return absl::InvalidArgumentError(absl::StrCat("request ", id, ": max_tokens must be positive, got ", max_tokens));
+absl::Status KvCache::Reserve(uint64_t id, int32_t kv_reservation_slots) {
+  if (kv_reservation_slots <= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", id, ": kv_reservation_slots must be positive, got ", kv_reservation_slots));
   if (requests_.contains(id))
     return absl::AlreadyExistsError(absl::StrCat("request ", id, " already holds a KV reservation"));
   if (num_assigned_requests_ > 0)
     return absl::FailedPreconditionError(absl::StrCat(
         "request ", id, " asks this stage to reserve its KV, but the scheduler owns the block tables of ",
         num_assigned_requests_, " requests here (scheduler and workers disagree on who allocates KV blocks)"));
-  const int64_t need = (max_tokens + options_.block_size - 1) / options_.block_size;
+  const int64_t need = (kv_reservation_slots + options_.block_size - 1) / options_.block_size;
   if (need > num_free_blocks())
-    return absl::ResourceExhaustedError(absl::StrCat("request ", id, " needs ", need, " KV blocks (", max_tokens,
-                                                     " tokens) but only ", num_free_blocks(), " of ", num_blocks_,
-                                                     " are free"));
+    return absl::ResourceExhaustedError(absl::StrCat("request ", id, " needs ", need, " KV blocks (",
+                                                     kv_reservation_slots, " tokens) but only ", num_free_blocks(),
+                                                     " of ", num_blocks_, " are free"));
   Entry e;
-  e.max_tokens = max_tokens;
+  e.kv_reservation_slots = kv_reservation_slots;
   e.blocks.resize(static_cast<size_t>(need));
   for (auto& b : e.blocks) {
     b = free_blocks_.back();
@@ -79,9 +80,11 @@ absl::Status KvCache::CheckBlockIds(uint64_t id, absl::Span<const int32_t> block
   return absl::OkStatus();
 }
 
-absl::Status KvCache::Assign(uint64_t id, int32_t max_tokens, absl::Span<const int32_t> block_ids, int32_t num_cached) {
-  if (max_tokens <= 0)
-    return absl::InvalidArgumentError(absl::StrCat("request ", id, ": max_tokens must be positive, got ", max_tokens));
+absl::Status KvCache::Assign(uint64_t id, int32_t kv_reservation_slots, absl::Span<const int32_t> block_ids,
+                             int32_t num_cached) {
+  if (kv_reservation_slots <= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", id, ": kv_reservation_slots must be positive, got ", kv_reservation_slots));
   if (requests_.contains(id))
     return absl::AlreadyExistsError(absl::StrCat("request ", id, " already holds a KV reservation"));
   if (static_cast<int64_t>(requests_.size()) > num_assigned_requests_)
@@ -94,7 +97,7 @@ absl::Status KvCache::Assign(uint64_t id, int32_t max_tokens, absl::Span<const i
     return absl::InvalidArgumentError(absl::StrCat("request ", id, ": ", num_cached, " cached positions but ",
                                                    block_ids.size(), " blocks of ", options_.block_size));
   Entry e;
-  e.max_tokens = max_tokens;
+  e.kv_reservation_slots = kv_reservation_slots;
   e.num_cached = num_cached;
   e.assigned = true;
   e.blocks.assign(block_ids.begin(), block_ids.end());
@@ -161,9 +164,9 @@ absl::Status KvCache::CheckWrite(uint64_t id, int32_t start, int32_t count) cons
   if (start < 0 || start > e.num_cached)
     return absl::InvalidArgumentError(
         absl::StrCat("request ", id, ": start position ", start, " skips past the ", e.num_cached, " cached tokens"));
-  if (static_cast<int64_t>(start) + count > e.max_tokens)
+  if (static_cast<int64_t>(start) + count > e.kv_reservation_slots)
     return absl::OutOfRangeError(absl::StrCat("request ", id, ": tokens up to position ", start + count,
-                                              " exceed its KV reservation of ", e.max_tokens));
+                                              " exceed its KV reservation of ", e.kv_reservation_slots));
   if (static_cast<int64_t>(start) + count > static_cast<int64_t>(e.blocks.size()) * options_.block_size)
     return absl::OutOfRangeError(absl::StrCat("request ", id, ": tokens up to position ", start + count,
                                               " exceed its block table of ", e.blocks.size(), " blocks of ",

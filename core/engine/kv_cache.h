@@ -39,16 +39,17 @@ class KvCache {
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
-  /// Reserves blocks for `max_tokens` tokens. AlreadyExists if the id holds a
-  /// reservation; ResourceExhausted (with the numbers) if the pool cannot fit it.
-  absl::Status Reserve(uint64_t request_id, int32_t max_tokens);
+  /// Reserves blocks for `kv_reservation_slots` token positions. AlreadyExists if the id
+  /// holds a reservation; ResourceExhausted (with the numbers) if the pool cannot fit it.
+  absl::Status Reserve(uint64_t request_id, int32_t kv_reservation_slots);
   /// Takes a scheduler-chosen block table: `block_ids` hold positions 0, 1, …
   /// in order, the first `num_cached` positions already written (a prefix-cache
-  /// hit); positions stay below `max_tokens`. InvalidArgument for a block id
+  /// hit); positions stay below `kv_reservation_slots`. InvalidArgument for a block id
   /// outside the pool or listed twice, or num_cached beyond the table;
   /// AlreadyExists if the id holds KV; FailedPrecondition while requests with
   /// self-reserved blocks exist. Changes nothing on error.
-  absl::Status Assign(uint64_t request_id, int32_t max_tokens, absl::Span<const int32_t> block_ids, int32_t num_cached);
+  absl::Status Assign(uint64_t request_id, int32_t kv_reservation_slots, absl::Span<const int32_t> block_ids,
+                      int32_t num_cached);
   /// Appends scheduler-chosen blocks to an assigned table (same checks).
   absl::Status AppendBlocks(uint64_t request_id, absl::Span<const int32_t> block_ids);
   /// Removes the last `count` blocks of an assigned table (undoes AppendBlocks).
@@ -82,7 +83,7 @@ class KvCache {
  private:
   struct Entry {
     std::vector<int32_t> blocks;
-    int32_t max_tokens = 0;
+    int32_t kv_reservation_slots = 0;
     int32_t num_cached = 0;
     bool assigned = false;  // the scheduler's table
   };

@@ -26,11 +26,11 @@ namespace orca::engine {
 constexpr uint64_t PaddingSequenceId(uint64_t request_id) { return request_id | (uint64_t{1} << 63); }
 
 /// Sent with a sequence the first time a stage sees it (again after the
-/// scheduler preempted it): every stage sets up its KV — reserves `max_tokens`
-/// slots, or takes the scheduler's block table — and the last stage creates its
-/// sampler.
+/// scheduler preempted it): every stage sets up its KV — reserves
+/// `kv_reservation_slots` slots, or takes the scheduler's block table — and the
+/// last stage creates its sampler.
 struct SequenceSetup {
-  int32_t max_tokens = 0;  ///< KV reservation (or bound): prompt + max new tokens
+  int32_t kv_reservation_slots = 0;  ///< KV reservation (or bound): prompt + max new tokens, block-rounded
   SamplingParams sampling;
   std::vector<int32_t> prompt_token_ids;  ///< for the repetition penalty
   /// Tokens generated before a preemption: the sampler resumes from them
@@ -39,7 +39,7 @@ struct SequenceSetup {
   /// > 0: the scheduler owns the block table (StepSequence::block_ids), in
   /// blocks of this many tokens, which must be this stage's block size; the
   /// positions before the first step's start_position are already in them (a
-  /// prefix-cache hit). 0: this stage reserves max_tokens slots itself.
+  /// prefix-cache hit). 0: this stage reserves kv_reservation_slots slots itself.
   int32_t kv_block_size = 0;
 };
 

@@ -49,7 +49,7 @@ json RecordJson(const RequestRecord& r) {
           {"scheduled_s", r.scheduled_s},
           {"sent_s", r.sent_s},
           {"prompt_tokens", r.prompt_tokens},
-          {"max_tokens", r.max_tokens},
+          {"max_tokens", r.max_new_tokens},
           {"outcome", RequestOutcomeName(r.outcome)},
           {"http_status", r.http_status},
           {"error", r.error},
@@ -168,7 +168,7 @@ std::string RecordsToCsv(const std::vector<RequestRecord>& records) {
   for (const RequestRecord& r : records) {
     const Distribution itl = Summarize(r.itl_s);
     absl::StrAppend(&out, absl::StrFormat("%d,%.6f,%.6f,%d,%d,%s,%d,%s,%d,%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%s\n", r.index,
-                                          r.scheduled_s, r.sent_s, r.prompt_tokens, r.max_tokens,
+                                          r.scheduled_s, r.sent_s, r.prompt_tokens, r.max_new_tokens,
                                           RequestOutcomeName(r.outcome), r.http_status, CsvCell(r.finish_reason),
                                           r.output_tokens, r.usage_reported ? 1 : 0, r.num_chunks, r.ttft_s, r.e2e_s,
                                           r.NormalizedLatencySeconds(), itl.p50, itl.max, CsvCell(r.error)));

@@ -104,7 +104,7 @@ class LoadSession {
       r.index = static_cast<int64_t>(i);
       r.scheduled_s = absl::ToDoubleSeconds(trace_[i].arrival);
       r.prompt_tokens = trace_[i].num_prompt_tokens;
-      r.max_tokens = trace_[i].max_new_tokens;
+      r.max_new_tokens = trace_[i].max_new_tokens;
     }
     result_.start_time = absl::Now();
     start_ = Clock::now();
@@ -332,12 +332,12 @@ std::string LoadDriver::RequestBody(int64_t index, const TraceRequest& request) 
       request.max_new_tokens, /*return_token_ids=*/false);
 }
 
-std::string LoadDriver::RequestBody(const std::vector<int32_t>& prompt_ids, int32_t max_tokens,
+std::string LoadDriver::RequestBody(const std::vector<int32_t>& prompt_ids, int32_t max_new_tokens,
                                     bool return_token_ids) const {
   json body = {
       {"model", options_.model},
       {"prompt", prompt_ids},
-      {"max_tokens", max_tokens},
+      {"max_tokens", max_new_tokens},
       {"stream", true},
   };
   if (return_token_ids) body["return_token_ids"] = true;
@@ -391,8 +391,8 @@ absl::StatusOr<LoadRunResult> LoadDriver::RunClosedLoop(const std::vector<ChatCo
       turns.push_back(r);
     }
   }
-  closed.make_body = [this](const std::vector<int32_t>& prompt, int32_t max_tokens) {
-    return RequestBody(prompt, max_tokens, /*return_token_ids=*/true);
+  closed.make_body = [this](const std::vector<int32_t>& prompt, int32_t max_new_tokens) {
+    return RequestBody(prompt, max_new_tokens, /*return_token_ids=*/true);
   };
   LoadSession session(options_, turns, std::move(bodies));
   session.SetClosedLoop(std::move(closed));

@@ -24,7 +24,7 @@ struct LoadDriverOptions {
   std::string model;
   std::string api_key;
   std::string endpoint = "/v1/completions";
-  /// The paper's setup: every request generates exactly max_tokens.
+  /// The paper's setup: every request generates exactly its max_new_tokens.
   bool ignore_eos = true;
   /// stream_options.include_usage: the server reports the exact generated-token count.
   bool include_usage = true;
@@ -77,7 +77,7 @@ class LoadDriver {
   /// The JSON body of trace request `index` (exposed for tests and --dry-run).
   std::string RequestBody(int64_t index, const TraceRequest& request) const;
   /// The JSON body of a prompt of explicit ids (closed-loop turns: return_token_ids set).
-  std::string RequestBody(const std::vector<int32_t>& prompt_ids, int32_t max_tokens, bool return_token_ids) const;
+  std::string RequestBody(const std::vector<int32_t>& prompt_ids, int32_t max_new_tokens, bool return_token_ids) const;
 
  private:
   LoadDriver(LoadDriverOptions options, PromptBuilder prompts)

@@ -32,7 +32,7 @@ constexpr const char* kOutputKeys[] = {"max_tokens", "output_tokens"};
 struct Row {
   double arrival_s = 0;
   int64_t prompt_tokens = 0;
-  int64_t max_tokens = 0;
+  int64_t max_new_tokens = 0;
   std::vector<PromptSegment> segments;
 };
 
@@ -47,8 +47,8 @@ absl::Status CheckRow(const Row& row, const std::string& source, int line) {
   if (row.prompt_tokens < 1 || row.prompt_tokens > (int64_t{1} << 24)) {
     return RowError(source, line, absl::StrCat("prompt tokens must be in [1, 16777216] (got ", row.prompt_tokens, ")"));
   }
-  if (row.max_tokens < 1 || row.max_tokens > (int64_t{1} << 24)) {
-    return RowError(source, line, absl::StrCat("max tokens must be in [1, 16777216] (got ", row.max_tokens, ")"));
+  if (row.max_new_tokens < 1 || row.max_new_tokens > (int64_t{1} << 24)) {
+    return RowError(source, line, absl::StrCat("max tokens must be in [1, 16777216] (got ", row.max_new_tokens, ")"));
   }
   return absl::OkStatus();
 }
@@ -109,7 +109,7 @@ absl::StatusOr<std::vector<Row>> ParseJsonl(const std::vector<absl::string_view>
     ORCA_ASSIGN_OR_RETURN(const double prompt, JsonNumber(object, kPromptKeys, source, line));
     ORCA_ASSIGN_OR_RETURN(const double output, JsonNumber(object, kOutputKeys, source, line));
     ORCA_ASSIGN_OR_RETURN(row.prompt_tokens, WholeNumber(prompt, "prompt tokens", source, line));
-    ORCA_ASSIGN_OR_RETURN(row.max_tokens, WholeNumber(output, "max tokens", source, line));
+    ORCA_ASSIGN_OR_RETURN(row.max_new_tokens, WholeNumber(output, "max tokens", source, line));
     ORCA_RETURN_IF_ERROR(CheckRow(row, source, line));
     ORCA_ASSIGN_OR_RETURN(row.segments, ParseSegments(object, row.prompt_tokens, source, line));
     rows.push_back(row);
@@ -162,7 +162,7 @@ absl::StatusOr<std::vector<Row>> ParseCsv(const std::vector<absl::string_view>& 
     if (!absl::SimpleAtoi(cells[*prompt], &row.prompt_tokens)) {
       return RowError(source, line, absl::StrCat("prompt tokens '", cells[*prompt], "' is not an integer"));
     }
-    if (!absl::SimpleAtoi(cells[*output], &row.max_tokens)) {
+    if (!absl::SimpleAtoi(cells[*output], &row.max_new_tokens)) {
       return RowError(source, line, absl::StrCat("max tokens '", cells[*output], "' is not an integer"));
     }
     ORCA_RETURN_IF_ERROR(CheckRow(row, source, line));
@@ -351,7 +351,7 @@ absl::StatusOr<std::vector<TraceRequest>> ParseTraceText(const std::string& text
     TraceRequest& r = trace.emplace_back();
     r.arrival = absl::Seconds(row.arrival_s - origin);
     r.num_prompt_tokens = static_cast<int32_t>(row.prompt_tokens);
-    r.max_new_tokens = static_cast<int32_t>(row.max_tokens);
+    r.max_new_tokens = static_cast<int32_t>(row.max_new_tokens);
     r.segments = row.segments;
   }
   return trace;

@@ -23,7 +23,7 @@ struct RequestRecord {
   double scheduled_s = 0;     ///< Arrival time in the trace.
   double sent_s = 0;          ///< When the request was handed to the transport.
   int32_t prompt_tokens = 0;  ///< As sent (token-id prompt of exactly this length).
-  int32_t max_tokens = 0;
+  int32_t max_new_tokens = 0;  ///< As sent (the request's `max_tokens`).
   RequestOutcome outcome = RequestOutcome::kNotSent;
   int http_status = 0;
   std::string error;          ///< For kFailed: what went wrong (first bytes of the body).

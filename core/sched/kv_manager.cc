@@ -4,9 +4,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/kv_footprint.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
-#include "core/sched/kv_footprint.h"
 
 namespace orca::sched {
 
@@ -80,7 +80,7 @@ bool KvManager::AddGroup(const std::vector<const Request*>& members) {
     ORCA_CHECK(m->state() == RequestState::kQueued && !holds(m->id()) && m->group_id() == leader.id() &&
                m->spec().prompt_token_ids == leader.spec().prompt_token_ids)
         << "request " << m->id() << " cannot join group " << leader.id();
-    const int64_t own = m->reservation() - shared_slots;
+    const int64_t own = m->kv_reservation_slots() - shared_slots;
     group.waiting.emplace(m->id(), own);
     footprint += own;
   }
@@ -123,7 +123,7 @@ int64_t KvManager::SlotsToAdmit(const Request& request) const {
       return slots;
     }
   }
-  return request.reservation();
+  return request.kv_reservation_slots();
 }
 
 void KvManager::ForgetQueued(const Request& request) {
@@ -216,13 +216,13 @@ int32_t KvManager::BlocksToAdmit(const Request& request, int32_t num_new_tokens)
   return BlocksFor(static_cast<int64_t>(hit) * options_.block_size + num_new_tokens) - hit + NumFreeAmong(match.blocks);
 }
 
-bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reservation) {
+bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reserved_slots) {
   ORCA_CHECK(!records_.contains(request.id())) << "request " << request.id() << " admitted twice";
-  ORCA_CHECK(reservation == 0 || !paged()) << "request " << request.id() << ": a reservation with paged KV";
+  ORCA_CHECK(reserved_slots == 0 || !paged()) << "request " << request.id() << ": a reservation with paged KV";
   ORCA_CHECK(!WaitsForSharedPrompt(request)) << "request " << request.id() << " admitted before its group's prompt";
   Group* group = GroupOf(request);
   if (group != nullptr && !group->waiting.contains(request.id())) group = nullptr;
-  if (reservation == 0) reservation = request.reservation();
+  if (reserved_slots == 0) reserved_slots = request.kv_reservation_slots();
   Match match = FindPrefix(request);
   const int32_t hit = static_cast<int32_t>(match.blocks.size());
   int32_t total_blocks = 0;
@@ -237,9 +237,9 @@ bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t
     ORCA_CHECK(group == nullptr || request.id() == group->leader || hit == group->num_shared_blocks)
         << "request " << request.id() << " of group " << group->leader << " hit " << hit << " of "
         << group->num_shared_blocks << " shared blocks";
-    if (!budget_.TryReserve(group != nullptr ? SlotsToAdmit(request) : reservation)) return false;
-    record.reserved = reservation;
-    total_blocks = BlocksFor(reservation);
+    if (!budget_.TryReserve(group != nullptr ? SlotsToAdmit(request) : reserved_slots)) return false;
+    record.reserved = reserved_slots;
+    total_blocks = BlocksFor(reserved_slots);
   }
   if (pool_ != nullptr) {
     for (int32_t b : match.blocks) pool_->Acquire(b);

@@ -19,7 +19,7 @@ namespace orca::sched {
 
 /// How a request's KV is accounted.
 enum class KvMode : uint8_t {
-  /// Paper §4.2: admission reserves max_tokens (prompt + max new tokens) slots at once, so
+  /// Paper §4.2: admission reserves kv_reservation_slots (prompt + max new tokens) at once, so
   /// nothing is ever evicted (Algorithm 1's n_rsrv <= n_slots).
   kReserved,
   /// Paged: admission allocates the blocks of the first chunk only, a request grows block by
@@ -46,7 +46,7 @@ struct KvStats {
 /// request holds. Block tables are the scheduler's (sent to every stage, so all pipeline
 /// stages and tensor-parallel shards agree on which block holds what; core/sched/README.md)
 /// in paged mode and whenever prefix caching is on; otherwise the workers allocate their own
-/// blocks from NewRequestData::max_tokens, as in the paper, and only counts are kept here.
+/// blocks from NewRequestData::kv_reservation_slots, as in the paper, and only counts are kept here.
 ///
 /// Prefix caching: a request's full blocks are registered (content-addressed, see
 /// KvBlockPool) once the iteration that filled them has returned — never earlier, so a hit
@@ -96,8 +96,8 @@ class KvManager {
   /// True when requests carry block ids to the workers.
   bool owns_block_tables() const { return pool_ != nullptr; }
   int32_t block_size() const { return options_.block_size; }
-  /// Slots a request of `max_tokens` tokens may use: rounded up to a block.
-  int64_t ReservationFor(int64_t max_tokens) const { return budget_.ReservationFor(max_tokens); }
+  /// The kv_reservation_slots of a request of `num_tokens` tokens: rounded up to a block.
+  int64_t ReservationFor(int64_t num_tokens) const { return budget_.ReservationFor(num_tokens); }
   /// Algorithm 1's n_rsrv / n_slots (reserved mode; unused when paged).
   const KvSlotBudget& slot_budget() const { return budget_; }
   bool holds(RequestId id) const { return records_.contains(id); }
@@ -123,7 +123,7 @@ class KvManager {
   /// (reserved mode): admitted for KV purposes, it starts when it fits in a batch.
   [[nodiscard]] bool ReservedWithGroup(const Request& request) const;
   /// Slots admitting QUEUED `request` adds to n_rsrv (reserved mode; 0 when paged): its
-  /// reservation; for a sharing group's leader, the whole group's; for a member whose
+  /// kv_reservation_slots; for a sharing group's leader, the whole group's; for a member whose
   /// leader was admitted, nothing (its part is reserved already).
   [[nodiscard]] int64_t SlotsToAdmit(const Request& request) const;
   /// A QUEUED request finished (cancelled, expired) without being admitted: its place in
@@ -139,10 +139,10 @@ class KvManager {
   /// Admits a QUEUED request. Reserved: reserves SlotsToAdmit(request) slots if they fit
   /// (and with block tables, the prefix hit plus fresh blocks for the rest). Paged: the
   /// prefix hit plus blocks for `num_new_tokens` more tokens. False, changing nothing, when
-  /// it does not fit. `reservation` > 0 (reserved mode only) reserves that many slots in
-  /// place of request.reservation() (the FasterTransformer baseline's padded footprint).
-  /// Never called for a request that WaitsForSharedPrompt.
-  [[nodiscard]] bool TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reservation = 0);
+  /// it does not fit. `reserved_slots` > 0 (reserved mode only) reserves that many slots in
+  /// place of request.kv_reservation_slots() (the FasterTransformer baseline's padded
+  /// footprint). Never called for a request that WaitsForSharedPrompt.
+  [[nodiscard]] bool TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reserved_slots = 0);
   /// Free blocks an admitted request needs to compute `num_new_tokens` more tokens
   /// (0 in reserved mode: its reservation covers everything).
   [[nodiscard]] int32_t BlocksToGrow(const Request& request, int32_t num_new_tokens) const;

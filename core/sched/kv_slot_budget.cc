@@ -22,8 +22,8 @@ absl::StatusOr<KvSlotBudget> KvSlotBudget::Create(int64_t n_slots, int32_t kv_bl
   return KvSlotBudget(n_slots, kv_block_size);
 }
 
-int64_t KvSlotBudget::ReservationFor(int64_t max_tokens) const {
-  const int64_t blocks = (max_tokens + kv_block_size_ - 1) / kv_block_size_;
+int64_t KvSlotBudget::ReservationFor(int64_t num_tokens) const {
+  const int64_t blocks = (num_tokens + kv_block_size_ - 1) / kv_block_size_;
   return blocks * kv_block_size_;
 }
 

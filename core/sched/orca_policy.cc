@@ -19,7 +19,7 @@ std::vector<RequestId> SelectIds(const RequestPool& pool, const KvSlotBudget& bu
     if (request->finished() || request->in_flight()) continue;
     if (request->state() == RequestState::kQueued) {
       if (kv != nullptr && kv->WaitsForSharedPrompt(*request)) continue;
-      const int64_t slots = kv != nullptr ? kv->SlotsToAdmit(*request) : request->reservation();
+      const int64_t slots = kv != nullptr ? kv->SlotsToAdmit(*request) : request->kv_reservation_slots();
       if (!budget.Fits(new_reservations + slots)) break;
       new_reservations += slots;
     }

@@ -18,8 +18,13 @@ namespace orca::sched {
 ///     batch.append(req)
 ///     if |batch| = max_bs: break
 ///
+/// The paper's `req.max_tokens` (prompt + max new tokens) is our KV reservation,
+/// Request::kv_reservation_slots() (rounded up to a KV block; the name sent to the workers,
+/// NewRequestInfo.kv_reservation_slots). The paper's word is not used elsewhere: in this
+/// tree `max_tokens` is only the OpenAI API's field, the client's max_new_tokens.
+///
 /// A group of sequences sharing one prompt (KvManager, prefix caching only) is one unit of
-/// admission: its leader's max_tokens is the whole group's, and the other members, whose KV
+/// admission: its leader's reservation is the whole group's, and the other members, whose KV
 /// that reserves, are skipped (not waited for) until the leader has computed the prompt
 /// blocks they share; they then join with nothing more to reserve.
 ///

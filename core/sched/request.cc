@@ -14,11 +14,12 @@ bool Contains(const std::vector<int32_t>& ids, int32_t id) {
 
 }  // namespace
 
-Request::Request(RequestId id, RequestSpec spec, int32_t max_new_tokens, int64_t reservation, absl::Time arrival_time)
+Request::Request(RequestId id, RequestSpec spec, int32_t max_new_tokens, int64_t kv_reservation_slots,
+                 absl::Time arrival_time)
     : id_(id),
       spec_(std::move(spec)),
       max_new_tokens_(max_new_tokens),
-      reservation_(reservation),
+      kv_reservation_slots_(kv_reservation_slots),
       arrival_time_(arrival_time),
       token_ids_(spec_.prompt_token_ids) {}
 
@@ -53,7 +54,7 @@ ScheduledRequest Request::StartIteration(IterationId iteration_id, int32_t num_t
   entry.new_block_ids = std::move(new_block_ids);
   if (!on_workers_) {
     NewRequestData data;
-    data.max_tokens = static_cast<int32_t>(reservation_);
+    data.kv_reservation_slots = static_cast<int32_t>(kv_reservation_slots_);
     data.sampling = spec_.sampling;
     data.prompt_token_ids = spec_.prompt_token_ids;
     data.output_token_ids.assign(token_ids_.begin() + num_prompt_tokens(), token_ids_.end());

@@ -25,8 +25,9 @@ namespace orca::sched {
 class Request {
  public:
   /// `max_new_tokens` is the effective limit (spec's, capped by the context);
-  /// `reservation` the KV slots it reserves once admitted.
-  Request(RequestId id, RequestSpec spec, int32_t max_new_tokens, int64_t reservation, absl::Time arrival_time);
+  /// `kv_reservation_slots` the KV slots it reserves once admitted.
+  Request(RequestId id, RequestSpec spec, int32_t max_new_tokens, int64_t kv_reservation_slots,
+          absl::Time arrival_time);
 
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
@@ -62,8 +63,9 @@ class Request {
   void set_group_id(RequestId group_id) { group_id_ = group_id; }
   /// Effective max new tokens (spec's value capped by the model context).
   int32_t max_new_tokens() const { return max_new_tokens_; }
-  /// KV slots reserved while admitted (paper's max_tokens, rounded up to a block).
-  int64_t reservation() const { return reservation_; }
+  /// Its KV reservation: prompt + max_new_tokens() rounded up to a block, the slots it
+  /// reserves while admitted (NewRequestData::kv_reservation_slots).
+  int64_t kv_reservation_slots() const { return kv_reservation_slots_; }
   int64_t num_iterations_scheduled() const { return num_iterations_scheduled_; }
   int64_t num_iterations_completed() const { return num_iterations_completed_; }
   std::optional<IterationId> in_flight_iteration() const { return in_flight_iteration_; }
@@ -94,7 +96,7 @@ class Request {
   /// entry of the plan: the full record when the workers do not hold it yet, the diff
   /// afterwards. `new_block_ids` are the KV blocks appended to its table for this
   /// iteration and `kv_block_size` their size, when the scheduler owns the block tables
-  /// (0: the workers allocate from max_tokens).
+  /// (0: the workers allocate from kv_reservation_slots).
   [[nodiscard]] ScheduledRequest StartIteration(IterationId iteration_id, int32_t num_tokens = 0,
                                                 std::vector<int32_t> new_block_ids = {}, int32_t kv_block_size = 0);
   /// RUNNING → WAITING_NEXT_ITERATION with one more generated token (its iteration
@@ -131,7 +133,7 @@ class Request {
   RequestId id_;
   RequestSpec spec_;
   int32_t max_new_tokens_;
-  int64_t reservation_;
+  int64_t kv_reservation_slots_;
   absl::Time arrival_time_;
   RequestId group_id_ = 0;
 

@@ -13,14 +13,14 @@ Selection RequestLevelPolicy::Select(const RequestPool& pool, KvManager& kv, int
     const Request* request = pool.Find(id);
     BatchEntry entry{id, 0};
     if (request->state() == RequestState::kQueued) {
-      int64_t reservation = 0;  // its own
+      int64_t reserved_slots = 0;  // its own
       if (options_.faster_transformer) {
         const PaddedShape& shape = batch_->padded.at(id);
-        reservation = shape.reservation;
+        reserved_slots = shape.reserved_slots;
         entry.num_padding_tokens = shape.num_padding_tokens;
-        entry.max_tokens = shape.max_tokens;
+        entry.kv_reservation_slots = shape.kv_reservation_slots;
       }
-      ORCA_CHECK(kv.TryAdmit(*request, 0, reservation)) << "request " << id << " selected beyond n_slots";
+      ORCA_CHECK(kv.TryAdmit(*request, 0, reserved_slots)) << "request " << id << " selected beyond n_slots";
     }
     selection.batch.push_back(entry);
   }
@@ -39,7 +39,8 @@ std::vector<RequestId> RequestLevelPolicy::RunnableMembers(const RequestPool& po
     if (request == nullptr || request->finished()) continue;
     if (request->in_flight()) return {};
     // Ahead of the batch's longest member (another microbatch): no KV position left.
-    if (request->padding_out() && request->num_computed_tokens() >= batch_->padded.at(id).max_tokens) continue;
+    if (request->padding_out() && request->num_computed_tokens() >= batch_->padded.at(id).kv_reservation_slots)
+      continue;
     runnable.push_back(id);
   }
   return runnable;
@@ -51,8 +52,8 @@ std::vector<RequestId> RequestLevelPolicy::FormBatch(const RequestPool& pool, co
   int64_t new_reservations = 0;
   for (const auto& [id, request] : pool) {
     if (request->state() != RequestState::kQueued) continue;
-    if (!budget.Fits(new_reservations + request->reservation())) break;
-    new_reservations += request->reservation();
+    if (!budget.Fits(new_reservations + request->kv_reservation_slots())) break;
+    new_reservations += request->kv_reservation_slots();
     members.push_back(id);
     if (static_cast<int32_t>(members.size()) == max_bs) break;
   }
@@ -92,8 +93,9 @@ std::vector<RequestId> RequestLevelPolicy::FormPaddedBatch(const RequestPool& po
   for (const Member& m : members) {
     PaddedShape& shape = padded[m.id];
     shape.num_padding_tokens = longest_prompt - m.prompt;
-    shape.max_tokens = static_cast<int32_t>(budget.ReservationFor(static_cast<int64_t>(m.prompt) + largest_output));
-    shape.reservation = slots(m.prompt, longest_prompt, largest_output);
+    shape.kv_reservation_slots =
+        static_cast<int32_t>(budget.ReservationFor(static_cast<int64_t>(m.prompt) + largest_output));
+    shape.reserved_slots = slots(m.prompt, longest_prompt, largest_output);
     ids.push_back(m.id);
   }
   return ids;

@@ -69,8 +69,8 @@ class RequestLevelPolicy final : public SchedulingPolicy {
   // A member's padded shape (faster_transformer only).
   struct PaddedShape {
     int32_t num_padding_tokens = 0;
-    int32_t max_tokens = 0;   // engine KV bound: own prompt + the batch's largest max_new_tokens
-    int64_t reservation = 0;  // scheduler slots: max_tokens + padding, each rounded to a block
+    int32_t kv_reservation_slots = 0;  // the workers': own prompt + the batch's largest max_new_tokens
+    int64_t reserved_slots = 0;        // the scheduler's: kv_reservation_slots + padding, each rounded to a block
   };
   struct StaticBatch {
     std::vector<std::vector<RequestId>> microbatches;  // arrival order within and across

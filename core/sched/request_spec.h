@@ -6,12 +6,16 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "core/common/sampling_limits.h"
 #include "core/common/sampling_params.h"
 
 namespace orca::sched {
 
-/// Bound on |RequestSpec::priority|; keeps priority × aging far from overflowing.
-inline constexpr int32_t kMaxPriority = 1'000'000;
+/// Bound on |RequestSpec::priority|; keeps priority × aging far from overflowing. The
+/// parameter table's (limits::kPriority, core/common/sampling_limits.h), which every API
+/// surface checks too.
+inline constexpr int32_t kMaxPriority = static_cast<int32_t>(limits::kPriority.max);
+static_assert(limits::kPriority.min == -limits::kPriority.max, "priorities are symmetric around 0");
 
 /// Plain input record for Scheduler::Submit (the wire form is orca.v1.GenerateRequest).
 /// Validated by Submit; every violation is an InvalidArgument naming the field.

@@ -4,7 +4,7 @@
 ///                 Submit()
 ///                    │
 ///                    ▼
-///               ┌─────────┐  admitted: KV slots reserved (Algorithm 1: n_rsrv + max_tokens
+///               ┌─────────┐  admitted: KV slots reserved (Algorithm 1: n_rsrv + kv_reservation_slots
 ///               │ QUEUED  │  <= n_slots) or, paged, the blocks of its first chunk allocated
 ///               └─────────┘──────────────────────────────────────────┐
 ///                 │  ▲                                               ▼

@@ -6,9 +6,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/kv_footprint.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
-#include "core/sched/kv_footprint.h"
 
 namespace orca::sched {
 
@@ -184,7 +184,8 @@ absl::StatusOr<int32_t> Scheduler::EffectiveMaxNewTokens(const RequestSpec& spec
                                               "the model context (max_context ",
                                               options_.max_context, ")"));
   }
-  return static_cast<int32_t>(std::min<int64_t>(spec.max_new_tokens, options_.max_context - prompt));
+  const int64_t context_remaining = options_.max_context - prompt;
+  return static_cast<int32_t>(std::min<int64_t>(spec.max_new_tokens, context_remaining));
 }
 
 absl::Status Scheduler::CheckQueueLimits(int64_t num_requests, int64_t prompt_tokens) const {
@@ -217,18 +218,18 @@ absl::StatusOr<Scheduler::Checked> Scheduler::CheckSpec(const RequestSpec& spec,
   Checked checked;
   ORCA_ASSIGN_OR_RETURN(checked.max_new_tokens, EffectiveMaxNewTokens(spec));
   const int64_t prompt = static_cast<int64_t>(spec.prompt_token_ids.size());
-  const int64_t max_tokens = prompt + checked.max_new_tokens;
+  const int64_t num_tokens = prompt + checked.max_new_tokens;
   const KvSlotBudget& budget = kv_->slot_budget();
-  checked.reservation = budget.ReservationFor(max_tokens);
-  if (checked.reservation > budget.n_slots()) {
+  checked.kv_reservation_slots = budget.ReservationFor(num_tokens);
+  if (checked.kv_reservation_slots > budget.n_slots()) {
     std::string message = absl::StrCat("prompt (", prompt, " tokens) + max_new_tokens (", spec.max_new_tokens);
     if (checked.max_new_tokens != spec.max_new_tokens) {
       absl::StrAppend(&message, ", capped to ", checked.max_new_tokens, " by max_context ", options_.max_context);
     }
-    absl::StrAppend(&message, ") = ", max_tokens);
-    if (checked.reservation != max_tokens) {
-      absl::StrAppend(&message, " (", checked.reservation, " rounded up to kv_block_size ", budget.kv_block_size(),
-                      ")");
+    absl::StrAppend(&message, ") = ", num_tokens);
+    if (checked.kv_reservation_slots != num_tokens) {
+      absl::StrAppend(&message, " (", checked.kv_reservation_slots, " rounded up to kv_block_size ",
+                      budget.kv_block_size(), ")");
     }
     absl::StrAppend(&message, " exceeds n_slots (", budget.n_slots(), ")");
     return absl::InvalidArgumentError(message);
@@ -250,7 +251,7 @@ absl::Status Scheduler::CheckKvShare(const std::vector<RequestSpec>& specs, cons
   int32_t max_new_tokens = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     prompt_logprobs |= specs[i].sampling.WantsPromptLogprobs();
-    footprint += checked[i].reservation;
+    footprint += checked[i].kv_reservation_slots;
     max_new_tokens = std::max(max_new_tokens, checked[i].max_new_tokens);
   }
   const int64_t shared = kv_->SharedPromptSlots(prompt, n, prompt_logprobs);
@@ -309,8 +310,8 @@ absl::StatusOr<std::vector<RequestId>> Scheduler::SubmitGroup(std::vector<Reques
   std::vector<const Request*> members;
   for (size_t i = 0; i < specs.size(); ++i) {
     const RequestId id = next_request_id_++;
-    auto request =
-        std::make_unique<Request>(id, std::move(specs[i]), checked[i].max_new_tokens, checked[i].reservation, now);
+    auto request = std::make_unique<Request>(id, std::move(specs[i]), checked[i].max_new_tokens,
+                                             checked[i].kv_reservation_slots, now);
     if (n > 1) request->set_group_id(ids.empty() ? id : ids.front());
     members.push_back(request.get());
     pool_.Add(std::move(request));
@@ -370,7 +371,7 @@ ScheduledRequest Scheduler::StartEntry(const BatchEntry& entry, IterationId iter
   // of a member that decodes until its batch ends.
   if (scheduled.new_request.has_value()) {
     scheduled.num_padding_tokens = entry.num_padding_tokens;
-    if (entry.max_tokens > 0) scheduled.new_request->max_tokens = entry.max_tokens;
+    if (entry.kv_reservation_slots > 0) scheduled.new_request->kv_reservation_slots = entry.kv_reservation_slots;
   }
   return scheduled;
 }
@@ -622,10 +623,10 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   snapshot.num_prompt_tokens = request->num_prompt_tokens();
   snapshot.num_generated_tokens = request->num_generated_tokens();
   snapshot.max_new_tokens = request->max_new_tokens();
-  snapshot.reservation = request->reservation();
+  snapshot.reserved_slots = request->kv_reservation_slots();
   // What it reserves once admitted: the FasterTransformer baseline's padded footprint, a
   // sharing group member's own part.
-  if (!kv_->paged() && kv_->holds(id)) snapshot.reservation = kv_->reserved_slots(id);
+  if (!kv_->paged() && kv_->holds(id)) snapshot.reserved_slots = kv_->reserved_slots(id);
   if (request->state() == RequestState::kQueued) snapshot.slots_to_admit = kv_->SlotsToAdmit(*request);
   snapshot.group_id = request->group_id();
   snapshot.waits_for_shared_prompt = kv_->WaitsForSharedPrompt(*request);

@@ -111,8 +111,10 @@ struct RequestSnapshot {
   int32_t num_prompt_tokens = 0;
   int32_t num_generated_tokens = 0;
   int32_t max_new_tokens = 0;  ///< Effective (capped by the context).
-  int64_t reservation = 0;     ///< KV slots reserved while admitted (paged: its bound; FasterTransformer: padded;
-                               ///< a sharing group's member: its own part, the group holds the shared blocks').
+  /// KV slots it holds while admitted (KvManager::reserved_slots; FasterTransformer: padded;
+  /// a sharing group's member: its own part, the group holds the shared blocks'), else its
+  /// kv_reservation_slots (paged: its bound).
+  int64_t reserved_slots = 0;
   /// QUEUED: the slots its admission would add to n_rsrv (reserved mode; a group leader's is its group's).
   int64_t slots_to_admit = 0;
   /// The group it was submitted in (its first request's id), 0 when submitted alone.
@@ -261,10 +263,10 @@ class Scheduler {
   absl::Status ValidateSpec(const RequestSpec& spec) const;
   // Effective max new tokens after the context cap; OUT_OF_RANGE when nothing fits.
   absl::StatusOr<int32_t> EffectiveMaxNewTokens(const RequestSpec& spec) const;
-  // Submit's checks of one spec: its effective max new tokens and reservation.
+  // Submit's checks of one spec: its effective max new tokens and KV reservation.
   struct Checked {
     int32_t max_new_tokens = 0;
-    int64_t reservation = 0;
+    int64_t kv_reservation_slots = 0;
   };
   absl::StatusOr<Checked> CheckSpec(const RequestSpec& spec, absl::Time now) const;
   // max_request_kv_share: the group's footprint against max_request_kv_slots().

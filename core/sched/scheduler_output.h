@@ -18,13 +18,15 @@
 namespace orca::sched {
 
 /// Sent the first time a request is scheduled (vLLM's scheduled_new_reqs), and again when
-/// it is readmitted after a preemption: every stage sets up its KV (reserves `max_tokens`
-/// slots, or takes the scheduler's block table) and the last stage creates its sampler.
+/// it is readmitted after a preemption: every stage sets up its KV (reserves
+/// `kv_reservation_slots` slots, or takes the scheduler's block table) and the last stage
+/// creates its sampler.
 struct NewRequestData {
-  /// Prompt + max new tokens (capped by the model context), rounded up to the scheduler's
-  /// kv_block_size: the KV reservation when the workers allocate, else a bound no position
-  /// of this request ever reaches.
-  int32_t max_tokens = 0;
+  /// The request's KV reservation (Request::kv_reservation_slots): prompt + max new tokens
+  /// (capped by the model context), rounded up to the scheduler's kv_block_size. What the
+  /// workers reserve when they allocate, else a bound no position of this request ever
+  /// reaches.
+  int32_t kv_reservation_slots = 0;
   SamplingParams sampling;
   /// The whole prompt (for repetition penalties at the last stage).
   std::vector<int32_t> prompt_token_ids;
@@ -33,7 +35,7 @@ struct NewRequestData {
   std::vector<int32_t> output_token_ids;
   /// > 0: the scheduler owns this request's block table (paged KV or prefix caching) in
   /// blocks of this many tokens, sent in ScheduledRequest::new_block_ids; every stage must
-  /// use the same block size. 0: the workers reserve max_tokens slots themselves.
+  /// use the same block size. 0: the workers reserve kv_reservation_slots slots themselves.
   int32_t kv_block_size = 0;
 };
 

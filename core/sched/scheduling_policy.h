@@ -41,11 +41,10 @@ struct BatchEntry {
   /// uncomputed tokens (a whole prompt, after its prefix-cache hit).
   int32_t num_tokens = 0;
   /// The FasterTransformer baseline only: padding tokens computed with it
-  /// (ScheduledRequest::num_padding_tokens), and the KV bound its workers reserve in place
-  /// of its own prompt + max_new_tokens (it keeps decoding until its batch ends). 0 = none
-  /// / its own.
+  /// (ScheduledRequest::num_padding_tokens), and the KV its workers reserve in place of its
+  /// own kv_reservation_slots (it keeps decoding until its batch ends). 0 = none / its own.
   int32_t num_padding_tokens = 0;
-  int32_t max_tokens = 0;
+  int32_t kv_reservation_slots = 0;
 };
 
 /// What a policy decided for the next iteration.

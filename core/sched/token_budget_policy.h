@@ -48,7 +48,7 @@ namespace orca::sched {
 /// the same iteration.
 ///
 /// Guarantees (property-tested): every request finishes — the first request in order
-/// always gets its blocks (a request's max_tokens never exceeds n_slots) and preemption only
+/// always gets its blocks (a request's kv_reservation_slots never exceeds n_slots) and preemption only
 /// ever hits requests after it, so the first one runs to its end and the argument repeats;
 /// no block is held twice unless it is a cached, read-only full block; the plan never
 /// exceeds max_bs or the token budget; decodes are never left out for a prompt chunk.

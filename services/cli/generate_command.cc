@@ -22,7 +22,7 @@ struct GenerateFlags {
   std::string model;
   std::string prompt;
   std::string prompt_tokens;
-  int64_t max_tokens = 64;
+  int64_t max_new_tokens = 64;
   double temperature = 0.0;
   int top_k = 0;
   double top_p = 1.0;
@@ -60,7 +60,7 @@ void AddGenerateFlags(FlagSet& flags, GenerateFlags& f) {
   flags.AddString("model", &f.model, "HF checkpoint directory or .gguf file (default: the synthetic default model)");
   flags.AddString("prompt", &f.prompt, "Prompt text (tokenized with the model's tokenizer)");
   flags.AddString("prompt-tokens", &f.prompt_tokens, "Prompt as comma-separated token ids instead of text");
-  flags.AddInt("max-tokens", &f.max_tokens, "Maximum new tokens");
+  flags.AddInt("max-tokens", &f.max_new_tokens, "Maximum new tokens");
   flags.AddDouble("temperature", &f.temperature, "Sampling temperature (0 = greedy)");
   flags.AddInt("top-k", &f.top_k, "Top-k (0 = off)");
   flags.AddDouble("top-p", &f.top_p, "Nucleus sampling mass (1 = off)");
@@ -119,7 +119,7 @@ absl::Status Decode(const GenerateFlags& f, engine::Engine& engine, const text::
   const auto t0 = std::chrono::steady_clock::now();
   auto t_first = t0;
   int32_t pos = 0;
-  for (int64_t i = 0; i < f.max_tokens; ++i) {
+  for (int64_t i = 0; i < f.max_new_tokens; ++i) {
     engine::StepOutput out;
     ORCA_RETURN_IF_ERROR(engine.Step(in, nullptr, &out));
     if (i == 0) t_first = std::chrono::steady_clock::now();
@@ -166,7 +166,7 @@ int RunGenerate(int argc, char** argv) {
   }
   if (f.prompt.empty() == f.prompt_tokens.empty())
     return Fail(absl::InvalidArgumentError("give exactly one of --prompt or --prompt-tokens"));
-  if (f.max_tokens < 1) return Fail(absl::InvalidArgumentError("--max-tokens must be at least 1"));
+  if (f.max_new_tokens < 1) return Fail(absl::InvalidArgumentError("--max-tokens must be at least 1"));
   absl::StatusOr<SamplingParams> sp = SamplingFromFlags(f);
   if (!sp.ok()) return Fail(sp.status());
 
@@ -184,14 +184,14 @@ int RunGenerate(int argc, char** argv) {
   }
   absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(f, tokenizer.get());
   if (!prompt.ok()) return Fail(prompt.status());
-  eo.n_slots = static_cast<int64_t>(prompt->size()) + f.max_tokens;
+  eo.n_slots = static_cast<int64_t>(prompt->size()) + f.max_new_tokens;
   auto engine_or = engine::Engine::Create(eo);
   if (!engine_or.ok()) return Fail(engine_or.status());
   engine::Engine& engine = **engine_or;
   const int64_t context = engine.config().max_position;
-  if (static_cast<int64_t>(prompt->size()) + f.max_tokens > context)
+  if (static_cast<int64_t>(prompt->size()) + f.max_new_tokens > context)
     return Fail(absl::InvalidArgumentError("prompt (" + std::to_string(prompt->size()) + " tokens) + --max-tokens (" +
-                                           std::to_string(f.max_tokens) + ") exceeds the model's context of " +
+                                           std::to_string(f.max_new_tokens) + ") exceeds the model's context of " +
                                            std::to_string(context)));
   if (absl::Status s = Decode(f, engine, tokenizer.get(), *prompt, *sp, eo.n_slots); !s.ok()) return Fail(s);
   return 0;

@@ -34,8 +34,8 @@ engine::StepInput PlanToStepInput(const sched::IterationPlan& plan) {
     s.block_ids = r.new_block_ids;
     if (r.new_request.has_value()) {
       const sched::NewRequestData& n = *r.new_request;
-      s.new_request =
-          engine::SequenceSetup{n.max_tokens, n.sampling, n.prompt_token_ids, n.output_token_ids, n.kv_block_size};
+      s.new_request = engine::SequenceSetup{n.kv_reservation_slots, n.sampling, n.prompt_token_ids, n.output_token_ids,
+                                            n.kv_block_size};
     }
     in.seqs.push_back(std::move(s));
     if (r.num_padding_tokens > 0) in.seqs.push_back(PaddingSequence(r.request_id, r.num_padding_tokens));
@@ -57,7 +57,7 @@ void PlanToControlMessage(const sched::IterationPlan& plan, v1::ControlMessage* 
     s->set_num_padding_tokens(r.num_padding_tokens);
     if (r.new_request.has_value()) {
       v1::NewRequestInfo* n = s->mutable_new_request();
-      n->set_max_tokens(r.new_request->max_tokens);
+      n->set_kv_reservation_slots(r.new_request->kv_reservation_slots);
       SamplingToProto(r.new_request->sampling, n->mutable_sampling());
       n->mutable_prompt_token_ids()->Add(r.new_request->prompt_token_ids.begin(),
                                          r.new_request->prompt_token_ids.end());
@@ -83,7 +83,7 @@ engine::StepInput ControlMessageToStepInput(const v1::ControlMessage& msg) {
     if (r.has_new_request()) {
       const v1::NewRequestInfo& n = r.new_request();
       s.new_request = engine::SequenceSetup{
-          n.max_tokens(), SamplingFromProto(n.sampling()),
+          n.kv_reservation_slots(), SamplingFromProto(n.sampling()),
           std::vector<int32_t>(n.prompt_token_ids().begin(), n.prompt_token_ids().end()),
           std::vector<int32_t>(n.output_token_ids().begin(), n.output_token_ids().end()), n.kv_block_size()};
     }

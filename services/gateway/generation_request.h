@@ -17,7 +17,8 @@ namespace orca::gateway {
 /// One tokenized prompt with its own completion budget.
 struct PromptInput {
   std::vector<int32_t> token_ids;
-  /// Already resolved against the context: never 0, and prompt + this fits.
+  /// The client's limit or the gateway's default_max_new_tokens, resolved against the
+  /// context and the KV budget: never 0, and prompt + this fits.
   int32_t max_new_tokens = 0;
 };
 

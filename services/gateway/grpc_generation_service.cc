@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/sampling_limits.h"
 #include "core/common/status_macros.h"
-#include "core/sched/request_spec.h"
 #include "services/common/grpc_status.h"
 #include "services/common/sampling_proto.h"
 #include "services/gateway/api_error.h"
@@ -247,12 +246,13 @@ class GenerateReactor : public grpc::ServerWriteReactor<TextGenerateResponse> {
 };
 
 // The request's options, checked against the same table as the HTTP API's (core/common/sampling_limits.h),
-// with the same messages. proto3 cannot leave a scalar unset: max_tokens 0 is the rest of the context, n 0 is 1.
+// with the same messages (naming max_new_tokens 'max_tokens', as the HTTP API spells it). proto3 cannot leave a
+// scalar unset: max_new_tokens 0 is the default (the rest of the context), n 0 is 1.
 absl::Status ToOptions(const TextGenerateRequest& request, GenerationOptions* options) {
-  if (request.max_tokens() != 0) {
-    if (std::string error = limits::kMaxTokens.Check(request.max_tokens()); !error.empty())
+  if (request.max_new_tokens() != 0) {
+    if (std::string error = limits::kMaxNewTokens.Check(request.max_new_tokens()); !error.empty())
       return InvalidFieldError("max_tokens", error);
-    options->max_tokens = request.max_tokens();
+    options->max_new_tokens = request.max_new_tokens();
   }
   options->n = request.n() == 0 ? 1 : request.n();
   if (std::string error = limits::kN.Check(options->n); !error.empty()) return InvalidFieldError("n", error);

@@ -163,10 +163,10 @@ absl::Status ParseSampling(const JsonFieldReader& r, SamplingParams* s) {
 // Fields both APIs share.
 absl::Status ParseOptions(const json& body, GenerationOptions* o) {
   JsonFieldReader r(body);
-  ORCA_RETURN_IF_ERROR(ReadOptionalInt32(r, limits::kMaxTokens, &o->max_tokens));
+  ORCA_RETURN_IF_ERROR(ReadOptionalInt32(r, limits::kMaxNewTokens, &o->max_new_tokens));
   ORCA_RETURN_IF_ERROR(ReadInt32(r, limits::kMinTokens, &o->min_tokens));
-  if (o->max_tokens && o->min_tokens > *o->max_tokens) {
-    return InvalidFieldError("min_tokens", MinTokensError(o->min_tokens, *o->max_tokens));
+  if (o->max_new_tokens && o->min_tokens > *o->max_new_tokens) {
+    return InvalidFieldError("min_tokens", MinTokensError(o->min_tokens, *o->max_new_tokens));
   }
   ORCA_RETURN_IF_ERROR(ReadInt32(r, limits::kN, &o->n));
   std::optional<int64_t> best_of;
@@ -397,7 +397,7 @@ absl::Status ParseChatOnlyFields(const json& body, ChatRequest* out) {
   // max_completion_tokens is the newer name; it wins over max_tokens.
   std::optional<int32_t> max_completion_tokens;
   ORCA_RETURN_IF_ERROR(ReadOptionalInt32(r, limits::kMaxCompletionTokens, &max_completion_tokens));
-  if (max_completion_tokens) out->options.max_tokens = max_completion_tokens;
+  if (max_completion_tokens) out->options.max_new_tokens = max_completion_tokens;
   ORCA_RETURN_IF_ERROR(r.Bool("logprobs", &out->logprobs));
   ORCA_RETURN_IF_ERROR(ReadInt32(r, limits::kTopLogprobs, &out->top_logprobs));
   if (r.Find("top_logprobs") != nullptr && !out->logprobs) {
@@ -515,10 +515,10 @@ absl::StatusOr<ChatRequest> ParseChatRequest(const json& body) {
   ORCA_RETURN_IF_ERROR(ParseMessages(body, /*required=*/true, &out.messages));
   ORCA_RETURN_IF_ERROR(ParseOptions(body, &out.options));
   ORCA_RETURN_IF_ERROR(ParseChatOnlyFields(body, &out));
-  if (out.options.max_tokens && out.options.min_tokens > *out.options.max_tokens) {
+  if (out.options.max_new_tokens && out.options.min_tokens > *out.options.max_new_tokens) {
     return InvalidFieldError(
         "min_tokens", absl::StrCat("'min_tokens' (", out.options.min_tokens, ") must not exceed the completion limit (",
-                                   *out.options.max_tokens, ")"));
+                                   *out.options.max_new_tokens, ")"));
   }
   out.options.sampling.logprobs = out.logprobs;
   out.options.sampling.top_logprobs = out.logprobs ? out.top_logprobs : 0;

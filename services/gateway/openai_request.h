@@ -35,8 +35,10 @@ inline constexpr int32_t kMaxPromptLogprobs = static_cast<int32_t>(limits::kProm
 
 /// Generation options shared by completions and chat.
 struct GenerationOptions {
-  /// Absent: the rest of the context (context length − prompt length).
-  std::optional<int32_t> max_tokens;
+  /// The client's new-token limit (the API's `max_tokens`, or chat's
+  /// `max_completion_tokens`). Absent: the gateway's default_max_new_tokens, the rest of
+  /// the context cut to the KV one request may take (RequestResolver).
+  std::optional<int32_t> max_new_tokens;
   int32_t min_tokens = 0;
   int32_t n = 1;
   /// OpenAI's defaults: temperature 1, top_p 1.

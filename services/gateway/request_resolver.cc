@@ -5,8 +5,8 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/kv_footprint.h"
 #include "core/common/status_macros.h"
-#include "core/sched/kv_footprint.h"
 #include "services/gateway/api_error.h"
 
 namespace orca::gateway {
@@ -24,34 +24,36 @@ absl::StatusOr<std::string> RenderWithDeadline(const text::ChatTemplate& chat_te
 
 // The KV budget: one request's n sequences may take at most what a scheduler
 // admits for one request (SchedulerKvLimits), or it would be refused there, or
-// never fit. `max_tokens` is the client's, or nullopt: the default, the rest of
-// the context, is then cut to the most that fits. Returns the max new tokens;
+// never fit. `options.max_new_tokens` is the client's, or nullopt: the default,
+// default_max_new_tokens, is then `context_remaining` (the context left after
+// the prompt) cut to the most that fits. Returns the prompt's max_new_tokens;
 // InvalidArgument naming the numbers when not even one new token fits.
 absl::StatusOr<int32_t> FitKvBudget(const SchedulerKvLimits& kv, int64_t prompt_len, const GenerationOptions& options,
-                                    int32_t rest_of_context, bool chat, const char* prompt_field,
-                                    const char* max_tokens_field) {
-  const int32_t wanted = options.max_tokens ? *options.max_tokens : rest_of_context;
+                                    int32_t context_remaining, bool chat, const char* prompt_field,
+                                    const char* max_new_tokens_field) {
+  const int32_t wanted = options.max_new_tokens ? *options.max_new_tokens : context_remaining;
   if (kv.max_request_kv_slots <= 0) return wanted;  // no scheduler reported a budget yet
   const int64_t n = std::max(1, options.n);
   const bool shares = kv.shares_group_prompts && !options.sampling.WantsPromptLogprobs();
   auto footprint = [&](int64_t max_new) {
-    return sched::GroupKvFootprint(prompt_len, n, max_new, kv.kv_block_size, shares);
+    return GroupKvFootprint(prompt_len, n, max_new, kv.kv_block_size, shares);
   };
   if (footprint(wanted) <= kv.max_request_kv_slots) return wanted;
   const std::string sequences = n > 1 ? absl::StrCat(n, " sequences (n) of ") : "";
   const std::string limit =
       absl::StrCat("one request may take at most ", kv.max_request_kv_slots,
                    " KV slots on this engine (the scheduler's --max-request-kv-share of its KV budget)");
-  if (options.max_tokens || footprint(1) > kv.max_request_kv_slots) {
-    const int64_t shown = options.max_tokens ? *options.max_tokens : 1;
+  if (options.max_new_tokens || footprint(1) > kv.max_request_kv_slots) {
+    const int64_t shown = options.max_new_tokens ? *options.max_new_tokens : 1;
     return InvalidFieldError(
-        options.max_tokens ? max_tokens_field : (n > 1 ? "n" : prompt_field),
+        options.max_new_tokens ? max_new_tokens_field : (n > 1 ? "n" : prompt_field),
         absl::StrCat("This request can never fit the engine's KV cache: ", prompt_len, " tokens in the ",
                      chat ? "messages" : "prompt", " and ", sequences, shown, " new tokens (max_tokens) take ",
                      footprint(shown), " KV slots, but ", limit, ". Please reduce ", n > 1 ? "n, " : "",
                      "max_tokens or the length of the ", chat ? "messages." : "prompt."));
   }
-  // The default: the largest max_tokens that fits (the footprint grows with it).
+  // default_max_new_tokens: the largest max_new_tokens up to context_remaining that fits
+  // (the footprint grows with it).
   int32_t lo = 1, hi = wanted;
   while (lo < hi) {
     const int32_t mid = lo + (hi - lo + 1) / 2;
@@ -61,7 +63,8 @@ absl::StatusOr<int32_t> FitKvBudget(const SchedulerKvLimits& kv, int64_t prompt_
       hi = mid - 1;
     }
   }
-  return lo;
+  const int32_t default_max_new_tokens = lo;
+  return default_max_new_tokens;
 }
 
 }  // namespace
@@ -109,7 +112,7 @@ absl::Status RequestResolver::CheckLogitBias(const SamplingParams& sampling) con
 
 absl::StatusOr<PromptInput> RequestResolver::MakePrompt(std::vector<int32_t> ids, const GenerationOptions& options,
                                                         int32_t max_model_len, const char* prompt_field,
-                                                        const char* max_tokens_field) const {
+                                                        const char* max_new_tokens_field) const {
   const bool chat = std::string(prompt_field) == "messages";
   if (ids.empty()) {
     return InvalidFieldError(prompt_field, absl::StrCat("The ", chat ? "messages render" : "prompt tokenizes",
@@ -126,22 +129,22 @@ absl::StatusOr<PromptInput> RequestResolver::MakePrompt(std::vector<int32_t> ids
         "context_length_exceeded");
   }
   PromptInput prompt;
-  if (options.max_tokens) {
-    const int64_t requested = prompt_len + *options.max_tokens;
+  if (options.max_new_tokens) {
+    const int64_t requested = prompt_len + *options.max_new_tokens;
     if (requested > max_model_len) {
       return WithErrorCode(
           InvalidFieldError(
-              max_tokens_field,
+              max_new_tokens_field,
               absl::StrCat("This model's maximum context length is ", max_model_len, " tokens. However, you requested ",
                            requested, " tokens (", prompt_len, " in the ", chat ? "messages" : "prompt", ", ",
-                           *options.max_tokens, " in the completion). Please reduce the length of the ",
+                           *options.max_new_tokens, " in the completion). Please reduce the length of the ",
                            chat ? "messages" : "prompt", " or completion.")),
           "context_length_exceeded");
     }
   }
-  ORCA_ASSIGN_OR_RETURN(prompt.max_new_tokens, FitKvBudget(router_->KvLimits(), prompt_len, options,
-                                                           static_cast<int32_t>(max_model_len - prompt_len), chat,
-                                                           prompt_field, max_tokens_field));
+  const auto context_remaining = static_cast<int32_t>(max_model_len - prompt_len);
+  ORCA_ASSIGN_OR_RETURN(prompt.max_new_tokens, FitKvBudget(router_->KvLimits(), prompt_len, options, context_remaining,
+                                                           chat, prompt_field, max_new_tokens_field));
   prompt.token_ids = std::move(ids);
   return prompt;
 }

@@ -1,10 +1,11 @@
 #pragma once
 /// Turns parsed OpenAI requests into tokenized GenerationRequests: renders chat
 /// templates, tokenizes, checks token ids against the vocabulary and lengths
-/// against the context, and settles each prompt's completion budget
-/// (absent max_tokens: the rest of the context, cut so that the prompt's n
-/// sequences fit the KV one request may take on the schedulers,
-/// SchedulerRouter::KvLimits). Errors are 400s in vLLM's wording, naming both
+/// against the context, and settles each prompt's max_new_tokens: the client's
+/// (the API's max_tokens), or when absent default_max_new_tokens — the context
+/// left after the prompt (context_remaining), cut so that the prompt's n
+/// sequences fit the KV one request may take on the schedulers
+/// (SchedulerRouter::KvLimits). Errors are 400s in vLLM's wording, naming both
 /// numbers; a request whose n sequences can never fit that KV is one too,
 /// naming the prompt tokens, max_tokens, n and the limit. The HTTP and gRPC APIs share it, and with it
 /// the model-name check, the context limit and the request ids.
@@ -60,10 +61,12 @@ class RequestResolver {
   absl::Status CheckLogitBias(const SamplingParams& sampling) const;
 
  private:
-  /// Validates one prompt's length against the context and sets its budget.
+  /// Validates one prompt's length against the context and sets its max_new_tokens.
+  /// Errors name `prompt_field` and `max_new_tokens_field` (the API's spellings: "prompt"
+  /// or "messages", "max_tokens").
   absl::StatusOr<PromptInput> MakePrompt(std::vector<int32_t> ids, const GenerationOptions& options,
                                          int32_t max_model_len, const char* prompt_field,
-                                         const char* max_tokens_field) const;
+                                         const char* max_new_tokens_field) const;
   GenerationRequest BaseRequest(const GenerationOptions& options) const;
 
   const GatewayModel* model_;

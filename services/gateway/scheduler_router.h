@@ -91,7 +91,7 @@ struct SchedulerKvLimits {
   /// not report it); 0 = unknown.
   int64_t max_request_kv_slots = 0;
   int32_t kv_block_size = 1;
-  /// The sequences of one prompt share its full KV blocks (core/sched/kv_footprint.h).
+  /// The sequences of one prompt share its full KV blocks (core/common/kv_footprint.h).
   bool shares_group_prompts = false;
 };
 

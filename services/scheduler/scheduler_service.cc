@@ -14,9 +14,6 @@
 namespace orca::scheduler {
 namespace {
 
-static_assert(limits::kPriority.min == -sched::kMaxPriority && limits::kPriority.max == sched::kMaxPriority,
-              "the table's priority range is the core scheduler's");
-
 constexpr int64_t kMaxStoreWaitMillis = 600'000;
 constexpr size_t kMaxStoreValueBytes = 1 << 20;
 
@@ -219,7 +216,7 @@ absl::StatusOr<sched::RequestSpec> SpecFromProto(const v1::GenerateRequest& req,
   spec.prompt_token_ids.assign(req.prompt_token_ids().begin(), req.prompt_token_ids().end());
   spec.max_new_tokens = req.max_new_tokens();
   spec.min_new_tokens = req.min_new_tokens();
-  ORCA_RETURN_IF_ERROR(Invalid(limits::kMaxTokens.Check(spec.max_new_tokens)));
+  ORCA_RETURN_IF_ERROR(Invalid(limits::kMaxNewTokens.Check(spec.max_new_tokens)));
   ORCA_RETURN_IF_ERROR(Invalid(limits::kMinTokens.Check(spec.min_new_tokens)));
   if (spec.min_new_tokens > spec.max_new_tokens)
     return absl::InvalidArgumentError(MinTokensError(spec.min_new_tokens, spec.max_new_tokens));

@@ -25,10 +25,10 @@ std::unique_ptr<Engine> MakeEngine(const std::string& path) {
   return std::move(*e);
 }
 
-StepSequence Prompt(uint64_t id, std::vector<int32_t> tokens, int32_t max_tokens) {
+StepSequence Prompt(uint64_t id, std::vector<int32_t> tokens, int32_t kv_reservation_slots) {
   StepSequence s;
   s.request_id = id;
-  s.new_request = SequenceSetup{max_tokens, {}, tokens};
+  s.new_request = SequenceSetup{kv_reservation_slots, {}, tokens};
   s.token_ids = std::move(tokens);
   return s;
 }

@@ -217,7 +217,7 @@ TEST_F(PipelineDataPlaneTest, AnIterationTheLastStageRejectsLeavesTheLinksMatche
 
   StepInput big;
   big.iteration_id = 1;
-  big.seqs = {NewSeq(9, {1, 2, 3}, /*max_tokens=*/64)};
+  big.seqs = {NewSeq(9, {1, 2, 3}, /*kv_reservation_slots=*/64)};
   std::vector<StageIteration> its = RunPipeline(big);
   EXPECT_TRUE(its[0].status.ok()) << its[0].status;
   EXPECT_TRUE(its[1].data_plane.ok()) << its[1].data_plane;

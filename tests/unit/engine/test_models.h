@@ -26,9 +26,9 @@ inline std::string TempDir() {
 }
 
 /// A sequence's first step: its whole prompt, sampled at the end.
-inline StepSequence NewSeq(uint64_t id, std::vector<int32_t> prompt, int32_t max_tokens = 48) {
+inline StepSequence NewSeq(uint64_t id, std::vector<int32_t> prompt, int32_t kv_reservation_slots = 48) {
   SequenceSetup setup;
-  setup.max_tokens = max_tokens;
+  setup.kv_reservation_slots = kv_reservation_slots;
   setup.prompt_token_ids = prompt;
   return {id, std::move(prompt), 0, true, setup};
 }

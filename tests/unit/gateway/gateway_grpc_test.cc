@@ -54,7 +54,7 @@ TEST(GatewayGrpcTest, GenerateStreamsTextAndFinishes) {
   auto stub = Connect(f);
   orca::v1::TextGenerateRequest request;
   request.set_prompt("Hello");
-  request.set_max_tokens(5);
+  request.set_max_new_tokens(5);
   request.mutable_sampling()->set_logprobs(true);
   Collected result = Generate(*stub, request);
   ASSERT_TRUE(result.status.ok()) << result.status.error_message();
@@ -89,7 +89,7 @@ TEST(GatewayGrpcTest, ConcurrentLongStreamsEachGetEveryToken) {
     clients.emplace_back([&, i] {
       orca::v1::TextGenerateRequest request;
       request.set_prompt("x");
-      request.set_max_tokens(kTokens);
+      request.set_max_new_tokens(kTokens);
       results[i] = Generate(*stub, request);
     });
   for (auto& c : clients) c.join();
@@ -112,7 +112,7 @@ TEST(GatewayGrpcTest, ChatMessagesNChoicesAndStopStrings) {
   auto* message = request.mutable_messages()->add_messages();
   message->set_role("user");
   message->set_content("ok?");
-  request.set_max_tokens(9);
+  request.set_max_new_tokens(9);
   request.set_n(2);
   request.add_stop(",");
   Collected result = Generate(*stub, request);
@@ -139,12 +139,12 @@ TEST(GatewayGrpcTest, InvalidInputUnknownModelAndAuth) {
   EXPECT_THAT(bad.status.error_message(), HasSubstr("temperature"));
 
   request.clear_sampling();
-  request.set_max_tokens(5000);
+  request.set_max_new_tokens(5000);
   Collected too_long = Generate(*stub, request, "k1");
   EXPECT_EQ(too_long.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(too_long.status.error_message(), HasSubstr("maximum context length is 1024"));
 
-  request.set_max_tokens(2);
+  request.set_max_new_tokens(2);
   orca::v1::TextGenerateRequest chat;
   orca::v1::ChatMessage* m = chat.mutable_messages()->add_messages();
   m->set_role("wizard");
@@ -167,7 +167,7 @@ TEST(GatewayGrpcTest, CancellingTheCallCancelsAtTheScheduler) {
   auto stub = Connect(f);
   orca::v1::TextGenerateRequest request;
   request.set_prompt("x");
-  request.set_max_tokens(900);
+  request.set_max_new_tokens(900);
   grpc::ClientContext context;
   auto reader = stub->Generate(&context, request);
   orca::v1::TextGenerateResponse message;

@@ -360,7 +360,7 @@ TEST(GatewayOffloadTest, GrpcGenerateRunsOnTheCpuPool) {
     orca::v1::ChatMessage* m = request.mutable_messages()->add_messages();
     m->set_role("user");
     m->set_content("hi");
-    request.set_max_tokens(3);
+    request.set_max_new_tokens(3);
     return request;
   };
   // One gRPC chat holds the pool's thread in its template, one HTTP request waits.

@@ -229,7 +229,7 @@ TEST(OpenAiRequestTest, UnknownFieldsAndNullsAreIgnored) {
   EXPECT_EQ(request->prompt_texts, std::vector<std::string>{"hi"});
   EXPECT_FLOAT_EQ(request->options.sampling.temperature, 1.0f);  // OpenAI's default
   EXPECT_TRUE(request->options.stop.empty());
-  EXPECT_FALSE(request->options.max_tokens.has_value());
+  EXPECT_FALSE(request->options.max_new_tokens.has_value());
 }
 
 TEST(OpenAiRequestTest, PromptShapes) {
@@ -263,7 +263,7 @@ TEST(OpenAiRequestTest, SamplingAndOptionsAreCarried) {
       "stream_options": {"include_usage": true}, "user": "u1", "max_tokens": 10.0})");
   ASSERT_TRUE(r.ok()) << r.status();
   const GenerationOptions& o = r->options;
-  EXPECT_EQ(o.max_tokens, 10);  // integer-valued numbers are integers
+  EXPECT_EQ(o.max_new_tokens, 10);  // integer-valued numbers are integers
   EXPECT_FLOAT_EQ(o.sampling.temperature, 0.0f);
   EXPECT_FLOAT_EQ(o.sampling.top_p, 0.5f);
   EXPECT_EQ(o.sampling.top_k, 0);
@@ -382,7 +382,7 @@ TEST(OpenAiRequestTest, ChatContentPartsAreJoinedAndMaxCompletionTokensWins) {
   ASSERT_EQ(r->messages.size(), 3u);
   EXPECT_EQ(r->messages[1].content, "a\nb");
   EXPECT_EQ(r->messages[2].content, "");
-  EXPECT_EQ(r->options.max_tokens, 9);
+  EXPECT_EQ(r->options.max_new_tokens, 9);
   EXPECT_TRUE(r->options.sampling.logprobs);
   EXPECT_EQ(r->options.sampling.top_logprobs, 3);
 }

@@ -24,11 +24,11 @@ using testing::FakeOpenAiServer;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
-TraceRequest At(double seconds, int32_t prompt, int32_t max_tokens) {
+TraceRequest At(double seconds, int32_t prompt, int32_t max_new_tokens) {
   TraceRequest r;
   r.arrival = absl::Seconds(seconds);
   r.num_prompt_tokens = prompt;
-  r.max_new_tokens = max_tokens;
+  r.max_new_tokens = max_new_tokens;
   return r;
 }
 

@@ -79,10 +79,10 @@ TEST(FasterTransformerTimelineTest, PromptsArePaddedToTheBatchLongestAndThePaddi
     EXPECT_EQ(Entry(prompt, b).num_padding_tokens, 0);
     EXPECT_EQ(Entry(prompt, c).num_padding_tokens, ft ? 3 : 0);
     // The workers' KV bound: own prompt + the batch's largest output (FT), or its own.
-    EXPECT_EQ(Entry(prompt, a).new_request->max_tokens, 6);
-    EXPECT_EQ(Entry(prompt, c).new_request->max_tokens, 9);
+    EXPECT_EQ(Entry(prompt, a).new_request->kv_reservation_slots, 6);
+    EXPECT_EQ(Entry(prompt, c).new_request->kv_reservation_slots, 9);
     EXPECT_EQ(h.scheduler().stats().n_rsrv, ft ? 36 : 27);
-    EXPECT_EQ(h.scheduler().GetRequest(a)->reservation, ft ? 12 : 6);
+    EXPECT_EQ(h.scheduler().GetRequest(a)->reserved_slots, ft ? 12 : 6);
     ExpectStates(h, {{a, kRunning}, {b, kRunning}, {c, kRunning}}, 0);
 
     // The cost of the padded prompt: padding tokens are priced like prompt tokens.
@@ -162,7 +162,7 @@ TEST(FasterTransformerTimelineTest, FinishedMembersKeepComputingUntilTheWholeBat
   const std::vector<IterationPlan> first = h.ScheduleAll();
   ASSERT_EQ(first.size(), 1u);
   // a's workers reserve room for the batch's 3 decode positions, not its own 1.
-  EXPECT_EQ(Entry(first[0], a).new_request->max_tokens, 4 + 3);
+  EXPECT_EQ(Entry(first[0], a).new_request->kv_reservation_slots, 4 + 3);
   ExpectStates(h, {{a, kRunning}, {b, kRunning}, {c, kQueued}}, 0);
   h.Step();  // a generated its only token: it ended but goes on computing with the batch
   EXPECT_EQ(h.log(a).tokens.size(), 1u);

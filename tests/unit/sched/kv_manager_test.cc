@@ -90,9 +90,10 @@ class KvManagerTest : public ::testing::Test {
     return std::move(*kv);
   }
   // A request that computed `computed` of its prompt (admitted, iteration returned).
-  Request& Add(std::vector<int32_t> prompt, int32_t max_new, int64_t reservation) {
-    requests_.push_back(std::make_unique<Request>(
-        next_id_++, RequestBuilder().PromptIds(prompt).MaxNewTokens(max_new).Build(), max_new, reservation, kT0));
+  Request& Add(std::vector<int32_t> prompt, int32_t max_new, int64_t kv_reservation_slots) {
+    requests_.push_back(std::make_unique<Request>(next_id_++,
+                                                  RequestBuilder().PromptIds(prompt).MaxNewTokens(max_new).Build(),
+                                                  max_new, kv_reservation_slots, kT0));
     return *requests_.back();
   }
   void RunPrompt(KvManager& kv, Request& r) {

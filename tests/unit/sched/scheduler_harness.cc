@@ -364,7 +364,7 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
         // the batch while a slot idles: that is the baseline's behaviour, not a lost slot.
         if (snapshot->state == RequestState::kWaitingNextIteration && !snapshot->padding_out && !waiting) waiting = id;
         ++num_running;
-        reserved += snapshot->reservation;
+        reserved += snapshot->reserved_slots;
         // The members of a group sharing its prompt start after their leader has computed
         // it: they are admitted with it (their KV is its), so iteration-level FCFS holds
         // for the others.

@@ -39,8 +39,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/kv_footprint.h"
 #include "core/common/split_mix64.h"
-#include "core/sched/kv_footprint.h"
 #include "tests/unit/sched/request_builder.h"
 #include "tests/unit/sched/scheduler_harness.h"
 

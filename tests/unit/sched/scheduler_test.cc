@@ -89,7 +89,7 @@ TEST(SchedulerSubmitTest, RejectsPromptsThatFillTheContextAndCapsTheRest) {
   absl::StatusOr<RequestId> capped = scheduler->Submit(RequestBuilder().Prompt(1000).MaxNewTokens(100).Build(), kT0);
   ASSERT_TRUE(capped.ok()) << capped.status();
   EXPECT_EQ(scheduler->GetRequest(*capped)->max_new_tokens, 24);
-  EXPECT_EQ(scheduler->GetRequest(*capped)->reservation, 1024);
+  EXPECT_EQ(scheduler->GetRequest(*capped)->reserved_slots, 1024);
 }
 
 TEST(SchedulerSubmitTest, RejectsMalformedSpecsNamingTheField) {
@@ -180,7 +180,7 @@ TEST(SchedulerPlanTest, FirstScheduleCarriesTheFullRecordThenOnlyDiffs) {
   EXPECT_THAT(first.input_token_ids, ElementsAre(5, 6, 7));
   EXPECT_EQ(first.start_position, 0);
   ASSERT_TRUE(first.new_request.has_value());
-  EXPECT_EQ(first.new_request->max_tokens, 6);  // prompt 3 + max new 3
+  EXPECT_EQ(first.new_request->kv_reservation_slots, 6);  // prompt 3 + max new 3
   EXPECT_FLOAT_EQ(first.new_request->sampling.temperature, 0.5f);
   EXPECT_THAT(first.new_request->prompt_token_ids, ElementsAre(5, 6, 7));
   EXPECT_EQ(plans[0].NumTokens(), 3);

@@ -22,10 +22,10 @@ class PolicyTest : public ::testing::Test {
  protected:
   PolicyTest() : budget_(*KvSlotBudget::Create(100, 1)) {}
 
-  // Adds a QUEUED request reserving `reservation` slots once admitted.
-  Request& AddQueued(RequestId id, int64_t reservation) {
+  // Adds a QUEUED request reserving `kv_reservation_slots` slots once admitted.
+  Request& AddQueued(RequestId id, int64_t kv_reservation_slots) {
     auto request =
-        std::make_unique<Request>(id, RequestBuilder().Prompt(4).MaxNewTokens(8).Build(), 8, reservation, kT0);
+        std::make_unique<Request>(id, RequestBuilder().Prompt(4).MaxNewTokens(8).Build(), 8, kv_reservation_slots, kT0);
     Request& ref = *request;
     pool_.Add(std::move(request));
     return ref;
@@ -120,7 +120,7 @@ TEST_F(PolicyTest, RequestLevelFormsABatchAndNobodyJoinsIt) {
   // Admit and run them as the Scheduler would; request 3 stays out of the running batch.
   for (RequestId id : {1, 2}) {
     Request* r = pool_.Find(id);
-    ASSERT_TRUE(budget_.TryReserve(r->reservation()));
+    ASSERT_TRUE(budget_.TryReserve(r->kv_reservation_slots()));
     r->Admit(kT0);
     (void)r->StartIteration(1);
     (void)r->CompleteIteration(SampledToken{7, 0.0f, {}}, kT0);
@@ -144,7 +144,7 @@ TEST_F(PolicyTest, RequestLevelSplitsTheBatchIntoMicrobatchesForAPipeline) {
   EXPECT_THAT(policy.Select(pool_, budget_, 5), ElementsAre(1, 2));
   for (RequestId id = 1; id <= 5; ++id) {
     Request* r = pool_.Find(id);
-    ASSERT_TRUE(budget_.TryReserve(r->reservation()));
+    ASSERT_TRUE(budget_.TryReserve(r->kv_reservation_slots()));
     r->Admit(kT0);
   }
   for (RequestId id : {1, 2}) (void)pool_.Find(id)->StartIteration(1);
@@ -164,7 +164,7 @@ TEST_F(PolicyTest, RequestLevelFormsTheNextBatchOnlyWhenEveryMemberFinished) {
   RequestLevelPolicy policy(2);
   EXPECT_THAT(policy.Select(pool_, budget_, 1), ElementsAre(1));
   Request* first = pool_.Find(1);
-  ASSERT_TRUE(budget_.TryReserve(first->reservation()));
+  ASSERT_TRUE(budget_.TryReserve(first->kv_reservation_slots()));
   first->Admit(kT0);
   (void)first->StartIteration(1);
   // A pipeline slot is free, but request 2 may not start before batch {1} ends.

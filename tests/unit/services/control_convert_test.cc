@@ -17,13 +17,13 @@ sched::IterationPlan PaddedPlan() {
   a.request_id = 11;
   a.input_token_ids = {1, 2, 3};
   a.new_request = sched::NewRequestData{};
-  a.new_request->max_tokens = 12;
+  a.new_request->kv_reservation_slots = 12;
   a.num_padding_tokens = 5;
   sched::ScheduledRequest b;
   b.request_id = 12;
   b.input_token_ids = {4, 5, 6, 7, 8, 9, 10, 11};
   b.new_request = sched::NewRequestData{};
-  b.new_request->max_tokens = 16;
+  b.new_request->kv_reservation_slots = 16;
   plan.requests = {a, b};
   plan.released_request_ids = {4};
   return plan;
@@ -32,15 +32,19 @@ sched::IterationPlan PaddedPlan() {
 void ExpectPadded(const engine::StepInput& in) {
   ASSERT_EQ(in.seqs.size(), 3u);
   EXPECT_EQ(in.seqs[0].request_id, 11u);
+  ASSERT_TRUE(in.seqs[0].new_request.has_value());
+  EXPECT_EQ(in.seqs[0].new_request->kv_reservation_slots, 12);  // the request's own KV reservation
   const engine::StepSequence& pad = in.seqs[1];
   EXPECT_EQ(pad.request_id, engine::PaddingSequenceId(11));
   EXPECT_EQ(pad.token_ids, std::vector<int32_t>(5, 0));
   EXPECT_EQ(pad.start_position, 0);
   EXPECT_FALSE(pad.sample);
   ASSERT_TRUE(pad.new_request.has_value());
-  EXPECT_EQ(pad.new_request->max_tokens, 5);
+  EXPECT_EQ(pad.new_request->kv_reservation_slots, 5);
   EXPECT_EQ(pad.new_request->kv_block_size, 0);
   EXPECT_EQ(in.seqs[2].request_id, 12u);  // no padding: nothing added
+  ASSERT_TRUE(in.seqs[2].new_request.has_value());
+  EXPECT_EQ(in.seqs[2].new_request->kv_reservation_slots, 16);
   EXPECT_EQ(in.released_ids, std::vector<uint64_t>({4}));
 }
 

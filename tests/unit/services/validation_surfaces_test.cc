@@ -157,7 +157,7 @@ std::vector<Case> Cases() {
                    },
                    "stop_token_ids", "Token id 300 at 'stop_token_ids[1]' is outside the vocabulary [0, 257)"});
   c.push_back(Case{"MaxTokensNegative", [](json& b) { b["max_tokens"] = -5; },
-                   [](v1::TextGenerateRequest& r) { r.set_max_tokens(-5); },
+                   [](v1::TextGenerateRequest& r) { r.set_max_new_tokens(-5); },
                    [](v1::GenerateRequest& r) { r.set_max_new_tokens(-5); }, "max_tokens",
                    "'max_tokens' must be at least 1, got -5"});
   c.push_back(Case{"MinTokensAboveMaxTokens",
@@ -263,7 +263,7 @@ TEST_P(ValidationSurfacesTest, EverySurfaceRefusesTheValueWithTheSameMessage) {
   if (c.gateway_grpc) {
     v1::TextGenerateRequest request;
     request.set_prompt("hi");
-    request.set_max_tokens(4);
+    request.set_max_new_tokens(4);
     c.gateway_grpc(request);
     auto stub = v1::Generation::NewStub(grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(gateway_->gateway().grpc_port()), grpc::InsecureChannelCredentials()));

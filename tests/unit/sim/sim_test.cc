@@ -42,12 +42,12 @@ IterationPlan Plan(std::vector<ScheduledRequest> requests) {
   return plan;
 }
 
-ScheduledRequest Initiation(RequestId id, int32_t prompt, int32_t max_tokens) {
+ScheduledRequest Initiation(RequestId id, int32_t prompt, int32_t kv_reservation_slots) {
   ScheduledRequest r;
   r.request_id = id;
   r.phase = Phase::kInitiation;
   r.input_token_ids.assign(prompt, 5);
-  r.new_request = NewRequestData{max_tokens, {}, r.input_token_ids};
+  r.new_request = NewRequestData{kv_reservation_slots, {}, r.input_token_ids};
   return r;
 }
 

@@ -203,7 +203,7 @@ TEST_F(Gpt2VocabTest, EngineConstrainsGuidedRequestsInAMixedBatch) {
   std::vector<int32_t> pos(4, 0);
   for (uint64_t i = 0; i < 4; ++i) {
     engine::SequenceSetup setup;
-    setup.max_tokens = 200;
+    setup.kv_reservation_slots = 200;
     setup.sampling = params[i];
     setup.prompt_token_ids = prompt;
     in.seqs.push_back({i + 1, prompt, 0, true, setup});
@@ -248,7 +248,7 @@ engine::StepInput GuidedAndFree(const StructuredOutputSpec& spec) {
   engine::StepInput in;
   for (uint64_t id : {1, 2}) {
     engine::SequenceSetup setup;
-    setup.max_tokens = 8;
+    setup.kv_reservation_slots = 8;
     if (id == 1) setup.sampling.structured = spec;
     setup.prompt_token_ids = {3, 4, 5};
     in.seqs.push_back({id, {3, 4, 5}, 0, true, setup});
@@ -286,7 +286,7 @@ void ExpectOnlyTheGuidedRequestFails(engine::Engine& engine, const StructuredOut
   engine.Release(2);
   engine::StepInput fresh;
   engine::SequenceSetup setup;
-  setup.max_tokens = 8;
+  setup.kv_reservation_slots = 8;
   setup.prompt_token_ids = {3, 4, 5};
   fresh.seqs.push_back({1, {3, 4, 5}, 0, true, setup});
   engine::StepOutput after;

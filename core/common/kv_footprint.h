@@ -1,12 +1,12 @@
 #pragma once
 /// How many KV slots a request, or a group of n sequences of one prompt, takes: the one
-/// formula the scheduler's admission checks and the gateway's limits (default max_tokens,
-/// the "can never fit" 400) both use. Header-only so that the gateway needs no scheduler
-/// library.
+/// formula the scheduler's admission checks (core/sched) and the gateway's limits (its
+/// default max_new_tokens, the "can never fit" 400) both use. In core/common, header-only,
+/// so that the gateway depends on no part of core/sched.
 
 #include <cstdint>
 
-namespace orca::sched {
+namespace orca {
 
 /// `tokens` slots rounded up to whole blocks of `block_size` (>= 1): what one request of
 /// prompt + max new tokens reserves (KvSlotBudget::ReservationFor).
@@ -51,4 +51,4 @@ inline int64_t MaxRequestKvSlots(int64_t n_slots, double share, int32_t block_si
   return blocks < 1 ? (bs <= n_slots ? bs : n_slots) : blocks * bs;
 }
 
-}  // namespace orca::sched
+}  // namespace orca
