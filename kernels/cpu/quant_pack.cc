@@ -2,20 +2,20 @@
 
 #include <cstring>
 
-#include "core/formats/ggml_quants.h"
+#include "core/common/ggml_blocks.h"
 #include "kernels/cpu/quant_layout.h"
 
 namespace orca::kernels::quant {
 namespace {
 
-using formats::BlockQ4_0;
-using formats::BlockQ4_1;
-using formats::BlockQ4_K;
-using formats::BlockQ5_0;
-using formats::BlockQ5_1;
-using formats::BlockQ5_K;
-using formats::BlockQ6_K;
-using formats::BlockQ8_0;
+using ggml::BlockQ4_0;
+using ggml::BlockQ4_1;
+using ggml::BlockQ4_K;
+using ggml::BlockQ5_0;
+using ggml::BlockQ5_1;
+using ggml::BlockQ5_K;
+using ggml::BlockQ6_K;
+using ggml::BlockQ8_0;
 
 // One unit's 16 columns, decoded to unsigned values and raw scales.
 struct UnitColumns {
@@ -31,7 +31,7 @@ void ReadNibbles32(const uint8_t* qs, uint8_t* u) {
   for (int j = 0; j < 16; ++j) u[j] = qs[j] & 15, u[j + 16] = qs[j] >> 4;
 }
 void AddHighBits32(const uint8_t* qh, uint8_t* u) {
-  const uint32_t h = formats::LoadLe32(qh);
+  const uint32_t h = ggml::LoadLe32(qh);
   for (int i = 0; i < 32; ++i) u[i] = static_cast<uint8_t>(u[i] | ((h >> i) & 1u) << 4);
 }
 
@@ -87,7 +87,7 @@ void ReadBlock(DType t, const uint8_t* b, int c, UnitColumns* uc) {
       const uint8_t* scales = five ? q5->scales : q4->scales;
       uc->d[c] = five ? q5->d : q4->d;
       uc->m[c] = five ? q5->dmin : q4->dmin;
-      for (int j = 0; j < 8; ++j) formats::KQuantScaleMin(scales, j, &uc->sc[j][c], &uc->mn[j][c]);
+      for (int j = 0; j < 8; ++j) ggml::KQuantScaleMin(scales, j, &uc->sc[j][c], &uc->mn[j][c]);
       for (int ch = 0; ch < 4; ++ch)
         for (int l = 0; l < 32; ++l) {
           uint8_t lo = qs[32 * ch + l] & 15, hi = qs[32 * ch + l] >> 4;
@@ -103,7 +103,7 @@ void ReadBlock(DType t, const uint8_t* b, int c, UnitColumns* uc) {
       const auto* q = reinterpret_cast<const BlockQ6_K*>(b);
       uc->d[c] = q->d;
       for (int j = 0; j < 16; ++j) uc->s6[j][c] = q->scales[j];
-      for (int i = 0; i < 256; ++i) uc->u[c][i] = static_cast<uint8_t>(formats::Q6KValue(*q, i));
+      for (int i = 0; i < 256; ++i) uc->u[c][i] = static_cast<uint8_t>(ggml::Q6KValue(*q, i));
       return;
     }
     default:

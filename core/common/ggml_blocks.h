@@ -1,10 +1,13 @@
 #pragma once
-/// Block layouts of ggml's quantized tensor types as GGUF stores them, and
-/// plain decoders for one block. Written from the format's definition (the
-/// block structs of ggml and their meaning), usable from host code and, through
-/// ORCA_HOST_DEVICE (core/common/dtype.h), from CUDA device code: no library calls, no exceptions.
+/// Block layouts of ggml's quantized tensor types as GGUF stores them, with a
+/// plain decoder for one block and for a row of blocks. Written from the
+/// format's definition (the block structs of ggml and their meaning). The block
+/// decoders are usable from host code and, through ORCA_HOST_DEVICE, from CUDA
+/// device code (kernels/cuda/quant_kernels.cu): no library calls, no exceptions.
+/// A block type's place in the traits table (its DType, name, GGUF id, scale
+/// fields, kernels): core/common/dtype.h. Its quantizer: ggml_quantize.h.
 ///
-/// Every type stores a row of a [n, k] matrix (k values) as k / block_elems
+/// Every type stores a row of a [n, k] matrix (k values) as k / kElems
 /// consecutive blocks; fp16 fields are IEEE half precision, little-endian.
 ///
 ///   type   values/block  bytes  value of element i
@@ -37,44 +40,49 @@
 
 #include <cstdint>
 
-#include "core/common/dtype.h"
+#include "core/common/float16.h"
 
-namespace orca::formats {
+namespace orca::ggml {
 
-inline constexpr int kQK = 32;    ///< values per block of the 32-value types
-inline constexpr int kQKK = 256;  ///< values per K-quant super-block
-
+// Each block struct is exactly the bytes of one block; kElems is its number of values.
 struct BlockQ8_0 {
+  static constexpr int kElems = 32;
   uint16_t d;
   int8_t qs[32];
 };
 struct BlockQ4_0 {
+  static constexpr int kElems = 32;
   uint16_t d;
   uint8_t qs[16];
 };
 struct BlockQ4_1 {
+  static constexpr int kElems = 32;
   uint16_t d;
   uint16_t m;
   uint8_t qs[16];
 };
 struct BlockQ5_0 {
+  static constexpr int kElems = 32;
   uint16_t d;
   uint8_t qh[4];
   uint8_t qs[16];
 };
 struct BlockQ5_1 {
+  static constexpr int kElems = 32;
   uint16_t d;
   uint16_t m;
   uint8_t qh[4];
   uint8_t qs[16];
 };
 struct BlockQ4_K {
+  static constexpr int kElems = 256;
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[12];
   uint8_t qs[128];
 };
 struct BlockQ5_K {
+  static constexpr int kElems = 256;
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[12];
@@ -82,39 +90,22 @@ struct BlockQ5_K {
   uint8_t qs[128];
 };
 struct BlockQ6_K {
+  static constexpr int kElems = 256;
   uint8_t ql[128];
   uint8_t qh[64];
   int8_t scales[16];
   uint16_t d;
 };
 
-static_assert(sizeof(BlockQ8_0) == DTypeBlockBytes(DType::kQ8_0));
-static_assert(sizeof(BlockQ4_0) == DTypeBlockBytes(DType::kQ4_0));
-static_assert(sizeof(BlockQ4_1) == DTypeBlockBytes(DType::kQ4_1));
-static_assert(sizeof(BlockQ5_0) == DTypeBlockBytes(DType::kQ5_0));
-static_assert(sizeof(BlockQ5_1) == DTypeBlockBytes(DType::kQ5_1));
-static_assert(sizeof(BlockQ4_K) == DTypeBlockBytes(DType::kQ4_K));
-static_assert(sizeof(BlockQ5_K) == DTypeBlockBytes(DType::kQ5_K));
-static_assert(sizeof(BlockQ6_K) == DTypeBlockBytes(DType::kQ6_K));
-
-/// ggml's type ids (GGUF tensor info) for the types Orca reads.
-enum GgmlTypeId : uint32_t {
-  kGgmlF32 = 0,
-  kGgmlF16 = 1,
-  kGgmlQ4_0 = 2,
-  kGgmlQ4_1 = 3,
-  kGgmlQ5_0 = 6,
-  kGgmlQ5_1 = 7,
-  kGgmlQ8_0 = 8,
-  kGgmlQ4_K = 12,
-  kGgmlQ5_K = 13,
-  kGgmlQ6_K = 14,
-  kGgmlBF16 = 30,
-};
-
-/// The DType of a ggml type id; false for types Orca cannot use.
-bool DTypeFromGgml(uint32_t ggml_type, DType* out);
-uint32_t GgmlTypeOf(DType t);
+// The sizes GGUF defines for each block (sizeof is what a row's bytes are computed from).
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
 
 /// Sub-block j (0..7) scale and min of a Q4_K/Q5_K block's 12 scale bytes.
 ORCA_HOST_DEVICE inline void KQuantScaleMin(const uint8_t* s, int j, uint8_t* sc, uint8_t* m) {
@@ -222,14 +213,11 @@ ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ6_K& b, float* out) {
     out[i] = d * static_cast<float>(b.scales[i / 16]) * static_cast<float>(Q6KValue(b, i) - 32);
 }
 
-/// Decodes `n` values of a row of type `t` (n a multiple of the block size;
-/// element types are converted as ConvertToF32 does).
-void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
+/// Decodes `n` values (n / Block::kElems whole blocks) of a row: a table row's decoder.
+template <typename Block>
+void DecodeRow(const void* src, float* dst, int64_t n) {
+  const Block* b = static_cast<const Block*>(src);
+  for (int64_t i = 0; i < n / Block::kElems; ++i) DecodeBlock(b[i], dst + i * Block::kElems);
+}
 
-/// Index of the first block among `num_blocks` whose fp16 scale fields are not
-/// finite (NaN or infinity), with the field's name; -1 when all are. This is
-/// what makes a block corrupt: every bit pattern of the quantized values is a
-/// valid value.
-int64_t FindCorruptBlock(DType t, const void* blocks, int64_t num_blocks, const char** field);
-
-}  // namespace orca::formats
+}  // namespace orca::ggml
