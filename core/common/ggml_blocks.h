@@ -39,6 +39,7 @@
 /// 2 bits from the top bits of scales[j - 4] (sc) and scales[j] (m).
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/common/float16.h"
 
@@ -166,7 +167,9 @@ ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ5_1& b, float* out) {
   }
 }
 
-ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ4_K& b, float* out) {
+// Q4_K and Q5_K: four 64-value chunks of two sub-blocks each (Q5_K: the 5th bits from qh).
+template <typename Block>
+ORCA_HOST_DEVICE inline void DecodeKQuantAffine(const Block& b, float* out) {
   const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
   for (int c = 0; c < 4; ++c) {
     uint8_t sc0, m0, sc1, m1;
@@ -175,28 +178,19 @@ ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ4_K& b, float* out) {
     const float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
     const uint8_t* q = b.qs + 32 * c;
     for (int l = 0; l < 32; ++l) {
-      out[64 * c + l] = d0 * static_cast<float>(q[l] & 0x0f) - mm0;
-      out[64 * c + 32 + l] = d1 * static_cast<float>(q[l] >> 4) - mm1;
-    }
-  }
-}
-
-ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ5_K& b, float* out) {
-  const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
-  for (int c = 0; c < 4; ++c) {
-    uint8_t sc0, m0, sc1, m1;
-    KQuantScaleMin(b.scales, 2 * c, &sc0, &m0);
-    KQuantScaleMin(b.scales, 2 * c + 1, &sc1, &m1);
-    const float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
-    const uint8_t* q = b.qs + 32 * c;
-    for (int l = 0; l < 32; ++l) {
-      const int lo = (q[l] & 0x0f) | (((b.qh[l] >> (2 * c)) & 1) << 4);
-      const int hi = (q[l] >> 4) | (((b.qh[l] >> (2 * c + 1)) & 1) << 4);
+      int lo = q[l] & 0x0f, hi = q[l] >> 4;
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        lo |= ((b.qh[l] >> (2 * c)) & 1) << 4;
+        hi |= ((b.qh[l] >> (2 * c + 1)) & 1) << 4;
+      }
       out[64 * c + l] = d0 * static_cast<float>(lo) - mm0;
       out[64 * c + 32 + l] = d1 * static_cast<float>(hi) - mm1;
     }
   }
 }
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ4_K& b, float* out) { DecodeKQuantAffine(b, out); }
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ5_K& b, float* out) { DecodeKQuantAffine(b, out); }
 
 /// The 6-bit value (0..63) of element i of a Q6_K block.
 ORCA_HOST_DEVICE inline int Q6KValue(const BlockQ6_K& b, int i) {
