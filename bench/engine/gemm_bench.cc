@@ -31,7 +31,6 @@
 #include "absl/strings/str_split.h"
 #include "bench/engine/ceilings.h"
 #include "core/common/flags.h"
-#include "core/formats/ggml_quantize.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_features.h"
 
@@ -70,7 +69,7 @@ void* RandomWeight(DType dtype, int64_t n, int64_t k, std::mt19937& rng) {
   std::vector<float> row(static_cast<size_t>(k));
   for (int64_t r = 0; r < n; ++r) {
     for (float& v : row) v = dist(rng);
-    formats::QuantizeRow(dtype, row.data(), static_cast<uint8_t*>(p) + r * DTypeRowBytes(dtype, k), k);
+    QuantizeRow(dtype, row.data(), static_cast<uint8_t*>(p) + r * DTypeRowBytes(dtype, k), k);
   }
   return p;
 }

@@ -10,11 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/common/dtype.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 #include "core/engine/checkpoint.h"
-#include "core/formats/ggml_quantize.h"
-#include "core/formats/ggml_quants.h"
 #include "core/formats/gguf_file.h"
 #include "core/formats/gguf_writer.h"
 
@@ -71,7 +70,7 @@ absl::Status WriteTensors(formats::GgufWriter& w, const std::vector<PlannedTenso
     bytes->resize(row_bytes * rows);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 16) if (rows > 16)
     for (int64_t r = 0; r < rows; ++r)
-      formats::QuantizeRow(types[i], values.data() + r * cols, bytes->data() + r * row_bytes, cols);
+      QuantizeRow(types[i], values.data() + r * cols, bytes->data() + r * row_bytes, cols);
     report->bytes_written += bytes->size();
     return absl::OkStatus();
   };
@@ -292,8 +291,7 @@ absl::Status ReadMapped(const formats::TensorInfo& t, std::vector<float>* out) {
   const int64_t cols = t.shape.back(), rows = t.NumElements() / cols;
   out->resize(static_cast<size_t>(t.NumElements()));
   const size_t row_bytes = DTypeRowBytes(t.dtype, cols);
-  for (int64_t r = 0; r < rows; ++r)
-    formats::DequantizeRow(t.dtype, t.data + r * row_bytes, out->data() + r * cols, cols);
+  for (int64_t r = 0; r < rows; ++r) DequantizeRow(t.dtype, t.data + r * row_bytes, out->data() + r * cols, cols);
   return absl::OkStatus();
 }
 

@@ -103,12 +103,7 @@ TypeChoice ChooseType(QuantMix mix, const TensorSlot& slot) {
   const int64_t row = slot.shape.back();
   if (Divides(t, row)) return {t, ""};
   const DType first = t;
-  if (t == DType::kQ4_K)
-    t = DType::kQ5_0;
-  else if (t == DType::kQ5_K)
-    t = DType::kQ5_1;
-  else if (t == DType::kQ6_K)
-    t = DType::kQ8_0;
+  t = TraitsOf(t).quantize_fallback;
   if (!Divides(t, row)) t = DType::kF16;
   return {t,
           absl::StrCat("rows of ", row, " values are not whole ", DTypeName(first), " blocks; using ", DTypeName(t))};

@@ -18,8 +18,9 @@
 ///   - everything else quantized: the mix's base type (q4_k_* → Q4_K,
 ///     q5_k_* → Q5_K, q6_k → Q6_K, q8_0 / q4_0 / q4_1 / q5_0 / q5_1 → itself).
 ///   - a row length that is not a whole number of the chosen type's blocks
-///     falls back: Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, and when even that
-///     does not divide it, F16. (llama.cpp fails on a 32-value type that does
+///     falls back to its row's quantize_fallback in the traits table
+///     (core/common/dtype.h): Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, the
+///     32-value types F16; and when even that does not divide it, F16. (llama.cpp fails on a 32-value type that does
 ///     not divide a row; Orca falls back to F16 there too and says so.)
 
 #include <cstdint>

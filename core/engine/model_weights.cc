@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/dtype.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
-#include "core/formats/ggml_quants.h"
 
 namespace orca::engine {
 
@@ -147,13 +147,13 @@ class ModelWeights::Loader {
           absl::StrCat(ckpt_.tensors().Describe(), ": tensor '", ckpt_.TensorName(role, layer), "' is missing"));
     }
     if (t->shape != std::vector<int64_t>{total}) return ShapeError(*t, {total});
-    const int64_t block = DTypeBlockElems(t->dtype);
+    const int64_t block = DTypeSplitElems(t->dtype);  // the type's tensor-parallel rule: whole blocks
     if (offset % block != 0 || len % block != 0)
       return absl::InvalidArgumentError(absl::StrCat(t->file, ": tensor '", t->name, "' (", DTypeName(t->dtype),
                                                      "): this shard's values [", offset, ", ", offset + len,
                                                      ") would split a ", block, "-value block"));
     std::vector<float> host(static_cast<size_t>(len));
-    formats::DequantizeRow(t->dtype, t->data + DTypeRowBytes(t->dtype, offset), host.data(), len);
+    DequantizeRow(t->dtype, t->data + DTypeRowBytes(t->dtype, offset), host.data(), len);
     return UploadF32(host);
   }
 
@@ -174,21 +174,21 @@ class ModelWeights::Loader {
                                                    ckpt_.config().Summary()));
   }
 
-  // A quantized slice must be whole blocks (a tensor-parallel split inside a
-  // block cannot be computed), and its blocks must have finite scales.
+  // A quantized slice must follow its type's tensor-parallel rule (DTypeSplitElems: whole
+  // blocks, since a split inside a block cannot be computed), and its blocks must have finite scales.
   absl::Status CheckBlocks(const formats::TensorInfo& t, int64_t n0, int64_t n, int64_t k0, int64_t k) {
-    const int64_t block = DTypeBlockElems(t.dtype), row = t.shape.back();
-    if (k0 % block != 0 || k % block != 0)
+    const int64_t block = DTypeBlockElems(t.dtype), row = t.shape.back(), split = DTypeSplitElems(t.dtype);
+    if (k0 % split != 0 || k % split != 0)
       return absl::InvalidArgumentError(absl::StrCat(
           t.file, ": tensor '", t.name, "' (", DTypeName(t.dtype), ", ", block,
           "-value blocks): this shard's columns [", k0, ", ", k0 + k, ") of ", row,
           " would split a block; tensor parallelism ", out_->partition_.tp_size, " needs every shard's share of ", row,
-          " to be a multiple of ", block, " (choose a size that divides ", row / block, ")"));
+          " to be a multiple of ", split, " (choose a size that divides ", row / split, ")"));
     const size_t row_bytes = DTypeRowBytes(t.dtype, row);
     const int64_t blocks_per_row = row / block;
     const char* field = nullptr;
     const int64_t bad =
-        formats::FindCorruptBlock(t.dtype, t.data + static_cast<size_t>(n0) * row_bytes, n * blocks_per_row, &field);
+        FindCorruptBlock(t.dtype, t.data + static_cast<size_t>(n0) * row_bytes, n * blocks_per_row, &field);
     if (bad >= 0) {
       const int64_t r = n0 + bad / blocks_per_row, c = bad % blocks_per_row * block;
       return absl::DataLossError(absl::StrCat(t.file, ": tensor '", t.name, "' (", DTypeName(t.dtype),
@@ -217,8 +217,8 @@ class ModelWeights::Loader {
       std::vector<uint8_t> buf(static_cast<size_t>(rows * cols) * dst_es);
       std::vector<float> row(static_cast<size_t>(cols));
       for (int64_t r = 0; r < rows; ++r) {
-        formats::DequantizeRow(v.dtype, static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * src_row,
-                               row.data(), cols);
+        DequantizeRow(v.dtype, static_cast<const uint8_t*>(v.data) + static_cast<size_t>(r) * src_row, row.data(),
+                      cols);
         ConvertFromF32(row.data(), to, buf.data() + static_cast<size_t>(r * cols) * dst_es, row.size());
       }
       v.data = buf.data();

@@ -4,8 +4,8 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/dtype.h"
 #include "core/common/status_macros.h"
-#include "core/formats/ggml_quants.h"
 
 namespace orca::formats {
 namespace {
@@ -254,6 +254,13 @@ bool GgufFile::GgmlBlockSize(uint32_t type, int64_t* values, int64_t* bytes) {
   return true;
 }
 
+std::string GgufFile::LoadableTypes() {
+  std::string out;
+  for (const DTypeTraits& row : kDTypeTraits)
+    absl::StrAppend(&out, out.empty() ? "" : ", ", GgmlTypeName(row.ggml_type));
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   ORCA_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
   std::unique_ptr<GgufFile> file(new GgufFile(std::move(mapped)));
@@ -333,7 +340,7 @@ absl::Status GgufFile::Parse() {
       ORCA_RETURN_IF_ERROR(PlaceTensor(t.offset, data_start, alignment, &info));
     } else {
       info.unsupported = absl::StrCat(path, ": tensor '", t.name, "' has GGML type ", GgmlTypeName(t.type),
-                                      "; supported: ", kLoadableTypes);
+                                      "; supported: ", LoadableTypes());
       info.unsupported_type = GgmlTypeName(t.type);
       // Its size, for listings, when the type defines whole blocks of the row and the data fits.
       int64_t block_values = 0, block_bytes = 0;

@@ -1,10 +1,10 @@
 #pragma once
 /// Reader for GGUF (llama.cpp's single-file format, versions 2 and 3).
 /// Parses the metadata key/values and the tensor directory; tensor data stays
-/// in the memory mapping, never copied. F32, F16, BF16 and the block-quantized
-/// types Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (ggml_quants.h) are
-/// supported; other types are reported with a clear error when a tensor of
-/// that type is used. Structural damage (rows that are not whole blocks,
+/// in the memory mapping, never copied. The types of core/common/dtype.h's
+/// traits table are supported (F32, F16, BF16 and the block-quantized Q8_0,
+/// Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K); other types are reported with a
+/// clear error when a tensor of that type is used. Structural damage (rows that are not whole blocks,
 /// misaligned or truncated tensor data) fails Open with the tensor named;
 /// corrupt block contents are found by FindCorruptBlock when weights load.
 
@@ -61,8 +61,9 @@ class GgufFile : public TensorSource {
   /// Values and bytes of one block of a ggml type, as the format defines it; false for ids
   /// that name no type a GGUF file holds.
   static bool GgmlBlockSize(uint32_t type, int64_t* values, int64_t* bytes);
-  /// The ggml types Orca loads, for messages.
-  static constexpr const char* kLoadableTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
+  /// The ggml types Orca loads (the rows of core/common/dtype.h's traits table), for
+  /// messages: "F32, F16, BF16, Q8_0, ...".
+  static std::string LoadableTypes();
 
  private:
   explicit GgufFile(std::unique_ptr<MappedFile> file) : file_(std::move(file)) {}

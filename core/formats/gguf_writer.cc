@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "core/formats/ggml_quants.h"
+#include "core/common/dtype.h"
 
 namespace orca::formats {
 namespace {

@@ -40,7 +40,7 @@ std::string TensorTypeSummary(const TensorSource& tensors, bool list_tensors) {
   absl::StrAppend(&out, "; ", mib(total), " in all\n");
   if (!unusable.empty())
     absl::StrAppend(&out, "Orca cannot load tensors of type ", absl::StrJoin(unusable, ", "), " (it loads ",
-                    GgufFile::kLoadableTypes, "): a model that uses them will not load\n");
+                    GgufFile::LoadableTypes(), "): a model that uses them will not load\n");
   return out;
 }
 

@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
-#include "core/formats/ggml_quants.h"
 #include "kernels/cpu/avx512_kernels.h"
 #include "kernels/cpu/bf16_dot_attention.h"
 #include "kernels/cpu/bf16_dot_gemm.h"
@@ -130,7 +129,10 @@ void CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) { std::mem
 absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void** storage, WeightUse use) {
   *storage = nullptr;
   if (host.empty() || host.packed || use == WeightUse::kGather) return host;  // lookup tables stay mapped
-  const bool quantized = IsQuantized(host.dtype);
+  if (TraitsOf(host.dtype).cpu_gemm == CpuGemm::kNone)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CPU backend has no GEMM for ", DTypeName(host.dtype), " weights"));
+  const bool quantized = quant::IsPackable(host.dtype);
   if (quantized) {
     const int64_t block = DTypeBlockElems(host.dtype);
     if (host.transposed || host.k % block != 0 || host.ld < host.k || host.ld % block != 0)
@@ -173,7 +175,8 @@ absl::StatusOr<WeightView> CpuBackend::UploadWeight(const WeightView& host, void
 
 void CpuBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) {
   if (m <= 0) return;
-  ORCA_CHECK(w.packed || !IsQuantized(w.dtype)) << "a " << DTypeName(w.dtype) << " weight used without UploadWeight";
+  ORCA_CHECK(w.packed || !quant::IsPackable(w.dtype))
+      << "a " << DTypeName(w.dtype) << " weight used without UploadWeight";
   if (w.packed) {
     const StreamJob job{&w, bias, y, accumulate};
     PackedLinears(x, m, &job, 1);
@@ -283,7 +286,7 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
   double work = 0;
   for (int i = 0; i < count; ++i) {
     const WeightView& w = *jobs[i].w;
-    const bool q = IsQuantized(w.dtype);
+    const bool q = quant::IsPackable(w.dtype);
     any_quantized |= q;
     any_pairs |= bf16_dot_ && w.dtype == DType::kBF16;
     start[i + 1] = start[i] + (q ? quant::NumPanels(w.n) : (w.n + 31) / 32);
@@ -307,7 +310,7 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
       const int64_t lo = std::max(b0, start[i]) - start[i], hi = std::min(b1, start[i + 1]) - start[i];
       if (lo >= hi) continue;
       const WeightView& w = *jobs[i].w;
-      if (IsQuantized(w.dtype)) {
+      if (quant::IsPackable(w.dtype)) {
         quant::GemmArgs a;
         a.x = &quantized_x_;
         a.dtype = w.dtype;
@@ -338,7 +341,7 @@ void CpuBackend::PackedLinears(const float* x, int64_t m, const StreamJob* jobs,
 }
 
 void CpuBackend::DecodeRow(const WeightView& t, int64_t row, float* out) const {
-  if (t.packed && IsQuantized(t.dtype)) {
+  if (t.packed && quant::IsPackable(t.dtype)) {
     quant::DequantizePackedRow(t.dtype, static_cast<const uint8_t*>(t.data), t.k, row, out);
   } else if (t.packed && bf16_dot_ && t.dtype == DType::kBF16) {
     const auto* p = static_cast<const uint16_t*>(t.data);
@@ -348,7 +351,7 @@ void CpuBackend::DecodeRow(const WeightView& t, int64_t row, float* out) const {
     for (int64_t j = 0; j < t.k; ++j) out[j] = LoadAs(t.data, t.dtype, static_cast<int64_t>(base) + j * 32);
   } else {
     const uint8_t* src = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(row) * DTypeRowBytes(t.dtype, t.ld);
-    formats::DequantizeRow(t.dtype, src, out, t.k);
+    DequantizeRow(t.dtype, src, out, t.k);
   }
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/common/dtype.h"
+#include "kernels/cpu/quant_layout.h"
 
 namespace orca::kernels::quant {
 
@@ -69,20 +70,10 @@ struct QuantizedRows {
 /// four rounds; at 16 the chunked one is 1.1x ahead on average, up to 1.8x).
 /// In the engine (TinyLlama Q4_K_M, engine_bench, four alternating rounds),
 /// decode at 20-24 sequences ran 1.1-1.2x faster than with one limit of 16.
+/// (The limits live in each type's panel row, kPanelTypes in quant_layout.h.)
 constexpr int64_t AvxDirectMaxRows(DType type) {
-  switch (type) {
-    case DType::kQ4_0:
-    case DType::kQ4_K:
-      return 24;
-    case DType::kQ4_1:
-    case DType::kQ5_1:
-    case DType::kQ5_K:
-      return 32;
-    case DType::kQ6_K:
-      return 12;
-    default:
-      return 16;  // Q8_0, Q5_0
-  }
+  const PanelType* p = FindPanelType(type);
+  return p != nullptr ? p->avx_direct_max_rows : 16;
 }
 
 /// AvxDirectMaxRows for a CPU of this vendor and display family: the same
@@ -103,9 +94,8 @@ constexpr int64_t AvxDirectMaxRowsFor(DType type, bool amd, int family) {
 /// may run its prefill (row-block) kernel from here on (for the type with the
 /// lowest limit), and no other path reads them.
 inline constexpr int64_t kBlockMinRows = 1 + [] {
-  int64_t least = AvxDirectMaxRows(DType::kQ8_0);
-  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
-    least = AvxDirectMaxRows(t) < least ? AvxDirectMaxRows(t) : least;
+  int64_t least = kPanelTypes[0].avx_direct_max_rows;
+  for (const PanelType& p : kPanelTypes) least = p.avx_direct_max_rows < least ? p.avx_direct_max_rows : least;
   return least;
 }();
 

@@ -278,28 +278,10 @@ void GemmTyped(const GemmArgs& a) {
   }
 }
 
+// The kernels of a.dtype (kPanelTypes lists them); a type without a panel row computes nothing.
 template <class I>
 void Gemm(const GemmArgs& a) {
-  switch (a.dtype) {
-    case DType::kQ8_0:
-      return GemmTyped<I, DType::kQ8_0>(a);
-    case DType::kQ4_0:
-      return GemmTyped<I, DType::kQ4_0>(a);
-    case DType::kQ4_1:
-      return GemmTyped<I, DType::kQ4_1>(a);
-    case DType::kQ5_0:
-      return GemmTyped<I, DType::kQ5_0>(a);
-    case DType::kQ5_1:
-      return GemmTyped<I, DType::kQ5_1>(a);
-    case DType::kQ4_K:
-      return GemmTyped<I, DType::kQ4_K>(a);
-    case DType::kQ5_K:
-      return GemmTyped<I, DType::kQ5_K>(a);
-    case DType::kQ6_K:
-      return GemmTyped<I, DType::kQ6_K>(a);
-    default:
-      return;
-  }
+  VisitPanelType(a.dtype, [&](auto type) { GemmTyped<I, decltype(type)::value>(a); });
 }
 
 }  // namespace orca::kernels::quant::impl

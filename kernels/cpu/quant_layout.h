@@ -48,67 +48,74 @@ namespace orca::kernels::quant {
 inline constexpr int kPanelCols = 16;
 inline constexpr int kGroup = 32;  ///< k values per group (one int accumulation)
 
-/// k values per unit.
-constexpr int64_t UnitValues(DType t) { return DTypeBlockElems(t); }
-
-/// Bytes of one unit (16 columns × UnitValues(t) values).
-constexpr size_t UnitBytes(DType t) {
-  switch (t) {
-    case DType::kQ8_0:
-      return 512 + 32;
-    case DType::kQ4_0:
-      return 256 + 32;
-    case DType::kQ4_1:
-      return 256 + 64;
-    case DType::kQ5_0:
-      return 256 + 64 + 32;
-    case DType::kQ5_1:
-      return 256 + 64 + 64;
-    case DType::kQ4_K:
-      return 64 + 256 + 8 * 256;
-    case DType::kQ5_K:
-      return 64 + 256 + 8 * (256 + 64);
-    case DType::kQ6_K:
-      return 32 + 256 + 8 * (256 + 128);
-    default:
-      return 0;
-  }
-}
-
 /// How a group's integer dot product becomes a float (see the header comment).
 enum class Affine : uint8_t { kOffset, kMin, kHalves };
 
-constexpr Affine AffineOf(DType t) {
-  switch (t) {
-    case DType::kQ4_1:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-      return Affine::kMin;
-    case DType::kQ6_K:
-      return Affine::kHalves;
-    default:
-      return Affine::kOffset;
-  }
+/// The CPU backend's row for a quantized type: one for each type whose row in
+/// the traits table (core/common/dtype.h) says CpuGemm::kInt8. A unit holds
+/// UnitValues(t) = DTypeBlockElems(t) values of k for the 16 columns.
+struct PanelType {
+  DType type;
+  size_t unit_bytes;  ///< bytes of one unit (the layouts above)
+  Affine affine;
+  int offset_shift;  ///< log2 of the offset o of offset types (and Q6_K's 32); 0 for min types
+  /// AvxDirectMaxRows (quant_gemm.h): the most activation rows for which the
+  /// AVX-512 GEMM decodes the units in registers (measured per type, see there).
+  int64_t avx_direct_max_rows;
+};
+
+// clang-format off
+inline constexpr PanelType kPanelTypes[] = {
+  //             unit bytes                  affine           shift  AVX-512 direct rows
+  {DType::kQ8_0, 512 + 32,                   Affine::kOffset, 7,     16},
+  {DType::kQ4_0, 256 + 32,                   Affine::kOffset, 3,     24},
+  {DType::kQ4_1, 256 + 64,                   Affine::kMin,    0,     32},
+  {DType::kQ5_0, 256 + 64 + 32,              Affine::kOffset, 4,     16},
+  {DType::kQ5_1, 256 + 64 + 64,              Affine::kMin,    0,     32},
+  {DType::kQ4_K, 64 + 256 + 8 * 256,         Affine::kMin,    0,     24},
+  {DType::kQ5_K, 64 + 256 + 8 * (256 + 64),  Affine::kMin,    0,     32},
+  {DType::kQ6_K, 32 + 256 + 8 * (256 + 128), Affine::kHalves, 5,     12},
+};
+// clang-format on
+
+/// The panel row of `t`; nullptr for a type without one.
+constexpr const PanelType* FindPanelType(DType t) {
+  for (const PanelType& p : kPanelTypes)
+    if (p.type == t) return &p;
+  return nullptr;
 }
+
+/// Whether a traits row says the CPU backend packs and computes its type on quant panels.
+constexpr bool IsPanelRow(const DTypeTraits& row) { return row.cpu_gemm == CpuGemm::kInt8; }
+constexpr bool IsPackable(DType t) { return IsPanelRow(TraitsOf(t)); }
+
+namespace internal {
+constexpr bool EveryInt8TypeHasAPanelRow() {
+  for (const DTypeTraits& row : kDTypeTraits)
+    if (IsPanelRow(row) != (FindPanelType(row.type) != nullptr)) return false;
+  return true;
+}
+}  // namespace internal
+static_assert(internal::EveryInt8TypeHasAPanelRow(),
+              "a type with CpuGemm::kInt8 in the traits table needs its row in kPanelTypes, and only those");
+
+/// Calls f(std::integral_constant<DType, T>{}) with `t` as a compile-time T when it
+/// is a panel type; false otherwise (f is instantiated for the panel types only).
+template <class F>
+bool VisitPanelType(DType t, F&& f) {
+  return VisitDType<&IsPanelRow>(t, f);
+}
+
+/// k values per unit.
+constexpr int64_t UnitValues(DType t) { return DTypeBlockElems(t); }
+
+/// Bytes of one unit (16 columns × UnitValues(t) values); 0 for a type without a panel row.
+constexpr size_t UnitBytes(DType t) { return FindPanelType(t) != nullptr ? FindPanelType(t)->unit_bytes : 0; }
+
+constexpr Affine AffineOf(DType t) { return FindPanelType(t) != nullptr ? FindPanelType(t)->affine : Affine::kOffset; }
 
 /// log2 of the offset o of offset types (and Q6_K's 32).
-constexpr int OffsetShift(DType t) {
-  switch (t) {
-    case DType::kQ8_0:
-      return 7;
-    case DType::kQ4_0:
-      return 3;
-    case DType::kQ5_0:
-      return 4;
-    case DType::kQ6_K:
-      return 5;
-    default:
-      return 0;
-  }
-}
-
-constexpr bool IsPackable(DType t) { return IsQuantized(t); }
+constexpr int OffsetShift(DType t) { return FindPanelType(t) != nullptr ? FindPanelType(t)->offset_shift : 0; }
 
 /// Bytes of one panel (16 columns × k) and of a whole packed [n, k] weight.
 constexpr size_t PanelBytes(DType t, int64_t k) { return static_cast<size_t>(k / UnitValues(t)) * UnitBytes(t); }

@@ -16,7 +16,7 @@ namespace orca::kernels::quant {
 void PackPanels(const WeightView& w, int64_t panel_begin, int64_t panel_end, uint8_t* out);
 
 /// Row `row` (an output column) of a packed weight as f32 values, equal bit for
-/// bit to formats::DequantizeRow of the GGUF row it was packed from.
+/// bit to DequantizeRow (core/common/dtype.h) of the GGUF row it was packed from.
 void DequantizePackedRow(DType t, const uint8_t* packed, int64_t k, int64_t row, float* out);
 
 }  // namespace orca::kernels::quant

@@ -55,20 +55,17 @@ cudaDataType CudaType(DType t) {
       return CUDA_R_16BF;
     case DType::kF16:
       return CUDA_R_16F;
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-      // UploadWeight refuses quantized weights, so no GEMM can be asked for one.
+    default:
+      // Only types whose traits row says CudaGemm::kCublas reach cuBLAS: UploadWeight sends
+      // block types to the decoding kernels or refuses them.
       ORCA_LOG(FATAL) << "cuBLAS has no type for " << DTypeName(t) << " weights";
       break;
   }
   return CUDA_R_32F;
 }
+
+// Whether weights of `t` keep their blocks on the device and go through quant_kernels.cu.
+bool DecodesBlocks(DType t) { return TraitsOf(t).cuda_gemm == CudaGemm::kDequant; }
 
 static_assert(sizeof(cuda::AttentionSeqDesc) == sizeof(void*) + 4 * sizeof(int32_t),
               "AttentionSeqDesc must have no padding: descriptors are compared bytewise");
@@ -210,7 +207,10 @@ absl::StatusOr<WeightView> CudaBackend::UploadWeight(const WeightView& host, voi
   if (host.packed)
     return absl::InvalidArgumentError(
         absl::StrCat("a ", DTypeName(host.dtype), " weight in another backend's packed layout cannot be uploaded"));
-  if (IsQuantized(host.dtype)) return UploadQuantizedWeight(host, storage);
+  if (TraitsOf(host.dtype).cuda_gemm == CudaGemm::kNone)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CUDA backend has no GEMM for ", DTypeName(host.dtype), " weights"));
+  if (DecodesBlocks(host.dtype)) return UploadQuantizedWeight(host, storage);
   const int64_t rows = host.transposed ? host.k : host.n, cols = host.transposed ? host.n : host.k;
   if (rows <= 0 || cols <= 0 || host.ld < cols)
     return absl::InvalidArgumentError(
@@ -288,7 +288,7 @@ void* CudaBackend::Scratch(void** buffer, size_t* capacity, size_t bytes) {
 void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate) {
   if (m <= 0 || w.n <= 0) return;
   MakeCurrent();
-  if (IsQuantized(w.dtype)) {
+  if (DecodesBlocks(w.dtype)) {
     ORCA_CUDA_CHECK(cuda::LaunchQuantLinear(x, m, w.data, w.dtype, w.n, w.k, w.ld, bias, y, accumulate, stream_));
     return;
   }
@@ -319,7 +319,7 @@ void CudaBackend::Linear(const float* x, int64_t m, const WeightView& w, const f
 
 void CudaBackend::Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) {
   MakeCurrent();
-  if (IsQuantized(table.dtype)) {
+  if (DecodesBlocks(table.dtype)) {
     ORCA_CUDA_CHECK(
         cuda::LaunchGatherQuantRows(ids, m, table.data, table.dtype, table.k, table.ld, /*add=*/false, out, stream_));
     return;
@@ -330,7 +330,7 @@ void CudaBackend::Embedding(const int32_t* ids, int64_t m, const WeightView& tab
 
 void CudaBackend::AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) {
   MakeCurrent();
-  if (IsQuantized(table.dtype)) {
+  if (DecodesBlocks(table.dtype)) {
     ORCA_CUDA_CHECK(cuda::LaunchGatherQuantRows(positions, m, table.data, table.dtype, table.k, table.ld, /*add=*/true,
                                                 out, stream_));
     return;

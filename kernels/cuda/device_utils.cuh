@@ -71,14 +71,7 @@ __device__ __forceinline__ float LoadAsF32(const void* base, DType dtype, int64_
       return Bf16BitsToF32(static_cast<const uint16_t*>(base)[i]);
     case DType::kF16:
       return F16BitsToF32(static_cast<const uint16_t*>(base)[i]);
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
+    default:  // a block type
       __trap();
   }
   return 0.0f;

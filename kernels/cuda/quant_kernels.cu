@@ -1,7 +1,8 @@
 // Dequantizing GEMM/GEMV and row gathers over ggml block-quantized weights (Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) as GGUF stores them: each thread decodes whole blocks with the
-// format's reference decoders (core/formats/ggml_quants.h, host and device code) and dots
-// them with the activations, so the weights stay in their file's bytes on the device.
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: every type whose row in core/common/dtype.h's traits table says
+// CudaGemm::kDequant) as GGUF stores them: each thread decodes whole blocks with the format's
+// reference decoders (core/common/ggml_blocks.h, host and device code) and dots them with the
+// activations, so the weights stay in their file's bytes on the device.
 //
 // One CUDA block per output feature j; its threads stride over the row's quant blocks and
 // keep kRowsPerPass partial sums (activation rows) each, reduced over the block at the end
@@ -10,7 +11,7 @@
 
 #include <algorithm>
 
-#include "core/formats/ggml_quants.h"
+#include "core/common/dtype.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/device_utils.cuh"
 
@@ -20,22 +21,12 @@ namespace {
 constexpr int kRowsPerPass = 8;
 constexpr int kQuantThreads = 128;
 
-// Values per block: 32, or 256 for the K-quant super-blocks.
-template <typename Block>
-constexpr int kElems = formats::kQK;
-template <>
-constexpr int kElems<formats::BlockQ4_K> = formats::kQKK;
-template <>
-constexpr int kElems<formats::BlockQ5_K> = formats::kQKK;
-template <>
-constexpr int kElems<formats::BlockQ6_K> = formats::kQKK;
-
 // y[i, j] (+)= x[i, :] · dequant(W[j, :]) (+ bias[j] when bias != nullptr), for i < m.
 template <typename Block>
 __global__ void QuantLinearKernel(const float* __restrict__ x, int64_t m, const uint8_t* __restrict__ w,
                                   int64_t row_bytes, int64_t k, const float* __restrict__ bias, float* __restrict__ y,
                                   int64_t n, bool accumulate) {
-  constexpr int E = kElems<Block>;
+  constexpr int E = Block::kElems;
   const int64_t j = blockIdx.x;
   const Block* row = reinterpret_cast<const Block*>(w + j * row_bytes);
   const int64_t num_blocks = k / E;
@@ -45,7 +36,7 @@ __global__ void QuantLinearKernel(const float* __restrict__ x, int64_t m, const 
     for (int r = 0; r < kRowsPerPass; ++r) acc[r] = 0.0f;
     for (int64_t b = threadIdx.x; b < num_blocks; b += blockDim.x) {
       float v[E];
-      formats::DecodeBlock(row[b], v);
+      ggml::DecodeBlock(row[b], v);
       for (int r = 0; r < rows; ++r) {
         const float* xr = x + (i0 + r) * k + b * E;
         float s = 0.0f;
@@ -68,13 +59,13 @@ __global__ void QuantLinearKernel(const float* __restrict__ x, int64_t m, const 
 template <typename Block>
 __global__ void GatherQuantRowsKernel(const int32_t* __restrict__ rows, const uint8_t* __restrict__ table,
                                       int64_t row_bytes, int64_t k, bool add, float* __restrict__ out) {
-  constexpr int E = kElems<Block>;
+  constexpr int E = Block::kElems;
   const int64_t i = blockIdx.x;
   const Block* row = reinterpret_cast<const Block*>(table + static_cast<int64_t>(rows[i]) * row_bytes);
   float* dst = out + i * k;
   for (int64_t b = threadIdx.x; b < k / E; b += blockDim.x) {
     float v[E];
-    formats::DecodeBlock(row[b], v);
+    ggml::DecodeBlock(row[b], v);
     for (int e = 0; e < E; ++e) dst[b * E + e] = add ? dst[b * E + e] + v[e] : v[e];
   }
 }
@@ -84,47 +75,20 @@ unsigned QuantThreads(int64_t num_blocks) {
   return static_cast<unsigned>(std::max<int64_t>(warps, 1) * 32);
 }
 
-// Calls f(Block{}) with the block struct of `dtype`; false for the element types.
+constexpr bool IsDequantRow(const DTypeTraits& row) { return row.cuda_gemm == CudaGemm::kDequant; }
+
+// Calls f(Block{}) with the block struct of `dtype` when its row says CudaGemm::kDequant; false otherwise.
 template <typename F>
 bool WithBlockType(DType dtype, F f) {
-  switch (dtype) {
-    case DType::kQ8_0:
-      f(formats::BlockQ8_0{});
-      return true;
-    case DType::kQ4_0:
-      f(formats::BlockQ4_0{});
-      return true;
-    case DType::kQ4_1:
-      f(formats::BlockQ4_1{});
-      return true;
-    case DType::kQ5_0:
-      f(formats::BlockQ5_0{});
-      return true;
-    case DType::kQ5_1:
-      f(formats::BlockQ5_1{});
-      return true;
-    case DType::kQ4_K:
-      f(formats::BlockQ4_K{});
-      return true;
-    case DType::kQ5_K:
-      f(formats::BlockQ5_K{});
-      return true;
-    case DType::kQ6_K:
-      f(formats::BlockQ6_K{});
-      return true;
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-      return false;
-  }
-  return false;
+  return VisitDType<&IsDequantRow>(dtype, [&](auto type) { f(typename GgmlBlock<decltype(type)::value>::type{}); });
 }
 
 }  // namespace
 
 cudaError_t LaunchQuantLinear(const float* x, int64_t m, const void* w, DType dtype, int64_t n, int64_t k, int64_t ld,
                               const float* bias, float* y, bool accumulate, cudaStream_t stream) {
-  if (!IsQuantized(dtype) || k % DTypeBlockElems(dtype) != 0 || ld % DTypeBlockElems(dtype) != 0 || ld < k)
+  if (TraitsOf(dtype).cuda_gemm != CudaGemm::kDequant || k % DTypeBlockElems(dtype) != 0 ||
+      ld % DTypeBlockElems(dtype) != 0 || ld < k)
     return cudaErrorInvalidValue;
   if (m <= 0 || n <= 0) return cudaSuccess;
   if (n > 0x7fffffff) return cudaErrorInvalidValue;  // one CUDA block per output feature
@@ -141,7 +105,8 @@ cudaError_t LaunchQuantLinear(const float* x, int64_t m, const void* w, DType dt
 
 cudaError_t LaunchGatherQuantRows(const int32_t* rows, int64_t m, const void* table, DType dtype, int64_t k, int64_t ld,
                                   bool add, float* out, cudaStream_t stream) {
-  if (!IsQuantized(dtype) || k % DTypeBlockElems(dtype) != 0 || ld % DTypeBlockElems(dtype) != 0 || ld < k)
+  if (TraitsOf(dtype).cuda_gemm != CudaGemm::kDequant || k % DTypeBlockElems(dtype) != 0 ||
+      ld % DTypeBlockElems(dtype) != 0 || ld < k)
     return cudaErrorInvalidValue;
   if (m <= 0 || k <= 0) return cudaSuccess;
   const int64_t row_bytes = static_cast<int64_t>(DTypeRowBytes(dtype, ld));

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/common/dtype.h"
 #include "core/convert/gguf_export.h"
 #include "core/engine/checkpoint.h"
 #include "core/engine/step_records.h"
 #include "core/engine/synthetic_checkpoint.h"
-#include "core/formats/ggml_quants.h"
 #include "gtest/gtest.h"
 
 namespace orca::engine::testing {
@@ -206,7 +206,7 @@ class ReferenceModel {
       // Row by row: quantized types decode whole rows of blocks.
       const size_t row_bytes = DTypeRowBytes(t->dtype, f32.cols);
       for (int64_t r = 0; r < t->NumElements() / f32.cols; ++r)
-        formats::DequantizeRow(t->dtype, t->data + r * row_bytes, f32.values.data() + r * f32.cols, f32.cols);
+        DequantizeRow(t->dtype, t->data + r * row_bytes, f32.values.data() + r * f32.cols, f32.cols);
       it = cache_.emplace(key, std::move(f32)).first;
     }
     return it->second.values[row * it->second.cols + col];

@@ -4,14 +4,12 @@
 // quantizers' round-trip error within each format's bound; corrupt scales
 // found with the block and field named.
 
-#include "core/formats/ggml_quants.h"
-
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "core/formats/ggml_quantize.h"
+#include "core/common/dtype.h"
 #include "gtest/gtest.h"
 
 namespace orca::formats {
@@ -135,7 +133,7 @@ double ErrorBound(DType t, const uint8_t* b, int i, double amax) {
       // One step of the sub-block, plus the range lost to 6-bit scales and mins.
       const double d = Half(b), dmin = Half(b + 2);
       uint8_t sc, m;
-      KQuantScaleMin(b + 4, i / 32, &sc, &m);
+      ggml::KQuantScaleMin(b + 4, i / 32, &sc, &m);
       return d * sc + 0.5 * levels * d + 0.5 * dmin + half_ulp;
     }
     case DType::kQ6_K: {

@@ -17,9 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/common/dtype.h"
 #include "core/common/mapped_file.h"
-#include "core/formats/ggml_quantize.h"
-#include "core/formats/ggml_quants.h"
 #include "core/formats/gguf_writer.h"
 #include "gtest/gtest.h"
 

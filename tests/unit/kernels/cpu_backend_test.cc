@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "core/formats/ggml_quantize.h"
+#include "core/common/dtype.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/avx512_kernels.h"
 #include "kernels/cpu/bf16_dot_attention.h"
@@ -139,7 +139,7 @@ TEST(CpuGemmPathTest, FusedPackedJobsOfMixedTypesMatchEachJobAlone) {
     std::vector<float> row(k);
     for (int64_t r = 0; r < specs[j].n; ++r) {
       for (float& v : row) v = normal(gen) * 0.05f;
-      formats::QuantizeRow(specs[j].dtype, row.data(), rows[j].data() + r * row_bytes, k);
+      QuantizeRow(specs[j].dtype, row.data(), rows[j].data() + r * row_bytes, k);
     }
   }
   for (int threads : {1, 2, 3}) {

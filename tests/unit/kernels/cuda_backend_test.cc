@@ -13,8 +13,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "core/formats/ggml_quantize.h"
-#include "core/formats/ggml_quants.h"
+#include "core/common/dtype.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -356,15 +355,14 @@ constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType
 // Rows of `n` × `ld` values quantized to `dt` (the host bytes of a weight with row stride ld).
 std::vector<uint8_t> QuantizedRows(const std::vector<float>& values, int64_t n, int64_t ld, DType dt) {
   std::vector<uint8_t> bytes(static_cast<size_t>(n) * DTypeRowBytes(dt, ld));
-  for (int64_t r = 0; r < n; ++r)
-    formats::QuantizeRow(dt, values.data() + r * ld, bytes.data() + r * DTypeRowBytes(dt, ld), ld);
+  for (int64_t r = 0; r < n; ++r) QuantizeRow(dt, values.data() + r * ld, bytes.data() + r * DTypeRowBytes(dt, ld), ld);
   return bytes;
 }
 
-// Row r of the weight as the CPU reference decoders read it (core/formats/ggml_quants.h).
+// Row r of the weight as the CPU reference decoders read it (core/common/ggml_blocks.h).
 std::vector<float> DecodedRow(const std::vector<uint8_t>& bytes, int64_t ld, DType dt, int64_t r, int64_t k) {
   std::vector<float> row(static_cast<size_t>(ld));
-  formats::DequantizeRow(dt, bytes.data() + r * DTypeRowBytes(dt, ld), row.data(), ld);
+  DequantizeRow(dt, bytes.data() + r * DTypeRowBytes(dt, ld), row.data(), ld);
   row.resize(static_cast<size_t>(k));
   return row;
 }

@@ -22,8 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/formats/ggml_quantize.h"
-#include "core/formats/ggml_quants.h"
+#include "core/common/dtype.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/quant_layout.h"
 #include "kernels/cpu/quant_pack.h"
@@ -94,8 +93,8 @@ Case MakeCase(DType t, const Shape& s, uint32_t seed) {
   for (int64_t r = 0; r < s.n; ++r) {
     const float scale = 0.05f * (1 + r % 5);
     for (auto& v : row) v = normal(gen) * scale;
-    formats::QuantizeRow(t, row.data(), c.w.data() + r * row_bytes, c.ld);
-    formats::DequantizeRow(t, c.w.data() + r * row_bytes, deq.data(), c.ld);
+    QuantizeRow(t, row.data(), c.w.data() + r * row_bytes, c.ld);
+    DequantizeRow(t, c.w.data() + r * row_bytes, deq.data(), c.ld);
     std::copy(deq.begin() + s.col0, deq.begin() + s.col0 + s.k, c.w_f32.begin() + r * s.k);
   }
   c.x.resize(s.m * s.k);

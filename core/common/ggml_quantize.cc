@@ -1,12 +1,10 @@
-#include "core/formats/ggml_quantize.h"
+#include "core/common/ggml_quantize.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "core/formats/ggml_quants.h"
-
-namespace orca::formats {
+namespace orca::ggml {
 namespace {
 
 inline int Round(float v) { return static_cast<int>(std::lrintf(v)); }
@@ -41,7 +39,9 @@ void QuantizeAffine(const float* x, int n, int levels, uint16_t* d_half, uint16_
   for (int i = 0; i < n; ++i) q[i] = Clamp(Round((x[i] - m) * id), 0, levels);
 }
 
-void Q8_0(const float* x, BlockQ8_0* b) {
+}  // namespace
+
+void QuantizeBlock(const float* x, BlockQ8_0* b) {
   float amax = 0;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float d = StoredHalf(amax / 127.0f, &b->d);
@@ -49,17 +49,19 @@ void Q8_0(const float* x, BlockQ8_0* b) {
   for (int i = 0; i < 32; ++i) b->qs[i] = static_cast<int8_t>(Clamp(Round(x[i] * id), -127, 127));
 }
 
-void Q4_0(const float* x, BlockQ4_0* b) {
+void QuantizeBlock(const float* x, BlockQ4_0* b) {
   int q[32];
   QuantizeSymmetric(x, 32, 8, &b->d, q);
   for (int j = 0; j < 16; ++j) b->qs[j] = static_cast<uint8_t>(q[j] | q[j + 16] << 4);
 }
 
-void Q4_1(const float* x, BlockQ4_1* b) {
+void QuantizeBlock(const float* x, BlockQ4_1* b) {
   int q[32];
   QuantizeAffine(x, 32, 15, &b->d, &b->m, q);
   for (int j = 0; j < 16; ++j) b->qs[j] = static_cast<uint8_t>(q[j] | q[j + 16] << 4);
 }
+
+namespace {
 
 // The low nibbles and the 32-bit high-bit word of 5-bit values.
 void Pack5(const int* q, uint8_t* qs, uint8_t* qh) {
@@ -71,17 +73,21 @@ void Pack5(const int* q, uint8_t* qs, uint8_t* qh) {
   for (int i = 0; i < 4; ++i) qh[i] = static_cast<uint8_t>(high >> (8 * i));
 }
 
-void Q5_0(const float* x, BlockQ5_0* b) {
+}  // namespace
+
+void QuantizeBlock(const float* x, BlockQ5_0* b) {
   int q[32];
   QuantizeSymmetric(x, 32, 16, &b->d, q);
   Pack5(q, b->qs, b->qh);
 }
 
-void Q5_1(const float* x, BlockQ5_1* b) {
+void QuantizeBlock(const float* x, BlockQ5_1* b) {
   int q[32];
   QuantizeAffine(x, 32, 31, &b->d, &b->m, q);
   Pack5(q, b->qs, b->qh);
 }
+
+namespace {
 
 // Σ (s·q_i - m - x_i)² with q_i the nearest level in [0, levels].
 double AffineError(const float* x, int n, int levels, float s, float m, int* q) {
@@ -140,14 +146,16 @@ void QuantizeKAffine(const float* x, int levels, uint16_t* d_half, uint16_t* dmi
   }
 }
 
-void Q4_K(const float* x, BlockQ4_K* b) {
+}  // namespace
+
+void QuantizeBlock(const float* x, BlockQ4_K* b) {
   int q[256];
   QuantizeKAffine(x, 15, &b->d, &b->dmin, b->scales, q);
   for (int c = 0; c < 4; ++c)
     for (int l = 0; l < 32; ++l) b->qs[32 * c + l] = static_cast<uint8_t>(q[64 * c + l] | q[64 * c + 32 + l] << 4);
 }
 
-void Q5_K(const float* x, BlockQ5_K* b) {
+void QuantizeBlock(const float* x, BlockQ5_K* b) {
   int q[256];
   QuantizeKAffine(x, 31, &b->d, &b->dmin, b->scales, q);
   std::memset(b->qh, 0, sizeof(b->qh));
@@ -159,7 +167,7 @@ void Q5_K(const float* x, BlockQ5_K* b) {
     }
 }
 
-void Q6_K(const float* x, BlockQ6_K* b) {
+void QuantizeBlock(const float* x, BlockQ6_K* b) {
   float s[16];
   for (int j = 0; j < 16; ++j) s[j] = SignedMax(x + 16 * j, 16) / -32.0f;
   const float d = StoredHalf(SignedMax(s, 16) / -128.0f, &b->d);
@@ -180,37 +188,4 @@ void Q6_K(const float* x, BlockQ6_K* b) {
   }
 }
 
-template <typename Block, void (*F)(const float*, Block*)>
-void QuantizeBlocks(const float* src, void* dst, int64_t n, int block_elems) {
-  Block* b = static_cast<Block*>(dst);
-  for (int64_t i = 0; i < n / block_elems; ++i) F(src + i * block_elems, b + i);
-}
-
-}  // namespace
-
-void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
-  switch (t) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-      return ConvertFromF32(src, t, dst, static_cast<size_t>(n));
-    case DType::kQ8_0:
-      return QuantizeBlocks<BlockQ8_0, Q8_0>(src, dst, n, 32);
-    case DType::kQ4_0:
-      return QuantizeBlocks<BlockQ4_0, Q4_0>(src, dst, n, 32);
-    case DType::kQ4_1:
-      return QuantizeBlocks<BlockQ4_1, Q4_1>(src, dst, n, 32);
-    case DType::kQ5_0:
-      return QuantizeBlocks<BlockQ5_0, Q5_0>(src, dst, n, 32);
-    case DType::kQ5_1:
-      return QuantizeBlocks<BlockQ5_1, Q5_1>(src, dst, n, 32);
-    case DType::kQ4_K:
-      return QuantizeBlocks<BlockQ4_K, Q4_K>(src, dst, n, 256);
-    case DType::kQ5_K:
-      return QuantizeBlocks<BlockQ5_K, Q5_K>(src, dst, n, 256);
-    case DType::kQ6_K:
-      return QuantizeBlocks<BlockQ6_K, Q6_K>(src, dst, n, 256);
-  }
-}
-
-}  // namespace orca::formats
+}  // namespace orca::ggml

@@ -1,10 +1,13 @@
 #pragma once
-/// Block layouts of ggml's quantized tensor types as GGUF stores them, and
-/// plain decoders for one block. Written from the format's definition (the
-/// block structs of ggml and their meaning), usable from host code and, through
-/// ORCA_HOST_DEVICE (core/common/dtype.h), from CUDA device code: no library calls, no exceptions.
+/// Block layouts of ggml's quantized tensor types as GGUF stores them, with a
+/// plain decoder for one block and for a row of blocks. Written from the
+/// format's definition (the block structs of ggml and their meaning). The block
+/// decoders are usable from host code and, through ORCA_HOST_DEVICE, from CUDA
+/// device code (kernels/cuda/quant_kernels.cu): no library calls, no exceptions.
+/// A block type's place in the traits table (its DType, name, GGUF id, scale
+/// fields, kernels): core/common/dtype.h. Its quantizer: ggml_quantize.h.
 ///
-/// Every type stores a row of a [n, k] matrix (k values) as k / block_elems
+/// Every type stores a row of a [n, k] matrix (k values) as k / kElems
 /// consecutive blocks; fp16 fields are IEEE half precision, little-endian.
 ///
 ///   type   values/block  bytes  value of element i
@@ -36,45 +39,51 @@
 /// 2 bits from the top bits of scales[j - 4] (sc) and scales[j] (m).
 
 #include <cstdint>
+#include <type_traits>
 
-#include "core/common/dtype.h"
+#include "core/common/float16.h"
 
-namespace orca::formats {
+namespace orca::ggml {
 
-inline constexpr int kQK = 32;    ///< values per block of the 32-value types
-inline constexpr int kQKK = 256;  ///< values per K-quant super-block
-
+// Each block struct is exactly the bytes of one block; kElems is its number of values.
 struct BlockQ8_0 {
+  static constexpr int kElems = 32;
   uint16_t d;
   int8_t qs[32];
 };
 struct BlockQ4_0 {
+  static constexpr int kElems = 32;
   uint16_t d;
   uint8_t qs[16];
 };
 struct BlockQ4_1 {
+  static constexpr int kElems = 32;
   uint16_t d;
   uint16_t m;
   uint8_t qs[16];
 };
 struct BlockQ5_0 {
+  static constexpr int kElems = 32;
   uint16_t d;
   uint8_t qh[4];
   uint8_t qs[16];
 };
 struct BlockQ5_1 {
+  static constexpr int kElems = 32;
   uint16_t d;
   uint16_t m;
   uint8_t qh[4];
   uint8_t qs[16];
 };
 struct BlockQ4_K {
+  static constexpr int kElems = 256;
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[12];
   uint8_t qs[128];
 };
 struct BlockQ5_K {
+  static constexpr int kElems = 256;
   uint16_t d;
   uint16_t dmin;
   uint8_t scales[12];
@@ -82,39 +91,22 @@ struct BlockQ5_K {
   uint8_t qs[128];
 };
 struct BlockQ6_K {
+  static constexpr int kElems = 256;
   uint8_t ql[128];
   uint8_t qh[64];
   int8_t scales[16];
   uint16_t d;
 };
 
-static_assert(sizeof(BlockQ8_0) == DTypeBlockBytes(DType::kQ8_0));
-static_assert(sizeof(BlockQ4_0) == DTypeBlockBytes(DType::kQ4_0));
-static_assert(sizeof(BlockQ4_1) == DTypeBlockBytes(DType::kQ4_1));
-static_assert(sizeof(BlockQ5_0) == DTypeBlockBytes(DType::kQ5_0));
-static_assert(sizeof(BlockQ5_1) == DTypeBlockBytes(DType::kQ5_1));
-static_assert(sizeof(BlockQ4_K) == DTypeBlockBytes(DType::kQ4_K));
-static_assert(sizeof(BlockQ5_K) == DTypeBlockBytes(DType::kQ5_K));
-static_assert(sizeof(BlockQ6_K) == DTypeBlockBytes(DType::kQ6_K));
-
-/// ggml's type ids (GGUF tensor info) for the types Orca reads.
-enum GgmlTypeId : uint32_t {
-  kGgmlF32 = 0,
-  kGgmlF16 = 1,
-  kGgmlQ4_0 = 2,
-  kGgmlQ4_1 = 3,
-  kGgmlQ5_0 = 6,
-  kGgmlQ5_1 = 7,
-  kGgmlQ8_0 = 8,
-  kGgmlQ4_K = 12,
-  kGgmlQ5_K = 13,
-  kGgmlQ6_K = 14,
-  kGgmlBF16 = 30,
-};
-
-/// The DType of a ggml type id; false for types Orca cannot use.
-bool DTypeFromGgml(uint32_t ggml_type, DType* out);
-uint32_t GgmlTypeOf(DType t);
+// The sizes GGUF defines for each block (sizeof is what a row's bytes are computed from).
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
 
 /// Sub-block j (0..7) scale and min of a Q4_K/Q5_K block's 12 scale bytes.
 ORCA_HOST_DEVICE inline void KQuantScaleMin(const uint8_t* s, int j, uint8_t* sc, uint8_t* m) {
@@ -175,7 +167,9 @@ ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ5_1& b, float* out) {
   }
 }
 
-ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ4_K& b, float* out) {
+// Q4_K and Q5_K: four 64-value chunks of two sub-blocks each (Q5_K: the 5th bits from qh).
+template <typename Block>
+ORCA_HOST_DEVICE inline void DecodeKQuantAffine(const Block& b, float* out) {
   const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
   for (int c = 0; c < 4; ++c) {
     uint8_t sc0, m0, sc1, m1;
@@ -184,28 +178,19 @@ ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ4_K& b, float* out) {
     const float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
     const uint8_t* q = b.qs + 32 * c;
     for (int l = 0; l < 32; ++l) {
-      out[64 * c + l] = d0 * static_cast<float>(q[l] & 0x0f) - mm0;
-      out[64 * c + 32 + l] = d1 * static_cast<float>(q[l] >> 4) - mm1;
-    }
-  }
-}
-
-ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ5_K& b, float* out) {
-  const float d = F16ToF32(b.d), dmin = F16ToF32(b.dmin);
-  for (int c = 0; c < 4; ++c) {
-    uint8_t sc0, m0, sc1, m1;
-    KQuantScaleMin(b.scales, 2 * c, &sc0, &m0);
-    KQuantScaleMin(b.scales, 2 * c + 1, &sc1, &m1);
-    const float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
-    const uint8_t* q = b.qs + 32 * c;
-    for (int l = 0; l < 32; ++l) {
-      const int lo = (q[l] & 0x0f) | (((b.qh[l] >> (2 * c)) & 1) << 4);
-      const int hi = (q[l] >> 4) | (((b.qh[l] >> (2 * c + 1)) & 1) << 4);
+      int lo = q[l] & 0x0f, hi = q[l] >> 4;
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        lo |= ((b.qh[l] >> (2 * c)) & 1) << 4;
+        hi |= ((b.qh[l] >> (2 * c + 1)) & 1) << 4;
+      }
       out[64 * c + l] = d0 * static_cast<float>(lo) - mm0;
       out[64 * c + 32 + l] = d1 * static_cast<float>(hi) - mm1;
     }
   }
 }
+
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ4_K& b, float* out) { DecodeKQuantAffine(b, out); }
+ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ5_K& b, float* out) { DecodeKQuantAffine(b, out); }
 
 /// The 6-bit value (0..63) of element i of a Q6_K block.
 ORCA_HOST_DEVICE inline int Q6KValue(const BlockQ6_K& b, int i) {
@@ -222,14 +207,11 @@ ORCA_HOST_DEVICE inline void DecodeBlock(const BlockQ6_K& b, float* out) {
     out[i] = d * static_cast<float>(b.scales[i / 16]) * static_cast<float>(Q6KValue(b, i) - 32);
 }
 
-/// Decodes `n` values of a row of type `t` (n a multiple of the block size;
-/// element types are converted as ConvertToF32 does).
-void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
+/// Decodes `n` values (n / Block::kElems whole blocks) of a row: a table row's decoder.
+template <typename Block>
+void DecodeRow(const void* src, float* dst, int64_t n) {
+  const Block* b = static_cast<const Block*>(src);
+  for (int64_t i = 0; i < n / Block::kElems; ++i) DecodeBlock(b[i], dst + i * Block::kElems);
+}
 
-/// Index of the first block among `num_blocks` whose fp16 scale fields are not
-/// finite (NaN or infinity), with the field's name; -1 when all are. This is
-/// what makes a block corrupt: every bit pattern of the quantized values is a
-/// valid value.
-int64_t FindCorruptBlock(DType t, const void* blocks, int64_t num_blocks, const char** field);
-
-}  // namespace orca::formats
+}  // namespace orca::ggml
