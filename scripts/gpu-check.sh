@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command on a GPU machine (issue 16): build Orca with CUDA and NCCL, run every CTest
 # labelled `gpu`, then the engine microbenchmark and a Fig. 10 sweep on the CUDA backend, and
-# write the results where bench/README.md ("GPU check") expects them.
+# write the results where bench/README.md ("On a GPU") describes them.
 #
 #   scripts/gpu-check.sh                  # the whole check; needs a GPU
 #   scripts/gpu-check.sh --quick          # the same with a smaller benchmark grid

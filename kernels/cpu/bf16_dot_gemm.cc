@@ -29,8 +29,8 @@ constexpr int64_t kXBlockBytes = 384 << 10;
 constexpr int64_t kRowBlockRows = 16 * kMaxTileRows;
 // Below this many rows the next-panel prefetch costs more than it gives: the hardware
 // prefetcher alone streamed a 1.1B model's decode GEMMs 1.06-1.37x faster at 1 row and 1.14x at
-// 4, and 0.80x at 8, 0.73x at 16 (paired in one process, EPYC; bench/README.md "Decode prefetch
-// spread over the unit").
+// 4, and 0.80x at 8, 0.73x at 16 (paired in one process, EPYC;
+// bench/results/2026-11-24_issue12-quantized-gguf.md "Decode prefetch spread over the unit").
 constexpr int64_t kPrefetchMinRows = 5;
 
 inline __m512bh AsBh(__m512i v) { return reinterpret_cast<__m512bh&>(v); }

@@ -61,7 +61,7 @@ struct QuantizedRows {
 /// Q8_0 a copy) costs more than decoding the panel again for every 8 rows, up
 /// to a row count that depends on how much work decoding a unit is. Measured
 /// with both paths forced at every row count, alternating, in gemm_bench's 1.1B
-/// model pass on an EPYC (bench/README.md "Sixteenth session: the direct-path
+/// model pass on an EPYC (bench/results/2026-11-24_issue12-quantized-gguf.md "Sixteenth session: the direct-path
 /// limit per type"), the decode kernels stay ahead (GOP/s, two rounds) up to:
 /// Q4_0 24 rows (888/878 vs 773/748), Q4_K 24 (845/868 vs 624/540), Q4_1 and
 /// Q5_1 32 (723/907 vs 690/703; 836/672 vs 611/625), Q5_K 32 (768/535 vs
@@ -79,7 +79,7 @@ constexpr int64_t AvxDirectMaxRows(DType type) {
 /// AvxDirectMaxRows for a CPU of this vendor and display family: the same
 /// limits, but for Q4_K on Zen 4 (AMD family 0x19), whose decode kernels stay
 /// ahead of the chunked ones to 48 rows. Forced both ways and paired in one
-/// process (gemm_bench --compare-direct-max-rows 0,100000; bench/README.md
+/// process (gemm_bench --compare-direct-max-rows 0,100000; bench/results/2026-11-24_issue12-quantized-gguf.md
 /// "Twenty-seventh session"), the decode kernels ran 1.02-1.19x faster at 28-48
 /// rows on every TinyLlama and Llama-3.1-8B layer shape, and 0.90-1.13x at 64;
 /// Q4_0, Q5_K and Q8_0 were even there (0.85-1.17x by shape), Q6_K even at 16
@@ -118,7 +118,7 @@ bool CanRun(Isa isa);
 /// (these VMs expose no counters to say why), paired in one process:
 /// - L1 4 KiB ahead, spread over the unit's groups: sending a whole unit's lines
 ///   at its start instead filled the miss buffers (Zen 4 EPYC: Q6_K 1.5-1.7x,
-///   Q5_K 1.3-1.8x faster spread; bench/README.md "Decode prefetch spread over
+///   Q5_K 1.3-1.8x faster spread; bench/results/2026-11-24_issue12-quantized-gguf.md "Decode prefetch spread over
 ///   the unit"). The hardware prefetcher alone was 0.71-1.26x.
 /// - L2 16 KiB ahead as well: on a Zen 4 EPYC the one-group types (Q8_0, Q4_x,
 ///   Q5_x) 1.00-1.08x at one row and 1.06-1.32x at two to four, the K-quants
@@ -159,7 +159,7 @@ struct GemmArgs {
 /// activation rows of a `type` weight on a CPU of this vendor and display family.
 /// On Zen 4 (AMD family 0x19) one-row Q8_0 runs without software prefetch:
 /// paired in one process (gemm_bench --compare-decode-prefetch
-/// 4096:16384,0:0,8192:0 --rows 1,2; bench/README.md "Twenty-seventh session")
+/// 4096:16384,0:0,8192:0 --rows 1,2; bench/results/2026-11-24_issue12-quantized-gguf.md "Twenty-seventh session")
 /// it streamed TinyLlama's layers 1.04-1.21x faster with none (k/v 0.97x),
 /// while at two rows, and for Q4_K, Q4_0, Q5_K and Q6_K at one, dropping the
 /// requests cost up to 2-3x (0.32-0.98x, two Q4_K/Q4_0 shapes 1.06-1.14x).

@@ -7,7 +7,7 @@
 // A translation unit of its own because GCC's code for these loops depends on
 // what else the unit holds: beside the tuned row-block kernels, B=1 decode of
 // a Q4_K_M model measured 10-20 % slower with this same source
-// (bench/README.md, "Prefill kernel: where the rest of the time goes").
+// (bench/results/2026-11-24_issue12-quantized-gguf.md).
 
 #include <immintrin.h>
 

@@ -5,7 +5,7 @@
 /// in-process engine, the `orca` CLI) would otherwise map libcublas and, through it,
 /// libcublasLt at start, whose initialisation leaves ~145 MiB resident (about 60 MiB of
 /// its code and 85 MiB of its zero-initialised data) in every such process, including
-/// those that never touch a GPU (measured: bench/README.md, "Idle memory"). The backend
+/// those that never touch a GPU (measured: bench/results/2026-11-24_issue12-stack-memory.md). The backend
 /// calls five cuBLAS functions; they are looked up here, once, when a CudaBackend starts.
 
 #include <cublas_v2.h>

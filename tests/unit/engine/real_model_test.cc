@@ -105,8 +105,8 @@ TEST_P(RealModelTest, TinyGpt2MatchesReference) {
 // and that no metadata announces. stories260K with such a tensor added (divisors 1, 2, 4, 8 for its four frequencies)
 // must continue greedily as llama.cpp continues it. The ids below are llama.cpp's (llama-server c392e50 on the same
 // tensor added to the file by a one-off script, `/completion` with temperature 0, top_k 1, ignore_eos,
-// return_tokens: bench/README.md, twenty-first session); they leave the unscaled model's reference after 30 tokens
-// of the first prompt.
+// return_tokens: bench/results/2026-11-24_issue12-quantized-gguf.md, twenty-first session); they leave the
+// unscaled model's reference after 30 tokens of the first prompt.
 TEST(RealModelRopeTest, Stories260KWithRopeFreqsContinuesAsLlamaCpp) {
   const std::string src = testing::SharedModelsDir() + "/stories260K.gguf";
   if (!Exists(src)) GTEST_SKIP() << "no ../shared/models/stories260K.gguf";
