@@ -13,7 +13,9 @@ namespace orca::gateway::testing {
 
 std::string ByteLevelTokenizerJson() {
   text::ByteLevelBpeVocab vocab;
-  for (int b = 0; b < 256; ++b) vocab.tokens.emplace_back(text::EncodeUtf8(text::ByteToUnicode(static_cast<uint8_t>(b))), b);
+  for (int b = 0; b < 256; ++b) {
+    vocab.tokens.emplace_back(text::EncodeUtf8(text::ByteToUnicode(static_cast<uint8_t>(b))), b);
+  }
   return text::ByteLevelBpeTokenizerJson(vocab, {{kByteLevelEosId, "<|endoftext|>"}});
 }
 
