@@ -35,6 +35,7 @@
 #include "core/engine/engine.h"
 #include "core/loadgen/fig10_report.h"
 #include "core/loadgen/serving_sweep.h"
+#include "core/loadgen/trace_flags.h"
 #include "sim/sweep.h"
 
 namespace orca::bench {
@@ -49,9 +50,7 @@ struct Args {
   int64_t n_slots = 8192;
   std::string configs = "orca:8,orca:32,request-level:1,request-level:8";
   std::string rates = "1,2,4,8,16";
-  int64_t num_requests = 100;
-  int64_t seed = 1;
-  int64_t min_prompt = 32, max_prompt = 512, min_new = 1, max_new = 128;
+  loadgen::TraceFlags trace;  ///< The paper's §6.2 trace: --num-requests, --seed, the length bounds
   double saturation_ms = 0;
   std::string targets = "1.25,1.5,2,3,5";
   std::string out;
@@ -200,13 +199,9 @@ absl::Status Run(const Args& args) {
   ORCA_ASSIGN_OR_RETURN(const std::vector<loadgen::SweepCurveSpec> specs, loadgen::ParseCurveSpecs(args.configs));
   ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParsePositiveNumberList(args.rates, "rates"));
   ORCA_ASSIGN_OR_RETURN(const std::vector<double> multiples, ParsePositiveNumberList(args.targets, "targets"));
+  ORCA_ASSIGN_OR_RETURN(const loadgen::LoadTraceOptions trace, loadgen::TraceOptionsFromFlags(args.trace));
   sim::SweepOptions options;
-  options.trace.seed = static_cast<uint64_t>(args.seed);
-  options.trace.num_requests = static_cast<int32_t>(args.num_requests);
-  options.trace.min_prompt_tokens = static_cast<int32_t>(args.min_prompt);
-  options.trace.max_prompt_tokens = static_cast<int32_t>(args.max_prompt);
-  options.trace.min_new_tokens = static_cast<int32_t>(args.min_new);
-  options.trace.max_new_tokens = static_cast<int32_t>(args.max_new);
+  options.trace = loadgen::PoissonTraceOptions(trace);
   options.arrival_rates = rates;
   options.simulation.vocab_size = engine->config().vocab_size;
   options.saturation_latency = args.saturation_ms / 1e3;
@@ -216,9 +211,9 @@ absl::Status Run(const Args& args) {
   std::printf(
       "# §6.2 trace: %lld requests per point, seed %lld, Poisson arrivals, prompt U(%lld,%lld), output U(%lld,%lld), "
       "no early EOS\n\n",
-      static_cast<long long>(args.num_requests), static_cast<long long>(args.seed),
-      static_cast<long long>(args.min_prompt), static_cast<long long>(args.max_prompt),
-      static_cast<long long>(args.min_new), static_cast<long long>(args.max_new));
+      static_cast<long long>(trace.num_requests), static_cast<long long>(args.trace.seed),
+      static_cast<long long>(trace.min_prompt_tokens), static_cast<long long>(trace.max_prompt_tokens),
+      static_cast<long long>(trace.min_new_tokens), static_cast<long long>(trace.max_new_tokens));
   std::fflush(stdout);
   ORCA_RETURN_IF_ERROR(Calibrate(*engine));
   const auto wall_start = std::chrono::steady_clock::now();
@@ -237,8 +232,8 @@ absl::Status Run(const Args& args) {
   out.target_multiples = multiples;
   out.gnuplot = args.gnuplot;
   out.title = absl::StrCat("Real CPU engine (", args.model.empty() ? "llama-" + args.preset : model,
-                           "), virtual clock, prompt U(", args.min_prompt, ",", args.max_prompt, "), output U(",
-                           args.min_new, ",", args.max_new, ")");
+                           "), virtual clock, prompt U(", trace.min_prompt_tokens, ",", trace.max_prompt_tokens,
+                           "), output U(", trace.min_new_tokens, ",", trace.max_new_tokens, ")");
   ORCA_ASSIGN_OR_RETURN(const std::string text, loadgen::WriteSweepOutputs(measured, out));
   std::printf("%s", text.substr(text.rfind("wrote")).c_str());
   return absl::OkStatus();
@@ -261,12 +256,7 @@ int main(int argc, char** argv) {
   flags.AddInt("n-slots", &a.n_slots, "KV slots (paper's n_slots)");
   flags.AddString("configs", &a.configs, "Curves: POLICY:MAX_BS,...");
   flags.AddString("rates", &a.rates, "Arrival rates (req/s), increasing");
-  flags.AddInt("num-requests", &a.num_requests, "Requests per point");
-  flags.AddInt("seed", &a.seed, "Trace seed");
-  flags.AddInt("min-prompt-tokens", &a.min_prompt, "Trace: shortest prompt (paper: 32)");
-  flags.AddInt("max-prompt-tokens", &a.max_prompt, "Trace: longest prompt (paper: 512)");
-  flags.AddInt("min-new-tokens", &a.min_new, "Trace: fewest generated tokens (paper: 1)");
-  flags.AddInt("max-new-tokens", &a.max_new, "Trace: most generated tokens (paper: 128)");
+  orca::loadgen::AddTraceFlags(orca::loadgen::TraceFlagScope::kPaper, &a.trace, &flags);
   flags.AddDouble("saturation-latency-ms", &a.saturation_ms,
                   "Stop a curve past this median normalized latency (0 = off)");
   flags.AddString("targets", &a.targets,

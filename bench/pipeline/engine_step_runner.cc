@@ -22,8 +22,6 @@ absl::StatusOr<sim::StepOutcome> EngineStepRunner::Run(const sched::IterationPla
   outcome.elapsed = absl::FromChrono(end - start);
   outcome.results = services::SamplesToResults(output_.samples);
   services::AddFailures(output_.failures, &outcome.results);
-  total_step_time_ += outcome.elapsed;
-  ++num_steps_;
   return outcome;
 }
 

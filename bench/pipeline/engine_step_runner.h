@@ -31,15 +31,9 @@ class EngineStepRunner : public sim::StepRunner {
   int32_t num_stages() const override { return 1; }
   std::string Describe() const override;
 
-  /// Sum of measured Step() times of this runner.
-  absl::Duration total_step_time() const { return total_step_time_; }
-  int64_t num_steps() const { return num_steps_; }
-
  private:
   engine::Engine* engine_;
   engine::StepOutput output_;
-  absl::Duration total_step_time_;
-  int64_t num_steps_ = 0;
 };
 
 }  // namespace orca::bench

@@ -38,6 +38,7 @@
 #include "core/common/subprocess.h"
 #include "core/loadgen/bench_run.h"
 #include "core/loadgen/prometheus_text.h"
+#include "core/loadgen/trace_flags.h"
 
 namespace orca::bench {
 namespace {
@@ -50,9 +51,8 @@ struct Args {
   int64_t stages = 2;
   std::string n_workers = "1,2";
   std::string rates = "2,6";
-  int64_t num_requests = 100;
+  loadgen::TraceFlags trace;  ///< The paper's §6.2 trace: --num-requests, --seed, the length bounds
   double max_duration_s = 300;
-  int64_t seed = 1;
   int64_t threads = 1;
   int64_t max_bs = 16;
   int64_t n_slots = 8192;
@@ -152,6 +152,7 @@ absl::Status Run(Args args) {
   ORCA_ASSIGN_OR_RETURN(const std::string model, ResolveModel(args));
   ORCA_ASSIGN_OR_RETURN(const std::vector<double> n_workers_list, ParsePositiveNumberList(args.n_workers, "n-workers"));
   ORCA_ASSIGN_OR_RETURN(const std::vector<double> rates, ParsePositiveNumberList(args.rates, "rates"));
+  ORCA_ASSIGN_OR_RETURN(const loadgen::LoadTraceOptions trace, loadgen::TraceOptionsFromFlags(args.trace));
   std::vector<Row> rows;
   for (double nw : n_workers_list) {
     LocalStackOptions so;
@@ -178,14 +179,12 @@ absl::Status Run(Args args) {
     ORCA_RETURN_IF_ERROR(loadgen::RunBenchmark(warm, "warmup").status());
     for (double rate : rates) {
       loadgen::BenchRunOptions run;
-      run.trace.trace = "paper";
-      run.trace.seed = static_cast<uint64_t>(args.seed);
+      run.trace = trace;
       run.trace.arrival_rate = rate;
-      run.trace.num_requests = static_cast<int32_t>(args.num_requests);
       run.driver.base_url = stack->gateway_url();
       run.driver.max_duration = absl::Seconds(args.max_duration_s);
       run.driver.progress_label = absl::StrFormat("n_workers %g @ %g req/s", nw, rate);
-      run.prompts.seed = static_cast<uint64_t>(args.seed);
+      run.prompts.seed = trace.seed;
       ORCA_ASSIGN_OR_RETURN(const Scrape before, ScrapeAll(*stack));
       ORCA_ASSIGN_OR_RETURN(loadgen::BenchRunReport report, loadgen::RunBenchmark(run, run.driver.progress_label));
       ORCA_ASSIGN_OR_RETURN(const Scrape after, ScrapeAll(*stack));
@@ -207,7 +206,7 @@ absl::Status Run(Args args) {
       "# %lld-stage pipeline, %s, policy %s, max_bs %lld, %lld thread(s) per worker, paper §6.2 trace, %lld requests "
       "per run\n\n%s\n%s",
       static_cast<long long>(args.stages), model.c_str(), args.policy.c_str(), static_cast<long long>(args.max_bs),
-      static_cast<long long>(args.threads), static_cast<long long>(args.num_requests), table.c_str(), gain.c_str());
+      static_cast<long long>(args.threads), static_cast<long long>(trace.num_requests), table.c_str(), gain.c_str());
   return WriteStringToFile(args.out + "/pipeline.txt", table + "\n" + gain);
 }
 
@@ -226,9 +225,8 @@ int main(int argc, char** argv) {
   flags.AddInt("stages", &a.stages, "Pipeline stages (worker processes)");
   flags.AddString("n-workers", &a.n_workers, "Batches in flight to compare, e.g. 1,2");
   flags.AddString("rates", &a.rates, "Arrival rates (req/s)");
-  flags.AddInt("num-requests", &a.num_requests, "Requests per run");
   flags.AddDouble("max-duration", &a.max_duration_s, "Seconds after which a run stops by itself");
-  flags.AddInt("seed", &a.seed, "Trace seed");
+  orca::loadgen::AddTraceFlags(orca::loadgen::TraceFlagScope::kPaper, &a.trace, &flags);
   flags.AddInt("threads", &a.threads, "Compute threads per worker");
   flags.AddInt("max-bs", &a.max_bs, "Scheduler max_bs");
   flags.AddInt("n-slots", &a.n_slots, "KV slots per stage");

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "core/common/flags.h"
 #include "core/common/status_macros.h"
+#include "core/loadgen/trace_flags.h"
 #include "sim/cost_model.h"
 #include "sim/simulated_engine.h"
 #include "sim/sweep.h"
@@ -32,8 +33,11 @@ namespace {
 struct BenchFlags {
   std::string model = "gpt3-13b";
   std::string cost_shape = "both";
-  int64_t num_requests = 1000;
-  int64_t seed = 1;
+  loadgen::TraceFlags trace = [] {
+    loadgen::TraceFlags t;
+    t.options.num_requests = 1000;
+    return t;
+  }();
   std::vector<std::string> rates;
   std::vector<std::string> orca_max_bs = {"8", "16", "32", "64"};
   std::vector<std::string> baseline_max_bs = {"1", "2", "4", "8", "16", "32"};
@@ -92,9 +96,9 @@ absl::StatusOr<BenchPlan> MakePlan(const BenchFlags& f) {
     return absl::InvalidArgumentError(
         absl::StrCat("--cost-shape: '", f.cost_shape, "' is not linear, roofline or both"));
   }
-  if (f.num_requests < 1) return absl::InvalidArgumentError("--num-requests must be >= 1");
-  plan.sweep.trace.num_requests = static_cast<int32_t>(f.num_requests);
-  plan.sweep.trace.seed = static_cast<uint64_t>(f.seed);
+  ORCA_ASSIGN_OR_RETURN(const loadgen::LoadTraceOptions trace, loadgen::TraceOptionsFromFlags(f.trace));
+  if (trace.num_requests < 1) return absl::InvalidArgumentError("--num-requests must be >= 1");
+  plan.sweep.trace = loadgen::PoissonTraceOptions(trace);
   plan.sweep.saturation_latency = f.saturation_ms / 1e3;
   if (f.rates.empty()) {
     plan.sweep.arrival_rates = DefaultRates(32.0);
@@ -201,8 +205,8 @@ absl::Status Run(int argc, char** argv) {
   FlagSet flags("orca_sched_bench", "ORCA §6.2 on a simulated GPU engine: orca(max_bs) vs the request-level baseline.");
   flags.AddString("model", &f.model, "Cost-model preset: gpt3-13b, gpt3-101b, gpt3-175b, gpt3-341b");
   flags.AddString("cost-shape", &f.cost_shape, "linear (a + b*tokens), roofline (max(weights, b*tokens)) or both");
-  flags.AddInt("num-requests", &f.num_requests, "Requests per (configuration, rate) run");
-  flags.AddInt("seed", &f.seed, "Trace seed (same trace for every configuration)");
+  // The same trace for every configuration and rate.
+  loadgen::AddTraceFlags(loadgen::TraceFlagScope::kPaper, &f.trace, &flags);
   flags.AddStringList("rates", &f.rates, "Arrival rates in req/s (default: 0.1 .. 32, 10 per decade)");
   flags.AddStringList("orca-max-bs", &f.orca_max_bs, "max_bs values of the orca curves");
   flags.AddStringList("baseline-max-bs", &f.baseline_max_bs, "max_bs values of the baseline curves");

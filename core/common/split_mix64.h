@@ -1,10 +1,26 @@
 #pragma once
-/// A small deterministic random generator for traces and simulated engines.
+/// A small deterministic random generator for traces, simulated engines and synthetic
+/// weights, and the stateless hash made of its mixing step (block hashes, derived seeds).
 
 #include <cmath>
 #include <cstdint>
 
 namespace orca {
+
+/// SplitMix64's state increment (2^64 / golden ratio, odd).
+inline constexpr uint64_t kSplitMix64Increment = 0x9e3779b97f4a7c15ULL;
+
+/// SplitMix64's output function: a bijective 64-bit mixer (Stafford's variant 13 of the
+/// MurmurHash3 finalizer).
+inline constexpr uint64_t SplitMix64Finalize(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/// A stateless 64-bit hash of `x`: the first output of SplitMix64(x). For keys and derived
+/// seeds (prefix-cache block hashes, a request's sampling seed).
+inline constexpr uint64_t SplitMix64Hash(uint64_t x) { return SplitMix64Finalize(x + kSplitMix64Increment); }
 
 /// SplitMix64 (Steele, Lea, Flood 2014) with its own conversions to doubles, bounded
 /// integers and exponentials, so that traces are identical on every platform (the
@@ -13,12 +29,7 @@ class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : state_(seed) {}
 
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+  uint64_t Next() { return SplitMix64Finalize(state_ += kSplitMix64Increment); }
   /// Uniform in [0, 1).
   double NextDouble() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   /// Uniform integer in [lo, hi]; requires lo <= hi. Multiply-shift: bias below span/2^64.

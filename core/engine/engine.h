@@ -116,7 +116,6 @@ class Engine {
   /// Aborts the links (a session that is over): a wait on them returns, and later steps fail
   /// until the next ConnectPipeline. Any thread, but not during Connect/DisconnectPipeline.
   void AbortPipeline();
-  bool pipeline_connected() const { return pipeline_connected_; }
 
   /// Frees a request's KV and sampler now (also done by StepInput::released_ids), and the
   /// KV of its prompt padding if it had any (PaddingSequenceId).

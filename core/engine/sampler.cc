@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/common/logging.h"
+#include "core/common/split_mix64.h"
 #include "core/engine/prompt_logprobs.h"
 #include "kernels/cpu/sampling_kernels.h"
 
@@ -38,13 +39,6 @@ double KeptMass(const float* p, int32_t begin, int32_t end, float min_p) {
   double part[4] = {0, 0, 0, 0};
   for (int32_t i = begin; i < end; ++i) part[i % 4] += Kept(p[i], min_p) ? p[i] : 0.0f;
   return (part[0] + part[1]) + (part[2] + part[3]);
-}
-
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 }  // namespace
@@ -107,7 +101,7 @@ void TopK(const float* x, int32_t n, int32_t k, std::vector<std::pair<float, int
 Sampler::Sampler(const SamplingParams& params, uint64_t request_id, absl::Span<const int32_t> prompt,
                  absl::Span<const int32_t> resumed_output, std::unique_ptr<structured::GrammarMatcher> matcher)
     : params_(params),
-      rng_(params.seed.has_value() ? *params.seed : SplitMix(request_id)),
+      rng_(params.seed.has_value() ? *params.seed : SplitMix64Hash(request_id)),
       matcher_(std::move(matcher)) {
   if (matcher_ != nullptr) {
     for (int32_t t : resumed_output) {

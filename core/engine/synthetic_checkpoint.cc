@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/mapped_file.h"
+#include "core/common/split_mix64.h"
 #include "core/common/status_macros.h"
 
 namespace orca::engine {
@@ -34,13 +35,8 @@ uint64_t Hash(const std::string& s, uint64_t seed) {
 class Rng {
  public:
   explicit Rng(uint64_t seed) {
-    for (auto& v : s_) {
-      seed += 0x9e3779b97f4a7c15ull;
-      uint64_t z = seed;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      v = z ^ (z >> 31);
-    }
+    SplitMix64 seeder(seed);  // xoshiro's recommended seeding
+    for (auto& v : s_) v = seeder.Next();
   }
   double Uniform() { return (Next() >> 11) * (1.0 / 9007199254740992.0); }
   double Normal() {

@@ -1,7 +1,7 @@
 #pragma once
 /// The paper's Fig. 10 from measured runs: median normalized latency against throughput, one
 /// curve per (policy, max_bs), and the throughput ratio at equal median normalized latency
-/// computed exactly as the simulated sweep does (sim/sweep.h).
+/// computed exactly as the simulated sweep does (core/loadgen/sweep_curve.h, shared with sim/).
 
 #include <cstdint>
 #include <string>
@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/loadgen/bench_summary.h"
+#include "core/loadgen/sweep_curve.h"
 #include "core/sched/scheduling_policy.h"
-#include "sim/sweep.h"
 
 namespace orca::loadgen {
 

@@ -285,19 +285,29 @@ absl::StatusOr<std::vector<ChatConversation>> MakeChatConversations(const LoadTr
   return conversations;
 }
 
+TraceOptions PoissonTraceOptions(const LoadTraceOptions& options) {
+  TraceOptions poisson;
+  poisson.seed = options.seed;
+  poisson.arrival_rate = options.arrival_rate;
+  poisson.num_requests = options.num_requests;
+  if (ParseTraceKind(options.trace) == TraceKind::kHomogeneous) {
+    // A degenerate uniform distribution: same arrival stream as the paper trace.
+    poisson.min_prompt_tokens = poisson.max_prompt_tokens = options.prompt_tokens;
+    poisson.min_new_tokens = poisson.max_new_tokens = options.output_tokens;
+  } else {
+    poisson.min_prompt_tokens = options.min_prompt_tokens;
+    poisson.max_prompt_tokens = options.max_prompt_tokens;
+    poisson.min_new_tokens = options.min_new_tokens;
+    poisson.max_new_tokens = options.max_new_tokens;
+  }
+  return poisson;
+}
+
 absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& options) {
-  loadgen::TraceOptions sim_options;
-  sim_options.seed = options.seed;
-  sim_options.arrival_rate = options.arrival_rate;
-  sim_options.num_requests = options.num_requests;
   switch (ParseTraceKind(options.trace)) {
     case TraceKind::kPaper:
       ORCA_RETURN_IF_ERROR(ValidateSynthetic(options));
-      sim_options.min_prompt_tokens = options.min_prompt_tokens;
-      sim_options.max_prompt_tokens = options.max_prompt_tokens;
-      sim_options.min_new_tokens = options.min_new_tokens;
-      sim_options.max_new_tokens = options.max_new_tokens;
-      return loadgen::GeneratePoissonTrace(sim_options);
+      return GeneratePoissonTrace(PoissonTraceOptions(options));
     case TraceKind::kHomogeneous:
       ORCA_RETURN_IF_ERROR(ValidateSynthetic(options));
       if (options.prompt_tokens < 1 || options.output_tokens < 1) {
@@ -305,10 +315,7 @@ absl::StatusOr<std::vector<TraceRequest>> MakeLoadTrace(const LoadTraceOptions& 
             absl::StrCat("homogeneous trace needs prompt_tokens >= 1 and output_tokens >= 1 (got ",
                          options.prompt_tokens, ", ", options.output_tokens, ")"));
       }
-      // A degenerate uniform distribution: same arrival stream as the paper trace.
-      sim_options.min_prompt_tokens = sim_options.max_prompt_tokens = options.prompt_tokens;
-      sim_options.min_new_tokens = sim_options.max_new_tokens = options.output_tokens;
-      return loadgen::GeneratePoissonTrace(sim_options);
+      return GeneratePoissonTrace(PoissonTraceOptions(options));
     case TraceKind::kChat:
       return MakeChatTrace(options);
     case TraceKind::kFile:

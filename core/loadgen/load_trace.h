@@ -82,6 +82,11 @@ struct ChatConversation {
 /// "paper" / "homogeneous" / "chat" / anything else is a file path.
 TraceKind ParseTraceKind(const std::string& trace);
 
+/// The Poisson generator's options for a paper or homogeneous trace (the homogeneous one is the
+/// paper's with every length fixed): seed, rate and request count carried over. For the
+/// simulated sweeps (sim/), which replay such traces without token contents.
+TraceOptions PoissonTraceOptions(const LoadTraceOptions& options);
+
 /// Builds the trace `options` describes. Synthetic traces are deterministic for a seed and,
 /// as in GeneratePoissonTrace, their lengths do not depend on the rate. INVALID_ARGUMENT
 /// names the bad field; file errors name the file and line.

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "absl/strings/str_join.h"
+#include "core/common/utf8.h"
 
 namespace orca::metrics {
 

@@ -1,6 +1,7 @@
 #pragma once
 /// Helpers for the Prometheus text exposition format, version 0.0.4:
-/// name validation, escaping and number formatting.
+/// name validation, escaping and number formatting. Label values are sanitized to valid UTF-8
+/// with core/common/utf8.h (SanitizeUtf8) so that untrusted values never make the page unparseable.
 /// https://prometheus.io/docs/instrumenting/exposition_formats/
 
 #include <string>
@@ -16,11 +17,6 @@ bool IsValidMetricName(std::string_view name);
 
 /// True for `[a-zA-Z_][a-zA-Z0-9_]*` not starting with "__" (reserved).
 bool IsValidLabelName(std::string_view name);
-
-/// Returns `text` with every invalid UTF-8 sequence (bad lead or continuation
-/// bytes, overlong forms, surrogates, code points above U+10FFFF) replaced by
-/// U+FFFD, so that untrusted label values never make the page unparseable.
-std::string SanitizeUtf8(std::string_view text);
 
 /// Escapes a label value: backslash, double quote and line feed.
 std::string EscapeLabelValue(std::string_view value);

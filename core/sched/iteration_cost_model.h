@@ -37,8 +37,6 @@ class IterationCostModel {
   /// positive cost per token.
   std::optional<Fit> fit() const;
 
-  int64_t num_observations() const { return num_observations_; }
-
   static constexpr int64_t kMinObservations = 32;
 
  private:

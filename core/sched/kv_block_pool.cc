@@ -4,18 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/common/logging.h"
+#include "core/common/split_mix64.h"
 
 namespace orca::sched {
-namespace {
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 KvBlockPool::KvBlockPool(int32_t num_blocks)
     : ref_counts_(num_blocks, 0),
@@ -28,8 +19,8 @@ KvBlockPool::KvBlockPool(int32_t num_blocks)
 }
 
 uint64_t KvBlockPool::HashBlock(uint64_t parent_hash, absl::Span<const int32_t> tokens) {
-  uint64_t h = Mix(parent_hash ^ 0x6f726361ULL);
-  for (int32_t t : tokens) h = Mix(h ^ static_cast<uint32_t>(t));
+  uint64_t h = SplitMix64Hash(parent_hash ^ 0x6f726361ULL);
+  for (int32_t t : tokens) h = SplitMix64Hash(h ^ static_cast<uint32_t>(t));
   return h;
 }
 

@@ -101,10 +101,7 @@ FinishCause Request::CompleteIteration(const SampledToken& token, absl::Time now
   in_flight_samples_ = false;
   prefilling_ = false;
   token_ids_.push_back(token.token_id);
-  if (padding_out()) {
-    ++num_discarded_;
-    return FinishCause::kNone;
-  }
+  if (padding_out()) return FinishCause::kNone;  // computed, never counted nor delivered
   ++num_generated_;
   if (!first_token_time_.has_value()) first_token_time_ = now;
 

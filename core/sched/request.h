@@ -79,13 +79,10 @@ class Request {
   /// not reach the end of its tokens).
   bool in_flight_samples() const { return in_flight_samples_; }
   absl::Time arrival_time() const { return arrival_time_; }
-  FinishCause finish_cause() const { return finish_cause_; }
   /// The FasterTransformer baseline: it reached its end but keeps computing with its static
   /// batch (BeginPadOut); finish it with pad_out_cause() when the batch ends.
   bool padding_out() const { return pad_out_cause_ != FinishCause::kNone; }
   FinishCause pad_out_cause() const { return pad_out_cause_; }
-  /// Tokens generated while padding out: computed, never counted nor delivered.
-  int32_t num_discarded_tokens() const { return num_discarded_; }
 
   /// QUEUED → WAITING_NEXT_ITERATION. The caller holds its KV (reserved, or the blocks of
   /// its first chunk); the first `num_cached_tokens` tokens are already in KV blocks the
@@ -154,7 +151,6 @@ class Request {
   FinishCause pending_cancel_ = FinishCause::kNone;
   FinishCause finish_cause_ = FinishCause::kNone;
   FinishCause pad_out_cause_ = FinishCause::kNone;
-  int32_t num_discarded_ = 0;
   std::string error_message_;
   absl::StatusCode error_code_ = absl::StatusCode::kInternal;
   std::optional<int32_t> matched_stop_token_id_;

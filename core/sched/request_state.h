@@ -136,36 +136,4 @@ inline const char* RequestStateName(RequestState state) {
   return "UNKNOWN";
 }
 
-inline const char* FinishCauseName(FinishCause cause) {
-  switch (cause) {
-    case FinishCause::kNone:
-      return "none";
-    case FinishCause::kStopToken:
-      return "stop_token";
-    case FinishCause::kEosToken:
-      return "eos_token";
-    case FinishCause::kMaxNewTokens:
-      return "max_new_tokens";
-    case FinishCause::kContextLimit:
-      return "context_limit";
-    case FinishCause::kCancelled:
-      return "cancelled";
-    case FinishCause::kDeadlineExceeded:
-      return "deadline_exceeded";
-    case FinishCause::kError:
-      return "error";
-  }
-  return "unknown";
-}
-
-inline const char* PhaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kInitiation:
-      return "initiation";
-    case Phase::kIncrement:
-      return "increment";
-  }
-  return "unknown";
-}
-
 }  // namespace orca::sched

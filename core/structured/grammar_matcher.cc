@@ -205,10 +205,7 @@ void GrammarMatcher::ApplyToLogits(float* logits, int32_t n) {
   std::shared_ptr<const TokenMask> mask;
   if (!terminated_) {
     mask = runtime_->Mask(states_);
-    if (mask->allowed == 0 && !allow_end) {
-      ++dead_ends_;
-      allow_end = true;
-    }
+    if (mask->allowed == 0 && !allow_end) allow_end = true;
   }
   std::vector<std::pair<int32_t, float>>& saved = saved_;
   saved.clear();

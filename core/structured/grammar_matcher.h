@@ -150,7 +150,6 @@ class GrammarMatcher {
   bool IsEndToken(int32_t token) const;
   /// An end token was accepted.
   bool terminated() const { return terminated_; }
-  int64_t dead_ends() const { return dead_ends_; }
 
  private:
   std::shared_ptr<GrammarRuntime> runtime_;
@@ -158,7 +157,6 @@ class GrammarMatcher {
   GrammarRuntime::StateSet states_;
   std::vector<std::pair<int32_t, float>> saved_;  // ApplyToLogits scratch
   bool terminated_ = false;
-  int64_t dead_ends_ = 0;
 };
 
 }  // namespace orca::structured

@@ -1,13 +1,12 @@
 #include "core/text/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 #include "core/formats/gguf_file.h"
 #include "core/text/jinja_ast.h"
@@ -91,14 +90,6 @@ class JinjaChatTemplate : public ChatTemplate {
   jinja::Program program_;
 };
 
-absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot read " + path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // tokenizer_config.json `chat_template`: a string, or a list of {name, template}.
 absl::StatusOr<std::string> TemplateFromConfig(const std::string& text, const std::string& where) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
@@ -140,14 +131,14 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::FromModel(const std:
   if (!fs::is_directory(path, ec)) return absl::NotFoundError("model path " + model_path + " does not exist");
   const fs::path config = path / "tokenizer_config.json";
   if (fs::exists(config, ec)) {
-    ORCA_ASSIGN_OR_RETURN(std::string text, ReadFile(config));
+    ORCA_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config.string()));
     absl::StatusOr<std::string> source = TemplateFromConfig(text, config.string());
     if (source.ok()) return FromSource(std::move(*source));
     if (!absl::IsNotFound(source.status())) return source.status();
   }
   // Newer transformers versions save the template beside the config.
   if (fs::exists(path / "chat_template.jinja", ec)) {
-    ORCA_ASSIGN_OR_RETURN(std::string source, ReadFile(path / "chat_template.jinja"));
+    ORCA_ASSIGN_OR_RETURN(std::string source, ReadFileToString((path / "chat_template.jinja").string()));
     return FromSource(std::move(source));
   }
   return absl::NotFoundError(model_path + " ships no chat template");

@@ -34,7 +34,6 @@ class Sandbox {
 
   const RenderBudget& budget() const { return budget_; }
   int64_t steps() const { return steps_; }
-  int64_t alloc_bytes() const { return alloc_bytes_; }
 
   /// Counts `n` steps; checks max_steps and, every deadline_check_steps, the deadline.
   absl::Status Step(int64_t n = 1) {

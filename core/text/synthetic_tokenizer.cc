@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -113,48 +112,16 @@ int32_t SyntheticNaturalVocabSize() {
   return size;
 }
 
-namespace {
-
-// The special tokens, after the regular ones: end of text (also bos and pad), ChatML's turn start and end (eos).
-const char* const kSpecials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-
-struct ByteLevelBpe {
-  nlohmann::json vocab;   // token -> id: the 256 byte tokens, then the merges' results, then unused fillers
-  nlohmann::json merges;  // [left, right] pairs in rank order
-};
-
-// A byte-level BPE vocabulary of exactly `num_regular` tokens, merges learnt from the built-in corpus.
-ByteLevelBpe LearnByteLevelBpe(int32_t num_regular) {
+std::string ByteLevelBpeTokenizerJson(const ByteLevelBpeVocab& vocab, const std::vector<SpecialToken>& specials) {
   using nlohmann::json;
-  json vocab = json::object();
-  absl::flat_hash_map<std::string, int32_t> ids;
-  auto add = [&](const std::string& token) {
-    const int32_t id = static_cast<int32_t>(ids.size());
-    ids.emplace(token, id);
-    vocab[token] = id;
-  };
-  for (int b = 0; b < 256; ++b) add(EncodeUtf8(ByteToUnicode(static_cast<uint8_t>(b))));
+  json tokens = json::object();
+  for (const auto& [token, id] : vocab.tokens) tokens[token] = id;
   json merges = json::array();
-  // A merge whose result already exists adds no token; learn a few spare.
-  for (const Pair& m : LearnMerges(static_cast<size_t>(num_regular - 256))) {
-    const std::string merged = m.first + m.second;
-    if (!ids.contains(merged)) {
-      if (static_cast<int32_t>(ids.size()) >= num_regular) break;
-      add(merged);
-    }
-    merges.push_back(json::array({m.first, m.second}));
-  }
-  for (int32_t n = 0; static_cast<int32_t>(ids.size()) < num_regular; ++n) add(absl::StrCat("<|unused_", n, "|>"));
-  return ByteLevelBpe{std::move(vocab), std::move(merges)};
-}
-
-// tokenizer.json: the BPE model, byte-level pre-tokenizer, post-processor and decoder, and the special tokens.
-nlohmann::json TokenizerJson(int32_t num_regular, ByteLevelBpe bpe) {
-  using nlohmann::json;
+  for (const auto& [left, right] : vocab.merges) merges.push_back(json::array({left, right}));
   json added = json::array();
-  for (int k = 0; k < 3; ++k) {
-    added.push_back({{"id", num_regular + k},
-                     {"content", kSpecials[k]},
+  for (const SpecialToken& special : specials) {
+    added.push_back({{"id", special.id},
+                     {"content", special.content},
                      {"single_word", false},
                      {"lstrip", false},
                      {"rstrip", false},
@@ -163,11 +130,11 @@ nlohmann::json TokenizerJson(int32_t num_regular, ByteLevelBpe bpe) {
   }
   const json byte_level = {
       {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  return {
+  const json tokenizer = {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
-      {"added_tokens", added},
+      {"added_tokens", std::move(added)},
       {"normalizer", nullptr},
       {"pre_tokenizer", byte_level},
       {"post_processor", byte_level},
@@ -181,9 +148,38 @@ nlohmann::json TokenizerJson(int32_t num_regular, ByteLevelBpe bpe) {
         {"fuse_unk", false},
         {"byte_fallback", false},
         {"ignore_merges", false},
-        {"vocab", std::move(bpe.vocab)},
-        {"merges", std::move(bpe.merges)}}},
+        {"vocab", std::move(tokens)},
+        {"merges", std::move(merges)}}},
   };
+  return tokenizer.dump(1, ' ', false, json::error_handler_t::strict);
+}
+
+namespace {
+
+// The special tokens, after the regular ones: end of text (also bos and pad), ChatML's turn start and end (eos).
+const char* const kSpecials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+
+// A byte-level BPE vocabulary of exactly `num_regular` tokens (the 256 byte tokens, then the
+// merges' results, then unused fillers), merges learnt from the built-in corpus.
+ByteLevelBpeVocab LearnByteLevelBpe(int32_t num_regular) {
+  ByteLevelBpeVocab bpe;
+  absl::flat_hash_set<std::string> tokens;
+  auto add = [&](const std::string& token) {
+    bpe.tokens.emplace_back(token, static_cast<int32_t>(tokens.size()));
+    tokens.insert(token);
+  };
+  for (int b = 0; b < 256; ++b) add(EncodeUtf8(ByteToUnicode(static_cast<uint8_t>(b))));
+  // A merge whose result already exists adds no token; learn a few spare.
+  for (const Pair& m : LearnMerges(static_cast<size_t>(num_regular - 256))) {
+    const std::string merged = m.first + m.second;
+    if (!tokens.contains(merged)) {
+      if (static_cast<int32_t>(tokens.size()) >= num_regular) break;
+      add(merged);
+    }
+    bpe.merges.push_back(m);
+  }
+  for (int32_t n = 0; static_cast<int32_t>(tokens.size()) < num_regular; ++n) add(absl::StrCat("<|unused_", n, "|>"));
+  return bpe;
 }
 
 }  // namespace
@@ -196,7 +192,8 @@ absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t 
   }
   using nlohmann::json;
   const int32_t num_regular = vocab_size - 3;
-  json tokenizer = TokenizerJson(num_regular, LearnByteLevelBpe(num_regular));
+  std::vector<SpecialToken> specials;
+  for (int32_t k = 0; k < 3; ++k) specials.push_back({num_regular + k, kSpecials[k]});
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<ChatTemplate> chatml, ChatTemplate::Builtin("chatml"));
   json config = {
       {"tokenizer_class", "PreTrainedTokenizerFast"},
@@ -211,7 +208,7 @@ absl::StatusOr<SyntheticTokenizerFiles> MakeSyntheticByteLevelTokenizer(int32_t 
   };
   json generation = {{"bos_token_id", num_regular}, {"eos_token_id", json::array({num_regular + 2, num_regular})}};
   SyntheticTokenizerFiles files;
-  files.tokenizer_json = tokenizer.dump(1, ' ', false, json::error_handler_t::strict);
+  files.tokenizer_json = ByteLevelBpeTokenizerJson(LearnByteLevelBpe(num_regular), specials);
   files.tokenizer_config_json = config.dump(2);
   files.generation_config_json = generation.dump(2);
   return files;

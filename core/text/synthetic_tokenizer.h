@@ -14,10 +14,32 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace orca::text {
+
+/// A special token of a tokenizer.json (`added_tokens`: never split, never normalized).
+struct SpecialToken {
+  int32_t id = 0;
+  std::string content;
+};
+
+/// The vocabulary of a byte-level BPE tokenizer: its tokens (in GPT-2's byte-to-unicode
+/// alphabet, see ByteToUnicode) with their ids, and its merges ([left, right]) in rank order.
+struct ByteLevelBpeVocab {
+  std::vector<std::pair<std::string, int32_t>> tokens;
+  std::vector<std::pair<std::string, std::string>> merges;
+};
+
+/// The text of a Hugging Face tokenizer.json for byte-level BPE as GPT-2 has it: no
+/// normalizer, ByteLevel pre-tokenizer, post-processor and decoder (no prefix space), a BPE
+/// model without unk token or byte fallback over `vocab`, and `specials` as added_tokens.
+/// The same arguments always give the same bytes. The synthetic tokenizer below and the
+/// tests' byte-per-token model are both written by it.
+std::string ByteLevelBpeTokenizerJson(const ByteLevelBpeVocab& vocab, const std::vector<SpecialToken>& specials);
 
 struct SyntheticTokenizerFiles {
   std::string tokenizer_json;

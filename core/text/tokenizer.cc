@@ -1,25 +1,13 @@
 #include "core/text/tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
+#include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 #include "core/text/hf_tokenizer_loader.h"
 
 namespace orca::text {
-namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot read " + path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& model_path) {
   namespace fs = std::filesystem;
@@ -35,16 +23,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& mo
     return absl::InvalidArgumentError(model_path + " is neither a model directory nor a .gguf file");
   }
   if (!fs::is_directory(path, ec)) return absl::NotFoundError("model path " + model_path + " does not exist");
-  absl::StatusOr<std::string> tokenizer_json = ReadFile(path / "tokenizer.json");
+  absl::StatusOr<std::string> tokenizer_json = ReadFileToString((path / "tokenizer.json").string());
   if (!tokenizer_json.ok()) {
     return absl::NotFoundError(model_path + " has no tokenizer.json (Orca reads Hugging Face tokenizer.json files)");
   }
   std::string config, generation;
   if (fs::exists(path / "tokenizer_config.json", ec)) {
-    ORCA_ASSIGN_OR_RETURN(config, ReadFile(path / "tokenizer_config.json"));
+    ORCA_ASSIGN_OR_RETURN(config, ReadFileToString((path / "tokenizer_config.json").string()));
   }
   if (fs::exists(path / "generation_config.json", ec)) {
-    ORCA_ASSIGN_OR_RETURN(generation, ReadFile(path / "generation_config.json"));
+    ORCA_ASSIGN_OR_RETURN(generation, ReadFileToString((path / "generation_config.json").string()));
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> t = LoadHfTokenizer(*tokenizer_json, config, generation);
   if (!t.ok()) return Annotate(t.status(), (path / "tokenizer.json").string());

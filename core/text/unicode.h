@@ -1,7 +1,6 @@
 #pragma once
-/// Unicode helpers for the tokenizers: UTF-8 coding (including the WHATWG /
-/// Unicode "maximal subpart" replacement rule that Python, Rust and JS decoders
-/// share), general categories and normalization forms (backed by ICU).
+/// Unicode helpers for the tokenizers: general categories and normalization forms (backed by
+/// ICU), and the UTF-8 coding of core/common/utf8.h under orca::text names.
 
 #include <cstdint>
 #include <string>
@@ -9,44 +8,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/common/utf8.h"
 
 namespace orca::text {
 
-inline constexpr char32_t kReplacementChar = 0xFFFD;
-
-/// Appends the UTF-8 encoding of `cp` (surrogates and values past U+10FFFF
-/// are written as U+FFFD).
-void AppendUtf8(char32_t cp, std::string* out);
-std::string EncodeUtf8(char32_t cp);
-
-/// Decodes UTF-8 into code points; ill-formed sequences become U+FFFD, one per
-/// maximal subpart, exactly as `TextDecoder` / `bytes.decode(errors="replace")`.
-/// When `byte_offsets` is given it receives the byte offset of each code point
-/// plus a final entry equal to `text.size()`.
-std::vector<char32_t> DecodeUtf8(std::string_view text, std::vector<size_t>* byte_offsets = nullptr);
-
-/// `text` with ill-formed sequences replaced by U+FFFD (identity on valid UTF-8).
-std::string SanitizeUtf8(std::string_view text);
-bool IsValidUtf8(std::string_view text);
-
-/// Streaming form of SanitizeUtf8: Feed() returns the characters completed so
-/// far; Finish() renders an incomplete tail as U+FFFD. Concatenating every
-/// output equals SanitizeUtf8 of the concatenated input, however it is split.
-class Utf8StreamDecoder {
- public:
-  std::string Feed(std::string_view bytes);
-  std::string Finish();
-  /// True while a multi-byte sequence is incomplete.
-  bool pending() const { return needed_ != 0; }
-
- private:
-  void Byte(uint8_t b, std::string* out);
-  char32_t code_point_ = 0;
-  int needed_ = 0;
-  int seen_ = 0;
-  uint8_t lower_ = 0x80;
-  uint8_t upper_ = 0xBF;
-};
+// UTF-8 coding lives in core/common (the metrics exposition sanitizes label values with it
+// too); the tokenizers use it under these names.
+using ::orca::AppendUtf8;
+using ::orca::DecodeUtf8;
+using ::orca::EncodeUtf8;
+using ::orca::IsValidUtf8;
+using ::orca::kReplacementChar;
+using ::orca::SanitizeUtf8;
+using ::orca::Utf8StreamDecoder;
 
 /// ICU general-category mask of `cp` (U_GC_*_MASK bits).
 uint32_t GeneralCategoryMask(char32_t cp);

@@ -32,6 +32,7 @@
 #include "core/loadgen/http_client.h"
 #include "core/loadgen/load_trace.h"
 #include "core/loadgen/serving_sweep.h"
+#include "core/loadgen/trace_flags.h"
 #include "services/cli/commands.h"
 #include "sim/cost_model.h"
 #include "sim/simulated_engine.h"
@@ -45,21 +46,8 @@ struct LoadFlags {
   std::string url = "http://127.0.0.1:8000";
   std::string model;
   std::string api_key;
-  std::string trace = "paper";
-  double rate = 1.0;
-  int num_requests = 100;
+  loadgen::TraceFlags trace;  ///< --trace, --num-requests, --seed, the trace lengths, --chat-*; --rate
   double max_duration_s = 600;
-  int64_t seed = 1;
-  int min_prompt_tokens = 32, max_prompt_tokens = 512;
-  int min_new_tokens = 1, max_new_tokens = 128;
-  int prompt_tokens = 256, output_tokens = 64;
-  double time_scale = 1.0;
-  int64_t chat_system_tokens_min = 200, chat_system_tokens_max = 500;
-  int64_t chat_turns_min = 2, chat_turns_max = 6;
-  int64_t chat_user_tokens_min = 16, chat_user_tokens_max = 64;
-  int64_t chat_conversations = 8;
-  bool chat_closed_loop = false;
-  double chat_think_time_s = 0;
   std::string out;
   int max_concurrency = 0;
   double request_timeout_s = 0;
@@ -77,35 +65,12 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
   if (!sweep) {
     flags.AddString("url", &f.url, "Base URL of the OpenAI-compatible server");
     flags.AddString("model", &f.model, "Model name sent in requests (default: the first of GET /v1/models)");
-    flags.AddDouble("rate", &f.rate, "Arrival rate λ (requests/s, Poisson) of paper/homogeneous traces");
+    flags.AddDouble("rate", &f.trace.options.arrival_rate,
+                    "Arrival rate λ (requests/s, Poisson) of paper/homogeneous traces");
   }
   flags.AddString("api-key", &f.api_key, "Bearer token, if the server wants one");
-  flags.AddString("trace", &f.trace,
-                  "paper (§6.2: prompt U(32,512), output U(1,128)), homogeneous, chat (shared system prompt, "
-                  "multi-turn conversations; replies --min/max-new-tokens), or a JSONL/CSV file");
-  flags.AddInt("num-requests", &f.num_requests, "Requests of a synthetic trace (file: first N, 0 = all)");
+  loadgen::AddTraceFlags(loadgen::TraceFlagScope::kAll, &f.trace, &flags);
   flags.AddDouble("max-duration", &f.max_duration_s, "Seconds after which a run stops by itself (per run)");
-  flags.AddInt("seed", &f.seed, "Trace and prompt seed");
-  flags.AddInt("min-prompt-tokens", &f.min_prompt_tokens, "paper trace: shortest prompt");
-  flags.AddInt("max-prompt-tokens", &f.max_prompt_tokens, "paper trace: longest prompt");
-  flags.AddInt("min-new-tokens", &f.min_new_tokens, "paper trace: fewest generated tokens");
-  flags.AddInt("max-new-tokens", &f.max_new_tokens, "paper trace: most generated tokens");
-  flags.AddInt("prompt-tokens", &f.prompt_tokens, "homogeneous trace: prompt length");
-  flags.AddInt("output-tokens", &f.output_tokens, "homogeneous trace: generated tokens");
-  flags.AddDouble("time-scale", &f.time_scale, "file trace: multiply arrival times by this");
-  flags.AddInt("chat-system-tokens-min", &f.chat_system_tokens_min, "chat trace: shortest system prompt");
-  flags.AddInt("chat-system-tokens-max", &f.chat_system_tokens_max, "chat trace: longest system prompt");
-  flags.AddInt("chat-turns-min", &f.chat_turns_min, "chat trace: fewest turns per conversation");
-  flags.AddInt("chat-turns-max", &f.chat_turns_max, "chat trace: most turns per conversation");
-  flags.AddInt("chat-user-tokens-min", &f.chat_user_tokens_min, "chat trace: shortest user message");
-  flags.AddInt("chat-user-tokens-max", &f.chat_user_tokens_max, "chat trace: longest user message");
-  flags.AddInt("chat-conversations", &f.chat_conversations, "chat trace: conversations in progress at once");
-  flags.AddBool("chat-closed-loop", &f.chat_closed_loop,
-                "chat trace, closed loop: a conversation starts per Poisson arrival (the rate is conversations/s); "
-                "each next turn is sent when the previous one completed, its prompt the previous prompt + the token "
-                "ids the server returned (return_token_ids) + a new user message; --chat-conversations is unused");
-  flags.AddDouble("chat-think-time", &f.chat_think_time_s,
-                  "chat trace, closed loop: seconds between a turn's completion and the next turn");
   flags.AddString("out", &f.out, "Directory for requests.csv and summary.json (sweep: everything)");
   flags.AddInt("max-concurrency", &f.max_concurrency, "Cap on requests in flight (0 = pure open loop)");
   flags.AddDouble("request-timeout", &f.request_timeout_s, "Per-request timeout in seconds (0 = none)");
@@ -122,28 +87,22 @@ void AddLoadFlags(FlagSet& flags, LoadFlags& f, bool sweep) {
   flags.AddBool("progress", &f.progress, "Progress bar on stderr");
 }
 
-loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f, const FlagSet& flags) {
+/// The run the flags describe. INVALID_ARGUMENT names a flag out of range (the int64 flags that
+/// narrow to int32 fields, and the trace's counts and lengths).
+absl::StatusOr<loadgen::BenchRunOptions> ToRunOptions(const LoadFlags& f, const FlagSet& flags) {
+  const std::pair<const char*, int64_t> narrowed[] = {
+      {"max-concurrency", f.max_concurrency}, {"token-id-min", f.token_id_min}, {"token-id-max", f.token_id_max}};
+  for (const auto& [name, value] : narrowed) {
+    if (value < 0 || value > (int64_t{1} << 30)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be in [0, 1073741824] (got ", value, ")"));
+    }
+  }
+  if (!(f.max_duration_s > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-duration must be > 0 seconds (got ", f.max_duration_s, ")"));
+  }
+  if (f.request_timeout_s < 0) return absl::InvalidArgumentError("--request-timeout must be >= 0");
   loadgen::BenchRunOptions o;
-  o.trace.trace = f.trace;
-  o.trace.seed = static_cast<uint64_t>(f.seed);
-  o.trace.arrival_rate = f.rate;
-  o.trace.num_requests = static_cast<int32_t>(f.num_requests);
-  o.trace.min_prompt_tokens = static_cast<int32_t>(f.min_prompt_tokens);
-  o.trace.max_prompt_tokens = static_cast<int32_t>(f.max_prompt_tokens);
-  o.trace.min_new_tokens = static_cast<int32_t>(f.min_new_tokens);
-  o.trace.max_new_tokens = static_cast<int32_t>(f.max_new_tokens);
-  o.trace.prompt_tokens = static_cast<int32_t>(f.prompt_tokens);
-  o.trace.output_tokens = static_cast<int32_t>(f.output_tokens);
-  o.trace.time_scale = f.time_scale;
-  o.trace.chat_system_tokens_min = static_cast<int32_t>(f.chat_system_tokens_min);
-  o.trace.chat_system_tokens_max = static_cast<int32_t>(f.chat_system_tokens_max);
-  o.trace.chat_turns_min = static_cast<int32_t>(f.chat_turns_min);
-  o.trace.chat_turns_max = static_cast<int32_t>(f.chat_turns_max);
-  o.trace.chat_user_tokens_min = static_cast<int32_t>(f.chat_user_tokens_min);
-  o.trace.chat_user_tokens_max = static_cast<int32_t>(f.chat_user_tokens_max);
-  o.trace.chat_conversations = static_cast<int32_t>(f.chat_conversations);
-  o.trace.chat_closed_loop = f.chat_closed_loop;
-  o.trace.chat_think_time_s = f.chat_think_time_s;
+  ORCA_ASSIGN_OR_RETURN(o.trace, loadgen::TraceOptionsFromFlags(f.trace));
   o.driver.base_url = f.url;
   o.driver.model = f.model;
   o.driver.api_key = f.api_key;
@@ -161,39 +120,8 @@ loadgen::BenchRunOptions ToRunOptions(const LoadFlags& f, const FlagSet& flags) 
   o.prompts.token_id_max = static_cast<int32_t>(f.token_id_max);
   // Only a range the user chose is a fallback for auto (the defaults are special ids in Llama vocabularies).
   o.prompts.token_id_range_given = flags.IsSet("token-id-min") || flags.IsSet("token-id-max");
-  o.prompts.seed = static_cast<uint64_t>(f.seed);
+  o.prompts.seed = o.trace.seed;
   return o;
-}
-
-/// Range checks the library cannot do (int64 flags narrowed to int32 fields).
-absl::Status CheckLoadFlags(const LoadFlags& f) {
-  const std::pair<const char*, int64_t> narrowed[] = {{"num-requests", f.num_requests},
-                                                      {"min-prompt-tokens", f.min_prompt_tokens},
-                                                      {"max-prompt-tokens", f.max_prompt_tokens},
-                                                      {"min-new-tokens", f.min_new_tokens},
-                                                      {"max-new-tokens", f.max_new_tokens},
-                                                      {"prompt-tokens", f.prompt_tokens},
-                                                      {"output-tokens", f.output_tokens},
-                                                      {"max-concurrency", f.max_concurrency},
-                                                      {"token-id-min", f.token_id_min},
-                                                      {"token-id-max", f.token_id_max},
-                                                      {"chat-system-tokens-min", f.chat_system_tokens_min},
-                                                      {"chat-system-tokens-max", f.chat_system_tokens_max},
-                                                      {"chat-turns-min", f.chat_turns_min},
-                                                      {"chat-turns-max", f.chat_turns_max},
-                                                      {"chat-user-tokens-min", f.chat_user_tokens_min},
-                                                      {"chat-user-tokens-max", f.chat_user_tokens_max},
-                                                      {"chat-conversations", f.chat_conversations}};
-  for (const auto& [name, value] : narrowed) {
-    if (value < 0 || value > (int64_t{1} << 30)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, " must be in [0, 1073741824] (got ", value, ")"));
-    }
-  }
-  if (!(f.max_duration_s > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-duration must be > 0 seconds (got ", f.max_duration_s, ")"));
-  }
-  if (f.request_timeout_s < 0) return absl::InvalidArgumentError("--request-timeout must be >= 0");
-  return absl::OkStatus();
 }
 
 int Fail(const std::string& command, const absl::Status& status) {
@@ -447,8 +375,9 @@ void AddSweepFlags(FlagSet& flags, SweepFlags& sw) {
 /// `orca bench sweep --simulate PRESET`: the same curves on the simulated GPU engine (sim/),
 /// the real Scheduler deciding every iteration on a virtual clock. Paper and homogeneous
 /// traces only (the simulator has no token contents).
-int RunSimulatedSweep(const std::string& command, const SweepFlags& sw, const std::vector<double>& rates,
-                      const std::vector<double>& multiples, const std::vector<loadgen::SweepCurveSpec>& specs) {
+int RunSimulatedSweep(const std::string& command, const SweepFlags& sw, const loadgen::LoadTraceOptions& trace,
+                      const std::vector<double>& rates, const std::vector<double>& multiples,
+                      const std::vector<loadgen::SweepCurveSpec>& specs) {
   const LoadFlags& f = sw.load;
   absl::StatusOr<sim::CostModel> cost = sim::CostModel::Preset(sw.simulate);
   if (!cost.ok()) return Fail(command, cost.status());
@@ -459,20 +388,12 @@ int RunSimulatedSweep(const std::string& command, const SweepFlags& sw, const st
   }
   cost->shape = *shape;
   sim::SweepOptions options;
-  options.trace.seed = static_cast<uint64_t>(f.seed);
-  options.trace.num_requests = static_cast<int32_t>(f.num_requests);
-  if (f.trace == "paper") {
-    options.trace.min_prompt_tokens = static_cast<int32_t>(f.min_prompt_tokens);
-    options.trace.max_prompt_tokens = static_cast<int32_t>(f.max_prompt_tokens);
-    options.trace.min_new_tokens = static_cast<int32_t>(f.min_new_tokens);
-    options.trace.max_new_tokens = static_cast<int32_t>(f.max_new_tokens);
-  } else if (f.trace == "homogeneous") {
-    options.trace.min_prompt_tokens = options.trace.max_prompt_tokens = static_cast<int32_t>(f.prompt_tokens);
-    options.trace.min_new_tokens = options.trace.max_new_tokens = static_cast<int32_t>(f.output_tokens);
-  } else {
-    return Fail(command,
-                absl::InvalidArgumentError("--simulate takes --trace paper or homogeneous (got '" + f.trace + "')"));
+  const loadgen::TraceKind kind = loadgen::ParseTraceKind(trace.trace);
+  if (kind != loadgen::TraceKind::kPaper && kind != loadgen::TraceKind::kHomogeneous) {
+    return Fail(command, absl::InvalidArgumentError("--simulate takes --trace paper or homogeneous (got '" +
+                                                    trace.trace + "')"));
   }
+  options.trace = loadgen::PoissonTraceOptions(trace);
   options.arrival_rates = rates;
   options.saturation_latency = sw.saturation_ms / 1e3;
   sched::SchedulerOptions base;
@@ -492,8 +413,8 @@ int RunSimulatedSweep(const std::string& command, const SweepFlags& sw, const st
     return std::unique_ptr<sim::StepRunner>(std::move(simulated));
   };
   std::cout << "# " << model.description << ", " << sim::CostShapeName(model.shape) << " cost, n_slots " << base.n_slots
-            << ", n_workers " << base.n_workers << ", " << f.num_requests << " requests per point, seed " << f.seed
-            << ", " << f.trace << " trace\n\n";
+            << ", n_workers " << base.n_workers << ", " << trace.num_requests << " requests per point, seed "
+            << f.trace.seed << ", " << trace.trace << " trace\n\n";
   absl::StatusOr<std::vector<loadgen::SweepCurve>> curves = sim::RunSweep(options, configs, factory);
   if (!curves.ok()) return Fail(command, curves.status());
   std::cout << loadgen::FormatSweepTable(*curves) << "\n";
@@ -501,11 +422,11 @@ int RunSimulatedSweep(const std::string& command, const SweepFlags& sw, const st
   out.out_dir = f.out;
   out.target_multiples = multiples;
   out.gnuplot = sw.gnuplot;
-  out.title = sw.title.empty()
-                  ? absl::StrCat(model.description, ", ", sim::CostShapeName(model.shape), " cost, ", f.trace, " trace")
-                  : sw.title;
+  out.title = sw.title.empty() ? absl::StrCat(model.description, ", ", sim::CostShapeName(model.shape), " cost, ",
+                                              trace.trace, " trace")
+                               : sw.title;
   absl::StatusOr<std::string> text =
-      loadgen::WriteSweepOutputs(loadgen::FromSimCurves(*curves, specs, f.num_requests), out);
+      loadgen::WriteSweepOutputs(loadgen::FromSimCurves(*curves, specs, trace.num_requests), out);
   if (!text.ok()) return Fail(command, text.status());
   std::cout << *text;
   return 0;
@@ -528,10 +449,11 @@ int RunSweepCommand(int argc, char** argv) {
     std::cout << flags.Usage();
     return 0;
   }
-  if (absl::Status s = CheckLoadFlags(f); !s.ok()) return Fail(command, s);
+  absl::StatusOr<loadgen::BenchRunOptions> run = ToRunOptions(f, flags);
+  if (!run.ok()) return Fail(command, run.status());
   if (f.out.empty()) return Fail(command, absl::InvalidArgumentError("--out must not be empty"));
   loadgen::ServingSweepOptions options;
-  options.run = ToRunOptions(f, flags);
+  options.run = *std::move(run);
   options.run.driver.model = "";  // the served name: discovered from each stack
   absl::StatusOr<std::vector<double>> rate_list = ParsePositiveNumberList(sw.rates, "rates");
   absl::StatusOr<std::vector<double>> target_list = ParsePositiveNumberList(sw.targets, "targets");
@@ -547,7 +469,7 @@ int RunSweepCommand(int argc, char** argv) {
                                                             spec.label, " is a real server")));
       }
     }
-    return RunSimulatedSweep(command, sw, *rate_list, *target_list, *curves);
+    return RunSimulatedSweep(command, sw, options.run.trace, *rate_list, *target_list, *curves);
   }
   options.arrival_rates = *rate_list;
   options.curves = *curves;
@@ -578,7 +500,7 @@ int RunSweepCommand(int argc, char** argv) {
   out.out_dir = f.out;
   out.target_multiples = *target_list;
   out.gnuplot = sw.gnuplot;
-  out.title = sw.title.empty() ? absl::StrCat("Orca vs request-level, ", f.trace, " trace, ",
+  out.title = sw.title.empty() ? absl::StrCat("Orca vs request-level, ", options.run.trace.trace, " trace, ",
                                               std::filesystem::path(stack_options.model).filename().string())
                                : sw.title;
   absl::StatusOr<std::string> text = loadgen::WriteSweepOutputs(*measured, out);
@@ -605,12 +527,13 @@ int RunLoad(int argc, char** argv) {
     std::cout << flags.Usage();
     return 0;
   }
-  if (absl::Status s = CheckLoadFlags(f); !s.ok()) return Fail(command, s);
-  if (save_trace && f.chat_closed_loop) {
+  absl::StatusOr<loadgen::BenchRunOptions> run = ToRunOptions(f, flags);
+  if (!run.ok()) return Fail(command, run.status());
+  const loadgen::BenchRunOptions& options = *run;
+  if (save_trace && options.trace.chat_closed_loop) {
     return Fail(command, absl::InvalidArgumentError(
                              "--save-trace: a closed-loop chat run's prompts depend on the server's replies"));
   }
-  const loadgen::BenchRunOptions options = ToRunOptions(f, flags);
   absl::StatusOr<loadgen::BenchRunReport> report = loadgen::RunBenchmark(options, label);
   if (!report.ok()) return Fail(command, report.status());
   std::cout << loadgen::FormatReport(*report);

@@ -185,7 +185,6 @@ int Gateway::grpc_port() const { return impl_->grpc_server ? impl_->grpc_port : 
 bool Gateway::ready() const { return impl_->router->AnyReady(); }
 bool Gateway::WaitUntilReady(absl::Duration timeout) { return impl_->router->WaitUntilReady(timeout); }
 int64_t Gateway::num_active_requests() const { return impl_->pipeline->num_active(); }
-size_t Gateway::num_http_connections() const { return impl_->http_server->num_connections(); }
 const OutputBudget* Gateway::output_budget() const { return impl_->output_budget.get(); }
 int64_t Gateway::num_admitted_requests() const { return impl_->admission->in_flight(); }
 

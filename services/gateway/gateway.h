@@ -76,8 +76,6 @@ class Gateway {
   bool WaitUntilReady(absl::Duration timeout);
   /// Requests in flight (scheduler calls open).
   int64_t num_active_requests() const;
-  /// Open HTTP connections.
-  size_t num_http_connections() const;
   /// The budget streamed output draws on (buffered bytes, peak, pauses);
   /// null with max_buffered_output_bytes 0.
   const OutputBudget* output_budget() const;

@@ -47,10 +47,6 @@ void ChoiceResult::Append(const ChoiceDelta& delta) {
 OpenAiResponseBuilder::OpenAiResponseBuilder(Options options)
     : options_(std::move(options)), text_offsets_(static_cast<size_t>(std::max(options_.num_choices, 0)), 0) {}
 
-void OpenAiResponseBuilder::SetTextOffset(int index, size_t offset) {
-  if (index >= 0 && static_cast<size_t>(index) < text_offsets_.size()) text_offsets_[index] = offset;
-}
-
 json OpenAiResponseBuilder::ChunkEnvelope() const {
   json chunk = {
       {"id", options_.id},

@@ -62,10 +62,6 @@ class OpenAiResponseBuilder {
   };
   explicit OpenAiResponseBuilder(Options options);
 
-  /// Completions API: where choice `index`'s text starts in its full text
-  /// (the echoed prompt's length), for `text_offset`.
-  void SetTextOffset(int index, size_t offset);
-
   /// Chat only: the first chunk of a choice, `delta: {role: "assistant", content: ""}`.
   std::string RoleChunk(int index) const;
   /// A chunk with the delta's text (and logprobs / finish_reason when present).

@@ -101,11 +101,6 @@ bool WorkerNode::IsEnded(uint64_t session) const {
   return std::find(ended_sessions_.begin(), ended_sessions_.end(), session) != ended_sessions_.end();
 }
 
-uint64_t WorkerNode::LatestSession() const {
-  absl::MutexLock lock(&mu_);
-  return latest_session_;
-}
-
 void WorkerNode::AbortStaleDataPlane() {
   absl::MutexLock lock(&comm_mu_);
   if (pipeline_ == nullptr) return;

@@ -104,7 +104,6 @@ class WorkerNode final : public WorkerBackend {
   void Publish(v1::IterationResult result);
   /// Aborts the data plane if it belongs to a session that is over (or the node is stopping).
   void AbortStaleDataPlane();
-  uint64_t LatestSession() const;
   bool IsEnded(uint64_t session) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetProgress(uint64_t last_iteration_id) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -5,68 +5,18 @@
 
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "core/text/components.h"
+#include "core/text/synthetic_tokenizer.h"
+#include "core/text/unicode.h"
 
 namespace orca::gateway::testing {
-namespace {
-
-// GPT-2's bytes_to_unicode: printable bytes map to themselves, the rest to
-// U+0100 and up, so every byte has a visible vocabulary entry.
-std::string ByteToUnicode(int b) {
-  const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-  int cp = b;
-  if (!printable) {
-    int n = 0;
-    for (int x = 0; x < b; ++x) {
-      const bool p = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255);
-      if (!p) ++n;
-    }
-    cp = 256 + n;
-  }
-  std::string out;
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string ByteLevelTokenizerJson() {
-  nlohmann::json vocab = nlohmann::json::object();
-  for (int b = 0; b < 256; ++b) vocab[ByteToUnicode(b)] = b;
-  nlohmann::json byte_level = {
-      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  nlohmann::json tokenizer = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens",
-       {{{"id", kByteLevelEosId},
-         {"content", "<|endoftext|>"},
-         {"single_word", false},
-         {"lstrip", false},
-         {"rstrip", false},
-         {"normalized", false},
-         {"special", true}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", byte_level},
-      {"post_processor", byte_level},
-      {"decoder", byte_level},
-      {"model",
-       {{"type", "BPE"},
-        {"dropout", nullptr},
-        {"unk_token", nullptr},
-        {"continuing_subword_prefix", ""},
-        {"end_of_word_suffix", ""},
-        {"fuse_unk", false},
-        {"byte_fallback", false},
-        {"vocab", vocab},
-        {"merges", nlohmann::json::array()}}},
-  };
-  return tokenizer.dump();
+  text::ByteLevelBpeVocab vocab;
+  for (int b = 0; b < 256; ++b) {
+    vocab.tokens.emplace_back(text::EncodeUtf8(text::ByteToUnicode(static_cast<uint8_t>(b))), b);
+  }
+  return text::ByteLevelBpeTokenizerJson(vocab, {{kByteLevelEosId, "<|endoftext|>"}});
 }
 
 std::string ByteLevelTokenizerConfigJson() {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/common/split_mix64.h"
 #include "services/common/server_stream_writer.h"  // ORCA_GRPC_HANDS_OFF / ORCA_GRPC_REACTS
 
 namespace orca::gateway::testing {
@@ -14,12 +15,9 @@ using orca::v1::GenerateRequest;
 using orca::v1::GenerateResponse;
 
 uint64_t Mix(uint64_t h, uint64_t v) {
-  // splitmix64 step over the running hash.
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  h += 0x9e3779b97f4a7c15ULL;
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-  return h ^ (h >> 31);
+  // Combine (as boost::hash_combine), then a SplitMix64 step over the running hash.
+  h ^= v + kSplitMix64Increment + (h << 6) + (h >> 2);
+  return SplitMix64Hash(h);
 }
 
 uint64_t Salt(const GenerateRequest& request) {

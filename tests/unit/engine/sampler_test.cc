@@ -48,6 +48,20 @@ TEST(SamplerTest, SeedMakesSamplingReproducible) {
   EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 1u);
 }
 
+TEST(SamplerTest, UnseededDrawsArePinnedPerRequestId) {
+  // Without a seed the generator is seeded from the request id (a SplitMix64 hash of it):
+  // the same request id always samples the same tokens.
+  SamplingParams p;
+  p.temperature = 1.0f;
+  std::vector<int32_t> tokens;
+  Sampler s(p, 12345, {});
+  for (int i = 0; i < 12; ++i) {
+    auto l = Logits();
+    tokens.push_back(s.Sample(l.data(), 6).token_id);
+  }
+  EXPECT_EQ(tokens, (std::vector<int32_t>{5, 5, 2, 1, 5, 1, 3, 2, 4, 2, 5, 2}));
+}
+
 TEST(SamplerTest, FrequenciesFollowTheDistribution) {
   SamplingParams p;
   p.temperature = 1.0f;

@@ -128,17 +128,6 @@ class TestHttpClient {
     return seen;
   }
 
-  /// True once the server closed the connection (EOF), within the timeout.
-  bool WaitForClose() {
-    char chunk[4096];
-    while (true) {
-      boost::system::error_code ec;
-      socket_.read_some(boost::asio::buffer(chunk), ec);
-      if (ec == boost::asio::error::eof || ec == boost::asio::error::connection_reset) return true;
-      if (ec) return false;
-    }
-  }
-
   void Close() {
     boost::system::error_code ec;
     socket_.close(ec);

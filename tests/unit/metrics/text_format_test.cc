@@ -60,22 +60,6 @@ TEST(TextFormatTest, FormatsShortestRoundTripValues) {
   EXPECT_EQ(std::stod(FormatValue(tricky)), tricky);
 }
 
-TEST(TextFormatTest, SanitizeUtf8KeepsValidText) {
-  const std::string text = "ascii \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80";
-  EXPECT_EQ(SanitizeUtf8(text), text);
-}
-
-TEST(TextFormatTest, SanitizeUtf8ReplacesEachInvalidByte) {
-  const std::string replacement = "\xEF\xBF\xBD";
-  EXPECT_EQ(SanitizeUtf8("a\xFF"
-                         "b"),
-            "a" + replacement + "b");
-  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), replacement + replacement);                    // overlong '/'
-  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), replacement + replacement + replacement);  // surrogate
-  EXPECT_EQ(SanitizeUtf8("\xF4\x90\x80\x80").size(), 4 * replacement.size());        // > U+10FFFF
-  EXPECT_EQ(SanitizeUtf8("x\xE2\x82"), "x" + replacement + replacement);             // truncated
-}
-
 TEST(TextFormatTest, AppendSampleLineOmitsEmptyBraces) {
   std::string out;
   AppendSampleLine("a", "", "1", &out);

@@ -65,6 +65,15 @@ TEST(KvBlockPoolTest, LookupIsExactAndAnEvictedParentInvalidatesItsChildren) {
   EXPECT_EQ(pool.num_cached(), 0);
 }
 
+TEST(KvBlockPoolTest, BlockHashesArePinned) {
+  // Prefix-cache keys: a chain of hashes over the blocks' token ids. They name cached blocks
+  // in the scheduler's KV block events, so a change must be deliberate.
+  const uint64_t h0 = KvBlockPool::HashBlock(0, std::vector<int32_t>{1, 2, 3, 4});
+  EXPECT_EQ(h0, 9666623794203265846ULL);
+  EXPECT_EQ(KvBlockPool::HashBlock(h0, std::vector<int32_t>{5, 6, 7, 8}), 12975509657443320455ULL);
+  EXPECT_EQ(KvBlockPool::HashBlock(0, std::vector<int32_t>{}), 10965084058942171375ULL);
+}
+
 TEST(KvBlockPoolTest, TheSameContentRegisteredTwiceKeepsTheFirstBlock) {
   KvBlockPool pool(2);
   std::vector<int32_t> b;
