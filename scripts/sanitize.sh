@@ -61,9 +61,9 @@ HELPERS=(orca-scheduler orca-worker orca-operator write_synthetic_tokenizers)
 #    tried). The same code runs here in-process (gateway_*, scheduler_service_test,
 #    remote_engine_client_test) and as real processes (pipeline_test, failure_test,
 #    operator_binary_test, operator_rbac_test).
-#  - grafana_dashboards_typecheck, text_parity_*_reference, bench_scripts_test (bash and node
-#    over recorded outputs): no Orca C++ code
-#    (the reference scripts still run here as the parity tests' fixtures).
+#  - grafana_dashboards_typecheck, text_parity_*_reference, bench_scripts_test,
+#    include_floors_test: node or bash only, no Orca C++ code (the reference scripts still
+#    run here as the parity tests' fixtures).
 #  - docs_services_flags: node reading every binary's --help (the flag parser runs here in
 #    common_test); it would add orca-gateway and the orca CLI to this build.
 UNIT_TESTS=("${PARSER_TESTS[@]}" "${CORE_TESTS[@]}" "${SERVICE_TESTS[@]}" "${INTEGRATION_TESTS[@]}")
