@@ -55,8 +55,6 @@ bool ParseQuantMix(std::string_view name, QuantMix* out) {
   return false;
 }
 
-const char* QuantMixName(QuantMix mix) { return Info(mix).name; }
-
 std::string QuantMixNames() {
   std::string out;
   for (const MixInfo& m : kMixes) absl::StrAppend(&out, out.empty() ? "" : ", ", m.name);

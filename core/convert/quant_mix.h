@@ -50,7 +50,6 @@ enum class QuantMix : uint8_t {
 
 /// "q4_k_m", "Q8_0", "bf16", ... (case-insensitive). False for unknown names.
 bool ParseQuantMix(std::string_view name, QuantMix* out);
-const char* QuantMixName(QuantMix mix);
 /// The names ParseQuantMix accepts, for help texts.
 std::string QuantMixNames();
 /// llama.cpp's general.file_type (LLAMA_FTYPE_*) of the mix.

@@ -34,7 +34,6 @@ class GgufWriter {
   /// Declares the next tensor: shape outermost first ([out, in] for a linear
   /// weight), its rows a whole number of `dtype` blocks (InvalidArgument otherwise).
   absl::Status AddTensor(const std::string& name, const std::vector<int64_t>& shape, DType dtype);
-  size_t num_tensors() const { return tensors_.size(); }
   /// Bytes tensor `index` must be given.
   size_t TensorBytes(size_t index) const { return tensors_[index].nbytes; }
 

@@ -103,8 +103,4 @@ void OnednnGemm::Run(const float* x, int64_t m, const WeightView& w, const float
   }
 }
 
-std::string OnednnGemm::ImplName(int64_t m, const WeightView& w) {
-  return impl_->Get(m, w, false, false).pd.impl_info_str();
-}
-
 }  // namespace orca::kernels

@@ -25,8 +25,6 @@ class OnednnGemm {
 
   void Run(const float* x, int64_t m, const WeightView& w, const float* bias, float* y, bool accumulate,
            int num_threads);
-  /// The oneDNN implementation chosen for a shape (e.g. "brg:avx512_core_bf16").
-  std::string ImplName(int64_t m, const WeightView& w);
 
  private:
   struct Impl;

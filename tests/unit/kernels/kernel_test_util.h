@@ -29,20 +29,6 @@ inline std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f
   return v;
 }
 
-inline std::vector<int32_t> RandomInts(size_t n, uint32_t seed, int32_t lo, int32_t hi) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int32_t> dist(lo, hi);
-  std::vector<int32_t> v(n);
-  for (int32_t& x : v) x = dist(gen);
-  return v;
-}
-
-inline std::vector<uint16_t> ToBf16(const std::vector<float>& v) {
-  std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = F32ToBf16(v[i]);
-  return out;
-}
-
 inline float RoundBf16(float v) { return Bf16ToF32(F32ToBf16(v)); }
 
 /// Host bytes of `values` stored as `dtype` (f32 or bf16).
