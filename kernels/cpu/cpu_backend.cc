@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -408,6 +409,25 @@ void CpuBackend::LayerNorm(const float* x, const float* gamma, const float* beta
   }
 }
 
+void CpuBackend::GeluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) {
+  const int64_t total = m * n;
+  if (out != gate) std::memcpy(out, gate, sizeof(float) * total);
+  GeluTanh(out, total);
+#pragma omp parallel for simd num_threads(num_threads_) if (total > 65536)
+  for (int64_t i = 0; i < total; ++i) out[i] *= up[i];
+}
+
+void CpuBackend::Scale(float* x, int64_t n, float s) {
+#pragma omp parallel for simd num_threads(num_threads_) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void CpuBackend::Softcap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+#pragma omp parallel for num_threads(num_threads_) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
 void CpuBackend::Add(float* y, const float* x, int64_t n) {
 #pragma omp parallel for simd num_threads(num_threads_) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
@@ -583,7 +603,8 @@ void CpuBackend::Attention(const AttentionParams& p) {
                                        item.kv_head * head_block_elems};
           bf16dot::GroupScores(q_bf16.data(), group, kb, d, ctx, p.scale, scores.data(), padded);
         } else {
-          for (int32_t b = 0; b < nblocks; ++b) {
+          const int32_t first_block = p.window > 0 ? std::max(0, ctx - p.window) / bs : 0;
+          for (int32_t b = first_block; b < nblocks; ++b) {
             const int32_t count = std::min(bs, ctx - b * bs);
             const int64_t blk = seq.block_table[b];
             const uint8_t* kt = static_cast<const uint8_t*>(kv.k) +
@@ -591,8 +612,14 @@ void CpuBackend::Attention(const AttentionParams& p) {
             group_scores(q, group, kt, kv.dtype, d, bs, count, p.scale, scores.data() + b * bs, padded);
           }
         }
+        // Sliding window: keys before `lo` are out of sight (their blocks are not scored above, or scored and
+        // dropped here): their scores become -inf, their weights vanish.
+        const int32_t lo = p.window > 0 ? std::max(0, ctx - p.window) : 0;
         for (int32_t h = 0; h < group; ++h) {
           float* sc = scores.data() + h * padded;
+          if (p.softcap > 0)
+            for (int32_t j = lo; j < ctx; ++j) sc[j] = p.softcap * std::tanh(sc[j] / p.softcap);
+          std::fill(sc, sc + lo, -std::numeric_limits<float>::infinity());
           inv_sum[h] = 1.0f / exp_sum(sc, ctx, vmax(sc, ctx));
         }
         if (bf16_dot) {
@@ -601,7 +628,7 @@ void CpuBackend::Attention(const AttentionParams& p) {
           bf16dot::GroupAccumulate(scores.data(), padded, group, vb, d, ctx, out);
         } else {
           std::memset(out, 0, sizeof(float) * d * group);
-          for (int32_t b = 0; b < nblocks; ++b) {
+          for (int32_t b = (p.window > 0 ? std::max(0, ctx - p.window) / bs : 0); b < nblocks; ++b) {
             const int32_t count = std::min(bs, ctx - b * bs);
             const int64_t blk = seq.block_table[b];
             const uint8_t* vb = static_cast<const uint8_t*>(kv.v) +

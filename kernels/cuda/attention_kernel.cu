@@ -104,7 +104,10 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(AttentionLaunch
   const int64_t head_elems = static_cast<int64_t>(D) * bs;
   const T* kc = static_cast<const T*>(p.kv.k);
   const T* vc = static_cast<const T*>(p.kv.v);
-  for (int c0 = 0; c0 < tile_ctx; c0 += kKeys) {
+  // A sliding window hides the keys before each row's ctx - window: start at the chunk holding the tile's
+  // first visible key (its first row's, the lowest).
+  const int first_key = p.window > 0 ? max(0, seq.start_pos + row0 / group + 1 - p.window) : 0;
+  for (int c0 = first_key / kKeys * kKeys; c0 < tile_ctx; c0 += kKeys) {
     __syncthreads();  // the previous chunk's readers are done (first time: the tile is initialised)
     const int nkeys = min(kKeys, tile_ctx - c0);
     // K^T chunk: the key index is fastest, matching the cache's [d][offset] blocks.
@@ -144,14 +147,16 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(AttentionLaunch
       const int r = r_begin + i;
       if (i >= rows_per_warp || r >= nrows) continue;  // uniform across the warp
       const float m_old = m_s[r];
-      const float score = c0 + lane < ctx_s[r] ? s[i] : -INFINITY;
-      // Key c0 (always visible) is in the first chunk, so m_new is finite from then on.
+      const int key = c0 + lane, lo = p.window > 0 ? ctx_s[r] - p.window : 0;
+      float score = key < ctx_s[r] && key >= lo ? s[i] : -INFINITY;
+      if (p.softcap > 0.0f && key < ctx_s[r] && key >= lo) score = p.softcap * tanhf(score / p.softcap);
+      // A row whose window starts past this chunk has seen no key yet: m_new stays -inf, its weights 0.
       const float m_new = fmaxf(m_old, WarpMax(score));
-      const float prob = expf(score - m_new);
+      const float prob = m_new == -INFINITY ? 0.0f : expf(score - m_new);
       const float sum = WarpSum(prob);
       p_s[r * kKeys + lane] = prob;
       if (lane == 0) {
-        const float alpha = expf(m_old - m_new);
+        const float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
         alpha_s[r] = alpha;
         l_s[r] = l_s[r] * alpha + sum;
         m_s[r] = m_new;

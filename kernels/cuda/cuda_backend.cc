@@ -371,6 +371,21 @@ void CudaBackend::GeluTanh(float* x, int64_t n) {
   ORCA_CUDA_CHECK(cuda::LaunchGeluTanh(x, n, stream_));
 }
 
+void CudaBackend::GeluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchGeluMul(gate, up, m * n, out, stream_));
+}
+
+void CudaBackend::Scale(float* x, int64_t n, float s) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchScale(x, n, s, stream_));
+}
+
+void CudaBackend::Softcap(float* x, int64_t n, float cap) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchSoftcap(x, n, cap, stream_));
+}
+
 namespace {
 cuda::RopeLaunch ToRopeLaunch(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
                               int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) {
@@ -482,6 +497,8 @@ void CudaBackend::Attention(const AttentionParams& p) {
   launch.out = p.out;
   launch.num_q_heads = p.num_q_heads;
   launch.scale = p.scale;
+  launch.window = p.window;
+  launch.softcap = p.softcap;
   launch.kv = ToDesc(kv);
   launch.seqs = static_cast<const cuda::AttentionSeqDesc*>(attn_seqs_);
   launch.num_seqs = p.num_seqs;

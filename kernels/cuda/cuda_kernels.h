@@ -55,6 +55,9 @@ cudaError_t LaunchLayerNorm(const float* x, const float* gamma, const float* bet
 cudaError_t LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t stream);
 cudaError_t LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
 cudaError_t LaunchGeluTanh(float* x, int64_t n, cudaStream_t stream);
+cudaError_t LaunchGeluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
+cudaError_t LaunchScale(float* x, int64_t n, float s, cudaStream_t stream);
+cudaError_t LaunchSoftcap(float* x, int64_t n, float cap, cudaStream_t stream);
 
 struct RopeLaunch {
   float* q = nullptr;
@@ -128,6 +131,8 @@ struct AttentionLaunch {
   float* out = nullptr;      ///< [N, num_q_heads * head_dim]
   int32_t num_q_heads = 0;
   float scale = 1.0f;
+  int32_t window = 0;     ///< sliding window (AttentionParams::window); 0: none
+  float softcap = 0.0f;   ///< score soft-capping (AttentionParams::softcap); 0: none
   KvCacheDesc kv;
   const AttentionSeqDesc* seqs = nullptr;  ///< device array of num_seqs
   int32_t num_seqs = 0;

@@ -141,6 +141,22 @@ __global__ void GeluTanhKernel(float* x, int64_t n) {
   }
 }
 
+__global__ void GeluMulKernel(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = GlobalThread(); i < n; i += GridStride()) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+__global__ void ScaleKernel(float* x, int64_t n, float s) {
+  for (int64_t i = GlobalThread(); i < n; i += GridStride()) x[i] *= s;
+}
+
+__global__ void SoftcapKernel(float* x, int64_t n, float cap) {
+  for (int64_t i = GlobalThread(); i < n; i += GridStride()) x[i] = cap * tanhf(x[i] / cap);
+}
+
 // ---- RoPE: one block per token; cos/sin once per frequency in shared memory --
 
 // This block's token's cos/sin table in shared memory ([0, half) cos, [half, rotary_dim) sin).
@@ -303,6 +319,21 @@ cudaError_t LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t stream) 
 cudaError_t LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   return Launch(SiluMulKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, gate, up, n, out);
+}
+
+cudaError_t LaunchGeluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return Launch(GeluMulKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, gate, up, n, out);
+}
+
+cudaError_t LaunchScale(float* x, int64_t n, float s, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return Launch(ScaleKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, x, n, s);
+}
+
+cudaError_t LaunchSoftcap(float* x, int64_t n, float cap, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return Launch(SoftcapKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, x, n, cap);
 }
 
 cudaError_t LaunchGeluTanh(float* x, int64_t n, cudaStream_t stream) {

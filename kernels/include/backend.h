@@ -91,6 +91,10 @@ struct AttentionParams {
   float* out = nullptr;      ///< [N, num_q_heads * head_dim]
   int32_t num_q_heads = 0;
   float scale = 1.0f;
+  /// Sliding window: a query at position p sees the keys at positions (p - window, p]. 0: every earlier key.
+  int32_t window = 0;
+  /// Scores soft-capped as softcap · tanh(score / softcap) after scaling (Gemma 2). 0: none.
+  float softcap = 0.0f;
   KvLayerView kv;
   const AttentionSeq* seqs = nullptr;  ///< host array
   int32_t num_seqs = 0;
@@ -173,6 +177,12 @@ class Backend {
   virtual void SiluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) = 0;
   /// x = gelu_tanh(x) (GPT-2's "gelu_new"), in place over n values.
   virtual void GeluTanh(float* x, int64_t n) = 0;
+  /// out[m, n] = gelu_tanh(gate) * up (GeGLU: Gemma's gated MLP).
+  virtual void GeluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) = 0;
+  /// x *= s, in place over n values.
+  virtual void Scale(float* x, int64_t n, float s) = 0;
+  /// x = cap · tanh(x / cap), in place over n values (Gemma 2's final-logit soft-capping).
+  virtual void Softcap(float* x, int64_t n, float cap) = 0;
   /// Rotates q [m, num_q_heads, head_dim] and k [m, num_kv_heads, head_dim] in place.
   virtual void Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads, int32_t num_kv_heads,
                     int32_t head_dim, const RopeParams& rope) = 0;
