@@ -14,6 +14,7 @@
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
 #include "core/engine/checkpoint.h"
+#include "core/engine/models/model_family.h"
 #include "core/formats/gguf_file.h"
 #include "core/formats/gguf_writer.h"
 
@@ -87,10 +88,7 @@ struct HfModel {
   std::function<absl::Status(const std::string&, std::vector<float>*)> read;
 };
 
-std::string GgufArch(const ModelConfig& c) {
-  if (c.arch == ModelArch::kGpt2) return "gpt2";
-  return c.model_type == "qwen2" ? "qwen2" : "llama";
-}
+std::string GgufArch(const ModelConfig& c) { return engine::FamilyOf(c.arch).gguf_architecture(c); }
 
 // llama.cpp's converter permutes llama Q/K rows so that adjacent pairs rotate:
 // within each head, row 2i + j comes from row j·D/2 + i.
@@ -113,14 +111,15 @@ void Transpose(std::vector<float>* v, int64_t rows, int64_t cols) {
 // The tensors of a model in llama.cpp's order: global ones by name, then each layer's by name.
 absl::StatusOr<std::vector<PlannedTensor>> PlanHf(const HfModel& m) {
   const ModelConfig& c = m.config;
-  const bool gpt2 = c.arch == ModelArch::kGpt2, permute = GgufArch(c) == "llama";
+  const bool permute = engine::FamilyOf(c.arch).gguf_permutes_qk(c);
   std::vector<std::pair<TensorRole, int32_t>> roles;
   const TensorRole global[] = {TensorRole::kTokenEmbedding, TensorRole::kPositionEmbedding, TensorRole::kFinalNorm,
                                TensorRole::kFinalNormBias, TensorRole::kLmHead};
   const TensorRole per_layer[] = {
       TensorRole::kAttnNorm, TensorRole::kAttnNormBias, TensorRole::kQ,       TensorRole::kK,
       TensorRole::kV,        TensorRole::kQBias,        TensorRole::kKBias,   TensorRole::kVBias,
-      TensorRole::kQkv,      TensorRole::kQkvBias,      TensorRole::kO,       TensorRole::kOBias,
+      TensorRole::kQkv,      TensorRole::kQkvBias,      TensorRole::kQNorm,   TensorRole::kKNorm,
+      TensorRole::kO,        TensorRole::kOBias,        TensorRole::kPostAttnNorm, TensorRole::kPostFfnNorm,
       TensorRole::kFfnNorm,  TensorRole::kFfnNormBias,  TensorRole::kGate,    TensorRole::kUp,
       TensorRole::kUpBias,   TensorRole::kDown,         TensorRole::kDownBias};
   std::vector<PlannedTensor> plan;
@@ -138,9 +137,16 @@ absl::StatusOr<std::vector<PlannedTensor>> PlanHf(const HfModel& m) {
     if (permute && (role == TensorRole::kK || role == TensorRole::kKBias)) heads = c.num_kv_heads;
     const int64_t rows = shape[0], cols = shape.size() == 2 ? shape[1] : 1;
     const int64_t head_dim = c.head_dim;
+    // llama.cpp's files hold the norm weights as used: a (1 + w) norm's as 1 + w (Gemma).
+    const bool norm = role == TensorRole::kAttnNorm || role == TensorRole::kFfnNorm || role == TensorRole::kFinalNorm ||
+                      role == TensorRole::kQNorm || role == TensorRole::kKNorm || role == TensorRole::kPostAttnNorm ||
+                      role == TensorRole::kPostFfnNorm;
+    const float add = norm ? c.norm_weight_offset : 0.0f;
     PlannedTensor t{name, shape, dtype, nullptr};
-    t.read = [&m, hf, conv1d, heads, rows, cols, head_dim](std::vector<float>* out) -> absl::Status {
+    t.read = [&m, hf, conv1d, heads, rows, cols, head_dim, add](std::vector<float>* out) -> absl::Status {
       ORCA_RETURN_IF_ERROR(m.read(hf, out));
+      if (add != 0.0f)
+        for (float& v : *out) v += add;
       if (conv1d) Transpose(out, cols, rows);  // stored [in, out] = [cols, rows]
       if (heads > 0) PermuteForAdjacentRope(out, heads, head_dim, cols);
       return absl::OkStatus();
@@ -159,11 +165,7 @@ absl::StatusOr<std::vector<PlannedTensor>> PlanHf(const HfModel& m) {
                     }});
   }
   for (int32_t l = 0; l < c.num_layers; ++l)
-    for (TensorRole r : per_layer) {
-      if (gpt2 && (r == TensorRole::kQ || r == TensorRole::kK || r == TensorRole::kV || r == TensorRole::kGate))
-        continue;
-      ORCA_RETURN_IF_ERROR(add(r, l));
-    }
+    for (TensorRole r : per_layer) ORCA_RETURN_IF_ERROR(add(r, l));  // roles the family has no name for: skipped
   auto by_name = [](const PlannedTensor& a, const PlannedTensor& b) { return a.name < b.name; };
   const auto first_layer =
       std::find_if(plan.begin(), plan.end(), [](const PlannedTensor& t) { return t.name.rfind("blk.", 0) == 0; });
@@ -185,19 +187,7 @@ void SetHyperParameters(const ModelConfig& c, formats::GgufWriter* w) {
   w->SetU32(a + ".block_count", static_cast<uint32_t>(c.num_layers));
   w->SetU32(a + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
   w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
-  if (c.arch == ModelArch::kGpt2) {
-    w->SetF32(a + ".attention.layer_norm_epsilon", c.norm_eps);
-    return;
-  }
-  w->SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
-  w->SetF32(a + ".attention.layer_norm_rms_epsilon", c.norm_eps);
-  w->SetF32(a + ".rope.freq_base", static_cast<float>(c.rope_theta));
-  w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(c.rotary_dim));
-  if (c.rope_scaling.type == RopeScaling::Type::kLinear) {
-    w->SetString(a + ".rope.scaling.type", "linear");
-    w->SetF32(a + ".rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
-  }
-  w->SetU32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
+  engine::FamilyOf(c.arch).write_gguf_keys(c, w);
 }
 
 // The pre-tokenizer llama.cpp should use for a tokenizer.json's pre_tokenizer.

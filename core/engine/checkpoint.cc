@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "core/engine/models/model_family.h"
 #include "core/formats/gguf_file.h"
 #include "core/formats/safetensors_file.h"
 
@@ -17,96 +18,6 @@ namespace {
 bool IsDirectory(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-std::string LayerName(const char* prefix, int32_t layer, const char* suffix) {
-  return absl::StrCat(prefix, layer, suffix);
-}
-
-std::string HfLlamaName(TensorRole role, int32_t l) {
-  const char* p = "model.layers.";
-  switch (role) {
-    case TensorRole::kTokenEmbedding:
-      return "model.embed_tokens.weight";
-    case TensorRole::kFinalNorm:
-      return "model.norm.weight";
-    case TensorRole::kLmHead:
-      return "lm_head.weight";
-    case TensorRole::kAttnNorm:
-      return LayerName(p, l, ".input_layernorm.weight");
-    case TensorRole::kQ:
-      return LayerName(p, l, ".self_attn.q_proj.weight");
-    case TensorRole::kK:
-      return LayerName(p, l, ".self_attn.k_proj.weight");
-    case TensorRole::kV:
-      return LayerName(p, l, ".self_attn.v_proj.weight");
-    case TensorRole::kQBias:
-      return LayerName(p, l, ".self_attn.q_proj.bias");
-    case TensorRole::kKBias:
-      return LayerName(p, l, ".self_attn.k_proj.bias");
-    case TensorRole::kVBias:
-      return LayerName(p, l, ".self_attn.v_proj.bias");
-    case TensorRole::kO:
-      return LayerName(p, l, ".self_attn.o_proj.weight");
-    case TensorRole::kOBias:
-      return LayerName(p, l, ".self_attn.o_proj.bias");
-    case TensorRole::kFfnNorm:
-      return LayerName(p, l, ".post_attention_layernorm.weight");
-    case TensorRole::kGate:
-      return LayerName(p, l, ".mlp.gate_proj.weight");
-    case TensorRole::kUp:
-      return LayerName(p, l, ".mlp.up_proj.weight");
-    case TensorRole::kUpBias:
-      return LayerName(p, l, ".mlp.up_proj.bias");
-    case TensorRole::kDown:
-      return LayerName(p, l, ".mlp.down_proj.weight");
-    case TensorRole::kDownBias:
-      return LayerName(p, l, ".mlp.down_proj.bias");
-    default:
-      return "";
-  }
-}
-
-std::string HfGpt2Name(const std::string& prefix, TensorRole role, int32_t l) {
-  const std::string h = absl::StrCat(prefix, "h.", l, ".");
-  switch (role) {
-    case TensorRole::kTokenEmbedding:
-      return prefix + "wte.weight";
-    case TensorRole::kPositionEmbedding:
-      return prefix + "wpe.weight";
-    case TensorRole::kFinalNorm:
-      return prefix + "ln_f.weight";
-    case TensorRole::kFinalNormBias:
-      return prefix + "ln_f.bias";
-    case TensorRole::kLmHead:
-      return "lm_head.weight";
-    case TensorRole::kAttnNorm:
-      return h + "ln_1.weight";
-    case TensorRole::kAttnNormBias:
-      return h + "ln_1.bias";
-    case TensorRole::kQkv:
-      return h + "attn.c_attn.weight";
-    case TensorRole::kQkvBias:
-      return h + "attn.c_attn.bias";
-    case TensorRole::kO:
-      return h + "attn.c_proj.weight";
-    case TensorRole::kOBias:
-      return h + "attn.c_proj.bias";
-    case TensorRole::kFfnNorm:
-      return h + "ln_2.weight";
-    case TensorRole::kFfnNormBias:
-      return h + "ln_2.bias";
-    case TensorRole::kUp:
-      return h + "mlp.c_fc.weight";
-    case TensorRole::kUpBias:
-      return h + "mlp.c_fc.bias";
-    case TensorRole::kDown:
-      return h + "mlp.c_proj.weight";
-    case TensorRole::kDownBias:
-      return h + "mlp.c_proj.bias";
-    default:
-      return "";
-  }
 }
 
 std::string GgufName(TensorRole role, int32_t l) {
@@ -142,6 +53,14 @@ std::string GgufName(TensorRole role, int32_t l) {
       return b + "attn_qkv.weight";
     case TensorRole::kQkvBias:
       return b + "attn_qkv.bias";
+    case TensorRole::kQNorm:
+      return b + "attn_q_norm.weight";
+    case TensorRole::kKNorm:
+      return b + "attn_k_norm.weight";
+    case TensorRole::kPostAttnNorm:
+      return b + "post_attention_norm.weight";
+    case TensorRole::kPostFfnNorm:
+      return b + "post_ffw_norm.weight";
     case TensorRole::kO:
       return b + "attn_output.weight";
     case TensorRole::kOBias:
@@ -235,14 +154,10 @@ std::string Checkpoint::TensorName(TensorRole role, int32_t layer) const {
 std::string Checkpoint::GgufTensorName(TensorRole role, int32_t layer) { return GgufName(role, layer); }
 
 std::string Checkpoint::HfTensorName(ModelArch arch, const std::string& gpt2_prefix, TensorRole role, int32_t layer) {
-  return arch == ModelArch::kGpt2 ? HfGpt2Name(gpt2_prefix, role, layer) : HfLlamaName(role, layer);
+  return FamilyOf(arch).hf_tensor_name(role, layer, gpt2_prefix);
 }
 
-bool Checkpoint::IsHfConv1D(ModelArch arch, TensorRole role) {
-  // HF GPT-2 stores its projections as Conv1D [in, out].
-  return arch == ModelArch::kGpt2 &&
-         (role == TensorRole::kQkv || role == TensorRole::kO || role == TensorRole::kUp || role == TensorRole::kDown);
-}
+bool Checkpoint::IsHfConv1D(ModelArch arch, TensorRole role) { return FamilyOf(arch).hf_conv1d(role); }
 
 bool Checkpoint::IsTransposed(TensorRole role) const {
   return format_ == Format::kHuggingFace && IsHfConv1D(config_.arch, role);

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/engine/model_config.h"
+#include "core/engine/tensor_role.h"
 #include "core/formats/tensor_source.h"
 
 namespace orca::formats {
@@ -15,33 +16,6 @@ class GgufFile;
 }  // namespace orca::formats
 
 namespace orca::engine {
-
-enum class TensorRole : uint8_t {
-  kTokenEmbedding,
-  kPositionEmbedding,
-  kFinalNorm,
-  kFinalNormBias,
-  kLmHead,
-  kAttnNorm,
-  kAttnNormBias,
-  kQ,
-  kK,
-  kV,
-  kQBias,
-  kKBias,
-  kVBias,
-  kQkv,
-  kQkvBias,  // GPT-2 fused projection
-  kO,
-  kOBias,
-  kFfnNorm,
-  kFfnNormBias,
-  kGate,
-  kUp,
-  kUpBias,
-  kDown,
-  kDownBias,
-};
 
 class Checkpoint {
  public:
@@ -61,8 +35,8 @@ class Checkpoint {
 
   /// The checkpoint's name for a role (layer ignored for global tensors).
   std::string TensorName(TensorRole role, int32_t layer) const;
-  /// A role's name in GGUF files ("blk.3.attn_q.weight"), and in Hugging Face
-  /// checkpoints of an architecture (GPT-2 names under `gpt2_prefix`, e.g.
+  /// A role's name in GGUF files ("blk.3.attn_q.weight", llama.cpp's names, which every family shares), and in
+  /// Hugging Face checkpoints of an architecture (its family's names; GPT-2's under `gpt2_prefix`, e.g.
   /// "transformer."). Empty when the role does not exist there.
   static std::string GgufTensorName(TensorRole role, int32_t layer);
   static std::string HfTensorName(ModelArch arch, const std::string& gpt2_prefix, TensorRole role, int32_t layer);

@@ -18,6 +18,9 @@ namespace orca::engine {
 enum class ModelArch : uint8_t {
   kGpt2,   ///< LayerNorm, GELU (tanh), learned positions, fused QKV with biases
   kLlama,  ///< RMSNorm, RoPE, SwiGLU, grouped-query attention (also Qwen2/Mistral/SmolLM/TinyLlama)
+  kQwen3,  ///< Llama with per-head RMSNorm of q and k before RoPE and an explicit head_dim
+  kGemma2,  ///< sandwich RMSNorms, GeGLU, scaled embeddings, soft-capped attention and logits, local/global layers
+  kGemma3,  ///< Gemma 2 without soft-capping, with q/k norms and local layers' own RoPE base
 };
 const char* ModelArchName(ModelArch arch);
 
@@ -45,6 +48,23 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  ///< biases on Q/K/V (Qwen2; GPT-2 has all biases)
   bool mlp_bias = false;
+  bool qk_norm = false;  ///< per-head RMSNorm of q and k before RoPE (Qwen3)
+  /// Sliding-window attention: a local layer's query sees the last `sliding_window` positions (itself
+  /// included). 0: none. Which layers are local: `local_layers` (empty with a window: every layer).
+  int32_t sliding_window = 0;
+  std::vector<uint8_t> local_layers;
+  /// RoPE base of the local layers (Gemma 3's rope_local_base_freq), unscaled. 0: as the global layers.
+  double rope_theta_local = 0;
+  /// Attention's score scale; 0: 1/√head_dim (Gemma: query_pre_attn_scalar^-½).
+  float attention_scale = 0;
+  /// Token embeddings multiplied by this (Gemma: √hidden); 0: not scaled.
+  float embedding_scale = 0;
+  /// Soft-capping of attention scores and of the final logits (cap · tanh(x / cap); Gemma 2); 0: none.
+  float attn_softcap = 0;
+  float final_softcap = 0;
+  /// Added to every RMSNorm weight at load: Gemma's Hugging Face checkpoints store w for a norm that scales by
+  /// (1 + w); GGUF files store 1 + w (llama.cpp's converter adds it), so theirs is 0.
+  float norm_weight_offset = 0;
   double rope_theta = 10000.0;
   int32_t rotary_dim = 0;
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
@@ -56,6 +76,11 @@ struct ModelConfig {
   bool bos_token_id_set = false;  ///< the checkpoint names one (then it must be in the vocabulary)
   std::vector<int32_t> eos_token_ids;
 
+  /// Whether layer `layer` (global index) attends through the sliding window.
+  bool IsLocalLayer(int32_t layer) const {
+    return sliding_window > 0 && (local_layers.empty() || (layer < static_cast<int32_t>(local_layers.size()) &&
+                                                           local_layers[layer] != 0));
+  }
   /// Checks internal consistency (divisibility, positivity). Errors name the field.
   absl::Status Validate() const;
   /// Number of parameters (embedding and LM head counted once when tied).
@@ -63,13 +88,16 @@ struct ModelConfig {
   std::string Summary() const;
 };
 
-/// Parses config.json text. `source` names the file in errors.
+/// Parses config.json text (its model_type or architectures one of the families in core/engine/models/).
+/// `source` names the file in errors.
 absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source);
-/// Reads the hyper-parameters of a GGUF file (general.architecture llama, qwen2 or gpt2).
+/// Reads the hyper-parameters of a GGUF file (its general.architecture one of the families in core/engine/models/).
 absl::StatusOr<ModelConfig> ConfigFromGguf(const formats::GgufFile& gguf);
 /// Inverse RoPE frequencies (rotary_dim / 2 values) with rope scaling applied: `rope_scaling`, then each divided
 /// by its `rope_freq_factors` entry.
 std::vector<float> RopeInverseFrequencies(const ModelConfig& config);
+/// The local layers' inverse frequencies: base `rope_theta_local`, no scaling.
+std::vector<float> LocalRopeInverseFrequencies(const ModelConfig& config);
 /// Llama 3's scaling as per-frequency divisors of the unscaled inverse frequencies, the values llama.cpp's converter
 /// writes as `rope_freqs.weight` (rotary_dim / 2). Requires rope_scaling.type == kLlama3.
 std::vector<float> Llama3RopeFreqFactors(const ModelConfig& config);

@@ -72,7 +72,7 @@ absl::Status ModelRunner::EnsureCapacity(int64_t n, int64_t s, int64_t blocks) {
   ORCA_RETURN_IF_ERROR(Grow(attn_, n * Q * f));
   ORCA_RETURN_IF_ERROR(Grow(ff1_, n * F * f));
   ORCA_RETURN_IF_ERROR(Grow(ff2_, n * F * f));
-  if (w.partition().tp_size > 1) ORCA_RETURN_IF_ERROR(Grow(tmp_, n * H * f));
+  ORCA_RETURN_IF_ERROR(Grow(tmp_, n * H * f));  // the all-reduced partial sums; a post-norm's output
   ORCA_RETURN_IF_ERROR(Grow(ids_, n * i));
   ORCA_RETURN_IF_ERROR(Grow(positions_, n * i));
   ORCA_RETURN_IF_ERROR(Grow(slots_, n * i));
@@ -290,7 +290,8 @@ void ModelRunner::Embed(int64_t n) {
   const ModelWeights& w = *o_.weights;
   kernels::Backend& be = *o_.backend;
   be.Embedding(I(ids_), n, w.token_embedding(), F(x_));
-  if (w.config().arch == ModelArch::kGpt2) be.AddPositionEmbedding(I(positions_), n, w.position_embedding(), F(x_));
+  if (FamilyOf(w.config().arch).learned_positions) be.AddPositionEmbedding(I(positions_), n, w.position_embedding(), F(x_));
+  if (w.config().embedding_scale > 0) be.Scale(F(x_), n * w.config().hidden_size, w.config().embedding_scale);
 }
 
 absl::Status ModelRunner::Layers(int64_t n, ForwardTimings* timings) {
@@ -306,7 +307,7 @@ void ModelRunner::FinalNorm(int64_t samples) {
   kernels::Backend& be = *o_.backend;
   const int64_t H = c.hidden_size;
   be.GatherRows(F(x_), I(sample_rows_), samples, H, F(last_));
-  if (c.arch == ModelArch::kGpt2)
+  if (FamilyOf(c.arch).norm == NormKind::kLayer)
     be.LayerNorm(F(last_), w.final_norm(), w.final_norm_bias(), samples, H, c.norm_eps, F(last_));
   else
     be.RmsNorm(F(last_), w.final_norm(), samples, H, c.norm_eps, F(last_));
@@ -314,6 +315,8 @@ void ModelRunner::FinalNorm(int64_t samples) {
 
 void ModelRunner::LmHead(int64_t samples) {
   o_.backend->Linear(F(last_), samples, o_.weights->lm_head(), nullptr, F(logits_));
+  if (const float cap = o_.weights->config().final_softcap; cap > 0)
+    o_.backend->Softcap(F(logits_), samples * o_.weights->head_vocab().size, cap);
 }
 
 absl::Status ModelRunner::Head(int64_t samples, float* logits_out, ForwardTimings* timings) {
@@ -358,19 +361,25 @@ absl::Status ModelRunner::GatherVocabSlices(int64_t samples, float* logits_out, 
 }
 
 absl::Status ModelRunner::RowParallelOutput(const float* in, int64_t n, const kernels::WeightView& wv,
-                                            const float* bias, ForwardTimings* timings) {
+                                            const float* bias, const float* post_norm, ForwardTimings* timings) {
   kernels::Backend& be = *o_.backend;
-  const int64_t H = o_.weights->config().hidden_size;
-  if (o_.tp == nullptr || o_.tp->size() == 1) {
+  const ModelConfig& c = o_.weights->config();
+  const int64_t H = c.hidden_size;
+  const bool parallel = o_.tp != nullptr && o_.tp->size() > 1;
+  if (!parallel && post_norm == nullptr) {
     be.Linear(in, n, wv, bias, F(x_), /*accumulate=*/true);
     return absl::OkStatus();
   }
+  FlushResidual(n);  // tmp_ is about to be overwritten
   // Partial sums from every shard (bias only on rank 0), summed across the group.
   be.Linear(in, n, wv, bias, F(tmp_));
-  if (!o_.tp->stream_ordered()) be.Synchronize();  // a host-ordered all-reduce reads tmp_ now
-  const int64_t t0 = NowMicros();
-  ORCA_RETURN_IF_ERROR(o_.tp->AllReduceSum(F(tmp_), static_cast<size_t>(n * H)));
-  timings->comm_micros += NowMicros() - t0;
+  if (parallel) {
+    if (!o_.tp->stream_ordered()) be.Synchronize();  // a host-ordered all-reduce reads tmp_ now
+    const int64_t t0 = NowMicros();
+    ORCA_RETURN_IF_ERROR(o_.tp->AllReduceSum(F(tmp_), static_cast<size_t>(n * H)));
+    timings->comm_micros += NowMicros() - t0;
+  }
+  if (post_norm != nullptr) be.RmsNorm(F(tmp_), post_norm, n, H, c.norm_eps, F(tmp_));
   if (o_.fused_kernels)
     residual_pending_ = true;  // added by the next norm (AddRmsNorm) or FlushResidual
   else
@@ -399,11 +408,11 @@ void ModelRunner::FlushResidual(int64_t n) {
   residual_pending_ = false;
 }
 
-void ModelRunner::NormInto(const float* weight, const float* bias, int64_t n, float* out) {
+void ModelRunner::NormInto(NormKind kind, const float* weight, const float* bias, int64_t n, float* out) {
   const ModelConfig& c = o_.weights->config();
   kernels::Backend& be = *o_.backend;
   const int64_t H = c.hidden_size;
-  if (c.arch == ModelArch::kGpt2) {
+  if (kind == NormKind::kLayer) {
     FlushResidual(n);
     be.LayerNorm(F(x_), weight, bias, n, H, c.norm_eps, out);
   } else if (residual_pending_) {
@@ -414,19 +423,37 @@ void ModelRunner::NormInto(const float* weight, const float* bias, int64_t n, fl
   }
 }
 
-absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
-  ORCA_RETURN_IF_ERROR(AttentionBlock(l, n, timings));
-  return MlpBlock(l, n, timings);
-}
+class ModelRunner::Ops : public LayerOps {
+ public:
+  Ops(ModelRunner* r, int64_t n, ForwardTimings* timings) : r_(*r), n_(n), timings_(timings) {}
+  const ModelConfig& config() const override { return r_.o_.weights->config(); }
+  void Norm(NormKind kind, const float* weight, const float* bias) override {
+    r_.NormInto(kind, weight, bias, n_, r_.F(r_.h_));
+  }
+  void QkvProjection(const LayerWeights& lw) override { r_.QkvProjection(lw, n_); }
+  void QkNorm(const float* q_weight, const float* k_weight) override { r_.QkNorm(q_weight, k_weight, n_); }
+  void PositionAndCache(int32_t l, bool rotary) override { r_.RopeAndKvWrite(l, n_, rotary); }
+  void Attend(int32_t l) override { r_.Attend(l); }
+  absl::Status AttentionOutput(const LayerWeights& lw, const float* post_norm) override {
+    return r_.RowParallelOutput(r_.F(r_.attn_), n_, lw.o, lw.o_bias, post_norm, timings_);
+  }
+  void SwiGlu(const LayerWeights& lw) override { r_.GatedMlp(lw, n_, /*gelu=*/false); }
+  void GeGlu(const LayerWeights& lw) override { r_.GatedMlp(lw, n_, /*gelu=*/true); }
+  void GeluUp(const LayerWeights& lw) override { r_.GeluMlp(lw, n_); }
+  absl::Status MlpOutput(const LayerWeights& lw, const float* post_norm) override {
+    return r_.RowParallelOutput(r_.F(r_.ff1_), n_, lw.down, lw.down_bias, post_norm, timings_);
+  }
 
-absl::Status ModelRunner::AttentionBlock(int32_t l, int64_t n, ForwardTimings* timings) {
-  const LayerWeights& lw = o_.weights->layer(l);
-  NormInto(lw.attn_norm, lw.attn_norm_bias, n, F(h_));
-  QkvProjection(lw, n);
-  const kernels::KvLayerView kv = o_.kv->Layer(l);
-  RopeAndKvWrite(kv, n);
-  Attend(kv);
-  return RowParallelOutput(F(attn_), n, lw.o, lw.o_bias, timings);
+ private:
+  ModelRunner& r_;
+  const int64_t n_;
+  ForwardTimings* const timings_;
+};
+
+absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
+  const ModelWeights& w = *o_.weights;
+  Ops ops(this, n, timings);
+  return FamilyOf(w.config().arch).forward_layer(ops, l, w.layer(l));
 }
 
 void ModelRunner::QkvProjection(const LayerWeights& lw, int64_t n) {
@@ -435,7 +462,17 @@ void ModelRunner::QkvProjection(const LayerWeights& lw, int64_t n) {
   o_.backend->LinearMany(F(h_), n, qkv, 3);
 }
 
-void ModelRunner::RopeAndKvWrite(const kernels::KvLayerView& kv, int64_t n) {
+void ModelRunner::QkNorm(const float* q_weight, const float* k_weight, int64_t n) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  kernels::Backend& be = *o_.backend;
+  // [n, heads × head_dim] rows are [n × heads, head_dim] rows: one RMSNorm per head.
+  be.RmsNorm(F(q_), q_weight, n * w.local_q_heads(), c.head_dim, c.norm_eps, F(q_));
+  be.RmsNorm(F(k_), k_weight, n * w.local_kv_heads(), c.head_dim, c.norm_eps, F(k_));
+}
+
+void ModelRunner::RopeAndKvWrite(int32_t l, int64_t n, bool rotary) {
+  const kernels::KvLayerView kv = o_.kv->Layer(l);
   const ModelWeights& w = *o_.weights;
   const ModelConfig& c = w.config();
   kernels::Backend& be = *o_.backend;
@@ -445,14 +482,14 @@ void ModelRunner::RopeAndKvWrite(const kernels::KvLayerView& kv, int64_t n) {
   write.slots = I(slots_);
   write.num_tokens = static_cast<int32_t>(n);
   write.kv = kv;
-  if (c.arch == ModelArch::kGpt2) {
+  if (!rotary) {
     be.KvWrite(write);
     return;
   }
   kernels::RopeParams rope;
   rope.style = c.rope_style;
   rope.rotary_dim = c.rotary_dim;
-  rope.inv_freq = w.rope_inv_freq();
+  rope.inv_freq = w.rope_inv_freq(w.partition().layer_begin + l);
   if (o_.fused_kernels) {
     be.RopeKvWrite(F(q_), F(k_), I(positions_), w.local_q_heads(), rope, write);
   } else {
@@ -461,34 +498,30 @@ void ModelRunner::RopeAndKvWrite(const kernels::KvLayerView& kv, int64_t n) {
   }
 }
 
-void ModelRunner::Attend(const kernels::KvLayerView& kv) {
+void ModelRunner::Attend(int32_t l) {
   const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
   kernels::AttentionParams attn;
   attn.q = F(q_);
   attn.out = F(attn_);
   attn.num_q_heads = w.local_q_heads();
-  attn.scale = 1.0f / std::sqrt(static_cast<float>(w.config().head_dim));
-  attn.kv = kv;
+  attn.scale = c.attention_scale > 0 ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  attn.window = c.IsLocalLayer(w.partition().layer_begin + l) ? c.sliding_window : 0;
+  attn.softcap = c.attn_softcap;
+  attn.kv = o_.kv->Layer(l);
   attn.seqs = attention_seqs_.data();
   attn.num_seqs = static_cast<int32_t>(attention_seqs_.size());
   o_.backend->Attention(attn);
 }
 
-absl::Status ModelRunner::MlpBlock(int32_t l, int64_t n, ForwardTimings* timings) {
-  const LayerWeights& lw = o_.weights->layer(l);
-  NormInto(lw.ffn_norm, lw.ffn_norm_bias, n, F(h_));
-  if (o_.weights->config().arch == ModelArch::kGpt2)
-    GeluMlp(lw, n);
-  else
-    GatedMlp(lw, n);
-  return RowParallelOutput(F(ff1_), n, lw.down, lw.down_bias, timings);
-}
-
-void ModelRunner::GatedMlp(const LayerWeights& lw, int64_t n) {
+void ModelRunner::GatedMlp(const LayerWeights& lw, int64_t n, bool gelu) {
   kernels::Backend& be = *o_.backend;
   const kernels::Backend::LinearOut gate_up[] = {{&lw.gate, nullptr, F(ff1_)}, {&lw.up, lw.up_bias, F(ff2_)}};
   be.LinearMany(F(h_), n, gate_up, 2);
-  be.SiluMul(F(ff1_), F(ff2_), n, o_.weights->local_intermediate(), F(ff1_));
+  if (gelu)
+    be.GeluMul(F(ff1_), F(ff2_), n, o_.weights->local_intermediate(), F(ff1_));
+  else
+    be.SiluMul(F(ff1_), F(ff2_), n, o_.weights->local_intermediate(), F(ff1_));
 }
 
 void ModelRunner::GeluMlp(const LayerWeights& lw, int64_t n) {

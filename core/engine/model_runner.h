@@ -32,6 +32,7 @@
 #include "core/engine/communicator.h"
 #include "core/engine/kv_cache.h"
 #include "core/engine/model_weights.h"
+#include "core/engine/models/model_family.h"
 #include "core/engine/step_records.h"
 #include "kernels/include/backend.h"
 
@@ -138,21 +139,22 @@ class ModelRunner {
   void Embed(int64_t n);
   // Every local layer in turn, starting and ending with no residual pending.
   absl::Status Layers(int64_t n, ForwardTimings* timings);
-  // One layer: its attention block, then its MLP block.
+  // One layer, as its family composes it (ModelFamily::forward_layer) from the blocks below, which Ops
+  // (a LayerOps over this runner and one iteration's rows) exposes.
   absl::Status Layer(int32_t local_layer, int64_t n, ForwardTimings* timings);
-  // norm → QKV projection → RoPE (+ KV write) → attention → output projection → residual add.
-  absl::Status AttentionBlock(int32_t local_layer, int64_t n, ForwardTimings* timings);
+  class Ops;
   // q_, k_, v_ = h_ · W_q, W_k, W_v (+ biases), in one pass over h_.
   void QkvProjection(const LayerWeights& lw, int64_t n);
-  // Rotates q_ and k_ at their positions (rotary models; fused with the write when
-  // Options::fused_kernels) and writes k_ and v_ into this layer's KV slots.
-  void RopeAndKvWrite(const kernels::KvLayerView& kv, int64_t n);
-  // attn_ = softmax(q_ kᵀ / √head_dim) v per sequence, over its cached keys and values.
-  void Attend(const kernels::KvLayerView& kv);
-  // norm → MLP (gated or GELU) → down projection → residual add.
-  absl::Status MlpBlock(int32_t local_layer, int64_t n, ForwardTimings* timings);
+  // RMSNorm of every local head of q_ and k_ (head_dim values each) with the given weights.
+  void QkNorm(const float* q_weight, const float* k_weight, int64_t n);
+  // Rotates q_ and k_ at their positions when `rotary` (fused with the write when Options::fused_kernels) and
+  // writes k_ and v_ into this layer's KV slots.
+  void RopeAndKvWrite(int32_t local_layer, int64_t n, bool rotary);
+  // attn_ = softmax(q_ kᵀ · scale) v per sequence, over its cached keys and values (the local layers'
+  // sliding window and the scores' soft-capping as the config says).
+  void Attend(int32_t local_layer);
   // ff1_ = silu(h_ · W_gate) ⊙ (h_ · W_up + b_up) (SwiGLU; ff2_ is scratch).
-  void GatedMlp(const LayerWeights& lw, int64_t n);
+  void GatedMlp(const LayerWeights& lw, int64_t n, bool gelu);
   // ff1_ = gelu_tanh(h_ · W_up + b_up) (GPT-2's c_fc).
   void GeluMlp(const LayerWeights& lw, int64_t n);
   // The final norm and LM head over the rows `samples` of x_; writes host logits on rank 0.
@@ -175,10 +177,13 @@ class ModelRunner {
   // Before the host reads the logits: waits for the stream through a stream-ordered communicator
   // (bounded, reporting a failed peer); nothing to do with host-ordered ones.
   absl::Status WaitForDevice();
+  // x_ += in · w (+ bias), the partial sums all-reduced across the tensor-parallel group; with `post_norm`,
+  // x_ += RMSNorm(in · w) (the norm applied to the all-reduced sum).
   absl::Status RowParallelOutput(const float* in, int64_t n, const kernels::WeightView& w, const float* bias,
-                                 ForwardTimings* timings);
-  // h_ = norm(x_) with the layer's weights; first adds a pending all-reduced residual (fused with an RMSNorm).
-  void NormInto(const float* weight, const float* bias, int64_t n, float* out);
+                                 const float* post_norm, ForwardTimings* timings);
+  // out = norm(x_) of `kind` with the layer's weights; first adds a pending all-reduced residual (fused with an
+  // RMSNorm).
+  void NormInto(NormKind kind, const float* weight, const float* bias, int64_t n, float* out);
   // x_ += tmp_ if an all-reduced partial sum is still pending.
   void FlushResidual(int64_t n);
 

@@ -7,6 +7,7 @@
 #include "core/common/dtype.h"
 #include "core/common/mapped_file.h"
 #include "core/common/status_macros.h"
+#include "core/engine/models/model_family.h"
 
 namespace orca::engine {
 
@@ -76,10 +77,10 @@ struct LayerShapes {
 }  // namespace
 
 // Loads tensors role by role, checking shapes and slicing for tensor parallelism. Load runs its steps in order:
-// the dtypes, then the tensor groups (each layer's attention and MLP, the embeddings, the head: final norm and LM
-// head, shared with the token embedding when tied, and the RoPE table), one method per group, so that which
-// tensors a group needs and how they are sliced is stated in one place.
-class ModelWeights::Loader {
+// the dtypes, then the tensor groups (each layer's, as its family composes them from the LayerLoader blocks; the
+// embeddings; the head: final norm and LM head, shared with the token embedding when tied; and the RoPE table),
+// one method per group, so that which tensors a group needs and how they are sliced is stated in one place.
+class ModelWeights::Loader : public LayerLoader {
  public:
   Loader(const Checkpoint& ckpt, ModelWeights* out)
       : ckpt_(ckpt), out_(out), shapes_(LayerShapes::For(out->config_, out->partition_)) {}
@@ -88,17 +89,17 @@ class ModelWeights::Loader {
   // quantized ones in each tensor's own type.
   absl::Status ChooseDTypes(const std::optional<DType>& dtype);
 
-  // Tensor groups. One layer's weights (its attention, then its MLP), appended to the layers.
+  // Tensor groups. One layer's weights (as its family loads them), appended to the layers.
   absl::Status Layer(int32_t layer);
-  // The attention norm, the Q/K/V projections (column-parallel: this rank's heads) with their biases, and the
-  // output projection (row-parallel: this rank's input columns; its bias on rank 0 only).
-  absl::Status Attention(int32_t layer, LayerWeights* lw);
-  // Q/K/V as three tensors (Llama), with biases when ModelConfig::attention_bias says so.
-  absl::Status SeparateQkv(int32_t layer, LayerWeights* lw);
-  // Q/K/V as column ranges of one fused tensor, with one fused bias (GPT-2's c_attn).
-  absl::Status FusedQkv(int32_t layer, LayerWeights* lw);
-  // The MLP norm, gate (gated MLPs only) and up (column-parallel), down (row-parallel), with their biases.
-  absl::Status Mlp(int32_t layer, LayerWeights* lw);
+  // LayerLoader: the blocks a family's layer is made of.
+  absl::StatusOr<const float*> Replicated(TensorRole role, int32_t layer, int64_t size, bool optional,
+                                          float add) override {
+    return Vector(role, layer, size, 0, size, optional, add);
+  }
+  absl::Status SeparateQkv(int32_t layer, LayerWeights* lw) override;
+  absl::Status FusedQkv(int32_t layer, LayerWeights* lw) override;
+  absl::Status AttentionOutput(int32_t layer, bool bias, LayerWeights* lw) override;
+  absl::Status Mlp(int32_t layer, bool gated, bool biases, LayerWeights* lw) override;
   // Which rows of the LM head this rank holds: a vocabulary slice on every rank, or all of them on rank 0.
   void PlanHead(bool vocab_parallel_head);
   // Tied embeddings: a head over the whole vocabulary shares the token embedding's upload; a slice of a tied head
@@ -139,7 +140,7 @@ class ModelWeights::Loader {
 
   // A vector of `total` values; returns [offset, offset+len) as device f32.
   absl::StatusOr<const float*> Vector(TensorRole role, int32_t layer, int64_t total, int64_t offset, int64_t len,
-                                      bool optional = false) {
+                                      bool optional = false, float add = 0.0f) {
     ORCA_ASSIGN_OR_RETURN(const formats::TensorInfo* t, ckpt_.FindOptional(role, layer));
     if (t == nullptr) {
       if (optional) return nullptr;
@@ -154,6 +155,8 @@ class ModelWeights::Loader {
                                                      ") would split a ", block, "-value block"));
     std::vector<float> host(static_cast<size_t>(len));
     DequantizeRow(t->dtype, t->data + DTypeRowBytes(t->dtype, offset), host.data(), len);
+    if (add != 0.0f)
+      for (float& v : host) v += add;
     return UploadF32(host);
   }
 
@@ -271,25 +274,17 @@ absl::Status ModelWeights::Loader::ChooseDTypes(const std::optional<DType>& dtyp
 
 absl::Status ModelWeights::Loader::Layer(int32_t l) {
   LayerWeights lw;
-  ORCA_RETURN_IF_ERROR(Attention(l, &lw));
-  ORCA_RETURN_IF_ERROR(Mlp(l, &lw));
+  const ModelConfig& c = out_->config_;
+  ORCA_RETURN_IF_ERROR(FamilyOf(c.arch).load_layer(*this, c, l, &lw));
   out_->layers_.push_back(lw);
   return absl::OkStatus();
 }
 
-absl::Status ModelWeights::Loader::Attention(int32_t l, LayerWeights* lw) {
+absl::Status ModelWeights::Loader::AttentionOutput(int32_t l, bool bias, LayerWeights* lw) {
   const LayerShapes& s = shapes_;
   const int64_t H = s.hidden, r = s.rank;
-  const bool gpt2 = out_->config_.arch == ModelArch::kGpt2;
-  ORCA_ASSIGN_OR_RETURN(lw->attn_norm, Vector(TensorRole::kAttnNorm, l, H, 0, H));
-  if (gpt2) {
-    ORCA_ASSIGN_OR_RETURN(lw->attn_norm_bias, Vector(TensorRole::kAttnNormBias, l, H, 0, H));
-    ORCA_RETURN_IF_ERROR(FusedQkv(l, lw));
-  } else {
-    ORCA_RETURN_IF_ERROR(SeparateQkv(l, lw));
-  }
   ORCA_ASSIGN_OR_RETURN(lw->o, Matrix(TensorRole::kO, l, H, s.q_total, 0, H, r * s.q_local, s.q_local));
-  if (gpt2 && r == 0) {
+  if (bias && r == 0) {
     ORCA_ASSIGN_OR_RETURN(lw->o_bias, Vector(TensorRole::kOBias, l, H, 0, H));
   }
   return absl::OkStatus();
@@ -322,19 +317,12 @@ absl::Status ModelWeights::Loader::FusedQkv(int32_t l, LayerWeights* lw) {
   return absl::OkStatus();
 }
 
-absl::Status ModelWeights::Loader::Mlp(int32_t l, LayerWeights* lw) {
+absl::Status ModelWeights::Loader::Mlp(int32_t l, bool gated, bool biases, LayerWeights* lw) {
   const LayerShapes& s = shapes_;
   const int64_t H = s.hidden, r = s.rank, F = s.ffn_total, f_local = s.ffn_local;
-  const ModelConfig& c = out_->config_;
-  const bool gpt2 = c.arch == ModelArch::kGpt2;
-  ORCA_ASSIGN_OR_RETURN(lw->ffn_norm, Vector(TensorRole::kFfnNorm, l, H, 0, H));
-  if (gpt2) {
-    ORCA_ASSIGN_OR_RETURN(lw->ffn_norm_bias, Vector(TensorRole::kFfnNormBias, l, H, 0, H));
-  } else {
-    // Gated (SwiGLU): gate and up, GPT-2's c_fc being up alone.
+  if (gated) {
     ORCA_ASSIGN_OR_RETURN(lw->gate, Matrix(TensorRole::kGate, l, F, H, r * f_local, f_local, 0, H));
   }
-  const bool biases = gpt2 || c.mlp_bias;
   ORCA_ASSIGN_OR_RETURN(lw->up, Matrix(TensorRole::kUp, l, F, H, r * f_local, f_local, 0, H));
   if (biases) {
     ORCA_ASSIGN_OR_RETURN(lw->up_bias, Vector(TensorRole::kUpBias, l, F, r * f_local, f_local));
@@ -374,7 +362,7 @@ absl::Status ModelWeights::Loader::Embeddings() {
     ORCA_ASSIGN_OR_RETURN(out_->token_embedding_,
                           Matrix(TensorRole::kTokenEmbedding, 0, c.vocab_size, H, 0, c.vocab_size, 0, H, use));
   }
-  if (p.has_embedding && c.arch == ModelArch::kGpt2) {
+  if (p.has_embedding && FamilyOf(c.arch).learned_positions) {
     ORCA_ASSIGN_OR_RETURN(out_->position_embedding_, Matrix(TensorRole::kPositionEmbedding, 0, c.max_position, H, 0,
                                                             c.max_position, 0, H, kernels::WeightUse::kGather));
   }
@@ -385,8 +373,8 @@ absl::Status ModelWeights::Loader::Head() {
   const ModelConfig& c = out_->config_;
   if (!out_->partition_.has_head) return absl::OkStatus();
   const int64_t H = c.hidden_size;
-  ORCA_ASSIGN_OR_RETURN(out_->final_norm_, Vector(TensorRole::kFinalNorm, 0, H, 0, H));
-  if (c.arch == ModelArch::kGpt2) {
+  ORCA_ASSIGN_OR_RETURN(out_->final_norm_, Vector(TensorRole::kFinalNorm, 0, H, 0, H, false, c.norm_weight_offset));
+  if (FamilyOf(c.arch).norm == NormKind::kLayer) {
     ORCA_ASSIGN_OR_RETURN(out_->final_norm_bias_, Vector(TensorRole::kFinalNormBias, 0, H, 0, H));
   }
   const VocabShard& hv = out_->head_vocab_;
@@ -400,8 +388,11 @@ absl::Status ModelWeights::Loader::Head() {
 }
 
 absl::Status ModelWeights::Loader::RopeTables() {
-  if (out_->config_.arch != ModelArch::kLlama) return absl::OkStatus();
+  if (out_->config_.rotary_dim == 0) return absl::OkStatus();
   ORCA_ASSIGN_OR_RETURN(out_->rope_inv_freq_, UploadF32(RopeInverseFrequencies(out_->config_)));
+  if (out_->config_.rope_theta_local > 0) {
+    ORCA_ASSIGN_OR_RETURN(out_->rope_inv_freq_local_, UploadF32(LocalRopeInverseFrequencies(out_->config_)));
+  }
   return absl::OkStatus();
 }
 

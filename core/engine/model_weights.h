@@ -54,10 +54,14 @@ struct LayerWeights {
   const float* attn_norm_bias = nullptr;
   const float* ffn_norm = nullptr;
   const float* ffn_norm_bias = nullptr;
+  const float* post_attn_norm = nullptr;  ///< RMSNorm of the attention output before the residual add (Gemma)
+  const float* post_ffn_norm = nullptr;   ///< RMSNorm of the MLP output before the residual add
   kernels::WeightView q, k, v, o;  ///< q/k/v column-parallel, o row-parallel
   const float* q_bias = nullptr;
   const float* k_bias = nullptr;
   const float* v_bias = nullptr;
+  const float* q_norm = nullptr;       ///< per-head RMSNorm weights (head_dim values; Qwen3)
+  const float* k_norm = nullptr;
   const float* o_bias = nullptr;       ///< only on tp rank 0 (added once after the all-reduce)
   kernels::WeightView gate, up, down;  ///< gate/up column-parallel, down row-parallel; GPT-2: up=c_fc, down=c_proj
   const float* up_bias = nullptr;
@@ -110,6 +114,10 @@ class ModelWeights {
   /// gathering the logits (tp_size > 1 and Options::vocab_parallel_head).
   bool vocab_parallel_head() const { return vocab_parallel_head_; }
   const float* rope_inv_freq() const { return rope_inv_freq_; }
+  /// The RoPE table of layer `layer` (global index): the local layers' own when the model has one.
+  const float* rope_inv_freq(int32_t layer) const {
+    return rope_inv_freq_local_ != nullptr && config_.IsLocalLayer(layer) ? rope_inv_freq_local_ : rope_inv_freq_;
+  }
 
   /// Bytes used in place from the mapping, bytes converted into owned memory,
   /// and bytes the backend holds in its own (packed) layout.
@@ -137,6 +145,7 @@ class ModelWeights {
   const float* final_norm_ = nullptr;
   const float* final_norm_bias_ = nullptr;
   const float* rope_inv_freq_ = nullptr;
+  const float* rope_inv_freq_local_ = nullptr;
   std::vector<std::vector<uint8_t>> host_buffers_;  // converted matrices (host)
   std::vector<void*> device_buffers_;               // backend allocations
   size_t mapped_bytes_ = 0;

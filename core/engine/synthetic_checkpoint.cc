@@ -14,16 +14,12 @@
 #include "core/common/mapped_file.h"
 #include "core/common/split_mix64.h"
 #include "core/common/status_macros.h"
+#include "core/engine/models/model_family.h"
 
 namespace orca::engine {
 namespace {
 
-struct TensorSpec {
-  std::string name;
-  std::vector<int64_t> shape;
-  enum class Init { kNormal, kOnes, kZeros } init = Init::kNormal;
-  double stddev = 0.02;
-};
+using TensorSpec = SynthTensorSpec;
 
 uint64_t Hash(const std::string& s, uint64_t seed) {
   uint64_t h = 1469598103934665603ull ^ seed;
@@ -70,60 +66,7 @@ class Rng {
 };
 
 std::vector<TensorSpec> Specs(const SyntheticModelOptions& o, const ModelConfig& c) {
-  const int64_t H = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
-  const int64_t Q = static_cast<int64_t>(c.num_heads) * D, KV = static_cast<int64_t>(c.num_kv_heads) * D;
-  // Scaled so activations stay O(1) through the depth and logits are well spread.
-  const double in_h = 1.0 / std::sqrt(static_cast<double>(H)), in_f = 1.0 / std::sqrt(static_cast<double>(F));
-  const double in_q = 1.0 / std::sqrt(static_cast<double>(Q));
-  // A tied head's logits have a standard deviation of about emb * sqrt(H):
-  // keep it near 2.5 so distributions are neither flat nor one-hot.
-  const double emb = 2.5 / std::sqrt(static_cast<double>(H));
-  using I = TensorSpec::Init;
-  std::vector<TensorSpec> t;
-  if (o.arch == ModelArch::kGpt2) {
-    t.push_back({"transformer.wte.weight", {V, H}, I::kNormal, emb});
-    t.push_back({"transformer.wpe.weight", {c.max_position, H}, I::kNormal, 0.1});
-    for (int l = 0; l < c.num_layers; ++l) {
-      const std::string p = absl::StrCat("transformer.h.", l, ".");
-      t.push_back({p + "ln_1.weight", {H}, I::kOnes});
-      t.push_back({p + "ln_1.bias", {H}, I::kNormal, 0.02});
-      t.push_back({p + "attn.c_attn.weight", {H, 3 * H}, I::kNormal, in_h});  // Conv1D [in, out]
-      t.push_back({p + "attn.c_attn.bias", {3 * H}, I::kNormal, 0.02});
-      t.push_back({p + "attn.c_proj.weight", {H, H}, I::kNormal, in_h * 0.5});
-      t.push_back({p + "attn.c_proj.bias", {H}, I::kNormal, 0.02});
-      t.push_back({p + "ln_2.weight", {H}, I::kOnes});
-      t.push_back({p + "ln_2.bias", {H}, I::kNormal, 0.02});
-      t.push_back({p + "mlp.c_fc.weight", {H, F}, I::kNormal, in_h});
-      t.push_back({p + "mlp.c_fc.bias", {F}, I::kNormal, 0.02});
-      t.push_back({p + "mlp.c_proj.weight", {F, H}, I::kNormal, in_f * 0.5});
-      t.push_back({p + "mlp.c_proj.bias", {H}, I::kNormal, 0.02});
-    }
-    t.push_back({"transformer.ln_f.weight", {H}, I::kOnes});
-    t.push_back({"transformer.ln_f.bias", {H}, I::kZeros});
-    if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, I::kNormal, emb});
-    return t;
-  }
-  t.push_back({"model.embed_tokens.weight", {V, H}, I::kNormal, emb});
-  for (int l = 0; l < c.num_layers; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    t.push_back({p + "input_layernorm.weight", {H}, I::kOnes});
-    t.push_back({p + "self_attn.q_proj.weight", {Q, H}, I::kNormal, in_h});
-    t.push_back({p + "self_attn.k_proj.weight", {KV, H}, I::kNormal, in_h});
-    t.push_back({p + "self_attn.v_proj.weight", {KV, H}, I::kNormal, in_h});
-    if (c.attention_bias) {
-      t.push_back({p + "self_attn.q_proj.bias", {Q}, I::kNormal, 0.1});
-      t.push_back({p + "self_attn.k_proj.bias", {KV}, I::kNormal, 0.1});
-      t.push_back({p + "self_attn.v_proj.bias", {KV}, I::kNormal, 0.1});
-    }
-    t.push_back({p + "self_attn.o_proj.weight", {H, Q}, I::kNormal, in_q * 0.5});
-    t.push_back({p + "post_attention_layernorm.weight", {H}, I::kOnes});
-    t.push_back({p + "mlp.gate_proj.weight", {F, H}, I::kNormal, in_h});
-    t.push_back({p + "mlp.up_proj.weight", {F, H}, I::kNormal, in_h});
-    t.push_back({p + "mlp.down_proj.weight", {H, F}, I::kNormal, in_f * 0.5});
-  }
-  t.push_back({"model.norm.weight", {H}, I::kOnes});
-  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {V, H}, I::kNormal, emb});
-  return t;
+  return FamilyOf(o.arch).synth_tensors(c);
 }
 
 // The values of one tensor: its own generator, seeded by its name.
@@ -140,49 +83,16 @@ void Fill(const TensorSpec& t, uint64_t seed, float* out, int64_t n) {
       case TensorSpec::Init::kZeros:
         out[i] = 0.0f;
         break;
+      case TensorSpec::Init::kAroundOne:
+        out[i] = static_cast<float>(1.0 + rng.Normal() * t.stddev);
+        break;
     }
   }
 }
 
 nlohmann::json ConfigJson(const SyntheticModelOptions& o, const ModelConfig& c) {
   nlohmann::json j;
-  if (o.arch == ModelArch::kGpt2) {
-    j = {{"architectures", {"GPT2LMHeadModel"}},
-         {"model_type", "gpt2"},
-         {"n_embd", c.hidden_size},
-         {"n_layer", c.num_layers},
-         {"n_head", c.num_heads},
-         {"n_inner", c.intermediate_size},
-         {"vocab_size", c.vocab_size},
-         {"n_positions", c.max_position},
-         {"n_ctx", c.max_position},
-         {"layer_norm_epsilon", 1e-5},
-         {"activation_function", "gelu_new"},
-         {"tie_word_embeddings", c.tie_word_embeddings}};
-  } else {
-    j = {{"architectures", {o.attention_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
-         {"model_type", o.attention_bias ? "qwen2" : "llama"},
-         {"hidden_size", c.hidden_size},
-         {"num_hidden_layers", c.num_layers},
-         {"num_attention_heads", c.num_heads},
-         {"num_key_value_heads", c.num_kv_heads},
-         {"intermediate_size", c.intermediate_size},
-         {"vocab_size", c.vocab_size},
-         {"max_position_embeddings", c.max_position},
-         {"rms_norm_eps", 1e-5},
-         {"rope_theta", o.rope_theta},
-         {"hidden_act", "silu"},
-         {"attention_bias", o.attention_bias},
-         {"tie_word_embeddings", c.tie_word_embeddings}};
-  }
-  if (o.arch == ModelArch::kLlama && o.rope_scaling.type == RopeScaling::Type::kLinear)
-    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", o.rope_scaling.factor}};
-  if (o.arch == ModelArch::kLlama && o.rope_scaling.type == RopeScaling::Type::kLlama3)
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", o.rope_scaling.factor},
-                         {"low_freq_factor", o.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", o.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings", o.rope_scaling.original_max_position}};
+  FamilyOf(o.arch).synth_config_json(c, &j);
   j["torch_dtype"] = o.dtype == DType::kF32 ? "float32" : (o.dtype == DType::kF16 ? "float16" : "bfloat16");
   if (o.bos_token_id >= 0) j["bos_token_id"] = o.bos_token_id;
   if (o.eos_token_id >= 0) j["eos_token_id"] = o.eos_token_id;
@@ -195,12 +105,11 @@ nlohmann::json ConfigJson(const SyntheticModelOptions& o, const ModelConfig& c) 
 ModelConfig SyntheticModelOptions::ToConfig() const {
   ModelConfig c;
   c.arch = arch;
-  c.model_type = arch == ModelArch::kGpt2 ? "gpt2" : (attention_bias ? "qwen2" : "llama");
   c.hidden_size = hidden_size;
   c.num_layers = num_layers;
   c.num_heads = num_heads;
-  c.num_kv_heads = arch == ModelArch::kGpt2 ? num_heads : num_kv_heads;
-  c.head_dim = num_heads > 0 ? hidden_size / num_heads : 0;
+  c.num_kv_heads = num_kv_heads;
+  c.head_dim = head_dim > 0 ? head_dim : (num_heads > 0 ? hidden_size / num_heads : 0);
   if (intermediate_size > 0)
     c.intermediate_size = intermediate_size;
   else if (arch == ModelArch::kGpt2)
@@ -210,10 +119,15 @@ ModelConfig SyntheticModelOptions::ToConfig() const {
   c.vocab_size = vocab_size;
   c.max_position = max_position;
   c.tie_word_embeddings = tie_word_embeddings;
-  c.attention_bias = attention_bias || arch == ModelArch::kGpt2;
+  c.attention_bias = attention_bias;
   c.rope_theta = rope_theta;
-  if (arch == ModelArch::kLlama) c.rope_scaling = rope_scaling;
-  c.rotary_dim = arch == ModelArch::kGpt2 ? 0 : c.head_dim;
+  c.rope_scaling = rope_scaling;
+  c.rotary_dim = c.head_dim;
+  c.rope_theta_local = rope_theta_local;
+  c.sliding_window = sliding_window;
+  if (sliding_window_pattern > 0)
+    for (int32_t l = 0; l < num_layers; ++l) c.local_layers.push_back((l + 1) % sliding_window_pattern != 0);
+  FamilyOf(arch).synth_config(&c);  // the family's fixed features (GPT-2: no RoPE, biases everywhere, ...)
   return c;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
-/// Writes deterministic random-weight checkpoints of any shape in Hugging
-/// Face layout (config.json + model.safetensors), for tests, benchmarks and
-/// the default model. The same options and seed always give the same bytes.
+/// Writes deterministic random-weight checkpoints of any family and shape in
+/// Hugging Face layout (config.json + model.safetensors), for tests,
+/// benchmarks and the default model; the family (core/engine/models/) says
+/// which tensors and config keys. The same options and seed always give the
+/// same bytes.
 
 #include <cstdint>
 #include <string>
@@ -18,15 +20,19 @@ struct SyntheticModelOptions {
   int32_t hidden_size = 256;
   int32_t num_layers = 4;
   int32_t num_heads = 4;
-  int32_t num_kv_heads = 2;       ///< llama only (GPT-2: = num_heads)
+  int32_t num_kv_heads = 2;       ///< rotary families only (GPT-2: = num_heads)
+  int32_t head_dim = 0;           ///< 0: hidden / heads (GPT-2 and Llama always; Qwen3 may differ)
   int32_t intermediate_size = 0;  ///< 0: 4 × hidden (gpt2) or ~8/3 × hidden rounded to 32 (llama)
   int32_t vocab_size = 512;
   int32_t max_position = 2048;
   DType dtype = DType::kBF16;
   uint64_t seed = 0;
   bool tie_word_embeddings = true;
-  bool attention_bias = false;  ///< llama: Qwen2-style Q/K/V biases
+  bool attention_bias = false;  ///< llama: Qwen2-style Q/K/V biases (written as a qwen2 checkpoint)
   double rope_theta = 10000.0;
+  double rope_theta_local = 0;         ///< local layers' RoPE base (Gemma 3); 0: the family's default
+  int32_t sliding_window = 0;          ///< local layers' window; 0: the family's default (none for most)
+  int32_t sliding_window_pattern = 0;  ///< every how many layers one is global; 0: the family's default
   RopeScaling rope_scaling;   ///< llama: written to config.json (GGUF: Llama 3's as rope_freqs.weight)
   int32_t bos_token_id = -1;  ///< -1: none
   int32_t eos_token_id = -1;  ///< -1: none

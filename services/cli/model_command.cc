@@ -14,6 +14,7 @@
 #include "core/common/mapped_file.h"
 #include "core/convert/gguf_export.h"
 #include "core/engine/checkpoint.h"
+#include "core/engine/models/model_family.h"
 #include "core/engine/synthetic_checkpoint.h"
 #include "core/formats/tensor_source.h"
 #include "core/text/synthetic_tokenizer.h"
@@ -30,6 +31,9 @@ struct Preset {
   bool tied = true;
   double rope_theta = 10000.0;
   double llama3_rope_factor = 0;  ///< Llama 3.x's RoPE scaling (low 1, high 4, original context 8192); 0: none
+  int head_dim = 0;               ///< 0: hidden / heads
+  int sliding_window = 0;         ///< local layers' window (0: the family's default)
+  double linear_rope_factor = 0;  ///< linear RoPE scaling of the global layers (Gemma 3 4B+); 0: none
 };
 // "25m" and "135m" are the engine benchmark's Llama shapes (the latter is
 // SmolLM-135M's); "default" is what `orca serve` synthesizes on first run: the
@@ -48,6 +52,14 @@ constexpr Preset kPresets[] = {
     {"llama-3.2-3b", "llama", 3072, 28, 24, 8, 8192, 128256, true, 500000.0, 32.0},
     {"llama-3.1-8b", "llama", 4096, 32, 32, 8, 14336, 128256, false, 500000.0, 8.0},
     {"gpt2-tiny", "gpt2", 64, 2, 4, 4, 256, 512},
+    {"qwen3-tiny", "qwen3", 64, 2, 4, 2, 192, 512, true, 1000000.0, 0, 32},
+    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, true, 1000000.0, 0, 128},
+    {"qwen3-4b", "qwen3", 2560, 36, 32, 8, 9728, 151936, true, 1000000.0, 0, 128},
+    {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 12288, 151936, false, 1000000.0, 0, 128},
+    {"gemma2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, true, 10000.0, 0, 256, 4096},
+    {"gemma3-tiny", "gemma3", 64, 3, 4, 2, 192, 512, true, 1000000.0, 0, 32, 8},
+    {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 6912, 262144, true, 1000000.0, 0, 256, 512},
+    {"gemma3-4b", "gemma3", 2560, 34, 8, 4, 10240, 262208, true, 1000000.0, 0, 256, 1024, 8.0},
 };
 
 std::string PresetNames() {
@@ -159,7 +171,9 @@ int RunQuantize(int argc, char** argv) {
 
 int RunSynth(int argc, char** argv) {
   std::string preset, arch = "llama", out, dtype = "bf16", type;
-  int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, max_position = 2048, seed = 0;
+  int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, max_position = 2048,
+          seed = 0, sliding_window = 0, sliding_window_pattern = 0;
+  double rope_theta = 0, rope_theta_local = 0;
   bool tie = true, attention_bias = false;
   FlagSet flags("orca model synth",
                 "Writes a deterministic random-weight checkpoint (config.json, model.safetensors, tokenizer.json,\n"
@@ -169,11 +183,17 @@ int RunSynth(int argc, char** argv) {
   flags.AddString("out", &out, "Output directory, or a .gguf file (required)");
   flags.AddString("preset", &preset, "Shape preset: " + PresetNames() + " (flags below override it)");
   flags.AddString("type", &type, "GGUF tensor types: " + convert::QuantMixNames() + " (implies GGUF output)");
-  flags.AddString("arch", &arch, "llama or gpt2");
+  flags.AddString("arch", &arch, "Model family: " + engine::FamilyNames());
   flags.AddInt("hidden-size", &hidden, "Hidden size");
   flags.AddInt("num-layers", &layers, "Transformer layers");
   flags.AddInt("num-heads", &heads, "Attention heads");
-  flags.AddInt("num-kv-heads", &kv_heads, "KV heads (llama; grouped-query attention)");
+  flags.AddInt("num-kv-heads", &kv_heads, "KV heads (rotary families; grouped-query attention)");
+  flags.AddInt("head-dim", &head_dim, "Head dimension (0 = hidden size / heads)");
+  flags.AddDouble("rope-theta", &rope_theta, "RoPE base (0 = the preset's, else 10000)");
+  flags.AddDouble("rope-theta-local", &rope_theta_local, "Local layers' RoPE base (0 = the family's: Gemma 3 10000)");
+  flags.AddInt("sliding-window", &sliding_window, "Local layers' attention window (0 = the preset's or family's)");
+  flags.AddInt("sliding-window-pattern", &sliding_window_pattern,
+               "Every how many layers one is global (0 = the family's: Gemma 2 2, Gemma 3 6)");
   flags.AddInt("intermediate-size", &ffn, "FFN size (0 = architecture default)");
   flags.AddInt("vocab-size", &vocab, "Vocabulary size (>= 260 for the byte-level tokenizer)");
   flags.AddInt("max-position", &max_position, "Context length");
@@ -202,21 +222,30 @@ int RunSynth(int argc, char** argv) {
     o.vocab_size = p->vocab > 0 ? p->vocab : text::SyntheticNaturalVocabSize();
     if (!flags.IsSet("tie-embeddings")) tie = p->tied;
     o.rope_theta = p->rope_theta;
+    o.head_dim = p->head_dim;
+    o.sliding_window = p->sliding_window;
+    if (p->linear_rope_factor > 0) {
+      o.rope_scaling.type = engine::RopeScaling::Type::kLinear;
+      o.rope_scaling.factor = p->linear_rope_factor;
+    }
     if (p->llama3_rope_factor > 0) {
       o.rope_scaling.type = engine::RopeScaling::Type::kLlama3;
       o.rope_scaling.factor = p->llama3_rope_factor;
     }
   }
-  if (arch == "llama")
-    o.arch = engine::ModelArch::kLlama;
-  else if (arch == "gpt2")
-    o.arch = engine::ModelArch::kGpt2;
-  else
-    return Fail(absl::InvalidArgumentError("--arch must be llama or gpt2"));
+  const engine::ModelFamily* family = engine::FindFamilyByName(arch);
+  if (family == nullptr)
+    return Fail(absl::InvalidArgumentError("--arch '" + arch + "' is not one of " + engine::FamilyNames()));
+  o.arch = family->arch;
   if (hidden) o.hidden_size = static_cast<int32_t>(hidden);
   if (layers) o.num_layers = static_cast<int32_t>(layers);
   if (heads) o.num_heads = static_cast<int32_t>(heads);
   if (kv_heads) o.num_kv_heads = static_cast<int32_t>(kv_heads);
+  if (head_dim) o.head_dim = static_cast<int32_t>(head_dim);
+  if (rope_theta > 0) o.rope_theta = rope_theta;
+  if (rope_theta_local > 0) o.rope_theta_local = rope_theta_local;
+  if (sliding_window) o.sliding_window = static_cast<int32_t>(sliding_window);
+  if (sliding_window_pattern) o.sliding_window_pattern = static_cast<int32_t>(sliding_window_pattern);
   if (ffn) o.intermediate_size = static_cast<int32_t>(ffn);
   if (vocab) o.vocab_size = static_cast<int32_t>(vocab);
   if (!flags.IsSet("num-kv-heads") && preset.empty()) o.num_kv_heads = o.num_heads;
@@ -228,8 +257,8 @@ int RunSynth(int argc, char** argv) {
   if (o.hidden_size <= 0 || o.num_layers <= 0 || o.num_heads <= 0 || o.vocab_size <= 0)
     return Fail(
         absl::InvalidArgumentError("give a --preset or --hidden-size, --num-layers, --num-heads and --vocab-size"));
-  if (o.hidden_size % o.num_heads != 0)
-    return Fail(absl::InvalidArgumentError("--hidden-size must be divisible by --num-heads"));
+  if (o.head_dim == 0 && o.hidden_size % o.num_heads != 0)
+    return Fail(absl::InvalidArgumentError("--hidden-size must be divisible by --num-heads (or give --head-dim)"));
   if (!type.empty() || EndsWith(out, ".gguf")) return WriteSynthGguf(o, type.empty() ? dtype : type, out);
   if (::mkdir(out.c_str(), 0755) != 0 && errno != EEXIST)
     return Fail(absl::FailedPreconditionError(out + ": cannot create"));

@@ -57,9 +57,16 @@ class DecodeGraphTest : public ::testing::Test {
     ASSERT_GT(kernels::CudaBackend::DeviceCount(), kGraphGpu) << "the emulation provides the devices";
     SyntheticModelOptions m;
     m.arch = arch;
-    m.hidden_size = 64, m.num_layers = 2, m.num_heads = 4, m.num_kv_heads = m.arch == ModelArch::kLlama ? 2 : 4;
+    m.hidden_size = 64, m.num_layers = 2, m.num_heads = 4, m.num_kv_heads = m.arch == ModelArch::kGpt2 ? 4 : 2;
     m.intermediate_size = 96, m.vocab_size = 301, m.max_position = 128, m.dtype = DType::kF32, m.seed = 11;
-    dir_ = absl::StrCat(TempDir(), "/decode-graph-", m.arch == ModelArch::kLlama ? "llama" : "gpt2");
+    if (arch == ModelArch::kQwen3) m.head_dim = 32;  // q/k norms, heads × head_dim ≠ hidden
+    if (arch == ModelArch::kGemma2 || arch == ModelArch::kGemma3) {
+      // Sandwich norms, GeGLU, scaled embeddings; a window of 8 on layer 0 (soft-capping: Gemma 2; q/k norms and
+      // the local layer's own RoPE base: Gemma 3).
+      m.head_dim = 32, m.sliding_window = 8, m.sliding_window_pattern = 2, m.rope_theta_local = 1e4;
+      m.tie_word_embeddings = false;
+    }
+    dir_ = absl::StrCat(TempDir(), "/decode-graph-", ModelArchName(m.arch));
     ASSERT_TRUE(WriteSyntheticCheckpoint(m, dir_).ok());
   }
 
@@ -166,9 +173,11 @@ TEST_P(DecodeGraphArchTest, ReplaysMatchTheEagerCudaPathBitForBitAndTheCpuEngine
   EXPECT_GT(EmulatedCapturedNodes(kGraphGpu) - nodes0, nodes_after_first_capture);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, DecodeGraphArchTest, ::testing::Values(ModelArch::kLlama, ModelArch::kGpt2),
+INSTANTIATE_TEST_SUITE_P(Archs, DecodeGraphArchTest,
+                         ::testing::Values(ModelArch::kLlama, ModelArch::kGpt2, ModelArch::kQwen3, ModelArch::kGemma2,
+                                           ModelArch::kGemma3),
                          [](const ::testing::TestParamInfo<ModelArch>& info) {
-                           return info.param == ModelArch::kLlama ? "Llama" : "Gpt2";
+                           return std::string(ModelArchName(info.param));
                          });
 
 TEST_F(DecodeGraphTest, IsRefusedOnTheCpuBackendAndForPipelineOrTensorParallelism) {

@@ -34,10 +34,15 @@ struct Case {
 class EngineEquivalenceTest : public ::testing::TestWithParam<Case> {
  protected:
   SyntheticModelOptions Options() const {
-    SyntheticModelOptions o = GetParam().arch == ModelArch::kGpt2 ? testing::SmallGpt2(GetParam().dtype)
-                                                                  : testing::SmallLlama(GetParam().dtype);
+    const DType dtype = GetParam().dtype;
+    SyntheticModelOptions o = GetParam().arch == ModelArch::kGpt2     ? testing::SmallGpt2(dtype)
+                              : GetParam().arch == ModelArch::kQwen3  ? testing::SmallQwen3(dtype)
+                              : GetParam().arch == ModelArch::kGemma2 ? testing::SmallGemma2(dtype)
+                              : GetParam().arch == ModelArch::kGemma3 ? testing::SmallGemma3(dtype)
+                                                                      : testing::SmallLlama(dtype);
     if (GetParam().wide) {
       o.hidden_size = 256, o.intermediate_size = 512, o.num_layers = 2, o.num_heads = 4, o.num_kv_heads = 2;
+      if (o.head_dim > 0) o.head_dim = 128;  // heads × head_dim (512) ≠ hidden still
     }
     return o;
   }
@@ -228,12 +233,12 @@ TEST_P(EngineEquivalenceTest, SampledRequestsInABatchDrawWhatEachDrawsAlone) {
 TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
   const std::string path = ModelPath();
   auto whole = MakeEngine(path);
-  // tp=2 halves attn_output's and ffn_down's rows (H/2, ffn/2 values): where that
+  // tp=2 halves attn_output's and ffn_down's rows (heads × head_dim / 2, ffn/2 values): where that
   // would split a block (32 values, 256 for K-quants) it must be refused, by name.
-  const SyntheticModelOptions m = Options();
-  const int64_t block = GetParam().wide ? 256 : 32;
+  const ModelConfig m = Options().ToConfig();
+  const int64_t block = GetParam().wide ? 256 : 32, q_width = static_cast<int64_t>(m.num_heads) * m.head_dim;
   const bool tp_splits_block = GetParam().mix != nullptr && GetParam().mix != std::string("bf16") &&
-                               ((m.hidden_size / 2) % block != 0 || (m.intermediate_size / 2) % block != 0);
+                               ((q_width / 2) % block != 0 || (m.intermediate_size / 2) % block != 0);
   if (tp_splits_block) {
     Engine::Options o;
     o.model_path = path;
@@ -660,7 +665,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_q5_1", ModelArch::kLlama, DType::kF32, kQuantTol, "q5_1"},
                       Case{"llama_q4_k_m", ModelArch::kLlama, DType::kF32, kQuantTol, "q4_k_m", true},
                       Case{"llama_q5_k_m", ModelArch::kLlama, DType::kF32, kQuantTol, "q5_k_m", true},
-                      Case{"gpt2_q8_0", ModelArch::kGpt2, DType::kF32, kQuantTol, "q8_0"}),
+                      Case{"gpt2_q8_0", ModelArch::kGpt2, DType::kF32, kQuantTol, "q8_0"},
+                      Case{"qwen3_f32", ModelArch::kQwen3, DType::kF32, 1e-3},
+                      // Normed q and k give sharper attention logits, which carry bf16's rounding further.
+                      Case{"qwen3_bf16", ModelArch::kQwen3, DType::kBF16, 4e-2},
+                      Case{"qwen3_q8_0", ModelArch::kQwen3, DType::kF32, kQuantTol, "q8_0"},
+                      Case{"qwen3_q4_k_m", ModelArch::kQwen3, DType::kF32, kQuantTol, "q4_k_m", true},
+                      Case{"gemma2_f32", ModelArch::kGemma2, DType::kF32, 1e-3},
+                      Case{"gemma3_f32", ModelArch::kGemma3, DType::kF32, 1e-3},
+                      Case{"gemma3_bf16", ModelArch::kGemma3, DType::kBF16, 4e-2},
+                      Case{"gemma3_q8_0", ModelArch::kGemma3, DType::kF32, kQuantTol, "q8_0"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

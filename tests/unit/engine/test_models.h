@@ -33,14 +33,15 @@ inline StepSequence NewSeq(uint64_t id, std::vector<int32_t> prompt, int32_t kv_
   return {id, std::move(prompt), 0, true, setup};
 }
 
-/// Every logit within 1e-3 of the standard deviation of the logits it is compared with.
-inline void ExpectLogitsClose(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+/// Every logit within `tolerance` (1e-3 unless given) of the standard deviation of the logits it is compared with.
+inline void ExpectLogitsClose(const std::vector<float>& got, const std::vector<float>& want, const std::string& what,
+                              double tolerance = 1e-3) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double mean = 0, var = 0, worst = 0;
   for (float w : want) mean += w;
   mean /= want.size();
   for (float w : want) var += (w - mean) * (w - mean);
-  const double tol = 1e-3 * std::sqrt(var / want.size());
+  const double tol = tolerance * std::sqrt(var / want.size());
   for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
   EXPECT_LE(worst, tol) << what << ": max |logit diff| " << worst;
 }
@@ -56,7 +57,8 @@ inline std::string SyntheticModel(const SyntheticModelOptions& o) {
   const std::string key =
       absl::StrCat(ModelArchName(o.arch), "-h", o.hidden_size, "-l", o.num_layers, "-a", o.num_heads, "-kv",
                    o.num_kv_heads, "-v", o.vocab_size, "-", DTypeName(o.dtype), "-s", o.seed, "-t",
-                   o.tie_word_embeddings, "-b", o.attention_bias, "-f", o.intermediate_size);
+                   o.tie_word_embeddings, "-b", o.attention_bias, "-f", o.intermediate_size, "-d", o.head_dim,
+                   "-w", o.sliding_window, "-p", o.sliding_window_pattern, "-r", o.rope_theta, "-rl", o.rope_theta_local);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   const std::string dir = absl::StrCat(TempDir(), "/orca-synth-", ::getpid(), "-", key);
@@ -96,6 +98,41 @@ inline SyntheticModelOptions SmallLlama(DType dtype = DType::kF32) {
   return o;
 }
 
+/// Gemma 3-shaped: q/k norms, sandwich norms, GeGLU, a sliding window of 8 on two of every three layers with
+/// their own RoPE base, the global ones' RoPE scaled linearly.
+inline SyntheticModelOptions SmallGemma3(DType dtype = DType::kF32) {
+  SyntheticModelOptions o = SmallLlama(dtype);
+  o.arch = ModelArch::kGemma3;
+  o.head_dim = 32;
+  o.sliding_window = 8;
+  o.sliding_window_pattern = 3;
+  o.rope_theta = 1e6;
+  o.rope_theta_local = 1e4;
+  o.rope_scaling.type = RopeScaling::Type::kLinear;
+  o.rope_scaling.factor = 8;
+  o.seed = 17;
+  return o;
+}
+
+/// Gemma 2-shaped: soft-capped attention scores and logits, alternating local (window 8) and global layers.
+inline SyntheticModelOptions SmallGemma2(DType dtype = DType::kF32) {
+  SyntheticModelOptions o = SmallLlama(dtype);
+  o.arch = ModelArch::kGemma2;
+  o.sliding_window = 8;
+  o.tie_word_embeddings = false;  // a tied random Gemma repeats its last token whatever the temperature
+  o.seed = 19;
+  return o;
+}
+
+/// Qwen3-shaped: heads × head_dim (4 × 32) wider than the hidden size (64), q/k norms.
+inline SyntheticModelOptions SmallQwen3(DType dtype = DType::kF32) {
+  SyntheticModelOptions o = SmallLlama(dtype);
+  o.arch = ModelArch::kQwen3;
+  o.head_dim = 32;
+  o.seed = 13;
+  return o;
+}
+
 inline SyntheticModelOptions SmallGpt2(DType dtype = DType::kF32) {
   SyntheticModelOptions o;
   o.arch = ModelArch::kGpt2;
@@ -122,7 +159,9 @@ class ReferenceModel {
       for (int64_t j = 0; j < H; ++j) {
         x[t][j] = At(TensorRole::kTokenEmbedding, 0, tokens[t], j);
         if (gpt2) x[t][j] += At(TensorRole::kPositionEmbedding, 0, t, j);
+        if (c_.embedding_scale > 0) x[t][j] *= c_.embedding_scale;
       }
+    const bool gemma = c_.arch == ModelArch::kGemma2 || c_.arch == ModelArch::kGemma3;
     for (int l = 0; l < c_.num_layers; ++l) {
       auto h = Norm(x, TensorRole::kAttnNorm, TensorRole::kAttnNormBias, l);
       const int64_t Q = static_cast<int64_t>(c_.num_heads) * D, KV = static_cast<int64_t>(c_.num_kv_heads) * D;
@@ -141,9 +180,15 @@ class ReferenceModel {
                    c_.attention_bias);
         v = Linear(h, TensorRole::kV, c_.attention_bias ? TensorRole::kVBias : TensorRole::kQkvBias, l, KV, H,
                    c_.attention_bias);
+        for (int64_t t = 0; t < T && c_.qk_norm; ++t) {
+          HeadNorm(q[t], c_.num_heads, TensorRole::kQNorm, l);
+          HeadNorm(k[t], c_.num_kv_heads, TensorRole::kKNorm, l);
+        }
+        // Local layers with a RoPE base of their own use it unscaled.
+        const bool own_rope = c_.IsLocalLayer(l) && c_.rope_theta_local > 0;
         for (int64_t t = 0; t < T; ++t) {
-          Rope(q[t], c_.num_heads, t);
-          Rope(k[t], c_.num_kv_heads, t);
+          Rope(q[t], c_.num_heads, t, own_rope);
+          Rope(k[t], c_.num_kv_heads, t, own_rope);
         }
       }
       const int64_t group = c_.num_heads / c_.num_kv_heads;
@@ -153,18 +198,23 @@ class ReferenceModel {
           const int64_t hk = hq / group;
           std::vector<double> s(t + 1);
           double mx = -1e300;
-          for (int64_t j = 0; j <= t; ++j) {
+          // A local layer's query sees the window's last positions only.
+          const int64_t lo = c_.IsLocalLayer(l) ? std::max<int64_t>(0, t + 1 - c_.sliding_window) : 0;
+          const double scale = c_.attention_scale > 0 ? c_.attention_scale : 1 / std::sqrt(static_cast<double>(D));
+          for (int64_t j = lo; j <= t; ++j) {
             double dot = 0;
             for (int64_t d = 0; d < D; ++d) dot += q[t][hq * D + d] * k[j][hk * D + d];
-            s[j] = dot / std::sqrt(static_cast<double>(D));
+            s[j] = dot * scale;
+            if (c_.attn_softcap > 0) s[j] = c_.attn_softcap * std::tanh(s[j] / c_.attn_softcap);
             mx = std::max(mx, s[j]);
           }
           double sum = 0;
-          for (auto& e : s) sum += (e = std::exp(e - mx));
-          for (int64_t j = 0; j <= t; ++j)
+          for (int64_t j = lo; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
+          for (int64_t j = lo; j <= t; ++j)
             for (int64_t d = 0; d < D; ++d) attn[t][hq * D + d] += s[j] / sum * v[j][hk * D + d];
         }
       auto o = Linear(attn, TensorRole::kO, TensorRole::kOBias, l, H, Q, gpt2);
+      if (gemma) o = Norm(o, TensorRole::kPostAttnNorm, TensorRole::kFfnNormBias, l);
       for (int64_t t = 0; t < T; ++t)
         for (int64_t j = 0; j < H; ++j) x[t][j] += o[t][j];
       h = Norm(x, TensorRole::kFfnNorm, TensorRole::kFfnNormBias, l);
@@ -177,9 +227,14 @@ class ReferenceModel {
         auto g = Linear(h, TensorRole::kGate, TensorRole::kUpBias, l, c_.intermediate_size, H, false);
         a = Linear(h, TensorRole::kUp, TensorRole::kUpBias, l, c_.intermediate_size, H, false);
         for (size_t t = 0; t < a.size(); ++t)
-          for (size_t j = 0; j < a[t].size(); ++j) a[t][j] *= g[t][j] / (1 + std::exp(-g[t][j]));
+          for (size_t j = 0; j < a[t].size(); ++j) {
+            const double e = g[t][j];
+            a[t][j] *= gemma ? 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e)))
+                             : e / (1 + std::exp(-e));
+          }
       }
       auto d = Linear(a, TensorRole::kDown, TensorRole::kDownBias, l, H, c_.intermediate_size, gpt2);
+      if (gemma) d = Norm(d, TensorRole::kPostFfnNorm, TensorRole::kFfnNormBias, l);
       for (int64_t t = 0; t < T; ++t)
         for (int64_t j = 0; j < H; ++j) x[t][j] += d[t][j];
     }
@@ -190,7 +245,7 @@ class ReferenceModel {
       for (int64_t vtok = 0; vtok < c_.vocab_size; ++vtok) {
         double s = 0;
         for (int64_t j = 0; j < H; ++j) s += hf[t][j] * At(head, 0, vtok, j);
-        logits[t][vtok] = s;
+        logits[t][vtok] = c_.final_softcap > 0 ? c_.final_softcap * std::tanh(s / c_.final_softcap) : s;
       }
     return logits;
   }
@@ -244,17 +299,31 @@ class ReferenceModel {
         double ss = 0;
         for (double e : row) ss += e * e;
         const double inv = 1 / std::sqrt(ss / H + c_.norm_eps);
-        for (int64_t j = 0; j < H; ++j) row[j] = row[j] * inv * Vec(w, layer, j);
+        for (int64_t j = 0; j < H; ++j) row[j] = row[j] * inv * (Vec(w, layer, j) + c_.norm_weight_offset);
       }
     }
     return y;
   }
 
-  void Rope(std::vector<double>& v, int heads, int64_t pos) const {
+  // RMSNorm of each head's head_dim values with one shared weight (Qwen3's q_norm / k_norm).
+  void HeadNorm(std::vector<double>& v, int heads, TensorRole w, int layer) const {
+    const int64_t D = c_.head_dim;
+    for (int h = 0; h < heads; ++h) {
+      double ss = 0;
+      for (int64_t d = 0; d < D; ++d) ss += v[h * D + d] * v[h * D + d];
+      const double inv = 1 / std::sqrt(ss / D + c_.norm_eps);
+      for (int64_t d = 0; d < D; ++d) v[h * D + d] *= inv * (Vec(w, layer, d) + c_.norm_weight_offset);
+    }
+  }
+
+  void Rope(std::vector<double>& v, int heads, int64_t pos, bool local_rope) const {
+    const double theta = local_rope ? c_.rope_theta_local : c_.rope_theta;
     const int64_t D = c_.head_dim, half = c_.rotary_dim / 2;
     for (int h = 0; h < heads; ++h)
       for (int64_t i = 0; i < half; ++i) {
-        const double f = std::pow(c_.rope_theta, -2.0 * i / c_.rotary_dim), a = pos * f;
+        double f = std::pow(theta, -2.0 * i / c_.rotary_dim);
+        if (c_.rope_scaling.type == RopeScaling::Type::kLinear && !local_rope) f /= c_.rope_scaling.factor;
+        const double a = pos * f;
         const int64_t i0 = c_.rope_style == kernels::RopeStyle::kNeox ? i : 2 * i;
         const int64_t i1 = c_.rope_style == kernels::RopeStyle::kNeox ? i + half : 2 * i + 1;
         const double x0 = v[h * D + i0], x1 = v[h * D + i1];
