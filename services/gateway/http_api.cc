@@ -355,7 +355,7 @@ absl::StatusOr<HttpResponse> HttpApi::Detokenize(const HttpRequest& request) con
   ORCA_ASSIGN_OR_RETURN(DetokenizeRequest parsed, ParseDetokenizeRequest(body));
   ORCA_RETURN_IF_ERROR(resolver_.CheckModel(parsed.model));
   ORCA_RETURN_IF_ERROR(resolver_.CheckTokenIds(parsed.tokens, "tokens"));
-  absl::StatusOr<std::string> text = options_.model->tokenizer().Decode(parsed.tokens);
+  absl::StatusOr<std::string> text = options_.model->tokenizer().Decode(parsed.tokens, parsed.skip_special_tokens);
   if (!text.ok()) return WithParam(absl::InvalidArgumentError(std::string(text.status().message())), "tokens");
   return JsonResponse(200, {{"prompt", *text}});
 }

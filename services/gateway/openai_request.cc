@@ -555,6 +555,7 @@ absl::StatusOr<DetokenizeRequest> ParseDetokenizeRequest(const json& body) {
   auto it = body.find("tokens");
   if (it == body.end() || it->is_null()) return InvalidFieldError("tokens", "'tokens' is required");
   ORCA_RETURN_IF_ERROR(ParseIntArray(*it, "tokens", std::numeric_limits<int32_t>::max(), &out.tokens));
+  ORCA_RETURN_IF_ERROR(JsonFieldReader(body).Bool("skip_special_tokens", &out.skip_special_tokens));
   return out;
 }
 

@@ -115,6 +115,10 @@ struct TokenizeRequest {
 struct DetokenizeRequest {
   std::string model;
   std::vector<int32_t> tokens;
+  /// Special tokens are kept unless the client asks otherwise, as HF's
+  /// `tokenizer.decode` and vLLM's /detokenize do: the text round-trips
+  /// through /tokenize.
+  bool skip_special_tokens = false;
 };
 
 /// Parses a request body as a JSON object. Invalid UTF-8 is rejected with its

@@ -557,6 +557,30 @@ TEST(GatewayHttpTest, TokenizeAndDetokenize) {
   EXPECT_GT(chat.Json()["count"].get<int>(), 1);
 }
 
+// /detokenize keeps special tokens, as HF's decode and vLLM's /detokenize do, so that text and ids
+// round-trip through /tokenize; `skip_special_tokens: true` drops them.
+TEST(GatewayHttpTest, DetokenizeKeepsSpecialTokensUnlessAskedToSkipThem) {
+  GatewayFixture f;
+  const std::string text = "h<|endoftext|>i";
+  HttpResult t = f.Client().Request("POST", "/tokenize", json{{"prompt", text}}.dump());
+  ASSERT_EQ(t.status, 200) << t.body;
+  const json ids = t.Json()["tokens"];
+  ASSERT_EQ(ids, json({'h', testing::kByteLevelEosId, 'i'}));
+  HttpResult kept = f.Client().Request("POST", "/detokenize", json{{"tokens", ids}}.dump());
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  EXPECT_EQ(kept.Json()["prompt"], text);
+  HttpResult explicit_keep =
+      f.Client().Request("POST", "/detokenize", json{{"tokens", ids}, {"skip_special_tokens", false}}.dump());
+  EXPECT_EQ(explicit_keep.Json()["prompt"], text);
+  HttpResult skipped =
+      f.Client().Request("POST", "/detokenize", json{{"tokens", ids}, {"skip_special_tokens", true}}.dump());
+  ASSERT_EQ(skipped.status, 200) << skipped.body;
+  EXPECT_EQ(skipped.Json()["prompt"], "hi");
+  HttpResult bad = f.Client().Request("POST", "/detokenize", json{{"tokens", ids}, {"skip_special_tokens", "no"}}.dump());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.Json()["error"]["param"], "skip_special_tokens");
+}
+
 // OpenAI's `developer` role is its newer name for `system`: it renders as a system turn. Tool and function turns
 // reach the template (chatml renders any role); unknown roles are refused by name (the bad-input table).
 TEST(GatewayHttpTest, DeveloperRoleRendersAsSystem) {

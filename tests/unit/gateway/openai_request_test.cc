@@ -448,6 +448,13 @@ TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
   auto d = ParseDetokenizeRequest(json::parse(R"({"tokens": [1, 2]})"));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_FALSE(d->skip_special_tokens);  // HF's decode and vLLM's /detokenize keep them
+  auto skip = ParseDetokenizeRequest(json::parse(R"({"tokens": [1], "skip_special_tokens": true})"));
+  ASSERT_TRUE(skip.ok());
+  EXPECT_TRUE(skip->skip_special_tokens);
+  auto bad_skip = ParseDetokenizeRequest(json::parse(R"({"tokens": [1], "skip_special_tokens": 1})"));
+  ASSERT_FALSE(bad_skip.ok());
+  EXPECT_EQ(ApiError::FromStatus(bad_skip.status()).param, "skip_special_tokens");
   auto bad = ParseDetokenizeRequest(json::parse(R"({"tokens": "1 2"})"));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(ApiError::FromStatus(bad.status()).param, "tokens");
