@@ -264,7 +264,7 @@ absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
                                       ClientWatch& watch) {
   CompletionResponder::Options responder;
   responder.received = absl::Now();
-  ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
+  ORCA_ASSIGN_OR_RETURN(RequestJson body, ParseJsonObject(request.body));
   GenerationRequest generation;
   GenerationOptions options;
   if (api == OpenAiApi::kCompletions) {
@@ -324,7 +324,7 @@ HttpResponse HttpApi::Models(const std::string& path) const {
 }
 
 absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const {
-  ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
+  ORCA_ASSIGN_OR_RETURN(RequestJson body, ParseJsonObject(request.body));
   ORCA_ASSIGN_OR_RETURN(TokenizeRequest parsed, ParseTokenizeRequest(body));
   ORCA_RETURN_IF_ERROR(resolver_.CheckModel(parsed.model));
   std::string text;
@@ -351,7 +351,7 @@ absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const
 }
 
 absl::StatusOr<HttpResponse> HttpApi::Detokenize(const HttpRequest& request) const {
-  ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
+  ORCA_ASSIGN_OR_RETURN(RequestJson body, ParseJsonObject(request.body));
   ORCA_ASSIGN_OR_RETURN(DetokenizeRequest parsed, ParseDetokenizeRequest(body));
   ORCA_RETURN_IF_ERROR(resolver_.CheckModel(parsed.model));
   ORCA_RETURN_IF_ERROR(resolver_.CheckTokenIds(parsed.tokens, "tokens"));

@@ -14,7 +14,7 @@
 namespace orca::gateway {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;  // the body's keys in the client's order
 
 constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
 
@@ -310,7 +310,7 @@ absl::Status ParseMessageToolFields(const json& m, const std::string& field, boo
     return InvalidFieldError(
         "messages", absl::StrCat("'", field, ".tool_calls' must be an array, got ", DescribeJsonValue(*calls)));
   }
-  using ordered = nlohmann::ordered_json;  // the arguments keep the client's key order
+  using ordered = nlohmann::ordered_json;  // the arguments keep the client's key order too
   ordered rendered = ordered::array();
   for (size_t j = 0; j < calls->size(); ++j) {
     const json& call = (*calls)[j];
@@ -471,7 +471,7 @@ absl::StatusOr<json> ParseJsonObject(std::string_view body) {
         absl::StrCat("Request body is not valid UTF-8 (invalid byte sequence at offset ", *bad, ")"));
   }
   // Nesting is limited while parsing (core/common/json_parse.h): nothing deeper is built or walked.
-  absl::StatusOr<json> parsed = ParseJson(body);
+  absl::StatusOr<json> parsed = ParseOrderedJson(body);
   if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("Invalid JSON body: ", parsed.status().message()));
   if (!parsed->is_object()) {
     return absl::InvalidArgumentError(
