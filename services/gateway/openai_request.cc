@@ -293,8 +293,7 @@ absl::Status ParseContent(const json& content, const std::string& field, std::st
 // An assistant message's `tool_calls` ([{"id", "type": "function", "function": {"name", "arguments"}}]) become the
 // template's `message.tool_calls` with the arguments as an object (HF templates apply `tojson` to them) when they
 // parse; a tool message's `tool_call_id` and `name` are passed through.
-absl::Status ParseMessageToolFields(const json& m, const std::string& field, bool no_content,
-                                    text::ChatMessage* message) {
+absl::Status ParseMessageToolFields(const json& m, const std::string& field, text::ChatMessage* message) {
   JsonFieldReader r(m, field + ".");
   ORCA_RETURN_IF_ERROR(WithParam(r.String("name", &message->name), "messages"));
   ORCA_RETURN_IF_ERROR(WithParam(r.String("tool_call_id", &message->tool_call_id), "messages"));
@@ -345,7 +344,6 @@ absl::Status ParseMessageToolFields(const json& m, const std::string& field, boo
     rendered.push_back(std::move(rendered_call));
   }
   message->tool_calls_json = rendered.dump();
-  message->content_is_null = no_content;
   return absl::OkStatus();
 }
 
@@ -368,12 +366,14 @@ absl::Status ParseMessages(const json& body, bool required, std::vector<text::Ch
     JsonFieldReader r(m, field + ".");
     ORCA_RETURN_IF_ERROR(WithParam(r.String("role", &message.role), "messages"));
     if (message.role.empty()) return InvalidFieldError("messages", absl::StrCat("'", field, ".role' is required"));
+    // An assistant turn may come without content (null or absent: it called tools). The template then sees
+    // "" as vLLM passes it, never None: templates such as Qwen3's search and concatenate `message.content`.
     if (const json* content = r.Find("content")) {
       ORCA_RETURN_IF_ERROR(ParseContent(*content, field + ".content", &message.content));
     } else if (message.role != "assistant") {
       return InvalidFieldError("messages", absl::StrCat("'", field, ".content' is required"));
     }
-    ORCA_RETURN_IF_ERROR(ParseMessageToolFields(m, field, r.Find("content") == nullptr, &message));
+    ORCA_RETURN_IF_ERROR(ParseMessageToolFields(m, field, &message));
     out->push_back(std::move(message));
   }
   return absl::OkStatus();

@@ -113,7 +113,9 @@ TEST(ToolsRequestTest, MessagesCarryToolCallsAndToolResults) {
   auto r = ParseChatRequest(body);
   ASSERT_TRUE(r.ok()) << r.status();
   const text::ChatMessage& call = r->messages[1];
-  EXPECT_TRUE(call.content_is_null);
+  // content null reaches the template as "", as vLLM passes it (Qwen3's template concatenates it).
+  EXPECT_FALSE(call.content_is_null);
+  EXPECT_EQ(call.content, "");
   // The arguments become an object, in the client's key order.
   EXPECT_EQ(
       call.tool_calls_json,
