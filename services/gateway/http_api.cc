@@ -333,7 +333,9 @@ absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const
     text = *parsed.prompt;
     add_special = parsed.add_special_tokens.value_or(true);
   } else {
-    ORCA_ASSIGN_OR_RETURN(text, resolver_.RenderChat(parsed.messages, parsed.add_generation_prompt, parsed.chat_template_kwargs));
+    ORCA_ASSIGN_OR_RETURN(text, resolver_.RenderChat(parsed.messages, parsed.add_generation_prompt,
+                                                     parsed.chat_template_kwargs,
+                                                     parsed.tools.active() ? parsed.tools.TemplateJson() : ""));
     add_special = parsed.add_special_tokens.value_or(false);
   }
   const text::Tokenizer& tokenizer = options_.model->tokenizer();

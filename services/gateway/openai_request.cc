@@ -545,7 +545,10 @@ absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(const json& body) {
     out.add_special_tokens = add_special_tokens;
   }
   ORCA_RETURN_IF_ERROR(r.Bool("return_token_strs", &out.return_token_strs));
-  if (!out.messages.empty()) ORCA_RETURN_IF_ERROR(ParseChatTemplateKwargs(body, &out.chat_template_kwargs));
+  if (!out.messages.empty()) {
+    ORCA_RETURN_IF_ERROR(ParseChatTemplateKwargs(body, &out.chat_template_kwargs));
+    ORCA_RETURN_IF_ERROR(ParseToolsRequest(body, &out.tools));
+  }
   return out;
 }
 

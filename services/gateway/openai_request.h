@@ -110,6 +110,9 @@ struct TokenizeRequest {
   bool return_token_strs = false;
   /// Extra chat-template variables, as for chat completions (messages only).
   std::map<std::string, std::string> chat_template_kwargs;
+  /// `tools` and `tool_choice` (messages only), read as for chat completions: the
+  /// prompt counted is the one chat would render (tools shown unless the choice is "none").
+  ToolsRequest tools;
 };
 
 /// POST /detokenize.

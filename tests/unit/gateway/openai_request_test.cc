@@ -445,6 +445,16 @@ TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
       json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]})"));
   ASSERT_FALSE(bad_kwargs.ok());
   EXPECT_EQ(ApiError::FromStatus(bad_kwargs.status()).param, "chat_template_kwargs");
+  // ... and with its tools, read as chat reads them (rendered unless tool_choice is "none").
+  auto with_tools = ParseTokenizeRequest(json::parse(
+      R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}]})"));
+  ASSERT_TRUE(with_tools.ok()) << with_tools.status();
+  EXPECT_TRUE(with_tools->tools.active());
+  EXPECT_EQ(with_tools->tools.names(), std::vector<std::string>{"f"});
+  auto bad_tools = ParseTokenizeRequest(
+      json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})"));
+  ASSERT_FALSE(bad_tools.ok());
+  EXPECT_EQ(ApiError::FromStatus(bad_tools.status()).param, "tools");
   auto d = ParseDetokenizeRequest(json::parse(R"({"tokens": [1, 2]})"));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->tokens, (std::vector<int32_t>{1, 2}));
