@@ -15,6 +15,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The --chat-template file or built-in, else the model's own; null when neither exists (chat then gets a 400
+// naming --chat-template, as in vLLM: no template is guessed for a model that ships none).
 absl::StatusOr<std::unique_ptr<text::ChatTemplate>> LoadChatTemplate(const std::string& model_path,
                                                                      const std::string& override_name) {
   if (!override_name.empty()) {
@@ -37,9 +39,9 @@ absl::StatusOr<std::unique_ptr<text::ChatTemplate>> LoadChatTemplate(const std::
   if (!absl::IsNotFound(from_model.status())) {
     return Annotate(from_model.status(), "chat template of " + model_path);
   }
-  ORCA_LOG(WARNING) << "the model ships no chat template; using the built-in 'chatml' "
-                       "(override with --chat-template)";
-  return text::ChatTemplate::Builtin("chatml");
+  ORCA_LOG(WARNING) << "the model ships no chat template: chat requests get a 400 until one is given with "
+                       "--chat-template (a file, or chatml, llama2, llama3); completions work without";
+  return std::unique_ptr<text::ChatTemplate>();
 }
 
 }  // namespace

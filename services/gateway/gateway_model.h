@@ -21,7 +21,8 @@ class GatewayModel {
     /// Name clients send as `model`; empty: the basename of model_path.
     std::string served_model_name;
     /// A template file or a built-in name (chatml, llama2, llama3) overriding
-    /// the model's; empty: the model's own, else chatml (with a warning).
+    /// the model's; empty: the model's own, else none (chat requests then get a
+    /// 400 naming --chat-template, as vLLM answers; completions still work).
     std::string chat_template;
     /// Context limit; 0: the model's (config.json / GGUF metadata).
     int32_t max_model_len = 0;
@@ -38,7 +39,7 @@ class GatewayModel {
                                                  int32_t max_model_len);
 
   const text::Tokenizer& tokenizer() const { return *tokenizer_; }
-  /// Null when there is none.
+  /// Null when there is none (neither --chat-template nor the model's).
   const text::ChatTemplate* chat_template() const { return chat_template_.get(); }
   const std::string& name() const { return name_; }
   /// How this model writes tool calls (--tool-call-parser, or detected from the template).

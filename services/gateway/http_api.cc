@@ -264,7 +264,7 @@ absl::Status HttpApi::StartGeneration(OpenAiApi api, const HttpRequest& request,
                                       ClientWatch& watch) {
   CompletionResponder::Options responder;
   responder.received = absl::Now();
-  ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
+  ORCA_ASSIGN_OR_RETURN(RequestJson body, ParseJsonObject(request.body));
   GenerationRequest generation;
   GenerationOptions options;
   if (api == OpenAiApi::kCompletions) {
@@ -324,7 +324,7 @@ HttpResponse HttpApi::Models(const std::string& path) const {
 }
 
 absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const {
-  ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
+  ORCA_ASSIGN_OR_RETURN(RequestJson body, ParseJsonObject(request.body));
   ORCA_ASSIGN_OR_RETURN(TokenizeRequest parsed, ParseTokenizeRequest(body));
   ORCA_RETURN_IF_ERROR(resolver_.CheckModel(parsed.model));
   std::string text;
@@ -333,7 +333,9 @@ absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const
     text = *parsed.prompt;
     add_special = parsed.add_special_tokens.value_or(true);
   } else {
-    ORCA_ASSIGN_OR_RETURN(text, resolver_.RenderChat(parsed.messages, parsed.add_generation_prompt, parsed.chat_template_kwargs));
+    ORCA_ASSIGN_OR_RETURN(text, resolver_.RenderChat(parsed.messages, parsed.add_generation_prompt,
+                                                     parsed.chat_template_kwargs,
+                                                     parsed.tools.active() ? parsed.tools.TemplateJson() : ""));
     add_special = parsed.add_special_tokens.value_or(false);
   }
   const text::Tokenizer& tokenizer = options_.model->tokenizer();
@@ -351,11 +353,11 @@ absl::StatusOr<HttpResponse> HttpApi::Tokenize(const HttpRequest& request) const
 }
 
 absl::StatusOr<HttpResponse> HttpApi::Detokenize(const HttpRequest& request) const {
-  ORCA_ASSIGN_OR_RETURN(json body, ParseJsonObject(request.body));
+  ORCA_ASSIGN_OR_RETURN(RequestJson body, ParseJsonObject(request.body));
   ORCA_ASSIGN_OR_RETURN(DetokenizeRequest parsed, ParseDetokenizeRequest(body));
   ORCA_RETURN_IF_ERROR(resolver_.CheckModel(parsed.model));
   ORCA_RETURN_IF_ERROR(resolver_.CheckTokenIds(parsed.tokens, "tokens"));
-  absl::StatusOr<std::string> text = options_.model->tokenizer().Decode(parsed.tokens);
+  absl::StatusOr<std::string> text = options_.model->tokenizer().Decode(parsed.tokens, parsed.skip_special_tokens);
   if (!text.ok()) return WithParam(absl::InvalidArgumentError(std::string(text.status().message())), "tokens");
   return JsonResponse(200, {{"prompt", *text}});
 }

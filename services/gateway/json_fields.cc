@@ -21,7 +21,7 @@ std::string FormatNumber(double v) {
 
 }  // namespace
 
-std::string DescribeJsonValue(const nlohmann::json& value) {
+std::string DescribeJsonValue(const RequestJson& value) {
   switch (value.type()) {
     case nlohmann::json::value_t::null:
       return "null";
@@ -45,7 +45,7 @@ std::string DescribeJsonValue(const nlohmann::json& value) {
   }
 }
 
-absl::Status ReadInteger(const nlohmann::json& value, const std::string& field, int64_t min, int64_t max,
+absl::Status ReadInteger(const RequestJson& value, const std::string& field, int64_t min, int64_t max,
                          int64_t* out) {
   int64_t v = 0;
   if (value.is_number_integer() && !value.is_number_unsigned()) {
@@ -77,10 +77,10 @@ absl::Status ReadInteger(const nlohmann::json& value, const std::string& field, 
   return absl::OkStatus();
 }
 
-JsonFieldReader::JsonFieldReader(const nlohmann::json& object, std::string prefix)
+JsonFieldReader::JsonFieldReader(const RequestJson& object, std::string prefix)
     : object_(object), prefix_(std::move(prefix)) {}
 
-const nlohmann::json* JsonFieldReader::Find(const char* name) const {
+const RequestJson* JsonFieldReader::Find(const char* name) const {
   auto it = object_.find(name);
   if (it == object_.end() || it->is_null()) return nullptr;
   return &*it;
@@ -89,7 +89,7 @@ const nlohmann::json* JsonFieldReader::Find(const char* name) const {
 std::string JsonFieldReader::FieldName(const char* name) const { return prefix_ + name; }
 
 absl::Status JsonFieldReader::Int(const char* name, int64_t min, int64_t max, std::optional<int64_t>* out) const {
-  const nlohmann::json* value = Find(name);
+  const RequestJson* value = Find(name);
   if (value == nullptr) return absl::OkStatus();
   int64_t v = 0;
   absl::Status status = ReadInteger(*value, FieldName(name), min, max, &v);
@@ -114,7 +114,7 @@ absl::Status JsonFieldReader::OptionalInt32(const char* name, int32_t min, int32
 }
 
 absl::Status JsonFieldReader::Float(const char* name, double min, double max, float* out) const {
-  const nlohmann::json* value = Find(name);
+  const RequestJson* value = Find(name);
   if (value == nullptr) return absl::OkStatus();
   const std::string field = FieldName(name);
   if (!value->is_number()) {
@@ -130,7 +130,7 @@ absl::Status JsonFieldReader::Float(const char* name, double min, double max, fl
 }
 
 absl::Status JsonFieldReader::Bool(const char* name, bool* out) const {
-  const nlohmann::json* value = Find(name);
+  const RequestJson* value = Find(name);
   if (value == nullptr) return absl::OkStatus();
   if (!value->is_boolean()) {
     const std::string field = FieldName(name);
@@ -141,7 +141,7 @@ absl::Status JsonFieldReader::Bool(const char* name, bool* out) const {
 }
 
 absl::Status JsonFieldReader::String(const char* name, std::string* out) const {
-  const nlohmann::json* value = Find(name);
+  const RequestJson* value = Find(name);
   if (value == nullptr) return absl::OkStatus();
   if (!value->is_string()) {
     const std::string field = FieldName(name);

@@ -17,18 +17,28 @@
 
 namespace orca::gateway {
 
+/// A request body as the gateway reads it: objects keep their members in the
+/// order the client wrote them (nlohmann's ordered_json; a nlohmann::json is a
+/// std::map and sorts them). What passes on to a chat template (tools'
+/// `parameters`, tool-call `arguments`, `chat_template_kwargs`) and to a
+/// structured-output compiler (a schema's `properties` order is the output's)
+/// then reaches it as sent, as in vLLM, whose Python dicts keep insertion order.
+/// ParseJsonObject (openai_request.h) builds it with a hash index for large
+/// objects, so keeping the order costs no quadratic duplicate-key scan.
+using RequestJson = nlohmann::ordered_json;
+
 /// Short human description of a JSON value for error messages:
 /// `a string ("ten")`, `a boolean (true)`, `an array`, `a number (1.5)`.
-std::string DescribeJsonValue(const nlohmann::json& value);
+std::string DescribeJsonValue(const RequestJson& value);
 
 class JsonFieldReader {
  public:
   /// `object` must be a JSON object and outlive the reader. `prefix` is put in
   /// front of field names in messages (e.g. "stream_options.").
-  explicit JsonFieldReader(const nlohmann::json& object, std::string prefix = "");
+  explicit JsonFieldReader(const RequestJson& object, std::string prefix = "");
 
   /// The field, or nullptr when absent or null.
-  const nlohmann::json* Find(const char* name) const;
+  const RequestJson* Find(const char* name) const;
   /// The field's name as messages show it (prefix included).
   std::string FieldName(const char* name) const;
 
@@ -42,11 +52,11 @@ class JsonFieldReader {
   absl::Status String(const char* name, std::string* out) const;
 
  private:
-  const nlohmann::json& object_;
+  const RequestJson& object_;
   std::string prefix_;
 };
 
 /// Validates one JSON value as an integer in [min, max]; `field` names it in messages.
-absl::Status ReadInteger(const nlohmann::json& value, const std::string& field, int64_t min, int64_t max, int64_t* out);
+absl::Status ReadInteger(const RequestJson& value, const std::string& field, int64_t min, int64_t max, int64_t* out);
 
 }  // namespace orca::gateway

@@ -66,7 +66,8 @@ void AddFlags(FlagSet& flags, Flags& f) {
                 "/metrics requires an --api-keys key too (default: open, for Prometheus); /health never does, "
                 "and /ready without a key shows only its status");
   flags.AddString("chat-template", &o.model.chat_template,
-                  "chat template file or built-in name (chatml, llama2, llama3) overriding the model's");
+                  "chat template file or built-in name (chatml, llama2, llama3) overriding the model's; without "
+                  "it a model that ships no template answers chat requests with a 400");
   flags.AddInt("max-model-len", &o.model.max_model_len, "context limit (0 = the model's)");
   flags.AddString("tool-call-parser", &o.model.tool_call_parser,
                   "how the model writes tool calls: llama3_json, hermes, mistral, or auto (detected from the chat "

@@ -14,7 +14,7 @@
 namespace orca::gateway {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;  // the body's keys in the client's order
 
 constexpr int32_t kInt32Max = std::numeric_limits<int32_t>::max();
 
@@ -293,8 +293,7 @@ absl::Status ParseContent(const json& content, const std::string& field, std::st
 // An assistant message's `tool_calls` ([{"id", "type": "function", "function": {"name", "arguments"}}]) become the
 // template's `message.tool_calls` with the arguments as an object (HF templates apply `tojson` to them) when they
 // parse; a tool message's `tool_call_id` and `name` are passed through.
-absl::Status ParseMessageToolFields(const json& m, const std::string& field, bool no_content,
-                                    text::ChatMessage* message) {
+absl::Status ParseMessageToolFields(const json& m, const std::string& field, text::ChatMessage* message) {
   JsonFieldReader r(m, field + ".");
   ORCA_RETURN_IF_ERROR(WithParam(r.String("name", &message->name), "messages"));
   ORCA_RETURN_IF_ERROR(WithParam(r.String("tool_call_id", &message->tool_call_id), "messages"));
@@ -310,7 +309,7 @@ absl::Status ParseMessageToolFields(const json& m, const std::string& field, boo
     return InvalidFieldError(
         "messages", absl::StrCat("'", field, ".tool_calls' must be an array, got ", DescribeJsonValue(*calls)));
   }
-  using ordered = nlohmann::ordered_json;  // the arguments keep the client's key order
+  using ordered = nlohmann::ordered_json;  // the arguments keep the client's key order too
   ordered rendered = ordered::array();
   for (size_t j = 0; j < calls->size(); ++j) {
     const json& call = (*calls)[j];
@@ -345,7 +344,6 @@ absl::Status ParseMessageToolFields(const json& m, const std::string& field, boo
     rendered.push_back(std::move(rendered_call));
   }
   message->tool_calls_json = rendered.dump();
-  message->content_is_null = no_content;
   return absl::OkStatus();
 }
 
@@ -368,12 +366,14 @@ absl::Status ParseMessages(const json& body, bool required, std::vector<text::Ch
     JsonFieldReader r(m, field + ".");
     ORCA_RETURN_IF_ERROR(WithParam(r.String("role", &message.role), "messages"));
     if (message.role.empty()) return InvalidFieldError("messages", absl::StrCat("'", field, ".role' is required"));
+    // An assistant turn may come without content (null or absent: it called tools). The template then sees
+    // "" as vLLM passes it, never None: templates such as Qwen3's search and concatenate `message.content`.
     if (const json* content = r.Find("content")) {
       ORCA_RETURN_IF_ERROR(ParseContent(*content, field + ".content", &message.content));
     } else if (message.role != "assistant") {
       return InvalidFieldError("messages", absl::StrCat("'", field, ".content' is required"));
     }
-    ORCA_RETURN_IF_ERROR(ParseMessageToolFields(m, field, r.Find("content") == nullptr, &message));
+    ORCA_RETURN_IF_ERROR(ParseMessageToolFields(m, field, &message));
     out->push_back(std::move(message));
   }
   return absl::OkStatus();
@@ -471,7 +471,7 @@ absl::StatusOr<json> ParseJsonObject(std::string_view body) {
         absl::StrCat("Request body is not valid UTF-8 (invalid byte sequence at offset ", *bad, ")"));
   }
   // Nesting is limited while parsing (core/common/json_parse.h): nothing deeper is built or walked.
-  absl::StatusOr<json> parsed = ParseJson(body);
+  absl::StatusOr<json> parsed = ParseOrderedJson(body);
   if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("Invalid JSON body: ", parsed.status().message()));
   if (!parsed->is_object()) {
     return absl::InvalidArgumentError(
@@ -545,7 +545,10 @@ absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(const json& body) {
     out.add_special_tokens = add_special_tokens;
   }
   ORCA_RETURN_IF_ERROR(r.Bool("return_token_strs", &out.return_token_strs));
-  if (!out.messages.empty()) ORCA_RETURN_IF_ERROR(ParseChatTemplateKwargs(body, &out.chat_template_kwargs));
+  if (!out.messages.empty()) {
+    ORCA_RETURN_IF_ERROR(ParseChatTemplateKwargs(body, &out.chat_template_kwargs));
+    ORCA_RETURN_IF_ERROR(ParseToolsRequest(body, &out.tools));
+  }
   return out;
 }
 
@@ -555,6 +558,7 @@ absl::StatusOr<DetokenizeRequest> ParseDetokenizeRequest(const json& body) {
   auto it = body.find("tokens");
   if (it == body.end() || it->is_null()) return InvalidFieldError("tokens", "'tokens' is required");
   ORCA_RETURN_IF_ERROR(ParseIntArray(*it, "tokens", std::numeric_limits<int32_t>::max(), &out.tokens));
+  ORCA_RETURN_IF_ERROR(JsonFieldReader(body).Bool("skip_special_tokens", &out.skip_special_tokens));
   return out;
 }
 

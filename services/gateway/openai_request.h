@@ -20,6 +20,7 @@
 #include "core/common/sampling_limits.h"
 #include "core/common/sampling_params.h"
 #include "core/text/chat_template.h"
+#include "services/gateway/json_fields.h"
 #include "services/gateway/tool_call_request.h"
 
 namespace orca::gateway {
@@ -109,22 +110,30 @@ struct TokenizeRequest {
   bool return_token_strs = false;
   /// Extra chat-template variables, as for chat completions (messages only).
   std::map<std::string, std::string> chat_template_kwargs;
+  /// `tools` and `tool_choice` (messages only), read as for chat completions: the
+  /// prompt counted is the one chat would render (tools shown unless the choice is "none").
+  ToolsRequest tools;
 };
 
 /// POST /detokenize.
 struct DetokenizeRequest {
   std::string model;
   std::vector<int32_t> tokens;
+  /// Special tokens are kept unless the client asks otherwise, as HF's
+  /// `tokenizer.decode` and vLLM's /detokenize do: the text round-trips
+  /// through /tokenize.
+  bool skip_special_tokens = false;
 };
 
-/// Parses a request body as a JSON object. Invalid UTF-8 is rejected with its
-/// byte offset; malformed JSON with the parser's line/column.
-absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body);
+/// Parses a request body as a JSON object, its keys in the client's order
+/// (RequestJson). Invalid UTF-8 is rejected with its byte offset; malformed
+/// JSON with the parser's line/column.
+absl::StatusOr<RequestJson> ParseJsonObject(std::string_view body);
 
-absl::StatusOr<CompletionRequest> ParseCompletionRequest(const nlohmann::json& body);
-absl::StatusOr<ChatRequest> ParseChatRequest(const nlohmann::json& body);
-absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(const nlohmann::json& body);
-absl::StatusOr<DetokenizeRequest> ParseDetokenizeRequest(const nlohmann::json& body);
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(const RequestJson& body);
+absl::StatusOr<ChatRequest> ParseChatRequest(const RequestJson& body);
+absl::StatusOr<TokenizeRequest> ParseTokenizeRequest(const RequestJson& body);
+absl::StatusOr<DetokenizeRequest> ParseDetokenizeRequest(const RequestJson& body);
 
 /// Byte offset of the first invalid UTF-8 sequence, or nullopt when valid.
 std::optional<size_t> FindInvalidUtf8(std::string_view text);

@@ -197,7 +197,11 @@ absl::StatusOr<std::string> RequestResolver::RenderChat(const std::vector<text::
                                                         const std::string& tools_json) const {
   const text::ChatTemplate* chat_template = model_->chat_template();
   if (chat_template == nullptr) {
-    return InvalidFieldError("messages", "This model has no chat template; use /v1/completions");
+    // vLLM's answer too: a chat template is never guessed for a model that ships none.
+    return InvalidFieldError("messages",
+                             "This model has no chat template, so chat requests cannot be rendered; start the "
+                             "gateway (or orca serve) with --chat-template set to a template file or a built-in "
+                             "(chatml, llama2, llama3), or send the prompt to /v1/completions");
   }
   // OpenAI's roles; anything else is refused by name (as OpenAI does) rather
   // than rendered by a template that has no idea what a "wizard" turn is.

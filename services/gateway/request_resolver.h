@@ -49,7 +49,8 @@ class RequestResolver {
 
   /// Renders messages with the chat template, within the chat template
   /// timeout. InvalidArgument (param "messages") when the template rejects
-  /// them, runs past its budget, or there is no template. CPU-heavy: call it
+  /// them, runs past its budget, or there is no template (the message names
+  /// --chat-template). CPU-heavy: call it
   /// off the I/O threads (the gateway's CpuPool).
   /// `tools_json`: the template's `tools` (ToolsRequest::TemplateJson), empty for none.
   absl::StatusOr<std::string> RenderChat(const std::vector<text::ChatMessage>& messages, bool add_generation_prompt,

@@ -15,7 +15,7 @@
 namespace orca::gateway {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;  // schemas keep their keys in the client's order
 using Kind = StructuredOutputSpec::Kind;
 
 structured::GrammarCache& Cache() {
@@ -69,7 +69,7 @@ absl::Status ParseResponseFormat(const json& fmt, StructuredOutputSpec* spec) {
 absl::Status ParseGuidedJson(const json& value, StructuredOutputSpec* spec) {
   if (value.is_string()) {
     // JSON inside a string escapes the body's nesting limit: parse it with the same limit.
-    absl::StatusOr<json> parsed = ParseJson(value.get_ref<const std::string&>());
+    absl::StatusOr<json> parsed = ParseOrderedJson(value.get_ref<const std::string&>());
     if (!parsed.ok()) {
       return InvalidFieldError("guided_json",
                                absl::StrCat("'guided_json' is a string but not JSON: ", parsed.status().message()));

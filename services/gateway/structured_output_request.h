@@ -13,13 +13,14 @@
 
 #include "absl/status/status.h"
 #include "core/common/structured_output.h"
+#include "services/gateway/json_fields.h"
 
 namespace orca::gateway {
 
 /// Reads the fields from `body` into `spec` (left kNone when none is given).
 /// InvalidArgument (with the field as the error's param) on a malformed field,
 /// two constraints at once, or a constraint that does not compile.
-absl::Status ParseStructuredOutput(const nlohmann::json& body, StructuredOutputSpec* spec);
+absl::Status ParseStructuredOutput(const RequestJson& body, StructuredOutputSpec* spec);
 /// Compiles an already parsed spec (the gRPC API's): InvalidArgument with
 /// `param` when it cannot be enforced. OK for kNone.
 absl::Status ValidateStructuredOutput(const StructuredOutputSpec& spec, const std::string& param);

@@ -13,7 +13,7 @@
 namespace orca::gateway {
 namespace {
 
-using nlohmann::json;
+using json = RequestJson;
 using Choice = ToolsRequest::Choice;
 
 constexpr size_t kMaxToolNameLength = 64;
@@ -113,7 +113,7 @@ nlohmann::ordered_json CallSchema(const ToolDefinition& tool, const char* args_k
   using ordered = nlohmann::ordered_json;
   ordered properties = ordered::object();
   properties["name"] = {{"const", tool.name}};
-  properties[args_key] = ordered(tool.parameters);  // converted member by member: no re-parse
+  properties[args_key] = tool.parameters;
   ordered schema = ordered::object();
   schema["type"] = "object";
   schema["properties"] = std::move(properties);
@@ -162,7 +162,7 @@ std::string ToolsRequest::TemplateJson() const {
     ordered function = ordered::object();
     function["name"] = t.name;
     if (!t.description.empty()) function["description"] = t.description;
-    function["parameters"] = ordered(t.parameters);
+    function["parameters"] = t.parameters;
     ordered tool = ordered::object();
     tool["type"] = "function";
     tool["function"] = std::move(function);

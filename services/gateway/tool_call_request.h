@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/common/structured_output.h"
+#include "services/gateway/json_fields.h"
 
 namespace orca::gateway {
 
@@ -45,8 +46,10 @@ ToolCallFormat DetectToolCallFormat(std::string_view template_source);
 struct ToolDefinition {
   std::string name;
   std::string description;
-  /// The JSON Schema of the arguments (an object schema; {"type": "object"} when absent).
-  nlohmann::json parameters;
+  /// The JSON Schema of the arguments (an object schema; {"type": "object"} when absent),
+  /// its keys in the client's order: the chat template shows it as sent (tojson does not
+  /// sort), and the constrained output follows its `properties` order.
+  RequestJson parameters;
 };
 
 /// The tool-calling fields of one chat request.
@@ -69,7 +72,7 @@ struct ToolsRequest {
 /// Reads `tools`, `tool_choice`, `parallel_tool_calls` (and refuses the legacy
 /// `functions` / `function_call`). InvalidArgument naming the field on a malformed
 /// tool, a duplicate name, an unknown named function, or a choice needing tools.
-absl::Status ParseToolsRequest(const nlohmann::json& body, ToolsRequest* out);
+absl::Status ParseToolsRequest(const RequestJson& body, ToolsRequest* out);
 
 /// The constraint enforcing "required" or a named choice in `format`
 /// (StructuredOutputSpec::kToolCalls): one call of a declared tool (the named one),

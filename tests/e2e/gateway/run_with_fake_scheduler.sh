@@ -42,7 +42,8 @@ api_key=sk-e2e-$RANDOM$RANDOM
 max_body=65536
 # The internal token the gateway sends to its scheduler (the fake one takes any caller).
 (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$work/internal-token")
-"$bin_dir/orca-gateway" --model "$work/model" --served-model-name byte-model \
+# The byte-level test model ships no chat template: chat needs --chat-template.
+"$bin_dir/orca-gateway" --model "$work/model" --served-model-name byte-model --chat-template chatml \
   --listen 127.0.0.1:0 --grpc-listen 127.0.0.1:0 --schedulers "127.0.0.1:$scheduler_port" \
   --internal-token-file "$work/internal-token" \
   --api-keys "$api_key" --max-body-bytes "$max_body" >"$work/gateway.log" 2>&1 &

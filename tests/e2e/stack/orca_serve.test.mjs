@@ -1,7 +1,9 @@
 // `orca serve` as a user meets it: start it, read its banner, run the example
 // request exactly as printed, scrape every metrics URL it names, stop it with
-// Ctrl-C. On a synthesized HF checkpoint directory and, when ../shared is
-// present, on the real stories260K GGUF (whose served name drops ".gguf").
+// Ctrl-C; and chat, which works on what `orca model synth` writes and is a 400
+// naming --chat-template on a model that ships no template. On a synthesized HF
+// checkpoint directory and GGUF file and, when ../shared is present, on the real
+// stories260K GGUF (whose served name drops ".gguf").
 //   ORCA_BIN_DIR=build/bin node --test tests/e2e/stack/orca_serve.test.mjs
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -53,7 +55,26 @@ function metricsUrls(banner) {
   return [...banner.matchAll(/^\s+(\S+)\s+(http:\/\/\S+\/metrics)$/gm)].map((m) => ({ name: m[1], url: m[2] }));
 }
 
-async function checkServe(model, expectName) {
+// Chat: a model from `orca model synth` carries a ChatML template (tokenizer_config.json, or GGUF
+// tokenizer.chat_template) and chats; one that ships no template gets a 400 naming --chat-template.
+async function checkChat(url, expectName, chats) {
+  const chatUrl = url.replace(/\/v1\/completions$/, '/v1/chat/completions');
+  const r = await fetch(chatUrl, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: expectName, messages: [{ role: 'user', content: 'Hello!' }], max_tokens: 4 }),
+  });
+  const reply = await r.json();
+  if (chats) {
+    assert.equal(r.status, 200, JSON.stringify(reply));
+    assert.equal(reply.choices[0].message.role, 'assistant');
+    assert.ok(reply.usage.prompt_tokens > 0);
+  } else {
+    assert.equal(r.status, 400, JSON.stringify(reply));
+    assert.match(reply.error.message, /no chat template.*--chat-template/s);
+  }
+}
+
+async function checkServe(model, expectName, { chats = true } = {}) {
   const s = await startServe(model);
   try {
     const { url, body } = exampleRequest(s.banner);
@@ -64,6 +85,7 @@ async function checkServe(model, expectName) {
     const reply = JSON.parse(text);
     assert.equal(reply.model, expectName);
     assert.ok(reply.usage.completion_tokens > 0);
+    await checkChat(url, expectName, chats);
 
     const urls = metricsUrls(s.banner);
     assert.deepEqual(urls.map((u) => u.name), ['gateway', 'scheduler', 'worker-0']);
@@ -96,8 +118,21 @@ test('the printed example works on a synthesized checkpoint directory', async ()
   }
 });
 
+test('the printed example works on a synthesized GGUF file, which chats too', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'orca-serve-model-'));
+  const model = path.join(dir, 'serve-tiny.gguf');
+  const synth = spawnSync(path.join(binDir(), 'orca'), ['model', 'synth', '--preset', 'tiny', '--vocab-size', '1024',
+    '--max-position', '1024', '--out', model], { encoding: 'utf8' });
+  assert.equal(synth.status, 0, synth.stderr);
+  try {
+    await checkServe(model, 'serve-tiny');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('the printed example works on a GGUF file (served name without .gguf)', { skip: !sharedGguf || !fs.existsSync(sharedGguf) }, async () => {
-  await checkServe(sharedGguf, 'stories260K');
+  await checkServe(sharedGguf, 'stories260K', { chats: false });  // stories260K ships no chat template
 });
 
 /** The command lines of `pid`'s child processes, from /proc. */

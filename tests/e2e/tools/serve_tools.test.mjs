@@ -20,14 +20,15 @@ import { expect400, startServeWithClient } from '../stack/openai_serve.mjs';
 
 const shared = process.env.ORCA_SHARED_DIR && path.join(process.env.ORCA_SHARED_DIR, 'models');
 const setups = [
-  { name: 'tiny-gpt2', format: 'hermes', path: shared && path.join(shared, 'tiny-gpt2'), args: [] },
+  // tiny-gpt2 ships no chat template: the built-in chatml (Hermes-style tools) is named explicitly.
+  { name: 'tiny-gpt2', format: 'hermes', path: shared && path.join(shared, 'tiny-gpt2'), args: ['--chat-template=chatml'] },
   {
     name: 'stories260K', format: 'llama3_json', path: shared && path.join(shared, 'stories260K.gguf'),
     args: ['--chat-template=llama3'],
   },
   {
     name: 'tiny-gpt2', format: 'mistral', path: shared && path.join(shared, 'tiny-gpt2'),
-    args: ['--tool-call-parser=mistral'],
+    args: ['--chat-template=chatml', '--tool-call-parser=mistral'],
   },
 ];
 

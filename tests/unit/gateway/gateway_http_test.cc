@@ -557,6 +557,61 @@ TEST(GatewayHttpTest, TokenizeAndDetokenize) {
   EXPECT_GT(chat.Json()["count"].get<int>(), 1);
 }
 
+// A model that ships no chat template does not chat on a guessed one (vLLM's behaviour): chat and /tokenize
+// with messages get a 400 that names --chat-template, completions still work, and the flag fixes it.
+TEST(GatewayHttpTest, ChatWithoutAChatTemplateIsA400NamingTheFlag) {
+  const std::string dir = ::testing::TempDir() + "/no-template-model";
+  ASSERT_TRUE(testing::WriteByteLevelModel(dir, 1024).ok());
+  GatewayFixture::Config config = GatewayFixture::DefaultConfig();
+  config.load_model.emplace();
+  config.load_model->model_path = dir;
+  config.load_model->served_model_name = "byte-model";
+  {
+    GatewayFixture f(config);
+    for (const char* path : {"/v1/chat/completions", "/tokenize"}) {
+      SCOPED_TRACE(path);
+      HttpResult chat = f.Client().Request("POST", path, R"({"messages": [{"role": "user", "content": "hi"}]})");
+      EXPECT_EQ(chat.status, 400) << chat.body;
+      EXPECT_EQ(chat.Json()["error"]["type"], "invalid_request_error");
+      EXPECT_EQ(chat.Json()["error"]["param"], "messages");
+      EXPECT_THAT(chat.Json()["error"]["message"].get<std::string>(),
+                  ::testing::AllOf(HasSubstr("no chat template"), HasSubstr("--chat-template")));
+    }
+    EXPECT_TRUE(f.scheduler().requests().empty());
+    HttpResult completion = f.Client().Request("POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 2})");
+    EXPECT_EQ(completion.status, 200) << completion.body;
+  }
+  config.load_model->chat_template = "chatml";
+  GatewayFixture with_flag(config);
+  HttpResult chat =
+      with_flag.Client().Request("POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_EQ(chat.status, 200) << chat.body;
+}
+
+// /detokenize keeps special tokens, as HF's decode and vLLM's /detokenize do, so that text and ids
+// round-trip through /tokenize; `skip_special_tokens: true` drops them.
+TEST(GatewayHttpTest, DetokenizeKeepsSpecialTokensUnlessAskedToSkipThem) {
+  GatewayFixture f;
+  const std::string text = "h<|endoftext|>i";
+  HttpResult t = f.Client().Request("POST", "/tokenize", json{{"prompt", text}}.dump());
+  ASSERT_EQ(t.status, 200) << t.body;
+  const json ids = t.Json()["tokens"];
+  ASSERT_EQ(ids, json({'h', testing::kByteLevelEosId, 'i'}));
+  HttpResult kept = f.Client().Request("POST", "/detokenize", json{{"tokens", ids}}.dump());
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  EXPECT_EQ(kept.Json()["prompt"], text);
+  HttpResult explicit_keep =
+      f.Client().Request("POST", "/detokenize", json{{"tokens", ids}, {"skip_special_tokens", false}}.dump());
+  EXPECT_EQ(explicit_keep.Json()["prompt"], text);
+  HttpResult skipped =
+      f.Client().Request("POST", "/detokenize", json{{"tokens", ids}, {"skip_special_tokens", true}}.dump());
+  ASSERT_EQ(skipped.status, 200) << skipped.body;
+  EXPECT_EQ(skipped.Json()["prompt"], "hi");
+  HttpResult bad = f.Client().Request("POST", "/detokenize", json{{"tokens", ids}, {"skip_special_tokens", "no"}}.dump());
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.Json()["error"]["param"], "skip_special_tokens");
+}
+
 // OpenAI's `developer` role is its newer name for `system`: it renders as a system turn. Tool and function turns
 // reach the template (chatml renders any role); unknown roles are refused by name (the bad-input table).
 TEST(GatewayHttpTest, DeveloperRoleRendersAsSystem) {

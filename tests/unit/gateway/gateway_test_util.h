@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -176,6 +177,10 @@ class GatewayFixture {
     bool wait_ready = true;
     /// Makes the model's chat template; unset: the built-in chatml.
     std::function<std::unique_ptr<text::ChatTemplate>()> chat_template;
+    /// When set, the model is loaded as orca-gateway loads it (GatewayModel::Load) with
+    /// these options instead (e.g. a directory WriteByteLevelModel wrote); the fields
+    /// above that make a model are then unused.
+    std::optional<GatewayModel::Options> load_model;
   };
 
   static Config DefaultConfig() {
@@ -194,9 +199,15 @@ class GatewayFixture {
     EXPECT_TRUE(scheduler.ok()) << scheduler.status();
     scheduler_ = std::move(scheduler).value();
     config.gateway.schedulers = {scheduler_->address()};
-    auto gateway = Gateway::CreateWithModel(
-        config.gateway,
-        MakeByteLevelModel(config.max_model_len, config.chat_template ? config.chat_template() : nullptr));
+    std::unique_ptr<GatewayModel> model;
+    if (config.load_model) {
+      auto loaded = GatewayModel::Load(*config.load_model);
+      EXPECT_TRUE(loaded.ok()) << loaded.status();
+      if (loaded.ok()) model = std::move(loaded).value();
+    } else {
+      model = MakeByteLevelModel(config.max_model_len, config.chat_template ? config.chat_template() : nullptr);
+    }
+    auto gateway = Gateway::CreateWithModel(config.gateway, std::move(model));
     EXPECT_TRUE(gateway.ok()) << gateway.status();
     gateway_ = std::move(gateway).value();
     if (config.wait_ready) {

@@ -445,9 +445,26 @@ TEST(OpenAiRequestTest, TokenizeAndDetokenize) {
       json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]})"));
   ASSERT_FALSE(bad_kwargs.ok());
   EXPECT_EQ(ApiError::FromStatus(bad_kwargs.status()).param, "chat_template_kwargs");
+  // ... and with its tools, read as chat reads them (rendered unless tool_choice is "none").
+  auto with_tools = ParseTokenizeRequest(json::parse(
+      R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}]})"));
+  ASSERT_TRUE(with_tools.ok()) << with_tools.status();
+  EXPECT_TRUE(with_tools->tools.active());
+  EXPECT_EQ(with_tools->tools.names(), std::vector<std::string>{"f"});
+  auto bad_tools = ParseTokenizeRequest(
+      json::parse(R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]})"));
+  ASSERT_FALSE(bad_tools.ok());
+  EXPECT_EQ(ApiError::FromStatus(bad_tools.status()).param, "tools");
   auto d = ParseDetokenizeRequest(json::parse(R"({"tokens": [1, 2]})"));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_FALSE(d->skip_special_tokens);  // HF's decode and vLLM's /detokenize keep them
+  auto skip = ParseDetokenizeRequest(json::parse(R"({"tokens": [1], "skip_special_tokens": true})"));
+  ASSERT_TRUE(skip.ok());
+  EXPECT_TRUE(skip->skip_special_tokens);
+  auto bad_skip = ParseDetokenizeRequest(json::parse(R"({"tokens": [1], "skip_special_tokens": 1})"));
+  ASSERT_FALSE(bad_skip.ok());
+  EXPECT_EQ(ApiError::FromStatus(bad_skip.status()).param, "skip_special_tokens");
   auto bad = ParseDetokenizeRequest(json::parse(R"({"tokens": "1 2"})"));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(ApiError::FromStatus(bad.status()).param, "tokens");

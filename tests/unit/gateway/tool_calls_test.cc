@@ -55,7 +55,7 @@ TEST(ToolsRequestTest, DefaultsAndChoices) {
   EXPECT_EQ(autoc->choice, Choice::kAuto);
   EXPECT_TRUE(autoc->active());
   EXPECT_TRUE(autoc->parallel_tool_calls);
-  EXPECT_EQ(autoc->tools[1].parameters, json::parse(R"({"type":"object","properties":{}})"));
+  EXPECT_EQ(autoc->tools[1].parameters.dump(), R"({"type":"object","properties":{}})");
   auto named = Parse({{"tools", Tools()},
                       {"tool_choice", {{"type", "function"}, {"function", {{"name", "noop"}}}}},
                       {"parallel_tool_calls", false}});
@@ -113,7 +113,9 @@ TEST(ToolsRequestTest, MessagesCarryToolCallsAndToolResults) {
   auto r = ParseChatRequest(body);
   ASSERT_TRUE(r.ok()) << r.status();
   const text::ChatMessage& call = r->messages[1];
-  EXPECT_TRUE(call.content_is_null);
+  // content null reaches the template as "", as vLLM passes it (Qwen3's template concatenates it).
+  EXPECT_FALSE(call.content_is_null);
+  EXPECT_EQ(call.content, "");
   // The arguments become an object, in the client's key order.
   EXPECT_EQ(
       call.tool_calls_json,
@@ -126,6 +128,39 @@ TEST(ToolsRequestTest, MessagesCarryToolCallsAndToolResults) {
   EXPECT_NE(std::string(bad.status().message()).find("'messages[0].tool_call_id' is required"), std::string::npos);
   json user_calls = json::parse(R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})");
   EXPECT_FALSE(ParseChatRequest(user_calls).ok());
+}
+
+// Nothing between the body and the template (or the constraint compiler) re-sorts JSON keys: tools'
+// parameters, tool-call arguments and chat_template_kwargs keep the order the client wrote them in.
+TEST(ToolsRequestTest, JsonKeepsTheClientsKeyOrder) {
+  const std::string params =
+      R"({"type":"object","required":["zeta"],"properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}})";
+  absl::StatusOr<RequestJson> body = ParseJsonObject(
+      R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null, "tool_calls": [)"
+      R"({"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"zeta\": \"z\", \"alpha\": 1}"}}]}],)"
+      R"("tools": [{"type": "function", "function": {"parameters": )" +
+      params + R"(, "name": "f"}}], "tool_choice": "required", "chat_template_kwargs": {"b": {"y": 1, "x": 2}, "a": 0},)"
+      R"("response_format": null})");
+  ASSERT_TRUE(body.ok()) << body.status();
+  absl::StatusOr<ChatRequest> chat = ParseChatRequest(*body);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->tools.TemplateJson(), R"([{"type":"function","function":{"name":"f","parameters":)" + params + "}}]");
+  EXPECT_EQ(chat->messages[1].tool_calls_json,
+            R"([{"id":"c","type":"function","function":{"name":"f","arguments":{"zeta":"z","alpha":1}}}])");
+  EXPECT_EQ(chat->chat_template_kwargs.at("b"), R"({"y":1,"x":2})");
+  // The constrained output follows `properties`' order, so the schema keeps it too.
+  absl::StatusOr<StructuredOutputSpec> spec = ToolCallConstraint(chat->tools, ToolCallFormat::kHermes);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_NE(spec->schema.find(R"("arguments":)" + params), std::string::npos) << spec->schema;
+  // As does a response_format schema.
+  absl::StatusOr<RequestJson> structured = ParseJsonObject(
+      R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", )"
+      R"("json_schema": {"name": "s", "schema": )" +
+      params + "}}}");
+  ASSERT_TRUE(structured.ok());
+  absl::StatusOr<ChatRequest> with_schema = ParseChatRequest(*structured);
+  ASSERT_TRUE(with_schema.ok()) << with_schema.status();
+  EXPECT_EQ(with_schema->options.sampling.structured.schema, params);
 }
 
 TEST(ToolCallFormatTest, FlagAndDetection) {

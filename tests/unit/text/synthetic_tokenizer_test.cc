@@ -71,12 +71,25 @@ TEST(SyntheticTokenizer, LearnedMergesCompressEnglish) {
   EXPECT_LT(t->Encode(text, false).size(), text.size() / 2);
 }
 
+// `orca model synth` writes this config: the gateway finds the built-in ChatML in it (ChatTemplate::FromModel),
+// so a synthesized model, the default one included, chats without --chat-template (the gateway guesses no
+// template for a model that ships none).
 TEST(SyntheticTokenizer, ConfigCarriesAChatMLTemplate) {
   SyntheticTokenizerFiles files;
   Build(300, &files);
-  auto ct = ChatTemplate::Builtin("chatml");
-  ASSERT_TRUE(ct.ok());
-  EXPECT_NE(files.tokenizer_config_json.find("im_start"), std::string::npos);
+  auto chatml = ChatTemplate::Builtin("chatml");
+  ASSERT_TRUE(chatml.ok());
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "synthetic-chat-template";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer_config.json") << files.tokenizer_config_json;
+  auto from_model = ChatTemplate::FromModel(dir.string());
+  ASSERT_TRUE(from_model.ok()) << from_model.status();
+  EXPECT_EQ((*from_model)->source(), (*chatml)->source());
+  ChatTemplateInputs inputs;
+  inputs.messages.push_back({.role = "user", .content = "Hi"});
+  auto rendered = (*from_model)->Render(inputs);
+  ASSERT_TRUE(rendered.ok()) << rendered.status();
+  EXPECT_EQ(*rendered, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(SyntheticTokenizer, RejectsBadVocabSizes) {
