@@ -117,4 +117,9 @@ done
 machine_note
 echo
 echo "# tokens/s; ratio = Orca / llama.cpp (batched: against the better of llama-batched-bench with and without -fa)"
-column -t -s $'\t' "$SUMMARY"
+# Aligned columns with awk (util-linux's `column` is not on a fresh machine).
+awk -F'\t' '{ for (i = 1; i <= NF; ++i) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) }
+               if (NF > nf) nf = NF }
+             END { for (r = 1; r <= NR; ++r) { line = ""
+                     for (i = 1; i <= nf; ++i) line = line (i < nf ? sprintf("%-" w[i] "s  ", cell[r, i]) : cell[r, i])
+                     print line } }' "$SUMMARY"
