@@ -164,6 +164,18 @@ absl::StatusOr<std::vector<PlannedTensor>> PlanHf(const HfModel& m) {
                       return absl::OkStatus();
                     }});
   }
+  if (c.rope_scaling.type == RopeScaling::Type::kLongRope) {
+    // llama.cpp's converter writes Phi-3's LongRoPE divisors as these two tensors.
+    for (const auto& [tensor, factors] : {std::pair<const char*, const std::vector<float>*>{
+                                              "rope_factors_long.weight", &c.rope_scaling.long_factors},
+                                          {"rope_factors_short.weight", &c.rope_scaling.short_factors}}) {
+      const int64_t n = static_cast<int64_t>(factors->size());
+      plan.push_back({tensor, {n}, DType::kF32, [values = *factors](std::vector<float>* out) {
+                        *out = values;
+                        return absl::OkStatus();
+                      }});
+    }
+  }
   for (int32_t l = 0; l < c.num_layers; ++l)
     for (TensorRole r : per_layer) ORCA_RETURN_IF_ERROR(add(r, l));  // roles the family has no name for: skipped
   auto by_name = [](const PlannedTensor& a, const PlannedTensor& b) { return a.name < b.name; };

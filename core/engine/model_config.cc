@@ -163,9 +163,18 @@ absl::Status ModelConfig::Validate() const {
                                 {"attention scale", attention_scale},
                                 {"embedding scale", embedding_scale},
                                 {"attn_logit_softcapping", attn_softcap},
-                                {"final_logit_softcapping", final_softcap}})
+                                {"final_logit_softcapping", final_softcap},
+                                {"residual_multiplier", residual_scale},
+                                {"logits_scaling", logit_scale}})
     if (!(std::isfinite(v) && v >= 0))
       return absl::InvalidArgumentError(absl::StrCat(name, " must be a non-negative number, got ", v));
+  if (rope_scaling.type == RopeScaling::Type::kYarn &&
+      !(rope_scaling.original_max_position > 0 && rope_scaling.beta_fast > rope_scaling.beta_slow &&
+        rope_scaling.beta_slow > 0 && std::isfinite(rope_scaling.attention_factor) &&
+        rope_scaling.attention_factor >= 0))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "yarn rope_scaling needs a positive original_max_position_embeddings and beta_fast > beta_slow > 0, got ",
+        rope_scaling.original_max_position, ", ", rope_scaling.beta_fast, ", ", rope_scaling.beta_slow));
   if (!rope_freq_factors.empty() && static_cast<int64_t>(rope_freq_factors.size()) != rotary_dim / 2)
     return absl::InvalidArgumentError(
         absl::StrCat(rope_freq_factors.size(), " RoPE frequency factors for ", rotary_dim / 2, " rotary frequencies"));
@@ -201,6 +210,12 @@ std::string RopeScalingSummary(const ModelConfig& c) {
     absl::StrAppend(&out, ", RoPE scaled linearly by ", c.rope_scaling.factor);
   if (c.rope_scaling.type == RopeScaling::Type::kLlama3)
     absl::StrAppend(&out, ", RoPE scaled as Llama 3 (factor ", c.rope_scaling.factor, ")");
+  if (c.rope_scaling.type == RopeScaling::Type::kLongRope)
+    absl::StrAppend(&out, ", LongRoPE (", c.max_position > c.rope_scaling.original_max_position ? "long" : "short",
+                    " factors, original context ", c.rope_scaling.original_max_position, ")");
+  if (c.rope_scaling.type == RopeScaling::Type::kYarn)
+    absl::StrAppend(&out, ", RoPE scaled by YaRN (factor ", c.rope_scaling.factor, ", original context ",
+                    c.rope_scaling.original_max_position, ")");
   if (c.sliding_window > 0) {
     int32_t local = 0;
     for (int32_t l = 0; l < c.num_layers; ++l) local += c.IsLocalLayer(l) ? 1 : 0;
@@ -242,6 +257,21 @@ double Llama3Divisor(const RopeScaling& s, double f) {
   return 1.0 / ((1 - smooth) / s.factor + smooth);
 }
 
+// YaRN's frequency i: interpolated (divided by the factor) below the correction range's low end, extrapolated
+// (unchanged) above its high end, linearly mixed between; the range's ends are the dimensions that turn
+// beta_fast and beta_slow times over the original context (floored and ceiled, within [0, rotary_dim - 1]).
+double YarnFrequency(const ModelConfig& c, int32_t i, double f) {
+  const RopeScaling& s = c.rope_scaling;
+  auto dim = [&](double rotations) {
+    return c.rotary_dim * std::log(s.original_max_position / (rotations * 2 * M_PI)) / (2 * std::log(c.rope_theta));
+  };
+  const double low = std::max(0.0, std::floor(dim(s.beta_fast)));
+  const double high = std::min(c.rotary_dim - 1.0, std::ceil(dim(s.beta_slow)));
+  const double ramp = std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+  const double extrapolation = 1 - ramp;
+  return f / s.factor * (1 - extrapolation) + f * extrapolation;
+}
+
 }  // namespace
 
 std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
@@ -254,6 +284,8 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
       f /= s.factor;
     } else if (s.type == RopeScaling::Type::kLlama3) {
       f /= Llama3Divisor(s, f);
+    } else if (s.type == RopeScaling::Type::kYarn) {
+      f = YarnFrequency(c, i, f);
     }
     if (!c.rope_freq_factors.empty()) f /= c.rope_freq_factors[i];
     inv[i] = static_cast<float>(f);

@@ -2,6 +2,7 @@
 /// Model hyper-parameters, parsed from a Hugging Face config.json or GGUF
 /// metadata, validated once so the forward pass can trust them.
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,16 +22,28 @@ enum class ModelArch : uint8_t {
   kQwen3,  ///< Llama with per-head RMSNorm of q and k before RoPE and an explicit head_dim
   kGemma2,  ///< sandwich RMSNorms, GeGLU, scaled embeddings, soft-capped attention and logits, local/global layers
   kGemma3,  ///< Gemma 2 without soft-capping, with q/k norms and local layers' own RoPE base
+  kGranite,     ///< Llama with embedding, attention, residual and logit multipliers
+  kOlmo2,       ///< no pre-norms; norms after attention and MLP, q/k norms over the whole projections
+  kStarcoder2,  ///< LayerNorm with biases, biased GQA attention with RoPE, plain GELU MLP with biases
+  kPhi3,        ///< Llama with fused qkv and gate_up tensors, partial rotary dimension, LongRoPE
 };
 const char* ModelArchName(ModelArch arch);
 
 struct RopeScaling {
-  enum class Type : uint8_t { kNone, kLinear, kLlama3 };
+  enum class Type : uint8_t { kNone, kLinear, kLlama3, kYarn, kLongRope };
   Type type = Type::kNone;
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position = 8192;
+  /// YaRN: the rotations per original context that bound the interpolated and the extrapolated frequencies,
+  /// and the magnitude factor of q and k (0: 1 + 0.1 · ln(factor), as Hugging Face and llama.cpp default).
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attention_factor = 0.0;
+  /// LongRoPE (Phi-3): per-frequency divisors for contexts up to original_max_position and beyond it
+  /// (rotary_dim / 2 each); the family puts the ones its context needs in ModelConfig::rope_freq_factors.
+  std::vector<float> short_factors, long_factors;
 };
 
 struct ModelConfig {
@@ -65,6 +78,10 @@ struct ModelConfig {
   /// Added to every RMSNorm weight at load: Gemma's Hugging Face checkpoints store w for a norm that scales by
   /// (1 + w); GGUF files store 1 + w (llama.cpp's converter adds it), so theirs is 0.
   float norm_weight_offset = 0;
+  /// Granite's multipliers: each block's output scaled before the residual add (residual_multiplier), and the
+  /// logits divided by logit_scale (logits_scaling). 0: none.
+  float residual_scale = 0;
+  float logit_scale = 0;
   double rope_theta = 10000.0;
   int32_t rotary_dim = 0;
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
@@ -76,6 +93,14 @@ struct ModelConfig {
   bool bos_token_id_set = false;  ///< the checkpoint names one (then it must be in the vocabulary)
   std::vector<int32_t> eos_token_ids;
 
+  /// YaRN's (or LongRoPE's) factor on RoPE's cos and sin (the rotated dimensions of q and k); 1 without either.
+  double RopeAttentionFactor() const {
+    if (rope_scaling.type == RopeScaling::Type::kLongRope)
+      return rope_scaling.attention_factor > 0 ? rope_scaling.attention_factor : 1.0;
+    if (rope_scaling.type != RopeScaling::Type::kYarn) return 1.0;
+    if (rope_scaling.attention_factor > 0) return rope_scaling.attention_factor;
+    return rope_scaling.factor <= 1 ? 1.0 : 1.0 + 0.1 * std::log(rope_scaling.factor);
+  }
   /// Whether layer `layer` (global index) attends through the sliding window.
   bool IsLocalLayer(int32_t layer) const {
     return sliding_window > 0 && (local_layers.empty() || (layer < static_cast<int32_t>(local_layers.size()) &&

@@ -315,8 +315,10 @@ void ModelRunner::FinalNorm(int64_t samples) {
 
 void ModelRunner::LmHead(int64_t samples) {
   o_.backend->Linear(F(last_), samples, o_.weights->lm_head(), nullptr, F(logits_));
-  if (const float cap = o_.weights->config().final_softcap; cap > 0)
-    o_.backend->Softcap(F(logits_), samples * o_.weights->head_vocab().size, cap);
+  const ModelConfig& c = o_.weights->config();
+  const int64_t values = samples * o_.weights->head_vocab().size;
+  if (c.logit_scale > 0) o_.backend->Scale(F(logits_), values, 1.0f / c.logit_scale);  // Granite's logits_scaling
+  if (c.final_softcap > 0) o_.backend->Softcap(F(logits_), values, c.final_softcap);
 }
 
 absl::Status ModelRunner::Head(int64_t samples, float* logits_out, ForwardTimings* timings) {
@@ -366,7 +368,8 @@ absl::Status ModelRunner::RowParallelOutput(const float* in, int64_t n, const ke
   const ModelConfig& c = o_.weights->config();
   const int64_t H = c.hidden_size;
   const bool parallel = o_.tp != nullptr && o_.tp->size() > 1;
-  if (!parallel && post_norm == nullptr) {
+  const bool scaled = c.residual_scale != 0 && c.residual_scale != 1;
+  if (!parallel && post_norm == nullptr && !scaled) {
     be.Linear(in, n, wv, bias, F(x_), /*accumulate=*/true);
     return absl::OkStatus();
   }
@@ -380,6 +383,7 @@ absl::Status ModelRunner::RowParallelOutput(const float* in, int64_t n, const ke
     timings->comm_micros += NowMicros() - t0;
   }
   if (post_norm != nullptr) be.RmsNorm(F(tmp_), post_norm, n, H, c.norm_eps, F(tmp_));
+  if (scaled) be.Scale(F(tmp_), n * H, c.residual_scale);  // Granite's residual_multiplier
   if (o_.fused_kernels)
     residual_pending_ = true;  // added by the next norm (AddRmsNorm) or FlushResidual
   else
@@ -428,10 +432,19 @@ class ModelRunner::Ops : public LayerOps {
   Ops(ModelRunner* r, int64_t n, ForwardTimings* timings) : r_(*r), n_(n), timings_(timings) {}
   const ModelConfig& config() const override { return r_.o_.weights->config(); }
   void Norm(NormKind kind, const float* weight, const float* bias) override {
+    if (kind == NormKind::kNone) {
+      r_.FlushResidual(n_);
+      r_.block_input_ = &r_.x_;  // the block reads the residual stream itself (OLMo 2)
+      return;
+    }
+    r_.block_input_ = &r_.h_;
     r_.NormInto(kind, weight, bias, n_, r_.F(r_.h_));
   }
   void QkvProjection(const LayerWeights& lw) override { r_.QkvProjection(lw, n_); }
-  void QkNorm(const float* q_weight, const float* k_weight) override { r_.QkNorm(q_weight, k_weight, n_); }
+  void QkNorm(const float* q_weight, const float* k_weight) override { r_.QkNorm(q_weight, k_weight, n_, false); }
+  void QkNormWhole(const float* q_weight, const float* k_weight) override {
+    r_.QkNorm(q_weight, k_weight, n_, true);
+  }
   void PositionAndCache(int32_t l, bool rotary) override { r_.RopeAndKvWrite(l, n_, rotary); }
   void Attend(int32_t l) override { r_.Attend(l); }
   absl::Status AttentionOutput(const LayerWeights& lw, const float* post_norm) override {
@@ -453,22 +466,29 @@ class ModelRunner::Ops : public LayerOps {
 absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
   const ModelWeights& w = *o_.weights;
   Ops ops(this, n, timings);
+  block_input_ = &h_;
   return FamilyOf(w.config().arch).forward_layer(ops, l, w.layer(l));
 }
 
 void ModelRunner::QkvProjection(const LayerWeights& lw, int64_t n) {
   const kernels::Backend::LinearOut qkv[] = {
       {&lw.q, lw.q_bias, F(q_)}, {&lw.k, lw.k_bias, F(k_)}, {&lw.v, lw.v_bias, F(v_)}};
-  o_.backend->LinearMany(F(h_), n, qkv, 3);
+  o_.backend->LinearMany(F(*block_input_), n, qkv, 3);
 }
 
-void ModelRunner::QkNorm(const float* q_weight, const float* k_weight, int64_t n) {
+void ModelRunner::QkNorm(const float* q_weight, const float* k_weight, int64_t n, bool whole) {
   const ModelWeights& w = *o_.weights;
   const ModelConfig& c = w.config();
   kernels::Backend& be = *o_.backend;
+  const int64_t D = c.head_dim, qh = w.local_q_heads(), kh = w.local_kv_heads();
+  if (whole) {  // one RMSNorm over each token's whole projection (OLMo 2; one shard holds all of it)
+    be.RmsNorm(F(q_), q_weight, n, qh * D, c.norm_eps, F(q_));
+    be.RmsNorm(F(k_), k_weight, n, kh * D, c.norm_eps, F(k_));
+    return;
+  }
   // [n, heads × head_dim] rows are [n × heads, head_dim] rows: one RMSNorm per head.
-  be.RmsNorm(F(q_), q_weight, n * w.local_q_heads(), c.head_dim, c.norm_eps, F(q_));
-  be.RmsNorm(F(k_), k_weight, n * w.local_kv_heads(), c.head_dim, c.norm_eps, F(k_));
+  be.RmsNorm(F(q_), q_weight, n * qh, D, c.norm_eps, F(q_));
+  be.RmsNorm(F(k_), k_weight, n * kh, D, c.norm_eps, F(k_));
 }
 
 void ModelRunner::RopeAndKvWrite(int32_t l, int64_t n, bool rotary) {
@@ -490,6 +510,8 @@ void ModelRunner::RopeAndKvWrite(int32_t l, int64_t n, bool rotary) {
   rope.style = c.rope_style;
   rope.rotary_dim = c.rotary_dim;
   rope.inv_freq = w.rope_inv_freq(w.partition().layer_begin + l);
+  // YaRN's and LongRoPE's magnitude factor multiplies cos and sin: the rotated dimensions of q and k only.
+  rope.attention_factor = static_cast<float>(c.RopeAttentionFactor());
   if (o_.fused_kernels) {
     be.RopeKvWrite(F(q_), F(k_), I(positions_), w.local_q_heads(), rope, write);
   } else {
@@ -517,7 +539,7 @@ void ModelRunner::Attend(int32_t l) {
 void ModelRunner::GatedMlp(const LayerWeights& lw, int64_t n, bool gelu) {
   kernels::Backend& be = *o_.backend;
   const kernels::Backend::LinearOut gate_up[] = {{&lw.gate, nullptr, F(ff1_)}, {&lw.up, lw.up_bias, F(ff2_)}};
-  be.LinearMany(F(h_), n, gate_up, 2);
+  be.LinearMany(F(*block_input_), n, gate_up, 2);
   if (gelu)
     be.GeluMul(F(ff1_), F(ff2_), n, o_.weights->local_intermediate(), F(ff1_));
   else
@@ -526,7 +548,7 @@ void ModelRunner::GatedMlp(const LayerWeights& lw, int64_t n, bool gelu) {
 
 void ModelRunner::GeluMlp(const LayerWeights& lw, int64_t n) {
   kernels::Backend& be = *o_.backend;
-  be.Linear(F(h_), n, lw.up, lw.up_bias, F(ff1_));
+  be.Linear(F(*block_input_), n, lw.up, lw.up_bias, F(ff1_));
   be.GeluTanh(F(ff1_), n * o_.weights->local_intermediate());
 }
 

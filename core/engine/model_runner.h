@@ -145,8 +145,9 @@ class ModelRunner {
   class Ops;
   // q_, k_, v_ = h_ · W_q, W_k, W_v (+ biases), in one pass over h_.
   void QkvProjection(const LayerWeights& lw, int64_t n);
-  // RMSNorm of every local head of q_ and k_ (head_dim values each) with the given weights.
-  void QkNorm(const float* q_weight, const float* k_weight, int64_t n);
+  // RMSNorm of every local head of q_ and k_ (head_dim values each) with the given weights; `whole`: of each
+  // token's whole projection instead.
+  void QkNorm(const float* q_weight, const float* k_weight, int64_t n, bool whole);
   // Rotates q_ and k_ at their positions when `rotary` (fused with the write when Options::fused_kernels) and
   // writes k_ and v_ into this layer's KV slots.
   void RopeAndKvWrite(int32_t local_layer, int64_t n, bool rotary);
@@ -189,6 +190,9 @@ class ModelRunner {
 
   // Tensor parallel with fused kernels: tmp_ holds an all-reduced sum not yet added to x_.
   bool residual_pending_ = false;
+  struct Buffer;
+  // What the layer's projections read: h_ (the normed residual stream) or x_ itself (NormKind::kNone).
+  const Buffer* block_input_ = nullptr;
   struct Buffer {
     void* ptr = nullptr;
     size_t bytes = 0;

@@ -96,8 +96,10 @@ class ModelWeights::Loader : public LayerLoader {
                                           float add) override {
     return Vector(role, layer, size, 0, size, optional, add);
   }
+  int32_t tp_size() const override { return out_->partition_.tp_size; }
   absl::Status SeparateQkv(int32_t layer, LayerWeights* lw) override;
-  absl::Status FusedQkv(int32_t layer, LayerWeights* lw) override;
+  absl::Status FusedQkv(int32_t layer, bool biases, LayerWeights* lw) override;
+  absl::Status FusedGateUp(int32_t layer, LayerWeights* lw) override;
   absl::Status AttentionOutput(int32_t layer, bool bias, LayerWeights* lw) override;
   absl::Status Mlp(int32_t layer, bool gated, bool biases, LayerWeights* lw) override;
   // Which rows of the LM head this rank holds: a vocabulary slice on every rank, or all of them on rank 0.
@@ -304,16 +306,28 @@ absl::Status ModelWeights::Loader::SeparateQkv(int32_t l, LayerWeights* lw) {
   return absl::OkStatus();
 }
 
-absl::Status ModelWeights::Loader::FusedQkv(int32_t l, LayerWeights* lw) {
+absl::Status ModelWeights::Loader::FusedQkv(int32_t l, bool biases, LayerWeights* lw) {
   const LayerShapes& s = shapes_;
   const int64_t H = s.hidden, r = s.rank, q_local = s.q_local, kv_local = s.kv_local;
-  // Fused c_attn: output columns [Q | K | V], each split by heads.
-  ORCA_ASSIGN_OR_RETURN(lw->q, Matrix(TensorRole::kQkv, l, 3 * H, H, r * q_local, q_local, 0, H));
-  ORCA_ASSIGN_OR_RETURN(lw->k, Matrix(TensorRole::kQkv, l, 3 * H, H, H + r * kv_local, kv_local, 0, H));
-  ORCA_ASSIGN_OR_RETURN(lw->v, Matrix(TensorRole::kQkv, l, 3 * H, H, 2 * H + r * kv_local, kv_local, 0, H));
-  ORCA_ASSIGN_OR_RETURN(lw->q_bias, Vector(TensorRole::kQkvBias, l, 3 * H, r * q_local, q_local));
-  ORCA_ASSIGN_OR_RETURN(lw->k_bias, Vector(TensorRole::kQkvBias, l, 3 * H, H + r * kv_local, kv_local));
-  ORCA_ASSIGN_OR_RETURN(lw->v_bias, Vector(TensorRole::kQkvBias, l, 3 * H, 2 * H + r * kv_local, kv_local));
+  const int64_t Q = s.q_total, KV = s.kv_total, rows = Q + 2 * KV;
+  // One tensor of output rows [Q | K | V] (GPT-2's c_attn, Phi-3's qkv_proj), each part split by heads.
+  ORCA_ASSIGN_OR_RETURN(lw->q, Matrix(TensorRole::kQkv, l, rows, H, r * q_local, q_local, 0, H));
+  ORCA_ASSIGN_OR_RETURN(lw->k, Matrix(TensorRole::kQkv, l, rows, H, Q + r * kv_local, kv_local, 0, H));
+  ORCA_ASSIGN_OR_RETURN(lw->v, Matrix(TensorRole::kQkv, l, rows, H, Q + KV + r * kv_local, kv_local, 0, H));
+  if (!biases) return absl::OkStatus();
+  ORCA_ASSIGN_OR_RETURN(lw->q_bias, Vector(TensorRole::kQkvBias, l, rows, r * q_local, q_local));
+  ORCA_ASSIGN_OR_RETURN(lw->k_bias, Vector(TensorRole::kQkvBias, l, rows, Q + r * kv_local, kv_local));
+  ORCA_ASSIGN_OR_RETURN(lw->v_bias, Vector(TensorRole::kQkvBias, l, rows, Q + KV + r * kv_local, kv_local));
+  return absl::OkStatus();
+}
+
+absl::Status ModelWeights::Loader::FusedGateUp(int32_t l, LayerWeights* lw) {
+  const LayerShapes& s = shapes_;
+  const int64_t H = s.hidden, r = s.rank, F = s.ffn_total, f_local = s.ffn_local;
+  // One tensor of output rows [gate | up] (Phi-3's gate_up_proj), each half split by columns of the FFN.
+  ORCA_ASSIGN_OR_RETURN(lw->gate, Matrix(TensorRole::kUp, l, 2 * F, H, r * f_local, f_local, 0, H));
+  ORCA_ASSIGN_OR_RETURN(lw->up, Matrix(TensorRole::kUp, l, 2 * F, H, F + r * f_local, f_local, 0, H));
+  ORCA_ASSIGN_OR_RETURN(lw->down, Matrix(TensorRole::kDown, l, H, F, 0, H, r * f_local, f_local));
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@ struct SyntheticModelOptions {
   int32_t num_heads = 4;
   int32_t num_kv_heads = 2;       ///< rotary families only (GPT-2: = num_heads)
   int32_t head_dim = 0;           ///< 0: hidden / heads (GPT-2 and Llama always; Qwen3 may differ)
+  double partial_rotary_factor = 1.0;  ///< the share of each head RoPE rotates (Phi-4-mini: 0.75)
   int32_t intermediate_size = 0;  ///< 0: 4 × hidden (gpt2) or ~8/3 × hidden rounded to 32 (llama)
   int32_t vocab_size = 512;
   int32_t max_position = 2048;

@@ -173,7 +173,9 @@ int RunSynth(int argc, char** argv) {
   std::string preset, arch = "llama", out, dtype = "bf16", type;
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, max_position = 2048,
           seed = 0, sliding_window = 0, sliding_window_pattern = 0;
-  double rope_theta = 0, rope_theta_local = 0;
+  double rope_theta = 0, rope_theta_local = 0, rope_scaling_factor = 0, partial_rotary_factor = 1;
+  int64_t rope_original_context = 0;
+  std::string rope_scaling;
   bool tie = true, attention_bias = false;
   FlagSet flags("orca model synth",
                 "Writes a deterministic random-weight checkpoint (config.json, model.safetensors, tokenizer.json,\n"
@@ -191,6 +193,12 @@ int RunSynth(int argc, char** argv) {
   flags.AddInt("head-dim", &head_dim, "Head dimension (0 = hidden size / heads)");
   flags.AddDouble("rope-theta", &rope_theta, "RoPE base (0 = the preset's, else 10000)");
   flags.AddDouble("rope-theta-local", &rope_theta_local, "Local layers' RoPE base (0 = the family's: Gemma 3 10000)");
+  flags.AddString("rope-scaling", &rope_scaling,
+                  "RoPE scaling: linear, yarn or longrope (phi3) (empty = the preset's, else none)");
+  flags.AddDouble("partial-rotary-factor", &partial_rotary_factor, "Share of each head RoPE rotates (Phi-4-mini: 0.75)");
+  flags.AddDouble("rope-scaling-factor", &rope_scaling_factor, "RoPE scaling factor (with --rope-scaling)");
+  flags.AddInt("rope-original-context", &rope_original_context,
+               "YaRN's original context (0 = --max-position / --rope-scaling-factor)");
   flags.AddInt("sliding-window", &sliding_window, "Local layers' attention window (0 = the preset's or family's)");
   flags.AddInt("sliding-window-pattern", &sliding_window_pattern,
                "Every how many layers one is global (0 = the family's: Gemma 2 2, Gemma 3 6)");
@@ -245,6 +253,27 @@ int RunSynth(int argc, char** argv) {
   if (rope_theta > 0) o.rope_theta = rope_theta;
   if (rope_theta_local > 0) o.rope_theta_local = rope_theta_local;
   if (sliding_window) o.sliding_window = static_cast<int32_t>(sliding_window);
+  if (!(partial_rotary_factor > 0 && partial_rotary_factor <= 1))
+    return Fail(absl::InvalidArgumentError("--partial-rotary-factor must be in (0, 1]"));
+  o.partial_rotary_factor = partial_rotary_factor;
+  if (rope_scaling == "longrope") {
+    if (rope_original_context <= 0 || rope_original_context >= max_position)
+      return Fail(absl::InvalidArgumentError("--rope-scaling longrope needs --rope-original-context below --max-position"));
+    o.rope_scaling = engine::RopeScaling{};
+    o.rope_scaling.type = engine::RopeScaling::Type::kLongRope;  // the family draws its factors
+    o.rope_scaling.original_max_position = rope_original_context;
+  } else if (!rope_scaling.empty()) {
+    if (rope_scaling != "linear" && rope_scaling != "yarn")
+      return Fail(absl::InvalidArgumentError("--rope-scaling must be linear, yarn or longrope"));
+    if (!(rope_scaling_factor > 1))
+      return Fail(absl::InvalidArgumentError("--rope-scaling needs a --rope-scaling-factor above 1"));
+    o.rope_scaling = engine::RopeScaling{};
+    o.rope_scaling.type = rope_scaling == "yarn" ? engine::RopeScaling::Type::kYarn : engine::RopeScaling::Type::kLinear;
+    o.rope_scaling.factor = rope_scaling_factor;
+    o.rope_scaling.original_max_position =
+        rope_original_context > 0 ? rope_original_context
+                                  : static_cast<int64_t>(max_position / rope_scaling_factor);
+  }
   if (sliding_window_pattern) o.sliding_window_pattern = static_cast<int32_t>(sliding_window_pattern);
   if (ffn) o.intermediate_size = static_cast<int32_t>(ffn);
   if (vocab) o.vocab_size = static_cast<int32_t>(vocab);

@@ -41,7 +41,7 @@ bool BoolField(const json& j, const char* key, bool dflt) {
 
 namespace {
 
-absl::Status ParseRopeScaling(const json& j, const std::string& src, RopeScaling* out) {
+absl::Status ParseRopeScaling(const json& j, const std::string& src, int64_t max_position, RopeScaling* out) {
   auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_object()) return absl::InvalidArgumentError(absl::StrCat(src, ": 'rope_scaling' must be an object"));
@@ -60,9 +60,40 @@ absl::Status ParseRopeScaling(const json& j, const std::string& src, RopeScaling
     ORCA_ASSIGN_OR_RETURN(out->high_freq_factor, NumField(*it, "high_freq_factor", src, 4.0));
     ORCA_ASSIGN_OR_RETURN(out->original_max_position,
                           IntField(*it, "original_max_position_embeddings", src, int64_t{8192}));
+  } else if (type == "longrope") {
+    out->type = RopeScaling::Type::kLongRope;
+    for (const auto& [key, dst] : {std::pair<const char*, std::vector<float>*>{"short_factor", &out->short_factors},
+                                   {"long_factor", &out->long_factors}}) {
+      auto f = it->find(key);
+      if (f == it->end() || !f->is_array())
+        return absl::InvalidArgumentError(absl::StrCat(src, ": longrope rope_scaling needs a '", key, "' list"));
+      for (const json& v : *f) {
+        if (!v.is_number() || !(v.get<double>() > 0))
+          return absl::InvalidArgumentError(absl::StrCat(src, ": rope_scaling ", key, " holds ", v.dump(),
+                                                         "; its values divide frequencies, so must be positive"));
+        dst->push_back(v.get<float>());
+      }
+    }
+    ORCA_ASSIGN_OR_RETURN(out->original_max_position,
+                          IntField(j, "original_max_position_embeddings", src, max_position));
+    ORCA_ASSIGN_OR_RETURN(out->attention_factor, NumField(*it, "attention_factor", src, 0.0));
+    if (out->attention_factor == 0 && max_position > out->original_max_position)
+      out->attention_factor =
+          std::sqrt(1 + std::log(static_cast<double>(max_position) / out->original_max_position) /
+                            std::log(static_cast<double>(out->original_max_position)));
+  } else if (type == "yarn") {
+    out->type = RopeScaling::Type::kYarn;
+    ORCA_ASSIGN_OR_RETURN(out->original_max_position,
+                          IntField(*it, "original_max_position_embeddings", src, max_position));
+    ORCA_ASSIGN_OR_RETURN(out->beta_fast, NumField(*it, "beta_fast", src, 32.0));
+    ORCA_ASSIGN_OR_RETURN(out->beta_slow, NumField(*it, "beta_slow", src, 1.0));
+    ORCA_ASSIGN_OR_RETURN(out->attention_factor, NumField(*it, "attention_factor", src, 0.0));
+    for (const char* key : {"mscale", "mscale_all_dim"})
+      if (it->contains(key))
+        return absl::UnimplementedError(absl::StrCat(src, ": rope_scaling '", key, "' (DeepSeek's YaRN) is not supported"));
   } else {
     return absl::UnimplementedError(
-        absl::StrCat(src, ": rope_scaling type '", type, "' is not supported (linear and llama3 are)"));
+        absl::StrCat(src, ": rope_scaling type '", type, "' is not supported (linear, llama3, yarn and longrope are)"));
   }
   return absl::OkStatus();
 }
@@ -88,11 +119,27 @@ absl::Status ReadGgufRopeScaling(const formats::GgufFile& g, const std::string& 
   if (g.Has(type_key)) {
     ORCA_ASSIGN_OR_RETURN(type, g.GetString(type_key));
   }
-  if (factor != 0 && factor != 1 && type != "none") {
+  if (factor != 0 && factor != 1 && type == "yarn") {
+    c->rope_scaling.type = RopeScaling::Type::kYarn;
+    c->rope_scaling.factor = factor;
+    c->rope_scaling.original_max_position = c->max_position;
+    const std::string orig_key = arch + ".rope.scaling.original_context_length";
+    if (g.Has(orig_key)) {
+      ORCA_ASSIGN_OR_RETURN(c->rope_scaling.original_max_position, g.GetInt(orig_key));
+    }
+    for (const auto& [key, dst] : {std::pair<const char*, double*>{".rope.scaling.yarn_beta_fast", &c->rope_scaling.beta_fast},
+                                   {".rope.scaling.yarn_beta_slow", &c->rope_scaling.beta_slow}})
+      if (g.Has(arch + key)) {
+        ORCA_ASSIGN_OR_RETURN(*dst, g.GetFloat(arch + key));
+      }
+    if (g.Has(arch + ".rope.scaling.yarn_log_multiplier"))
+      return absl::UnimplementedError(
+          absl::StrCat(src, ": ", arch, ".rope.scaling.yarn_log_multiplier (DeepSeek's YaRN) is not supported"));
+  } else if (factor != 0 && factor != 1 && type != "none") {
     if (type != "linear")
       return absl::UnimplementedError(absl::StrCat(src, ": ", type_key, " '", type, "' with ", factor_key, " ", factor,
-                                                   " is not supported (none, linear, and Llama 3's rope_freqs.weight "
-                                                   "are)"));
+                                                   " is not supported (none, linear, yarn, and Llama 3's "
+                                                   "rope_freqs.weight are)"));
     c->rope_scaling.type = RopeScaling::Type::kLinear;
     c->rope_scaling.factor = factor;
   }
@@ -149,11 +196,12 @@ absl::Status ParseRotaryDecoderHf(const json& j, const std::string& model_type, 
   if (auto act = j.find("hidden_act"); act != j.end() && act->is_string() && act->get<std::string>() != "silu")
     return absl::UnimplementedError(
         absl::StrCat(src, ": hidden_act '", act->get<std::string>(), "' is not supported (silu is)"));
+  // Mistral's sliding window (every layer local; later Mistral files set none).
   if (auto sw = j.find("sliding_window"); sw != j.end() && sw->is_number_integer() &&
                                           BoolField(j, "use_sliding_window", model_type == "mistral") &&
-                                          sw->get<int64_t>() < max_pos)
-    return absl::UnimplementedError(absl::StrCat(src, ": sliding-window attention is not supported"));
-  return ParseRopeScaling(j, src, &c.rope_scaling);
+                                          sw->get<int64_t>() > 0 && sw->get<int64_t>() < max_pos)
+    c.sliding_window = static_cast<int32_t>(sw->get<int64_t>());
+  return ParseRopeScaling(j, src, max_pos, &c.rope_scaling);
 }
 
 absl::Status ReadRotaryDecoderGguf(const formats::GgufFile& g, const std::string& arch, const std::string& src,

@@ -27,7 +27,8 @@ bool BoolField(const nlohmann::json& j, const char* key, bool dflt);
 
 /// The fields of a rotary decoder in config.json (Llama's names, which its descendants keep): sizes, heads,
 /// `head_dim` (default hidden / heads), `partial_rotary_factor`, `rms_norm_eps`, `rope_theta`, `rope_scaling`,
-/// biases, tied embeddings, `hidden_act` (silu only). Sliding windows are refused (not implemented).
+/// biases, tied embeddings, `hidden_act` (silu only), and a sliding window where `use_sliding_window` (default:
+/// Mistral's) says it applies (every layer local).
 absl::Status ParseRotaryDecoderHf(const nlohmann::json& j, const std::string& model_type, const std::string& src,
                                   ModelConfig* c);
 /// The GGUF keys of a rotary decoder under `{arch}.`: RMSNorm epsilon, RoPE base, dimension count and scaling

@@ -107,7 +107,7 @@ absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWe
   const int64_t H = c.hidden_size;
   ORCA_ASSIGN_OR_RETURN(lw->attn_norm, ld.Replicated(TensorRole::kAttnNorm, l, H));
   ORCA_ASSIGN_OR_RETURN(lw->attn_norm_bias, ld.Replicated(TensorRole::kAttnNormBias, l, H));
-  ORCA_RETURN_IF_ERROR(ld.FusedQkv(l, lw));
+  ORCA_RETURN_IF_ERROR(ld.FusedQkv(l, /*biases=*/true, lw));
   ORCA_RETURN_IF_ERROR(ld.AttentionOutput(l, /*bias=*/true, lw));
   ORCA_ASSIGN_OR_RETURN(lw->ffn_norm, ld.Replicated(TensorRole::kFfnNorm, l, H));
   ORCA_ASSIGN_OR_RETURN(lw->ffn_norm_bias, ld.Replicated(TensorRole::kFfnNormBias, l, H));

@@ -112,6 +112,10 @@ void SynthConfigJson(const ModelConfig& c, const std::string& architecture, nloh
   if (c.head_dim * c.num_heads != c.hidden_size) j["head_dim"] = c.head_dim;
   const RopeScaling& s = c.rope_scaling;
   if (s.type == RopeScaling::Type::kLinear) j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.factor}};
+  if (s.type == RopeScaling::Type::kYarn)
+    j["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", s.factor},
+                         {"original_max_position_embeddings", s.original_max_position}};
   if (s.type == RopeScaling::Type::kLlama3)
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", s.factor},
@@ -129,6 +133,11 @@ void WriteGgufKeys(const ModelConfig& c, formats::GgufWriter* w) {
   if (c.rope_scaling.type == RopeScaling::Type::kLinear) {
     w->SetString(a + ".rope.scaling.type", "linear");
     w->SetF32(a + ".rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::kYarn) {
+    w->SetString(a + ".rope.scaling.type", "yarn");
+    w->SetF32(a + ".rope.scaling.factor", static_cast<float>(c.rope_scaling.factor));
+    w->SetU32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(c.rope_scaling.original_max_position));
   }
   w->SetU32(a + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
 }
@@ -179,13 +188,19 @@ std::string GgufArchitecture(const ModelConfig& c) { return c.model_type == "qwe
 
 bool PermutesQk(const ModelConfig& c) { return GgufArchitecture(c) == "llama"; }
 
+// A sliding window makes it a Mistral (v0.1) checkpoint, Q/K/V biases a Qwen2 one.
 void SynthConfig(ModelConfig* c) {
-  c->model_type = c->attention_bias ? "qwen2" : "llama";
+  c->model_type = c->sliding_window > 0 ? "mistral" : c->attention_bias ? "qwen2" : "llama";
   c->qk_norm = false;
 }
 
 void SynthConfigJson(const ModelConfig& c, nlohmann::json* out) {
-  llama::SynthConfigJson(c, c.attention_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM", out);
+  llama::SynthConfigJson(c,
+                         c.model_type == "mistral" ? "MistralForCausalLM"
+                         : c.attention_bias        ? "Qwen2ForCausalLM"
+                                                   : "LlamaForCausalLM",
+                         out);
+  if (c.sliding_window > 0) (*out)["sliding_window"] = c.sliding_window;
 }
 
 }  // namespace

@@ -35,10 +35,16 @@ class LayerLoader {
   /// (ModelConfig::norm_weight_offset); nullptr when `optional` and the checkpoint has no such tensor.
   virtual absl::StatusOr<const float*> Replicated(TensorRole role, int32_t layer, int64_t size, bool optional = false,
                                                   float add = 0.0f) = 0;
+  /// The tensor-parallel group's size (a family whose layer cannot be split yet refuses > 1 by name).
+  virtual int32_t tp_size() const = 0;
   /// Q, K and V as three tensors (column-parallel by heads), with their biases when ModelConfig::attention_bias.
   virtual absl::Status SeparateQkv(int32_t layer, LayerWeights* lw) = 0;
-  /// Q, K and V as column ranges of one fused tensor with one fused bias (GPT-2's c_attn).
-  virtual absl::Status FusedQkv(int32_t layer, LayerWeights* lw) = 0;
+  /// Q, K and V as row ranges [Q | K | V] of one fused tensor, with one fused bias when `biases` (GPT-2's
+  /// c_attn, Phi-3's qkv_proj).
+  virtual absl::Status FusedQkv(int32_t layer, bool biases, LayerWeights* lw) = 0;
+  /// A gated MLP whose gate and up are the halves [gate | up] of one tensor (Phi-3's gate_up_proj, role kUp),
+  /// and down.
+  virtual absl::Status FusedGateUp(int32_t layer, LayerWeights* lw) = 0;
   /// The attention output projection (row-parallel), with its bias when `bias`.
   virtual absl::Status AttentionOutput(int32_t layer, bool bias, LayerWeights* lw) = 0;
   /// The MLP: gate (when `gated`) and up (column-parallel), down (row-parallel); up's and down's biases when
@@ -49,6 +55,7 @@ class LayerLoader {
 enum class NormKind : uint8_t {
   kRms,    ///< x / rms(x) · w
   kLayer,  ///< (x − mean) / std · γ + β
+  kNone,   ///< none: the block reads the residual stream itself (OLMo 2)
 };
 
 /// The forward pass's building blocks over one iteration's flattened rows, for a family's `forward_layer`.
@@ -65,6 +72,8 @@ class LayerOps {
   virtual void QkvProjection(const LayerWeights& lw) = 0;
   /// RMSNorm of every head of q and of k over its head_dim values (weights of head_dim values each).
   virtual void QkNorm(const float* q_weight, const float* k_weight) = 0;
+  /// RMSNorm of each token's whole q projection and whole k projection (OLMo 2; weights of heads × head_dim).
+  virtual void QkNormWhole(const float* q_weight, const float* k_weight) = 0;
   /// RoPE on q and k at their positions when `rotary` (the layer's table: local layers may have their own),
   /// then k and v into this layer's KV cache.
   virtual void PositionAndCache(int32_t local_layer, bool rotary) = 0;

@@ -66,6 +66,12 @@ class DecodeGraphTest : public ::testing::Test {
       m.head_dim = 32, m.sliding_window = 8, m.sliding_window_pattern = 2, m.rope_theta_local = 1e4;
       m.tie_word_embeddings = false;
     }
+    if (arch == ModelArch::kStarcoder2) m.sliding_window = 8;  // LayerNorm, biases, a window on every layer
+    if (arch == ModelArch::kPhi3) {  // fused qkv/gate_up, half of each head rotated, LongRoPE's long factors
+      m.partial_rotary_factor = 0.5;
+      m.rope_scaling.type = RopeScaling::Type::kLongRope;
+      m.rope_scaling.original_max_position = 32;
+    }
     dir_ = absl::StrCat(TempDir(), "/decode-graph-", ModelArchName(m.arch));
     ASSERT_TRUE(WriteSyntheticCheckpoint(m, dir_).ok());
   }
@@ -175,7 +181,8 @@ TEST_P(DecodeGraphArchTest, ReplaysMatchTheEagerCudaPathBitForBitAndTheCpuEngine
 
 INSTANTIATE_TEST_SUITE_P(Archs, DecodeGraphArchTest,
                          ::testing::Values(ModelArch::kLlama, ModelArch::kGpt2, ModelArch::kQwen3, ModelArch::kGemma2,
-                                           ModelArch::kGemma3),
+                                           ModelArch::kGemma3, ModelArch::kGranite, ModelArch::kOlmo2,
+                                           ModelArch::kStarcoder2, ModelArch::kPhi3),
                          [](const ::testing::TestParamInfo<ModelArch>& info) {
                            return std::string(ModelArchName(info.param));
                          });

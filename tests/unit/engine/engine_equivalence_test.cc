@@ -20,7 +20,7 @@ using testing::ReferenceModel;
 
 struct Case {
   const char* name;
-  ModelArch arch;
+  ModelArch arch;  // kLlama cases named "mistral_*" have Mistral's sliding window
   DType dtype;
   // Allowed |diff| as a fraction of the reference logits' standard deviation.
   double tolerance;
@@ -39,12 +39,21 @@ class EngineEquivalenceTest : public ::testing::TestWithParam<Case> {
                               : GetParam().arch == ModelArch::kQwen3  ? testing::SmallQwen3(dtype)
                               : GetParam().arch == ModelArch::kGemma2 ? testing::SmallGemma2(dtype)
                               : GetParam().arch == ModelArch::kGemma3 ? testing::SmallGemma3(dtype)
-                                                                      : testing::SmallLlama(dtype);
+                              : GetParam().arch == ModelArch::kGranite ? testing::SmallGranite(dtype)
+                              : GetParam().arch == ModelArch::kOlmo2   ? testing::SmallOlmo2(dtype)
+                              : GetParam().arch == ModelArch::kStarcoder2 ? testing::SmallStarcoder2(dtype)
+                              : GetParam().arch == ModelArch::kPhi3       ? testing::SmallPhi3(dtype)
+                              : std::string(GetParam().name).rfind("mistral", 0) == 0 ? testing::SmallMistral(dtype)
+                                                                         : testing::SmallLlama(dtype);
     if (GetParam().wide) {
       o.hidden_size = 256, o.intermediate_size = 512, o.num_layers = 2, o.num_heads = 4, o.num_kv_heads = 2;
       if (o.head_dim > 0) o.head_dim = 128;  // heads × head_dim (512) ≠ hidden still
     }
     return o;
+  }
+  // Tensor-parallel sizes the case runs with (OLMo 2 refuses 2, checked in PipelineAndTensorPartitionsMatchWholeModel).
+  std::vector<int> TpSizes() const {
+    return GetParam().arch == ModelArch::kOlmo2 ? std::vector<int>{1} : std::vector<int>{1, 2};
   }
   // The checkpoint under test: the synthetic model, or its GGUF export in the case's mix.
   std::string ModelPath() const {
@@ -249,7 +258,18 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(refused.status().message().find("would split a block"), std::string::npos) << refused.status();
   }
-  std::unique_ptr<Engine> tp2 = tp_splits_block ? nullptr : MakeEngine(path, 2);
+  // OLMo 2's q/k norms span every head: tensor parallelism is refused by name (pipeline stages are checked below).
+  const bool tp_unsupported = GetParam().arch == ModelArch::kOlmo2;
+  if (tp_unsupported) {
+    Engine::Options o;
+    o.model_path = path;
+    o.n_slots = 1024;
+    o.tp_size = 2;
+    auto refused = Engine::Create(o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("olmo2"), std::string::npos) << refused.status();
+  }
+  std::unique_ptr<Engine> tp2 = tp_splits_block || tp_unsupported ? nullptr : MakeEngine(path, 2);
   std::vector<std::unique_ptr<Engine>> stages;
   for (int s = 0; s < 2; ++s) {
     Engine::Options o;
@@ -306,6 +326,8 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
 // only a slice of the tied embedding. Quantized heads are sliced by rows, so
 // their blocks stay whole.
 TEST_P(EngineEquivalenceTest, VocabularyParallelHeadMatchesWholeModelWithUnevenVocabulary) {
+  if (GetParam().arch == ModelArch::kOlmo2)
+    GTEST_SKIP() << "olmo2 refuses tensor parallelism (PipelineAndTensorPartitionsMatchWholeModel checks that)";
   SyntheticModelOptions m = Options();
   m.vocab_size = 301;
   if (GetParam().mix != nullptr && GetParam().mix != std::string("bf16")) {
@@ -447,7 +469,7 @@ TEST_P(EngineEquivalenceTest, PrefixCacheHitMatchesComputingFromScratch) {
   std::vector<int32_t> b_prompt(a_prompt.begin(), a_prompt.begin() + 32);
   for (int32_t t : random_tokens(12)) b_prompt.push_back(t);
 
-  for (int tp : {1, 2}) {
+  for (int tp : TpSizes()) {
     auto cached = MakeEngine(path, tp);
     auto fresh = MakeEngine(path, tp);
     const std::string what = absl::StrCat(GetParam().name, " tp ", tp);
@@ -529,7 +551,7 @@ TEST_P(EngineEquivalenceTest, DecodeFilledPrefixHitMatchesComputingFromScratch) 
   const std::vector<int32_t> a_prompt = random_tokens(10);
   const std::vector<int32_t> user_turn = random_tokens(5);
 
-  for (int tp : {1, 2}) {
+  for (int tp : TpSizes()) {
     auto cached = MakeEngine(path, tp);
     auto fresh = MakeEngine(path, tp);
     const std::string what = absl::StrCat(GetParam().name, " tp ", tp);
@@ -674,7 +696,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gemma2_f32", ModelArch::kGemma2, DType::kF32, 1e-3},
                       Case{"gemma3_f32", ModelArch::kGemma3, DType::kF32, 1e-3},
                       Case{"gemma3_bf16", ModelArch::kGemma3, DType::kBF16, 4e-2},
-                      Case{"gemma3_q8_0", ModelArch::kGemma3, DType::kF32, kQuantTol, "q8_0"}),
+                      Case{"gemma3_q8_0", ModelArch::kGemma3, DType::kF32, kQuantTol, "q8_0"},
+                      Case{"granite_f32", ModelArch::kGranite, DType::kF32, 1e-3},
+                      Case{"granite_q8_0", ModelArch::kGranite, DType::kF32, kQuantTol, "q8_0"},
+                      Case{"olmo2_f32", ModelArch::kOlmo2, DType::kF32, 1e-3},
+                      Case{"olmo2_bf16", ModelArch::kOlmo2, DType::kBF16, 4e-2},  // like qwen3's: normed q and k
+                      Case{"starcoder2_f32", ModelArch::kStarcoder2, DType::kF32, 1e-3},
+                      Case{"starcoder2_q8_0", ModelArch::kStarcoder2, DType::kF32, kQuantTol, "q8_0"},
+                      Case{"phi3_f32", ModelArch::kPhi3, DType::kF32, 1e-3},
+                      Case{"phi3_q8_0", ModelArch::kPhi3, DType::kF32, kQuantTol, "q8_0"},
+                      Case{"mistral_f32", ModelArch::kLlama, DType::kF32, 1e-3}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

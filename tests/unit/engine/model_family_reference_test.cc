@@ -49,6 +49,16 @@ SyntheticModelOptions SynthOptions(const json& s) {
   o.rope_theta_local = s.value("rope_theta_local", 0.0);
   o.sliding_window = s.value("sliding_window", 0);
   o.sliding_window_pattern = s.value("sliding_window_pattern", 0);
+  o.partial_rotary_factor = s.value("partial_rotary_factor", 1.0);
+  // --rope-scaling as orca model synth turns it into options (the family draws LongRoPE's factors).
+  const std::string scaling = s.value("rope_scaling", "");
+  if (!scaling.empty()) {
+    o.rope_scaling.type = scaling == "yarn"       ? RopeScaling::Type::kYarn
+                          : scaling == "longrope" ? RopeScaling::Type::kLongRope
+                                                  : RopeScaling::Type::kLinear;
+    o.rope_scaling.factor = s.value("rope_scaling_factor", 1.0);
+    o.rope_scaling.original_max_position = s.value("rope_original_context", int64_t{0});
+  }
   o.seed = s.value("seed", 0);
   o.dtype = DType::kF32;
   return o;
@@ -116,8 +126,47 @@ TEST_P(ModelFamilyReferenceTest, GreedyTokensAndLogitsMatchLlamaCpp) {
   std::remove(model.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyReferenceTest, ::testing::Values("llama", "gpt2", "qwen3", "gemma2", "gemma3"),
-                         [](const auto& info) { return info.param; });
+// The same weights in Hugging Face layout (config.json + safetensors, what orca model synth writes) and as the
+// GGUF file `orca model quantize --type f32` makes of them give the same logits: every family's config keys,
+// tensor names, norm offsets, Q/K permutation and RoPE tables agree between the two formats.
+TEST_P(ModelFamilyReferenceTest, HuggingFaceAndGgufOfTheSameWeightsGiveTheSameLogits) {
+  std::ifstream in(ReferenceDir() + "/" + GetParam() + ".json");
+  ASSERT_TRUE(in) << GetParam();
+  const json ref = json::parse(in);
+  const SyntheticModelOptions o = SynthOptions(ref.at("synth"));
+  const std::string hf = absl::StrCat(testing::TempDir(), "/", GetParam(), "-hf-", ::getpid());
+  ASSERT_TRUE(WriteSyntheticCheckpoint(o, hf).ok());
+  const std::string gguf = hf + ".gguf";
+  convert::ExportOptions eo;
+  ASSERT_TRUE(convert::ParseQuantMix("f32", &eo.mix));
+  auto report = convert::QuantizeCheckpoint(hf, gguf, eo);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::vector<std::vector<float>> logits;
+  for (const std::string& path : {hf, gguf}) {
+    Engine::Options eopt;
+    eopt.model_path = path;
+    eopt.n_slots = 1024;
+    eopt.keep_logits = true;
+    auto engine = Engine::Create(eopt);
+    ASSERT_TRUE(engine.ok()) << path << ": " << engine.status();
+    StepInput input;
+    input.seqs = {testing::NewSeq(1, ref.at("cases")[1].at("prompt").get<std::vector<int32_t>>(), 256)};
+    StepOutput out;
+    ASSERT_TRUE((*engine)->Step(input, nullptr, &out).ok());
+    logits.push_back(out.logits);
+  }
+  testing::ExpectLogitsClose(logits[1], logits[0], GetParam() + ": GGUF against Hugging Face layout", 1e-5);
+  std::filesystem::remove_all(hf);
+  std::remove(gguf.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyReferenceTest, ::testing::Values("llama", "gpt2", "qwen3", "qwen3-yarn", "gemma2", "gemma3",
+                                                             "granite", "olmo2", "starcoder2", "phi3"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace orca::engine

@@ -58,7 +58,8 @@ inline std::string SyntheticModel(const SyntheticModelOptions& o) {
       absl::StrCat(ModelArchName(o.arch), "-h", o.hidden_size, "-l", o.num_layers, "-a", o.num_heads, "-kv",
                    o.num_kv_heads, "-v", o.vocab_size, "-", DTypeName(o.dtype), "-s", o.seed, "-t",
                    o.tie_word_embeddings, "-b", o.attention_bias, "-f", o.intermediate_size, "-d", o.head_dim,
-                   "-w", o.sliding_window, "-p", o.sliding_window_pattern, "-r", o.rope_theta, "-rl", o.rope_theta_local);
+                   "-w", o.sliding_window, "-p", o.sliding_window_pattern, "-r", o.rope_theta, "-rl", o.rope_theta_local,
+                   "-pr", o.partial_rotary_factor, "-rs", static_cast<int>(o.rope_scaling.type));
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   const std::string dir = absl::StrCat(TempDir(), "/orca-synth-", ::getpid(), "-", key);
@@ -124,6 +125,51 @@ inline SyntheticModelOptions SmallGemma2(DType dtype = DType::kF32) {
   return o;
 }
 
+/// Mistral-shaped (v0.1): Llama with a sliding window of 8 on every layer.
+inline SyntheticModelOptions SmallMistral(DType dtype = DType::kF32) {
+  SyntheticModelOptions o = SmallLlama(dtype);
+  o.sliding_window = 8;
+  o.seed = 41;
+  return o;
+}
+
+/// Granite-shaped: Llama with Granite 3's embedding, attention, residual and logit multipliers.
+inline SyntheticModelOptions SmallGranite(DType dtype = DType::kF32) {
+  SyntheticModelOptions o = SmallLlama(dtype);
+  o.arch = ModelArch::kGranite;
+  o.seed = 23;
+  return o;
+}
+
+/// OLMo 2-shaped: no pre-norms, post-norms, q/k norms over the whole projections.
+inline SyntheticModelOptions SmallOlmo2(DType dtype = DType::kF32) {
+  SyntheticModelOptions o = SmallLlama(dtype);
+  o.arch = ModelArch::kOlmo2;
+  o.seed = 29;
+  return o;
+}
+
+/// StarCoder2-shaped: LayerNorm and biases everywhere, plain GELU MLP, RoPE, a window of 8 on every layer.
+inline SyntheticModelOptions SmallStarcoder2(DType dtype = DType::kF32) {
+  SyntheticModelOptions o = SmallLlama(dtype);
+  o.arch = ModelArch::kStarcoder2;
+  o.sliding_window = 8;
+  o.seed = 31;
+  return o;
+}
+
+/// Phi-3-shaped: fused qkv and gate_up, RoPE on half of each head, LongRoPE (its long factors: a context of 256
+/// over an original one of 64).
+inline SyntheticModelOptions SmallPhi3(DType dtype = DType::kF32) {
+  SyntheticModelOptions o = SmallLlama(dtype);
+  o.arch = ModelArch::kPhi3;
+  o.partial_rotary_factor = 0.5;
+  o.rope_scaling.type = RopeScaling::Type::kLongRope;
+  o.rope_scaling.original_max_position = 64;
+  o.seed = 37;
+  return o;
+}
+
 /// Qwen3-shaped: heads × head_dim (4 × 32) wider than the hidden size (64), q/k norms.
 inline SyntheticModelOptions SmallQwen3(DType dtype = DType::kF32) {
   SyntheticModelOptions o = SmallLlama(dtype);
@@ -162,27 +208,35 @@ class ReferenceModel {
         if (c_.embedding_scale > 0) x[t][j] *= c_.embedding_scale;
       }
     const bool gemma = c_.arch == ModelArch::kGemma2 || c_.arch == ModelArch::kGemma3;
+    const bool olmo2 = c_.arch == ModelArch::kOlmo2, starcoder2 = c_.arch == ModelArch::kStarcoder2;
+    const bool post_norms = gemma || olmo2, plain_mlp = gpt2 || starcoder2, phi3 = c_.arch == ModelArch::kPhi3;
+    // Granite's multiplier of every block's output.
+    const double residual = c_.residual_scale > 0 ? c_.residual_scale : 1.0;
     for (int l = 0; l < c_.num_layers; ++l) {
-      auto h = Norm(x, TensorRole::kAttnNorm, TensorRole::kAttnNormBias, l);
+      auto h = olmo2 ? x : Norm(x, TensorRole::kAttnNorm, TensorRole::kAttnNormBias, l);
       const int64_t Q = static_cast<int64_t>(c_.num_heads) * D, KV = static_cast<int64_t>(c_.num_kv_heads) * D;
       std::vector<std::vector<double>> q, k, v;
-      if (gpt2) {
-        auto qkv = Linear(h, TensorRole::kQkv, TensorRole::kQkvBias, l, 3 * H, H);
+      if (gpt2 || phi3) {  // one [Q | K | V] tensor
+        auto qkv = Linear(h, TensorRole::kQkv, TensorRole::kQkvBias, l, Q + 2 * KV, H, gpt2);
         for (auto& row : qkv) {
-          q.emplace_back(row.begin(), row.begin() + H);
-          k.emplace_back(row.begin() + H, row.begin() + 2 * H);
-          v.emplace_back(row.begin() + 2 * H, row.end());
+          q.emplace_back(row.begin(), row.begin() + Q);
+          k.emplace_back(row.begin() + Q, row.begin() + Q + KV);
+          v.emplace_back(row.begin() + Q + KV, row.end());
         }
-      } else {
-        q = Linear(h, TensorRole::kQ, c_.attention_bias ? TensorRole::kQBias : TensorRole::kQkvBias, l, Q, H,
-                   c_.attention_bias);
-        k = Linear(h, TensorRole::kK, c_.attention_bias ? TensorRole::kKBias : TensorRole::kQkvBias, l, KV, H,
-                   c_.attention_bias);
-        v = Linear(h, TensorRole::kV, c_.attention_bias ? TensorRole::kVBias : TensorRole::kQkvBias, l, KV, H,
-                   c_.attention_bias);
+      }
+      if (!gpt2) {
+        if (!phi3) {
+          q = Linear(h, TensorRole::kQ, c_.attention_bias ? TensorRole::kQBias : TensorRole::kQkvBias, l, Q, H,
+                     c_.attention_bias);
+          k = Linear(h, TensorRole::kK, c_.attention_bias ? TensorRole::kKBias : TensorRole::kQkvBias, l, KV, H,
+                     c_.attention_bias);
+          v = Linear(h, TensorRole::kV, c_.attention_bias ? TensorRole::kVBias : TensorRole::kQkvBias, l, KV, H,
+                     c_.attention_bias);
+        }
         for (int64_t t = 0; t < T && c_.qk_norm; ++t) {
-          HeadNorm(q[t], c_.num_heads, TensorRole::kQNorm, l);
-          HeadNorm(k[t], c_.num_kv_heads, TensorRole::kKNorm, l);
+          // OLMo 2's q/k norms span the whole projection: one "head" of all the values.
+          HeadNorm(q[t], olmo2 ? 1 : c_.num_heads, TensorRole::kQNorm, l, olmo2 ? Q : D);
+          HeadNorm(k[t], olmo2 ? 1 : c_.num_kv_heads, TensorRole::kKNorm, l, olmo2 ? KV : D);
         }
         // Local layers with a RoPE base of their own use it unscaled.
         const bool own_rope = c_.IsLocalLayer(l) && c_.rope_theta_local > 0;
@@ -213,19 +267,28 @@ class ReferenceModel {
           for (int64_t j = lo; j <= t; ++j)
             for (int64_t d = 0; d < D; ++d) attn[t][hq * D + d] += s[j] / sum * v[j][hk * D + d];
         }
-      auto o = Linear(attn, TensorRole::kO, TensorRole::kOBias, l, H, Q, gpt2);
-      if (gemma) o = Norm(o, TensorRole::kPostAttnNorm, TensorRole::kFfnNormBias, l);
+      auto o = Linear(attn, TensorRole::kO, TensorRole::kOBias, l, H, Q, gpt2 || (starcoder2 && c_.attention_bias));
+      if (post_norms) o = Norm(o, TensorRole::kPostAttnNorm, TensorRole::kFfnNormBias, l, /*rms=*/true);
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < H; ++j) x[t][j] += o[t][j];
-      h = Norm(x, TensorRole::kFfnNorm, TensorRole::kFfnNormBias, l);
+        for (int64_t j = 0; j < H; ++j) x[t][j] += residual * o[t][j];
+      h = olmo2 ? x : Norm(x, TensorRole::kFfnNorm, TensorRole::kFfnNormBias, l);
       std::vector<std::vector<double>> a;
-      if (gpt2) {
-        a = Linear(h, TensorRole::kUp, TensorRole::kUpBias, l, c_.intermediate_size, H, true);
+      if (plain_mlp) {
+        a = Linear(h, TensorRole::kUp, TensorRole::kUpBias, l, c_.intermediate_size, H, gpt2 || c_.mlp_bias);
         for (auto& row : a)
           for (auto& e : row) e = 0.5 * e * (1 + std::tanh(std::sqrt(2 / M_PI) * (e + 0.044715 * e * e * e)));
       } else {
-        auto g = Linear(h, TensorRole::kGate, TensorRole::kUpBias, l, c_.intermediate_size, H, false);
-        a = Linear(h, TensorRole::kUp, TensorRole::kUpBias, l, c_.intermediate_size, H, false);
+        std::vector<std::vector<double>> g;
+        if (phi3) {  // one [gate | up] tensor
+          const int64_t F = c_.intermediate_size;
+          for (auto& row : Linear(h, TensorRole::kUp, TensorRole::kUpBias, l, 2 * F, H, false)) {
+            g.emplace_back(row.begin(), row.begin() + F);
+            a.emplace_back(row.begin() + F, row.end());
+          }
+        } else {
+          g = Linear(h, TensorRole::kGate, TensorRole::kUpBias, l, c_.intermediate_size, H, false);
+          a = Linear(h, TensorRole::kUp, TensorRole::kUpBias, l, c_.intermediate_size, H, false);
+        }
         for (size_t t = 0; t < a.size(); ++t)
           for (size_t j = 0; j < a[t].size(); ++j) {
             const double e = g[t][j];
@@ -233,10 +296,10 @@ class ReferenceModel {
                              : e / (1 + std::exp(-e));
           }
       }
-      auto d = Linear(a, TensorRole::kDown, TensorRole::kDownBias, l, H, c_.intermediate_size, gpt2);
-      if (gemma) d = Norm(d, TensorRole::kPostFfnNorm, TensorRole::kFfnNormBias, l);
+      auto d = Linear(a, TensorRole::kDown, TensorRole::kDownBias, l, H, c_.intermediate_size, gpt2 || c_.mlp_bias);
+      if (post_norms) d = Norm(d, TensorRole::kPostFfnNorm, TensorRole::kFfnNormBias, l, /*rms=*/true);
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < H; ++j) x[t][j] += d[t][j];
+        for (int64_t j = 0; j < H; ++j) x[t][j] += residual * d[t][j];
     }
     auto hf = Norm(x, TensorRole::kFinalNorm, TensorRole::kFinalNormBias, 0);
     const TensorRole head = c_.tie_word_embeddings ? TensorRole::kTokenEmbedding : TensorRole::kLmHead;
@@ -245,6 +308,7 @@ class ReferenceModel {
       for (int64_t vtok = 0; vtok < c_.vocab_size; ++vtok) {
         double s = 0;
         for (int64_t j = 0; j < H; ++j) s += hf[t][j] * At(head, 0, vtok, j);
+        if (c_.logit_scale > 0) s /= c_.logit_scale;
         logits[t][vtok] = c_.final_softcap > 0 ? c_.final_softcap * std::tanh(s / c_.final_softcap) : s;
       }
     return logits;
@@ -282,12 +346,13 @@ class ReferenceModel {
     return y;
   }
 
+  // The family's norm (LayerNorm with its bias for GPT-2 and StarCoder2), or RMSNorm when `rms`.
   std::vector<std::vector<double>> Norm(const std::vector<std::vector<double>>& x, TensorRole w, TensorRole b,
-                                        int layer) const {
+                                        int layer, bool rms = false) const {
     const int64_t H = c_.hidden_size;
     std::vector<std::vector<double>> y = x;
     for (auto& row : y) {
-      if (c_.arch == ModelArch::kGpt2) {
+      if (!rms && (c_.arch == ModelArch::kGpt2 || c_.arch == ModelArch::kStarcoder2)) {
         double mean = 0, var = 0;
         for (double e : row) mean += e;
         mean /= H;
@@ -306,8 +371,7 @@ class ReferenceModel {
   }
 
   // RMSNorm of each head's head_dim values with one shared weight (Qwen3's q_norm / k_norm).
-  void HeadNorm(std::vector<double>& v, int heads, TensorRole w, int layer) const {
-    const int64_t D = c_.head_dim;
+  void HeadNorm(std::vector<double>& v, int heads, TensorRole w, int layer, int64_t D) const {
     for (int h = 0; h < heads; ++h) {
       double ss = 0;
       for (int64_t d = 0; d < D; ++d) ss += v[h * D + d] * v[h * D + d];
@@ -323,12 +387,14 @@ class ReferenceModel {
       for (int64_t i = 0; i < half; ++i) {
         double f = std::pow(theta, -2.0 * i / c_.rotary_dim);
         if (c_.rope_scaling.type == RopeScaling::Type::kLinear && !local_rope) f /= c_.rope_scaling.factor;
+        if (!c_.rope_freq_factors.empty()) f /= c_.rope_freq_factors[i];  // Llama 3's and LongRoPE's divisors
         const double a = pos * f;
         const int64_t i0 = c_.rope_style == kernels::RopeStyle::kNeox ? i : 2 * i;
         const int64_t i1 = c_.rope_style == kernels::RopeStyle::kNeox ? i + half : 2 * i + 1;
-        const double x0 = v[h * D + i0], x1 = v[h * D + i1];
-        v[h * D + i0] = x0 * std::cos(a) - x1 * std::sin(a);
-        v[h * D + i1] = x1 * std::cos(a) + x0 * std::sin(a);
+        // YaRN's and LongRoPE's factor multiplies cos and sin: the rotated dimensions only.
+        const double x0 = v[h * D + i0], x1 = v[h * D + i1], m = c_.RopeAttentionFactor();
+        v[h * D + i0] = (x0 * std::cos(a) - x1 * std::sin(a)) * m;
+        v[h * D + i1] = (x1 * std::cos(a) + x0 * std::sin(a)) * m;
       }
   }
 
