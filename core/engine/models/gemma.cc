@@ -260,6 +260,13 @@ void SynthConfigJson(const ModelConfig& c, const std::string& model_type, const 
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_scaling.factor}};
 }
 
+void Defaults(const Variant& v, ModelConfig* c) {
+  if (c->sliding_window == 0) c->sliding_window = v.sliding_window;
+  if (c->attn_softcap == 0) c->attn_softcap = v.attn_softcap;
+  if (c->final_softcap == 0) c->final_softcap = v.final_softcap;
+  if (c->rope_theta_local == 0) c->rope_theta_local = v.rope_theta_local;
+}
+
 void SynthConfig(ModelConfig* c, int32_t default_pattern) {
   c->attention_bias = false;
   c->rope_style = kernels::RopeStyle::kNeox;

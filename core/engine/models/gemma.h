@@ -38,4 +38,64 @@ void SynthConfig(ModelConfig* c, int32_t default_pattern);
 /// The pattern (every how many layers one is global) that `local_layers` follows; 0 when it follows none.
 int32_t LocalPattern(const ModelConfig& c);
 
+/// What tells Gemma 2 and Gemma 3 apart (gemma2.cc, gemma3.cc each define one).
+struct Variant {
+  ModelArch arch;
+  const char* name;             ///< the family's, and its GGUF general.architecture
+  const char* hf_model_type;    ///< config.json model_type
+  const char* hf_architecture;  ///< config.json architectures[0]
+  int32_t pattern;              ///< every `pattern`-th layer global, unless the file says otherwise
+  bool qk_norm;
+  // Defaults for keys a file leaves out (Hugging Face's and llama.cpp's).
+  int32_t sliding_window;
+  float attn_softcap, final_softcap;
+  double rope_theta_local;  ///< 0: the global layers' base
+};
+
+/// A variant's defaults on `c`, for the keys a file leaves out.
+void Defaults(const Variant& v, ModelConfig* c);
+
+/// The ModelFamily of a variant.
+template <const Variant& V>
+ModelFamily MakeFamily() {
+  return ModelFamily{
+      .arch = V.arch,
+      .name = V.name,
+      .hf_model_types = {V.hf_model_type},
+      .hf_architectures = {V.hf_architecture},
+      .gguf_architectures = {V.name},
+      .parse_hf = [](const nlohmann::json& j, const std::string& model_type, const std::string& src,
+                     ModelConfig* c) -> absl::Status {
+        Defaults(V, c);
+        c->qk_norm = V.qk_norm;
+        return ParseHf(j, model_type, src, V.pattern, c);
+      },
+      .parse_gguf = [](const formats::GgufFile& g, const std::string& arch, const std::string& src,
+                       ModelConfig* c) -> absl::Status {
+        Defaults(V, c);
+        c->qk_norm = V.qk_norm;
+        return ParseGguf(g, arch, src, V.pattern, c);
+      },
+      .hf_tensor_name = [](TensorRole role, int32_t l, const std::string&) -> std::string {
+        if (!V.qk_norm && (role == TensorRole::kQNorm || role == TensorRole::kKNorm)) return "";
+        return HfTensorName(role, l);
+      },
+      .load_layer = LoadLayer,
+      .forward_layer = ForwardLayer,
+      .gguf_architecture = [](const ModelConfig&) -> std::string { return V.name; },
+      .write_gguf_keys = WriteGgufKeys,
+      .synth_config =
+          [](ModelConfig* c) {
+            c->model_type = V.hf_model_type;
+            c->qk_norm = V.qk_norm;
+            Defaults(V, c);
+            SynthConfig(c, V.pattern);
+          },
+      .synth_tensors = SynthTensors,
+      .synth_config_json = [](const ModelConfig& c, nlohmann::json* out) {
+        SynthConfigJson(c, V.hf_model_type, V.hf_architecture, out);
+      },
+  };
+}
+
 }  // namespace orca::engine::gemma

@@ -126,7 +126,6 @@ absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw) {
 }
 
 std::string GgufArchitecture(const ModelConfig& /*c*/) { return "gpt2"; }
-bool NoPermute(const ModelConfig& /*c*/) { return false; }
 
 void WriteGgufKeys(const ModelConfig& c, formats::GgufWriter* w) {
   w->SetF32("gpt2.attention.layer_norm_epsilon", c.norm_eps);
@@ -202,7 +201,6 @@ const ModelFamily kGpt2Family = {
     .load_layer = LoadLayer,
     .forward_layer = ForwardLayer,
     .gguf_architecture = GgufArchitecture,
-    .gguf_permutes_qk = NoPermute,
     .write_gguf_keys = WriteGgufKeys,
     .synth_config = SynthConfig,
     .synth_tensors = SynthTensors,

@@ -45,28 +45,6 @@ absl::Status ParseGguf(const formats::GgufFile& g, const std::string& arch, cons
 }
 
 std::string HfName(TensorRole role, int32_t l, const std::string& /*prefix*/) { return llama::HfTensorName(role, l); }
-bool NoConv1D(TensorRole /*role*/) { return false; }
-
-absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWeights* lw) {
-  ORCA_ASSIGN_OR_RETURN(lw->attn_norm, ld.Replicated(TensorRole::kAttnNorm, l, c.hidden_size));
-  ORCA_RETURN_IF_ERROR(ld.SeparateQkv(l, lw));
-  ORCA_RETURN_IF_ERROR(ld.AttentionOutput(l, /*bias=*/false, lw));
-  ORCA_ASSIGN_OR_RETURN(lw->ffn_norm, ld.Replicated(TensorRole::kFfnNorm, l, c.hidden_size));
-  return ld.Mlp(l, /*gated=*/true, c.mlp_bias, lw);
-}
-
-// Llama's layer; the multipliers are applied by the runner from the config (embeddings, scores, residual adds,
-// logits).
-absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw) {
-  ops.Norm(NormKind::kRms, lw.attn_norm, nullptr);
-  ops.QkvProjection(lw);
-  ops.PositionAndCache(l, /*rotary=*/true);
-  ops.Attend(l);
-  ORCA_RETURN_IF_ERROR(ops.AttentionOutput(lw));
-  ops.Norm(NormKind::kRms, lw.ffn_norm, nullptr);
-  ops.SwiGlu(lw);
-  return ops.MlpOutput(lw);
-}
 
 std::string GgufArchitecture(const ModelConfig& /*c*/) { return "granite"; }
 bool Permutes(const ModelConfig& /*c*/) { return true; }
@@ -117,9 +95,8 @@ const ModelFamily kGraniteFamily = {
     .parse_hf = ParseHf,
     .parse_gguf = ParseGguf,
     .hf_tensor_name = HfName,
-    .hf_conv1d = NoConv1D,
-    .load_layer = LoadLayer,
-    .forward_layer = ForwardLayer,
+    .load_layer = llama::LoadLayer,
+    .forward_layer = llama::ForwardLayer,
     .gguf_architecture = GgufArchitecture,
     .gguf_permutes_qk = Permutes,
     .write_gguf_keys = WriteGgufKeys,

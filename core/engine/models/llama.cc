@@ -59,6 +59,31 @@ std::string HfTensorName(TensorRole role, int32_t l) {
   }
 }
 
+absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWeights* lw) {
+  ORCA_ASSIGN_OR_RETURN(lw->attn_norm, ld.Replicated(TensorRole::kAttnNorm, l, c.hidden_size));
+  ORCA_RETURN_IF_ERROR(ld.SeparateQkv(l, lw));
+  if (c.qk_norm) {
+    // One weight per position within a head, shared by every head: each rank holds it whole.
+    ORCA_ASSIGN_OR_RETURN(lw->q_norm, ld.Replicated(TensorRole::kQNorm, l, c.head_dim));
+    ORCA_ASSIGN_OR_RETURN(lw->k_norm, ld.Replicated(TensorRole::kKNorm, l, c.head_dim));
+  }
+  ORCA_RETURN_IF_ERROR(ld.AttentionOutput(l, /*bias=*/false, lw));
+  ORCA_ASSIGN_OR_RETURN(lw->ffn_norm, ld.Replicated(TensorRole::kFfnNorm, l, c.hidden_size));
+  return ld.Mlp(l, /*gated=*/true, c.mlp_bias, lw);
+}
+
+absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw) {
+  ops.Norm(NormKind::kRms, lw.attn_norm, nullptr);
+  ops.QkvProjection(lw);
+  if (lw.q_norm != nullptr) ops.QkNorm(lw.q_norm, lw.k_norm);
+  ops.PositionAndCache(l, /*rotary=*/true);
+  ops.Attend(l);
+  ORCA_RETURN_IF_ERROR(ops.AttentionOutput(lw));
+  ops.Norm(NormKind::kRms, lw.ffn_norm, nullptr);
+  ops.SwiGlu(lw);
+  return ops.MlpOutput(lw);
+}
+
 std::vector<SynthTensorSpec> SynthTensors(const ModelConfig& c) {
   const int64_t H = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
   const int64_t Q = static_cast<int64_t>(c.num_heads) * D, KV = static_cast<int64_t>(c.num_kv_heads) * D;
@@ -163,26 +188,7 @@ std::string HfName(TensorRole role, int32_t layer, const std::string& /*prefix*/
   return llama::HfTensorName(role, layer);
 }
 
-bool NoConv1D(TensorRole /*role*/) { return false; }
 
-absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWeights* lw) {
-  ORCA_ASSIGN_OR_RETURN(lw->attn_norm, ld.Replicated(TensorRole::kAttnNorm, l, c.hidden_size));
-  ORCA_RETURN_IF_ERROR(ld.SeparateQkv(l, lw));
-  ORCA_RETURN_IF_ERROR(ld.AttentionOutput(l, /*bias=*/false, lw));
-  ORCA_ASSIGN_OR_RETURN(lw->ffn_norm, ld.Replicated(TensorRole::kFfnNorm, l, c.hidden_size));
-  return ld.Mlp(l, /*gated=*/true, c.mlp_bias, lw);
-}
-
-absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw) {
-  ops.Norm(NormKind::kRms, lw.attn_norm, nullptr);
-  ops.QkvProjection(lw);
-  ops.PositionAndCache(l, /*rotary=*/true);
-  ops.Attend(l);
-  ORCA_RETURN_IF_ERROR(ops.AttentionOutput(lw));
-  ops.Norm(NormKind::kRms, lw.ffn_norm, nullptr);
-  ops.SwiGlu(lw);
-  return ops.MlpOutput(lw);
-}
 
 std::string GgufArchitecture(const ModelConfig& c) { return c.model_type == "qwen2" ? "qwen2" : "llama"; }
 
@@ -217,9 +223,8 @@ const ModelFamily kLlamaFamily = {
     .parse_hf = ParseHf,
     .parse_gguf = ParseGguf,
     .hf_tensor_name = HfName,
-    .hf_conv1d = NoConv1D,
-    .load_layer = LoadLayer,
-    .forward_layer = ForwardLayer,
+    .load_layer = llama::LoadLayer,
+    .forward_layer = llama::ForwardLayer,
     .gguf_architecture = GgufArchitecture,
     .gguf_permutes_qk = PermutesQk,
     .write_gguf_keys = llama::WriteGgufKeys,

@@ -10,6 +10,11 @@
 
 namespace orca::engine::llama {
 
+/// One layer's weights: input norm, Q/K/V (biases when attention_bias; per-head q/k norms when qk_norm), O,
+/// post-attention norm, gate/up/down (biases when mlp_bias).
+absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWeights* lw);
+/// RMSNorm → QKV (→ q/k norms) → RoPE → attention → O + residual; RMSNorm → SwiGLU → down + residual.
+absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw);
 /// "model.layers.3.self_attn.q_proj.weight" and the like ("" for roles Llama does not have).
 std::string HfTensorName(TensorRole role, int32_t layer);
 /// Embedding, per layer: input norm, Q/K/V (with biases when attention_bias), O, post-attention norm,

@@ -102,6 +102,10 @@ struct SynthTensorSpec {
   double stddev = 0.02;
 };
 
+/// Defaults of the ModelFamily fields most families share.
+inline bool NoConv1D(TensorRole /*role*/) { return false; }
+inline bool NoQkPermutation(const ModelConfig& /*c*/) { return false; }
+
 struct ModelFamily {
   ModelArch arch;
   const char* name;
@@ -124,7 +128,7 @@ struct ModelFamily {
   /// "transformer." or "".
   std::string (*hf_tensor_name)(TensorRole role, int32_t layer, const std::string& prefix);
   /// Whether Hugging Face stores this role as a Conv1D [in, out] matrix (GPT-2).
-  bool (*hf_conv1d)(TensorRole role);
+  bool (*hf_conv1d)(TensorRole role) = NoConv1D;
 
   /// One layer's weights, from the loader's building blocks.
   absl::Status (*load_layer)(LayerLoader& ld, const ModelConfig& c, int32_t layer, LayerWeights* lw);
@@ -134,7 +138,7 @@ struct ModelFamily {
   /// GGUF export: `general.architecture`, whether llama.cpp's converter permutes Q/K rows for adjacent-pair RoPE
   /// (llama), and the family's own metadata keys beyond those every family shares.
   std::string (*gguf_architecture)(const ModelConfig& c);
-  bool (*gguf_permutes_qk)(const ModelConfig& c);
+  bool (*gguf_permutes_qk)(const ModelConfig& c) = NoQkPermutation;
   void (*write_gguf_keys)(const ModelConfig& c, formats::GgufWriter* w);
 
   /// `orca model synth`: the family's fixed features (model_type, q/k norms, ...) set on a config built from

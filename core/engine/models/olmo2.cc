@@ -47,7 +47,6 @@ std::string HfName(TensorRole role, int32_t l, const std::string& /*prefix*/) {
   }
 }
 
-bool NoConv1D(TensorRole /*role*/) { return false; }
 
 absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWeights* lw) {
   if (ld.tp_size() > 1)
@@ -78,7 +77,6 @@ absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw) {
 }
 
 std::string GgufArchitecture(const ModelConfig& /*c*/) { return "olmo2"; }
-bool NoPermute(const ModelConfig& /*c*/) { return false; }
 
 void SynthConfig(ModelConfig* c) {
   c->model_type = "olmo2";
@@ -117,11 +115,9 @@ const ModelFamily kOlmo2Family = {
     .parse_hf = ParseHf,
     .parse_gguf = ParseGguf,
     .hf_tensor_name = HfName,
-    .hf_conv1d = NoConv1D,
     .load_layer = LoadLayer,
     .forward_layer = ForwardLayer,
     .gguf_architecture = GgufArchitecture,
-    .gguf_permutes_qk = NoPermute,
     .write_gguf_keys = llama::WriteGgufKeys,
     .synth_config = SynthConfig,
     .synth_tensors = SynthTensors,

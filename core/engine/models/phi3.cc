@@ -83,7 +83,6 @@ std::string HfName(TensorRole role, int32_t l, const std::string& /*prefix*/) {
   }
 }
 
-bool NoConv1D(TensorRole /*role*/) { return false; }
 
 absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWeights* lw) {
   ORCA_ASSIGN_OR_RETURN(lw->attn_norm, ld.Replicated(TensorRole::kAttnNorm, l, c.hidden_size));
@@ -93,19 +92,7 @@ absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWe
   return ld.FusedGateUp(l, lw);
 }
 
-absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw) {
-  ops.Norm(NormKind::kRms, lw.attn_norm, nullptr);
-  ops.QkvProjection(lw);
-  ops.PositionAndCache(l, /*rotary=*/true);
-  ops.Attend(l);
-  ORCA_RETURN_IF_ERROR(ops.AttentionOutput(lw));
-  ops.Norm(NormKind::kRms, lw.ffn_norm, nullptr);
-  ops.SwiGlu(lw);
-  return ops.MlpOutput(lw);
-}
-
 std::string GgufArchitecture(const ModelConfig& /*c*/) { return "phi3"; }
-bool NoPermute(const ModelConfig& /*c*/) { return false; }
 
 void WriteGgufKeys(const ModelConfig& c, formats::GgufWriter* w) {
   llama::WriteGgufKeys(c, w);
@@ -178,11 +165,9 @@ const ModelFamily kPhi3Family = {
     .parse_hf = ParseHf,
     .parse_gguf = ParseGguf,
     .hf_tensor_name = HfName,
-    .hf_conv1d = NoConv1D,
     .load_layer = LoadLayer,
-    .forward_layer = ForwardLayer,
+    .forward_layer = llama::ForwardLayer,
     .gguf_architecture = GgufArchitecture,
-    .gguf_permutes_qk = NoPermute,
     .write_gguf_keys = WriteGgufKeys,
     .synth_config = SynthConfig,
     .synth_tensors = SynthTensors,

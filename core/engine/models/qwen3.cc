@@ -1,6 +1,6 @@
 // Qwen3 (dense, 0.6B-32B): Llama's layer with an RMSNorm over every head of the queries and of the keys before
 // RoPE, an explicit head_dim (heads × head_dim need not be the hidden size), no Q/K/V biases, rotate-half RoPE
-// (llama.cpp keeps the Hugging Face layout: no Q/K permutation).
+// (llama.cpp keeps the Hugging Face layout: no Q/K permutation). Its layer is Llama's with qk_norm set.
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -34,33 +34,8 @@ std::string HfName(TensorRole role, int32_t l, const std::string& /*prefix*/) {
   return llama::HfTensorName(role, l);
 }
 
-bool NoConv1D(TensorRole /*role*/) { return false; }
-
-absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWeights* lw) {
-  ORCA_ASSIGN_OR_RETURN(lw->attn_norm, ld.Replicated(TensorRole::kAttnNorm, l, c.hidden_size));
-  ORCA_RETURN_IF_ERROR(ld.SeparateQkv(l, lw));
-  // One weight per position within a head, shared by every head: each rank holds it whole.
-  ORCA_ASSIGN_OR_RETURN(lw->q_norm, ld.Replicated(TensorRole::kQNorm, l, c.head_dim));
-  ORCA_ASSIGN_OR_RETURN(lw->k_norm, ld.Replicated(TensorRole::kKNorm, l, c.head_dim));
-  ORCA_RETURN_IF_ERROR(ld.AttentionOutput(l, /*bias=*/false, lw));
-  ORCA_ASSIGN_OR_RETURN(lw->ffn_norm, ld.Replicated(TensorRole::kFfnNorm, l, c.hidden_size));
-  return ld.Mlp(l, /*gated=*/true, c.mlp_bias, lw);
-}
-
-absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw) {
-  ops.Norm(NormKind::kRms, lw.attn_norm, nullptr);
-  ops.QkvProjection(lw);
-  ops.QkNorm(lw.q_norm, lw.k_norm);
-  ops.PositionAndCache(l, /*rotary=*/true);
-  ops.Attend(l);
-  ORCA_RETURN_IF_ERROR(ops.AttentionOutput(lw));
-  ops.Norm(NormKind::kRms, lw.ffn_norm, nullptr);
-  ops.SwiGlu(lw);
-  return ops.MlpOutput(lw);
-}
 
 std::string GgufArchitecture(const ModelConfig& /*c*/) { return "qwen3"; }
-bool NoPermute(const ModelConfig& /*c*/) { return false; }
 
 void WriteGgufKeys(const ModelConfig& c, formats::GgufWriter* w) {
   llama::WriteGgufKeys(c, w);
@@ -103,11 +78,9 @@ const ModelFamily kQwen3Family = {
     .parse_hf = ParseHf,
     .parse_gguf = ParseGguf,
     .hf_tensor_name = HfName,
-    .hf_conv1d = NoConv1D,
-    .load_layer = LoadLayer,
-    .forward_layer = ForwardLayer,
+    .load_layer = llama::LoadLayer,
+    .forward_layer = llama::ForwardLayer,
     .gguf_architecture = GgufArchitecture,
-    .gguf_permutes_qk = NoPermute,
     .write_gguf_keys = WriteGgufKeys,
     .synth_config = SynthConfig,
     .synth_tensors = SynthTensors,

@@ -68,7 +68,6 @@ std::string HfName(TensorRole role, int32_t l, const std::string& /*prefix*/) {
   }
 }
 
-bool NoConv1D(TensorRole /*role*/) { return false; }
 
 absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWeights* lw) {
   const int64_t H = c.hidden_size;
@@ -93,7 +92,6 @@ absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw) {
 }
 
 std::string GgufArchitecture(const ModelConfig& /*c*/) { return "starcoder2"; }
-bool NoPermute(const ModelConfig& /*c*/) { return false; }
 
 void WriteGgufKeys(const ModelConfig& c, formats::GgufWriter* w) {
   w->SetU32("starcoder2.attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
@@ -165,11 +163,9 @@ const ModelFamily kStarcoder2Family = {
     .parse_hf = ParseHf,
     .parse_gguf = ParseGguf,
     .hf_tensor_name = HfName,
-    .hf_conv1d = NoConv1D,
     .load_layer = LoadLayer,
     .forward_layer = ForwardLayer,
     .gguf_architecture = GgufArchitecture,
-    .gguf_permutes_qk = NoPermute,
     .write_gguf_keys = WriteGgufKeys,
     .synth_config = SynthConfig,
     .synth_tensors = SynthTensors,
