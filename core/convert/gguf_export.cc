@@ -82,7 +82,7 @@ absl::Status WriteTensors(formats::GgufWriter& w, const std::vector<PlannedTenso
 
 struct HfModel {
   ModelConfig config;
-  std::string gpt2_prefix;
+  std::string hf_prefix;  // ModelFamily::hf_prefixes
   // Shape and type of a tensor by HF name; false when absent.
   std::function<bool(const std::string&, std::vector<int64_t>*, DType*)> describe;
   std::function<absl::Status(const std::string&, std::vector<float>*)> read;
@@ -124,7 +124,7 @@ absl::StatusOr<std::vector<PlannedTensor>> PlanHf(const HfModel& m) {
       TensorRole::kUpBias,   TensorRole::kDown,         TensorRole::kDownBias};
   std::vector<PlannedTensor> plan;
   auto add = [&](TensorRole role, int32_t layer) -> absl::Status {
-    const std::string hf = Checkpoint::HfTensorName(c.arch, m.gpt2_prefix, role, layer);
+    const std::string hf = Checkpoint::HfTensorName(c.arch, m.hf_prefix, role, layer);
     const std::string name = Checkpoint::GgufTensorName(role, layer);
     std::vector<int64_t> shape;
     DType dtype;
@@ -345,7 +345,7 @@ absl::StatusOr<ExportReport> QuantizeCheckpoint(const std::string& src, const st
   if (ckpt->format() == Checkpoint::Format::kGguf) return RequantizeGguf(*ckpt, dst, options);
   HfModel m;
   m.config = ckpt->config();
-  m.gpt2_prefix = ckpt->gpt2_prefix();
+  m.hf_prefix = ckpt->hf_prefix();
   const Checkpoint* raw = ckpt.get();
   m.describe = [raw](const std::string& name, std::vector<int64_t>* shape, DType* dtype) {
     const formats::TensorInfo* t = raw->tensors().Find(name);
@@ -373,7 +373,7 @@ absl::StatusOr<ExportReport> WriteSyntheticGguf(const SyntheticModelOptions& mod
   ORCA_RETURN_IF_ERROR(m.config.Validate());
   if (model.bos_token_id >= 0) m.config.bos_token_id = model.bos_token_id;
   if (model.eos_token_id >= 0) m.config.eos_token_ids = {model.eos_token_id};
-  m.gpt2_prefix = "transformer.";
+  m.hf_prefix = engine::FamilyOf(m.config.arch).hf_prefixes.front();  // where synth writes them
   std::map<std::string, SyntheticTensor> tensors;
   for (const SyntheticTensor& t : SyntheticTensors(model)) tensors[t.name] = t;
   m.describe = [&tensors, &model](const std::string& name, std::vector<int64_t>* shape, DType* dtype) {

@@ -121,10 +121,13 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     ORCA_ASSIGN_OR_RETURN(ckpt->config_, ParseHfConfig(text, config_path));
     ORCA_RETURN_IF_ERROR(MergeGenerationConfigEos(path, &ckpt->config_));
     ORCA_ASSIGN_OR_RETURN(auto source, formats::SafetensorsSource::Open(path));
-    if (ckpt->config_.arch == ModelArch::kGpt2 && source->Find("wte.weight") != nullptr)
-      ckpt->gpt2_prefix_ = "";
-    else
-      ckpt->gpt2_prefix_ = "transformer.";
+    const ModelFamily& family = FamilyOf(ckpt->config_.arch);
+    ckpt->hf_prefix_ = family.hf_prefixes.front();
+    for (const std::string& prefix : family.hf_prefixes)
+      if (source->Find(family.hf_tensor_name(TensorRole::kTokenEmbedding, 0, prefix)) != nullptr) {
+        ckpt->hf_prefix_ = prefix;
+        break;
+      }
     // Untied checkpoints carry an lm_head; tied ones may omit it even if config says otherwise.
     if (!ckpt->config_.tie_word_embeddings && source->Find("lm_head.weight") == nullptr)
       ckpt->config_.tie_word_embeddings = true;
@@ -148,13 +151,13 @@ const formats::GgufFile* Checkpoint::gguf() const {
 
 std::string Checkpoint::TensorName(TensorRole role, int32_t layer) const {
   if (format_ == Format::kGguf) return GgufName(role, layer);
-  return HfTensorName(config_.arch, gpt2_prefix_, role, layer);
+  return HfTensorName(config_.arch, hf_prefix_, role, layer);
 }
 
 std::string Checkpoint::GgufTensorName(TensorRole role, int32_t layer) { return GgufName(role, layer); }
 
-std::string Checkpoint::HfTensorName(ModelArch arch, const std::string& gpt2_prefix, TensorRole role, int32_t layer) {
-  return FamilyOf(arch).hf_tensor_name(role, layer, gpt2_prefix);
+std::string Checkpoint::HfTensorName(ModelArch arch, const std::string& hf_prefix, TensorRole role, int32_t layer) {
+  return FamilyOf(arch).hf_tensor_name(role, layer, hf_prefix);
 }
 
 bool Checkpoint::IsHfConv1D(ModelArch arch, TensorRole role) { return FamilyOf(arch).hf_conv1d(role); }

@@ -36,10 +36,10 @@ class Checkpoint {
   /// The checkpoint's name for a role (layer ignored for global tensors).
   std::string TensorName(TensorRole role, int32_t layer) const;
   /// A role's name in GGUF files ("blk.3.attn_q.weight", llama.cpp's names, which every family shares), and in
-  /// Hugging Face checkpoints of an architecture (its family's names; GPT-2's under `gpt2_prefix`, e.g.
-  /// "transformer."). Empty when the role does not exist there.
+  /// Hugging Face checkpoints of an architecture (its family's names under `hf_prefix`, one of
+  /// ModelFamily::hf_prefixes, e.g. GPT-2's "transformer."). Empty when the role does not exist there.
   static std::string GgufTensorName(TensorRole role, int32_t layer);
-  static std::string HfTensorName(ModelArch arch, const std::string& gpt2_prefix, TensorRole role, int32_t layer);
+  static std::string HfTensorName(ModelArch arch, const std::string& hf_prefix, TensorRole role, int32_t layer);
   /// Whether Hugging Face GPT-2 stores this role as a Conv1D [in, out] matrix.
   static bool IsHfConv1D(ModelArch arch, TensorRole role);
   /// Whether a GPT-2 Conv1D-style [in, out] layout is used for this role.
@@ -57,11 +57,11 @@ class Checkpoint {
   Format format_ = Format::kHuggingFace;
   ModelConfig config_;
   std::unique_ptr<formats::TensorSource> tensors_;
-  std::string gpt2_prefix_;  // "transformer." or ""
+  std::string hf_prefix_;  // one of the family's ModelFamily::hf_prefixes
 
  public:
-  /// "transformer." or "" (HF GPT-2 checkpoints come both ways).
-  const std::string& gpt2_prefix() const { return gpt2_prefix_; }
+  /// Where the family's tensors live in a Hugging Face checkpoint (ModelFamily::hf_prefixes).
+  const std::string& hf_prefix() const { return hf_prefix_; }
 };
 
 }  // namespace orca::engine

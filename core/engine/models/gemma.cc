@@ -14,7 +14,19 @@ namespace orca::engine::gemma {
 
 using json = nlohmann::json;
 
-std::string HfTensorName(TensorRole role, int32_t l) {
+namespace {
+std::string TextTensorName(TensorRole role, int32_t l);
+}  // namespace
+
+std::string HfTensorName(TensorRole role, int32_t l, const std::string& prefix) {
+  std::string name = TextTensorName(role, l);
+  if (!prefix.empty() && name.rfind("model.", 0) == 0) name = prefix + name.substr(6);
+  return name;
+}
+
+namespace {
+
+std::string TextTensorName(TensorRole role, int32_t l) {
   const std::string p = absl::StrCat("model.layers.", l, ".");
   switch (role) {
     case TensorRole::kTokenEmbedding:
@@ -54,6 +66,8 @@ std::string HfTensorName(TensorRole role, int32_t l) {
       return "";
   }
 }
+
+}  // namespace
 
 namespace {
 

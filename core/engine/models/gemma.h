@@ -11,9 +11,9 @@
 
 namespace orca::engine::gemma {
 
-/// Tensor names of Gemma's Hugging Face checkpoints ("" for roles Gemma does not have; q/k norms only when
-/// `qk_norm`).
-std::string HfTensorName(TensorRole role, int32_t layer);
+/// Tensor names of Gemma's Hugging Face checkpoints ("" for roles Gemma does not have), the "model." of the
+/// text-only layout replaced by `prefix` when one is given (the multimodal layouts).
+std::string HfTensorName(TensorRole role, int32_t layer, const std::string& prefix = "");
 /// config.json (`default_pattern`: every how many layers one is global when neither sliding_window_pattern nor
 /// layer_types says; `qk_norm`: Gemma 3's q/k norms).
 absl::Status ParseHf(const nlohmann::json& j, const std::string& model_type, const std::string& src,
@@ -44,6 +44,11 @@ struct Variant {
   const char* name;             ///< the family's, and its GGUF general.architecture
   const char* hf_model_type;    ///< config.json model_type
   const char* hf_architecture;  ///< config.json architectures[0]
+  /// Multimodal checkpoints whose language model this family reads ("" when none): their model_type and
+  /// architecture (the text model's config under text_config) and where its tensors live.
+  const char* hf_multimodal_model_type;
+  const char* hf_multimodal_architecture;
+  const char* hf_multimodal_prefixes[2];
   int32_t pattern;              ///< every `pattern`-th layer global, unless the file says otherwise
   bool qk_norm;
   // Defaults for keys a file leaves out (Hugging Face's and llama.cpp's).
@@ -61,9 +66,14 @@ ModelFamily MakeFamily() {
   return ModelFamily{
       .arch = V.arch,
       .name = V.name,
-      .hf_model_types = {V.hf_model_type},
-      .hf_architectures = {V.hf_architecture},
+      .hf_model_types = V.hf_multimodal_model_type[0] != '\0'
+                            ? std::vector<std::string>{V.hf_model_type, V.hf_multimodal_model_type}
+                            : std::vector<std::string>{V.hf_model_type},
+      .hf_architectures = V.hf_multimodal_model_type[0] != '\0'
+                              ? std::vector<std::string>{V.hf_architecture, V.hf_multimodal_architecture}
+                              : std::vector<std::string>{V.hf_architecture},
       .gguf_architectures = {V.name},
+      .hf_prefixes = {"", V.hf_multimodal_prefixes[0], V.hf_multimodal_prefixes[1]},
       .parse_hf = [](const nlohmann::json& j, const std::string& model_type, const std::string& src,
                      ModelConfig* c) -> absl::Status {
         Defaults(V, c);
@@ -76,9 +86,9 @@ ModelFamily MakeFamily() {
         c->qk_norm = V.qk_norm;
         return ParseGguf(g, arch, src, V.pattern, c);
       },
-      .hf_tensor_name = [](TensorRole role, int32_t l, const std::string&) -> std::string {
+      .hf_tensor_name = [](TensorRole role, int32_t l, const std::string& prefix) -> std::string {
         if (!V.qk_norm && (role == TensorRole::kQNorm || role == TensorRole::kKNorm)) return "";
-        return HfTensorName(role, l);
+        return HfTensorName(role, l, prefix);
       },
       .load_layer = LoadLayer,
       .forward_layer = ForwardLayer,

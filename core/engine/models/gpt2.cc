@@ -192,6 +192,7 @@ const ModelFamily kGpt2Family = {
     .hf_model_types = {"gpt2"},
     .hf_architectures = {"GPT2LMHeadModel"},
     .gguf_architectures = {"gpt2"},
+    .hf_prefixes = {"transformer.", ""},  // HF GPT-2 checkpoints come both ways
     .norm = NormKind::kLayer,
     .learned_positions = true,
     .parse_hf = ParseHf,

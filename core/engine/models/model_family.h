@@ -113,6 +113,11 @@ struct ModelFamily {
   std::vector<std::string> hf_model_types;
   std::vector<std::string> hf_architectures;
   std::vector<std::string> gguf_architectures;
+  /// Where its tensors may live in a Hugging Face checkpoint, passed to hf_tensor_name as `prefix`: the first
+  /// whose token embedding the checkpoint has is used (GPT-2: "transformer." or ""; Gemma 3's multimodal
+  /// checkpoints: its language model under "language_model.model." or "model.language_model."). The first is
+  /// what orca model synth writes.
+  std::vector<std::string> hf_prefixes = {""};
   /// The final norm's kind (LayerNorm has a bias), and whether token embeddings add learned position
   /// embeddings (GPT-2).
   NormKind norm = NormKind::kRms;
@@ -124,8 +129,8 @@ struct ModelFamily {
   /// GGUF metadata → configuration, after the keys every family shares (sizes, heads, context, vocabulary).
   absl::Status (*parse_gguf)(const formats::GgufFile& g, const std::string& arch, const std::string& src,
                              ModelConfig* out);
-  /// A role's name in this family's Hugging Face checkpoints ("" when it has none). `prefix`: GPT-2's
-  /// "transformer." or "".
+  /// A role's name in this family's Hugging Face checkpoints ("" when it has none), under `prefix` (one of
+  /// hf_prefixes).
   std::string (*hf_tensor_name)(TensorRole role, int32_t layer, const std::string& prefix);
   /// Whether Hugging Face stores this role as a Conv1D [in, out] matrix (GPT-2).
   bool (*hf_conv1d)(TensorRole role) = NoConv1D;
