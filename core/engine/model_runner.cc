@@ -290,7 +290,7 @@ void ModelRunner::Embed(int64_t n) {
   const ModelWeights& w = *o_.weights;
   kernels::Backend& be = *o_.backend;
   be.Embedding(I(ids_), n, w.token_embedding(), F(x_));
-  if (FamilyOf(w.config().arch).learned_positions) be.AddPositionEmbedding(I(positions_), n, w.position_embedding(), F(x_));
+  if (family_.learned_positions) be.AddPositionEmbedding(I(positions_), n, w.position_embedding(), F(x_));
   if (w.config().embedding_scale > 0) be.Scale(F(x_), n * w.config().hidden_size, w.config().embedding_scale);
 }
 
@@ -307,7 +307,7 @@ void ModelRunner::FinalNorm(int64_t samples) {
   kernels::Backend& be = *o_.backend;
   const int64_t H = c.hidden_size;
   be.GatherRows(F(x_), I(sample_rows_), samples, H, F(last_));
-  if (FamilyOf(c.arch).norm == NormKind::kLayer)
+  if (family_.norm == NormKind::kLayer)
     be.LayerNorm(F(last_), w.final_norm(), w.final_norm_bias(), samples, H, c.norm_eps, F(last_));
   else
     be.RmsNorm(F(last_), w.final_norm(), samples, H, c.norm_eps, F(last_));
@@ -467,7 +467,7 @@ absl::Status ModelRunner::Layer(int32_t l, int64_t n, ForwardTimings* timings) {
   const ModelWeights& w = *o_.weights;
   Ops ops(this, n, timings);
   block_input_ = &h_;
-  return FamilyOf(w.config().arch).forward_layer(ops, l, w.layer(l));
+  return family_.forward_layer(ops, l, w.layer(l));
 }
 
 void ModelRunner::QkvProjection(const LayerWeights& lw, int64_t n) {

@@ -116,7 +116,8 @@ class ModelRunner {
   int64_t graph_launches() const { return graph_launches_; }
 
  private:
-  explicit ModelRunner(const Options& options) : o_(options) {}
+  explicit ModelRunner(const Options& options)
+      : o_(options), family_(FamilyOf(options.weights->config().arch)) {}
   absl::Status EnsureCapacity(int64_t tokens, int64_t samples, int64_t blocks);
 
   // Forward's phases. The iteration's layout (positions, KV slots, block tables, attention's
@@ -213,6 +214,7 @@ class ModelRunner {
   int32_t* I(const Buffer& b) const { return static_cast<int32_t*>(b.ptr); }
 
   Options o_;
+  const ModelFamily& family_;  // resolved once: the layer loop and the embedding/head read it every step
   Buffer x_, h_, q_, k_, v_, attn_, ff1_, ff2_, tmp_, last_, logits_, gathered_;
   Buffer ids_, positions_, slots_, block_tables_, sample_rows_;
   std::array<Buffer*, 17> Buffers() {
