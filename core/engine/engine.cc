@@ -165,6 +165,9 @@ absl::Status CheckLayout(const Engine::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat("tensor parallelism must be in [1, 64], got ", o.tp_size));
   if (o.reserve_tokens < 0)
     return absl::InvalidArgumentError(absl::StrCat("reserve_tokens must be >= 0, got ", o.reserve_tokens));
+  if (o.kv_local_slots < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("the sliding-window KV pool (--kv-local-slots) must be >= 0 slots, got ", o.kv_local_slots));
   if (o.cuda_graphs && o.device != "cuda")
     return absl::InvalidArgumentError(
         absl::StrCat("CUDA graphs (--cuda-graphs) need the cuda device, got '", o.device, "'"));
@@ -239,6 +242,16 @@ absl::StatusOr<std::unique_ptr<Engine::Shard>> Engine::LoadShard(int rank, int n
   // bf16 KV for bf16 and quantized weights (half the bytes attention reads), f32 for f32 ones.
   const DType wd = shard->weights->dtype();
   ko.dtype = o.kv_dtype.value_or(wd == DType::kBF16 || IsQuantized(wd) ? DType::kBF16 : DType::kF32);
+  // Sliding-window layers keep only their window, in a pool of their own (unless swa_full; and with CUDA graphs,
+  // whose replays stage one attention table per step, not a second for these layers).
+  bool any_local = false;
+  for (int32_t l = 0; l < ko.num_layers; ++l) {
+    ko.local_layers.push_back(c.IsLocalLayer(wo.partition.layer_begin + l));
+    any_local = any_local || ko.local_layers.back();
+  }
+  ko.window = c.sliding_window;
+  ko.n_local_slots =
+      any_local && !o.swa_full && !o.cuda_graphs ? (o.kv_local_slots > 0 ? o.kv_local_slots : o.n_slots) : 0;
   ORCA_ASSIGN_OR_RETURN(shard->kv, KvCache::Create(ko, shard->backend.get()));
   return shard;
 }
@@ -264,7 +277,11 @@ void Engine::LogReady() const {
                  << ", " << DTypeName(shards_[0]->weights->dtype()) << " weights (" << weight_bytes() / (1 << 20)
                  << " MiB read per step, " << shards_[0]->weights->packed_bytes() / (1 << 20)
                  << " MiB packed at load in " << shards_[0]->weights->load_seconds() << " s), " << kv_slots_total()
-                 << " KV slots (" << kv_bytes() / (1 << 20) << " MiB), " << backend_name();
+                 << " KV slots"
+                 << (kv_local_slots_total() > 0 ? absl::StrCat(" and ", kv_local_slots_total(),
+                                                               " of sliding-window KV (window ", sliding_window(), ")")
+                                                : "")
+                 << " (" << kv_bytes() / (1 << 20) << " MiB), " << backend_name();
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& o) {
@@ -323,6 +340,9 @@ const ModelConfig& Engine::config() const { return checkpoint_->config(); }
 const Partition& Engine::partition() const { return shards_[0]->weights->partition(); }
 int64_t Engine::kv_slots_total() const { return shards_[0]->kv->slots_total(); }
 int64_t Engine::kv_slots_used() const { return shards_[0]->kv->slots_used(); }
+int32_t Engine::sliding_window() const { return config().sliding_window; }
+int64_t Engine::kv_local_slots_total() const { return shards_[0]->kv->local_slots_total(); }
+int64_t Engine::kv_local_slots_used() const { return shards_[0]->kv->local_slots_used(); }
 int64_t Engine::num_requests() const { return shards_[0]->kv->num_requests(); }
 std::string Engine::backend_name() const { return shards_[0]->backend->name(); }
 int64_t Engine::graphs_captured() const { return shards_[0]->runner->graphs_captured(); }
@@ -456,6 +476,15 @@ absl::Status Engine::ValidateAndReserve(const StepInput& in, std::vector<uint64_
     ORCA_RETURN_IF_ERROR(SetUpKv(s, reserved));
     ORCA_RETURN_IF_ERROR(kv0.CheckWrite(s.request_id, s.start_position, n));
   }
+  if (!kv0.has_local_pool()) return absl::OkStatus();
+  // Sliding-window KV: every request frees what its window left behind before any takes
+  // blocks, so that the scheduler's count (the total after the iteration) is what must fit.
+  for (const StepSequence& s : in.seqs)
+    for (auto& shard : shards_) shard->kv->FreeOutOfWindow(s.request_id, s.start_position);
+  for (const StepSequence& s : in.seqs)
+    for (auto& shard : shards_)
+      ORCA_RETURN_IF_ERROR(
+          shard->kv->AllocateLocal(s.request_id, s.start_position, static_cast<int32_t>(s.token_ids.size())));
   return absl::OkStatus();
 }
 

@@ -75,8 +75,10 @@ absl::Status ModelRunner::EnsureCapacity(int64_t n, int64_t s, int64_t blocks) {
   ORCA_RETURN_IF_ERROR(Grow(tmp_, n * H * f));  // the all-reduced partial sums; a post-norm's output
   ORCA_RETURN_IF_ERROR(Grow(ids_, n * i));
   ORCA_RETURN_IF_ERROR(Grow(positions_, n * i));
-  ORCA_RETURN_IF_ERROR(Grow(slots_, n * i));
-  ORCA_RETURN_IF_ERROR(Grow(block_tables_, std::max<int64_t>(blocks, 1) * i));
+  // With a local KV pool, its slots and tables follow the main pool's (StageBatch).
+  const size_t pools = o_.kv->has_local_pool() ? 2 : 1;
+  ORCA_RETURN_IF_ERROR(Grow(slots_, pools * n * i));
+  ORCA_RETURN_IF_ERROR(Grow(block_tables_, pools * std::max<int64_t>(blocks, 1) * i));
   if (s > 0 && w.vocab_parallel_head()) {
     // Every rank's slice padded to the largest, so that the gather moves equal shares.
     const int32_t tp = w.partition().tp_size;
@@ -131,7 +133,9 @@ absl::Status ModelRunner::Forward(const ForwardInput& in, float* hidden_out, flo
 absl::Status ModelRunner::StageBatch(const ForwardInput& in, int64_t* n_out, int64_t* samples_out) {
   const ModelWeights& w = *o_.weights;
   kernels::Backend& be = *o_.backend;
-  const int32_t bs = o_.kv->block_size();
+  const KvCache& kv = *o_.kv;
+  const int32_t bs = kv.block_size();
+  const int64_t pools = kv.has_local_pool() ? 2 : 1;
   int64_t n = 0, samples = 0, blocks = 0;
   for (const SeqSpec& s : in.seqs) {
     n += s.num_tokens;
@@ -147,31 +151,43 @@ absl::Status ModelRunner::StageBatch(const ForwardInput& in, int64_t* n_out, int
   ORCA_RETURN_IF_ERROR(EnsureCapacity(n, samples, blocks));
 
   h_positions_.resize(n);
-  h_slots_.resize(n);
-  h_block_tables_.resize(blocks);
+  h_slots_.resize(pools * n);
+  h_block_tables_.resize(pools * blocks);
   h_sample_rows_.clear();
   attention_seqs_.resize(in.seqs.size());
+  local_attention_seqs_.resize(pools > 1 ? in.seqs.size() : 0);
   int64_t row = 0, block_off = 0;
   for (size_t si = 0; si < in.seqs.size(); ++si) {
     const SeqSpec& s = in.seqs[si];
-    const std::vector<int32_t>* table = o_.kv->BlockTable(s.request_id);
+    const std::vector<int32_t>* table = kv.BlockTable(s.request_id);
     if (table == nullptr)
       return absl::FailedPreconditionError(absl::StrCat("request ", s.request_id, " has no KV reservation"));
     for (int32_t t = 0; t < s.num_tokens; ++t) {
       h_positions_[row + t] = s.start_pos + t;
-      h_slots_[row + t] = o_.kv->Slot(s.request_id, s.start_pos + t);
+      h_slots_[row + t] = kv.Slot(s.request_id, s.start_pos + t);
     }
     const int64_t nb = (s.start_pos + s.num_tokens + bs - 1) / bs;
     std::copy(table->begin(), table->begin() + nb, h_block_tables_.begin() + block_off);
     attention_seqs_[si] = {static_cast<int32_t>(row), s.num_tokens, s.start_pos, I(block_tables_) + block_off};
+    if (pools > 1) {
+      const std::vector<int32_t>* local = kv.LocalBlockTable(s.request_id);
+      if (static_cast<int64_t>(local->size()) < nb)
+        return absl::FailedPreconditionError(
+            absl::StrCat("request ", s.request_id, " has no sliding-window KV for its positions up to ",
+                         s.start_pos + s.num_tokens - 1, " (KvCache::AllocateLocal was not called)"));
+      for (int32_t t = 0; t < s.num_tokens; ++t) h_slots_[n + row + t] = kv.LocalSlot(s.request_id, s.start_pos + t);
+      std::copy(local->begin(), local->begin() + nb, h_block_tables_.begin() + blocks + block_off);
+      local_attention_seqs_[si] = {static_cast<int32_t>(row), s.num_tokens, s.start_pos,
+                                   I(block_tables_) + blocks + block_off};
+    }
     for (int32_t t = s.num_tokens - s.LogitRows(); t < s.num_tokens; ++t)
       h_sample_rows_.push_back(static_cast<int32_t>(row + t));
     row += s.num_tokens;
     block_off += nb;
   }
   be.CopyToDevice(positions_.ptr, h_positions_.data(), n * sizeof(int32_t));
-  be.CopyToDevice(slots_.ptr, h_slots_.data(), n * sizeof(int32_t));
-  be.CopyToDevice(block_tables_.ptr, h_block_tables_.data(), blocks * sizeof(int32_t));
+  be.CopyToDevice(slots_.ptr, h_slots_.data(), pools * n * sizeof(int32_t));
+  be.CopyToDevice(block_tables_.ptr, h_block_tables_.data(), pools * blocks * sizeof(int32_t));
   *n_out = n;
   *samples_out = samples;
   return absl::OkStatus();
@@ -239,6 +255,8 @@ absl::Status ModelRunner::HandOn(int64_t n, int64_t samples, float* hidden_out, 
 
 bool ModelRunner::GraphEligible(const ForwardInput& in) const {
   if (!o_.decode_graphs || o_.pipeline != nullptr || in.hidden_in != nullptr) return false;
+  // A graph stages one attention table per step; sliding-window layers with a pool of their own need a second.
+  if (o_.kv->has_local_pool()) return false;
   const ModelWeights& w = *o_.weights;
   const Partition& p = w.partition();
   if (p.tp_size > 1 || !p.has_embedding || !p.has_head || w.vocab_parallel_head() || w.lm_head().empty()) return false;
@@ -442,9 +460,7 @@ class ModelRunner::Ops : public LayerOps {
   }
   void QkvProjection(const LayerWeights& lw) override { r_.QkvProjection(lw, n_); }
   void QkNorm(const float* q_weight, const float* k_weight) override { r_.QkNorm(q_weight, k_weight, n_, false); }
-  void QkNormWhole(const float* q_weight, const float* k_weight) override {
-    r_.QkNorm(q_weight, k_weight, n_, true);
-  }
+  void QkNormWhole(const float* q_weight, const float* k_weight) override { r_.QkNorm(q_weight, k_weight, n_, true); }
   void PositionAndCache(int32_t l, bool rotary) override { r_.RopeAndKvWrite(l, n_, rotary); }
   void Attend(int32_t l) override { r_.Attend(l); }
   absl::Status AttentionOutput(const LayerWeights& lw, const float* post_norm) override {
@@ -499,7 +515,7 @@ void ModelRunner::RopeAndKvWrite(int32_t l, int64_t n, bool rotary) {
   kernels::KvWriteParams write;
   write.k = F(k_);
   write.v = F(v_);
-  write.slots = I(slots_);
+  write.slots = I(slots_) + (o_.kv->IsLocal(l) ? n : 0);  // the local pool's after the main pool's
   write.num_tokens = static_cast<int32_t>(n);
   write.kv = kv;
   if (!rotary) {
@@ -531,7 +547,7 @@ void ModelRunner::Attend(int32_t l) {
   attn.window = c.IsLocalLayer(w.partition().layer_begin + l) ? c.sliding_window : 0;
   attn.softcap = c.attn_softcap;
   attn.kv = o_.kv->Layer(l);
-  attn.seqs = attention_seqs_.data();
+  attn.seqs = o_.kv->IsLocal(l) ? local_attention_seqs_.data() : attention_seqs_.data();
   attn.num_seqs = static_cast<int32_t>(attention_seqs_.size());
   o_.backend->Attention(attn);
 }

@@ -116,8 +116,7 @@ class ModelRunner {
   int64_t graph_launches() const { return graph_launches_; }
 
  private:
-  explicit ModelRunner(const Options& options)
-      : o_(options), family_(FamilyOf(options.weights->config().arch)) {}
+  explicit ModelRunner(const Options& options) : o_(options), family_(FamilyOf(options.weights->config().arch)) {}
   absl::Status EnsureCapacity(int64_t tokens, int64_t samples, int64_t blocks);
 
   // Forward's phases. The iteration's layout (positions, KV slots, block tables, attention's
@@ -225,6 +224,9 @@ class ModelRunner {
   std::vector<int32_t> h_positions_, h_slots_, h_block_tables_, h_sample_rows_;
   std::vector<float> h_gathered_;  // rank 0: every rank's logit slice, before they are interleaved
   std::vector<kernels::AttentionSeq> attention_seqs_;
+  // With a local KV pool (KvCache::has_local_pool): slots_ and block_tables_ hold the local
+  // pool's slots and tables after the main ones, and the sliding-window layers attend over these.
+  std::vector<kernels::AttentionSeq> local_attention_seqs_;
 };
 
 }  // namespace orca::engine

@@ -63,11 +63,11 @@ void ForHeadChunks(int32_t group, F&& f) {
 // (pair t into chain t mod C; pairs, head_dim / 2, are a multiple of 8), enough chains in all
 // to cover the dot product's latency.
 template <int G>
-void Scores(const uint16_t* qb, int32_t head_dim, const HeadBlocks& blocks, int32_t nblocks, float scale, float* scores,
-            int64_t ld_scores) {
+void Scores(const uint16_t* qb, int32_t head_dim, const HeadBlocks& blocks, int32_t first_block, int32_t nblocks,
+            float scale, float* scores, int64_t ld_scores) {
   constexpr int C = G <= 3 ? 4 : 2;
   const __m512i idx = InterleaveIndex<16>();
-  for (int32_t b = 0; b < nblocks; ++b) {
+  for (int32_t b = first_block; b < nblocks; ++b) {
     const uint16_t* kt = blocks.Block(b);
     __m512 acc[G][C];
     for (int g = 0; g < G; ++g)
@@ -93,13 +93,13 @@ void Scores(const uint16_t* qb, int32_t head_dim, const HeadBlocks& blocks, int3
 // pb holds the probabilities in bf16, 0 past ctx (written well before: a broadcast from a
 // store just made would wait for it).
 template <int G, int S>
-void AccumulateSlices(const uint16_t* pb, int64_t ld_pb, const HeadBlocks& blocks, int32_t head_dim, int32_t ctx,
-                      int32_t slice, float* out) {
+void AccumulateSlices(const uint16_t* pb, int64_t ld_pb, const HeadBlocks& blocks, int32_t head_dim,
+                      int32_t first_block, int32_t ctx, int32_t slice, float* out) {
   const __m512i idx = InterleaveIndex<32>();
   __m512 acc[G][S];
   for (int g = 0; g < G; ++g)
     for (int i = 0; i < S; ++i) acc[g][i] = _mm512_setzero_ps();
-  for (int32_t b = 0, nblocks = (ctx + 15) / 16; b < nblocks; ++b) {
+  for (int32_t b = first_block, nblocks = (ctx + 15) / 16; b < nblocks; ++b) {
     const int32_t count = std::min(16, ctx - 16 * b);
     const uint16_t* v = blocks.Block(b) + 16 * slice;
     const uint16_t* pbb = pb + 16 * b;
@@ -127,41 +127,44 @@ void AccumulateSlices(const uint16_t* pb, int64_t ld_pb, const HeadBlocks& block
 // Up to 8 heads at a time, and as many slices as keep G · S ≤ 24 accumulators beside the pair
 // vector and its halves: each (pair of rows, slice) of V is interleaved once per head chunk.
 template <int G>
-void AccumulateHeads(const uint16_t* pb, int64_t ld_pb, const HeadBlocks& blocks, int32_t head_dim, int32_t ctx,
-                     float* out) {
+void AccumulateHeads(const uint16_t* pb, int64_t ld_pb, const HeadBlocks& blocks, int32_t head_dim, int32_t first_block,
+                     int32_t ctx, float* out) {
   constexpr int kSlices = std::max(1, std::min(8, 24 / G));
   const int32_t slices = head_dim / 16;
   int32_t s = 0;
-  for (; s + kSlices <= slices; s += kSlices) AccumulateSlices<G, kSlices>(pb, ld_pb, blocks, head_dim, ctx, s, out);
-  WithSize<kSlices - 1>(
-      slices - s, [&](auto n) { AccumulateSlices<G, decltype(n)::value>(pb, ld_pb, blocks, head_dim, ctx, s, out); });
+  for (; s + kSlices <= slices; s += kSlices)
+    AccumulateSlices<G, kSlices>(pb, ld_pb, blocks, head_dim, first_block, ctx, s, out);
+  WithSize<kSlices - 1>(slices - s, [&](auto n) {
+    AccumulateSlices<G, decltype(n)::value>(pb, ld_pb, blocks, head_dim, first_block, ctx, s, out);
+  });
 }
 
 }  // namespace
 
 void GroupScores(const uint16_t* qb, int32_t group, const HeadBlocks& k, int32_t head_dim, int32_t ctx, float scale,
-                 float* scores, int64_t ld_scores) {
+                 float* scores, int64_t ld_scores, int32_t first_block) {
   // Up to 8 heads at a time: 16 accumulators and a K pair vector.
   const int32_t nblocks = (ctx + 15) / 16;
   ForHeadChunks(group, [&](auto chunk, int32_t g) {
-    Scores<decltype(chunk)::value>(qb + g * head_dim, head_dim, k, nblocks, scale, scores + g * ld_scores, ld_scores);
+    Scores<decltype(chunk)::value>(qb + g * head_dim, head_dim, k, first_block, nblocks, scale, scores + g * ld_scores,
+                                   ld_scores);
   });
 }
 
 void GroupAccumulate(const float* p, int64_t ld_p, int32_t group, const HeadBlocks& v, int32_t head_dim, int32_t ctx,
-                     float* out) {
+                     float* out, int32_t first_block) {
   // Every head's probabilities in bf16 first, 0 past ctx up to the end of its last block.
   thread_local std::vector<uint16_t> rounded;
   const int64_t ld_pb = (ctx + 15) / 16 * 16;
   if (rounded.size() < static_cast<size_t>(group * ld_pb)) rounded.resize(static_cast<size_t>(group * ld_pb));
   for (int32_t g = 0; g < group; ++g)
-    for (int32_t j = 0; j < ctx; j += 16) {
+    for (int32_t j = first_block * 16; j < ctx; j += 16) {
       const __mmask16 live = ctx - j >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (ctx - j)) - 1u);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(rounded.data() + g * ld_pb + j),
                           AsInt(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(live, p + g * ld_p + j))));
     }
   ForHeadChunks(group, [&](auto chunk, int32_t g) {
-    AccumulateHeads<decltype(chunk)::value>(rounded.data() + g * ld_pb, ld_pb, v, head_dim, ctx,
+    AccumulateHeads<decltype(chunk)::value>(rounded.data() + g * ld_pb, ld_pb, v, head_dim, first_block, ctx,
                                             out + static_cast<int64_t>(g) * head_dim);
   });
 }

@@ -39,13 +39,15 @@ struct HeadBlocks {
 /// scores[g · ld_scores + j] = scale · Σ_d qb[g · head_dim + d] · K[j][d] for the `ctx` keys
 /// j < ctx and g < group: qb the group's query heads as one row rounded by bf16dot::ConvertRows (bf16_dot_gemm.h). Each
 /// pair of K rows is interleaved once and serves every head; entries past ctx up to the next multiple of 16 are written
-/// too (scores needs room for them).
+/// too (scores needs room for them). Blocks before `first_block` (a sliding window's unseen keys) are neither read nor
+/// written.
 void GroupScores(const uint16_t* qb, int32_t group, const HeadBlocks& k, int32_t head_dim, int32_t ctx, float scale,
-                 float* scores, int64_t ld_scores);
+                 float* scores, int64_t ld_scores, int32_t first_block = 0);
 
 /// out[g · head_dim + d] = Σ_{j < ctx} bf16(p[g · ld_p + j]) · V[j][d] (p past ctx is not read,
-/// nor are rows of V past ctx): the accumulators stay in registers across the blocks.
+/// nor are rows of V past ctx): the accumulators stay in registers across the blocks. Blocks before `first_block`
+/// (their weights 0: out of a sliding window) are skipped, neither their p nor their V rows read.
 void GroupAccumulate(const float* p, int64_t ld_p, int32_t group, const HeadBlocks& v, int32_t head_dim, int32_t ctx,
-                     float* out);
+                     float* out, int32_t first_block = 0);
 
 }  // namespace orca::kernels::bf16dot

@@ -62,7 +62,7 @@ class EngineEquivalenceTest : public ::testing::TestWithParam<Case> {
     return testing::QuantizedModel(hf, GetParam().mix);
   }
   std::unique_ptr<Engine> MakeEngine(const std::string& path, int tp = 1, bool vocab_parallel_head = true,
-                                     int stage = 0, int num_stages = 1) {
+                                     int stage = 0, int num_stages = 1, bool swa_full = false) {
     Engine::Options o;
     o.model_path = path;
     o.n_slots = 4096;
@@ -72,6 +72,7 @@ class EngineEquivalenceTest : public ::testing::TestWithParam<Case> {
     o.vocab_parallel_head = vocab_parallel_head;
     o.stage = stage;
     o.num_stages = num_stages;
+    o.swa_full = swa_full;
     auto e = Engine::Create(o);
     EXPECT_TRUE(e.ok()) << e.status();
     return std::move(*e);
@@ -453,6 +454,9 @@ TEST_P(EngineEquivalenceTest, ChunkedPromptMatchesWholePromptAndReference) {
 // computing its whole prompt in a fresh engine, and as the reference; A keeps
 // decoding in its own last block meanwhile. Tensor-parallel shards apply the
 // same block ids to their own pools (tp = 2 runs the same check).
+// Prefix hits need every position of the sliding-window layers too (a hit's window was never computed by the
+// request that hits it): these engines keep them all (swa_full, as a scheduler with prefix caching asks); without
+// it a hit is refused (kv_cache_test).
 TEST_P(EngineEquivalenceTest, PrefixCacheHitMatchesComputingFromScratch) {
   const std::string path = testing::SyntheticModel(Options());
   auto ckpt = Checkpoint::Open(path);
@@ -470,8 +474,8 @@ TEST_P(EngineEquivalenceTest, PrefixCacheHitMatchesComputingFromScratch) {
   for (int32_t t : random_tokens(12)) b_prompt.push_back(t);
 
   for (int tp : TpSizes()) {
-    auto cached = MakeEngine(path, tp);
-    auto fresh = MakeEngine(path, tp);
+    auto cached = MakeEngine(path, tp, true, 0, 1, /*swa_full=*/true);
+    auto fresh = MakeEngine(path, tp, true, 0, 1, /*swa_full=*/true);
     const std::string what = absl::StrCat(GetParam().name, " tp ", tp);
     // A on blocks 3, 7, 9 (positions 0-15, 16-31, 32-47).
     StepInput a_in;
@@ -552,8 +556,8 @@ TEST_P(EngineEquivalenceTest, DecodeFilledPrefixHitMatchesComputingFromScratch) 
   const std::vector<int32_t> user_turn = random_tokens(5);
 
   for (int tp : TpSizes()) {
-    auto cached = MakeEngine(path, tp);
-    auto fresh = MakeEngine(path, tp);
+    auto cached = MakeEngine(path, tp, true, 0, 1, /*swa_full=*/true);
+    auto fresh = MakeEngine(path, tp, true, 0, 1, /*swa_full=*/true);
     const std::string what = absl::StrCat(GetParam().name, " tp ", tp);
     // A on blocks 3, 7, 9 (positions 0-15, 16-31, 32-47).
     StepInput a_in;

@@ -92,5 +92,72 @@ TEST_F(KvCacheTest, AssignedTablesShareBlocksAndNeverMixWithReservations) {
   EXPECT_EQ(kv->Assign(4, 4, std::vector<int32_t>{0}, 0).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Sliding-window layers in a pool of their own: layer 1 local (window 6), blocks of 4. Memory is the main pool for
+// layer 0 and the local pool for layer 1; a request holds local blocks from its window's first on, and misuse
+// (too few blocks, a step back past the freed window, a prefix hit) is an error.
+TEST_F(KvCacheTest, LocalPoolHoldsOnlyTheWindow) {
+  KvCache::Options o;
+  o.num_layers = 2;
+  o.num_kv_heads = 2;
+  o.head_dim = 8;
+  o.n_slots = 64;
+  o.block_size = 4;
+  o.local_layers = {false, true};
+  o.window = 6;
+  o.n_local_slots = 12;  // 3 blocks
+  auto made = KvCache::Create(o, backend_.get());
+  ASSERT_TRUE(made.ok()) << made.status();
+  KvCache& kv = **made;
+  EXPECT_TRUE(kv.has_local_pool());
+  EXPECT_FALSE(kv.IsLocal(0));
+  EXPECT_TRUE(kv.IsLocal(1));
+  EXPECT_EQ(kv.bytes(), (64u + 12u) * 2 * 8 * 2 /*K,V*/ * sizeof(float));
+  EXPECT_NE(kv.Layer(0).k, kv.Layer(1).k);
+  ASSERT_TRUE(kv.Reserve(1, 40).ok());
+  // A 10-token prompt at once: 3 local blocks (positions 0..9), the whole pool.
+  ASSERT_TRUE(kv.AllocateLocal(1, 0, 10).ok());
+  EXPECT_EQ(kv.local_slots_used(), 12);
+  ASSERT_TRUE(kv.Reserve(2, 8).ok());
+  EXPECT_EQ(kv.AllocateLocal(2, 0, 1).code(), absl::StatusCode::kResourceExhausted);
+  kv.CommitWrite(1, 0, 10);
+  // Decoding position 10 sees (4, 10]: block 0 (positions 0..3) is out of every later window and goes.
+  kv.FreeOutOfWindow(1, 10);
+  EXPECT_EQ(kv.local_slots_used(), 8);
+  ASSERT_TRUE(kv.AllocateLocal(1, 10, 1).ok());  // block 2 holds position 10 already
+  EXPECT_EQ(kv.local_slots_used(), 8);
+  ASSERT_TRUE(kv.AllocateLocal(2, 0, 1).ok());  // the freed block serves another request
+  EXPECT_EQ(kv.local_slots_used(), 12);
+  EXPECT_EQ(kv.LocalSlot(1, 10), (*kv.LocalBlockTable(1))[2] * 4 + 2);
+  EXPECT_NE((*kv.LocalBlockTable(2))[0], (*kv.LocalBlockTable(1))[1]);
+  // Recomputing from position 3 would need block 0's keys again: they are gone.
+  EXPECT_EQ(kv.AllocateLocal(1, 3, 1).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(kv.Release(1).ok());
+  EXPECT_EQ(kv.local_slots_used(), 4);
+  kv.ReleaseAll();
+  EXPECT_EQ(kv.local_slots_used(), 0);
+  // A prefix hit's window was never computed here.
+  EXPECT_EQ(kv.Assign(3, 16, std::vector<int32_t>{0, 1}, 4).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(kv.Assign(3, 16, std::vector<int32_t>{0, 1}, 0).ok());
+}
+
+TEST_F(KvCacheTest, WithoutALocalPoolEveryLayerKeepsEveryPosition) {
+  KvCache::Options o;
+  o.num_layers = 2;
+  o.num_kv_heads = 2;
+  o.head_dim = 8;
+  o.n_slots = 64;
+  o.block_size = 4;
+  o.local_layers = {false, true};
+  o.window = 6;  // n_local_slots 0: swa_full
+  auto made = KvCache::Create(o, backend_.get());
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_FALSE((*made)->has_local_pool());
+  EXPECT_FALSE((*made)->IsLocal(1));
+  EXPECT_EQ((*made)->bytes(), 64u * 2 * 8 * 2 * 2 * sizeof(float));
+  ASSERT_TRUE((*made)->Reserve(1, 40).ok());
+  EXPECT_TRUE((*made)->AllocateLocal(1, 0, 40).ok());  // no-op
+  EXPECT_EQ((*made)->local_slots_used(), 0);
+}
+
 }  // namespace
 }  // namespace orca::engine

@@ -1,18 +1,20 @@
 // Every model family against llama.cpp, an independent implementation: a small random-weight GGUF written by
 // `orca model synth` (the family's real layer structure), the same prompts, and llama.cpp's greedy tokens and
 // logits recorded as data in data/llama_cpp_reference/ (README.md there: the peer's commit and the commands).
-// The test rebuilds each file from the "synth" fields of its reference, runs the prompts together in one batch, and compares the first step's logits over the whole vocabulary and every greedy token. The Gemma
-// files have a sliding window of 8: the 40-token prompt and the decoding run far past it.
+// The test rebuilds each file from the "synth" fields of its reference, runs the prompts together in one batch, and
+// compares the first step's logits over the whole vocabulary and every greedy token. The Gemma files have a sliding
+// window of 8: the 40-token prompt and the decoding run far past it.
 #include <unistd.h>
 
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/common/kv_footprint.h"
 #include "core/convert/gguf_export.h"
 #include "core/engine/engine.h"
 #include "core/engine/models/model_family.h"
@@ -118,14 +120,113 @@ TEST_P(ModelFamilyReferenceTest, GreedyTokensAndLogitsMatchLlamaCpp) {
                                    ref.value("logit_tolerance", 1e-3));
       EXPECT_NEAR(logits[best], want_greedy_logits[step], 1e-3 * (1 + std::abs(want_greedy_logits[step])))
           << GetParam() << " prompt " << i << " step " << step;
-      seqs[i] = {seqs[i].request_id, {best}, seqs[i].start_position + static_cast<int32_t>(seqs[i].token_ids.size()),
-                 true, std::nullopt};
+      seqs[i] = {seqs[i].request_id,
+                 {best},
+                 seqs[i].start_position + static_cast<int32_t>(seqs[i].token_ids.size()),
+                 true,
+                 std::nullopt};
     }
   }
   for (size_t i = 0; i < cases.size(); ++i)
     EXPECT_EQ(got[i], cases[i].at("greedy").get<std::vector<int32_t>>()) << GetParam() << " prompt " << i;
   std::remove(model.c_str());
 }
+
+// Sliding window as memory: the local layers' KV in a pool of their own, only just big enough for what the
+// window and each iteration cover (blocks of 4 tokens, window 8), the prompts computed in chunks of at most 16
+// tokens and then decoded far past the window. After every iteration the pool holds exactly the blocks
+// SlidingWindowKvBlocks says (the count the scheduler keeps), and the tokens and logits are still llama.cpp's —
+// blocks freed and reused under the requests' feet change nothing they attend to.
+class SlidingWindowPoolTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SlidingWindowPoolTest, HoldsOnlyTheWindowAndStillMatchesLlamaCpp) {
+  std::ifstream in(ReferenceDir() + "/" + GetParam() + ".json");
+  ASSERT_TRUE(in) << GetParam();
+  const json ref = json::parse(in);
+  const int32_t window = ref.at("synth").at("sliding_window");
+  constexpr int32_t kBlock = 4, kChunk = 16;
+  const json& cases = ref.at("cases");
+  const size_t steps = cases[0].at("greedy").size();
+  int64_t bound = 0, whole = 0;  // the requests' worst case at once (the pool is no bigger), and all their positions
+  for (const json& c : cases) {
+    const int64_t prompt = c.at("prompt").size();
+    bound +=
+        SlidingWindowKvBound(prompt + static_cast<int64_t>(steps), std::min<int64_t>(prompt, kChunk), window, kBlock);
+    whole += (prompt + static_cast<int64_t>(steps) + kBlock - 1) / kBlock;
+  }
+  ASSERT_LT(bound, whole / 2) << "the test must hold less than half of what keeping every position would";
+  const std::string model = WriteGguf(SynthOptions(ref.at("synth")), GetParam() + "-swa");
+  Engine::Options eo;
+  eo.model_path = model;
+  eo.n_slots = 4096;
+  eo.kv_block_size = kBlock;
+  eo.kv_local_slots = bound * kBlock;
+  eo.keep_logits = true;
+  auto engine = Engine::Create(eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_EQ((*engine)->kv_local_slots_total(), bound * kBlock);
+  const size_t vocab = static_cast<size_t>((*engine)->config().vocab_size);
+  struct Req {
+    std::vector<int32_t> prompt, got;
+    int32_t next = 0;  // positions computed
+  };
+  std::vector<Req> reqs;
+  for (const json& c : cases) reqs.push_back({c.at("prompt").get<std::vector<int32_t>>(), {}, 0});
+  int64_t peak = 0;
+  for (int iteration = 0; reqs[0].got.size() < steps || reqs[1].got.size() < steps; ++iteration) {
+    ASSERT_LT(iteration, 200);
+    StepInput input;
+    std::vector<size_t> sampled;
+    int64_t want_blocks = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      Req& r = reqs[i];
+      if (r.got.size() >= steps) continue;
+      const int32_t prompt = static_cast<int32_t>(r.prompt.size());
+      std::vector<int32_t> tokens;
+      if (r.next < prompt)
+        tokens.assign(r.prompt.begin() + r.next, r.prompt.begin() + std::min(prompt, r.next + kChunk));
+      else
+        tokens = {r.got.back()};
+      const bool sample = r.next + static_cast<int32_t>(tokens.size()) >= prompt;
+      std::optional<SequenceSetup> setup;
+      if (r.next == 0) setup = testing::NewSeq(0, r.prompt, 512).new_request;
+      input.seqs.push_back({100 + i, tokens, r.next, sample, setup});
+      if (sample) sampled.push_back(i);
+      want_blocks += SlidingWindowKvBlocks(r.next, static_cast<int64_t>(tokens.size()), window, kBlock);
+      r.next += static_cast<int32_t>(tokens.size());
+    }
+    for (size_t i = 0; i < reqs.size(); ++i)  // finished requests hold their last iteration's blocks
+      if (reqs[i].got.size() >= steps) want_blocks += SlidingWindowKvBlocks(reqs[i].next - 1, 1, window, kBlock);
+    StepOutput out;
+    const absl::Status stepped = (*engine)->Step(input, nullptr, &out);
+    ASSERT_TRUE(stepped.ok()) << stepped;
+    EXPECT_EQ((*engine)->kv_local_slots_used(), want_blocks * kBlock) << "iteration " << iteration;
+    peak = std::max(peak, (*engine)->kv_local_slots_used());
+    ASSERT_EQ(out.logits.size(), sampled.size() * vocab);
+    for (size_t k = 0; k < sampled.size(); ++k) {
+      Req& r = reqs[sampled[k]];
+      const json& c = cases[sampled[k]];
+      const std::vector<float> logits(out.logits.begin() + k * vocab, out.logits.begin() + (k + 1) * vocab);
+      const int32_t best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      if (r.got.empty())
+        testing::ExpectLogitsClose(logits, c.at("first_logits").get<std::vector<float>>(),
+                                   absl::StrCat(GetParam(), " prompt ", sampled[k], " first step"),
+                                   ref.value("logit_tolerance", 1e-3));
+      const float want = c.at("greedy_logits")[r.got.size()];
+      EXPECT_NEAR(logits[best], want, 1e-3 * (1 + std::abs(want))) << GetParam() << " prompt " << sampled[k];
+      r.got.push_back(best);
+    }
+  }
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(std::vector<int32_t>(reqs[i].got.begin(), reqs[i].got.begin() + steps),
+              cases[i].at("greedy").get<std::vector<int32_t>>())
+        << GetParam() << " prompt " << i;
+  (*engine)->Release(101);
+  EXPECT_LT((*engine)->kv_local_slots_used(), peak);
+  std::remove(model.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(WindowedFamilies, SlidingWindowPoolTest, ::testing::Values("gemma2", "gemma3"));
 
 // The same weights in Hugging Face layout (config.json + safetensors, what orca model synth writes) and as the
 // GGUF file `orca model quantize --type f32` makes of them give the same logits: every family's config keys,
@@ -214,8 +315,9 @@ TEST(Gemma3MultimodalLayoutTest, TheLanguageModelOfAMultimodalCheckpointGivesThe
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyReferenceTest, ::testing::Values("llama", "gpt2", "qwen3", "qwen3-yarn", "gemma2", "gemma3",
-                                                             "granite", "olmo2", "starcoder2", "phi3"),
+INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyReferenceTest,
+                         ::testing::Values("llama", "gpt2", "qwen3", "qwen3-yarn", "gemma2", "gemma3", "granite",
+                                           "olmo2", "starcoder2", "phi3"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
