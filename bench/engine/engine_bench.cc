@@ -161,6 +161,9 @@ struct Args {
   int64_t small_gemm_max_rows = -1;  // -1: the engine's default
   int64_t panel_gemm_max_rows = -1;
   int64_t reserve_tokens = -1;  // -1: the engine's default
+  int64_t prefill_chunk = 0;    // 0: each prompt in one iteration
+  int64_t kv_local_slots = 0;   // 0: the engine's default
+  bool swa_full = false;
   double temperature = 0;       // every request's sampling (0: greedy)
   double top_p = 1;
   bool bf16_dot = true;
@@ -219,7 +222,17 @@ absl::StatusOr<double> Prefill(engine::Engine& e, const Args& args, int batch, i
     in->seqs.push_back({(*next_id)++, ids, 0, true, engine::SequenceSetup{prompt + gen, sampling, {}}});
   }
   const auto t0 = Clock::now();
-  ORCA_RETURN_IF_ERROR(e.Step(*in, nullptr, out));
+  // In chunks of --prefill-chunk (what the scheduler's token budget makes of a long prompt): only the last samples.
+  const int chunk = args.prefill_chunk > 0 ? static_cast<int>(args.prefill_chunk) : prompt;
+  const std::vector<engine::StepSequence> whole = std::move(in->seqs);
+  for (int start = 0; start < prompt; start += chunk) {
+    const int n = std::min(chunk, prompt - start);
+    in->seqs.clear();
+    for (const engine::StepSequence& s : whole)
+      in->seqs.push_back({s.request_id, std::vector<int32_t>(s.token_ids.begin() + start, s.token_ids.begin() + start + n),
+                          start, start + n == prompt, start == 0 ? s.new_request : std::nullopt});
+    ORCA_RETURN_IF_ERROR(e.Step(*in, nullptr, out));
+  }
   return Seconds(t0, Clock::now());
 }
 
@@ -266,6 +279,7 @@ absl::Status Row(engine::Engine& e, const Args& args, const Ceilings& ceil, Band
     in.seqs = std::move(next.seqs);
   }
   const double bw_now = cpu ? std::max(bw_before, bandwidth.Measure(3)) : 0;
+  const int64_t local_held = e.kv_local_slots_used();
   for (const auto& s : in.seqs) e.Release(s.request_id);
   std::sort(step_s.begin(), step_s.end());
   const double decode_s = step_s[step_s.size() / 2];  // median iteration
@@ -276,6 +290,10 @@ absl::Status Row(engine::Engine& e, const Args& args, const Ceilings& ceil, Band
               Pct(prefill_flops / prefill_s / 1e9, ceil.PeakFor(e.weight_dtype())).c_str(), decode_s * 1e3, decode_tps,
               Pct(weight_gb / decode_s, ceil.read_gbps).c_str(), *b1_tps > 0 ? decode_tps / *b1_tps : 0.0, bw_now,
               Pct(weight_gb / decode_s, bw_now).c_str());
+  if (e.kv_local_slots_total() > 0)
+    std::printf("#   sliding-window KV held at the last decode step: %lld slots of %lld (window %d; every position: %d)\n",
+                static_cast<long long>(local_held), static_cast<long long>(e.kv_local_slots_total()), c.sliding_window,
+                batch * (prompt + static_cast<int>(args.gen) - 1));
   std::fflush(stdout);
   return absl::OkStatus();
 }
@@ -293,6 +311,8 @@ absl::Status BenchFile(const std::string& path, const Args& args, int threads, c
   if (args.small_gemm_max_rows >= 0) eo.small_gemm_max_rows = args.small_gemm_max_rows;
   if (args.panel_gemm_max_rows >= 0) eo.panel_gemm_max_rows = args.panel_gemm_max_rows;
   if (args.reserve_tokens >= 0) eo.reserve_tokens = args.reserve_tokens;
+  eo.kv_local_slots = args.kv_local_slots;
+  eo.swa_full = args.swa_full;
   eo.cpu_bf16_dot = args.bf16_dot;
   eo.fused_kernels = args.fused_kernels;
   eo.cuda_graphs = args.cuda_graphs;
@@ -373,6 +393,10 @@ int main(int argc, char** argv) {
   flags.AddInt("reserve-tokens", &args.reserve_tokens,
                "Activation buffers reserved and made resident at load, in tokens (-1 = the engine's default, "
                "0 = grown in the first requests)");
+  flags.AddInt("prefill-chunk", &args.prefill_chunk, "Prompt tokens per prefill iteration (0 = the whole prompt)");
+  flags.AddInt("kv-local-slots", &args.kv_local_slots,
+               "Slots of the sliding-window layers' own KV pool (0 = the engine's default: as many as the main one)");
+  flags.AddBool("swa-full", &args.swa_full, "Sliding-window layers keep every position in the main KV pool");
   flags.AddStringList("batches", &args.batches, "Batch sizes");
   flags.AddStringList("prompts", &args.prompts, "Prompt lengths");
   flags.AddInt("gen", &args.gen, "Generated tokens per request");

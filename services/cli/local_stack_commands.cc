@@ -64,6 +64,8 @@ std::vector<std::string> LocalStackCommands::WorkerArgs(int stage) const {
                                    "--scheduler=" + scheduler_address(),
                                    absl::StrCat("--n-slots=", o.n_slots)};
   if (o.kv_block_size > 0) args.push_back(absl::StrCat("--kv-block-size=", o.kv_block_size));
+  if (o.kv_local_slots > 0) args.push_back(absl::StrCat("--kv-local-slots=", o.kv_local_slots));
+  if (o.swa_full || o.enable_prefix_caching) args.push_back("--swa-full");
   // No iteration exceeds the scheduler's token budget: reserving it leaves nothing to grow.
   if (o.max_num_batched_tokens > 0) args.push_back(absl::StrCat("--reserve-tokens=", o.max_num_batched_tokens));
   if (!o.deployment_id.empty()) args.push_back("--deployment-id=" + o.deployment_id);
@@ -92,6 +94,8 @@ std::vector<std::string> LocalStackCommands::SchedulerArgs() const {
     args.push_back("--model=" + o.model);
     if (o.engine_threads > 0) args.push_back(absl::StrCat("--threads=", o.engine_threads));
     if (!o.device.empty()) args.push_back("--device=" + o.device);
+    if (o.kv_local_slots > 0) args.push_back(absl::StrCat("--kv-local-slots=", o.kv_local_slots));
+    if (o.swa_full) args.push_back("--swa-full");  // with --enable-prefix-caching the scheduler sets it itself
   }
   if (o.n_workers > 0) args.push_back(absl::StrCat("--n-workers=", o.n_workers));
   if (o.microbatches > 0) args.push_back(absl::StrCat("--microbatches=", o.microbatches));

@@ -48,6 +48,10 @@ class LocalStackCommands {
     bool faster_transformer = false;
     /// Scheduler and worker --kv-block-size (0: not passed, the binaries' default).
     int kv_block_size = 0;
+    /// Worker (and in-process engine) --kv-local-slots (0: not passed) and --swa-full (also passed
+    /// with enable_prefix_caching: a cached prefix needs its sliding-window layers' KV).
+    int64_t kv_local_slots = 0;
+    bool swa_full = false;
     /// Beyond the paper (scheduler flags; 0 / false / empty: not passed).
     int max_num_batched_tokens = 0;
     double max_prefill_slowdown = 0;

@@ -50,6 +50,8 @@ struct ServeFlags {
   int microbatches = 0;
   bool faster_transformer = false;
   int64_t kv_block_size = 16;
+  int64_t kv_local_slots = 0;
+  bool swa_full = false;
   int64_t max_num_batched_tokens = 0;
   double max_prefill_slowdown = 0;
   int64_t long_prefill_token_threshold = 0;
@@ -96,6 +98,12 @@ void AddServeFlags(FlagSet& flags, ServeFlags& f) {
                 "request-level: FasterTransformer's engine behaviour (prompts padded to the batch's longest and "
                 "computed, finished members keep computing until the whole batch ends)");
   flags.AddInt("kv-block-size", &f.kv_block_size, "KV block size (tokens), the same for scheduler and workers");
+  flags.AddInt("kv-local-slots", &f.kv_local_slots,
+               "KV slots per stage of the model's sliding-window layers (Gemma 2/3, Mistral, StarCoder2), a pool of "
+               "their own where a request holds only its window's blocks; 0 = as many as --n-slots");
+  flags.AddBool("swa-full", &f.swa_full,
+                "Sliding-window layers keep every position in the main KV pool (llama.cpp's --swa-full); on with "
+                "--enable-prefix-caching");
   flags.AddInt("max-num-batched-tokens", &f.max_num_batched_tokens,
                "Chunked prefill: tokens per iteration, decodes first (0 = off; else >= --max-bs)");
   flags.AddDouble("max-prefill-slowdown", &f.max_prefill_slowdown,
@@ -135,6 +143,8 @@ absl::Status ResolveServeFlags(ServeFlags& f) {
   if (f.pipeline_parallel < 1 || f.tensor_parallel < 1) {
     return absl::InvalidArgumentError("--pipeline-parallel and --tensor-parallel must be >= 1");
   }
+  if (f.kv_local_slots < 0)
+    return absl::InvalidArgumentError(absl::StrCat("--kv-local-slots must be >= 0 (got ", f.kv_local_slots, ")"));
   if (f.kv_block_size < 1 || f.kv_block_size > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("--kv-block-size must be in [1, 4096] (got ", f.kv_block_size, ")"));
   }
@@ -191,6 +201,8 @@ LocalStackCommands::Options StackOptions(const ServeFlags& f) {
   o.microbatches = static_cast<int>(f.microbatches);
   o.faster_transformer = f.faster_transformer;
   o.kv_block_size = static_cast<int>(f.kv_block_size);
+  o.kv_local_slots = f.kv_local_slots;
+  o.swa_full = f.swa_full;
   o.max_num_batched_tokens = static_cast<int>(f.max_num_batched_tokens);
   o.max_prefill_slowdown = f.max_prefill_slowdown;
   o.long_prefill_token_threshold = static_cast<int32_t>(f.long_prefill_token_threshold);

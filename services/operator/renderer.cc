@@ -60,6 +60,8 @@ FlagList WorkerFlags(const OrcaDeployment& d, int r, const std::string& rev, con
     flags.emplace_back("reserve-tokens", d.scheduler.max_num_batched_tokens);
   // Pods given GPUs run the CUDA backend (one tensor-parallel shard per GPU).
   if (d.UsesGpus()) flags.emplace_back("device", "cuda");
+  // A cached prefix needs its sliding-window layers' KV too: the scheduler refuses workers that keep only the window.
+  if (d.scheduler.enable_prefix_caching) flags.emplace_back("swa-full", true);
   return flags;
 }
 

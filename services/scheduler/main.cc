@@ -43,6 +43,8 @@ struct Flags {
   int microbatches = 0;
   bool faster_transformer = false;
   int kv_block_size = 16;
+  int64_t kv_local_slots = 0;
+  bool swa_full = false;
   int64_t max_queued_requests = 1024;
   int64_t max_queued_tokens = 1 << 20;
   double max_request_kv_share = 0.75;
@@ -85,6 +87,9 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
   eo.model_path = f.model;
   eo.n_slots = f.n_slots;
   eo.kv_block_size = static_cast<int32_t>(f.kv_block_size);
+  eo.kv_local_slots = f.kv_local_slots;
+  // A cached prefix needs its sliding-window layers' KV too: with prefix caching they keep every position.
+  eo.swa_full = f.swa_full || f.enable_prefix_caching;
   // No iteration exceeds the token budget: reserving it leaves nothing to grow.
   if (f.max_num_batched_tokens > 0) eo.reserve_tokens = f.max_num_batched_tokens;
   eo.num_threads = static_cast<int32_t>(f.threads);
@@ -160,6 +165,14 @@ void AddFlags(FlagSet* flags, Flags* f) {
   flags->AddString("device", &f->device, "In-process engine kernel backend: cpu or cuda (shard r uses GPU r)");
   flags->AddInt("threads", &f->threads, "In-process engine compute threads (0 = all cores)");
   flags->AddInt("tensor-parallel", &f->tensor_parallel, "In-process engine tensor-parallel shards (threads)");
+  flags->AddInt("kv-local-slots", &f->kv_local_slots,
+                "In-process engine: slots of the separate KV pool of the model's sliding-window layers (Gemma 2/3, "
+                "Mistral, StarCoder2): a "
+                "request holds there only its window and current iteration's blocks. 0 = as many as --n-slots");
+  flags->AddBool("swa-full", &f->swa_full,
+                 "In-process engine: sliding-window layers keep every position in the main KV pool instead "
+                 "(llama.cpp's --swa-full); "
+                 "prefix caching needs it (on with --enable-prefix-caching)");
   flags->AddBool("metrics-require-token", &f->metrics_require_token,
                  "/metrics answers 401 without the internal token ('Authorization: Bearer <token>'; Prometheus: "
                  "authorization.credentials_file). Off: Prometheus scrapes without credentials");

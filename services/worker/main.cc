@@ -48,6 +48,8 @@ struct Flags {
   int64_t n_slots = 8192;
   int64_t reserve_tokens = 512;
   int kv_block_size = 16;
+  int64_t kv_local_slots = 0;
+  bool swa_full = false;
   int threads = 0;
   int64_t peer_timeout_ms = 300000;
   int64_t rendezvous_timeout_ms = 60000;
@@ -130,6 +132,13 @@ void AddFlags(FlagSet* flags, Flags* f) {
                 "that the first request up to it runs as fast as later ones; larger iterations grow them (0: "
                 "all grown on demand). The scheduler's --max-num-batched-tokens, when set, bounds every iteration");
   flags->AddInt("kv-block-size", &f->kv_block_size, "KV block size (tokens)");
+  flags->AddInt(
+      "kv-local-slots", &f->kv_local_slots,
+      "Slots of the separate KV pool of the model's sliding-window layers (Gemma 2/3, Mistral, StarCoder2): a "
+      "request holds there only its window and current iteration's blocks. 0 = as many as --n-slots");
+  flags->AddBool("swa-full", &f->swa_full,
+                 "Sliding-window layers keep every position in the main KV pool instead (llama.cpp's --swa-full); "
+                 "prefix caching needs it");
   flags->AddInt("threads", &f->threads, "Compute threads in total (0 = all cores)");
   flags->AddInt("peer-timeout-ms", &f->peer_timeout_ms,
                 "Backstop on one data-plane operation. A peer that is dead or cut off is found by the engine "
@@ -165,6 +174,8 @@ absl::StatusOr<WorkerNode::Options> NodeOptionsFrom(const Flags& f) {
   o.engine.n_slots = f.n_slots;
   o.engine.reserve_tokens = f.reserve_tokens;
   o.engine.kv_block_size = static_cast<int32_t>(f.kv_block_size);
+  o.engine.kv_local_slots = f.kv_local_slots;
+  o.engine.swa_full = f.swa_full;
   o.engine.num_threads = static_cast<int32_t>(f.threads);
   // Tensor-parallel shards are threads of this process: their group stays on loopback.
   o.engine.data_plane_host = "127.0.0.1";

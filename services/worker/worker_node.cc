@@ -181,13 +181,14 @@ void WorkerNode::HeartbeatLoop() {
 }
 
 void WorkerNode::SetProgress(uint64_t last_iteration_id) {
-  const int64_t used = engine_->kv_slots_used();
+  const int64_t used = engine_->kv_slots_used(), local_used = engine_->kv_local_slots_used();
   absl::MutexLock lock(&mu_);
   if (last_iteration_id != 0 && last_iteration_id != last_iteration_id_) {
     last_iteration_id_ = last_iteration_id;
     last_iteration_time_ = absl::Now();
   }
   kv_slots_used_ = used;
+  kv_local_slots_used_ = local_used;
 }
 
 void WorkerNode::ForwardLoop() {
@@ -400,9 +401,12 @@ v1::WorkerInfo WorkerNode::Info() const {
   info.set_kv_slots_total(engine_->kv_slots_total());
   info.set_loaded(true);
   info.set_kv_block_size(options_.engine.kv_block_size);
+  info.set_sliding_window(engine_->sliding_window());
+  info.set_kv_local_slots_total(engine_->kv_local_slots_total());
   for (int32_t id : c.eos_token_ids) info.add_eos_token_ids(id);
   absl::MutexLock lock(&mu_);
   info.set_kv_slots_used(kv_slots_used_);
+  info.set_kv_local_slots_used(kv_local_slots_used_);
   info.set_session_id(session_);
   info.set_ready(connected_);
   info.set_status_message(

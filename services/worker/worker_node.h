@@ -133,6 +133,7 @@ class WorkerNode final : public WorkerBackend {
   uint64_t waiting_iteration_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time waiting_since_ ABSL_GUARDED_BY(mu_);
   int64_t kv_slots_used_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t kv_local_slots_used_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<HeartbeatSubscriber> heartbeat_subscribers_ ABSL_GUARDED_BY(mu_);
 
   // The data plane of the session being computed. Replaced by the compute
