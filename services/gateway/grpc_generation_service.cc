@@ -441,7 +441,7 @@ grpc::ServerUnaryReactor* GrpcGenerationService::Detokenize(grpc::CallbackServer
   return Offload(context, request->model(), [this, request, response]() -> absl::Status {
     std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
     ORCA_RETURN_IF_ERROR(resolver_.CheckTokenIds(ids, "token_ids"));
-    ORCA_ASSIGN_OR_RETURN(std::string text, options_.model->tokenizer().Decode(ids));
+    ORCA_ASSIGN_OR_RETURN(std::string text, options_.model->tokenizer().Decode(ids, request->skip_special_tokens()));
     response->set_text(std::move(text));
     return absl::OkStatus();
   });

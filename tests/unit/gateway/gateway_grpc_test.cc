@@ -201,6 +201,16 @@ TEST(GatewayGrpcTest, TokenizeDetokenizeListModels) {
   ASSERT_TRUE(stub->Detokenize(&c2, detokenize, &text).ok());
   EXPECT_EQ(text.text(), "ok");
 
+  // Special tokens are kept unless the request asks to skip them (HTTP /detokenize, HF and vLLM alike).
+  detokenize.add_token_ids(testing::kByteLevelEosId);
+  grpc::ClientContext c2b;
+  ASSERT_TRUE(stub->Detokenize(&c2b, detokenize, &text).ok());
+  EXPECT_EQ(text.text(), "ok<|endoftext|>");
+  detokenize.set_skip_special_tokens(true);
+  grpc::ClientContext c2c;
+  ASSERT_TRUE(stub->Detokenize(&c2c, detokenize, &text).ok());
+  EXPECT_EQ(text.text(), "ok");
+
   grpc::ClientContext c3;
   detokenize.add_token_ids(100000);
   EXPECT_EQ(stub->Detokenize(&c3, detokenize, &text).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
