@@ -51,4 +51,28 @@ inline int64_t MaxRequestKvSlots(int64_t n_slots, double share, int32_t block_si
   return blocks < 1 ? (bs <= n_slots ? bs : n_slots) : blocks * bs;
 }
 
+/// KV blocks a sliding-window layer keeps for one request while an iteration computes its
+/// positions [start, start + count) (count >= 1) with a window of `window` (>= 1) tokens, a
+/// query at position p seeing the keys at (p - window, p]: the blocks from the one holding
+/// the first key its first query sees, max(0, start - window + 1), through the one holding
+/// start + count - 1. Every earlier block is out of every later query's sight and is freed.
+/// The workers' KvCache holds exactly these in its local pool after the iteration's writes,
+/// until the request's next iteration or its release; the scheduler counts the same.
+inline int64_t SlidingWindowKvBlocks(int64_t start, int64_t count, int32_t window, int32_t block_size) {
+  const int64_t bs = block_size < 1 ? 1 : block_size;
+  const int64_t first_key = start - window + 1 > 0 ? start - window + 1 : 0;
+  return (start + count - 1) / bs - first_key / bs + 1;
+}
+
+/// The most SlidingWindowKvBlocks a request of `total_tokens` positions ever holds when none
+/// of its iterations computes more than `max_chunk` (>= 1) tokens: its whole length's blocks,
+/// or (window + max_chunk - 2) / block_size + 2 (the window plus one iteration's tokens,
+/// spread over one block more than they fill), whichever is fewer.
+inline int64_t SlidingWindowKvBound(int64_t total_tokens, int64_t max_chunk, int32_t window, int32_t block_size) {
+  const int64_t bs = block_size < 1 ? 1 : block_size;
+  const int64_t whole = (total_tokens + bs - 1) / bs;
+  const int64_t span = (window + max_chunk - 2) / bs + 2;
+  return whole < span ? whole : span;
+}
+
 }  // namespace orca

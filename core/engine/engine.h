@@ -54,6 +54,14 @@ class Engine {
     /// runs as fast as later ones (no allocation or page fault inside it). 0: grow them lazily.
     int64_t reserve_tokens = 512;
     int32_t kv_block_size = 16;
+    /// Sliding-window layers (the model's local ones) keep only their window: their KV lives
+    /// in a pool of its own of this many slots per shard, a request holding there just the
+    /// blocks its window and current iteration cover (KvCache::Options::n_local_slots). 0: as
+    /// many as n_slots (never the tighter limit). Unused when the model has no such layers.
+    int64_t kv_local_slots = 0;
+    /// Sliding-window layers keep every position in the main pool instead (llama.cpp's
+    /// --swa-full): what prefix caching needs, a cached prefix's window being gone otherwise.
+    bool swa_full = false;
     int32_t num_threads = 0;            ///< compute threads in total (0 = all cores), split over shards
     int64_t small_gemm_max_rows = 4;    ///< see CpuBackend::Options
     int64_t panel_gemm_max_rows = 128;  ///< see CpuBackend::Options
@@ -129,6 +137,11 @@ class Engine {
   bool is_last_stage() const { return partition().has_head; }
   int64_t kv_slots_total() const;
   int64_t kv_slots_used() const;
+  /// Sliding-window layers' window (0: the model has none) and their own pool's slots and the
+  /// slots requests hold there (0 when they have no pool of their own: none, or swa_full).
+  int32_t sliding_window() const;
+  int64_t kv_local_slots_total() const;
+  int64_t kv_local_slots_used() const;
   int64_t num_requests() const;
   /// Weight bytes read per full forward pass (all shards), KV pool bytes, and
   /// bytes of converted (non-mapped) weights.

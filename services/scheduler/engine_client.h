@@ -22,6 +22,11 @@ struct EngineInfo {
   std::vector<int32_t> eos_token_ids;
   int64_t kv_slots = 0;       ///< KV slots every stage holds (the scheduler's n_slots may not exceed it)
   int32_t kv_block_size = 0;  ///< tokens per KV block on every stage (0 = unknown)
+  /// Sliding-window layers' window (tokens; 0 = none) and the slots of the stages' separate
+  /// pool for their KV (0 = none: they keep every position in the main pool). With a pool,
+  /// every request holds SlidingWindowKvBlocks (core/common/kv_footprint.h) blocks of it.
+  int32_t sliding_window = 0;
+  int64_t kv_local_slots = 0;
   int32_t num_stages = 1;
 };
 
