@@ -668,7 +668,10 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   // sharing group member's own part.
   if (!kv_->paged() && kv_->holds(id)) snapshot.reserved_slots = kv_->reserved_slots(id);
   snapshot.local_blocks = kv_->local_blocks(id);
-  if (request->state() == RequestState::kQueued) snapshot.slots_to_admit = kv_->SlotsToAdmit(*request);
+  if (request->state() == RequestState::kQueued) {
+    snapshot.slots_to_admit = kv_->SlotsToAdmit(*request);
+    if (!kv_->paged()) snapshot.local_blocks_to_admit = kv_->LocalBlocksToAdmit(*request, 0);
+  }
   snapshot.group_id = request->group_id();
   snapshot.waits_for_shared_prompt = kv_->WaitsForSharedPrompt(*request);
   snapshot.kv_reserved_by_group = kv_->ReservedWithGroup(*request);

@@ -133,6 +133,9 @@ struct RequestSnapshot {
   int64_t local_blocks = 0;
   /// QUEUED: the slots its admission would add to n_rsrv (reserved mode; a group leader's is its group's).
   int64_t slots_to_admit = 0;
+  /// QUEUED, reserved mode: the local-pool blocks its admission would reserve (its own
+  /// footprint; 0 without a local pool).
+  int64_t local_blocks_to_admit = 0;
   /// The group it was submitted in (its first request's id), 0 when submitted alone.
   RequestId group_id = 0;
   /// QUEUED in a sharing group, waiting for its leader's prompt blocks (KvManager).
