@@ -323,6 +323,10 @@ const ModelConfig& Engine::config() const { return checkpoint_->config(); }
 const Partition& Engine::partition() const { return shards_[0]->weights->partition(); }
 int64_t Engine::kv_slots_total() const { return shards_[0]->kv->slots_total(); }
 int64_t Engine::kv_slots_used() const { return shards_[0]->kv->slots_used(); }
+// TEMP (issue 47, scheduler branch): the engine side defines these; drop this on merge.
+int32_t Engine::sliding_window() const { return 0; }
+int64_t Engine::kv_local_slots_total() const { return 0; }
+int64_t Engine::kv_local_slots_used() const { return 0; }
 int64_t Engine::num_requests() const { return shards_[0]->kv->num_requests(); }
 std::string Engine::backend_name() const { return shards_[0]->backend->name(); }
 int64_t Engine::graphs_captured() const { return shards_[0]->runner->graphs_captured(); }
