@@ -85,6 +85,9 @@ absl::StatusOr<std::unique_ptr<EngineClient>> MakeEngine(const Flags& f, const s
   eo.model_path = f.model;
   eo.n_slots = f.n_slots;
   eo.kv_block_size = static_cast<int32_t>(f.kv_block_size);
+  // Prefix caching needs every position's KV: the engine's sliding-window layers then keep
+  // theirs in the main pool (llama.cpp's --swa-full), as a worker started with --swa-full.
+  eo.swa_full = f.enable_prefix_caching;
   // No iteration exceeds the token budget: reserving it leaves nothing to grow.
   if (f.max_num_batched_tokens > 0) eo.reserve_tokens = f.max_num_batched_tokens;
   eo.num_threads = static_cast<int32_t>(f.threads);

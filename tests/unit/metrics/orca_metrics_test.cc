@@ -31,7 +31,7 @@ TEST(MetricCatalogTest, NamesArePrefixedUniqueAndLabelledByModel) {
     EXPECT_EQ(FindMetricSpec(name), spec);
   }
   EXPECT_EQ(FindMetricSpec("orca:nope"), nullptr);
-  EXPECT_EQ(names.size(), 24u);
+  EXPECT_EQ(names.size(), 26u);
 }
 
 TEST(MetricCatalogTest, UsesVllmBucketsForVllmFamilies) {
