@@ -116,6 +116,10 @@ absl::Status Scheduler::ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat("sliding_window (", options.sliding_window, ") and kv_local_slots (",
                                                    options.kv_local_slots, ") must be >= 0, 0 = none"));
   }
+  if (options.kv_local_slots > 0 && options.sliding_window == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_local_slots (", options.kv_local_slots,
+                                                   ") is a pool for sliding-window layers but sliding_window is 0"));
+  }
   if (options.kv_local_slots > 0 && options.enable_prefix_caching) {
     return absl::InvalidArgumentError(absl::StrCat(
         "enable_prefix_caching needs every cached position's KV, but the workers keep only the last ",
