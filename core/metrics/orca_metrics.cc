@@ -51,6 +51,8 @@ absl::StatusOr<std::unique_ptr<SchedulerMetrics>> SchedulerMetrics::Create(Regis
   ORCA_ASSIGN_OR_RETURN(m->kv_cache_usage_perc_, ModelChild(r.AddGauge(kKvCacheUsagePerc), model_name));
   ORCA_ASSIGN_OR_RETURN(m->kv_slots_used_, ModelChild(r.AddGauge(kKvSlotsUsed), model_name));
   ORCA_ASSIGN_OR_RETURN(m->kv_slots_capacity_, ModelChild(r.AddGauge(kKvSlotsCapacity), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->kv_local_slots_used_, ModelChild(r.AddGauge(kKvLocalSlotsUsed), model_name));
+  ORCA_ASSIGN_OR_RETURN(m->kv_local_slots_capacity_, ModelChild(r.AddGauge(kKvLocalSlotsCapacity), model_name));
   ORCA_ASSIGN_OR_RETURN(m->prompt_tokens_, ModelChild(r.AddCounter(kPromptTokensTotal), model_name));
   ORCA_ASSIGN_OR_RETURN(m->generation_tokens_, ModelChild(r.AddCounter(kGenerationTokensTotal), model_name));
   ORCA_ASSIGN_OR_RETURN(m->request_success_family_, r.AddCounter(kRequestSuccessTotal));
@@ -92,6 +94,11 @@ void SchedulerMetrics::SetKvSlots(int64_t used, int64_t total) const {
   kv_slots_used_->Set(static_cast<double>(used));
   kv_slots_capacity_->Set(static_cast<double>(total));
   kv_cache_usage_perc_->Set(total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0);
+}
+
+void SchedulerMetrics::SetKvLocalSlots(int64_t used, int64_t total) const {
+  kv_local_slots_used_->Set(static_cast<double>(used));
+  kv_local_slots_capacity_->Set(static_cast<double>(total));
 }
 
 absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(Registry* registry, const std::string& model_name,

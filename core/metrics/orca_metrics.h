@@ -88,6 +88,14 @@ inline constexpr MetricSpec kKvSlotsUsed{MetricType::kGauge, "orca:kv_slots_used
 /// `_total` (the counter suffix), so it is `kv_slots_capacity`.
 inline constexpr MetricSpec kKvSlotsCapacity{MetricType::kGauge, "orca:kv_slots_capacity",
                                              "KV slot budget in tokens (paper: n_slots).", kModelLabels};
+/// KV by layer type: the separate pool the workers keep for sliding-window layers' KV
+/// (0 and 0 without one). Gauges, so `_capacity` as above, not `_total`.
+inline constexpr MetricSpec kKvLocalSlotsUsed{
+    MetricType::kGauge, "orca:kv_local_slots_used",
+    "KV slots (tokens) of the sliding-window layers' pool reserved (paged: held) by admitted requests.", kModelLabels};
+inline constexpr MetricSpec kKvLocalSlotsCapacity{MetricType::kGauge, "orca:kv_local_slots_capacity",
+                                                  "KV slots (tokens) of the sliding-window layers' pool (0: none).",
+                                                  kModelLabels};
 inline constexpr MetricSpec kPromptTokensTotal{MetricType::kCounter, "orca:prompt_tokens_total",
                                                "Prompt tokens processed by initiation-phase (prefill) iterations.",
                                                kModelLabels};
@@ -167,7 +175,8 @@ inline constexpr MetricSpec kHttpRequestDurationSeconds{
 /// Every family above, in exposition order.
 inline constexpr const MetricSpec* kMetricCatalog[] = {
     &kNumRequestsRunning,        &kNumRequestsWaiting,        &kKvCacheUsagePerc,         &kKvSlotsUsed,
-    &kKvSlotsCapacity,           &kPromptTokensTotal,         &kGenerationTokensTotal,    &kRequestSuccessTotal,
+    &kKvSlotsCapacity,           &kKvLocalSlotsUsed,          &kKvLocalSlotsCapacity,     &kPromptTokensTotal,
+    &kGenerationTokensTotal,     &kRequestSuccessTotal,
     &kTimeToFirstTokenSeconds,   &kInterTokenLatencySeconds,  &kE2eRequestLatencySeconds, &kRequestQueueTimeSeconds,
     &kRequestPrefillTimeSeconds, &kRequestDecodeTimeSeconds,  &kIterationTokens,          &kBatchSize,
     &kIterationDurationSeconds,  &kNumPreemptionsTotal,       &kPrefixCacheQueriesTotal,  &kPrefixCacheHitsTotal,
@@ -195,6 +204,8 @@ class SchedulerMetrics {
   Gauge& kv_cache_usage_perc() const { return *kv_cache_usage_perc_; }
   Gauge& kv_slots_used() const { return *kv_slots_used_; }
   Gauge& kv_slots_capacity() const { return *kv_slots_capacity_; }
+  Gauge& kv_local_slots_used() const { return *kv_local_slots_used_; }
+  Gauge& kv_local_slots_capacity() const { return *kv_local_slots_capacity_; }
   Counter& prompt_tokens() const { return *prompt_tokens_; }
   Counter& generation_tokens() const { return *generation_tokens_; }
   /// The counter for one finish reason. The reasons in kFinishedReasons are
@@ -216,6 +227,8 @@ class SchedulerMetrics {
 
   /// Sets kv_slots_used, kv_slots_capacity and kv_cache_usage_perc together.
   void SetKvSlots(int64_t used, int64_t total) const;
+  /// Sets kv_local_slots_used and kv_local_slots_capacity (the sliding-window layers' pool).
+  void SetKvLocalSlots(int64_t used, int64_t total) const;
 
  private:
   SchedulerMetrics() = default;
@@ -226,6 +239,8 @@ class SchedulerMetrics {
   Gauge* kv_cache_usage_perc_ = nullptr;
   Gauge* kv_slots_used_ = nullptr;
   Gauge* kv_slots_capacity_ = nullptr;
+  Gauge* kv_local_slots_used_ = nullptr;
+  Gauge* kv_local_slots_capacity_ = nullptr;
   Counter* prompt_tokens_ = nullptr;
   Counter* generation_tokens_ = nullptr;
   Family<Counter>* request_success_family_ = nullptr;

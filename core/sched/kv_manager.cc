@@ -16,10 +16,24 @@ absl::StatusOr<std::unique_ptr<KvManager>> KvManager::Create(const Options& opti
   if ((options.mode == KvMode::kPaged || options.prefix_caching) && num_blocks > INT32_MAX / 2) {
     return absl::InvalidArgumentError(absl::StrCat("n_slots / kv_block_size (", num_blocks, ") is too many blocks"));
   }
+  if (options.sliding_window < 0 || options.n_local_slots < 0 || options.max_prefill_chunk < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sliding_window (", options.sliding_window, "), n_local_slots (",
+                                                   options.n_local_slots, ") and max_prefill_chunk (",
+                                                   options.max_prefill_chunk, ") must be >= 0"));
+  }
+  if (options.n_local_slots > 0 && options.sliding_window == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("n_local_slots (", options.n_local_slots,
+                                                   ") is a pool for sliding-window layers but sliding_window is 0"));
+  }
+  if (options.n_local_slots > 0 && options.n_local_slots < options.block_size) {
+    return absl::InvalidArgumentError(absl::StrCat("n_local_slots (", options.n_local_slots,
+                                                   ") holds no whole KV block of ", options.block_size, " tokens"));
+  }
   return std::unique_ptr<KvManager>(new KvManager(options, budget));
 }
 
-KvManager::KvManager(const Options& options, KvSlotBudget budget) : options_(options), budget_(budget) {
+KvManager::KvManager(const Options& options, KvSlotBudget budget)
+    : options_(options), budget_(budget), num_local_blocks_(options.n_local_slots / options.block_size) {
   if (options_.mode == KvMode::kPaged || options_.prefix_caching) {
     pool_ = std::make_unique<KvBlockPool>(static_cast<int32_t>(options_.n_slots / options_.block_size));
   }
@@ -205,6 +219,42 @@ void KvManager::MaybeErase(Group& group) {
   groups_.erase(group.leader);
 }
 
+int64_t KvManager::LocalBlocksOf(int64_t start, int64_t count) const {
+  if (!has_local_pool()) return 0;
+  return SlidingWindowKvBlocks(start, count, options_.sliding_window, options_.block_size);
+}
+
+int64_t KvManager::LocalBlocksBound(int64_t num_positions, int64_t longest_iteration) const {
+  if (!has_local_pool()) return 0;
+  int64_t chunk = std::max<int64_t>(1, longest_iteration);
+  if (options_.max_prefill_chunk > 0) chunk = std::min<int64_t>(chunk, options_.max_prefill_chunk);
+  return SlidingWindowKvBound(num_positions, chunk, options_.sliding_window, options_.block_size);
+}
+
+int64_t KvManager::LocalReservation(int64_t max_positions, int64_t longest_iteration,
+                                    int32_t num_padding_tokens) const {
+  const int64_t padding = num_padding_tokens > 0 ? LocalBlocksOf(0, num_padding_tokens) : 0;
+  return LocalBlocksBound(max_positions, longest_iteration) + padding;
+}
+
+int64_t KvManager::LocalBlocksToAdmit(const Request& request, int32_t num_new_tokens,
+                                      const ReservedFootprint& footprint) const {
+  if (!has_local_pool()) return 0;
+  if (paged()) return LocalBlocksOf(MatchPrefix(request), num_new_tokens);
+  // Reserved mode is never preempted: its tokens are its prompt, computed in one iteration
+  // (or in chunks of max_prefill_chunk), then one token per decode.
+  const int64_t max_positions = footprint.max_positions > 0
+                                    ? footprint.max_positions
+                                    : static_cast<int64_t>(request.num_tokens()) + request.max_new_tokens();
+  return LocalReservation(max_positions, request.num_tokens(), footprint.num_padding_tokens);
+}
+
+bool KvManager::FitsToAdmit(const Request& request, int32_t num_new_tokens) const {
+  if (LocalBlocksToAdmit(request, num_new_tokens) > num_free_local_blocks()) return false;
+  return paged() ? BlocksToAdmit(request, num_new_tokens) <= num_free_blocks()
+                 : budget_.Fits(SlotsToAdmit(request));
+}
+
 int32_t KvManager::MatchPrefix(const Request& request) const {
   return static_cast<int32_t>(FindPrefix(request).blocks.size()) * options_.block_size;
 }
@@ -216,9 +266,11 @@ int32_t KvManager::BlocksToAdmit(const Request& request, int32_t num_new_tokens)
   return BlocksFor(static_cast<int64_t>(hit) * options_.block_size + num_new_tokens) - hit + NumFreeAmong(match.blocks);
 }
 
-bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reserved_slots) {
+bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, const ReservedFootprint& footprint) {
   ORCA_CHECK(!records_.contains(request.id())) << "request " << request.id() << " admitted twice";
-  ORCA_CHECK(reserved_slots == 0 || !paged()) << "request " << request.id() << ": a reservation with paged KV";
+  ORCA_CHECK((footprint.slots == 0 && footprint.max_positions == 0 && footprint.num_padding_tokens == 0) || !paged())
+      << "request " << request.id() << ": a reservation with paged KV";
+  int64_t reserved_slots = footprint.slots;
   ORCA_CHECK(!WaitsForSharedPrompt(request)) << "request " << request.id() << " admitted before its group's prompt";
   Group* group = GroupOf(request);
   if (group != nullptr && !group->waiting.contains(request.id())) group = nullptr;
@@ -227,6 +279,15 @@ bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t
   const int32_t hit = static_cast<int32_t>(match.blocks.size());
   int32_t total_blocks = 0;
   Record record;
+  // The local pool first: a refusal must change nothing.
+  record.local = LocalBlocksToAdmit(request, num_new_tokens, footprint);
+  if (record.local > num_free_local_blocks()) return false;
+  if (has_local_pool() && !paged()) {
+    record.local_padding = footprint.num_padding_tokens > 0 ? LocalBlocksOf(0, footprint.num_padding_tokens) : 0;
+    record.max_positions = footprint.max_positions > 0
+                               ? footprint.max_positions
+                               : static_cast<int64_t>(request.num_tokens()) + request.max_new_tokens();
+  }
   if (paged()) {
     ORCA_CHECK(num_new_tokens >= 1 && hit * options_.block_size + num_new_tokens <= request.num_tokens())
         << "request " << request.id() << " admitted for " << num_new_tokens << " tokens";
@@ -256,6 +317,7 @@ bool KvManager::TryAdmit(const Request& request, int32_t num_new_tokens, int64_t
     prefix_cache_queries_ += request.num_tokens();
     prefix_cache_hits_ += record.num_cached_tokens;
   }
+  num_local_used_ += record.local;
   records_.emplace(request.id(), std::move(record));
   if (group != nullptr) JoinGroup(*group, request, hit);
   return true;
@@ -269,10 +331,53 @@ int32_t KvManager::BlocksToGrow(const Request& request, int32_t num_new_tokens) 
   return std::max(0, BlocksFor(static_cast<int64_t>(request.num_computed_tokens()) + num_new_tokens) - have);
 }
 
+int64_t KvManager::LocalBlocksToGrow(const Request& request, int32_t num_new_tokens) const {
+  if (!paged() || !has_local_pool()) return 0;
+  auto it = records_.find(request.id());
+  ORCA_CHECK(it != records_.end()) << "request " << request.id() << " holds no KV";
+  return LocalBlocksOf(request.num_computed_tokens(), num_new_tokens) - it->second.local;
+}
+
+bool KvManager::FitsToGrow(const Request& request, int32_t num_new_tokens) const {
+  return BlocksToGrow(request, num_new_tokens) <= num_free_blocks() &&
+         LocalBlocksToGrow(request, num_new_tokens) <= num_free_local_blocks();
+}
+
 bool KvManager::TryGrow(const Request& request, int32_t num_new_tokens) {
+  if (!FitsToGrow(request, num_new_tokens)) return false;
+  Record& record = records_.at(request.id());
   const int32_t need = BlocksToGrow(request, num_new_tokens);
-  if (need == 0) return true;
-  return pool_->Allocate(need, &records_.at(request.id()).blocks);
+  if (need > 0) ORCA_CHECK(pool_->Allocate(need, &record.blocks)) << "request " << request.id() << " could not grow";
+  const int64_t local = LocalBlocksToGrow(request, num_new_tokens);
+  record.local += local;
+  num_local_used_ += local;
+  return true;
+}
+
+void KvManager::OnIterationStarted(const Request& request, int32_t start, int32_t count) {
+  auto it = records_.find(request.id());
+  if (it == records_.end()) return;
+  Record& r = it->second;
+  r.last_start = start;
+  r.last_count = count;
+  if (paged() || !has_local_pool() || r.local_shrunk || start < request.num_prompt_tokens()) return;
+  // Its first decode: from now on every iteration computes one token. The workers free the
+  // blocks of its longer prefill iterations in this plan, before they allocate for others.
+  const int64_t decode = LocalReservation(r.max_positions, 1, 0) + r.local_padding;
+  r.local_shrunk = true;
+  if (decode >= r.local) return;
+  num_local_used_ -= r.local - decode;
+  r.local = decode;
+}
+
+int64_t KvManager::NumLocalBlocksFreedBy(RequestId id) const {
+  auto it = records_.find(id);
+  return it == records_.end() ? 0 : it->second.local;
+}
+
+int64_t KvManager::local_blocks(RequestId id) const {
+  auto it = records_.find(id);
+  return it == records_.end() ? 0 : it->second.local;
 }
 
 int32_t KvManager::NumBlocksFreedBy(RequestId id) const {
@@ -289,6 +394,7 @@ void KvManager::Free(RequestId id) {
   const Record record = std::move(it->second);
   records_.erase(it);
   budget_.Release(record.reserved);
+  num_local_used_ -= record.local;
   // Last blocks first, so that the tail of a cached prefix is evicted before its head.
   for (auto b = record.blocks.rbegin(); b != record.blocks.rend(); ++b) pool_->Release(*b);
   auto g = groups_.find(record.group);
@@ -375,6 +481,8 @@ KvStats KvManager::stats() const {
   }
   s.prefix_cache_queries = prefix_cache_queries_;
   s.prefix_cache_hits = prefix_cache_hits_;
+  s.num_local_used_slots = num_local_used_ * options_.block_size;
+  s.n_local_slots = num_local_blocks_ * options_.block_size;
   for (const auto& [id, group] : groups_) {
     s.num_group_reserved_slots += group.shared_reserved;
     if (group.reserved && !paged()) {
@@ -408,7 +516,32 @@ std::string KvManager::CheckGroupInvariants() const {
   return "";
 }
 
+std::string KvManager::CheckLocalInvariants() const {
+  int64_t used = 0;
+  for (const auto& [id, r] : records_) {
+    used += r.local;
+    if (!has_local_pool()) {
+      if (r.local != 0) return absl::StrCat("request ", id, " holds ", r.local, " local blocks without a local pool");
+      continue;
+    }
+    if (r.last_count == 0) continue;  // admitted in a plan still being made
+    const int64_t held = LocalBlocksOf(r.last_start, r.last_count) + r.local_padding;
+    if (paged() ? r.local != held : r.local < held) {
+      return absl::StrCat("request ", id, " counts ", r.local, " local blocks but the workers hold ", held,
+                          " after its iteration [", r.last_start, ", ", r.last_start + r.last_count, ")");
+    }
+  }
+  if (used != num_local_used_) {
+    return absl::StrCat("the local pool counts ", num_local_used_, " blocks in use but requests hold ", used);
+  }
+  if (num_local_used_ < 0 || num_local_used_ > num_local_blocks_) {
+    return absl::StrCat("local blocks in use (", num_local_used_, ") outside [0, ", num_local_blocks_, "]");
+  }
+  return "";
+}
+
 std::string KvManager::CheckInvariants() const {
+  if (std::string problem = CheckLocalInvariants(); !problem.empty()) return problem;
   int64_t reserved = stats().num_group_reserved_slots;
   for (const auto& [id, r] : records_) reserved += r.reserved;
   if (reserved != budget_.n_rsrv()) {

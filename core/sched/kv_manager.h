@@ -40,6 +40,24 @@ struct KvStats {
   /// shared prompt blocks, counted once, and the members not admitted yet). Part of
   /// num_used_slots.
   int64_t num_group_reserved_slots = 0;
+  /// The sliding-window layers' own pool (both 0 without one): slots reserved in it by
+  /// admitted requests (reserved mode) or held after their last scheduled iteration (paged),
+  /// and its size, in whole blocks.
+  int64_t num_local_used_slots = 0;
+  int64_t n_local_slots = 0;
+};
+
+/// What a reserved-mode admission takes when it is not the request's own footprint (the
+/// FasterTransformer baseline's padded member, RequestLevelPolicy). Zeros: the request's own.
+struct ReservedFootprint {
+  /// Main-pool slots, in place of its kv_reservation_slots.
+  int64_t slots = 0;
+  /// Positions it computes at most, in place of prompt + max_new_tokens (a padded member
+  /// decodes until its batch ends).
+  int64_t max_positions = 0;
+  /// Its throwaway padding sequence of this many positions, computed at its initiation and
+  /// held until its release (ScheduledRequest::num_padding_tokens).
+  int32_t num_padding_tokens = 0;
 };
 
 /// Owns n_slots of KV in blocks of `block_size` tokens and knows what each admitted
@@ -75,6 +93,29 @@ struct KvStats {
 /// are computed, a pipeline restart (ClearPrefixCache) or blocks that another request
 /// registered first end the sharing: the waiting members become ordinary requests.
 ///
+/// KV by layer type. Models with sliding-window ("local") attention layers (Gemma 2/3,
+/// Mistral, StarCoder2) may have the workers keep those layers' KV in a pool of its own
+/// (Options::n_local_slots), where a request holds, after an iteration that computed its
+/// positions [start, start + count), exactly SlidingWindowKvBlocks(start, count, window,
+/// block_size) blocks (core/common/kv_footprint.h) until its next iteration or its release;
+/// a worker whose local pool overflows fails the iteration. The full-attention layers use
+/// the main pool exactly as above. So a second count is kept, in blocks:
+///  - reserved mode: admission also reserves SlidingWindowKvBound(its positions, its longest
+///    iteration, ...) local blocks — its longest iteration is its prompt, or the policy's
+///    prefill chunk cap (Options::max_prefill_chunk) — plus its FasterTransformer padding
+///    sequence's SlidingWindowKvBlocks(0, padding) (ReservedFootprint), so that nothing is
+///    ever evicted there either; once its first decode is scheduled (OnIterationStarted) the
+///    reservation shrinks to the decode bound (max_chunk 1) plus the padding's. A request
+///    that does not fit waits as for n_slots.
+///  - paged: admission and growth set what it holds to its scheduled iteration's
+///    SlidingWindowKvBlocks (fewer or more than before: blocks that left its window are
+///    freed); a plan over the pool is never made (FitsToGrow / FitsToAdmit: the policy
+///    preempts or does not admit, as for main blocks).
+/// The workers free before they allocate within an iteration, and every stage processes
+/// plans in order, so the count after each plan bounds what they hold. Without a local pool
+/// (n_local_slots 0) every local count is 0 and nothing changes. Prefix caching (and so
+/// group sharing) is not combined with a local pool: a cached prefix's window is gone.
+///
 /// Not thread-safe; the Scheduler's thread only.
 class KvManager {
  public:
@@ -86,6 +127,14 @@ class KvManager {
     /// Groups share their prompt's full blocks (with prefix_caching only; the request-level
     /// baseline's static batches cannot wait for a leader, so it leaves this off).
     bool share_group_prompts = false;
+    /// Sliding-window layers' window (tokens, >= 0; 0 = the model has none) and the slots
+    /// of the workers' pool for their KV (>= 0; 0 = none). A pool needs a window and
+    /// counts whole blocks (n_local_slots / block_size).
+    int32_t sliding_window = 0;
+    int64_t n_local_slots = 0;
+    /// The most prompt tokens the policy computes for one request in one iteration (its
+    /// chunked-prefill cap; 0 = whole prompts): reserved mode's local bound needs it.
+    int32_t max_prefill_chunk = 0;
   };
   /// INVALID_ARGUMENT names the bad value.
   static absl::StatusOr<std::unique_ptr<KvManager>> Create(const Options& options);
@@ -101,6 +150,16 @@ class KvManager {
   /// Algorithm 1's n_rsrv / n_slots (reserved mode; unused when paged).
   const KvSlotBudget& slot_budget() const { return budget_; }
   bool holds(RequestId id) const { return records_.contains(id); }
+  /// True when the sliding-window layers have a pool of their own to count.
+  bool has_local_pool() const { return num_local_blocks_ > 0; }
+  int32_t sliding_window() const { return options_.sliding_window; }
+  /// Blocks of the local pool, and those not reserved (reserved mode) or held (paged).
+  int64_t num_local_blocks() const { return num_local_blocks_; }
+  int64_t num_free_local_blocks() const { return num_local_blocks_ - num_local_used_; }
+  /// The most local blocks a request of `num_positions` positions ever needs at once when
+  /// its longest iteration computes `longest_iteration` tokens (capped by
+  /// max_prefill_chunk); 0 without a local pool. Submit refuses a request over the pool.
+  [[nodiscard]] int64_t LocalBlocksBound(int64_t num_positions, int64_t longest_iteration) const;
   /// True when groups of sequences of one prompt may share its full blocks here.
   bool shares_group_prompts() const { return options_.share_group_prompts && options_.prefix_caching; }
 
@@ -136,20 +195,39 @@ class KvManager {
   /// Free blocks admitting `request` with a first chunk of `num_new_tokens` (after its
   /// prefix hit) would take; 0 in reserved mode.
   [[nodiscard]] int32_t BlocksToAdmit(const Request& request, int32_t num_new_tokens) const;
+  /// Local blocks admitting QUEUED `request` takes: reserved mode, its reservation there
+  /// for `footprint` (`num_new_tokens` unused); paged, its first chunk's
+  /// SlidingWindowKvBlocks. 0 without a local pool.
+  [[nodiscard]] int64_t LocalBlocksToAdmit(const Request& request, int32_t num_new_tokens,
+                                           const ReservedFootprint& footprint = {}) const;
+  /// Paged: BlocksToAdmit and LocalBlocksToAdmit are free.
+  [[nodiscard]] bool FitsToAdmit(const Request& request, int32_t num_new_tokens) const;
   /// Admits a QUEUED request. Reserved: reserves SlotsToAdmit(request) slots if they fit
   /// (and with block tables, the prefix hit plus fresh blocks for the rest). Paged: the
-  /// prefix hit plus blocks for `num_new_tokens` more tokens. False, changing nothing, when
-  /// it does not fit. `reserved_slots` > 0 (reserved mode only) reserves that many slots in
-  /// place of request.kv_reservation_slots() (the FasterTransformer baseline's padded
-  /// footprint). Never called for a request that WaitsForSharedPrompt.
-  [[nodiscard]] bool TryAdmit(const Request& request, int32_t num_new_tokens, int64_t reserved_slots = 0);
+  /// prefix hit plus blocks for `num_new_tokens` more tokens. Either way its
+  /// LocalBlocksToAdmit too. False, changing nothing, when it does not fit. A non-zero
+  /// `footprint` (reserved mode only) replaces its own (the FasterTransformer baseline's
+  /// padded member). Never called for a request that WaitsForSharedPrompt.
+  [[nodiscard]] bool TryAdmit(const Request& request, int32_t num_new_tokens, const ReservedFootprint& footprint = {});
   /// Free blocks an admitted request needs to compute `num_new_tokens` more tokens
   /// (0 in reserved mode: its reservation covers everything).
   [[nodiscard]] int32_t BlocksToGrow(const Request& request, int32_t num_new_tokens) const;
-  /// Allocates them; false, changing nothing, when too few blocks are free.
+  /// Paged: local blocks it holds more (negative: fewer) after computing `num_new_tokens`
+  /// more tokens than after its last iteration; 0 in reserved mode or without a local pool.
+  [[nodiscard]] int64_t LocalBlocksToGrow(const Request& request, int32_t num_new_tokens) const;
+  /// Paged: BlocksToGrow and LocalBlocksToGrow are free (always true in reserved mode).
+  [[nodiscard]] bool FitsToGrow(const Request& request, int32_t num_new_tokens) const;
+  /// Allocates them (both pools); false, changing nothing, when they do not fit.
   [[nodiscard]] bool TryGrow(const Request& request, int32_t num_new_tokens);
+  /// `request`'s iteration computing its positions [start, start + count) was put in a plan.
+  /// Reserved mode with a local pool: at its first decode its local reservation shrinks to
+  /// the decode bound (the blocks it gives back are free for the next plan's admissions,
+  /// after the workers freed them in this one). Records the iteration for CheckInvariants.
+  void OnIterationStarted(const Request& request, int32_t start, int32_t count);
   /// Blocks that would become free if `id` released its KV (those only it references).
   [[nodiscard]] int32_t NumBlocksFreedBy(RequestId id) const;
+  /// Local blocks that would become free if `id` released its KV.
+  [[nodiscard]] int64_t NumLocalBlocksFreedBy(RequestId id) const;
   /// Releases everything `id` holds (finish or preemption); its registered blocks stay
   /// cached. Unknown ids are a bug (checked).
   void Free(RequestId id);
@@ -159,6 +237,8 @@ class KvManager {
   /// Slots `id` reserves in reserved mode (0 when it holds none, and with paged KV); for a
   /// member of a sharing group, its own part (the group holds the shared blocks' slots).
   [[nodiscard]] int64_t reserved_slots(RequestId id) const;
+  /// Local blocks `id` reserves (reserved mode) or holds (paged); 0 when none.
+  [[nodiscard]] int64_t local_blocks(RequestId id) const;
   /// Blocks added to `id`'s table since the last call (empty without block tables).
   [[nodiscard]] std::vector<int32_t> TakeNewBlockIds(RequestId id);
   /// `request`'s iteration returned: registers its newly filled full blocks (prefix caching).
@@ -173,7 +253,9 @@ class KvManager {
   /// "" when the counts, reference counts and tables agree, else the first problem: every
   /// block's reference count is the number of tables (and groups) holding it, a block in
   /// two tables is a cached (full, read-only) one, and the slot budget matches the
-  /// reservations of the requests and the groups.
+  /// reservations of the requests and the groups. Local pool: the requests' local blocks
+  /// add up to its count, within the pool, and each covers what the workers hold after its
+  /// last scheduled iteration (paged: equals it).
   [[nodiscard]] std::string CheckInvariants() const;
 
  private:
@@ -188,6 +270,11 @@ class KvManager {
     bool chain_broken = false;                      // no further block of it can be registered
     RequestId group = 0;                            // the sharing group it was admitted in (0: none)
     int32_t num_group_blocks = 0;                   // reserved mode: leading blocks whose slots the group holds
+    int64_t local = 0;                              // local blocks: reserved, or held after its last iteration (paged)
+    int64_t local_padding = 0;                      // reserved mode: of `local`, its padding sequence's
+    int64_t max_positions = 0;                      // reserved mode: positions it computes at most
+    bool local_shrunk = false;                      // reserved mode: `local` is the decode bound now
+    int32_t last_start = 0, last_count = 0;         // its last scheduled iteration (count 0: none yet)
   };
   struct Match {
     std::vector<int32_t> blocks;
@@ -226,6 +313,12 @@ class KvManager {
   void MaybeErase(Group& group);
   std::string CheckGroupInvariants() const;
   int32_t NumFreeAmong(const std::vector<int32_t>& blocks) const;
+  // SlidingWindowKvBlocks with this pool's window and block size (0 without a pool).
+  int64_t LocalBlocksOf(int64_t start, int64_t count) const;
+  // Reserved mode: the local reservation of a request of `max_positions` positions whose
+  // longest iteration computes `longest_iteration` tokens, plus its padding sequence's.
+  int64_t LocalReservation(int64_t max_positions, int64_t longest_iteration, int32_t num_padding_tokens) const;
+  std::string CheckLocalInvariants() const;
   int32_t BlocksFor(int64_t tokens) const {
     return static_cast<int32_t>((tokens + options_.block_size - 1) / options_.block_size);
   }
@@ -237,6 +330,8 @@ class KvManager {
   absl::flat_hash_map<RequestId, Group> groups_;
   int64_t prefix_cache_queries_ = 0;
   int64_t prefix_cache_hits_ = 0;
+  int64_t num_local_blocks_ = 0;  // 0: no local pool
+  int64_t num_local_used_ = 0;
 };
 
 }  // namespace orca::sched

@@ -12,16 +12,21 @@ std::vector<RequestId> SelectIds(const RequestPool& pool, const KvSlotBudget& bu
                                  int32_t max_bs) {
   std::vector<RequestId> batch;
   if (max_bs <= 0) return batch;
-  // Slots this selection would add on top of budget.n_rsrv(); the KvManager overload
-  // reserves them.
+  // Slots (and local blocks) this selection would add on top of budget.n_rsrv(); the
+  // KvManager overload reserves them.
   int64_t new_reservations = 0;
+  int64_t new_local_blocks = 0;
   for (const auto& [id, request] : pool) {
     if (request->finished() || request->in_flight()) continue;
     if (request->state() == RequestState::kQueued) {
       if (kv != nullptr && kv->WaitsForSharedPrompt(*request)) continue;
       const int64_t slots = kv != nullptr ? kv->SlotsToAdmit(*request) : request->kv_reservation_slots();
       if (!budget.Fits(new_reservations + slots)) break;
+      // The sliding-window layers' pool, when the workers keep one: the same check there.
+      const int64_t local = kv != nullptr ? kv->LocalBlocksToAdmit(*request, 0) : 0;
+      if (local > 0 && new_local_blocks + local > kv->num_free_local_blocks()) break;
       new_reservations += slots;
+      new_local_blocks += local;
     }
     batch.push_back(id);
     if (static_cast<int32_t>(batch.size()) == max_bs) break;

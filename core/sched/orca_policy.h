@@ -28,6 +28,11 @@ namespace orca::sched {
 /// that reserves, are skipped (not waited for) until the leader has computed the prompt
 /// blocks they share; they then join with nothing more to reserve.
 ///
+/// When the workers keep a separate pool for the KV of sliding-window layers (KvManager: KV
+/// by layer type), the admission check is made there too, with the request's local
+/// reservation against the local pool's free blocks: the first request that does not fit
+/// either pool stops admission.
+///
 /// The pool re-forms every iteration, so a finished request leaves at once and a new one
 /// joins at the next iteration. Because admission is strictly FCFS, admitted requests
 /// always precede QUEUED ones in arrival order, and an earlier request has always run at

@@ -9,18 +9,18 @@ namespace orca::sched {
 Selection RequestLevelPolicy::Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) {
   ORCA_CHECK(!kv.paged()) << "RequestLevelPolicy needs reserved KV";
   Selection selection;
-  for (RequestId id : Select(pool, kv.slot_budget(), max_bs)) {
+  for (RequestId id : SelectIds(pool, kv.slot_budget(), &kv, max_bs)) {
     const Request* request = pool.Find(id);
     BatchEntry entry{id, 0};
     if (request->state() == RequestState::kQueued) {
-      int64_t reserved_slots = 0;  // its own
+      ReservedFootprint footprint;  // its own
       if (options_.faster_transformer) {
         const PaddedShape& shape = batch_->padded.at(id);
-        reserved_slots = shape.reserved_slots;
+        footprint = shape.Footprint();
         entry.num_padding_tokens = shape.num_padding_tokens;
         entry.kv_reservation_slots = shape.kv_reservation_slots;
       }
-      ORCA_CHECK(kv.TryAdmit(*request, 0, reserved_slots)) << "request " << id << " selected beyond n_slots";
+      ORCA_CHECK(kv.TryAdmit(*request, 0, footprint)) << "request " << id << " selected beyond its KV pools";
     }
     selection.batch.push_back(entry);
   }
@@ -47,13 +47,17 @@ std::vector<RequestId> RequestLevelPolicy::RunnableMembers(const RequestPool& po
 }
 
 std::vector<RequestId> RequestLevelPolicy::FormBatch(const RequestPool& pool, const KvSlotBudget& budget,
-                                                     int32_t max_bs) {
+                                                     const KvManager* kv, int32_t max_bs) {
   std::vector<RequestId> members;
   int64_t new_reservations = 0;
+  int64_t new_local_blocks = 0;
   for (const auto& [id, request] : pool) {
     if (request->state() != RequestState::kQueued) continue;
     if (!budget.Fits(new_reservations + request->kv_reservation_slots())) break;
+    const int64_t local = kv != nullptr ? kv->LocalBlocksToAdmit(*request, 0) : 0;
+    if (local > 0 && new_local_blocks + local > kv->num_free_local_blocks()) break;
     new_reservations += request->kv_reservation_slots();
+    new_local_blocks += local;
     members.push_back(id);
     if (static_cast<int32_t>(members.size()) == max_bs) break;
   }
@@ -61,11 +65,12 @@ std::vector<RequestId> RequestLevelPolicy::FormBatch(const RequestPool& pool, co
 }
 
 std::vector<RequestId> RequestLevelPolicy::FormPaddedBatch(const RequestPool& pool, const KvSlotBudget& budget,
-                                                           int32_t max_bs,
+                                                           const KvManager* kv, int32_t max_bs,
                                                            absl::flat_hash_map<RequestId, PaddedShape>& padded) const {
   struct Member {
     RequestId id;
     int32_t prompt;
+    const Request* request;
   };
   std::vector<Member> members;
   int32_t longest_prompt = 0;
@@ -75,6 +80,15 @@ std::vector<RequestId> RequestLevelPolicy::FormPaddedBatch(const RequestPool& po
   const auto slots = [&budget](int32_t prompt, int32_t longest, int32_t output) {
     return budget.ReservationFor(static_cast<int64_t>(prompt) + output) + budget.ReservationFor(longest - prompt);
   };
+  // The sliding-window layers' pool (KvManager): each member's window over its padded
+  // positions, and its padding sequence's blocks.
+  const auto local = [&budget, kv](const Request& r, int32_t longest, int32_t output) {
+    if (kv == nullptr || !kv->has_local_pool()) return int64_t{0};
+    ReservedFootprint f;
+    f.max_positions = budget.ReservationFor(static_cast<int64_t>(r.num_prompt_tokens()) + output);
+    f.num_padding_tokens = longest - r.num_prompt_tokens();
+    return kv->LocalBlocksToAdmit(r, 0, f);
+  };
   for (const auto& [id, request] : pool) {
     if (request->state() != RequestState::kQueued) continue;
     const int32_t prompt = request->num_prompt_tokens();
@@ -82,9 +96,14 @@ std::vector<RequestId> RequestLevelPolicy::FormPaddedBatch(const RequestPool& po
     const int32_t output = std::max(largest_output, request->max_new_tokens());
     if (options_.max_context > 0 && static_cast<int64_t>(longest) + output > options_.max_context) break;
     int64_t footprint = slots(prompt, longest, output);
-    for (const Member& m : members) footprint += slots(m.prompt, longest, output);
+    int64_t local_blocks = local(*request, longest, output);
+    for (const Member& m : members) {
+      footprint += slots(m.prompt, longest, output);
+      local_blocks += local(*m.request, longest, output);
+    }
     if (!budget.Fits(footprint)) break;
-    members.push_back({id, prompt});
+    if (kv != nullptr && local_blocks > kv->num_free_local_blocks()) break;
+    members.push_back({id, prompt, request.get()});
     longest_prompt = longest;
     largest_output = output;
     if (static_cast<int32_t>(members.size()) == max_bs) break;
@@ -125,7 +144,8 @@ std::vector<RequestId> RequestLevelPolicy::FinishedMembers(const RequestPool& po
   return ended;
 }
 
-std::vector<RequestId> RequestLevelPolicy::Select(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs) {
+std::vector<RequestId> RequestLevelPolicy::SelectIds(const RequestPool& pool, const KvSlotBudget& budget,
+                                                     const KvManager* kv, int32_t max_bs) {
   if (max_bs <= 0) return {};
   if (batch_.has_value()) {
     // Every member ended: the batch is over, whatever is still in flight only pads out.
@@ -145,8 +165,8 @@ std::vector<RequestId> RequestLevelPolicy::Select(const RequestPool& pool, const
   }
   StaticBatch batch;
   const std::vector<RequestId> members = options_.faster_transformer
-                                             ? FormPaddedBatch(pool, budget, max_bs, batch.padded)
-                                             : FormBatch(pool, budget, max_bs);
+                                             ? FormPaddedBatch(pool, budget, kv, max_bs, batch.padded)
+                                             : FormBatch(pool, budget, kv, max_bs);
   if (members.empty()) return {};
   // Contiguous microbatches of near-equal size, as FasterTransformer splits a batch.
   const size_t parts = std::min<size_t>(options_.num_microbatches, members.size());

@@ -38,6 +38,10 @@ namespace orca::sched {
 ///    is formed only while that footprint fits the free slots (and, with a model context,
 ///    while longest prompt + largest max_new_tokens fits it), and it is released when the
 ///    batch ends.
+///
+/// With a separate pool for sliding-window layers' KV (KvManager: KV by layer type) a batch
+/// also takes members only while their local reservations fit it — a padded member's
+/// counting its padding sequence's blocks, held until the batch ends.
 class RequestLevelPolicy final : public SchedulingPolicy {
  public:
   struct Options {
@@ -54,7 +58,9 @@ class RequestLevelPolicy final : public SchedulingPolicy {
 
   PolicyKind kind() const override { return PolicyKind::kRequestLevel; }
   /// The next microbatch to run, checked against `budget` (nothing is reserved).
-  [[nodiscard]] std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs);
+  [[nodiscard]] std::vector<RequestId> Select(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs) {
+    return SelectIds(pool, budget, nullptr, max_bs);
+  }
   /// The same batch, with its QUEUED members admitted through `kv` (reserved mode); every
   /// member computes all its uncomputed tokens.
   [[nodiscard]] Selection Select(const RequestPool& pool, KvManager& kv, int32_t max_bs) override;
@@ -71,6 +77,7 @@ class RequestLevelPolicy final : public SchedulingPolicy {
     int32_t num_padding_tokens = 0;
     int32_t kv_reservation_slots = 0;  // the workers': own prompt + the batch's largest max_new_tokens
     int64_t reserved_slots = 0;        // the scheduler's: kv_reservation_slots + padding, each rounded to a block
+    ReservedFootprint Footprint() const { return {reserved_slots, kv_reservation_slots, num_padding_tokens}; }
   };
   struct StaticBatch {
     std::vector<std::vector<RequestId>> microbatches;  // arrival order within and across
@@ -83,11 +90,15 @@ class RequestLevelPolicy final : public SchedulingPolicy {
   // The microbatch's unfinished members, or empty when one of them is in flight. A member
   // padding out (faster_transformer) stops once it has used the batch's decode positions.
   std::vector<RequestId> RunnableMembers(const RequestPool& pool, const std::vector<RequestId>& microbatch) const;
-  // Up to max_bs QUEUED requests that fit together, in arrival order.
-  static std::vector<RequestId> FormBatch(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs);
+  // Select with, when `kv` is given, its local pool checked too.
+  std::vector<RequestId> SelectIds(const RequestPool& pool, const KvSlotBudget& budget, const KvManager* kv,
+                                   int32_t max_bs);
+  // Up to max_bs QUEUED requests that fit together (and in `kv`'s local pool), in arrival order.
+  static std::vector<RequestId> FormBatch(const RequestPool& pool, const KvSlotBudget& budget, const KvManager* kv,
+                                          int32_t max_bs);
   // The same, padded: stops where the batch's padded footprint no longer fits; fills `padded`.
-  std::vector<RequestId> FormPaddedBatch(const RequestPool& pool, const KvSlotBudget& budget, int32_t max_bs,
-                                         absl::flat_hash_map<RequestId, PaddedShape>& padded) const;
+  std::vector<RequestId> FormPaddedBatch(const RequestPool& pool, const KvSlotBudget& budget, const KvManager* kv,
+                                         int32_t max_bs, absl::flat_hash_map<RequestId, PaddedShape>& padded) const;
   // faster_transformer: every member in the pool has ended (finished or padding out).
   bool AllMembersEnded(const RequestPool& pool) const;
   bool Contains(RequestId id) const;

@@ -112,6 +112,22 @@ absl::Status Scheduler::ValidateOptions(const SchedulerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_request_kv_share must be in (0, 1], 1 = no cap (got ", options.max_request_kv_share, ")"));
   }
+  if (options.sliding_window < 0 || options.kv_local_slots < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sliding_window (", options.sliding_window, ") and kv_local_slots (",
+                                                   options.kv_local_slots, ") must be >= 0, 0 = none"));
+  }
+  if (options.kv_local_slots > 0 && options.sliding_window == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_local_slots (", options.kv_local_slots,
+                                                   ") is a pool for sliding-window layers but sliding_window is 0"));
+  }
+  if (options.kv_local_slots > 0 && options.enable_prefix_caching) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "enable_prefix_caching needs every cached position's KV, but the workers keep only the last ",
+        options.sliding_window, " positions of the model's sliding-window layers (a separate pool of ",
+        options.kv_local_slots,
+        " KV slots): a cached prefix's window would be gone. Start the workers with --swa-full (those layers then "
+        "keep every position in the main pool) or turn prefix caching off"));
+  }
   if (options.priority_aging < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat("priority_aging must be >= 0, 0 = strict priority (got ",
                                                    absl::FormatDuration(options.priority_aging), ")"));
@@ -128,6 +144,14 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(SchedulerOptions op
   kv_options.prefix_caching = options.enable_prefix_caching;
   // A static batch cannot wait for a leader's prompt blocks.
   kv_options.share_group_prompts = options.policy != PolicyKind::kRequestLevel;
+  kv_options.sliding_window = options.sliding_window;
+  kv_options.n_local_slots = options.kv_local_slots;
+  // The most prompt tokens TokenBudgetPolicy computes for one request in one iteration.
+  for (int32_t cap : {options.max_num_batched_tokens, options.long_prefill_token_threshold}) {
+    if (cap > 0 && (kv_options.max_prefill_chunk == 0 || cap < kv_options.max_prefill_chunk)) {
+      kv_options.max_prefill_chunk = cap;
+    }
+  }
   ORCA_ASSIGN_OR_RETURN(std::unique_ptr<KvManager> kv, KvManager::Create(kv_options));
   PolicyOptions policy_options;
   policy_options.kind = options.policy;
@@ -232,8 +256,10 @@ absl::StatusOr<Scheduler::Checked> Scheduler::CheckSpec(const RequestSpec& spec,
                       budget.kv_block_size(), ")");
     }
     absl::StrAppend(&message, " exceeds n_slots (", budget.n_slots(), ")");
+    if (kv_->has_local_pool()) absl::StrAppend(&message, ", the full-attention layers' KV pool");
     return absl::InvalidArgumentError(message);
   }
+  ORCA_RETURN_IF_ERROR(CheckLocalFit(prompt, checked.max_new_tokens));
   if (spec.deadline <= now) {
     return absl::DeadlineExceededError("deadline had already passed at submit");
   }
@@ -241,6 +267,20 @@ absl::StatusOr<Scheduler::Checked> Scheduler::CheckSpec(const RequestSpec& spec,
     return absl::AlreadyExistsError(absl::StrCat("request id '", spec.caller_id, "' is already in use"));
   }
   return checked;
+}
+
+absl::Status Scheduler::CheckLocalFit(int64_t prompt, int32_t max_new_tokens) const {
+  if (!kv_->has_local_pool()) return absl::OkStatus();
+  const int64_t num_tokens = prompt + max_new_tokens;
+  // Its longest iteration: the prompt (reserved mode is never preempted), or with paged KV
+  // a readmission's prompt + generated tokens, each capped by the policy's prefill chunk.
+  const int64_t need = kv_->LocalBlocksBound(num_tokens, kv_->paged() ? num_tokens : prompt);
+  if (need <= kv_->num_local_blocks()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "prompt (", prompt, " tokens) + max_new_tokens (", max_new_tokens, ") need ", need, " blocks of ",
+      kv_->block_size(), " tokens at once in the sliding-window layers' KV pool (window ", kv_->sliding_window(),
+      " tokens plus one iteration's tokens), more than its ", kv_->num_local_blocks(), " (kv_local_slots ",
+      options_.kv_local_slots, ")"));
 }
 
 absl::Status Scheduler::CheckKvShare(const std::vector<RequestSpec>& specs, const std::vector<Checked>& checked) const {
@@ -367,6 +407,7 @@ ScheduledRequest Scheduler::StartEntry(const BatchEntry& entry, IterationId iter
   const int32_t block_size = kv_->owns_block_tables() ? kv_->block_size() : 0;
   ScheduledRequest scheduled =
       request->StartIteration(iteration_id, entry.num_tokens, kv_->TakeNewBlockIds(id), block_size);
+  kv_->OnIterationStarted(*request, scheduled.start_position, static_cast<int32_t>(scheduled.input_token_ids.size()));
   // The FasterTransformer baseline: padding at a new member's initiation, and the KV bound
   // of a member that decodes until its batch ends.
   if (scheduled.new_request.has_value()) {
@@ -601,6 +642,9 @@ SchedulerStats Scheduler::stats() const {
   stats.kv = kv_->stats();
   stats.n_rsrv = stats.kv.num_used_slots;
   stats.n_slots = stats.kv.n_slots;
+  stats.n_local_rsrv = stats.kv.num_local_used_slots;
+  stats.n_local_slots = stats.kv.n_local_slots;
+  stats.sliding_window = options_.sliding_window;
   stats.num_preemptions = num_preemptions_;
   stats.queued_tokens = queued_tokens_;
   stats.max_request_kv_slots = max_request_kv_slots();
@@ -627,7 +671,11 @@ std::optional<RequestSnapshot> Scheduler::GetRequest(RequestId id) const {
   // What it reserves once admitted: the FasterTransformer baseline's padded footprint, a
   // sharing group member's own part.
   if (!kv_->paged() && kv_->holds(id)) snapshot.reserved_slots = kv_->reserved_slots(id);
-  if (request->state() == RequestState::kQueued) snapshot.slots_to_admit = kv_->SlotsToAdmit(*request);
+  snapshot.local_blocks = kv_->local_blocks(id);
+  if (request->state() == RequestState::kQueued) {
+    snapshot.slots_to_admit = kv_->SlotsToAdmit(*request);
+    if (!kv_->paged()) snapshot.local_blocks_to_admit = kv_->LocalBlocksToAdmit(*request, 0);
+  }
   snapshot.group_id = request->group_id();
   snapshot.waits_for_shared_prompt = kv_->WaitsForSharedPrompt(*request);
   snapshot.kv_reserved_by_group = kv_->ReservedWithGroup(*request);

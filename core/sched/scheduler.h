@@ -54,6 +54,14 @@ struct SchedulerOptions {
   /// single request can hold the whole budget while small ones wait behind it. In (0, 1];
   /// 1 = no cap beyond n_slots (the paper; a group's members together still within it).
   double max_request_kv_share = 1.0;
+  /// KV by layer type (KvManager). The model's sliding-window ("local") attention layers'
+  /// window in tokens (0 = it has none) and the slots of the workers' separate pool for
+  /// those layers' KV (0 = no such pool: they keep every position in the main one, and
+  /// nothing changes). With a pool every request's SlidingWindowKvBlocks there are counted
+  /// too, in whole blocks of kv_block_size; Submit refuses a request whose window alone can
+  /// never fit it. Not with enable_prefix_caching (a cached prefix's window is gone).
+  int32_t sliding_window = 0;
+  int64_t kv_local_slots = 0;
 
   // ---- Beyond the paper (each off by default; core/sched/README.md) ----
   /// Chunked prefill: tokens per iteration (decodes first, then prompt chunks). 0 = off
@@ -88,6 +96,11 @@ struct SchedulerStats {
   int32_t num_batches_in_flight = 0;
   int64_t n_rsrv = 0;  ///< Reserved KV slots; paged: slots of the blocks in use (wire: kv_slots_used).
   int64_t n_slots = 0;
+  /// The sliding-window layers' pool (0 and 0 without one): slots reserved there (paged:
+  /// held), and its size (wire: kv_local_slots_used / kv_local_slots_total).
+  int64_t n_local_rsrv = 0;
+  int64_t n_local_slots = 0;
+  int32_t sliding_window = 0;    ///< The model's window (0 = none), pool or not.
   KvStats kv;                    ///< Blocks and prefix-cache counters.
   uint64_t num_preemptions = 0;  ///< Requests preempted since the start (paged).
   int64_t queued_tokens = 0;     ///< Prompt tokens of QUEUED requests.
@@ -115,8 +128,14 @@ struct RequestSnapshot {
   /// a sharing group's member: its own part, the group holds the shared blocks'), else its
   /// kv_reservation_slots (paged: its bound).
   int64_t reserved_slots = 0;
+  /// Local-pool blocks it reserves (reserved mode) or holds (paged) while admitted; 0
+  /// without a local pool or when it holds none.
+  int64_t local_blocks = 0;
   /// QUEUED: the slots its admission would add to n_rsrv (reserved mode; a group leader's is its group's).
   int64_t slots_to_admit = 0;
+  /// QUEUED, reserved mode: the local-pool blocks its admission would reserve (its own
+  /// footprint; 0 without a local pool).
+  int64_t local_blocks_to_admit = 0;
   /// The group it was submitted in (its first request's id), 0 when submitted alone.
   RequestId group_id = 0;
   /// QUEUED in a sharing group, waiting for its leader's prompt blocks (KvManager).
@@ -171,7 +190,9 @@ class Scheduler {
   ///  - FAILED_PRECONDITION while draining;
   ///  - INVALID_ARGUMENT for a malformed spec (field and value named, e.g. a priority beyond
   ///    ±kMaxPriority), or when it can never fit:
-  ///    "prompt (600 tokens) + max_new_tokens (100) = 700 exceeds n_slots (512)", or when its
+  ///    "prompt (600 tokens) + max_new_tokens (100) = 700 exceeds n_slots (512)" (with a local
+  ///    pool, naming it: "... of the full-attention layers' pool", or "... need 9 blocks of
+  ///    the sliding-window layers' pool at once, more than its 8"), or when its
   ///    KV (prompt + max_new_tokens, block-rounded) exceeds max_request_kv_slots(), naming
   ///    the numbers;
   ///  - OUT_OF_RANGE when the prompt leaves no room in the model context;
@@ -271,6 +292,9 @@ class Scheduler {
   absl::StatusOr<Checked> CheckSpec(const RequestSpec& spec, absl::Time now) const;
   // max_request_kv_share: the group's footprint against max_request_kv_slots().
   absl::Status CheckKvShare(const std::vector<RequestSpec>& specs, const std::vector<Checked>& checked) const;
+  // The sliding-window layers' pool: INVALID_ARGUMENT naming it when the request's window
+  // there could never fit.
+  absl::Status CheckLocalFit(int64_t prompt, int32_t max_new_tokens) const;
   // `num_requests` more queued requests with `prompt_tokens` prompt tokens in all.
   absl::Status CheckQueueLimits(int64_t num_requests, int64_t prompt_tokens) const;
   // Finishes `request` with `cause`, releases its slots, queues its id for the workers and

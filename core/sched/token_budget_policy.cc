@@ -128,7 +128,7 @@ class TokenBudgetPolicy::Round {
   // Frees blocks for admitted `r` to compute `n` more tokens, preempting the requests after it
   // (worst first). False when it must skip this iteration (or preempted itself).
   bool MakeRoomToGrow(const Request& r, int32_t n) {
-    while (kv_.BlocksToGrow(r, n) > kv_.num_free_blocks()) {
+    while (!kv_.FitsToGrow(r, n)) {
       if (const Request* victim = WorstVictimFor(r)) {
         Preempt(*victim);
         continue;
@@ -143,15 +143,18 @@ class TokenBudgetPolicy::Round {
     return true;
   }
 
-  // Frees blocks to admit `q` with a first chunk of `n` tokens, but only when preempting the
-  // requests after it is sure to free enough. False: `q` does not fit.
+  // Frees blocks (main and local) to admit `q` with a first chunk of `n` tokens, but only
+  // when preempting the requests after it is sure to free enough. False: `q` does not fit.
   bool MakeRoomToAdmit(const Request& q, int32_t n) {
     int64_t freeable = kv_.num_free_blocks();
+    int64_t freeable_local = kv_.num_free_local_blocks();
     for (const Request* v : running_) {
-      if (IsVictimFor(q, *v)) freeable += kv_.NumBlocksFreedBy(v->id());
+      if (!IsVictimFor(q, *v)) continue;
+      freeable += kv_.NumBlocksFreedBy(v->id());
+      freeable_local += kv_.NumLocalBlocksFreedBy(v->id());
     }
-    if (kv_.BlocksToAdmit(q, n) > freeable) return false;
-    while (kv_.BlocksToAdmit(q, n) > kv_.num_free_blocks()) {
+    if (kv_.BlocksToAdmit(q, n) > freeable || kv_.LocalBlocksToAdmit(q, n) > freeable_local) return false;
+    while (!kv_.FitsToAdmit(q, n)) {
       const Request* victim = WorstVictimFor(q);
       if (victim == nullptr) return false;
       Preempt(*victim);

@@ -386,6 +386,9 @@ HttpResponse HttpApi::Ready(bool detailed) const {
                           {"num_requests_waiting", s.stats.num_requests_waiting()},
                           {"kv_slots_used", s.stats.kv_slots_used()},
                           {"kv_slots_total", s.stats.kv_slots_total()},
+                          // KV by layer type: the sliding-window layers' own pool (0 and 0: none).
+                          {"kv_local_slots_used", s.stats.kv_local_slots_used()},
+                          {"kv_local_slots_total", s.stats.kv_local_slots_total()},
                           {"iterations", s.stats.iterations()}});
   }
   const CpuPool& pool = *options_.cpu_pool;

@@ -17,6 +17,8 @@ absl::StatusOr<std::unique_ptr<InProcessEngineClient>> InProcessEngineClient::Cr
   info.eos_token_ids = c.eos_token_ids;
   info.kv_slots = (*engine)->kv_slots_total();
   info.kv_block_size = options.kv_block_size;
+  info.sliding_window = (*engine)->sliding_window();
+  info.kv_local_slots = (*engine)->kv_local_slots_total();
   info.num_stages = 1;
   return std::unique_ptr<InProcessEngineClient>(new InProcessEngineClient(std::move(*engine), std::move(info)));
 }

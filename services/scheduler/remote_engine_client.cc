@@ -90,8 +90,18 @@ absl::StatusOr<std::unique_ptr<RemoteEngineClient>> RemoteEngineClient::Create(O
   info.num_stages = static_cast<int32_t>(infos.size());
   info.kv_slots = last.kv_slots_total();
   info.kv_block_size = infos.front().kv_block_size();
+  info.sliding_window = infos.front().sliding_window();
   for (size_t i = 0; i < infos.size(); ++i) {
     info.kv_slots = std::min<int64_t>(info.kv_slots, infos[i].kv_slots_total());
+    // KV by layer type: the sliding-window layers' pool is the smallest a stage has (a
+    // stage without one keeps those layers in its main pool: nothing to count there).
+    const int64_t local = infos[i].kv_local_slots_total();
+    if (local > 0 && (info.kv_local_slots == 0 || local < info.kv_local_slots)) info.kv_local_slots = local;
+    if (infos[i].sliding_window() != info.sliding_window)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the stages disagree on the sliding window: stage 0 (", options.workers[0], ") reports ",
+          info.sliding_window, " tokens, stage ", i, " (", options.workers[i], ") ", infos[i].sliding_window(),
+          "; every stage must serve the same model"));
     if (infos[i].kv_block_size() != info.kv_block_size)
       return absl::FailedPreconditionError(
           absl::StrCat("the stages disagree on the KV block size: stage 0 (", options.workers[0], ") uses ",
@@ -162,6 +172,14 @@ absl::Status RemoteEngineClient::AllLoaded() {
       return absl::FailedPreconditionError(absl::StrCat("stage ", i, " (", options_.workers[i], ") holds ",
                                                         info->kv_slots_total(), " KV slots, fewer than the ",
                                                         info_.kv_slots, " the scheduler admits against"));
+    if (info->kv_local_slots_total() > 0 &&
+        (info->kv_local_slots_total() < info_.kv_local_slots || info_.kv_local_slots == 0))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "stage ", i, " (", options_.workers[i], ") holds ", info->kv_local_slots_total(),
+          " KV slots for its sliding-window layers, but the scheduler counts ",
+          info_.kv_local_slots == 0 ? std::string("none (they kept every position in the main pool)")
+                                    : absl::StrCat(info_.kv_local_slots),
+          ": restart the scheduler, or the worker as it was (--swa-full, --kv-local-slots)"));
   }
   return absl::OkStatus();
 }

@@ -39,7 +39,8 @@ std::string SchedulingConfigJson(const LoopStats& s) {
       ",\"enable_prefix_caching\":", o.enable_prefix_caching ? "true" : "false", ",\"scheduling_order\":\"",
       sched::SchedulingOrderName(o.scheduling_order),
       "\",\"priority_aging_ms\":", absl::ToInt64Milliseconds(o.priority_aging),
-      ",\"max_request_kv_share\":", o.max_request_kv_share, "}");
+      ",\"max_request_kv_share\":", o.max_request_kv_share, ",\"sliding_window\":", o.sliding_window,
+      ",\"kv_local_slots\":", o.kv_local_slots, "}");
 }
 
 absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options options,
@@ -51,10 +52,15 @@ absl::StatusOr<std::unique_ptr<SchedulerLoop>> SchedulerLoop::Create(Options opt
                                                    info.kv_slots, " KV slots each engine stage holds"));
   options.scheduler.max_context = info.max_context;
   options.scheduler.vocab_size = info.vocab_size;
+  // KV by layer type: the workers' pool for sliding-window layers is counted too (and
+  // refused with prefix caching, naming --swa-full: sched::Scheduler::Create).
+  options.scheduler.sliding_window = info.sliding_window;
+  options.scheduler.kv_local_slots = info.kv_local_slots;
   if (options.model_name.empty()) options.model_name = info.model_name;
   ORCA_ASSIGN_OR_RETURN(auto sched, sched::Scheduler::Create(options.scheduler));
   ORCA_ASSIGN_OR_RETURN(auto metrics, metrics::SchedulerMetrics::Create(registry, options.model_name));
   metrics->SetKvSlots(0, options.scheduler.n_slots);
+  metrics->SetKvLocalSlots(0, options.scheduler.kv_local_slots);
   return std::unique_ptr<SchedulerLoop>(
       new SchedulerLoop(std::move(options), std::move(engine), std::move(sched), std::move(metrics)));
 }
@@ -531,6 +537,7 @@ void SchedulerLoop::Publish() {
   metrics_->num_requests_running().Set(s.scheduler.num_running);
   metrics_->num_requests_waiting().Set(s.scheduler.num_queued);
   metrics_->SetKvSlots(s.scheduler.n_rsrv, s.scheduler.n_slots);
+  metrics_->SetKvLocalSlots(s.scheduler.n_local_rsrv, s.scheduler.n_local_slots);
   absl::MutexLock lock(&mu_);
   published_ = std::move(s);
 }

@@ -53,7 +53,7 @@ struct LoopStats {
 /// The scheduling knobs of `stats` as a JSON object (for /ready and logs):
 /// policy, max_bs, n_slots, n_workers, kv_block_size, max_num_batched_tokens, max_prefill_slowdown,
 /// long_prefill_token_threshold, enable_prefix_caching, scheduling_order, priority_aging_ms,
-/// max_request_kv_share.
+/// max_request_kv_share, sliding_window, kv_local_slots.
 std::string SchedulingConfigJson(const LoopStats& stats);
 
 /// One sequence of a group of n sequences of one prompt, as the wire sends them
@@ -84,7 +84,10 @@ class SchedulerLoop {
   using Ticket = uint64_t;
   using GroupTag = scheduler::GroupTag;
 
-  /// Validates the options against the engine (n_slots may not exceed what every stage holds).
+  /// Validates the options against the engine (n_slots may not exceed what every stage holds)
+  /// and takes the engine's sliding-window pool (EngineInfo::kv_local_slots) into the
+  /// scheduler's options; with prefix caching that pool is refused (INVALID_ARGUMENT naming
+  /// --swa-full).
   static absl::StatusOr<std::unique_ptr<SchedulerLoop>> Create(Options options, std::unique_ptr<EngineClient> engine,
                                                                metrics::Registry* registry);
   ~SchedulerLoop();

@@ -325,6 +325,9 @@ grpc::ServerUnaryReactor* SchedulerService::GetStats(grpc::CallbackServerContext
   r->set_kv_blocks_cached(s.scheduler.kv.num_cached_blocks);
   r->set_max_request_kv_slots(s.scheduler.max_request_kv_slots);
   r->set_shares_group_prompts(s.scheduler.shares_group_prompts);
+  r->set_kv_local_slots_used(s.scheduler.n_local_rsrv);
+  r->set_kv_local_slots_total(s.scheduler.n_local_slots);
+  r->set_sliding_window(s.scheduler.sliding_window);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

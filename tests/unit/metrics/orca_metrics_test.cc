@@ -31,7 +31,7 @@ TEST(MetricCatalogTest, NamesArePrefixedUniqueAndLabelledByModel) {
     EXPECT_EQ(FindMetricSpec(name), spec);
   }
   EXPECT_EQ(FindMetricSpec("orca:nope"), nullptr);
-  EXPECT_EQ(names.size(), 24u);
+  EXPECT_EQ(names.size(), 26u);
 }
 
 TEST(MetricCatalogTest, UsesVllmBucketsForVllmFamilies) {
@@ -81,6 +81,7 @@ TEST(SchedulerMetricsTest, ExportsEveryReasonFromZeroAndCachesChildren) {
   m.prompt_tokens().Increment(12);
   m.num_requests_running().Set(3);
   m.SetKvSlots(256, 1024);
+  m.SetKvLocalSlots(48, 128);
   m.time_to_first_token_seconds().Observe(0.03);
   m.batch_size().Observe(4);
   page = testing::ParsePage(registry.Serialize());
@@ -93,6 +94,8 @@ TEST(SchedulerMetricsTest, ExportsEveryReasonFromZeroAndCachesChildren) {
   EXPECT_EQ(s.at("orca:kv_slots_used{model_name=\"tiny\"}"), 256);
   EXPECT_EQ(s.at("orca:kv_slots_capacity{model_name=\"tiny\"}"), 1024);
   EXPECT_EQ(s.at("orca:kv_cache_usage_perc{model_name=\"tiny\"}"), 0.25);
+  EXPECT_EQ(s.at("orca:kv_local_slots_used{model_name=\"tiny\"}"), 48);
+  EXPECT_EQ(s.at("orca:kv_local_slots_capacity{model_name=\"tiny\"}"), 128);
   EXPECT_EQ(s.at("orca:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.02\"}"), 0);
   EXPECT_EQ(s.at("orca:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.04\"}"), 1);
   EXPECT_EQ(s.at("orca:batch_size_bucket{model_name=\"tiny\",le=\"4\"}"), 1);

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "core/common/kv_footprint.h"
 #include "core/common/logging.h"
 #include "core/common/status_macros.h"
 
@@ -69,11 +70,44 @@ std::vector<IterationPlan> SchedulerHarness::ScheduleAll() {
       ADD_FAILURE() << "engine rejected iteration " << plan->iteration_id << ": " << outcome.status();
       break;
     }
+    ApplyToWorkerLocalPool(plan->released_request_ids, &*plan);
     pipeline_.push_back(InFlight{plan->iteration_id, std::move(outcome->results)});
     plans_.push_back(*plan);
     new_plans.push_back(*std::move(plan));
   }
   return new_plans;
+}
+
+void SchedulerHarness::ApplyToWorkerLocalPool(const std::vector<RequestId>& released, const IterationPlan* plan) {
+  const SchedulerOptions& o = scheduler_->options();
+  if (o.kv_local_slots == 0) return;
+  // A worker applies the releases, then each request's iteration frees the blocks that left
+  // its window and allocates the new ones; a padding sequence's stay until its release.
+  for (RequestId id : released) worker_local_.erase(id);
+  if (plan != nullptr) {
+    for (const ScheduledRequest& r : plan->requests) {
+      WorkerLocal& w = worker_local_[r.request_id];
+      if (r.new_request.has_value()) w.padding_blocks = 0;
+      if (r.num_padding_tokens > 0) {
+        w.padding_blocks = SlidingWindowKvBlocks(0, r.num_padding_tokens, o.sliding_window, o.kv_block_size);
+      }
+      w.window_blocks = SlidingWindowKvBlocks(r.start_position, static_cast<int64_t>(r.input_token_ids.size()),
+                                              o.sliding_window, o.kv_block_size);
+    }
+  }
+  const int64_t held = worker_local_blocks();
+  worker_local_peak_ = std::max(worker_local_peak_, held);
+  const int64_t pool = o.kv_local_slots / o.kv_block_size;
+  if (held > pool && plan_problem_.empty()) {
+    plan_problem_ = absl::StrCat("the workers' sliding-window pool would hold ", held, " blocks of ", pool,
+                                 plan != nullptr ? absl::StrCat(" after iteration ", plan->iteration_id) : "");
+  }
+}
+
+int64_t SchedulerHarness::worker_local_blocks() const {
+  int64_t held = 0;
+  for (const auto& [id, w] : worker_local_) held += w.window_blocks + w.padding_blocks;
+  return held;
 }
 
 bool SchedulerHarness::algorithm1() const {
@@ -226,6 +260,7 @@ void SchedulerHarness::FailAll(const absl::Status& error) {
 
 void SchedulerHarness::FlushReleases() {
   std::vector<RequestId> released = scheduler_->TakeReleasedRequestIds();
+  ApplyToWorkerLocalPool(released, nullptr);
   EXPECT_TRUE(engine_->Release(released).ok());
 }
 
@@ -315,6 +350,9 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
   }
   if (engine_->num_allocated_slots() > options.n_slots) {
     return absl::StrCat("workers hold ", engine_->num_allocated_slots(), " KV slots");
+  }
+  if (stats.n_local_rsrv < 0 || stats.n_local_rsrv > stats.n_local_slots) {
+    return absl::StrCat("local pool: ", stats.n_local_rsrv, " slots used outside [0, ", stats.n_local_slots, "]");
   }
 
   int64_t reserved = 0;
@@ -417,8 +455,11 @@ std::string SchedulerHarness::CheckInvariants(bool scheduled_all) const {
     }
     // The request-level baseline admits only when its whole batch has ended.
     const bool may_admit = options.policy != PolicyKind::kRequestLevel || num_running == 0;
+    const bool fits_local =
+        first_queued.has_value() &&
+        stats.n_local_rsrv + first_queued->local_blocks_to_admit * options.kv_block_size <= stats.n_local_slots;
     if (may_admit && first_queued.has_value() && stats.n_rsrv + first_queued->slots_to_admit <= stats.n_slots &&
-        options.scheduling_order == SchedulingOrder::kFcfs) {
+        fits_local && options.scheduling_order == SchedulingOrder::kFcfs) {
       return absl::StrCat("a pipeline slot is idle while queued request ", first_queued->id, " fits");
     }
   }

@@ -84,6 +84,14 @@ class SchedulerHarness {
   /// True when the policy is the paper's Algorithm 1 exactly.
   bool algorithm1() const;
 
+  /// Local-pool blocks the workers hold now, by their own rule applied to the plans sent
+  /// (SlidingWindowKvBlocks of each request's last iteration, plus its FasterTransformer
+  /// padding sequence's, until its release); 0 without a local pool. A plan that would make
+  /// it exceed the pool is an invariant violation (the workers would fail it).
+  int64_t worker_local_blocks() const;
+  /// The most it ever was.
+  int64_t worker_local_peak() const { return worker_local_peak_; }
+
   /// "" when every invariant holds, else the first violation. `scheduled_all` means
   /// ScheduleAll() ran since the last change, so free pipeline slots imply no selectable
   /// work.
@@ -99,6 +107,8 @@ class SchedulerHarness {
   // admission in order, preemption latest-first. Keeps the first problem.
   void CheckPlan(const std::optional<IterationPlan>& plan, const std::vector<RequestSnapshot>& before);
   std::vector<RequestSnapshot> Snapshots() const;
+  // The workers' local pool after they apply `plan` (or only releases).
+  void ApplyToWorkerLocalPool(const std::vector<RequestId>& released, const IterationPlan* plan);
 
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<sim::SimulatedEngine> engine_;
@@ -110,6 +120,12 @@ class SchedulerHarness {
   RequestOrder order_;
   std::string plan_problem_;
   std::map<int64_t, std::vector<RequestId>> preempted_at_plan_;  // plan index → preempted before it
+  struct WorkerLocal {
+    int64_t window_blocks = 0;   // its last iteration's SlidingWindowKvBlocks
+    int64_t padding_blocks = 0;  // its padding sequence's, until its release
+  };
+  std::map<RequestId, WorkerLocal> worker_local_;
+  int64_t worker_local_peak_ = 0;
 };
 
 }  // namespace orca::sched::testing

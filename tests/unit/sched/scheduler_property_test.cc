@@ -11,7 +11,9 @@
 //  - each request gets exactly one finish and its streamed tokens match it.
 // At the end every request has finished, every slot is back, and the workers hold nothing.
 // Groups of sequences of one prompt (SubmitGroup) and max_request_kv_share run the same
-// workloads too (GroupsOfOnePromptAndAKvShareKeepEveryInvariant).
+// workloads too (GroupsOfOnePromptAndAKvShareKeepEveryInvariant), and so does a small
+// separate pool for sliding-window layers' KV (SlidingWindowPoolInvariantsHoldInEveryPolicy):
+// the workers' local blocks, by their own rule applied to the plans, never exceed it.
 //
 // The options beyond the paper run the same workloads (with shared prompt prefixes and
 // random priorities) and the harness adds, after every Schedule call: plans within
@@ -65,6 +67,8 @@ struct WorkloadSummary {
   int64_t num_groups = 0;              // groups of sequences of one prompt submitted
   int64_t num_shared_starts = 0;       // group members that started on their leader's prompt blocks
   int64_t num_refused_by_share = 0;    // submissions over max_request_kv_share
+  int64_t num_refused_by_local = 0;    // submissions whose window never fits the local pool
+  int64_t num_local_pressure = 0;      // checks with requests queued and the local pool 3/4 taken
 };
 
 /// What a workload exercises beyond Algorithm 1.
@@ -81,6 +85,8 @@ struct Features {
   /// Some submissions are groups of 2-4 sequences of one prompt (SubmitGroup), and
   /// max_request_kv_share is drawn below 1 half the time.
   bool groups = false;
+  /// The workers keep sliding-window layers' KV in a small pool of its own (KvManager).
+  bool local_pool = false;
 };
 
 // Runs one randomized workload; returns "" or the first problem found. `plans_out`
@@ -106,6 +112,13 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
       options.long_prefill_token_threshold = static_cast<int32_t>(cap_rng.NextInt(1, options.max_num_batched_tokens));
   }
   options.enable_prefix_caching = features.prefix_caching;
+  // The local pool draws from a generator of its own too.
+  SplitMix64 local_rng(seed ^ 0x2545f4914f6cdd1dULL);
+  if (features.local_pool) {
+    options.sliding_window = static_cast<int32_t>(local_rng.NextInt(1, 12));
+    options.kv_local_slots =
+        options.kv_block_size * local_rng.NextInt(std::max(3, 16 / options.kv_block_size), 40 / options.kv_block_size);
+  }
   // Groups draw from a generator of their own: the other workloads stay what they were.
   SplitMix64 group_rng(seed ^ 0x9e3779b97f4a7c15ULL);
   if (features.groups && group_rng.NextInt(0, 1) == 1) {
@@ -135,7 +148,8 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
       " n_slots ", options.n_slots, " block ", options.kv_block_size, " budget ", options.max_num_batched_tokens,
       " cap ", options.long_prefill_token_threshold, " prefix ", options.enable_prefix_caching, " order ",
       SchedulingOrderName(options.scheduling_order), " ft ", options.faster_transformer, " mbs ",
-      options.num_microbatches, " share ", options.max_request_kv_share, ": ");
+      options.num_microbatches, " share ", options.max_request_kv_share, " window ", options.sliding_window,
+      " local ", options.kv_local_slots, ": ");
   auto token_fn = [seed, eos_per_mille](RequestId id, int32_t index) {
     SplitMix64 token_rng(seed ^ (id * 1000003ULL + static_cast<uint64_t>(index)));
     return token_rng.NextInt(0, 999) < eos_per_mille ? kEos : static_cast<int32_t>(token_rng.NextInt(1, 999));
@@ -156,6 +170,10 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
   auto check = [&](const char* after) -> std::string {
     h.ScheduleAll();
     std::string problem = h.CheckInvariants(/*scheduled_all=*/true);
+    const SchedulerStats s = h.scheduler().stats();
+    if (s.n_local_slots > 0 && s.num_queued > 0 && 4 * s.n_local_rsrv >= 3 * s.n_local_slots) {
+      ++summary.num_local_pressure;
+    }
     return problem.empty() ? "" : absl::StrCat(context, problem, " (after ", after, ")");
   };
 
@@ -238,6 +256,23 @@ std::string RunWorkload(uint64_t seed, const Features& features, WorkloadSummary
           footprint > MaxRequestKvSlots(options.n_slots, options.max_request_kv_share, options.kv_block_size);
       if (fits && over_share) ++summary.num_refused_by_share;
       fits = fits && !over_share;
+      if (features.local_pool) {
+        // Its window over its longest iteration: the prompt (paged: a readmission's prompt +
+        // generated tokens), cut by the chunk caps; then one token per decode.
+        for (const RequestSpec& member : specs) {
+          int64_t max_new = member.max_new_tokens;
+          if (options.max_context > 0) max_new = std::min<int64_t>(max_new, options.max_context - prompt);
+          int64_t longest = policy == PolicyKind::kPaged ? prompt + max_new : prompt;
+          for (int64_t cap : {options.max_num_batched_tokens, options.long_prefill_token_threshold}) {
+            if (cap > 0) longest = std::min(longest, cap);
+          }
+          const bool local_fits = SlidingWindowKvBound(prompt + max_new, longest, options.sliding_window,
+                                                       options.kv_block_size) <=
+                                  options.kv_local_slots / options.kv_block_size;
+          if (fits && !local_fits) ++summary.num_refused_by_local;
+          fits = fits && local_fits;
+        }
+      }
       if (group.ok() != fits) {
         return absl::StrCat(context, "SubmitGroup returned ", group.status().ToString(), " for ", n, " x prompt ",
                             prompt, " max_new ", spec.max_new_tokens, " footprint ", footprint);
@@ -382,6 +417,10 @@ WorkloadSummary RunMany(const Features& features, uint64_t first_seed, int num_w
     EXPECT_GT(summary.num_groups, 0);
     EXPECT_GT(summary.num_refused_by_share, 0);
   }
+  if (features.local_pool) {
+    EXPECT_GT(summary.num_refused_by_local, 0);
+    EXPECT_GT(summary.num_local_pressure, 0);
+  }
   if (features.groups && features.prefix_caching && features.policy != PolicyKind::kRequestLevel) {
     EXPECT_GT(summary.num_shared_starts, 0);
   }
@@ -448,6 +487,33 @@ TEST(SchedulerPropertyTest, GroupsOfOnePromptAndAKvShareKeepEveryInvariant) {
   Features request_level{PolicyKind::kRequestLevel, false, /*prefix_caching=*/true};
   request_level.groups = true;
   RunMany(request_level, 750000, 300);
+}
+
+TEST(SchedulerPropertyTest, SlidingWindowPoolInvariantsHoldInEveryPolicy) {
+  // A small separate pool for the sliding-window layers' KV: Algorithm 1, chunked prefill,
+  // both baselines, paged KV with preemption and priorities. Submit refuses exactly the
+  // requests whose window can never fit it; everything else finishes with its own tokens,
+  // the KV manager's local count matches its requests' (reserved: covers what the workers
+  // hold, paged: equals it), and the workers' own count never exceeds the pool.
+  Features orca{PolicyKind::kOrca};
+  orca.local_pool = true;
+  RunMany(orca, 800000, 400);
+  Features chunked = orca;
+  chunked.chunked = true;
+  RunMany(chunked, 810000, 400);
+  Features request_level{PolicyKind::kRequestLevel};
+  request_level.local_pool = true;
+  RunMany(request_level, 820000, 300);
+  Features ft = request_level;
+  ft.faster_transformer = true;
+  RunMany(ft, 830000, 300);
+  Features paged{PolicyKind::kPaged};
+  paged.local_pool = true;
+  RunMany(paged, 840000, 400);
+  paged.chunked = true;
+  RunMany(paged, 850000, 400);
+  paged.priority = true;
+  RunMany(paged, 860000, 300);
 }
 
 TEST(SchedulerPropertyTest, TheTokenBudgetPolicyWithoutABudgetIsAlgorithmOne) {

@@ -28,6 +28,9 @@ class FakeEngineClient final : public EngineClient {
     int32_t max_context = 256;
     int64_t kv_slots = 1024;
     std::string model_name = "fake";
+    /// The model's sliding window and the workers' pool for those layers' KV (0: none).
+    int32_t sliding_window = 0;
+    int64_t kv_local_slots = 0;
     /// How long each iteration takes.
     absl::Duration step = absl::ZeroDuration();
   };
@@ -65,6 +68,8 @@ class FakeEngineClient final : public EngineClient {
     i.max_context = options_.max_context;
     i.eos_token_ids = {options_.vocab_size - 1};
     i.kv_slots = options_.kv_slots;
+    i.sliding_window = options_.sliding_window;
+    i.kv_local_slots = options_.kv_local_slots;
     return i;
   }
   bool ready() const override { return is_ready_; }

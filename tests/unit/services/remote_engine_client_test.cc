@@ -47,6 +47,10 @@ class FakePipeline {
       info.set_max_context(1024);
       info.set_kv_slots_total(4096);
       info.set_kv_block_size(pipeline_->kv_block_size);
+      if (index_ < static_cast<int>(pipeline_->sliding_window.size()))
+        info.set_sliding_window(pipeline_->sliding_window[index_]);
+      if (index_ < static_cast<int>(pipeline_->kv_local_slots.size()))
+        info.set_kv_local_slots_total(pipeline_->kv_local_slots[index_]);
       info.set_session_id(pipeline_->session());
       return info;
     }
@@ -111,8 +115,10 @@ class FakePipeline {
     return session_;
   }
 
-  // Scripting.
+  // Scripting (set before a client connects).
   int32_t kv_block_size = 16;
+  std::vector<int32_t> sliding_window;   // per stage (missing: 0)
+  std::vector<int64_t> kv_local_slots;   // per stage (missing: 0)
   std::atomic<int64_t> answer_delay_ms{0};
   /// Stages whose heartbeats stop (as under SIGSTOP) while set.
   void SetSilent(int stage, bool silent) {
@@ -429,6 +435,26 @@ TEST_F(RemoteEngineClientTest, KvBlockSizeMismatchIsRefusedNamingBothValues) {
   auto ok = RemoteEngineClient::Create(o);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ((*ok)->info().kv_block_size, 32);
+}
+
+// Issue 47, KV by layer type: the stages' pools for sliding-window layers are counted as the
+// smallest one (a stage without one has nothing to count); the window must be the same.
+TEST_F(RemoteEngineClientTest, TheSlidingWindowPoolIsTheSmallestStagesAndTheWindowMustAgree) {
+  pipeline_ = std::make_unique<FakePipeline>(3);
+  pipeline_->sliding_window = {1024, 1024, 1024};
+  pipeline_->kv_local_slots = {4096, 0, 2048};
+  RemoteEngineClient::Options o;
+  o.workers = pipeline_->addresses();
+  o.startup_timeout = absl::Seconds(10);
+  auto c = RemoteEngineClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->info().sliding_window, 1024);
+  EXPECT_EQ((*c)->info().kv_local_slots, 2048);
+  pipeline_->sliding_window = {1024, 1024, 512};
+  auto bad = RemoteEngineClient::Create(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(bad.status().message().find("disagree on the sliding window"), std::string::npos) << bad.status();
 }
 
 services::InternalAuth Auth(const std::string& token) {

@@ -40,8 +40,7 @@ class SchedulerServiceTest : public ::testing::Test {
   }
   void StartServiceWith(SchedulerLoop::Options o, services::InternalAuth auth = services::InternalAuth::Insecure()) {
     // A scripted engine: 2 ms per iteration, model "scripted".
-    auto engine = std::make_unique<FakeEngineClient>(
-        FakeEngineClient::Options{.model_name = "scripted", .step = absl::Milliseconds(2)});
+    auto engine = std::make_unique<FakeEngineClient>(engine_options_);
     engine_ = engine.get();
     auto loop = SchedulerLoop::Create(o, std::move(engine), &registry_);
     ASSERT_TRUE(loop.ok()) << loop.status();
@@ -108,6 +107,7 @@ class SchedulerServiceTest : public ::testing::Test {
     return s;
   }
 
+  FakeEngineClient::Options engine_options_{.model_name = "scripted", .step = absl::Milliseconds(2)};
   metrics::Registry registry_;
   std::string address_;
   FakeEngineClient* engine_ = nullptr;
@@ -444,6 +444,55 @@ TEST_F(SchedulerServiceTest, BeyondPaperOptionsAreAppliedReportedAndCounted) {
   const std::string config = SchedulingConfigJson(loop_->stats());
   EXPECT_NE(config.find("\"policy\":\"paged\""), std::string::npos) << config;
   EXPECT_NE(config.find("\"enable_prefix_caching\":true"), std::string::npos) << config;
+}
+
+// Issue 47, KV by layer type: the engine's pool for sliding-window layers is counted by the
+// scheduler, reported by GetStats, /metrics and the scheduling config, and named when a
+// request can never fit it.
+TEST_F(SchedulerServiceTest, TheSlidingWindowPoolIsCountedAndReportedByLayerType) {
+  engine_options_.sliding_window = 8;
+  engine_options_.kv_local_slots = 64;  // blocks of 1: two requests of 20 + 10 tokens (28 each) at once
+  StartService(0, 512);
+  std::vector<std::future<Result>> results;
+  for (int i = 0; i < 3; ++i) {
+    results.push_back(std::async(std::launch::async, [this] { return Generate(Req(std::vector<int32_t>(20, 3), 10)); }));
+  }
+  for (auto& f : results) {
+    Result r = f.get();
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.tokens.size(), 10u);
+  }
+  const v1::SchedulerStats s = Stats();
+  EXPECT_EQ(s.sliding_window(), 8);
+  EXPECT_EQ(s.kv_local_slots_total(), 64);
+  EXPECT_EQ(s.kv_local_slots_used(), 0);
+  EXPECT_NE(registry_.Serialize().find("orca:kv_local_slots_capacity{model_name=\"scripted\"} 64"), std::string::npos)
+      << registry_.Serialize();
+  const std::string config = SchedulingConfigJson(loop_->stats());
+  EXPECT_NE(config.find("\"sliding_window\":8,\"kv_local_slots\":64"), std::string::npos) << config;
+  // 100 prompt tokens span min(110, 8 + 100) = 108 blocks at once: never, whatever frees.
+  Result r = Generate(Req(std::vector<int32_t>(100, 1), 10));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("sliding-window layers' KV pool"), std::string::npos)
+      << r.status.error_message();
+}
+
+TEST_F(SchedulerServiceTest, PrefixCachingIsRefusedWhileTheWorkersKeepOnlyTheWindow) {
+  SchedulerLoop::Options o;
+  o.scheduler.kv_block_size = 16;
+  o.scheduler.n_slots = 1024;
+  o.scheduler.enable_prefix_caching = true;
+  auto engine = std::make_unique<FakeEngineClient>(
+      FakeEngineClient::Options{.model_name = "gemma", .sliding_window = 512, .kv_local_slots = 2048});
+  auto loop = SchedulerLoop::Create(o, std::move(engine), &registry_);
+  ASSERT_FALSE(loop.ok());
+  EXPECT_EQ(loop.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(loop.status().message().find("keep only the last 512 positions"), std::string::npos) << loop.status();
+  EXPECT_NE(loop.status().message().find("--swa-full"), std::string::npos) << loop.status();
+  // Workers started with --swa-full report no local pool: prefix caching works.
+  auto swa_full = std::make_unique<FakeEngineClient>(
+      FakeEngineClient::Options{.model_name = "gemma", .sliding_window = 512, .kv_local_slots = 0});
+  EXPECT_TRUE(SchedulerLoop::Create(o, std::move(swa_full), &registry_).ok());
 }
 
 TEST_F(SchedulerServiceTest, PriorityOutOfRangeIsInvalidArgument) {
