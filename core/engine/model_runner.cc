@@ -459,8 +459,10 @@ class ModelRunner::Ops : public LayerOps {
     r_.NormInto(kind, weight, bias, n_, r_.F(r_.h_));
   }
   void QkvProjection(const LayerWeights& lw) override { r_.QkvProjection(lw, n_); }
-  void QkNorm(const float* q_weight, const float* k_weight) override { r_.QkNorm(q_weight, k_weight, n_, false); }
-  void QkNormWhole(const float* q_weight, const float* k_weight) override { r_.QkNorm(q_weight, k_weight, n_, true); }
+  void QkNorm(const float* q_weight, const float* k_weight) override { r_.QkNorm(q_weight, k_weight, n_); }
+  absl::Status QkNormWhole(const float* q_weight, const float* k_weight) override {
+    return r_.QkNormWhole(q_weight, k_weight, n_, timings_);
+  }
   void PositionAndCache(int32_t l, bool rotary) override { r_.RopeAndKvWrite(l, n_, rotary); }
   void Attend(int32_t l) override { r_.Attend(l); }
   absl::Status AttentionOutput(const LayerWeights& lw, const float* post_norm) override {
@@ -492,16 +494,36 @@ void ModelRunner::QkvProjection(const LayerWeights& lw, int64_t n) {
   o_.backend->LinearMany(F(*block_input_), n, qkv, 3);
 }
 
-void ModelRunner::QkNorm(const float* q_weight, const float* k_weight, int64_t n, bool whole) {
+absl::Status ModelRunner::QkNormWhole(const float* q_weight, const float* k_weight, int64_t n,
+                                      ForwardTimings* timings) {
   const ModelWeights& w = *o_.weights;
   const ModelConfig& c = w.config();
   kernels::Backend& be = *o_.backend;
   const int64_t D = c.head_dim, qh = w.local_q_heads(), kh = w.local_kv_heads();
-  if (whole) {  // one RMSNorm over each token's whole projection (OLMo 2; one shard holds all of it)
+  if (o_.tp == nullptr || o_.tp->size() == 1) {  // one shard holds every head: one RMSNorm per row
     be.RmsNorm(F(q_), q_weight, n, qh * D, c.norm_eps, F(q_));
     be.RmsNorm(F(k_), k_weight, n, kh * D, c.norm_eps, F(k_));
-    return;
+    return absl::OkStatus();
   }
+  // Each shard holds its heads' slice of the row: the squares of the whole row are the group's sum. The MLP's
+  // second buffer (n × FFN share >= 2n floats) is free until the MLP.
+  float* sums = F(ff2_);
+  be.SumSquares(F(q_), n, qh * D, sums);
+  be.SumSquares(F(k_), n, kh * D, sums + n);
+  if (!o_.tp->stream_ordered()) be.Synchronize();  // a host-ordered all-reduce reads the sums now
+  const int64_t t0 = NowMicros();
+  ORCA_RETURN_IF_ERROR(o_.tp->AllReduceSum(sums, static_cast<size_t>(2 * n)));
+  timings->comm_micros += NowMicros() - t0;
+  be.RmsNormFromSums(F(q_), q_weight, sums, n, qh * D, int64_t{c.num_heads} * D, c.norm_eps, F(q_));
+  be.RmsNormFromSums(F(k_), k_weight, sums + n, n, kh * D, int64_t{c.num_kv_heads} * D, c.norm_eps, F(k_));
+  return absl::OkStatus();
+}
+
+void ModelRunner::QkNorm(const float* q_weight, const float* k_weight, int64_t n) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  kernels::Backend& be = *o_.backend;
+  const int64_t D = c.head_dim, qh = w.local_q_heads(), kh = w.local_kv_heads();
   // [n, heads × head_dim] rows are [n × heads, head_dim] rows: one RMSNorm per head.
   be.RmsNorm(F(q_), q_weight, n * qh, D, c.norm_eps, F(q_));
   be.RmsNorm(F(k_), k_weight, n * kh, D, c.norm_eps, F(k_));

@@ -145,9 +145,11 @@ class ModelRunner {
   class Ops;
   // q_, k_, v_ = h_ · W_q, W_k, W_v (+ biases), in one pass over h_.
   void QkvProjection(const LayerWeights& lw, int64_t n);
-  // RMSNorm of every local head of q_ and k_ (head_dim values each) with the given weights; `whole`: of each
-  // token's whole projection instead.
-  void QkNorm(const float* q_weight, const float* k_weight, int64_t n, bool whole);
+  // RMSNorm of every local head of q_ and k_ (head_dim values each) with the given weights.
+  void QkNorm(const float* q_weight, const float* k_weight, int64_t n);
+  // RMSNorm of each token's whole q and whole k projection (OLMo 2), the weights this shard's heads' slice; with
+  // tensor parallelism the group all-reduces each row's sum of squares.
+  absl::Status QkNormWhole(const float* q_weight, const float* k_weight, int64_t n, ForwardTimings* timings);
   // Rotates q_ and k_ at their positions when `rotary` (fused with the write when Options::fused_kernels) and
   // writes k_ and v_ into this layer's KV slots.
   void RopeAndKvWrite(int32_t local_layer, int64_t n, bool rotary);

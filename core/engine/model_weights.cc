@@ -97,6 +97,11 @@ class ModelWeights::Loader : public LayerLoader {
     return Vector(role, layer, size, 0, size, optional, add);
   }
   int32_t tp_size() const override { return out_->partition_.tp_size; }
+  absl::StatusOr<const float*> HeadSliced(TensorRole role, int32_t layer, bool kv_heads) override {
+    const int64_t total = kv_heads ? shapes_.kv_total : shapes_.q_total;
+    const int64_t local = kv_heads ? shapes_.kv_local : shapes_.q_local;
+    return Vector(role, layer, total, shapes_.rank * local, local);
+  }
   absl::Status SeparateQkv(int32_t layer, LayerWeights* lw) override;
   absl::Status FusedQkv(int32_t layer, bool biases, LayerWeights* lw) override;
   absl::Status FusedGateUp(int32_t layer, LayerWeights* lw) override;

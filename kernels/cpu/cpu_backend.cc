@@ -391,6 +391,24 @@ void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t m, int64_t
   }
 }
 
+void CpuBackend::SumSquares(const float* x, int64_t m, int64_t h, float* sums) {
+#pragma omp parallel for num_threads(num_threads_) if (m > 16)
+  for (int64_t i = 0; i < m; ++i) {
+    double ss = 0;
+    for (int64_t j = 0; j < h; ++j) ss += static_cast<double>(x[i * h + j]) * x[i * h + j];
+    sums[i] = static_cast<float>(ss);
+  }
+}
+
+void CpuBackend::RmsNormFromSums(const float* x, const float* weight, const float* sums, int64_t m, int64_t h,
+                                 int64_t total_h, float eps, float* y) {
+#pragma omp parallel for num_threads(num_threads_) if (m > 16)
+  for (int64_t i = 0; i < m; ++i) {
+    const float inv = 1.0f / std::sqrt(static_cast<float>(static_cast<double>(sums[i]) / total_h) + eps);
+    for (int64_t j = 0; j < h; ++j) y[i * h + j] = x[i * h + j] * inv * weight[j];
+  }
+}
+
 void CpuBackend::LayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
                            float* y) {
 #pragma omp parallel for num_threads(num_threads_) if (m > 16)

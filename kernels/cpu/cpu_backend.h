@@ -79,6 +79,9 @@ class CpuBackend final : public Backend {
   void Embedding(const int32_t* ids, int64_t m, const WeightView& table, float* out) override;
   void AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) override;
   void RmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y) override;
+  void SumSquares(const float* x, int64_t m, int64_t h, float* sums) override;
+  void RmsNormFromSums(const float* x, const float* weight, const float* sums, int64_t m, int64_t h, int64_t total_h,
+                       float eps, float* y) override;
   void LayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
                  float* y) override;
   void Add(float* y, const float* x, int64_t n) override;

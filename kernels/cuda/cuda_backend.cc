@@ -355,6 +355,17 @@ void CudaBackend::Add(float* y, const float* x, int64_t n) {
   ORCA_CUDA_CHECK(cuda::LaunchAdd(y, x, n, stream_));
 }
 
+void CudaBackend::SumSquares(const float* x, int64_t m, int64_t h, float* sums) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchSumSquares(x, m, h, sums, stream_));
+}
+
+void CudaBackend::RmsNormFromSums(const float* x, const float* weight, const float* sums, int64_t m, int64_t h,
+                                  int64_t total_h, float eps, float* y) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchRmsNormFromSums(x, weight, sums, m, h, total_h, eps, y, stream_));
+}
+
 void CudaBackend::AddRmsNorm(float* residual, const float* x, const float* weight, int64_t m, int64_t h, float eps,
                              float* y) {
   MakeCurrent();

@@ -45,6 +45,11 @@ cudaError_t LaunchGatherTableRows(const int32_t* rows, int64_t m, const void* ta
 
 cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y,
                           cudaStream_t stream);
+/// sums[i] = Σ x[i, :]² (rows of h).
+cudaError_t LaunchSumSquares(const float* x, int64_t m, int64_t h, float* sums, cudaStream_t stream);
+/// y[i, :] = x[i, :] · weight / sqrt(sums[i] / total_h + eps) (y may alias x).
+cudaError_t LaunchRmsNormFromSums(const float* x, const float* weight, const float* sums, int64_t m, int64_t h,
+                                  int64_t total_h, float eps, float* y, cudaStream_t stream);
 /// residual += x, then y = RmsNorm(residual) (one launch; y may alias residual).
 cudaError_t LaunchAddRmsNorm(float* residual, const float* x, const float* weight, int64_t m, int64_t h, float eps,
                              float* y, cudaStream_t stream);
@@ -131,8 +136,8 @@ struct AttentionLaunch {
   float* out = nullptr;      ///< [N, num_q_heads * head_dim]
   int32_t num_q_heads = 0;
   float scale = 1.0f;
-  int32_t window = 0;     ///< sliding window (AttentionParams::window); 0: none
-  float softcap = 0.0f;   ///< score soft-capping (AttentionParams::softcap); 0: none
+  int32_t window = 0;    ///< sliding window (AttentionParams::window); 0: none
+  float softcap = 0.0f;  ///< score soft-capping (AttentionParams::softcap); 0: none
   KvCacheDesc kv;
   const AttentionSeqDesc* seqs = nullptr;  ///< device array of num_seqs
   int32_t num_seqs = 0;

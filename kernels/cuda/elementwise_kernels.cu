@@ -83,6 +83,22 @@ __global__ void RmsNormKernel(const float* x, const float* __restrict__ weight, 
   for (int64_t j = threadIdx.x; j < h; j += blockDim.x) yr[j] = xr[j] * inv * weight[j];
 }
 
+__global__ void SumSquaresKernel(const float* __restrict__ x, int64_t h, float* __restrict__ sums) {
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * h;
+  float ss = 0.0f;
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) ss += xr[j] * xr[j];
+  ss = BlockSum(ss);
+  if (threadIdx.x == 0) sums[blockIdx.x] = ss;
+}
+
+__global__ void RmsNormFromSumsKernel(const float* x, const float* __restrict__ weight, const float* __restrict__ sums,
+                                      int64_t h, int64_t total_h, float eps, float* y) {
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * h;
+  float* yr = y + static_cast<int64_t>(blockIdx.x) * h;
+  const float inv = 1.0f / sqrtf(sums[blockIdx.x] / static_cast<float>(total_h) + eps);
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) yr[j] = xr[j] * inv * weight[j];
+}
+
 // residual += x, then RmsNorm of the sum into y: the unfused pair's arithmetic in the same
 // per-thread order (same launch shape as RmsNormKernel), one pass fewer over the row.
 __global__ void AddRmsNormKernel(float* residual, const float* __restrict__ x, const float* __restrict__ weight,
@@ -297,6 +313,18 @@ cudaError_t LaunchRmsNorm(const float* x, const float* weight, int64_t m, int64_
                           cudaStream_t stream) {
   if (m <= 0 || h <= 0) return cudaSuccess;
   return Launch(RmsNormKernel, static_cast<unsigned>(m), RowThreads(h), 0, stream, x, weight, h, eps, y);
+}
+
+cudaError_t LaunchSumSquares(const float* x, int64_t m, int64_t h, float* sums, cudaStream_t stream) {
+  if (m <= 0 || h <= 0) return cudaSuccess;
+  return Launch(SumSquaresKernel, static_cast<unsigned>(m), RowThreads(h), 0, stream, x, h, sums);
+}
+
+cudaError_t LaunchRmsNormFromSums(const float* x, const float* weight, const float* sums, int64_t m, int64_t h,
+                                  int64_t total_h, float eps, float* y, cudaStream_t stream) {
+  if (m <= 0 || h <= 0) return cudaSuccess;
+  return Launch(RmsNormFromSumsKernel, static_cast<unsigned>(m), RowThreads(h), 0, stream, x, weight, sums, h, total_h,
+                eps, y);
 }
 
 cudaError_t LaunchAddRmsNorm(float* residual, const float* x, const float* weight, int64_t m, int64_t h, float eps,

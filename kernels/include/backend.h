@@ -162,6 +162,13 @@ class Backend {
   /// out[i, :] += table[positions[i], :] (GPT-2 learned positions).
   virtual void AddPositionEmbedding(const int32_t* positions, int64_t m, const WeightView& table, float* out) = 0;
   virtual void RmsNorm(const float* x, const float* weight, int64_t m, int64_t h, float eps, float* y) = 0;
+  /// sums[i] = Σ_j x[i, j]² over rows of h: one shard's part of a norm whose row a tensor-parallel group
+  /// holds in slices (OLMo 2's q/k norms); the group all-reduces the sums, then RmsNormFromSums.
+  virtual void SumSquares(const float* x, int64_t m, int64_t h, float* sums) = 0;
+  /// y[i, :] = x[i, :] · weight / sqrt(sums[i] / total_h + eps): RmsNorm of rows whose squares over all
+  /// `total_h` values of the whole row are `sums` (y may alias x).
+  virtual void RmsNormFromSums(const float* x, const float* weight, const float* sums, int64_t m, int64_t h,
+                               int64_t total_h, float eps, float* y) = 0;
   virtual void LayerNorm(const float* x, const float* gamma, const float* beta, int64_t m, int64_t h, float eps,
                          float* y) = 0;
   /// y += x, elementwise over n values.

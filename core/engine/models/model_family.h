@@ -37,6 +37,9 @@ class LayerLoader {
                                                   float add = 0.0f) = 0;
   /// The tensor-parallel group's size (a family whose layer cannot be split yet refuses > 1 by name).
   virtual int32_t tp_size() const = 0;
+  /// This rank's heads' part of a vector of per-head values [heads × head_dim] (q heads, or KV heads when
+  /// `kv_heads`), as f32: what a norm over the whole projection weights this shard's slice of it with.
+  virtual absl::StatusOr<const float*> HeadSliced(TensorRole role, int32_t layer, bool kv_heads) = 0;
   /// Q, K and V as three tensors (column-parallel by heads), with their biases when ModelConfig::attention_bias.
   virtual absl::Status SeparateQkv(int32_t layer, LayerWeights* lw) = 0;
   /// Q, K and V as row ranges [Q | K | V] of one fused tensor, with one fused bias when `biases` (GPT-2's
@@ -72,8 +75,9 @@ class LayerOps {
   virtual void QkvProjection(const LayerWeights& lw) = 0;
   /// RMSNorm of every head of q and of k over its head_dim values (weights of head_dim values each).
   virtual void QkNorm(const float* q_weight, const float* k_weight) = 0;
-  /// RMSNorm of each token's whole q projection and whole k projection (OLMo 2; weights of heads × head_dim).
-  virtual void QkNormWhole(const float* q_weight, const float* k_weight) = 0;
+  /// RMSNorm of each token's whole q projection and whole k projection (OLMo 2; weights of this shard's heads ×
+  /// head_dim, HeadSliced): with tensor parallelism the shards all-reduce their rows' sums of squares.
+  virtual absl::Status QkNormWhole(const float* q_weight, const float* k_weight) = 0;
   /// RoPE on q and k at their positions when `rotary` (the layer's table: local layers may have their own),
   /// then k and v into this layer's KV cache.
   virtual void PositionAndCache(int32_t local_layer, bool rotary) = 0;
@@ -98,7 +102,12 @@ class LayerOps {
 struct SynthTensorSpec {
   std::string name;
   std::vector<int64_t> shape;
-  enum class Init : uint8_t { kNormal, kOnes, kZeros, kAroundOne } init = Init::kNormal;  ///< kAroundOne: 1 + N(0, stddev)
+  enum class Init : uint8_t {
+    kNormal,
+    kOnes,
+    kZeros,
+    kAroundOne
+  } init = Init::kNormal;  ///< kAroundOne: 1 + N(0, stddev)
   double stddev = 0.02;
 };
 

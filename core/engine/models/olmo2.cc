@@ -14,8 +14,7 @@
 namespace orca::engine {
 namespace {
 
-absl::Status ParseHf(const nlohmann::json& j, const std::string& model_type, const std::string& src,
-                     ModelConfig* c) {
+absl::Status ParseHf(const nlohmann::json& j, const std::string& model_type, const std::string& src, ModelConfig* c) {
   ORCA_RETURN_IF_ERROR(ParseRotaryDecoderHf(j, model_type, src, c));
   c->qk_norm = true;
   return absl::OkStatus();
@@ -47,16 +46,12 @@ std::string HfName(TensorRole role, int32_t l, const std::string& /*prefix*/) {
   }
 }
 
-
 absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWeights* lw) {
-  if (ld.tp_size() > 1)
-    return absl::UnimplementedError(
-        "olmo2: its q/k norms span every head, which a tensor-parallel shard does not hold; run it with tensor "
-        "parallelism 1 (pipeline stages work)");
   const int64_t H = c.hidden_size;
   ORCA_RETURN_IF_ERROR(ld.SeparateQkv(l, lw));
-  ORCA_ASSIGN_OR_RETURN(lw->q_norm, ld.Replicated(TensorRole::kQNorm, l, int64_t{c.num_heads} * c.head_dim));
-  ORCA_ASSIGN_OR_RETURN(lw->k_norm, ld.Replicated(TensorRole::kKNorm, l, int64_t{c.num_kv_heads} * c.head_dim));
+  // The q/k norms span every head: each shard weights its own heads' slice (the runner all-reduces the squares).
+  ORCA_ASSIGN_OR_RETURN(lw->q_norm, ld.HeadSliced(TensorRole::kQNorm, l, /*kv_heads=*/false));
+  ORCA_ASSIGN_OR_RETURN(lw->k_norm, ld.HeadSliced(TensorRole::kKNorm, l, /*kv_heads=*/true));
   ORCA_RETURN_IF_ERROR(ld.AttentionOutput(l, /*bias=*/false, lw));
   ORCA_ASSIGN_OR_RETURN(lw->post_attn_norm, ld.Replicated(TensorRole::kPostAttnNorm, l, H));
   ORCA_RETURN_IF_ERROR(ld.Mlp(l, /*gated=*/true, /*biases=*/false, lw));
@@ -67,7 +62,7 @@ absl::Status LoadLayer(LayerLoader& ld, const ModelConfig& c, int32_t l, LayerWe
 absl::Status ForwardLayer(LayerOps& ops, int32_t l, const LayerWeights& lw) {
   ops.Norm(NormKind::kNone, nullptr, nullptr);
   ops.QkvProjection(lw);
-  ops.QkNormWhole(lw.q_norm, lw.k_norm);
+  ORCA_RETURN_IF_ERROR(ops.QkNormWhole(lw.q_norm, lw.k_norm));
   ops.PositionAndCache(l, /*rotary=*/true);
   ops.Attend(l);
   ORCA_RETURN_IF_ERROR(ops.AttentionOutput(lw, lw.post_attn_norm));

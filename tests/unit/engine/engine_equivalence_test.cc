@@ -35,26 +35,24 @@ class EngineEquivalenceTest : public ::testing::TestWithParam<Case> {
  protected:
   SyntheticModelOptions Options() const {
     const DType dtype = GetParam().dtype;
-    SyntheticModelOptions o = GetParam().arch == ModelArch::kGpt2     ? testing::SmallGpt2(dtype)
-                              : GetParam().arch == ModelArch::kQwen3  ? testing::SmallQwen3(dtype)
-                              : GetParam().arch == ModelArch::kGemma2 ? testing::SmallGemma2(dtype)
-                              : GetParam().arch == ModelArch::kGemma3 ? testing::SmallGemma3(dtype)
-                              : GetParam().arch == ModelArch::kGranite ? testing::SmallGranite(dtype)
-                              : GetParam().arch == ModelArch::kOlmo2   ? testing::SmallOlmo2(dtype)
-                              : GetParam().arch == ModelArch::kStarcoder2 ? testing::SmallStarcoder2(dtype)
-                              : GetParam().arch == ModelArch::kPhi3       ? testing::SmallPhi3(dtype)
+    SyntheticModelOptions o = GetParam().arch == ModelArch::kGpt2                     ? testing::SmallGpt2(dtype)
+                              : GetParam().arch == ModelArch::kQwen3                  ? testing::SmallQwen3(dtype)
+                              : GetParam().arch == ModelArch::kGemma2                 ? testing::SmallGemma2(dtype)
+                              : GetParam().arch == ModelArch::kGemma3                 ? testing::SmallGemma3(dtype)
+                              : GetParam().arch == ModelArch::kGranite                ? testing::SmallGranite(dtype)
+                              : GetParam().arch == ModelArch::kOlmo2                  ? testing::SmallOlmo2(dtype)
+                              : GetParam().arch == ModelArch::kStarcoder2             ? testing::SmallStarcoder2(dtype)
+                              : GetParam().arch == ModelArch::kPhi3                   ? testing::SmallPhi3(dtype)
                               : std::string(GetParam().name).rfind("mistral", 0) == 0 ? testing::SmallMistral(dtype)
-                                                                         : testing::SmallLlama(dtype);
+                                                                                      : testing::SmallLlama(dtype);
     if (GetParam().wide) {
       o.hidden_size = 256, o.intermediate_size = 512, o.num_layers = 2, o.num_heads = 4, o.num_kv_heads = 2;
       if (o.head_dim > 0) o.head_dim = 128;  // heads × head_dim (512) ≠ hidden still
     }
     return o;
   }
-  // Tensor-parallel sizes the case runs with (OLMo 2 refuses 2, checked in PipelineAndTensorPartitionsMatchWholeModel).
-  std::vector<int> TpSizes() const {
-    return GetParam().arch == ModelArch::kOlmo2 ? std::vector<int>{1} : std::vector<int>{1, 2};
-  }
+  // Tensor-parallel sizes the case runs with.
+  std::vector<int> TpSizes() const { return {1, 2}; }
   // The checkpoint under test: the synthetic model, or its GGUF export in the case's mix.
   std::string ModelPath() const {
     const std::string hf = testing::SyntheticModel(Options());
@@ -259,18 +257,8 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(refused.status().message().find("would split a block"), std::string::npos) << refused.status();
   }
-  // OLMo 2's q/k norms span every head: tensor parallelism is refused by name (pipeline stages are checked below).
-  const bool tp_unsupported = GetParam().arch == ModelArch::kOlmo2;
-  if (tp_unsupported) {
-    Engine::Options o;
-    o.model_path = path;
-    o.n_slots = 1024;
-    o.tp_size = 2;
-    auto refused = Engine::Create(o);
-    ASSERT_FALSE(refused.ok());
-    EXPECT_NE(refused.status().message().find("olmo2"), std::string::npos) << refused.status();
-  }
-  std::unique_ptr<Engine> tp2 = tp_splits_block || tp_unsupported ? nullptr : MakeEngine(path, 2);
+  // OLMo 2's q/k norms span every head: its shards all-reduce each row's sum of squares.
+  std::unique_ptr<Engine> tp2 = tp_splits_block ? nullptr : MakeEngine(path, 2);
   std::vector<std::unique_ptr<Engine>> stages;
   for (int s = 0; s < 2; ++s) {
     Engine::Options o;
@@ -327,8 +315,6 @@ TEST_P(EngineEquivalenceTest, PipelineAndTensorPartitionsMatchWholeModel) {
 // only a slice of the tied embedding. Quantized heads are sliced by rows, so
 // their blocks stay whole.
 TEST_P(EngineEquivalenceTest, VocabularyParallelHeadMatchesWholeModelWithUnevenVocabulary) {
-  if (GetParam().arch == ModelArch::kOlmo2)
-    GTEST_SKIP() << "olmo2 refuses tensor parallelism (PipelineAndTensorPartitionsMatchWholeModel checks that)";
   SyntheticModelOptions m = Options();
   m.vocab_size = 301;
   if (GetParam().mix != nullptr && GetParam().mix != std::string("bf16")) {

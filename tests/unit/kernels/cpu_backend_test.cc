@@ -262,6 +262,29 @@ TEST(CpuBackendTest, RmsNormMatchesReferenceInPlace) {
   EXPECT_TRUE(AllClose(x, ref, 1e-5, 1e-5));
 }
 
+// A norm over rows held in two slices (OLMo 2's q/k norms under tensor parallelism): each slice's sums of
+// squares, added, normalise each slice as RmsNorm normalises the whole row.
+TEST(CpuBackendTest, RmsNormFromSummedSliceSquaresIsRmsNormOfTheWholeRow) {
+  auto cpu = MakeCpu();
+  const int64_t m = 5, h = 96, half = h / 2;
+  const std::vector<float> x = RandomFloats(m * h, 6, -3, 3), w = RandomFloats(h, 7);
+  std::vector<float> whole(x.size());
+  cpu->RmsNorm(x.data(), w.data(), m, h, 1e-5f, whole.data());
+  std::vector<float> left(m * half), right(m * half);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < half; ++j) left[i * half + j] = x[i * h + j], right[i * half + j] = x[i * h + half + j];
+  std::vector<float> sums(m), right_sums(m);
+  cpu->SumSquares(left.data(), m, half, sums.data());
+  cpu->SumSquares(right.data(), m, half, right_sums.data());
+  for (int64_t i = 0; i < m; ++i) sums[i] += right_sums[i];  // the all-reduce
+  cpu->RmsNormFromSums(left.data(), w.data(), sums.data(), m, half, h, 1e-5f, left.data());
+  cpu->RmsNormFromSums(right.data(), w.data() + half, sums.data(), m, half, h, 1e-5f, right.data());
+  std::vector<double> got(x.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < half; ++j) got[i * h + j] = left[i * half + j], got[i * h + half + j] = right[i * half + j];
+  EXPECT_TRUE(AllClose(whole, got, 1e-5, 1e-5));
+}
+
 TEST(CpuBackendTest, LayerNormMatchesReferenceWithAndWithoutBeta) {
   auto cpu = MakeCpu();
   const int64_t m = 4, h = 50;

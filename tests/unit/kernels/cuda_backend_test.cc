@@ -129,6 +129,22 @@ TEST_F(CudaBackendTest, RmsNormMatchesCpuInPlace) {
   }
 }
 
+TEST_F(CudaBackendTest, SumSquaresAndRmsNormFromSumsMatchCpu) {
+  const int64_t m = 6, h = 300, total = 1200;
+  const std::vector<float> x = RandomFloats(m * h, 8, -3, 3), w = RandomFloats(h, 9);
+  auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) {
+    float* dx = run.Upload(x);
+    float* sums = run.Upload(std::vector<float>(m, 0.0f));
+    run.backend().SumSquares(dx, m, h, sums);
+    std::vector<float> out = run.Download(sums, m);
+    run.backend().RmsNormFromSums(dx, run.Upload(w), sums, m, h, total, 1e-6f, dx);
+    std::vector<float> y = run.Download(dx, x.size());
+    out.insert(out.end(), y.begin(), y.end());
+    return out;
+  });
+  EXPECT_TRUE(AllClose(gpu, cpu, 1e-5, 1e-5));
+}
+
 TEST_F(CudaBackendTest, LayerNormMatchesCpuWithAndWithoutBeta) {
   const int64_t m = 5, h = 1000;
   const std::vector<float> x = RandomFloats(m * h, 3, 1, 5), g = RandomFloats(h, 4), b = RandomFloats(h, 5);
