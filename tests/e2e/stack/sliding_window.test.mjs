@@ -41,14 +41,18 @@ async function runAll(s, prompts) {
   let peak = 0, polling = true;
   const poller = (async () => {
     while (polling) {
-      peak = Math.max(peak, await gauge(s, 'orca:kv_local_slots_used'));
+      try {
+        peak = Math.max(peak, await gauge(s, 'orca:kv_local_slots_used'));
+      } catch { /* the stack is stopping: a failed request ended the test */ }
       await new Promise((r) => setTimeout(r, 20));
     }
   })();
-  const outputs = await Promise.all(prompts.map((p) => complete(s, p)));
-  polling = false;
-  await poller;
-  return { outputs, peak };
+  try {
+    return { outputs: await Promise.all(prompts.map((p) => complete(s, p))), peak };
+  } finally {
+    polling = false;
+    await poller;
+  }
 }
 
 test('a small sliding-window pool serves requests decoding past the window, as keeping every position does', async () => {
