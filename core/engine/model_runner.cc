@@ -446,6 +446,7 @@ class ModelRunner::Ops : public LayerOps {
     r_.QkNorm(q_weight, k_weight, n_, true);
   }
   void PositionAndCache(int32_t l, bool rotary) override { r_.RopeAndKvWrite(l, n_, rotary); }
+  void QueryTemperature() override { r_.QueryTemperature(n_); }
   void Attend(int32_t l) override { r_.Attend(l); }
   absl::Status AttentionOutput(const LayerWeights& lw, const float* post_norm) override {
     return r_.RowParallelOutput(r_.F(r_.attn_), n_, lw.o, lw.o_bias, post_norm, timings_);
@@ -518,6 +519,13 @@ void ModelRunner::RopeAndKvWrite(int32_t l, int64_t n, bool rotary) {
     be.Rope(F(q_), F(k_), I(positions_), n, w.local_q_heads(), w.local_kv_heads(), c.head_dim, rope);
     be.KvWrite(write);
   }
+}
+
+void ModelRunner::QueryTemperature(int64_t n) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  o_.backend->AttentionTemperature(F(q_), I(positions_), n, static_cast<int64_t>(w.local_q_heads()) * c.head_dim,
+                                   c.attn_temperature_scale, c.attn_temperature_floor);
 }
 
 void ModelRunner::Attend(int32_t l) {

@@ -152,6 +152,8 @@ class ModelRunner {
   // Rotates q_ and k_ at their positions when `rotary` (fused with the write when Options::fused_kernels) and
   // writes k_ and v_ into this layer's KV slots.
   void RopeAndKvWrite(int32_t local_layer, int64_t n, bool rotary);
+  // q_ rows × the attention temperature of their positions (ModelConfig::attn_temperature_scale).
+  void QueryTemperature(int64_t n);
   // attn_ = softmax(q_ kᵀ · scale) v per sequence, over its cached keys and values (the local layers'
   // sliding window and the scores' soft-capping as the config says).
   void Attend(int32_t local_layer);
