@@ -170,7 +170,7 @@ absl::Status ModelConfig::Validate() const {
       return absl::InvalidArgumentError(absl::StrCat(name, " must be a non-negative number, got ", v));
   if (!std::isfinite(attn_temperature_scale) || (attn_temperature_scale != 0 && attn_temperature_floor <= 0))
     return absl::InvalidArgumentError(absl::StrCat("attention temperature scale ", attn_temperature_scale,
-                                                   " needs a finite scale and a positive floor (original context), got ",
+                                                   " must be finite, with a positive floor (original context), got ",
                                                    attn_temperature_floor));
   if (rope_scaling.type == RopeScaling::Type::kYarn &&
       !(rope_scaling.original_max_position > 0 && rope_scaling.beta_fast > rope_scaling.beta_slow &&

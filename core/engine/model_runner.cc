@@ -446,7 +446,6 @@ class ModelRunner::Ops : public LayerOps {
     r_.QkNorm(q_weight, k_weight, n_, true);
   }
   void PositionAndCache(int32_t l, bool rotary) override { r_.RopeAndKvWrite(l, n_, rotary); }
-  void QueryTemperature() override { r_.QueryTemperature(n_); }
   void Attend(int32_t l) override { r_.Attend(l); }
   absl::Status AttentionOutput(const LayerWeights& lw, const float* post_norm) override {
     return r_.RowParallelOutput(r_.F(r_.attn_), n_, lw.o, lw.o_bias, post_norm, timings_);
@@ -454,6 +453,7 @@ class ModelRunner::Ops : public LayerOps {
   void SwiGlu(const LayerWeights& lw) override { r_.GatedMlp(lw, n_, /*gelu=*/false); }
   void GeGlu(const LayerWeights& lw) override { r_.GatedMlp(lw, n_, /*gelu=*/true); }
   void GeluUp(const LayerWeights& lw) override { r_.GeluMlp(lw, n_); }
+  void QueryTemperature() override { r_.QueryTemperature(n_); }
   absl::Status MlpOutput(const LayerWeights& lw, const float* post_norm) override {
     return r_.RowParallelOutput(r_.F(r_.ff1_), n_, lw.down, lw.down_bias, post_norm, timings_);
   }
@@ -521,13 +521,6 @@ void ModelRunner::RopeAndKvWrite(int32_t l, int64_t n, bool rotary) {
   }
 }
 
-void ModelRunner::QueryTemperature(int64_t n) {
-  const ModelWeights& w = *o_.weights;
-  const ModelConfig& c = w.config();
-  o_.backend->AttentionTemperature(F(q_), I(positions_), n, static_cast<int64_t>(w.local_q_heads()) * c.head_dim,
-                                   c.attn_temperature_scale, c.attn_temperature_floor);
-}
-
 void ModelRunner::Attend(int32_t l) {
   const ModelWeights& w = *o_.weights;
   const ModelConfig& c = w.config();
@@ -558,6 +551,13 @@ void ModelRunner::GeluMlp(const LayerWeights& lw, int64_t n) {
   kernels::Backend& be = *o_.backend;
   be.Linear(F(*block_input_), n, lw.up, lw.up_bias, F(ff1_));
   be.GeluTanh(F(ff1_), n * o_.weights->local_intermediate());
+}
+
+void ModelRunner::QueryTemperature(int64_t n) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  o_.backend->AttentionTemperature(F(q_), I(positions_), n, static_cast<int64_t>(w.local_q_heads()) * c.head_dim,
+                                   c.attn_temperature_scale, c.attn_temperature_floor);
 }
 
 }  // namespace orca::engine

@@ -152,8 +152,6 @@ class ModelRunner {
   // Rotates q_ and k_ at their positions when `rotary` (fused with the write when Options::fused_kernels) and
   // writes k_ and v_ into this layer's KV slots.
   void RopeAndKvWrite(int32_t local_layer, int64_t n, bool rotary);
-  // q_ rows × the attention temperature of their positions (ModelConfig::attn_temperature_scale).
-  void QueryTemperature(int64_t n);
   // attn_ = softmax(q_ kᵀ · scale) v per sequence, over its cached keys and values (the local layers'
   // sliding window and the scores' soft-capping as the config says).
   void Attend(int32_t local_layer);
@@ -161,6 +159,8 @@ class ModelRunner {
   void GatedMlp(const LayerWeights& lw, int64_t n, bool gelu);
   // ff1_ = gelu_tanh(h_ · W_up + b_up) (GPT-2's c_fc).
   void GeluMlp(const LayerWeights& lw, int64_t n);
+  // q_ rows × the attention temperature of their positions (ModelConfig::attn_temperature_scale).
+  void QueryTemperature(int64_t n);
   // The final norm and LM head over the rows `samples` of x_; writes host logits on rank 0.
   absl::Status Head(int64_t samples, float* logits_out, ForwardTimings* timings);
   // The head's vocabulary-parallel tail: this rank's slice of the logits, gathered on rank 0.

@@ -37,7 +37,8 @@ const json* RopeObject(const json& text, json* rest) {
   }
   if (auto theta = rp->find("rope_theta"); theta != rp->end()) (*rest)["rope_theta"] = *theta;
   // Its rope_type ("type" in Ministral3Config's defaults) says the scaling; absent or "default": none.
-  if (!text.contains("rope_scaling") && (rp->contains("rope_type") || rp->contains("type"))) (*rest)["rope_scaling"] = *rp;
+  if (!text.contains("rope_scaling") && (rp->contains("rope_type") || rp->contains("type")))
+    (*rest)["rope_scaling"] = *rp;
   return &*rp;
 }
 
@@ -48,8 +49,8 @@ absl::Status ParseHf(const json& j, const std::string& model_type, const std::st
   std::string text_type = multimodal ? "mistral" : model_type;
   if (auto t = text.find("model_type"); t != text.end() && t->is_string()) text_type = t->get<std::string>();
   if (text_type != "mistral" && text_type != "ministral3")
-    return absl::UnimplementedError(absl::StrCat(src, ": text_config model_type '", text_type,
-                                                 "' is not supported (ministral3 and mistral are)"));
+    return absl::UnimplementedError(
+        absl::StrCat(src, ": text_config model_type '", text_type, "' is not supported (ministral3 and mistral are)"));
   json rest = text;
   const json* rope = RopeObject(text, &rest);
   if (!text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
@@ -91,7 +92,8 @@ absl::Status ParseGguf(const formats::GgufFile& g, const std::string& arch, cons
 
 std::string HfName(TensorRole role, int32_t l, const std::string& prefix) {
   if (prefix.empty()) return llama::HfTensorName(role, l);
-  if (role == TensorRole::kLmHead) return prefix == kOldMultimodalPrefix ? "language_model.lm_head.weight" : "lm_head.weight";
+  if (role == TensorRole::kLmHead)
+    return prefix == kOldMultimodalPrefix ? "language_model.lm_head.weight" : "lm_head.weight";
   std::string name = llama::HfTensorName(role, l);
   if (name.rfind("model.", 0) == 0) name = prefix + name.substr(6);
   return name;
@@ -127,12 +129,14 @@ void WriteGgufKeys(const ModelConfig& c, formats::GgufWriter* w) {
     // The multiplier m for which llama.cpp's mscale(factor, 1) / mscale(factor, m) is the magnitude factor.
     const double x = 0.1 * std::log(s.factor);
     if (s.attention_factor > 0 && x > 0)
-      w->SetF32("mistral3.rope.scaling.yarn_log_multiplier", static_cast<float>(((1 + x) / s.attention_factor - 1) / x));
+      w->SetF32("mistral3.rope.scaling.yarn_log_multiplier",
+                static_cast<float>(((1 + x) / s.attention_factor - 1) / x));
   }
   if (c.attn_temperature_scale == 0) return;
   w->SetF32("mistral3.attention.temperature_scale", c.attn_temperature_scale);
   // llama.cpp's floor is the YaRN original context (written above with YaRN, which then equals the floor).
-  if (!yarn) w->SetU32("mistral3.rope.scaling.original_context_length", static_cast<uint32_t>(c.attn_temperature_floor));
+  if (!yarn)
+    w->SetU32("mistral3.rope.scaling.original_context_length", static_cast<uint32_t>(c.attn_temperature_floor));
 }
 
 // A Ministral 3 text checkpoint: YaRN's magnitude 1 (mscale = mscale_all_dim = 1) unless set, the temperature's
@@ -143,8 +147,7 @@ void SynthConfig(ModelConfig* c) {
   c->attention_bias = false;
   const bool yarn = c->rope_scaling.type == RopeScaling::Type::kYarn;
   if (yarn && c->rope_scaling.attention_factor == 0) c->rope_scaling.attention_factor = 1.0;
-  c->attn_temperature_floor =
-      yarn ? static_cast<int32_t>(c->rope_scaling.original_max_position) : c->max_position;
+  c->attn_temperature_floor = yarn ? static_cast<int32_t>(c->rope_scaling.original_max_position) : c->max_position;
 }
 
 void SynthConfigJson(const ModelConfig& c, json* out) {

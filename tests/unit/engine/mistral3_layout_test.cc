@@ -117,7 +117,7 @@ TEST(Mistral3ConfigTest, MistralSmallThreeOneIsItsMistralTextModel) {
 // get_mscale(factor) = 1 + 0.1 ln(factor).
 TEST(Mistral3ConfigTest, YarnMagnitudeFollowsTransformers) {
   auto factor_of = [](json scaling) {
-    const json j = {{"model_type", "qwen2"},           {"hidden_size", 64},      {"num_hidden_layers", 1},
+    const json j = {{"model_type", "qwen2"},           {"hidden_size", 64},       {"num_hidden_layers", 1},
                     {"num_attention_heads", 4},        {"intermediate_size", 96}, {"vocab_size", 300},
                     {"max_position_embeddings", 1024}, {"rope_scaling", scaling}};
     absl::StatusOr<ModelConfig> c = ParseHfConfig(j.dump(), "config.json");
@@ -173,14 +173,13 @@ TEST(Mistral3MultimodalLayoutTest, TheLanguageModelOfAMultimodalCheckpointGivesT
   std::ifstream cf(text_dir + "/config.json");
   const json text_config = json::parse(cf);
   for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
-    const std::string dir = absl::StrCat(testing::TempDir(), "/mistral3-multimodal-", ::getpid(), "-", prefix.substr(0, 5));
+    const std::string dir =
+        absl::StrCat(testing::TempDir(), "/mistral3-multimodal-", ::getpid(), "-", prefix.substr(0, 5));
     std::filesystem::create_directories(dir);
     const std::string head = prefix == "language_model.model." ? "language_model.lm_head.weight" : "lm_head.weight";
     nlohmann::ordered_json renamed;
     for (const auto& [name, entry] : header.items())
-      renamed[name == "lm_head.weight"           ? head
-              : name.rfind("model.", 0) == 0 ? prefix + name.substr(6)
-                                              : name] = entry;
+      renamed[name == "lm_head.weight" ? head : name.rfind("model.", 0) == 0 ? prefix + name.substr(6) : name] = entry;
     ASSERT_TRUE(renamed.contains(head)) << prefix;
     std::string h = renamed.dump();
     h.append((8 - h.size() % 8) % 8, ' ');
