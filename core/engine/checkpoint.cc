@@ -129,7 +129,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
         break;
       }
     // Untied checkpoints carry an lm_head; tied ones may omit it even if config says otherwise.
-    if (!ckpt->config_.tie_word_embeddings && source->Find("lm_head.weight") == nullptr)
+    if (!ckpt->config_.tie_word_embeddings &&
+        source->Find(family.hf_tensor_name(TensorRole::kLmHead, 0, ckpt->hf_prefix_)) == nullptr)
       ckpt->config_.tie_word_embeddings = true;
     ckpt->tensors_ = std::move(source);
     return ckpt;

@@ -168,6 +168,10 @@ absl::Status ModelConfig::Validate() const {
                                 {"logits_scaling", logit_scale}})
     if (!(std::isfinite(v) && v >= 0))
       return absl::InvalidArgumentError(absl::StrCat(name, " must be a non-negative number, got ", v));
+  if (!std::isfinite(attn_temperature_scale) || (attn_temperature_scale != 0 && attn_temperature_floor <= 0))
+    return absl::InvalidArgumentError(absl::StrCat("attention temperature scale ", attn_temperature_scale,
+                                                   " must be finite, with a positive floor (original context), got ",
+                                                   attn_temperature_floor));
   if (rope_scaling.type == RopeScaling::Type::kYarn &&
       !(rope_scaling.original_max_position > 0 && rope_scaling.beta_fast > rope_scaling.beta_slow &&
         rope_scaling.beta_slow > 0 && std::isfinite(rope_scaling.attention_factor) &&
@@ -216,6 +220,9 @@ std::string RopeScalingSummary(const ModelConfig& c) {
   if (c.rope_scaling.type == RopeScaling::Type::kYarn)
     absl::StrAppend(&out, ", RoPE scaled by YaRN (factor ", c.rope_scaling.factor, ", original context ",
                     c.rope_scaling.original_max_position, ")");
+  if (c.attn_temperature_scale != 0)
+    absl::StrAppend(&out, ", attention temperature 1 + ", c.attn_temperature_scale, " ln(1 + floor(position / ",
+                    c.attn_temperature_floor, "))");
   if (c.sliding_window > 0) {
     int32_t local = 0;
     for (int32_t l = 0; l < c.num_layers; ++l) local += c.IsLocalLayer(l) ? 1 : 0;

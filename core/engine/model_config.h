@@ -26,6 +26,7 @@ enum class ModelArch : uint8_t {
   kOlmo2,       ///< no pre-norms; norms after attention and MLP, q/k norms over the whole projections
   kStarcoder2,  ///< LayerNorm with biases, biased GQA attention with RoPE, plain GELU MLP with biases
   kPhi3,        ///< Llama with fused qkv and gate_up tensors, partial rotary dimension, LongRoPE
+  kMistral3,    ///< Llama with YaRN and Llama 4's attention temperature (Mistral Small 3.x, Ministral 3)
 };
 const char* ModelArchName(ModelArch arch);
 
@@ -82,6 +83,13 @@ struct ModelConfig {
   /// logits divided by logit_scale (logits_scaling). 0: none.
   float residual_scale = 0;
   float logit_scale = 0;
+  /// Llama 4's attention temperature (Mistral 3's `llama_4_scaling_beta`, GGUF `attention.temperature_scale`):
+  /// after RoPE, the queries at position p are multiplied by
+  /// 1 + attn_temperature_scale · ln(1 + ⌊p / attn_temperature_floor⌋), which grows the attention logits of
+  /// positions past the original context. 0: none.
+  float attn_temperature_scale = 0;
+  /// Positions per step of that temperature (the YaRN original context); positive when the scale is not 0.
+  int32_t attn_temperature_floor = 0;
   double rope_theta = 10000.0;
   int32_t rotary_dim = 0;
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;

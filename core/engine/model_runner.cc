@@ -471,6 +471,7 @@ class ModelRunner::Ops : public LayerOps {
   void SwiGlu(const LayerWeights& lw) override { r_.GatedMlp(lw, n_, /*gelu=*/false); }
   void GeGlu(const LayerWeights& lw) override { r_.GatedMlp(lw, n_, /*gelu=*/true); }
   void GeluUp(const LayerWeights& lw) override { r_.GeluMlp(lw, n_); }
+  void QueryTemperature() override { r_.QueryTemperature(n_); }
   absl::Status MlpOutput(const LayerWeights& lw, const float* post_norm) override {
     return r_.RowParallelOutput(r_.F(r_.ff1_), n_, lw.down, lw.down_bias, post_norm, timings_);
   }
@@ -588,6 +589,13 @@ void ModelRunner::GeluMlp(const LayerWeights& lw, int64_t n) {
   kernels::Backend& be = *o_.backend;
   be.Linear(F(*block_input_), n, lw.up, lw.up_bias, F(ff1_));
   be.GeluTanh(F(ff1_), n * o_.weights->local_intermediate());
+}
+
+void ModelRunner::QueryTemperature(int64_t n) {
+  const ModelWeights& w = *o_.weights;
+  const ModelConfig& c = w.config();
+  o_.backend->AttentionTemperature(F(q_), I(positions_), n, static_cast<int64_t>(w.local_q_heads()) * c.head_dim,
+                                   c.attn_temperature_scale, c.attn_temperature_floor);
 }
 
 }  // namespace orca::engine

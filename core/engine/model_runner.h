@@ -160,6 +160,8 @@ class ModelRunner {
   void GatedMlp(const LayerWeights& lw, int64_t n, bool gelu);
   // ff1_ = gelu_tanh(h_ · W_up + b_up) (GPT-2's c_fc).
   void GeluMlp(const LayerWeights& lw, int64_t n);
+  // q_ rows × the attention temperature of their positions (ModelConfig::attn_temperature_scale).
+  void QueryTemperature(int64_t n);
   // The final norm and LM head over the rows `samples` of x_; writes host logits on rank 0.
   absl::Status Head(int64_t samples, float* logits_out, ForwardTimings* timings);
   // The head's vocabulary-parallel tail: this rank's slice of the logits, gathered on rank 0.

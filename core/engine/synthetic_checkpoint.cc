@@ -122,6 +122,7 @@ ModelConfig SyntheticModelOptions::ToConfig() const {
   c.attention_bias = attention_bias;
   c.rope_theta = rope_theta;
   c.rope_scaling = rope_scaling;
+  c.attn_temperature_scale = attn_temperature_scale;
   c.rotary_dim = static_cast<int32_t>(c.head_dim * partial_rotary_factor) / 2 * 2;
   c.rope_theta_local = rope_theta_local;
   c.sliding_window = sliding_window;

@@ -35,6 +35,8 @@ struct SyntheticModelOptions {
   int32_t sliding_window = 0;          ///< local layers' window; 0: the family's default (none for most)
   int32_t sliding_window_pattern = 0;  ///< every how many layers one is global; 0: the family's default
   RopeScaling rope_scaling;   ///< llama: written to config.json (GGUF: Llama 3's as rope_freqs.weight)
+  /// Llama 4's attention temperature (mistral3: llama_4_scaling_beta); the family sets its floor. 0: none.
+  float attn_temperature_scale = 0;
   int32_t bos_token_id = -1;  ///< -1: none
   int32_t eos_token_id = -1;  ///< -1: none
 

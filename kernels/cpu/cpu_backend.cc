@@ -446,6 +446,18 @@ void CpuBackend::Softcap(float* x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
 }
 
+void CpuBackend::AttentionTemperature(float* x, const int32_t* positions, int64_t m, int64_t n, float scale,
+                                      int32_t floor) {
+  ORCA_CHECK(floor > 0) << "attention temperature floor " << floor;
+  // The factor in double, rounded once to f32: llama.cpp's (llm_graph_input_attn_temp) to the bit.
+#pragma omp parallel for num_threads(num_threads_) if (m * n > 65536)
+  for (int64_t i = 0; i < m; ++i) {
+    const float f = static_cast<float>(1.0 + scale * std::log(1.0 + static_cast<double>(positions[i] / floor)));
+    float* row = x + i * n;
+    for (int64_t j = 0; j < n; ++j) row[j] *= f;
+  }
+}
+
 void CpuBackend::Add(float* y, const float* x, int64_t n) {
 #pragma omp parallel for simd num_threads(num_threads_) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];

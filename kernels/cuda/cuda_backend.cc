@@ -397,6 +397,12 @@ void CudaBackend::Softcap(float* x, int64_t n, float cap) {
   ORCA_CUDA_CHECK(cuda::LaunchSoftcap(x, n, cap, stream_));
 }
 
+void CudaBackend::AttentionTemperature(float* x, const int32_t* positions, int64_t m, int64_t n, float scale,
+                                       int32_t floor) {
+  MakeCurrent();
+  ORCA_CUDA_CHECK(cuda::LaunchAttentionTemperature(x, positions, m, n, scale, floor, stream_));
+}
+
 namespace {
 cuda::RopeLaunch ToRopeLaunch(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads,
                               int32_t num_kv_heads, int32_t head_dim, const RopeParams& rope) {

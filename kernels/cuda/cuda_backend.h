@@ -80,6 +80,8 @@ class CudaBackend final : public Backend {
   void GeluMul(const float* gate, const float* up, int64_t m, int64_t n, float* out) override;
   void Scale(float* x, int64_t n, float s) override;
   void Softcap(float* x, int64_t n, float cap) override;
+  void AttentionTemperature(float* x, const int32_t* positions, int64_t m, int64_t n, float scale,
+                            int32_t floor) override;
   void Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads, int32_t num_kv_heads,
             int32_t head_dim, const RopeParams& rope) override;
   void KvWrite(const KvWriteParams& params) override;

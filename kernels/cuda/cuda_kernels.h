@@ -63,6 +63,9 @@ cudaError_t LaunchGeluTanh(float* x, int64_t n, cudaStream_t stream);
 cudaError_t LaunchGeluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
 cudaError_t LaunchScale(float* x, int64_t n, float s, cudaStream_t stream);
 cudaError_t LaunchSoftcap(float* x, int64_t n, float cap, cudaStream_t stream);
+/// x[i, :] *= 1 + scale · ln(1 + ⌊positions[i] / floor⌋) over m rows of n values (one block per row).
+cudaError_t LaunchAttentionTemperature(float* x, const int32_t* positions, int64_t m, int64_t n, float scale,
+                                       int32_t floor, cudaStream_t stream);
 
 struct RopeLaunch {
   float* q = nullptr;

@@ -173,6 +173,15 @@ __global__ void SoftcapKernel(float* x, int64_t n, float cap) {
   for (int64_t i = GlobalThread(); i < n; i += GridStride()) x[i] = cap * tanhf(x[i] / cap);
 }
 
+// One block per row; the factor in double, rounded once to f32, as the CPU backend does.
+__global__ void AttentionTemperatureKernel(float* x, const int32_t* __restrict__ positions, int64_t n, float scale,
+                                           int32_t floor) {
+  const int64_t i = blockIdx.x;
+  const float f = static_cast<float>(1.0 + scale * log(1.0 + static_cast<double>(positions[i] / floor)));
+  float* row = x + i * n;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) row[j] *= f;
+}
+
 // ---- RoPE: one block per token; cos/sin once per frequency in shared memory --
 
 // This block's token's cos/sin table in shared memory ([0, half) cos, [half, rotary_dim) sin).
@@ -362,6 +371,14 @@ cudaError_t LaunchScale(float* x, int64_t n, float s, cudaStream_t stream) {
 cudaError_t LaunchSoftcap(float* x, int64_t n, float cap, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return Launch(SoftcapKernel, ElementwiseBlocks(n), kElementwiseThreads, 0, stream, x, n, cap);
+}
+
+cudaError_t LaunchAttentionTemperature(float* x, const int32_t* positions, int64_t m, int64_t n, float scale,
+                                       int32_t floor, cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return cudaSuccess;
+  if (floor <= 0) return cudaErrorInvalidValue;
+  return Launch(AttentionTemperatureKernel, static_cast<unsigned>(m), RowThreads(n), 0, stream, x, positions, n, scale,
+                floor);
 }
 
 cudaError_t LaunchGeluTanh(float* x, int64_t n, cudaStream_t stream) {

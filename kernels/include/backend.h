@@ -190,6 +190,11 @@ class Backend {
   virtual void Scale(float* x, int64_t n, float s) = 0;
   /// x = cap · tanh(x / cap), in place over n values (Gemma 2's final-logit soft-capping).
   virtual void Softcap(float* x, int64_t n, float cap) = 0;
+  /// x[i, :] *= 1 + scale · ln(1 + ⌊positions[i] / floor⌋), in place over m rows of n values: Llama 4's
+  /// attention temperature of the queries (Mistral 3), a factor per row computed from its position on the
+  /// device, so a recorded decode graph reads each step's positions. floor > 0; positions ≥ 0 (device pointer).
+  virtual void AttentionTemperature(float* x, const int32_t* positions, int64_t m, int64_t n, float scale,
+                                    int32_t floor) = 0;
   /// Rotates q [m, num_q_heads, head_dim] and k [m, num_kv_heads, head_dim] in place.
   virtual void Rope(float* q, float* k, const int32_t* positions, int64_t m, int32_t num_q_heads, int32_t num_kv_heads,
                     int32_t head_dim, const RopeParams& rope) = 0;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -34,6 +35,9 @@ struct Preset {
   int head_dim = 0;               ///< 0: hidden / heads
   int sliding_window = 0;         ///< local layers' window (0: the family's default)
   double linear_rope_factor = 0;  ///< linear RoPE scaling of the global layers (Gemma 3 4B+); 0: none
+  double yarn_rope_factor = 0;    ///< YaRN (Ministral 3: 16 over an original context of 16384); 0: none
+  int yarn_original_context = 0;
+  double attn_temperature_scale = 0;  ///< Llama 4's attention temperature (Ministral 3: 0.1); 0: none
 };
 // "25m" and "135m" are the engine benchmark's Llama shapes (the latter is
 // SmolLM-135M's); "default" is what `orca serve` synthesizes on first run: the
@@ -60,6 +64,7 @@ constexpr Preset kPresets[] = {
     {"gemma3-tiny", "gemma3", 64, 3, 4, 2, 192, 512, true, 1000000.0, 0, 32, 8},
     {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 6912, 262144, true, 1000000.0, 0, 256, 512},
     {"gemma3-4b", "gemma3", 2560, 34, 8, 4, 10240, 262208, true, 1000000.0, 0, 256, 1024, 8.0},
+    {"ministral3-3b", "mistral3", 3072, 26, 32, 8, 9216, 131072, true, 1000000.0, 0, 128, 0, 0, 16.0, 16384, 0.1},
 };
 
 std::string PresetNames() {
@@ -173,7 +178,8 @@ int RunSynth(int argc, char** argv) {
   std::string preset, arch = "llama", out, dtype = "bf16", type;
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, vocab = 0, max_position = 2048,
           seed = 0, sliding_window = 0, sliding_window_pattern = 0;
-  double rope_theta = 0, rope_theta_local = 0, rope_scaling_factor = 0, partial_rotary_factor = 1;
+  double rope_theta = 0, rope_theta_local = 0, rope_scaling_factor = 0, partial_rotary_factor = 1,
+         attn_temperature_scale = 0;
   int64_t rope_original_context = 0;
   std::string rope_scaling;
   bool tie = true, attention_bias = false;
@@ -199,6 +205,9 @@ int RunSynth(int argc, char** argv) {
   flags.AddDouble("rope-scaling-factor", &rope_scaling_factor, "RoPE scaling factor (with --rope-scaling)");
   flags.AddInt("rope-original-context", &rope_original_context,
                "YaRN's original context (0 = --max-position / --rope-scaling-factor)");
+  flags.AddDouble("attn-temperature-scale", &attn_temperature_scale,
+                  "Llama 4's attention temperature of the queries (mistral3's llama_4_scaling_beta; Ministral 3: "
+                  "0.1), stepping every YaRN original context (0 = none)");
   flags.AddInt("sliding-window", &sliding_window, "Local layers' attention window (0 = the preset's or family's)");
   flags.AddInt("sliding-window-pattern", &sliding_window_pattern,
                "Every how many layers one is global (0 = the family's: Gemma 2 2, Gemma 3 6)");
@@ -240,6 +249,12 @@ int RunSynth(int argc, char** argv) {
       o.rope_scaling.type = engine::RopeScaling::Type::kLlama3;
       o.rope_scaling.factor = p->llama3_rope_factor;
     }
+    if (p->yarn_rope_factor > 0) {
+      o.rope_scaling.type = engine::RopeScaling::Type::kYarn;
+      o.rope_scaling.factor = p->yarn_rope_factor;
+      o.rope_scaling.original_max_position = p->yarn_original_context;
+    }
+    o.attn_temperature_scale = static_cast<float>(p->attn_temperature_scale);
   }
   const engine::ModelFamily* family = engine::FindFamilyByName(arch);
   if (family == nullptr)
@@ -273,6 +288,11 @@ int RunSynth(int argc, char** argv) {
     o.rope_scaling.original_max_position =
         rope_original_context > 0 ? rope_original_context
                                   : static_cast<int64_t>(max_position / rope_scaling_factor);
+  }
+  if (attn_temperature_scale != 0) {
+    if (o.arch != engine::ModelArch::kMistral3 || !std::isfinite(attn_temperature_scale))
+      return Fail(absl::InvalidArgumentError("--attn-temperature-scale needs --arch mistral3 and a finite value"));
+    o.attn_temperature_scale = static_cast<float>(attn_temperature_scale);
   }
   if (sliding_window_pattern) o.sliding_window_pattern = static_cast<int32_t>(sliding_window_pattern);
   if (ffn) o.intermediate_size = static_cast<int32_t>(ffn);

@@ -39,6 +39,8 @@ bool BoolField(const json& j, const char* key, bool dflt) {
   return it->get<bool>();
 }
 
+double YarnMscale(double factor, double mscale) { return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
+
 namespace {
 
 absl::Status ParseRopeScaling(const json& j, const std::string& src, int64_t max_position, RopeScaling* out) {
@@ -88,9 +90,12 @@ absl::Status ParseRopeScaling(const json& j, const std::string& src, int64_t max
     ORCA_ASSIGN_OR_RETURN(out->beta_fast, NumField(*it, "beta_fast", src, 32.0));
     ORCA_ASSIGN_OR_RETURN(out->beta_slow, NumField(*it, "beta_slow", src, 1.0));
     ORCA_ASSIGN_OR_RETURN(out->attention_factor, NumField(*it, "attention_factor", src, 0.0));
-    for (const char* key : {"mscale", "mscale_all_dim"})
-      if (it->contains(key))
-        return absl::UnimplementedError(absl::StrCat(src, ": rope_scaling '", key, "' (DeepSeek's YaRN) is not supported"));
+    // transformers' _compute_yarn_parameters: without an attention_factor, mscale and mscale_all_dim (both
+    // non-zero) make it the ratio of their magnitudes (Ministral 3: 1 and 1, so 1).
+    ORCA_ASSIGN_OR_RETURN(const double mscale, NumField(*it, "mscale", src, 0.0));
+    ORCA_ASSIGN_OR_RETURN(const double mscale_all_dim, NumField(*it, "mscale_all_dim", src, 0.0));
+    if (out->attention_factor == 0 && mscale != 0 && mscale_all_dim != 0)
+      out->attention_factor = YarnMscale(out->factor, mscale) / YarnMscale(out->factor, mscale_all_dim);
   } else {
     return absl::UnimplementedError(
         absl::StrCat(src, ": rope_scaling type '", type, "' is not supported (linear, llama3, yarn and longrope are)"));
@@ -102,7 +107,7 @@ absl::Status ParseRopeScaling(const json& j, const std::string& src, int64_t max
 // `{arch}.rope.scaling.factor` (or the older `{arch}.rope.scale_linear`; absent, 0 or 1: none), and Llama 3's scaling,
 // which its converter writes as per-frequency divisors in the tensor `rope_freqs.weight` rather than as metadata.
 absl::Status ReadGgufRopeScaling(const formats::GgufFile& g, const std::string& arch, const std::string& src,
-                                 ModelConfig* c) {
+                                 bool yarn_log_multiplier, ModelConfig* c) {
   double factor = 0;
   std::string factor_key;
   for (const std::string& key : {arch + ".rope.scaling.factor", arch + ".rope.scale_linear"}) {
@@ -132,9 +137,20 @@ absl::Status ReadGgufRopeScaling(const formats::GgufFile& g, const std::string& 
       if (g.Has(arch + key)) {
         ORCA_ASSIGN_OR_RETURN(*dst, g.GetFloat(arch + key));
       }
-    if (g.Has(arch + ".rope.scaling.yarn_log_multiplier"))
+    const std::string log_mul_key = arch + ".rope.scaling.yarn_log_multiplier";
+    if (g.Has(log_mul_key) && !yarn_log_multiplier)
       return absl::UnimplementedError(
-          absl::StrCat(src, ": ", arch, ".rope.scaling.yarn_log_multiplier (DeepSeek's YaRN) is not supported"));
+          absl::StrCat(src, ": ", log_mul_key, " (DeepSeek's YaRN) is not supported for ", arch));
+    if (g.Has(log_mul_key)) {
+      // llama.cpp (llama_context): a non-zero multiplier m makes YaRN's magnitude mscale(factor, 1) /
+      // mscale(factor, m), transformers' ratio with mscale 1 and mscale_all_dim m.
+      ORCA_ASSIGN_OR_RETURN(const double m, g.GetFloat(log_mul_key));
+      const double denominator = YarnMscale(factor, m);
+      if (!(std::isfinite(m) && denominator > 0))
+        return absl::InvalidArgumentError(
+            absl::StrCat(src, ": ", log_mul_key, " ", m, " makes YaRN's magnitude factor non-positive"));
+      if (m != 0) c->rope_scaling.attention_factor = YarnMscale(factor, 1.0) / denominator;
+    }
   } else if (factor != 0 && factor != 1 && type != "none") {
     if (type != "linear")
       return absl::UnimplementedError(absl::StrCat(src, ": ", type_key, " '", type, "' with ", factor_key, " ", factor,
@@ -205,7 +221,7 @@ absl::Status ParseRotaryDecoderHf(const json& j, const std::string& model_type, 
 }
 
 absl::Status ReadRotaryDecoderGguf(const formats::GgufFile& g, const std::string& arch, const std::string& src,
-                                   ModelConfig* c) {
+                                   ModelConfig* c, bool yarn_log_multiplier) {
   auto opt_int = [&](const std::string& key, int64_t dflt) -> int64_t {
     auto v = g.GetInt(arch + "." + key);
     return v.ok() ? *v : dflt;
@@ -218,7 +234,7 @@ absl::Status ReadRotaryDecoderGguf(const formats::GgufFile& g, const std::string
   c->rope_theta = opt_float("rope.freq_base", 10000.0);
   c->rotary_dim = static_cast<int32_t>(opt_int("rope.dimension_count", c->head_dim));
   c->attention_bias = g.Find("blk.0.attn_q.bias") != nullptr;
-  ORCA_RETURN_IF_ERROR(ReadGgufRopeScaling(g, arch, src, c));
+  ORCA_RETURN_IF_ERROR(ReadGgufRopeScaling(g, arch, src, yarn_log_multiplier, c));
   // Mixtral-style files keep the llama architecture and add experts (ffn_*_exps tensors).
   if (const int64_t experts = opt_int("expert_count", 0); experts > 0)
     return absl::UnimplementedError(

@@ -33,7 +33,12 @@ absl::Status ParseRotaryDecoderHf(const nlohmann::json& j, const std::string& mo
                                   ModelConfig* c);
 /// The GGUF keys of a rotary decoder under `{arch}.`: RMSNorm epsilon, RoPE base, dimension count and scaling
 /// (with Llama 3's `rope_freqs.weight`), Q/K/V biases by their tensors; mixture-of-experts files refused.
+/// `yarn_log_multiplier`: the family reads `rope.scaling.yarn_log_multiplier` as llama.cpp's mistral3 does (YaRN's
+/// magnitude mscale(factor, 1) / mscale(factor, m)); otherwise a file with that key is refused.
 absl::Status ReadRotaryDecoderGguf(const formats::GgufFile& g, const std::string& arch, const std::string& src,
-                                   ModelConfig* c);
+                                   ModelConfig* c, bool yarn_log_multiplier = false);
+/// YaRN's magnitude for a scaling factor and an mscale multiplier: 1 + 0.1 · mscale · ln(factor), 1 when
+/// factor ≤ 1 (transformers' get_mscale, llama.cpp's llama_context).
+double YarnMscale(double factor, double mscale);
 
 }  // namespace orca::engine

@@ -81,6 +81,9 @@ class LayerOps {
   /// RoPE on q and k at their positions when `rotary` (the layer's table: local layers may have their own),
   /// then k and v into this layer's KV cache.
   virtual void PositionAndCache(int32_t local_layer, bool rotary) = 0;
+  /// q *= 1 + ModelConfig::attn_temperature_scale · ln(1 + ⌊position / attn_temperature_floor⌋), each token's
+  /// row by its own position (Llama 4's attention temperature; Mistral 3), after PositionAndCache's RoPE.
+  virtual void QueryTemperature() = 0;
   /// attn = softmax(q kᵀ · scale) v per sequence, over its cached keys and values: scale
   /// ModelConfig::attention_scale (default 1/√head_dim), scores soft-capped by attn_softcap, and a local layer's
   /// queries seeing only the sliding window.

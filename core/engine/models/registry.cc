@@ -16,12 +16,13 @@ extern const ModelFamily kGraniteFamily;
 extern const ModelFamily kOlmo2Family;
 extern const ModelFamily kStarcoder2Family;
 extern const ModelFamily kPhi3Family;
+extern const ModelFamily kMistral3Family;
 
 namespace {
 
 const ModelFamily* const kFamilies[] = {&kLlamaFamily,   &kGpt2Family,  &kQwen3Family,      &kGemma2Family,
                                         &kGemma3Family,  &kGraniteFamily, &kOlmo2Family,  &kStarcoder2Family,
-                                        &kPhi3Family};
+                                        &kPhi3Family,    &kMistral3Family};
 
 bool Contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();

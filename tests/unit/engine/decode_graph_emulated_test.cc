@@ -72,6 +72,13 @@ class DecodeGraphTest : public ::testing::Test {
       m.rope_scaling.type = RopeScaling::Type::kLongRope;
       m.rope_scaling.original_max_position = 32;
     }
+    if (arch == ModelArch::kMistral3) {  // YaRN; the queries' temperature steps every 8 positions (captured too)
+      m.head_dim = 32;
+      m.rope_scaling.type = RopeScaling::Type::kYarn;
+      m.rope_scaling.factor = 4;
+      m.rope_scaling.original_max_position = 8;
+      m.attn_temperature_scale = 0.5f;
+    }
     dir_ = absl::StrCat(TempDir(), "/decode-graph-", ModelArchName(m.arch));
     ASSERT_TRUE(WriteSyntheticCheckpoint(m, dir_).ok());
   }
@@ -182,7 +189,7 @@ TEST_P(DecodeGraphArchTest, ReplaysMatchTheEagerCudaPathBitForBitAndTheCpuEngine
 INSTANTIATE_TEST_SUITE_P(Archs, DecodeGraphArchTest,
                          ::testing::Values(ModelArch::kLlama, ModelArch::kGpt2, ModelArch::kQwen3, ModelArch::kGemma2,
                                            ModelArch::kGemma3, ModelArch::kGranite, ModelArch::kOlmo2,
-                                           ModelArch::kStarcoder2, ModelArch::kPhi3),
+                                           ModelArch::kStarcoder2, ModelArch::kPhi3, ModelArch::kMistral3),
                          [](const ::testing::TestParamInfo<ModelArch>& info) {
                            return std::string(ModelArchName(info.param));
                          });

@@ -43,6 +43,7 @@ class EngineEquivalenceTest : public ::testing::TestWithParam<Case> {
                               : GetParam().arch == ModelArch::kOlmo2                  ? testing::SmallOlmo2(dtype)
                               : GetParam().arch == ModelArch::kStarcoder2             ? testing::SmallStarcoder2(dtype)
                               : GetParam().arch == ModelArch::kPhi3                   ? testing::SmallPhi3(dtype)
+                              : GetParam().arch == ModelArch::kMistral3               ? testing::SmallMistral3(dtype)
                               : std::string(GetParam().name).rfind("mistral", 0) == 0 ? testing::SmallMistral(dtype)
                                                                                       : testing::SmallLlama(dtype);
     if (GetParam().wide) {
@@ -695,6 +696,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"starcoder2_q8_0", ModelArch::kStarcoder2, DType::kF32, kQuantTol, "q8_0"},
                       Case{"phi3_f32", ModelArch::kPhi3, DType::kF32, 1e-3},
                       Case{"phi3_q8_0", ModelArch::kPhi3, DType::kF32, kQuantTol, "q8_0"},
+                      Case{"mistral3_f32", ModelArch::kMistral3, DType::kF32, 1e-3},
+                      Case{"mistral3_q8_0", ModelArch::kMistral3, DType::kF32, kQuantTol, "q8_0"},
                       Case{"mistral_f32", ModelArch::kLlama, DType::kF32, 1e-3}),
     [](const auto& info) { return std::string(info.param.name); });
 

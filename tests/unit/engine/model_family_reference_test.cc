@@ -62,6 +62,7 @@ SyntheticModelOptions SynthOptions(const json& s) {
     o.rope_scaling.factor = s.value("rope_scaling_factor", 1.0);
     o.rope_scaling.original_max_position = s.value("rope_original_context", int64_t{0});
   }
+  o.attn_temperature_scale = s.value("attn_temperature_scale", 0.0f);
   o.seed = s.value("seed", 0);
   o.dtype = DType::kF32;
   return o;
@@ -317,7 +318,7 @@ TEST(Gemma3MultimodalLayoutTest, TheLanguageModelOfAMultimodalCheckpointGivesThe
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelFamilyReferenceTest,
                          ::testing::Values("llama", "gpt2", "qwen3", "qwen3-yarn", "gemma2", "gemma3", "granite",
-                                           "olmo2", "starcoder2", "phi3"),
+                                           "olmo2", "starcoder2", "phi3", "mistral3"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -179,6 +179,22 @@ inline SyntheticModelOptions SmallQwen3(DType dtype = DType::kF32) {
   return o;
 }
 
+/// Mistral 3-shaped (Ministral 3): heads × head_dim (4 × 32) wider than the hidden size, YaRN over an original
+/// context of 16 with magnitude 1, and the queries' temperature stepping every 16 positions (a scale of 0.5, five
+/// times Ministral 3's, so that each step shows).
+inline SyntheticModelOptions SmallMistral3(DType dtype = DType::kF32) {
+  SyntheticModelOptions o = SmallLlama(dtype);
+  o.arch = ModelArch::kMistral3;
+  o.head_dim = 32;
+  o.rope_theta = 1e6;
+  o.rope_scaling.type = RopeScaling::Type::kYarn;
+  o.rope_scaling.factor = 4;
+  o.rope_scaling.original_max_position = 16;
+  o.attn_temperature_scale = 0.5f;
+  o.seed = 43;
+  return o;
+}
+
 inline SyntheticModelOptions SmallGpt2(DType dtype = DType::kF32) {
   SyntheticModelOptions o;
   o.arch = ModelArch::kGpt2;
@@ -243,6 +259,9 @@ class ReferenceModel {
         for (int64_t t = 0; t < T; ++t) {
           Rope(q[t], c_.num_heads, t, own_rope);
           Rope(k[t], c_.num_kv_heads, t, own_rope);
+          // Llama 4's temperature of the rotated queries (Mistral 3), a step every attn_temperature_floor positions.
+          if (c_.attn_temperature_scale != 0)
+            for (double& e : q[t]) e *= 1 + c_.attn_temperature_scale * std::log(1 + t / c_.attn_temperature_floor);
         }
       }
       const int64_t group = c_.num_heads / c_.num_kv_heads;
@@ -387,6 +406,7 @@ class ReferenceModel {
       for (int64_t i = 0; i < half; ++i) {
         double f = std::pow(theta, -2.0 * i / c_.rotary_dim);
         if (c_.rope_scaling.type == RopeScaling::Type::kLinear && !local_rope) f /= c_.rope_scaling.factor;
+        if (c_.rope_scaling.type == RopeScaling::Type::kYarn && !local_rope) f = YarnFrequency(f, i, theta);
         if (!c_.rope_freq_factors.empty()) f /= c_.rope_freq_factors[i];  // Llama 3's and LongRoPE's divisors
         const double a = pos * f;
         const int64_t i0 = c_.rope_style == kernels::RopeStyle::kNeox ? i : 2 * i;
@@ -396,6 +416,20 @@ class ReferenceModel {
         v[h * D + i0] = (x0 * std::cos(a) - x1 * std::sin(a)) * m;
         v[h * D + i1] = (x1 * std::cos(a) + x0 * std::sin(a)) * m;
       }
+  }
+
+  // YaRN (Peng et al. 2023, §3.2 "NTK-by-parts"): frequency i divided by the factor where its wavelength spans
+  // the original context fewer than beta_slow times, kept where more than beta_fast times, linearly mixed between
+  // (over dimensions floored/ceiled to whole ones, as transformers and ggml do).
+  double YarnFrequency(double f, int64_t i, double theta) const {
+    const RopeScaling& s = c_.rope_scaling;
+    auto dim_of = [&](double rotations) {
+      return c_.rotary_dim * std::log(s.original_max_position / (rotations * 2 * M_PI)) / (2 * std::log(theta));
+    };
+    const double lo = std::max(0.0, std::floor(dim_of(s.beta_fast)));
+    const double hi = std::min(c_.rotary_dim - 1.0, std::ceil(dim_of(s.beta_slow)));
+    const double interpolated = std::clamp((i - lo) / std::max(hi - lo, 0.001), 0.0, 1.0);
+    return f / s.factor * interpolated + f * (1 - interpolated);
   }
 
   struct Tensor {

@@ -331,6 +331,29 @@ TEST(CpuBackendTest, ElementwiseOpsMatchFormulas) {
   }
 }
 
+// Llama 4's query temperature: each row by 1 + scale · ln(1 + ⌊position / floor⌋), the factor stepping at
+// multiples of the floor (1 below the first), positive and negative scales, rows long enough to split.
+TEST(CpuBackendTest, AttentionTemperatureScalesEachRowByItsPositionsStep) {
+  auto cpu = MakeCpu();
+  const std::vector<int32_t> positions = {0, 15, 16, 17, 31, 32, 47, 48, 1000, 262143};
+  const int32_t floor = 16;
+  const int64_t m = static_cast<int64_t>(positions.size());
+  for (const auto& [n, scale] : {std::pair<int64_t, float>{24, 0.1f}, std::pair<int64_t, float>{8000, -0.5f}}) {
+    const std::vector<float> x = RandomFloats(m * n, 31, -3, 3);
+    std::vector<float> y = x;
+    cpu->AttentionTemperature(y.data(), positions.data(), m, n, scale, floor);
+    std::vector<double> ref(x.size());
+    for (int64_t i = 0; i < m; ++i) {
+      const double steps = std::floor(static_cast<double>(positions[i]) / floor);
+      for (int64_t j = 0; j < n; ++j) ref[i * n + j] = x[i * n + j] * (1 + scale * std::log(1 + steps));
+    }
+    EXPECT_TRUE(AllClose(y, ref, 1e-6, 1e-6)) << n;
+    // Below the first step the factor is exactly 1; past it, it is not.
+    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(y[n + j], x[n + j]) << "position 15, value " << j;
+    EXPECT_NE(y[2 * n], x[2 * n]) << "position 16";
+  }
+}
+
 // ---- RoPE --------------------------------------------------------------------------------
 
 struct RopeCase {

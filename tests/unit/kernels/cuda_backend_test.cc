@@ -208,6 +208,22 @@ TEST_F(CudaBackendTest, RopeMatchesCpuInBothStyles) {
   }
 }
 
+TEST_F(CudaBackendTest, AttentionTemperatureMatchesCpu) {
+  const std::vector<int32_t> positions = {0, 15, 16, 17, 31, 32, 47, 48, 1000, 262143};
+  const int64_t m = static_cast<int64_t>(positions.size());
+  for (const int64_t n : {24, 77, 5000}) {
+    const std::vector<float> x = RandomFloats(m * n, 33, -3, 3);
+    auto [gpu, cpu] = OnBoth([&](DeviceRunner& run) {
+      float* dx = run.Upload(x);
+      run.backend().AttentionTemperature(dx, run.Upload(positions), m, n, 0.1f, 16);
+      return run.Download(dx, x.size());
+    });
+    // The same double-precision factor rounded once: the products agree to the bit.
+    EXPECT_EQ(gpu, cpu) << "n " << n;
+    EXPECT_NE(cpu, x) << "n " << n;
+  }
+}
+
 TEST_F(CudaBackendTest, AddRmsNormIsAddThenRmsNorm) {
   for (int64_t h : {64, 77, 4096}) {
     const int64_t m = 5;
