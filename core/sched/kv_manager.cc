@@ -371,8 +371,7 @@ void KvManager::OnIterationStarted(const Request& request, int32_t start, int32_
 }
 
 int64_t KvManager::NumLocalBlocksFreedBy(RequestId id) const {
-  auto it = records_.find(id);
-  return it == records_.end() ? 0 : it->second.local;
+  return local_blocks(id);  // the local pool's blocks are never shared
 }
 
 int64_t KvManager::local_blocks(RequestId id) const {

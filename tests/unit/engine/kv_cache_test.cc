@@ -95,7 +95,8 @@ TEST_F(KvCacheTest, AssignedTablesShareBlocksAndNeverMixWithReservations) {
 // Sliding-window layers in a pool of their own: layer 1 local (window 6), blocks of 4. Memory is the main pool for
 // layer 0 and the local pool for layer 1; a request holds local blocks from its window's first on, and misuse
 // (too few blocks, a step back past the freed window, a prefix hit) is an error.
-TEST_F(KvCacheTest, LocalPoolHoldsOnlyTheWindow) {
+// Layer 1 of 2 attends over a window of 6, blocks of 4, a main pool of 64 slots; `n_local_slots` 0: no local pool.
+std::unique_ptr<KvCache> MakeWindowed(kernels::Backend* backend, int64_t n_local_slots) {
   KvCache::Options o;
   o.num_layers = 2;
   o.num_kv_heads = 2;
@@ -104,10 +105,16 @@ TEST_F(KvCacheTest, LocalPoolHoldsOnlyTheWindow) {
   o.block_size = 4;
   o.local_layers = {false, true};
   o.window = 6;
-  o.n_local_slots = 12;  // 3 blocks
-  auto made = KvCache::Create(o, backend_.get());
-  ASSERT_TRUE(made.ok()) << made.status();
-  KvCache& kv = **made;
+  o.n_local_slots = n_local_slots;
+  auto made = KvCache::Create(o, backend);
+  EXPECT_TRUE(made.ok()) << made.status();
+  return made.ok() ? std::move(*made) : nullptr;
+}
+
+TEST_F(KvCacheTest, LocalPoolHoldsOnlyTheWindow) {
+  std::unique_ptr<KvCache> made = MakeWindowed(backend_.get(), 12);  // 3 local blocks
+  ASSERT_NE(made, nullptr);
+  KvCache& kv = *made;
   EXPECT_TRUE(kv.has_local_pool());
   EXPECT_FALSE(kv.IsLocal(0));
   EXPECT_TRUE(kv.IsLocal(1));
@@ -141,22 +148,14 @@ TEST_F(KvCacheTest, LocalPoolHoldsOnlyTheWindow) {
 }
 
 TEST_F(KvCacheTest, WithoutALocalPoolEveryLayerKeepsEveryPosition) {
-  KvCache::Options o;
-  o.num_layers = 2;
-  o.num_kv_heads = 2;
-  o.head_dim = 8;
-  o.n_slots = 64;
-  o.block_size = 4;
-  o.local_layers = {false, true};
-  o.window = 6;  // n_local_slots 0: swa_full
-  auto made = KvCache::Create(o, backend_.get());
-  ASSERT_TRUE(made.ok()) << made.status();
-  EXPECT_FALSE((*made)->has_local_pool());
-  EXPECT_FALSE((*made)->IsLocal(1));
-  EXPECT_EQ((*made)->bytes(), 64u * 2 * 8 * 2 * 2 * sizeof(float));
-  ASSERT_TRUE((*made)->Reserve(1, 40).ok());
-  EXPECT_TRUE((*made)->AllocateLocal(1, 0, 40).ok());  // no-op
-  EXPECT_EQ((*made)->local_slots_used(), 0);
+  std::unique_ptr<KvCache> kv = MakeWindowed(backend_.get(), 0);  // swa_full
+  ASSERT_NE(kv, nullptr);
+  EXPECT_FALSE(kv->has_local_pool());
+  EXPECT_FALSE(kv->IsLocal(1));
+  EXPECT_EQ(kv->bytes(), 64u * 2 * 8 * 2 * 2 * sizeof(float));
+  ASSERT_TRUE(kv->Reserve(1, 40).ok());
+  EXPECT_TRUE(kv->AllocateLocal(1, 0, 40).ok());  // no-op
+  EXPECT_EQ(kv->local_slots_used(), 0);
 }
 
 }  // namespace

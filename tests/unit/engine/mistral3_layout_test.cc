@@ -14,6 +14,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/model_config.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/multimodal_layout.h"
 #include "tests/unit/engine/test_models.h"
 
 namespace orca::engine {
@@ -149,52 +150,15 @@ TEST(Mistral3MultimodalLayoutTest, TheLanguageModelOfAMultimodalCheckpointGivesT
   // Past two temperature steps.
   std::vector<int32_t> prompt;
   for (int32_t i = 0; i < 40; ++i) prompt.push_back((i * 37 + 5) % 300);
-  auto logits_of = [&](const std::string& dir) {
-    Engine::Options eo;
-    eo.model_path = dir;
-    eo.n_slots = 256;
-    eo.keep_logits = true;
-    auto engine = Engine::Create(eo);
-    EXPECT_TRUE(engine.ok()) << dir << ": " << engine.status();
-    if (!engine.ok()) return std::vector<float>{};
-    StepInput input;
-    input.seqs = {testing::NewSeq(1, prompt, 64)};
-    StepOutput out;
-    EXPECT_TRUE((*engine)->Step(input, nullptr, &out).ok());
-    return out.logits;
-  };
-  const std::vector<float> want = logits_of(text_dir);
+  const std::vector<float> want = testing::FirstStepLogits(text_dir, prompt);
   ASSERT_FALSE(want.empty());
-  std::ifstream st(text_dir + "/model.safetensors", std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data(), 8);
-  const nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, header_len));
-  std::ifstream cf(text_dir + "/config.json");
-  const json text_config = json::parse(cf);
   for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
     const std::string dir =
         absl::StrCat(testing::TempDir(), "/mistral3-multimodal-", ::getpid(), "-", prefix.substr(0, 5));
-    std::filesystem::create_directories(dir);
     const std::string head = prefix == "language_model.model." ? "language_model.lm_head.weight" : "lm_head.weight";
-    nlohmann::ordered_json renamed;
-    for (const auto& [name, entry] : header.items())
-      renamed[name == "lm_head.weight" ? head : name.rfind("model.", 0) == 0 ? prefix + name.substr(6) : name] = entry;
-    ASSERT_TRUE(renamed.contains(head)) << prefix;
-    std::string h = renamed.dump();
-    h.append((8 - h.size() % 8) % 8, ' ');
-    const uint64_t len = h.size();
-    std::ofstream out(dir + "/model.safetensors", std::ios::binary);
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out << h << bytes.substr(8 + header_len);
-    out.close();
-    json config = {{"model_type", "mistral3"},
-                   {"architectures", {"Mistral3ForConditionalGeneration"}},
-                   {"text_config", text_config},
-                   {"vision_config", {{"model_type", "pixtral"}}}};
-    config["text_config"].erase("architectures");
-    std::ofstream(dir + "/config.json") << config.dump(2);
-    EXPECT_EQ(logits_of(dir), want) << prefix;
+    testing::WriteMultimodalCheckpoint(text_dir, dir,
+                                       {prefix, head, "mistral3", "Mistral3ForConditionalGeneration", "pixtral"});
+    EXPECT_EQ(testing::FirstStepLogits(dir, prompt), want) << prefix;
     std::filesystem::remove_all(dir);
   }
 }
