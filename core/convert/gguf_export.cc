@@ -17,6 +17,7 @@
 #include "core/engine/models/model_family.h"
 #include "core/formats/gguf_file.h"
 #include "core/formats/gguf_writer.h"
+#include "core/text/components.h"
 
 namespace orca::convert {
 namespace {
@@ -115,13 +116,29 @@ absl::StatusOr<std::vector<PlannedTensor>> PlanHf(const HfModel& m) {
   std::vector<std::pair<TensorRole, int32_t>> roles;
   const TensorRole global[] = {TensorRole::kTokenEmbedding, TensorRole::kPositionEmbedding, TensorRole::kFinalNorm,
                                TensorRole::kFinalNormBias, TensorRole::kLmHead};
-  const TensorRole per_layer[] = {
-      TensorRole::kAttnNorm, TensorRole::kAttnNormBias, TensorRole::kQ,       TensorRole::kK,
-      TensorRole::kV,        TensorRole::kQBias,        TensorRole::kKBias,   TensorRole::kVBias,
-      TensorRole::kQkv,      TensorRole::kQkvBias,      TensorRole::kQNorm,   TensorRole::kKNorm,
-      TensorRole::kO,        TensorRole::kOBias,        TensorRole::kPostAttnNorm, TensorRole::kPostFfnNorm,
-      TensorRole::kFfnNorm,  TensorRole::kFfnNormBias,  TensorRole::kGate,    TensorRole::kUp,
-      TensorRole::kUpBias,   TensorRole::kDown,         TensorRole::kDownBias};
+  const TensorRole per_layer[] = {TensorRole::kAttnNorm,
+                                  TensorRole::kAttnNormBias,
+                                  TensorRole::kQ,
+                                  TensorRole::kK,
+                                  TensorRole::kV,
+                                  TensorRole::kQBias,
+                                  TensorRole::kKBias,
+                                  TensorRole::kVBias,
+                                  TensorRole::kQkv,
+                                  TensorRole::kQkvBias,
+                                  TensorRole::kQNorm,
+                                  TensorRole::kKNorm,
+                                  TensorRole::kO,
+                                  TensorRole::kOBias,
+                                  TensorRole::kPostAttnNorm,
+                                  TensorRole::kPostFfnNorm,
+                                  TensorRole::kFfnNorm,
+                                  TensorRole::kFfnNormBias,
+                                  TensorRole::kGate,
+                                  TensorRole::kUp,
+                                  TensorRole::kUpBias,
+                                  TensorRole::kDown,
+                                  TensorRole::kDownBias};
   std::vector<PlannedTensor> plan;
   auto add = [&](TensorRole role, int32_t layer) -> absl::Status {
     const std::string hf = Checkpoint::HfTensorName(c.arch, m.hf_prefix, role, layer);
@@ -166,9 +183,9 @@ absl::StatusOr<std::vector<PlannedTensor>> PlanHf(const HfModel& m) {
   }
   if (c.rope_scaling.type == RopeScaling::Type::kLongRope) {
     // llama.cpp's converter writes Phi-3's LongRoPE divisors as these two tensors.
-    for (const auto& [tensor, factors] : {std::pair<const char*, const std::vector<float>*>{
-                                              "rope_factors_long.weight", &c.rope_scaling.long_factors},
-                                          {"rope_factors_short.weight", &c.rope_scaling.short_factors}}) {
+    for (const auto& [tensor, factors] :
+         {std::pair<const char*, const std::vector<float>*>{"rope_factors_long.weight", &c.rope_scaling.long_factors},
+          {"rope_factors_short.weight", &c.rope_scaling.short_factors}}) {
       const int64_t n = static_cast<int64_t>(factors->size());
       plan.push_back({tensor, {n}, DType::kF32, [values = *factors](std::vector<float>* out) {
                         *out = values;
@@ -205,6 +222,16 @@ void SetHyperParameters(const ModelConfig& c, formats::GgufWriter* w) {
 // The pre-tokenizer llama.cpp should use for a tokenizer.json's pre_tokenizer.
 std::string PreTokenizerName(const json& pre, std::vector<std::string>* notes) {
   if (pre.is_object() && pre.value("type", "") == "ByteLevel") return "gpt-2";
+  // A Split whose regex is one llama.cpp knows by name (before the looser checks below: o200k's has \p{N}{1,3}).
+  std::vector<json> splits = {pre};
+  if (pre.is_object() && pre.contains("pretokenizers") && pre["pretokenizers"].is_array())
+    splits.assign(pre["pretokenizers"].begin(), pre["pretokenizers"].end());
+  for (const json& p : splits) {
+    if (!p.is_object() || p.value("type", "") != "Split" || !p.contains("pattern")) continue;
+    const std::string regex = p["pattern"].value("Regex", "");
+    if (regex == text::kGpt4oPattern) return "gpt-4o";
+    if (regex == text::kTekkenPattern) return "tekken";
+  }
   const std::string text = pre.dump();
   if (text.find("\\\\p{N}{1,3}") != std::string::npos) return "llama-bpe";
   if (text.find("\\\\p{N}") != std::string::npos && text.find("Split") != std::string::npos) return "qwen2";

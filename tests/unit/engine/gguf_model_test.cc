@@ -12,6 +12,9 @@
 #include "core/convert/gguf_export.h"
 #include "core/engine/engine.h"
 #include "core/formats/gguf_file.h"
+#include "core/text/components.h"
+#include "core/text/synthetic_tokenizer.h"
+#include "core/text/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/unit/engine/test_models.h"
 
@@ -450,6 +453,43 @@ TEST_F(GgufRopeScalingTest, SyntheticLlama3ModelCarriesItsScalingInBothFormats) 
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ((*g)->config().rope_freq_factors, Llama3Divisors(16, 500000, 32, 1, 4, 8192));
   EXPECT_LT(RelDiff(Logits(dir), Logits(gguf)), 1e-4);
+}
+
+// A tokenizer.json whose Split is o200k's (gpt-oss, Phi-4-mini) or Tekken's (Ministral) is exported under the
+// pre-tokenizer name llama.cpp knows it by, not the Llama 3 one its \p{N}{1,3} resembles, and the GGUF file
+// encodes as the tokenizer.json does (tokenizer_parity_test checks both against Hugging Face's tokenizers).
+TEST(GgufExportTest, KnownSplitsAreNamedAsLlamaCppNamesThem) {
+  for (const auto& [regex, want] : {std::pair{text::kGpt4oPattern, "gpt-4o"}, std::pair{text::kTekkenPattern, "tekken"},
+                                    std::pair{text::kLlama3Pattern, "llama-bpe"}}) {
+    auto files = text::MakeSyntheticByteLevelTokenizer(512);
+    ASSERT_TRUE(files.ok()) << files.status();
+    nlohmann::json tj = nlohmann::json::parse(files->tokenizer_json);
+    tj["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", std::string(regex)}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+    SyntheticModelOptions o = testing::SmallLlama();
+    o.vocab_size = 512;
+    const std::string path = testing::TempDir() + "/split-" + want + ".gguf";
+    convert::ExportOptions eo;
+    ASSERT_TRUE(convert::ParseQuantMix("f32", &eo.mix));
+    auto report = convert::WriteSyntheticGguf(o, tj.dump(), files->tokenizer_config_json, path, eo);
+    ASSERT_TRUE(report.ok()) << report.status();
+    auto gguf = formats::GgufFile::Open(path);
+    ASSERT_TRUE(gguf.ok()) << gguf.status();
+    EXPECT_EQ(*(*gguf)->GetString("tokenizer.ggml.pre"), want);
+    auto from_gguf = text::Tokenizer::Load(path);
+    ASSERT_TRUE(from_gguf.ok()) << from_gguf.status();
+    auto from_json = text::Tokenizer::FromJson(tj.dump(), files->tokenizer_config_json);
+    ASSERT_TRUE(from_json.ok()) << from_json.status();
+    for (const std::string text : {"HelloWorld don't DON'T 1234567", "ÉcoleNormale x\n\n  y/\r\nz", "naïveCAFÉ's"})
+      EXPECT_EQ((*from_gguf)->Encode(text, false), (*from_json)->Encode(text, false)) << want << ": " << text;
+    std::remove(path.c_str());
+  }
 }
 
 }  // namespace
