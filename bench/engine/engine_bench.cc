@@ -164,7 +164,7 @@ struct Args {
   int64_t prefill_chunk = 0;    // 0: each prompt in one iteration
   int64_t kv_local_slots = 0;   // 0: the engine's default
   bool swa_full = false;
-  double temperature = 0;       // every request's sampling (0: greedy)
+  double temperature = 0;  // every request's sampling (0: greedy)
   double top_p = 1;
   bool bf16_dot = true;
   bool fused_kernels = true;
@@ -229,8 +229,9 @@ absl::StatusOr<double> Prefill(engine::Engine& e, const Args& args, int batch, i
     const int n = std::min(chunk, prompt - start);
     in->seqs.clear();
     for (const engine::StepSequence& s : whole)
-      in->seqs.push_back({s.request_id, std::vector<int32_t>(s.token_ids.begin() + start, s.token_ids.begin() + start + n),
-                          start, start + n == prompt, start == 0 ? s.new_request : std::nullopt});
+      in->seqs.push_back({s.request_id,
+                          std::vector<int32_t>(s.token_ids.begin() + start, s.token_ids.begin() + start + n), start,
+                          start + n == prompt, start == 0 ? s.new_request : std::nullopt});
     ORCA_RETURN_IF_ERROR(e.Step(*in, nullptr, out));
   }
   return Seconds(t0, Clock::now());
@@ -285,15 +286,17 @@ absl::Status Row(engine::Engine& e, const Args& args, const Ceilings& ceil, Band
   const double decode_s = step_s[step_s.size() / 2];  // median iteration
   const double decode_tps = batch / decode_s;
   if (batch == 1) *b1_tps = decode_tps;
-  std::printf("%-6d %-6d | %-10.1f %-13.0f %-6s | %-10.2f %-12.0f %-9s %-8.1f | %-8.1f %-6s\n", batch, prompt,
+  // Tokens/s with a decimal: whole tokens are too coarse for a ratio at 4-16 tok/s (a 4B BF16 decode).
+  std::printf("%-6d %-6d | %-10.1f %-13.1f %-6s | %-10.2f %-12.1f %-9s %-8.1f | %-8.1f %-6s\n", batch, prompt,
               prefill_s * 1e3, batch * prompt / prefill_s,
               Pct(prefill_flops / prefill_s / 1e9, ceil.PeakFor(e.weight_dtype())).c_str(), decode_s * 1e3, decode_tps,
               Pct(weight_gb / decode_s, ceil.read_gbps).c_str(), *b1_tps > 0 ? decode_tps / *b1_tps : 0.0, bw_now,
               Pct(weight_gb / decode_s, bw_now).c_str());
   if (e.kv_local_slots_total() > 0)
-    std::printf("#   sliding-window KV held at the last decode step: %lld slots of %lld (window %d; every position: %d)\n",
-                static_cast<long long>(local_held), static_cast<long long>(e.kv_local_slots_total()), c.sliding_window,
-                batch * (prompt + static_cast<int>(args.gen) - 1));
+    std::printf(
+        "#   sliding-window KV held at the last decode step: %lld slots of %lld (window %d; every position: %d)\n",
+        static_cast<long long>(local_held), static_cast<long long>(e.kv_local_slots_total()), c.sliding_window,
+        batch * (prompt + static_cast<int>(args.gen) - 1));
   std::fflush(stdout);
   return absl::OkStatus();
 }

@@ -51,11 +51,8 @@ batched_bench_stg() {  # LOG B
   awk -F'|' -v b="$2" 'NF >= 11 { f = $4; gsub(/ /, "", f); if (f == b) { s = $9; gsub(/ /, "", s); print s } }' "$1" | tail -1
 }
 # engine_bench's result rows: "batch prompt | prefill_ms prefill_tok/s %gemm | decode_ms decode_tok/s ...".
-# Tokens/s from the milliseconds (the tok/s columns are printed rounded to whole tokens, too coarse for a ratio
-# at 4-16 tok/s).
 engine_bench_col() {  # LOG BATCH PROMPT COLUMN(prefill|decode)
-  awk -v b="$2" -v p="$3" -v c="$4" '$1 == b && $2 == p && $3 == "|" && $7 == "|" {
-    if (c == "prefill") printf "%.1f\n", b * p * 1000 / $4; else printf "%.1f\n", b * 1000 / $8 }' "$1" | tail -1
+  awk -v b="$2" -v p="$3" -v c="$4" '$1 == b && $2 == p && $3 == "|" && $7 == "|" { print (c == "prefill" ? $5 : $9) }' "$1" | tail -1
 }
 record() {  # ROUND FILE MEASURE LLAMA ORCA LOAD
   local ratio

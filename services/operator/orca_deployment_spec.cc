@@ -303,9 +303,8 @@ void ReadSchedulingKnobs(SpecReader& r, const json& s, SchedulerSpec& out) {
             absl::StrCat("must be 0 (off) or at least maxBatchSize (", out.max_batch_size,
                          ") so that every decode fits, got ", out.max_num_batched_tokens));
   }
-  if (out.policy == "request-level" &&
-      (out.max_num_batched_tokens > 0 || out.max_prefill_slowdown > 0 || out.long_prefill_token_threshold > 0 ||
-       out.scheduling_order != "fcfs")) {
+  if (out.policy == "request-level" && (out.max_num_batched_tokens > 0 || out.max_prefill_slowdown > 0 ||
+                                        out.long_prefill_token_threshold > 0 || out.scheduling_order != "fcfs")) {
     r.Error("spec.scheduler.policy",
             "the request-level baseline takes neither maxNumBatchedTokens, maxPrefillSlowdown, "
             "longPrefillTokenThreshold nor schedulingOrder priority");
@@ -337,6 +336,7 @@ void ReadWorker(SpecReader& r, const json& spec, OrcaDeployment& d) {
   const json& w = r.Object(spec, "worker", "spec.worker");
   r.Resources(w, "spec.worker.resources", &d.worker.resources);
   r.Int(w, "threads", "spec.worker.threads", 0, 1024, &d.worker.threads);
+  r.Int(w, "kvLocalSlots", "spec.worker.kvLocalSlots", 0, INT64_MAX, &d.worker.kv_local_slots);
   r.StringMap(w, "nodeSelector", "spec.worker.nodeSelector", &d.worker.node_selector);
   r.String(w, "image", "spec.worker.image", &d.worker.image);
   r.String(w, "runtimeClassName", "spec.worker.runtimeClassName", &d.worker.runtime_class_name);

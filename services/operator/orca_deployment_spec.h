@@ -64,6 +64,8 @@ struct ContainerExtras {
 struct WorkerSpec {
   ResourceRequirements resources;
   int32_t threads = 0;
+  /// KV slots of the sliding-window layers' own pool (--kv-local-slots); 0 = the binary's default.
+  int64_t kv_local_slots = 0;
   std::map<std::string, std::string> node_selector;
   nlohmann::json tolerations = nlohmann::json::array();
   /// Pod affinity rules; null = none.

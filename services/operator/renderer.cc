@@ -55,9 +55,9 @@ FlagList WorkerFlags(const OrcaDeployment& d, int r, const std::string& rev, con
   // (rendezvous) and to the next stage (control).
   flags.emplace_back("internal-token-file", InternalTokenPath());
   if (d.worker.threads > 0) flags.emplace_back("threads", d.worker.threads);
+  if (d.worker.kv_local_slots > 0) flags.emplace_back("kv-local-slots", d.worker.kv_local_slots);
   // No iteration exceeds the scheduler's token budget: reserving it leaves nothing to grow.
-  if (d.scheduler.max_num_batched_tokens > 0)
-    flags.emplace_back("reserve-tokens", d.scheduler.max_num_batched_tokens);
+  if (d.scheduler.max_num_batched_tokens > 0) flags.emplace_back("reserve-tokens", d.scheduler.max_num_batched_tokens);
   // Pods given GPUs run the CUDA backend (one tensor-parallel shard per GPU).
   if (d.UsesGpus()) flags.emplace_back("device", "cuda");
   // A cached prefix needs its sliding-window layers' KV too: the scheduler refuses workers that keep only the window.

@@ -461,11 +461,30 @@ TEST(RendererTest, EveryFlagFileKeyIsAFlagOfItsBinary) {
   // The binaries refuse unknown keys. tests/deploy checks these against each binary's --help;
   // data-plane-port (worker) and schedulers-dns (gateway) are the flags this rendering relies on.
   const std::map<std::string, std::set<std::string>> allowed = {
-      {"worker", {"listen",        "http-listen",         "model",           "model-name",      "dtype",
-                  "stage",         "stage-from-hostname", "num-stages",      "tensor-parallel", "workers",
-                  "scheduler",     "deployment-id",       "data-plane-host", "data-plane-port", "n-slots",
-                  "threads",       "peer-timeout-ms",     "device",          "kv-block-size",   "internal-token-file",
-                  "reserve-tokens",  "swa-full"}},
+      {"worker",
+       {"listen",
+        "http-listen",
+        "model",
+        "model-name",
+        "dtype",
+        "stage",
+        "stage-from-hostname",
+        "num-stages",
+        "tensor-parallel",
+        "workers",
+        "scheduler",
+        "deployment-id",
+        "data-plane-host",
+        "data-plane-port",
+        "n-slots",
+        "threads",
+        "peer-timeout-ms",
+        "device",
+        "kv-block-size",
+        "internal-token-file",
+        "reserve-tokens",
+        "swa-full",
+        "kv-local-slots"}},
       {"scheduler",
        {"listen",
         "http-listen",
@@ -669,6 +688,19 @@ TEST(RendererTest, EverySchedulingFieldBecomesItsFlag) {
   }
   const auto gw = Render(OrcaDeploymentBuilder().Set("/spec/gateway/drainGraceSeconds", 75));
   EXPECT_EQ(FlagFile(gw, "demo-gateway", "gateway.yaml")["drain-grace-seconds"], 75);
+}
+
+// The sliding-window layers' pool reaches the workers; with prefix caching they keep every position instead.
+TEST(RendererTest, WorkerKvLocalSlotsBecomesItsFlag) {
+  const auto plain = OrcaDeploymentBuilder();
+  EXPECT_FALSE(FlagFile(Render(plain), "demo-r0-" + Revision(plain), "worker.yaml").contains("kv-local-slots"));
+  const auto sized = OrcaDeploymentBuilder().Set("/spec/worker/kvLocalSlots", 4096);
+  const json worker = FlagFile(Render(sized), "demo-r0-" + Revision(sized), "worker.yaml");
+  EXPECT_EQ(worker["kv-local-slots"], 4096);
+  EXPECT_FALSE(worker.contains("swa-full"));
+  EXPECT_NE(Revision(sized), Revision(plain));
+  const auto cached = OrcaDeploymentBuilder().Set("/spec/scheduler/enablePrefixCaching", true);
+  EXPECT_EQ(FlagFile(Render(cached), "demo-r0-" + Revision(cached), "worker.yaml")["swa-full"], true);
 }
 
 TEST(RendererTest, DefaultsRenderTheBinariesDefaults) {
